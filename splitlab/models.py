@@ -1,0 +1,185 @@
+"""Loading models: the embedded random-weight presets, and any Hugging Face model name or local path.
+
+``load_model("tiny")`` (the default everywhere in the book) builds a small Llama-style GQA decoder from
+``splitlab/configs/tiny.json`` with random weights fixed by a seed, and a byte-level tokenizer: no download,
+under a second on a laptop CPU. Other presets in that folder have the shapes of real small models
+(SmolLM2-135M, Qwen2.5-0.5B, Llama-3.2-1B) or other architectures (GPT-2, GPTBigCode-MQA, Qwen2, Mistral).
+Random weights produce gibberish text but real compute, real caches and real timings.
+
+Any other name goes to ``transformers.AutoModelForCausalLM.from_pretrained`` with its own tokenizer.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+from .device import pick_device, pick_dtype
+from .sizing import KVGeometry, kv_geometry
+
+__all__ = ["ByteTokenizer", "LoadedModel", "load_model", "list_presets", "ModelLoadError"]
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+class ModelLoadError(RuntimeError):
+    """A model name or path could not be loaded (no network, no local copy, or not a causal LM)."""
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as token ids 0..255, plus BOS=256, EOS=257, PAD=258 (vocabulary of 259).
+
+    Used by the random-weight presets. ``decode`` shows ids outside the byte range as U+FFFD.
+    """
+
+    bos_token_id, eos_token_id, pad_token_id = 256, 257, 258
+    vocab_size = 259
+
+    def encode(self, text: str, add_bos: bool = True) -> list[int]:
+        """Token ids of ``text``: optional BOS then one id per UTF-8 byte."""
+        return ([self.bos_token_id] if add_bos else []) + list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int] | torch.Tensor) -> str:
+        """Text of ``ids``; special ids are dropped, undecodable bytes and ids >= 256 become U+FFFD."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        specials = (self.bos_token_id, self.eos_token_id, self.pad_token_id)
+        out = bytearray()
+        for i in ids:
+            if i in specials:
+                continue
+            out += bytes([i]) if 0 <= i < 256 else "\ufffd".encode()
+        return out.decode("utf-8", errors="replace")
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for splitlab's engine.
+
+    Attributes:
+        name: what was asked for ("tiny", a preset, a hub name or a path).
+        model: the transformers ``PreTrainedModel`` in eval mode.
+        tokenizer: a :class:`ByteTokenizer` or the model's own Hugging Face tokenizer.
+        device, dtype: where the weights live and their dtype.
+        random_weights: True for presets (text is meaningless), False for trained weights.
+    """
+
+    name: str
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    random_weights: bool
+    geometry: KVGeometry = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.geometry = kv_geometry(self.model.config)
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the output embedding: valid token ids are 0..vocab_size-1."""
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def max_context(self) -> int:
+        """Longest sequence (prompt + generated tokens) the model accepts."""
+        return int(self.config.max_position_embeddings)
+
+    @property
+    def model_id(self) -> str:
+        """Identity stamped on every KV cache this model makes; caches of different identities never mix."""
+        g = self.geometry
+        return (f"{self.name}|{self.config.model_type}|L{g.layers}|H{g.heads}|KV{g.kv_heads}|D{g.head_dim}"
+                f"|{str(self.dtype).replace('torch.', '')}")
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` with this model's tokenizer (BOS added where the tokenizer does)."""
+        if isinstance(self.tokenizer, ByteTokenizer):
+            return self.tokenizer.encode(text)
+        return list(self.tokenizer(text)["input_ids"])
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True) if not isinstance(
+            self.tokenizer, ByteTokenizer) else self.tokenizer.decode(ids)
+
+    def __repr__(self) -> str:
+        g = self.geometry
+        kind = "random weights" if self.random_weights else "trained weights"
+        return (f"LoadedModel({self.name!r}, {self.config.model_type}, {self.n_params / 1e6:.1f}M params, "
+                f"{g.layers} layers, {g.heads} heads, {g.kv_heads} KV heads ({g.attention}), head_dim {g.head_dim}, "
+                f"{kind}, {self.device}, {str(self.dtype).replace('torch.', '')})")
+
+
+def list_presets() -> list[str]:
+    """Names of the configs shipped in splitlab/configs (loadable with random weights, no download)."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
+
+
+def _preset_config(name: str) -> transformers.PretrainedConfig:
+    fields = json.loads((CONFIG_DIR / f"{name}.json").read_text())
+    fields.pop("_comment", None)
+    model_type = fields.pop("model_type")
+    return transformers.AutoConfig.for_model(model_type, **fields)
+
+
+def load_model(name: str = "tiny", device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
+               seed: int = 0, attn_implementation: str | None = "sdpa") -> LoadedModel:
+    """Load a model by preset name, Hugging Face name or local path.
+
+    Args:
+        name: a preset from :func:`list_presets` (random weights from ``seed``), a hub name such as
+            "HuggingFaceTB/SmolLM2-135M", or a local directory saved with ``save_pretrained``.
+        device: "cpu", "cuda", "mps" or None for the best available.
+        dtype: None for float32 on CPU and bfloat16 on GPU, or a name/torch dtype.
+        seed: seeds the random weights of presets (same seed -> identical weights).
+
+    Raises:
+        ModelLoadError: the name is not a preset and cannot be loaded (e.g. no network and no local copy);
+            the message says how to fall back to the embedded default.
+        ValueError: bad device or dtype.
+    """
+    dev = pick_device(device)
+    dt = pick_dtype(dtype, dev)
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("model name must be a non-empty string, e.g. 'tiny'")
+    if name in list_presets():
+        config = _preset_config(name)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+        model.generation_config.eos_token_id = None  # random weights: generate a fixed number of tokens
+        model = model.to(device=dev, dtype=dt).eval()
+        return LoadedModel(name, model, ByteTokenizer(), dev, dt, random_weights=True)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dt, attn_implementation=attn_implementation)
+    except TypeError:  # transformers 4.x names the argument torch_dtype
+        model = transformers.AutoModelForCausalLM.from_pretrained(name, torch_dtype=dt,
+                                                                  attn_implementation=attn_implementation)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(
+            f"could not load model {name!r} ({type(err).__name__}: {str(err).splitlines()[0][:200]}). "
+            f"Without network access or a local copy, use the embedded default load_model('tiny') or a preset "
+            f"with random weights: {', '.join(list_presets())}") from None
+    model = model.to(dev).eval()
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError, TypeError):
+        if model.config.vocab_size < ByteTokenizer.vocab_size:
+            raise ModelLoadError(f"{name!r} has no tokenizer and its vocabulary is too small for bytes") from None
+        tokenizer = ByteTokenizer()  # a local checkpoint saved without a tokenizer
+    return LoadedModel(name, model, tokenizer, dev, dt, random_weights=False)

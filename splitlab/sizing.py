@@ -1,0 +1,193 @@
+"""Analytic sizing: KV-cache bytes, published model and GPU tables, and the roofline model.
+
+Everything here is arithmetic on configs and datasheet numbers; nothing loads a model. The chapters put
+these predictions beside what splitlab measures.
+
+Sources:
+- KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x bytes per element
+  (Pope et al. 2022, "Efficiently Scaling Transformer Inference", sec. 2; Kwon et al. 2023, vLLM, sec. 2).
+- MQA: one K/V head shared by all query heads (Shazeer 2019). GQA: a few K/V heads, each shared by a group
+  of query heads (Ainslie et al. 2023).
+- About 2 FLOPs per parameter per token for the matmuls of a forward pass (Kaplan et al. 2020, sec. 2.1).
+- Roofline: attainable FLOP/s = min(peak, intensity x bandwidth); ridge point = peak / bandwidth
+  (Williams, Waterman and Patterson 2009).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["KVGeometry", "kv_geometry", "dtype_bytes", "kv_bytes_per_token", "kv_bytes", "PUBLISHED_MODELS",
+           "GPUS", "prefill_flops", "decode_flops", "prefill_bytes", "decode_bytes", "arithmetic_intensity",
+           "ridge_point", "min_decode_step_s", "roofline_time_s", "resolve_config"]
+
+_DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
+                "float8": 1, "fp8": 1, "int8": 1, "int4": 0.5}
+
+
+def dtype_bytes(dtype: Any) -> float:
+    """Bytes per element of a dtype given as a name ("fp16", "bfloat16", "int8", ...) or a torch.dtype.
+
+    Raises:
+        ValueError: an unknown dtype name.
+    """
+    if hasattr(dtype, "itemsize"):  # torch.dtype
+        return dtype.itemsize
+    key = str(dtype).lower().replace("torch.", "")
+    if key not in _DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {sorted(_DTYPE_BYTES)}")
+    return _DTYPE_BYTES[key]
+
+
+@dataclass(frozen=True)
+class KVGeometry:
+    """The shape of a model's KV cache: ``layers`` x (K, V) x ``kv_heads`` x ``head_dim`` per token.
+
+    ``heads`` is the number of query heads; ``kv_heads == heads`` is MHA, ``1`` is MQA, in between is GQA.
+    """
+
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+    @property
+    def attention(self) -> str:
+        """'MHA', 'MQA' or 'GQA'."""
+        if self.kv_heads == self.heads:
+            return "MHA"
+        return "MQA" if self.kv_heads == 1 else "GQA"
+
+
+def _get(cfg: Any, *names: str) -> Any:
+    for name in names:
+        value = cfg.get(name) if isinstance(cfg, Mapping) else getattr(cfg, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def kv_geometry(config: Any) -> KVGeometry:
+    """KV geometry from a transformers config object or a config dict (Llama, GPT-2, GPTBigCode, Qwen2, ...).
+
+    kv_heads comes from ``num_key_value_heads`` (or 1 for ``multi_query`` configs, else all heads);
+    head_dim from ``head_dim``, falling back to hidden size / heads only for configs that have no head_dim.
+
+    Raises:
+        ValueError: the config lacks the number of layers or heads.
+    """
+    layers = _get(config, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _get(config, "num_attention_heads", "n_head")
+    if not layers or not heads:
+        raise ValueError("config has no num_hidden_layers/num_attention_heads: cannot size its KV cache")
+    kv_heads = _get(config, "num_key_value_heads")
+    if kv_heads is None:
+        kv_heads = 1 if _get(config, "multi_query") else heads
+    head_dim = _get(config, "head_dim")
+    if head_dim is None:
+        head_dim = _get(config, "hidden_size", "n_embd") // heads
+    return KVGeometry(int(layers), int(heads), int(kv_heads), int(head_dim))
+
+
+def kv_bytes_per_token(config: Any, dtype: Any = "fp16") -> float:
+    """KV-cache bytes one token adds: 2 x layers x kv_heads x head_dim x bytes(dtype). Source: module docstring."""
+    g = config if isinstance(config, KVGeometry) else kv_geometry(config)
+    return 2 * g.layers * g.kv_heads * g.head_dim * dtype_bytes(dtype)
+
+
+def kv_bytes(config: Any, tokens: int, batch: int = 1, dtype: Any = "fp16") -> float:
+    """KV-cache bytes for ``batch`` sequences of ``tokens`` tokens each.
+
+    Raises:
+        ValueError: negative tokens or batch.
+    """
+    if tokens < 0 or batch < 0:
+        raise ValueError(f"tokens and batch must be >= 0, got tokens={tokens}, batch={batch}")
+    return kv_bytes_per_token(config, dtype) * tokens * batch
+
+
+_DATA = json.loads((Path(__file__).parent / "data" / "published.json").read_text())
+#: Published model configs (fields of each model's config.json on the Hugging Face Hub) with parameter counts.
+PUBLISHED_MODELS: dict[str, dict] = _DATA["models"]
+#: GPUs readers use: dense fp16/bf16 tensor-core peak (FLOP/s, without sparsity), memory bandwidth (B/s),
+#: memory (bytes), each with the datasheet it comes from.
+GPUS: dict[str, dict] = _DATA["gpus"]
+
+
+def resolve_config(name_or_path: str) -> dict:
+    """A config dict for a published model name, a splitlab preset name, or a path to a config.json.
+
+    Raises:
+        ValueError: the name is none of those (the message lists the known names).
+    """
+    if name_or_path in PUBLISHED_MODELS:
+        return PUBLISHED_MODELS[name_or_path]
+    preset = Path(__file__).parent / "configs" / f"{name_or_path}.json"
+    path = Path(name_or_path)
+    if path.is_dir():
+        path = path / "config.json"
+    for candidate in (preset, path):
+        if candidate.is_file():
+            try:
+                return json.loads(candidate.read_text())
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{candidate} is not valid JSON: {err}") from None
+    presets = sorted(p.stem for p in (Path(__file__).parent / "configs").glob("*.json"))
+    raise ValueError(f"unknown model {name_or_path!r}: not a published model ({', '.join(PUBLISHED_MODELS)}), "
+                     f"a preset ({', '.join(presets)}) or a config.json path")
+
+
+# --- roofline -------------------------------------------------------------------------------------------
+
+def prefill_flops(n_params: float, prompt_tokens: int, geometry: KVGeometry, batch: int = 1) -> float:
+    """FLOPs of a prefill: 2 x params x tokens for the matmuls (Kaplan et al. 2020) plus causal attention,
+    2 x layers x heads x head_dim x tokens^2 (QK^T and AV over the lower triangle), per sequence."""
+    t = prompt_tokens
+    attn = 2 * geometry.layers * geometry.heads * geometry.head_dim * t * t
+    return batch * (2 * n_params * t + attn)
+
+
+def decode_flops(n_params: float, batch: int, context: int, geometry: KVGeometry) -> float:
+    """FLOPs of one decode step for ``batch`` sequences at ``context`` cached tokens each:
+    2 x params per token plus 4 x layers x heads x head_dim x context (QK^T and AV over the cache)."""
+    attn = 4 * geometry.layers * geometry.heads * geometry.head_dim * context
+    return batch * (2 * n_params + attn)
+
+
+def prefill_bytes(weight_bytes: float, prompt_tokens: int, kv_bytes_token: float, batch: int = 1) -> float:
+    """Bytes moved by a prefill: the weights read once plus the KV cache written."""
+    return weight_bytes + batch * prompt_tokens * kv_bytes_token
+
+
+def decode_bytes(weight_bytes: float, batch: int, context: int, kv_bytes_token: float) -> float:
+    """Bytes moved by one decode step: the weights read once plus every sequence's KV cache read."""
+    return weight_bytes + batch * context * kv_bytes_token
+
+
+def arithmetic_intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte moved (Williams et al. 2009). Raises ValueError if ``nbytes`` <= 0."""
+    if nbytes <= 0:
+        raise ValueError("bytes moved must be positive")
+    return flops / nbytes
+
+
+def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Intensity (FLOP/byte) above which a kernel is compute-bound: peak FLOP/s / memory bandwidth."""
+    if peak_flops_per_s <= 0 or bandwidth_bytes_per_s <= 0:
+        raise ValueError("peak FLOP/s and bandwidth must be positive")
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def min_decode_step_s(weight_bytes: float, kv_bytes_total: float, bandwidth_bytes_per_s: float) -> float:
+    """Lower bound on one decode step (s): every weight and every cached K/V byte is read once per step,
+    so step >= (weight bytes + KV bytes) / memory bandwidth."""
+    if bandwidth_bytes_per_s <= 0:
+        raise ValueError("bandwidth must be positive")
+    return (weight_bytes + kv_bytes_total) / bandwidth_bytes_per_s
+
+
+def roofline_time_s(flops: float, nbytes: float, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Roofline time (s) of a kernel: max(FLOPs / peak, bytes / bandwidth)."""
+    return max(flops / peak_flops_per_s, nbytes / bandwidth_bytes_per_s)
