@@ -169,11 +169,14 @@ class KVCache:
 
     @classmethod
     def from_transformers(cls, cache: Any, attention_mask: torch.Tensor, model_id: str) -> "KVCache":
-        """Wrap a transformers cache (``DynamicCache`` of 4.57-5.x, or the legacy tuple of (k, v) pairs).
+        """Wrap a transformers cache (``DynamicCache`` of 4.57-5.x, the self-attention half of an
+        ``EncoderDecoderCache``, or the legacy tuple of (k, v) pairs).
 
         Raises:
             CacheMismatchError: the cache length differs from ``attention_mask``'s.
         """
+        if hasattr(cache, "self_attention_cache"):  # EncoderDecoderCache (GPTBigCode in 4.57): decoder half
+            cache = cache.self_attention_cache
         if hasattr(cache, "layers"):
             pairs = [(layer.keys, layer.values) for layer in cache.layers]
         elif hasattr(cache, "key_cache"):
