@@ -13,7 +13,7 @@ from .engine import (ContextLengthError, DecodeOutput, EmptyPromptError, Generat
 from .kv_cache import CacheMismatchError, KVCache
 from .models import ByteTokenizer, LoadedModel, ModelLoadError, list_presets, load_model
 from .sampling import SamplingParams
-from . import sizing
+from . import check, plots, profiling, sizing, widgets
 
 __version__ = "0.1.0"
 

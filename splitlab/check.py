@@ -1,0 +1,86 @@
+"""Exercise checkers: ``splitlab.check.<exercise>(answer, ...)`` prints whether the answer is right and returns
+True/False. Expected values are always computed from the same inputs the reader has (never typed in), with the
+tolerance given. ``None`` means "not answered yet" (prints a reminder, returns False).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from . import sizing
+
+__all__ = ["forward_passes", "recompute_tokens", "kv_bytes_per_token", "max_tokens_in_memory", "ridge_point",
+           "decode_intensity", "compute_bound_batch"]
+
+
+def _verdict(answer: Any, expected: float, rel_tol: float, what: str, hint: str) -> bool:
+    if answer is None:
+        print(f"Not answered yet: set your answer for {what} and run the cell again.")
+        return False
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        print(f"Not a number: {answer!r}. {what} is a number.")
+        return False
+    if math.isclose(value, expected, rel_tol=rel_tol, abs_tol=1e-12):
+        print(f"Correct: {what} = {expected:,.6g}.")
+        return True
+    print(f"Not yet: {value:,.6g} is not {what} (tolerance {rel_tol:.0%}). Hint: {hint}")
+    return False
+
+
+def forward_passes(answer: Any, new_tokens: int) -> bool:
+    """Ch. 1: forward passes to generate ``new_tokens`` tokens with a KV cache (1 prefill + new_tokens-1 decodes)."""
+    return _verdict(answer, new_tokens, 0, f"the forward passes for {new_tokens} new tokens",
+                    "prefill makes the first token; each decode step makes one more.")
+
+
+def recompute_tokens(answer: Any, prompt_tokens: int, new_tokens: int) -> bool:
+    """Ch. 1: tokens pushed through the model to generate ``new_tokens`` tokens WITHOUT a KV cache.
+
+    Token k (k = 1..N) needs a forward pass over the prompt plus the k-1 tokens already generated:
+    sum_{k=1..N} (T + k - 1) = N*T + N*(N-1)/2.
+    """
+    n, t = new_tokens, prompt_tokens
+    return _verdict(answer, n * t + n * (n - 1) // 2, 0, "the tokens processed without a cache",
+                    "each new token re-reads the prompt and every token generated before it.")
+
+
+def kv_bytes_per_token(answer: Any, model: str, dtype: str = "fp16") -> bool:
+    """Ch. 2: KV bytes per token of a published model or preset, in ``dtype`` (formula in splitlab.sizing)."""
+    expected = sizing.kv_bytes_per_token(sizing.resolve_config(model), dtype)
+    return _verdict(answer, expected, 0.001, f"KV bytes per token of {model} in {dtype}",
+                    "2 (K and V) x layers x KV heads x head_dim x bytes per element; use the KV heads, not the "
+                    "query heads.")
+
+
+def max_tokens_in_memory(answer: Any, model: str, gpu: str, dtype: str = "fp16") -> bool:
+    """Ch. 2: how many tokens of KV cache fit on ``gpu`` after the fp16/bf16 weights of ``model``."""
+    cfg = sizing.resolve_config(model)
+    free = sizing.GPUS[gpu]["memory_bytes"] - cfg["n_params"] * sizing.dtype_bytes(dtype)
+    expected = max(0.0, free) // sizing.kv_bytes_per_token(cfg, dtype)
+    return _verdict(answer, expected, 0.02, f"the tokens of {model} KV cache that fit on a {gpu}",
+                    "(GPU memory - parameters x bytes per parameter) / KV bytes per token.")
+
+
+def ridge_point(answer: Any, gpu: str) -> bool:
+    """Ch. 3: the ridge point (FLOP/byte) of a GPU from splitlab.sizing.GPUS."""
+    g = sizing.GPUS[gpu]
+    return _verdict(answer, sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"]), 0.01,
+                    f"the ridge point of the {gpu} in FLOP/byte", "peak FLOP/s divided by memory bandwidth in B/s.")
+
+
+def decode_intensity(answer: Any, batch: int, bytes_per_param: float = 2) -> bool:
+    """Ch. 3: arithmetic intensity (FLOP/byte) of a decode step's weight matmuls at ``batch``, ignoring the KV
+    cache: 2 x params x batch FLOPs over params x bytes_per_param bytes = 2 x batch / bytes_per_param."""
+    return _verdict(answer, 2 * batch / bytes_per_param, 0.01, f"the decode intensity at batch {batch}",
+                    "each weight (bytes_per_param bytes) is read once and used for 2 FLOPs per sequence.")
+
+
+def compute_bound_batch(answer: Any, gpu: str, bytes_per_param: float = 2) -> bool:
+    """Ch. 3: smallest decode batch whose weight-matmul intensity (2B/bytes_per_param) reaches the ridge point."""
+    g = sizing.GPUS[gpu]
+    ridge = sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"])
+    return _verdict(answer, math.ceil(ridge * bytes_per_param / 2), 0.02,
+                    f"the batch at which decode becomes compute-bound on a {gpu}",
+                    "solve 2 x batch / bytes_per_param = ridge point for batch.")
