@@ -1,0 +1,48 @@
+"""Shared fixtures: tiny random-weight presets on CPU, loaded once per session (each loads in well under a second)."""
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+import splitlab as sl
+
+#: Presets covering the attention layouts and architectures of DESIGN.md section 6.
+ARCH_PRESETS = ["tiny", "tiny-gpt2", "tiny-bigcode-mqa", "tiny-qwen2", "tiny-mistral", "tiny-mha", "tiny-mqa"]
+
+#: Prompts of different lengths (bytes + BOS with the byte tokenizer).
+PROMPTS = ["Hi", "The prefill/decode split", "KV cache"]
+
+
+@functools.lru_cache(maxsize=None)
+def cached_model(name: str, dtype: str = "float32") -> sl.LoadedModel:
+    """One instance per (preset, dtype) for the whole session; tests must not modify it."""
+    return sl.load_model(name, device="cpu", dtype=dtype)
+
+
+@pytest.fixture(scope="session")
+def lm() -> sl.LoadedModel:
+    """The embedded default: Llama-style GQA, 4 layers, 8 heads, 2 KV heads, random weights, float32."""
+    return cached_model("tiny")
+
+
+@pytest.fixture(scope="module", params=ARCH_PRESETS)
+def arch_lm(request) -> sl.LoadedModel:
+    return cached_model(request.param)
+
+
+def greedy_chain(lm: sl.LoadedModel, prompt_ids: list[int], n: int):
+    """Greedy decoding written out with prefill + decode_step: returns (tokens, logits per step [n, vocab])."""
+    out = sl.prefill(lm, [prompt_ids])
+    cache, logits = out.cache, out.logits
+    tokens, all_logits = [], [logits[0]]
+    for step in range(n):
+        tok = int(logits[0].argmax())
+        tokens.append(tok)
+        if step == n - 1:
+            break
+        dec = sl.decode_step(lm, cache, [tok])
+        cache, logits = dec.cache, dec.logits
+        all_logits.append(logits[0])
+    return tokens, torch.stack(all_logits)
