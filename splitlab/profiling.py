@@ -16,7 +16,7 @@ from .engine import decode_step, forward_logits, prefill
 from .models import LoadedModel
 
 __all__ = ["warm_up", "random_prompt", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
-           "measure_matmul_flops", "measure_memory_bandwidth"]
+           "measure_kv_growth", "measure_matmul_flops", "measure_memory_bandwidth"]
 
 
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
@@ -105,6 +105,27 @@ def measure_cached_vs_recompute(lm: LoadedModel, prompt_tokens: int, new_tokens:
                          same_token=bool(out.logits.argmax(-1).item() == logits.argmax(-1).item())))
         cache, token = out.cache, out.logits.argmax(-1)
         seq.append(int(token))
+    return pd.DataFrame(rows)
+
+
+def measure_kv_growth(lm: LoadedModel, prompt_tokens: int, new_tokens: int, seed: int = 0) -> pd.DataFrame:
+    """Exact KV-cache bytes after prefill and after every decode step of one request, beside the formula
+    ``tokens x kv_bytes_per_token(config, dtype)``.
+
+    Returns columns ``tokens_in_cache``, ``nbytes`` (measured: sum of the real tensors), ``predicted_nbytes``,
+    ``step_s`` (forward time of the pass that produced that cache; the first row is the prefill).
+    """
+    from .sizing import kv_bytes_per_token  # local: sizing is model-free, profiling is not
+
+    per_token = kv_bytes_per_token(lm.config, lm.dtype)
+    pre = prefill(lm, [random_prompt(lm, prompt_tokens, seed)], max_new_tokens=new_tokens)
+    cache, token, seconds = pre.cache, pre.logits.argmax(-1), pre.seconds
+    rows = []
+    for _ in range(new_tokens):
+        rows.append(dict(tokens_in_cache=cache.seq_len, nbytes=cache.nbytes,
+                         predicted_nbytes=cache.seq_len * per_token, step_s=seconds))
+        out = decode_step(lm, cache, token)
+        cache, token, seconds = out.cache, out.logits.argmax(-1), out.seconds
     return pd.DataFrame(rows)
 
 
