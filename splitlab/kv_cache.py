@@ -165,7 +165,12 @@ class KVCache:
     def to_transformers(self) -> DynamicCache:
         """A transformers ``DynamicCache`` holding these tensors (not copies). The model's forward appends to
         it by concatenation, so this KVCache's tensors are left unchanged."""
-        return DynamicCache(list(zip(self.keys, self.values)))
+        # DynamicCache(pairs) would copy every tensor (it concatenates each onto an empty one): build the layers
+        # from empty slices, then hand them the real tensors.
+        cache = DynamicCache([(k[:, :, :0], v[:, :, :0]) for k, v in zip(self.keys, self.values)])
+        for layer, k, v in zip(cache.layers, self.keys, self.values):
+            layer.keys, layer.values = k, v
+        return cache
 
     @classmethod
     def from_transformers(cls, cache: Any, attention_mask: torch.Tensor, model_id: str) -> "KVCache":
