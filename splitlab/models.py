@@ -176,10 +176,36 @@ def load_model(name: str = "tiny", device: str | torch.device | None = None, dty
             f"Without network access or a local copy, use the embedded default load_model('tiny') or a preset "
             f"with random weights: {', '.join(list_presets())}") from None
     model = model.to(dev).eval()
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
-    except (OSError, ValueError, TypeError):
-        if model.config.vocab_size < ByteTokenizer.vocab_size:
-            raise ModelLoadError(f"{name!r} has no tokenizer and its vocabulary is too small for bytes") from None
-        tokenizer = ByteTokenizer()  # a local checkpoint saved without a tokenizer
-    return LoadedModel(name, model, tokenizer, dev, dt, random_weights=False)
+    return LoadedModel(name, model, _load_tokenizer(name, model.config.vocab_size), dev, dt, random_weights=False)
+
+
+#: Files one of which every saved Hugging Face tokenizer has.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                    "spiece.model", "merges.txt")
+
+
+def _load_tokenizer(name: str, vocab_size: int) -> Any:
+    """The tokenizer saved with hub model or directory ``name``, or a :class:`ByteTokenizer` when there is none.
+
+    A directory without tokenizer files is not handed to ``AutoTokenizer``: transformers 5 would build an empty
+    tokenizer from the model type (every text encodes to no ids), and 4.x asks for sentencepiece/protobuf to
+    convert a tokenizer that does not exist.
+
+    Raises:
+        ModelLoadError: no tokenizer and a vocabulary too small for bytes; or the tokenizer needs a library that
+            is not installed.
+    """
+    path = Path(name)
+    if not path.is_dir() or any((path / f).is_file() for f in _TOKENIZER_FILES):
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+        except ImportError as err:
+            raise ModelLoadError(f"the tokenizer of {name!r} needs a library that is not installed: "
+                                 f"{str(err).strip().splitlines()[0][:200]}") from None
+        except (OSError, ValueError, TypeError):
+            tokenizer = None
+        if tokenizer is not None and tokenizer("Hello, world", add_special_tokens=False)["input_ids"]:
+            return tokenizer
+    if vocab_size < ByteTokenizer.vocab_size:
+        raise ModelLoadError(f"{name!r} has no tokenizer and its vocabulary is too small for bytes")
+    return ByteTokenizer()  # a local checkpoint saved without a tokenizer

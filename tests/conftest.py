@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import functools
+import socket
 
+import huggingface_hub
 import pytest
 import torch
+import transformers
 
 import splitlab as sl
 
@@ -25,6 +28,25 @@ def cached_model(name: str, dtype: str = "float32") -> sl.LoadedModel:
 def lm() -> sl.LoadedModel:
     """The embedded default: Llama-style GQA, 4 layers, 8 heads, 2 KV heads, random weights, float32."""
     return cached_model("tiny")
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """HF_HUB_OFFLINE=1 (the env var, and the flags huggingface_hub/transformers read at import), and any
+    attempt to open a network connection recorded and refused."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(transformers.utils.hub, "_is_offline_mode", True, raising=False)  # transformers 4.x
+    attempts = []
+
+    def refuse(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("network access attempted in an offline test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    return attempts
 
 
 @pytest.fixture(scope="module", params=ARCH_PRESETS)

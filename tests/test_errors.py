@@ -1,13 +1,10 @@
 """Bad inputs fail early, with the documented exception type and a message that says what is wrong."""
 from __future__ import annotations
 
-import socket
 import time
 
-import huggingface_hub
 import pytest
 import torch
-import transformers
 
 import splitlab as sl
 from splitlab import CacheMismatchError, ContextLengthError, EmptyPromptError, KVCache, ModelLoadError, SamplingParams
@@ -124,25 +121,6 @@ def test_bad_sampling_params(kwargs, message):
 
 
 # --- loading -----------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def offline(monkeypatch):
-    """HF_HUB_OFFLINE=1 (the env var, and the flags huggingface_hub/transformers read at import), and any
-    attempt to open a network connection recorded and refused."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(transformers.utils.hub, "_is_offline_mode", True, raising=False)  # transformers 4.x
-    attempts = []
-
-    def refuse(*args, **kwargs):
-        attempts.append(args)
-        raise OSError("network access attempted in an offline test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    return attempts
-
 
 def test_unknown_hub_name_offline_fails_fast(offline):
     t0 = time.perf_counter()
