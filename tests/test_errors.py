@@ -50,7 +50,7 @@ def test_empty_prompt_error_is_a_value_error():
 def test_context_length():
     lm = cached_model("tiny-gpt2")  # 512 positions: cheap to reach the limit
     assert lm.max_context == 512
-    with pytest.raises(ContextLengthError, match="510 tokens \\+ 3 new tokens = 513, beyond the model's context of 512"):
+    with pytest.raises(ContextLengthError, match=r"510 tokens \+ 3 new tokens = 513, beyond .* context of 512"):
         sl.generate(lm, [1] * 510, max_new_tokens=3)
     with pytest.raises(ContextLengthError, match="beyond the model's context of 512"):
         sl.prefill(lm, [[1] * 10, [1] * 513])
