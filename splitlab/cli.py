@@ -94,28 +94,32 @@ def _number(x: float) -> int | float:
 
 # --- demo ------------------------------------------------------------------------------------------------
 
+def _presets() -> list[str]:
+    """Preset names, without importing torch (same list as :func:`splitlab.list_presets`)."""
+    return sorted(p.stem for p in (Path(sizing.__file__).parent / "configs").glob("*.json"))
+
+
 def _check_loadable(name: str) -> None:
     """Fail fast, in one line, for a model that is not a preset and cannot be found, instead of letting the
     Hugging Face client retry an unreachable hub for half a minute."""
-    from .models import list_presets
-    if name in list_presets() or Path(name).expanduser().is_dir():
+    if name in _presets() or Path(name).expanduser().is_dir():
         return
     if name in sizing.PUBLISHED_MODELS:
         raise CLIError(f"{name!r} is an entry of the sizing table, not a loadable model: try "
-                       f"'splitlab kv-size {name}', or demo a preset ({', '.join(list_presets())})")
+                       f"'splitlab kv-size {name}', or demo a preset ({', '.join(_presets())})")
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
-        raise CLIError(f"model path {name!r} does not exist (presets: {', '.join(list_presets())})")
+        raise CLIError(f"model path {name!r} does not exist (presets: {', '.join(_presets())})")
     from huggingface_hub import constants, try_to_load_from_cache
     try:
         if isinstance(try_to_load_from_cache(name, "config.json"), str):
             return  # in the local Hugging Face cache
     except ValueError:  # not a valid repo id
         raise CLIError(f"model {name!r} is not a preset, a local directory or a Hugging Face name "
-                       f"(presets: {', '.join(list_presets())})") from None
+                       f"(presets: {', '.join(_presets())})") from None
     host = constants.ENDPOINT.split("://")[-1].split("/")[0].split(":")[0]
     if constants.HF_HUB_OFFLINE or not _resolves(host):
         raise CLIError(f"model {name!r} is not a preset, not a local directory and not in the Hugging Face "
-                       f"cache, and {host} cannot be reached; use a preset: {', '.join(list_presets())}")
+                       f"cache, and {host} cannot be reached; use a preset: {', '.join(_presets())}")
 
 
 def _resolves(host: str, timeout: float = 3.0) -> bool:
@@ -161,6 +165,7 @@ def demo_prompt(lm, n_tokens: int, seed: int = 0) -> list[int]:
          arg("--seed", type=int, default=0, help="seeds the random weights and the prompt (default 0)"),
          arg("--no-reference", action="store_true", help="skip the check against transformers' generate"))
 def demo(args) -> tuple[dict, list[str]]:
+    _check_loadable(args.model)  # before importing torch: bad names fail in a fraction of a second
     import torch
     from .device import describe_device
     from .engine import as_token_batch, generate, reference_generate
@@ -170,7 +175,6 @@ def demo(args) -> tuple[dict, list[str]]:
             torch.device(args.device)
         except RuntimeError:
             raise CLIError(f"unknown device {args.device!r}: use cpu, cuda, cuda:N or mps") from None
-    _check_loadable(args.model)
     for name in ("transformers", "huggingface_hub"):  # keep stderr for our own one-line errors
         __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
     lm = load_model(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
