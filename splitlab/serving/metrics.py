@@ -1,0 +1,157 @@
+"""Serving metrics, defined once (DESIGN.md section 3). All times in seconds.
+
+- TTFT (time to first token): arrival -> first output token available to the client. It includes queueing,
+  prefill, and the KV transfer when the decode side emits the first token.
+- ITL (inter-token latency): every gap between consecutive output tokens of one request; a request with n
+  tokens has n - 1 gaps. TTFT is not one of them.
+- TPOT (time per output token): ``(E2E - TTFT) / (tokens - 1)`` per request, i.e. the mean ITL of that
+  request; undefined (NaN) for a single-token request.
+- E2E: arrival -> last output token.
+- SLO attainment: the share of *submitted* requests that finished with TTFT <= the TTFT SLO and TPOT <= the
+  TPOT SLO (a rejected or unfinished request is a miss; a one-token request meets any TPOT SLO).
+- Throughput: output tokens of completed requests / (last finish - first arrival); per worker divides by every
+  worker of both pools (a 1P+1D split is 2 workers, like colocated --workers 2).
+- Goodput (Zhong et al., "DistServe", OSDI'24): the highest request rate at which SLO attainment >= 90%, here
+  also per worker (rate / workers).
+
+Percentiles use numpy's default linear interpolation; the same definitions appear in vLLM's benchmark_serving.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .request import Request, State
+
+__all__ = ["ttft_s", "tpot_s", "e2e_s", "itl_s", "percentiles", "meets_slo", "slo_attainment", "throughput",
+           "goodput", "request_table", "summarize", "DEFAULT_TTFT_SLO_S", "DEFAULT_TPOT_SLO_S"]
+
+DEFAULT_TTFT_SLO_S = 1.0   # generous defaults for the tiny model on a laptop CPU; pass your own
+DEFAULT_TPOT_SLO_S = 0.1
+NAN = float("nan")
+
+
+def ttft_s(r: Request) -> float:
+    """Arrival -> first token (s); NaN if no token was emitted."""
+    return r.token_times_s[0] - r.arrival_s if r.token_times_s else NAN
+
+
+def e2e_s(r: Request) -> float:
+    """Arrival -> last token (s); NaN unless the request FINISHED."""
+    return r.token_times_s[-1] - r.arrival_s if r.state == State.FINISHED else NAN
+
+
+def tpot_s(r: Request) -> float:
+    """``(E2E - TTFT) / (tokens - 1)`` (s per token); NaN for unfinished or single-token requests."""
+    n = len(r.token_times_s)
+    if r.state != State.FINISHED or n < 2:
+        return NAN
+    return (r.token_times_s[-1] - r.token_times_s[0]) / (n - 1)
+
+
+def itl_s(r: Request) -> np.ndarray:
+    """The ``tokens - 1`` gaps between consecutive output tokens (s); empty for fewer than 2 tokens."""
+    return np.diff(np.asarray(r.token_times_s, dtype=float))
+
+
+def percentiles(values: Iterable[float], qs: Sequence[float] = (50, 90, 99)) -> dict[str, float]:
+    """``{"p50": ..., "p90": ..., "p99": ..., "mean": ...}`` of the finite values (NaN when there are none)."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    out = {f"p{q:g}": (float(np.percentile(x, q)) if x.size else NAN) for q in qs}
+    out["mean"] = float(x.mean()) if x.size else NAN
+    return out
+
+
+def meets_slo(r: Request, ttft_slo_s: float | None, tpot_slo_s: float | None) -> bool:
+    """True if ``r`` finished within both SLOs (None = no limit on that metric)."""
+    if r.state != State.FINISHED:
+        return False
+    ok_ttft = ttft_slo_s is None or ttft_s(r) <= ttft_slo_s
+    tpot = tpot_s(r)
+    ok_tpot = tpot_slo_s is None or math.isnan(tpot) or tpot <= tpot_slo_s
+    return ok_ttft and ok_tpot
+
+
+def slo_attainment(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s: float | None) -> float:
+    """Share (0..1) of all submitted requests meeting both SLOs; NaN for no requests."""
+    if not requests:
+        return NAN
+    return sum(meets_slo(r, ttft_slo_s, tpot_slo_s) for r in requests) / len(requests)
+
+
+def throughput(requests: Sequence[Request], n_workers: int = 1) -> dict[str, float]:
+    """Output and prompt tokens per second over the run (first arrival -> last finish of a completed request).
+
+    Returns ``throughput_tokens_per_s`` (output tokens), ``throughput_tokens_per_s_per_worker``,
+    ``input_tokens_per_s`` and ``duration_s``.
+
+    Raises:
+        ValueError: n_workers < 1.
+    """
+    if n_workers < 1:
+        raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+    done = [r for r in requests if r.state == State.FINISHED]
+    if not done:
+        return dict(throughput_tokens_per_s=0.0, throughput_tokens_per_s_per_worker=0.0, input_tokens_per_s=0.0,
+                    duration_s=0.0)
+    duration = max(r.finish_s for r in done) - min(r.arrival_s for r in requests)
+    out_tokens = sum(len(r.output) for r in done)
+    in_tokens = sum(r.prompt_len for r in done)
+    rate = out_tokens / duration if duration > 0 else NAN
+    return dict(throughput_tokens_per_s=rate, throughput_tokens_per_s_per_worker=rate / n_workers,
+                input_tokens_per_s=in_tokens / duration if duration > 0 else NAN, duration_s=duration)
+
+
+def goodput(points: Iterable[tuple[float, float]], target: float = 0.9, workers: int = 1) -> float:
+    """DistServe goodput from measured ``(rate_per_s, attainment)`` pairs: the highest tested rate such that it
+    and every lower tested rate reach ``target`` attainment, divided by ``workers`` (requests/s per worker).
+    Stopping at the first failing rate keeps one lucky high-rate run from counting. 0.0 if even the lowest
+    rate fails.
+
+    Raises:
+        ValueError: no points, or target outside (0, 1].
+    """
+    pts = sorted((float(r), float(a)) for r, a in points)
+    if not pts:
+        raise ValueError("goodput needs at least one (rate, attainment) pair")
+    if not 0 < target <= 1:
+        raise ValueError(f"target must be in (0, 1], got {target}")
+    best = 0.0
+    for rate, att in pts:
+        if not att >= target:
+            break
+        best = rate
+    return best / workers
+
+
+def request_table(requests: Sequence[Request]) -> pd.DataFrame:
+    """One row per request: id, arrival_s, prompt_tokens, output_tokens, state, ttft_s, tpot_s, e2e_s,
+    max_itl_s, prefill_worker, decode_worker, transfer_s, reject_reason."""
+    rows = []
+    for r in requests:
+        gaps = itl_s(r)
+        rows.append(dict(id=r.id, arrival_s=r.arrival_s, prompt_tokens=r.prompt_len, output_tokens=len(r.output),
+                         state=r.state.value, ttft_s=ttft_s(r), tpot_s=tpot_s(r), e2e_s=e2e_s(r),
+                         max_itl_s=float(gaps.max()) if gaps.size else NAN, prefill_worker=r.prefill_worker,
+                         decode_worker=r.decode_worker,
+                         transfer_s=(r.transfer_end_s - r.transfer_start_s) if r.transfer_end_s is not None else NAN,
+                         reject_reason=r.reject_reason))
+    return pd.DataFrame(rows)
+
+
+def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float | None = DEFAULT_TTFT_SLO_S,
+              tpot_slo_s: float | None = DEFAULT_TPOT_SLO_S) -> dict:
+    """All metrics of a run as one JSON-friendly dict: submitted, completed, rejected, ``ttft_s``, ``tpot_s``,
+    ``itl_s``, ``e2e_s`` (each ``{p50, p90, p99, mean}``), slo_attainment (with the SLOs used), the
+    :func:`throughput` fields and n_workers."""
+    completed = [r for r in requests if r.state == State.FINISHED]
+    return dict(submitted=len(requests), completed=len(completed),
+                rejected=sum(r.state == State.REJECTED for r in requests),
+                ttft_s=percentiles(ttft_s(r) for r in completed), tpot_s=percentiles(tpot_s(r) for r in completed),
+                itl_s=percentiles(np.concatenate([itl_s(r) for r in completed]) if completed else []),
+                e2e_s=percentiles(e2e_s(r) for r in completed),
+                slo_attainment=slo_attainment(requests, ttft_slo_s, tpot_slo_s), ttft_slo_s=ttft_slo_s,
+                tpot_slo_s=tpot_slo_s, n_workers=n_workers, **throughput(requests, n_workers))

@@ -1,0 +1,131 @@
+"""A serving request: what the client asked for, and what happened to it, with a timestamp per output token.
+
+All times are seconds on the simulation's virtual clock (``0.0`` = start of the run), the same clock as
+``arrival_s``. A request moves through the states of :class:`State`; it ends either ``FINISHED`` (all
+``max_new_tokens`` emitted) or ``REJECTED`` (with ``reject_reason``): never silently dropped.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from ..sampling import SamplingParams
+
+__all__ = ["Request", "State"]
+
+
+class State(str, Enum):
+    """Where a request is. ``WAITING``: queued for prefill (or for KV memory); ``PREFILLING``: some of its prompt
+    is in a worker's cache; ``TRANSFERRING``: its cache is on the link to a decode worker; ``DECODING``: in a
+    decode batch; ``FINISHED`` / ``REJECTED``: terminal."""
+
+    WAITING = "waiting"
+    PREFILLING = "prefilling"
+    TRANSFERRING = "transferring"
+    DECODING = "decoding"
+    FINISHED = "finished"
+    REJECTED = "rejected"
+
+
+@dataclass
+class Request:
+    """One request of a workload.
+
+    Attributes:
+        id: unique within a workload.
+        arrival_s: when the client sent it (s, virtual clock).
+        prompt: prompt token ids.
+        max_new_tokens: output tokens to generate (serving benchmarks fix output lengths; EOS is ignored).
+        sampling: None = greedy, else seeded :class:`splitlab.SamplingParams` (each request samples with its
+            own generator, so its tokens do not depend on who shares its batch).
+        state: see :class:`State`.
+        output: generated token ids.
+        token_times_s: when each output token became available to the client (s); ``token_times_s[0]`` is the
+            first token, so ``len(token_times_s) == len(output)``.
+        finish_s: time of the last token (FINISHED) or of the rejection (REJECTED).
+        reject_reason: why it was rejected (None otherwise).
+        prefill_worker, decode_worker: names of the workers that did each phase (same name when colocated).
+        prefill_start_s, prefill_end_s: first and last prefill forward touching this prompt (s).
+        transfer_start_s, transfer_end_s, transfer_bytes: the KV hand-off (disaggregated only).
+    """
+
+    id: int
+    arrival_s: float
+    prompt: list[int]
+    max_new_tokens: int
+    sampling: SamplingParams | None = None
+    state: State = State.WAITING
+    output: list[int] = field(default_factory=list)
+    token_times_s: list[float] = field(default_factory=list)
+    finish_s: float | None = None
+    reject_reason: str | None = None
+    prefill_worker: str | None = None
+    decode_worker: str | None = None
+    prefill_start_s: float | None = None
+    prefill_end_s: float | None = None
+    transfer_start_s: float | None = None
+    transfer_end_s: float | None = None
+    transfer_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.prompt:
+            raise ValueError(f"request {self.id}: empty prompt")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"request {self.id}: max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if not math.isfinite(self.arrival_s) or self.arrival_s < 0:
+            raise ValueError(f"request {self.id}: arrival_s must be a finite time >= 0, got {self.arrival_s}")
+
+    # --- sizes -----------------------------------------------------------------------------------------
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt)
+
+    @property
+    def max_total_tokens(self) -> int:
+        """Prompt + all output tokens: the most KV positions this request will ever hold."""
+        return len(self.prompt) + self.max_new_tokens
+
+    @property
+    def done(self) -> bool:
+        """True once FINISHED or REJECTED."""
+        return self.state in (State.FINISHED, State.REJECTED)
+
+    # --- what happened ---------------------------------------------------------------------------------
+    @property
+    def first_token_s(self) -> float | None:
+        """Time the first output token reached the client (None before it did)."""
+        return self.token_times_s[0] if self.token_times_s else None
+
+    def emit(self, token: int, time_s: float) -> None:
+        """Record one output token available at ``time_s``; finishes the request at its last token.
+
+        Raises:
+            RuntimeError: the request is already done, or time would run backwards.
+        """
+        if self.done:
+            raise RuntimeError(f"request {self.id} is {self.state.value}; it cannot emit more tokens")
+        if self.token_times_s and time_s < self.token_times_s[-1]:
+            raise RuntimeError(f"request {self.id}: token at {time_s} s is earlier than the previous one")
+        self.output.append(int(token))
+        self.token_times_s.append(float(time_s))
+        if len(self.output) >= self.max_new_tokens:
+            self.state, self.finish_s = State.FINISHED, float(time_s)
+
+    def reject(self, reason: str, time_s: float) -> None:
+        """End the request without serving it, saying why."""
+        if self.done:
+            raise RuntimeError(f"request {self.id} is already {self.state.value}")
+        self.state, self.reject_reason, self.finish_s = State.REJECTED, reason, float(time_s)
+
+    def fresh(self) -> "Request":
+        """A copy with the same inputs and nothing recorded, to run the same workload again (another layout)."""
+        return replace(self, prompt=list(self.prompt), state=State.WAITING, output=[], token_times_s=[],
+                       finish_s=None, reject_reason=None, prefill_worker=None, decode_worker=None,
+                       prefill_start_s=None, prefill_end_s=None, transfer_start_s=None, transfer_end_s=None,
+                       transfer_bytes=0)
+
+    def __repr__(self) -> str:
+        extra = f", reason={self.reject_reason!r}" if self.reject_reason else ""
+        return (f"Request(id={self.id}, arrival={self.arrival_s:.3f}s, prompt={self.prompt_len}, "
+                f"max_new={self.max_new_tokens}, {self.state.value}, out={len(self.output)}{extra})")

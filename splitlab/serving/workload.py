@@ -1,0 +1,169 @@
+"""Seeded workloads: when requests arrive and how long their prompts and outputs are.
+
+Arrivals:
+- Poisson: exponential gaps with mean ``1 / rate`` (the usual open-loop serving benchmark; DistServe, OSDI'24,
+  and vLLM's benchmark_serving draw arrivals this way).
+- Bursty: gamma-distributed gaps with the same mean and a coefficient of variation ``cv`` (shape ``1/cv^2``);
+  ``cv = 1`` is Poisson, ``cv > 1`` clumps requests into bursts (as vLLM's ``--burstiness`` does, with
+  burstiness = shape).
+
+Lengths: :class:`Fixed`, :class:`Uniform` and :class:`LogNormal` (given by its median, clipped to a range).
+
+Named workloads (sizes for a model with a 2048-token context, so that CPU runs stay short; scaled by
+``model.max_context / 2048`` up to 4x for larger presets, and clipped to fit the context):
+
+| name      | prompt tokens              | output tokens    | shape of the traffic                            |
+|-----------|----------------------------|------------------|-------------------------------------------------|
+| chat      | lognormal, median 200      | uniform 32-96    | medium prompts, medium answers                  |
+| research  | uniform 600-1000           | uniform 16-48    | long prompts (retrieved context), short answers |
+| summarize | uniform 1000-1500          | uniform 16-32    | very long prompts, short outputs                |
+| code      | uniform 30-80              | uniform 100-150  | short prompts, long outputs                     |
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..sampling import SamplingParams
+from .request import Request
+
+__all__ = ["Fixed", "Uniform", "LogNormal", "WorkloadSpec", "WORKLOADS", "poisson_arrivals", "gamma_arrivals",
+           "make_workload", "workload_scale"]
+
+BASE_CONTEXT = 2048  # context the named workloads' sizes are written for (the tiny model's)
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Every length equals ``n``."""
+
+    n: int
+
+    def sample(self, count: int, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+        return np.full(count, max(1, round(self.n * scale)), dtype=int)
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Integers uniform in ``[low, high]`` (both included)."""
+
+    low: int
+    high: int
+
+    def sample(self, count: int, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+        lo, hi = max(1, round(self.low * scale)), max(1, round(self.high * scale))
+        return rng.integers(lo, hi + 1, size=count)
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """Lognormal with the given ``median`` and log-space ``sigma``, rounded and clipped to ``[low, high]``
+    (real prompt lengths are heavy-tailed; the clip keeps them inside the context)."""
+
+    median: float
+    sigma: float
+    low: int
+    high: int
+
+    def sample(self, count: int, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+        x = rng.lognormal(np.log(self.median * scale), self.sigma, size=count)
+        return np.clip(np.rint(x), max(1, round(self.low * scale)), max(1, round(self.high * scale))).astype(int)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A named workload: prompt and output length distributions, and what it stands for."""
+
+    name: str
+    prompt: Fixed | Uniform | LogNormal
+    output: Fixed | Uniform | LogNormal
+    description: str = ""
+
+
+WORKLOADS: dict[str, WorkloadSpec] = {w.name: w for w in [
+    WorkloadSpec("chat", LogNormal(200, 0.5, 32, 600), Uniform(32, 96), "medium prompts and answers"),
+    WorkloadSpec("research", Uniform(600, 1000), Uniform(16, 48), "long prompts, short streamed answers"),
+    WorkloadSpec("summarize", Uniform(1000, 1500), Uniform(16, 32), "very long prompts, short outputs"),
+    WorkloadSpec("code", Uniform(30, 80), Uniform(100, 150), "short prompts, long outputs"),
+]}
+
+
+def _check_rate(n: int, rate_per_s: float) -> None:
+    if n < 0:
+        raise ValueError(f"number of requests must be >= 0, got {n}")
+    if not rate_per_s > 0:
+        raise ValueError(f"rate_per_s must be > 0 requests/s, got {rate_per_s}")
+
+
+def poisson_arrivals(n: int, rate_per_s: float, seed: int = 0) -> np.ndarray:
+    """``n`` arrival times (s, ascending, first gap included) of a Poisson process of ``rate_per_s``."""
+    _check_rate(n, rate_per_s)
+    return np.cumsum(np.random.default_rng(seed).exponential(1.0 / rate_per_s, size=n))
+
+
+def gamma_arrivals(n: int, rate_per_s: float, cv: float = 2.0, seed: int = 0) -> np.ndarray:
+    """``n`` arrival times with gamma gaps of mean ``1/rate_per_s`` and coefficient of variation ``cv``.
+
+    Raises:
+        ValueError: cv <= 0, rate <= 0 or n < 0.
+    """
+    _check_rate(n, rate_per_s)
+    if not cv > 0:
+        raise ValueError(f"cv must be > 0 (1 = Poisson, > 1 = bursty), got {cv}")
+    shape = 1.0 / cv ** 2
+    return np.cumsum(np.random.default_rng(seed).gamma(shape, 1.0 / (rate_per_s * shape), size=n))
+
+
+def workload_scale(max_context: int) -> float:
+    """How much to stretch the named workloads' lengths for a model of ``max_context`` tokens (0.25x..4x)."""
+    return float(np.clip(max_context / BASE_CONTEXT, 0.25, 4.0))
+
+
+def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, seed: int = 0, model=None,
+                  arrival: str = "poisson", cv: float = 2.0, scale: float | None = None,
+                  sampling: SamplingParams | None = None) -> list[Request]:
+    """Requests of a named (or custom) workload with seeded arrivals, lengths and prompt ids.
+
+    Args:
+        name: a key of :data:`WORKLOADS` or a :class:`WorkloadSpec`.
+        n_requests, rate_per_s: how many requests, and their mean arrival rate (requests/s).
+        seed: fixes arrivals, lengths and token ids (same seed -> identical workload).
+        model: a :class:`splitlab.LoadedModel` (or None: a 2048-token context and byte ids 0..255). Prompt ids
+            are drawn from ``0..min(256, vocab)-1`` like :func:`splitlab.profiling.random_prompt`.
+        arrival: "poisson" or "gamma" (bursty, with ``cv``).
+        scale: length multiplier; None derives it from the model's context (:func:`workload_scale`).
+        sampling: None (greedy) or sampling settings; each request gets seed ``sampling.seed + id``.
+
+    Every request fits the context: output lengths are cut to ``context - prompt`` and prompts to
+    ``context - 1``.
+
+    Raises:
+        KeyError: unknown workload name (the message lists the known ones).
+        ValueError: bad rate, cv, count or arrival kind.
+    """
+    if isinstance(name, str):
+        if name not in WORKLOADS:
+            raise KeyError(f"unknown workload {name!r}; choose one of {sorted(WORKLOADS)}")
+        spec = WORKLOADS[name]
+    else:
+        spec = name
+    context = int(model.max_context) if model is not None else BASE_CONTEXT
+    vocab = min(256, int(model.vocab_size)) if model is not None else 256
+    scale = workload_scale(context) if scale is None else scale
+    if arrival == "poisson":
+        times = poisson_arrivals(n_requests, rate_per_s, seed)
+    elif arrival == "gamma":
+        times = gamma_arrivals(n_requests, rate_per_s, cv, seed)
+    else:
+        raise ValueError(f"arrival must be 'poisson' or 'gamma', got {arrival!r}")
+    rng = np.random.default_rng([seed, 1])
+    prompts = np.minimum(spec.prompt.sample(n_requests, rng, scale), context - 1)
+    outputs = np.maximum(1, np.minimum(spec.output.sample(n_requests, rng, scale), context - prompts))
+    requests = []
+    for i in range(n_requests):
+        ids = np.random.default_rng([seed, 2, i]).integers(0, vocab, size=int(prompts[i])).tolist()
+        params = None if sampling is None else SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p,
+                                                              sampling.seed + i)
+        requests.append(Request(i, float(times[i]), ids, int(outputs[i]), params))
+    return requests
