@@ -1,0 +1,97 @@
+"""KV-cache memory of one worker: a byte budget, reservations for admitted requests, and a log over time.
+
+Admission reserves a request's *largest* cache up front (prompt + max_new_tokens positions on a colocated or
+decode worker; the prompt only on a prefill worker), so an admitted request can always finish: no preemption,
+no out-of-memory. A request that does not fit now waits; one that could never fit is rejected with the reason.
+(vLLM instead grows caches page by page and preempts when memory runs out; reserving up front is the simpler
+policy of Orca-style servers and keeps every run reproducible.)
+
+Bytes are logical: tokens x ``bytes_per_token`` (2 x layers x kv_heads x head_dim x bytes per element), as a
+paged allocator would hold, not the padded tensors of an emulated batch.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["KVMemory", "derive_kv_budget"]
+
+
+def derive_kv_budget(lm=None, fraction: float = 0.9, memory_bytes: int | None = None) -> int:
+    """A worker's KV budget: ``fraction`` x device memory minus the model's weights (bytes).
+
+    Device memory is ``memory_bytes`` if given, else the GPU's total memory (CUDA) or this machine's RAM (CPU,
+    from ``os.sysconf``). Emulated workers each pretend to own such a device.
+
+    Raises:
+        ValueError: the weights alone exceed the budget, or fraction is outside (0, 1].
+    """
+    import os
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    if memory_bytes is None:
+        if lm is not None and lm.device.type == "cuda":
+            memory_bytes = torch.cuda.get_device_properties(lm.device).total_memory
+        else:
+            memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    weights = lm.weight_bytes if lm is not None else 0
+    budget = int(fraction * memory_bytes) - weights
+    if budget <= 0:
+        raise ValueError(f"no room for a KV cache: {fraction} x {memory_bytes:,} bytes - weights {weights:,} bytes")
+    return budget
+
+
+class KVMemory:
+    """Reservations against a byte budget (``budget_bytes=None`` means unlimited).
+
+    Attributes:
+        reserved: bytes reserved per request id.
+        log: ``(time_s, used_bytes, reserved_bytes)`` samples, appended by :meth:`record`.
+    """
+
+    def __init__(self, budget_bytes: int | None, bytes_per_token: int):
+        if budget_bytes is not None and budget_bytes <= 0:
+            raise ValueError(f"KV budget must be > 0 bytes (or None for unlimited), got {budget_bytes}")
+        if bytes_per_token <= 0:
+            raise ValueError(f"bytes_per_token must be > 0, got {bytes_per_token}")
+        self.budget_bytes = budget_bytes
+        self.bytes_per_token = bytes_per_token
+        self.reserved: dict[int, int] = {}
+        self.log: list[tuple[float, int, int]] = []
+
+    @property
+    def capacity(self) -> float:
+        return math.inf if self.budget_bytes is None else self.budget_bytes
+
+    @property
+    def reserved_bytes(self) -> int:
+        return sum(self.reserved.values())
+
+    def bytes_for(self, tokens: int) -> int:
+        return tokens * self.bytes_per_token
+
+    def never_fits(self, tokens: int) -> str | None:
+        """Why ``tokens`` positions can never fit this budget, or None if they can."""
+        need = self.bytes_for(tokens)
+        if need > self.capacity:
+            return (f"needs {need:,} bytes of KV cache ({tokens} tokens x {self.bytes_per_token:,} bytes/token) "
+                    f"but a worker's KV budget is {self.budget_bytes:,} bytes")
+        return None
+
+    def can_reserve(self, tokens: int) -> bool:
+        return self.reserved_bytes + self.bytes_for(tokens) <= self.capacity
+
+    def reserve(self, request_id: int, tokens: int) -> None:
+        """Reserve ``tokens`` positions for a request. Raises MemoryError if they do not fit now."""
+        if not self.can_reserve(tokens):
+            raise MemoryError(f"request {request_id}: {self.bytes_for(tokens):,} bytes do not fit "
+                              f"({self.reserved_bytes:,} of {self.budget_bytes:,} reserved)")
+        self.reserved[request_id] = self.reserved.get(request_id, 0) + self.bytes_for(tokens)
+
+    def release(self, request_id: int) -> None:
+        self.reserved.pop(request_id, None)
+
+    def record(self, time_s: float, used_tokens: int) -> None:
+        """Log the bytes held at ``time_s`` (``used_tokens`` cached positions) and the bytes reserved."""
+        self.log.append((float(time_s), self.bytes_for(used_tokens), self.reserved_bytes))
