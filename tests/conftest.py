@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import socket
 
 import huggingface_hub
@@ -10,6 +11,10 @@ import torch
 import transformers
 
 import splitlab as sl
+
+# Tiny models gain nothing from a second thread, and OpenMP threads spinning against other busy processes made
+# decode 20-40x slower on a loaded 2-core machine: one thread unless SPLITLAB_TEST_THREADS says otherwise.
+torch.set_num_threads(int(os.environ.get("SPLITLAB_TEST_THREADS", "1")))
 
 #: Presets covering the attention layouts and architectures of DESIGN.md section 6.
 ARCH_PRESETS = ["tiny", "tiny-gpt2", "tiny-bigcode-mqa", "tiny-qwen2", "tiny-mistral", "tiny-mha", "tiny-mqa"]
