@@ -249,6 +249,9 @@ def kv_size(args) -> tuple[dict, list[str]]:
     return data, lines
 
 
+from . import cli_serving  # noqa: E402,F401  (registers serve and compare)
+
+
 # --- entry point -----------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:

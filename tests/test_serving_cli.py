@@ -1,0 +1,79 @@
+"""``python -m splitlab serve`` and ``compare``: the JSON contract as a user runs it (subprocesses, started
+together), text output and bad arguments in-process (each subprocess pays the torch import)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from splitlab.cli import main
+
+SMALL = ("--workload", "chat", "--requests", "3", "--rate", "20", "--scale", "0.05")
+COMMANDS = {
+    "compare": ("compare", *SMALL, "--json"),
+    "serve-disagg-cost": ("serve", "--cost-model", "--layout", "disaggregated", "--prefill-workers", "2",
+                          "--decode-workers", "1", "--workload", "summarize", "--requests", "12", "--rate", "8",
+                          "--json"),
+}
+KEYS = {"ttft_s", "tpot_s", "slo_attainment", "completed", "rejected", "throughput_tokens_per_s"}
+
+
+def _run(args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "splitlab", *args], capture_output=True, text=True, timeout=180,
+                          env=env)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return dict(zip(COMMANDS, pool.map(_run, COMMANDS.values())))
+
+
+def test_compare_json_has_both_layouts_and_tokens_identical(runs):
+    out = runs["compare"]
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["tokens_identical"] is True and data["executor"] == "ModelExecutor"
+    for layout in ("colocated", "disaggregated"):
+        m = data[layout]
+        assert KEYS <= set(m) and {"p50", "p90", "p99"} <= set(m["ttft_s"]) and {"p50", "p90", "p99"} <= set(m["tpot_s"])
+        assert m["completed"] + m["rejected"] == 3 and 0 <= m["slo_attainment"] <= 1
+    assert data["colocated"]["workers"] == ["W0", "W1"] and data["disaggregated"]["workers"] == ["P0", "D0"]
+
+
+def test_serve_json_is_one_object_for_its_layout(runs):
+    out = runs["serve-disagg-cost"]
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["layout"] == "disaggregated" and "colocated" not in data
+    m = data["disaggregated"]
+    assert KEYS <= set(m) and m["workers"] == ["P0", "P1", "D0"] and m["completed"] == 12
+    assert m["throughput_tokens_per_s"] > 0
+
+
+def test_serve_text_and_rejections(capsys):
+    assert main(["serve", "--cost-model", "--policy", "chunked", "--requests", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "TTFT ms" in text and "completed 5/5" in text
+    assert main(["serve", "--cost-model", "--workload", "summarize", "--requests", "4", "--kv-budget-bytes",
+                 "100000", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["colocated"]
+    assert m["rejected"] == 4 and m["completed"] == 0 and m["ttft_s"]["p50"] is None  # strict JSON: null
+
+
+@pytest.mark.parametrize("args", [("serve", "--rate", "0"), ("compare", "--workload", "poetry"),
+                                  ("serve", "--cost-model", "--policy", "chunked", "--chunk-tokens", "8"),
+                                  ("serve", "--model", "./no/such/model"), ("compare", "--decode-workers", "0")])
+def test_bad_arguments_fail_in_one_line(capsys, args):
+    try:
+        status = main(list(args))
+    except SystemExit as exit_:  # argparse
+        status = exit_.code
+    out = capsys.readouterr()
+    assert status == 2 and out.out == ""
+    assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
