@@ -77,3 +77,11 @@ def test_bad_arguments_fail_in_one_line(capsys, args):
     out = capsys.readouterr()
     assert status == 2 and out.out == ""
     assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
+
+
+def test_cli_choices_match_the_package():
+    import splitlab as sl
+    from splitlab import cli_serving
+    assert set(cli_serving.WORKLOAD_NAMES) == set(sl.serving.WORKLOADS)
+    assert cli_serving.POLICY_NAMES == sl.serving.POLICIES
+    assert sl.transfer.copy_cache is not None

@@ -31,7 +31,7 @@ class ServingResult:
         config: the :class:`~.cluster.ClusterConfig` used.
         workers: worker names, prefill pool first.
         wall_s: real time the run took; measured_s: seconds the executor measured (forwards and copies);
-        overhead_s: time spent merging/selecting batch caches (bookkeeping, charged to no worker).
+        overhead_s: the part of the rest spent merging/selecting batch caches (charged to no worker).
     """
 
     requests: list[Request]
@@ -53,6 +53,12 @@ class ServingResult:
         return [r for r in self.requests if r.state == State.REJECTED]
 
     @property
+    def bookkeeping_s(self) -> float:
+        """Real seconds of the run not spent in measured forwards and copies: the emulator's own cost (event
+        loop, scheduling, batch cache merges, token picking)."""
+        return max(0.0, self.wall_s - self.measured_s)
+
+    @property
     def end_s(self) -> float:
         """Virtual time at which the last worker or link went idle."""
         ends = [row["end_s"] for row in self._timeline] + [r.finish_s or 0.0 for r in self.requests]
@@ -66,8 +72,8 @@ class ServingResult:
                 tpot_slo_s: float | None = M.DEFAULT_TPOT_SLO_S) -> dict:
         """:func:`splitlab.serving.metrics.summarize` of this run, plus layout and bookkeeping share."""
         out = M.summarize(self.requests, len(self.workers), ttft_slo_s, tpot_slo_s)
-        out.update(layout=self.config.layout, workers=list(self.workers),
-                   bookkeeping_share=self.overhead_s / self.wall_s if self.wall_s > 0 else 0.0)
+        out.update(layout=self.config.layout, workers=list(self.workers), bookkeeping_s=self.bookkeeping_s,
+                   bookkeeping_share=self.bookkeeping_s / self.wall_s if self.wall_s > 0 else 0.0)
         return out
 
     def request_table(self) -> pd.DataFrame:
