@@ -110,3 +110,11 @@ def test_timeline_tiles_each_worker_without_overlap():
     table = res.worker_table()
     assert table.loc["W0", "prefill_s"] == pytest.approx(0.6)
     assert 0 < table.loc["W0", "utilization"] <= 1
+
+
+def test_token_table_lists_every_token_with_its_gap():
+    res = serve(policy="prefill-first")
+    tokens = res.token_table()
+    assert len(tokens) == 22 and tokens.gap_s.isna().sum() == 2
+    a = tokens.query("request_id == 0")
+    assert a.gap_s.max() == pytest.approx(0.51) and a.since_arrival_s.iloc[0] == pytest.approx(0.1)

@@ -80,6 +80,15 @@ class ServingResult:
         """One row per request (see :func:`splitlab.serving.metrics.request_table`)."""
         return M.request_table(self.requests)
 
+    def token_table(self) -> pd.DataFrame:
+        """One row per output token: ``request_id``, ``index`` (0 = first token), ``time_s`` (available to the
+        client), ``since_arrival_s`` and ``gap_s`` (the ITL before it; NaN for the first token, whose wait is
+        the TTFT). ``gap_s.dropna()`` is every ITL of the run, for CDFs."""
+        rows = [dict(request_id=r.id, index=i, time_s=t, since_arrival_s=t - r.arrival_s,
+                     gap_s=t - r.token_times_s[i - 1] if i else float("nan"))
+                for r in self.requests for i, t in enumerate(r.token_times_s)]
+        return pd.DataFrame(rows, columns=["request_id", "index", "time_s", "since_arrival_s", "gap_s"])
+
     @property
     def timeline(self) -> pd.DataFrame:
         busy = pd.DataFrame(self._timeline, columns=["worker", "kind", "start_s", "end_s", "request_ids", "batch",
