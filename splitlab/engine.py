@@ -123,22 +123,30 @@ def _accepts_logits_to_keep(model_cls: type) -> bool:
 
 
 def forward_logits(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   cache: KVCache | None) -> tuple[torch.Tensor, KVCache, float]:
+                   cache: KVCache | None, padded: bool | None = None) -> tuple[torch.Tensor, KVCache, float]:
     """One timed forward pass over ``input_ids [batch, new]`` after ``cache`` (or none).
 
     ``attention_mask`` is ``[batch, cached + new]``; position ids are derived from it (count of real tokens
-    before each slot). Returns (last-position logits ``[batch, vocab]`` float32, the extended cache, seconds).
+    before each slot). When no slot is padding (``padded`` False, or None and the mask is all ones) the model
+    gets neither: it then numbers positions from the cache length and applies plain causal attention, which is
+    the same computation with less work per step. Returns (last-position logits ``[batch, vocab]`` float32,
+    the extended cache, seconds).
     """
-    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)[:, -input_ids.shape[1]:]
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=True)
+    if padded is None:
+        padded = not bool(attention_mask.all())
+    kwargs = dict(input_ids=input_ids, use_cache=True)
+    if padded:
+        kwargs["attention_mask"] = attention_mask
+        kwargs["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)[:, -input_ids.shape[1]:]
     if cache is not None:
         kwargs[cache_kwarg(lm.model)] = cache.to_transformers()
     if _accepts_logits_to_keep(type(lm.model)):
         kwargs["logits_to_keep"] = 1
+    model_id = lm.model_id if cache is None else cache.model_id  # callers check that the two are equal
     with torch.inference_mode(), Timer(lm.device) as timer:
         out = lm.model(**kwargs)
         logits = out.logits[:, -1, :].float()
-    return logits, KVCache.from_transformers(output_cache(out), attention_mask, lm.model_id), timer.seconds
+    return logits, KVCache.from_transformers(output_cache(out), attention_mask, model_id), timer.seconds
 
 
 def prefill(lm: LoadedModel, prompts, max_new_tokens: int = 0) -> PrefillOutput:
@@ -159,7 +167,8 @@ def prefill(lm: LoadedModel, prompts, max_new_tokens: int = 0) -> PrefillOutput:
     for b, p in enumerate(batch):
         ids[b, seq - len(p):] = torch.tensor(p)
         mask[b, seq - len(p):] = 1
-    logits, cache, seconds = forward_logits(lm, ids.to(lm.device), mask.to(lm.device), None)
+    padded = min(map(len, batch)) < seq
+    logits, cache, seconds = forward_logits(lm, ids.to(lm.device), mask.to(lm.device), None, padded)
     return PrefillOutput(cache, logits, seconds)
 
 
@@ -184,8 +193,13 @@ def decode_step(lm: LoadedModel, cache: KVCache, tokens: torch.Tensor | Sequence
         raise ValueError(f"token ids must be in 0..{lm.vocab_size - 1}, got {tokens.tolist()}")
     if int(cache.lengths.max()) >= lm.max_context:
         raise ContextLengthError(f"a row already holds {int(cache.lengths.max())} tokens, the model's context")
+    return _decode(lm, cache, tokens, padded=None)
+
+
+def _decode(lm: LoadedModel, cache: KVCache, tokens: torch.Tensor, padded: bool | None) -> DecodeOutput:
+    """:func:`decode_step` without its checks, for loops whose inputs are valid by construction."""
     mask = torch.cat([cache.attention_mask, cache.attention_mask.new_ones(cache.batch_size, 1)], dim=1)
-    logits, new_cache, seconds = forward_logits(lm, tokens[:, None], mask, cache)
+    logits, new_cache, seconds = forward_logits(lm, tokens[:, None], mask, cache, padded)
     return DecodeOutput(new_cache, logits, seconds)
 
 
@@ -209,12 +223,13 @@ def generate(lm: LoadedModel, prompts, max_new_tokens: int = 16, sampling: Sampl
     t0 = time.perf_counter()
     pre = prefill(lm, batch)
     cache, logits = pre.cache, pre.logits
+    padded = min(map(len, batch)) < max(map(len, batch))  # decode appends one real token to every row
     result = Generation([[] for _ in batch], [len(p) for p in batch], pre.seconds, 0.0,
                         kv_bytes_after_prefill=cache.nbytes)
     done = [False] * len(batch)
     for step in range(max_new_tokens):
         if step:
-            out = decode_step(lm, cache, next_tokens)
+            out = _decode(lm, cache, next_tokens, padded)  # checked up front by as_token_batch
             cache, logits = out.cache, out.logits
             result.decode_step_s.append(out.seconds)
         next_tokens = sampler(logits)

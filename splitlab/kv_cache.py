@@ -11,8 +11,9 @@ the forward keyword went from ``past_key_values`` to ``cache``; ``DynamicCache.l
 """
 from __future__ import annotations
 
+import functools
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -27,7 +28,12 @@ class CacheMismatchError(ValueError):
 
 def cache_kwarg(model: Any) -> str:
     """Name of the forward() keyword that takes a cache: 'cache' (transformers >= 5.2x) or 'past_key_values'."""
-    params = inspect.signature(model.forward).parameters
+    return _cache_kwarg_of(type(model))
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_kwarg_of(model_cls: type) -> str:  # inspect.signature costs ~20 us: once per model class
+    params = inspect.signature(model_cls.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
 
@@ -51,6 +57,9 @@ class KVCache:
     values: list[torch.Tensor]
     attention_mask: torch.Tensor
     model_id: str
+    # The DynamicCache this cache was read from, when splitlab built it and the forward only extended it: the
+    # next to_transformers() hands it back instead of building another (a decode loop then reuses one object).
+    _transformers: Any = field(default=None, init=False, repr=False, compare=False)
 
     # --- sizes -----------------------------------------------------------------------------------------
     @property
@@ -165,11 +174,16 @@ class KVCache:
     def to_transformers(self) -> DynamicCache:
         """A transformers ``DynamicCache`` holding these tensors (not copies). The model's forward appends to
         it by concatenation, so this KVCache's tensors are left unchanged."""
+        cache, self._transformers = self._transformers, None  # hand it over at most once: the forward extends it
+        if cache is not None and len(cache.layers) == self.num_layers and all(
+                layer.keys is k and layer.values is v for layer, k, v in zip(cache.layers, self.keys, self.values)):
+            return cache
         # DynamicCache(pairs) would copy every tensor (it concatenates each onto an empty one): build the layers
         # from empty slices, then hand them the real tensors.
         cache = DynamicCache([(k[:, :, :0], v[:, :, :0]) for k, v in zip(self.keys, self.values)])
         for layer, k, v in zip(cache.layers, self.keys, self.values):
             layer.keys, layer.values = k, v
+        cache._splitlab_built = True  # plain DynamicLayers holding a KVCache's tensors, nothing else
         return cache
 
     @classmethod
@@ -191,4 +205,7 @@ class KVCache:
         keys, values = [p[0] for p in pairs], [p[1] for p in pairs]
         if keys[0].shape[2] != attention_mask.shape[1]:
             raise CacheMismatchError(f"cache holds {keys[0].shape[2]} positions but the mask {attention_mask.shape[1]}")
-        return cls(keys, values, attention_mask, model_id)
+        wrapped = cls(keys, values, attention_mask, model_id)
+        if getattr(cache, "_splitlab_built", False):
+            wrapped._transformers = cache
+        return wrapped
