@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     result = dict(
         model=args.model, model_description=repr(lm), prompt_tokens=len(ids), new_tokens=n, repeats=args.repeats,
         splitlab_tokens_per_s=sl_tps, transformers_tokens_per_s=hf_tps, ratio=sl_tps / hf_tps,
+        ratio_paired_median=statistics.median(h / s for s, h in zip(walls_sl, walls_hf)),
         splitlab_decode_tokens_per_s=statistics.median(decode_rates),
         splitlab_decode_forward_only_tokens_per_s=statistics.median(forward_rates),
         splitlab_wall_s=walls_sl, transformers_wall_s=walls_hf, same_tokens=tokens_sl == tokens_hf,
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
               f"tokens/s decode phase, {result['splitlab_decode_forward_only_tokens_per_s']:.1f} forward passes only)")
         print(f"transformers {hf_tps:8.1f} tokens/s whole call   (model.generate)")
         print(f"ratio        {result['ratio']:.3f}  (splitlab / transformers; > 1 means splitlab is faster)")
+        print(f"per pair     {result['ratio_paired_median']:.3f}  (median over the {args.repeats} back-to-back pairs; "
+              f"steadier when the machine's load changes)")
         print(f"same tokens  {result['same_tokens']}")
     return 0 if result["same_tokens"] else 1
 
