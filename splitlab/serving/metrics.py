@@ -144,12 +144,13 @@ def request_table(requests: Sequence[Request]) -> pd.DataFrame:
 
 def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float | None = DEFAULT_TTFT_SLO_S,
               tpot_slo_s: float | None = DEFAULT_TPOT_SLO_S) -> dict:
-    """All metrics of a run as one JSON-friendly dict: submitted, completed, rejected, ``ttft_s``, ``tpot_s``,
-    ``itl_s``, ``e2e_s`` (each ``{p50, p90, p99, mean}``), slo_attainment (with the SLOs used), the
+    """All metrics of a run as one JSON-friendly dict: submitted, completed, rejected, failed, ``ttft_s``,
+    ``tpot_s``, ``itl_s``, ``e2e_s`` (each ``{p50, p90, p99, mean}``), slo_attainment (with the SLOs used), the
     :func:`throughput` fields and n_workers."""
     completed = [r for r in requests if r.state == State.FINISHED]
     return dict(submitted=len(requests), completed=len(completed),
                 rejected=sum(r.state == State.REJECTED for r in requests),
+                failed=sum(r.state == State.FAILED for r in requests),
                 ttft_s=percentiles(ttft_s(r) for r in completed), tpot_s=percentiles(tpot_s(r) for r in completed),
                 itl_s=percentiles(np.concatenate([itl_s(r) for r in completed]) if completed else []),
                 e2e_s=percentiles(e2e_s(r) for r in completed),

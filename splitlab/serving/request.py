@@ -1,8 +1,9 @@
 """A serving request: what the client asked for, and what happened to it, with a timestamp per output token.
 
 All times are seconds on the simulation's virtual clock (``0.0`` = start of the run), the same clock as
-``arrival_s``. A request moves through the states of :class:`State`; it ends either ``FINISHED`` (all
-``max_new_tokens`` emitted) or ``REJECTED`` (with ``reject_reason``): never silently dropped.
+``arrival_s``. A request moves through the states of :class:`State`; it ends ``FINISHED`` (all
+``max_new_tokens`` emitted), ``REJECTED`` (refused, with ``reject_reason``) or ``FAILED`` (a worker died or went
+silent while serving it, reason in ``reject_reason``): never silently dropped.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ __all__ = ["Request", "State"]
 class State(str, Enum):
     """Where a request is. ``WAITING``: queued for prefill (or for KV memory); ``PREFILLING``: some of its prompt
     is in a worker's cache; ``TRANSFERRING``: its cache is on the link to a decode worker; ``DECODING``: in a
-    decode batch; ``FINISHED`` / ``REJECTED``: terminal."""
+    decode batch; ``FINISHED`` / ``REJECTED`` / ``FAILED`` (a fault, e.g. its worker died): terminal."""
 
     WAITING = "waiting"
     PREFILLING = "prefilling"
@@ -26,6 +27,7 @@ class State(str, Enum):
     DECODING = "decoding"
     FINISHED = "finished"
     REJECTED = "rejected"
+    FAILED = "failed"
 
 
 @dataclass
@@ -44,7 +46,7 @@ class Request:
         token_times_s: when each output token became available to the client (s); ``token_times_s[0]`` is the
             first token, so ``len(token_times_s) == len(output)``.
         finish_s: time of the last token (FINISHED) or of the rejection (REJECTED).
-        reject_reason: why it was rejected (None otherwise).
+        reject_reason: why it was rejected or failed (None otherwise).
         prefill_worker, decode_worker: names of the workers that did each phase (same name when colocated).
         prefill_start_s, prefill_end_s: first and last prefill forward touching this prompt (s).
         transfer_start_s, transfer_end_s, transfer_bytes: the KV hand-off (disaggregated only).
@@ -88,8 +90,8 @@ class Request:
 
     @property
     def done(self) -> bool:
-        """True once FINISHED or REJECTED."""
-        return self.state in (State.FINISHED, State.REJECTED)
+        """True once FINISHED, REJECTED or FAILED."""
+        return self.state in (State.FINISHED, State.REJECTED, State.FAILED)
 
     # --- what happened ---------------------------------------------------------------------------------
     @property
@@ -117,6 +119,12 @@ class Request:
         if self.done:
             raise RuntimeError(f"request {self.id} is already {self.state.value}")
         self.state, self.reject_reason, self.finish_s = State.REJECTED, reason, float(time_s)
+
+    def fail(self, reason: str, time_s: float) -> None:
+        """End the request because of a fault while it was being served (its worker died or timed out)."""
+        if self.done:
+            raise RuntimeError(f"request {self.id} is already {self.state.value}")
+        self.state, self.reject_reason, self.finish_s = State.FAILED, reason, float(time_s)
 
     def fresh(self) -> "Request":
         """A copy with the same inputs and nothing recorded, to run the same workload again (another layout)."""
