@@ -2,11 +2,17 @@
 vs full recompute, and the raw matmul FLOP/s and memory bandwidth that the roofline needs.
 
 Each function warms up once, repeats, and reports the median, so one slow outlier (a page fault, another
-process) does not move the result. Results are pandas DataFrames with units in the column names.
+process) does not move the result. ``statistic="min"`` reports the fastest run instead: on a shared machine other
+processes only ever add time, so the fastest run is the closest to what the hardware can do (the convention of
+Python's ``timeit``). Results are pandas DataFrames with units in the column names.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
+import sys
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -16,7 +22,8 @@ from .engine import decode_step, forward_logits, prefill
 from .models import LoadedModel
 
 __all__ = ["warm_up", "random_prompt", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
-           "measure_kv_growth", "measure_matmul_flops", "measure_memory_bandwidth"]
+           "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
+           "op_shares"]
 
 
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
@@ -39,43 +46,65 @@ def warm_up(lm: LoadedModel, prompt_tokens: int = 512, new_tokens: int = 4) -> N
         cache, token = out.cache, out.logits.argmax(-1)
 
 
-def _median_seconds(fn, repeats: int) -> float:
+_STATISTICS = {"median": statistics.median, "min": min}
+
+
+def _summarize(times, statistic: str) -> float:
+    if statistic not in _STATISTICS:
+        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
+    return _STATISTICS[statistic](list(times))
+
+
+def _median_seconds(fn, repeats: int, statistic: str = "median") -> float:
     fn()  # warm-up: allocator, kernel selection, lazy init
-    return statistics.median(fn() for _ in range(repeats))
+    return _summarize((fn() for _ in range(repeats)), statistic)
 
 
 def measure_prefill(lm: LoadedModel, prompt_tokens: list[int], batch: int = 1, repeats: int = 3,
-                    seed: int = 0) -> pd.DataFrame:
-    """Median prefill time per prompt length.
+                    seed: int = 0, statistic: str = "median", rounds: int = 1) -> pd.DataFrame:
+    """Median (or, with ``statistic="min"``, fastest) prefill time per prompt length.
 
+    ``rounds`` > 1 runs the whole sweep that many times, one length after another, and summarises each length
+    over all its runs: a burst of activity from another program then slows only some runs of each length.
     Returns columns ``prompt_tokens``, ``batch``, ``prefill_s``, ``tokens_per_s`` (prompt tokens x batch / s).
     """
+    times: list[list[float]] = [[] for _ in prompt_tokens]
+    for _ in range(rounds):
+        for i, n in enumerate(prompt_tokens):
+            prompts = [random_prompt(lm, n, seed + b) for b in range(batch)]
+            prefill(lm, prompts)  # warm-up: allocator, kernel selection, lazy init
+            times[i].extend(prefill(lm, prompts).seconds for _ in range(repeats))
     rows = []
-    for n in prompt_tokens:
-        prompts = [random_prompt(lm, n, seed + b) for b in range(batch)]
-        s = _median_seconds(lambda: prefill(lm, prompts).seconds, repeats)
+    for n, runs in zip(prompt_tokens, times):
+        s = _summarize(runs, statistic)
         rows.append(dict(prompt_tokens=n, batch=batch, prefill_s=s, tokens_per_s=n * batch / s))
     return pd.DataFrame(rows)
 
 
 def measure_decode(lm: LoadedModel, batch_sizes: list[int], context: int, steps: int = 8,
-                   seed: int = 0) -> pd.DataFrame:
-    """Median decode step time for each batch size, every row holding ``context`` cached tokens.
+                   seed: int = 0, statistic: str = "median", rounds: int = 1) -> pd.DataFrame:
+    """Median (or, with ``statistic="min"``, fastest) decode step time for each batch size, every row holding
+    ``context`` cached tokens (plus the few generated during the measurement).
 
+    ``rounds`` > 1 runs the whole sweep that many times (a fresh prefill each time) and summarises each batch
+    size over all its ``rounds x steps`` steps.
     Returns columns ``batch``, ``context``, ``step_s``, ``tokens_per_s`` (batch / step_s).
     """
+    times: list[list[float]] = [[] for _ in batch_sizes]
+    for _ in range(rounds):
+        # one prefill of the largest batch per round; each batch size decodes from the cache of its first rows
+        big = max(batch_sizes)
+        pre = prefill(lm, [random_prompt(lm, context, seed + j) for j in range(big)], max_new_tokens=steps + 1)
+        for i, b in enumerate(batch_sizes):
+            cache, tokens = pre.cache.select(list(range(b))), pre.logits[:b].argmax(-1)
+            decode_step(lm, cache, tokens)  # warm-up
+            for _ in range(steps):
+                out = decode_step(lm, cache, tokens)
+                cache, tokens = out.cache, out.logits.argmax(-1)
+                times[i].append(out.seconds)
     rows = []
-    for b in batch_sizes:
-        pre = prefill(lm, [random_prompt(lm, context, seed + i) for i in range(b)], max_new_tokens=steps + 1)
-        tokens = pre.logits.argmax(-1)
-        decode_step(lm, pre.cache, tokens)  # warm-up
-        times = []
-        cache = pre.cache
-        for _ in range(steps):
-            out = decode_step(lm, cache, tokens)
-            cache, tokens = out.cache, out.logits.argmax(-1)
-            times.append(out.seconds)
-        s = statistics.median(times)
+    for b, runs in zip(batch_sizes, times):
+        s = _summarize(runs, statistic)
         rows.append(dict(batch=b, context=context, step_s=s, tokens_per_s=b / s))
     return pd.DataFrame(rows)
 
@@ -130,8 +159,9 @@ def measure_kv_growth(lm: LoadedModel, prompt_tokens: int, new_tokens: int, seed
 
 
 def measure_matmul_flops(device: torch.device | str, dtype: torch.dtype = torch.float32, n: int = 1024,
-                         repeats: int = 5) -> float:
-    """Achieved FLOP/s of an n x n x n matmul (2 n^3 FLOPs) on ``device``: this machine's practical compute peak."""
+                         repeats: int = 5, statistic: str = "median") -> float:
+    """Achieved FLOP/s of an n x n x n matmul (2 n^3 FLOPs) on ``device``: this machine's practical compute peak.
+    ``statistic="min"`` uses the fastest of ``repeats`` runs (the best rate) instead of the median."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
 
@@ -140,11 +170,28 @@ def measure_matmul_flops(device: torch.device | str, dtype: torch.dtype = torch.
             a @ b
         return t.seconds
 
-    return 2 * n ** 3 / _median_seconds(once, repeats)
+    return 2 * n ** 3 / _median_seconds(once, repeats, statistic)
 
 
-def measure_memory_bandwidth(device: torch.device | str, nbytes: int = 256 * 2 ** 20, repeats: int = 5) -> float:
-    """Achieved memory bandwidth (bytes/s) of copying a ``nbytes`` buffer (counts the read and the write)."""
+def measure_peak_flops(device: torch.device | str, dtype: torch.dtype = torch.float32,
+                       sizes: tuple[int, ...] | None = None, repeats: int = 10) -> tuple[float, int]:
+    """This device's practical compute peak (FLOP/s): the best rate of square matmuls of a few ``sizes``, each
+    the fastest of ``repeats`` runs. No single size is best everywhere (small ones fit in caches, big ones keep
+    more cores busy), so several are tried: 512..2048 on CPUs, 2048..8192 on GPUs by default.
+
+    Returns (FLOP/s, the size n that reached it).
+    """
+    if sizes is None:
+        sizes = (512, 1024, 2048) if torch.device(device).type == "cpu" else (2048, 4096, 8192)
+    rates = {n: measure_matmul_flops(device, dtype, n=n, repeats=repeats, statistic="min") for n in sizes}
+    best = max(rates, key=rates.get)
+    return rates[best], best
+
+
+def measure_memory_bandwidth(device: torch.device | str, nbytes: int = 256 * 2 ** 20, repeats: int = 5,
+                             statistic: str = "median") -> float:
+    """Achieved memory bandwidth (bytes/s) of copying a ``nbytes`` buffer (counts the read and the write).
+    ``statistic="min"`` uses the fastest of ``repeats`` copies (the best rate) instead of the median."""
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
 
@@ -153,4 +200,44 @@ def measure_memory_bandwidth(device: torch.device | str, nbytes: int = 256 * 2 *
             dst.copy_(src)
         return t.seconds
 
-    return 2 * nbytes / _median_seconds(once, repeats)
+    return 2 * nbytes / _median_seconds(once, repeats, statistic)
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """Send the process's file descriptor 2 to /dev/null for a moment (the profiler's C++ side prints
+    start/stop lines there); Python-level errors still show."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def op_shares(fn: Callable[[], object], device: torch.device | str, repeats: int = 3, top: int = 5) -> pd.DataFrame:
+    """Where the time of ``fn()`` goes: run it once to warm up, then ``repeats`` times under ``torch.profiler``.
+
+    ATen operators are ranked by self time (time of the GPU kernels they launch on CUDA devices, CPU time
+    elsewhere).
+    Returns the ``top`` operators with columns ``operator`` (aten name), ``ms_per_call`` (self time per call
+    of ``fn``, milliseconds) and ``share`` (fraction of all operators' self time).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    on_gpu = torch.device(device).type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    fn()
+    with _quiet_native_stderr(), profile(activities=activities) as prof:
+        for _ in range(repeats):
+            fn()
+    # aten operators only (on CUDA the kernels they launch appear as rows of their own); times in microseconds
+    ops = [(e.key, e.self_device_time_total if on_gpu else e.self_cpu_time_total) for e in prof.key_averages()
+           if e.key.startswith("aten::")]
+    total = sum(t for _, t in ops) or 1.0
+    ops.sort(key=lambda op: -op[1])
+    return pd.DataFrame([dict(operator=name, ms_per_call=t / 1e3 / repeats, share=t / total)
+                         for name, t in ops[:top]])
