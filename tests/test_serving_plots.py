@@ -80,3 +80,19 @@ def test_itl_over_time_marks_the_long_prompt(colocated):
 def test_bytes_unit():
     assert sp.bytes_unit(100) == (1.0, "B")
     assert sp.bytes_unit(3 * 2 ** 20) == (2.0 ** 20, "MiB")
+
+
+def test_measured_vs_predicted_plots(colocated, split):
+    import pandas as pd
+
+    from splitlab.serving import interference
+
+    spikes = interference.spike_table(colocated, long_ids=[3])
+    ax = sp.itl_spikes(spikes, {"predicted": ([1000], [0.08])})
+    assert labelled(ax) and "(ms)" in ax.get_ylabel()
+    assert "predicted" in [t.get_text() for t in ax.get_legend().get_texts()]
+    table = pd.DataFrame(dict(rate_per_s=[1.0, 2.0], ttft_mean_s=[0.1, 0.2], ttft_p90_s=[0.2, 0.3]))
+    ax = sp.ttft_sweep(table, "rate_per_s", {"floor": ([1.0, 2.0], [0.05, 0.05])})
+    assert labelled(ax) and ax.get_xlabel() == "request rate (requests/s)"
+    ax = sp.ttft_by_request({"colocated": colocated, "split": split}, predicted_s=[0.1] * 4)
+    assert labelled(ax) and len(ax.patches) == 8

@@ -1,0 +1,150 @@
+"""Interference on a colocated worker: running streams stall while a long prompt is prefilled.
+
+- :func:`streams_and_long_prompts`: a workload of ``n_streams`` short-prompt streams that start together and
+  keep decoding, plus long prompts arriving at chosen times while they run.
+- :func:`stall_schedule`: when to send the long prompt, and how long the streams must be, so that it arrives
+  while they are decoding, on this device.
+- :func:`spike_table`: for each long prompt, its prefill as the run measured it and the gap that the running
+  streams saw across it (the ITL spike), beside their typical gap.
+- :func:`queueing_ttft_s` and :func:`wave_ttft_s`: the two TTFT predictions of chapter 4 (queueing behind other
+  prompts; waiting for KV memory).
+
+Under the prefill-first policy (Orca; vLLM before chunked prefill) the worker runs a new prompt's prefill as soon
+as it is admitted, between two decode steps, so a stream's token that would have come one decode step later comes
+one prefill later still:
+
+    spike ~= prefill_s(prompt) + decode_step_s(streams + 1)
+
+(the newcomer joins the decode batch right after its prefill). Sarathi-Serve (Agrawal et al., OSDI'24) calls
+these "generation stalls".
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .request import Request
+
+__all__ = ["streams_and_long_prompts", "stall_schedule", "spike_table", "queueing_ttft_s", "wave_ttft_s"]
+
+
+def _ids(n: int, seed: int, vocab: int) -> list[int]:
+    return np.random.default_rng(seed).integers(0, vocab, size=n).tolist()
+
+
+def streams_and_long_prompts(long_prompts: Sequence[int], arrivals_s: Sequence[float], n_streams: int = 4,
+                             stream_prompt: int = 16, stream_tokens: int = 160, long_new_tokens: int = 4,
+                             model=None, seed: int = 0) -> list[Request]:
+    """Requests ``0..n_streams-1``: streams of ``stream_prompt`` prompt tokens and ``stream_tokens`` output
+    tokens, all arriving at t = 0; then one request per entry of ``long_prompts`` (prompt tokens), arriving at
+    the matching ``arrivals_s`` (s) and asking for ``long_new_tokens`` tokens. Prompt ids are seeded (byte range,
+    or the model's vocabulary if smaller).
+
+    Raises:
+        ValueError: ``long_prompts`` and ``arrivals_s`` differ in length, or a count is below 1.
+    """
+    if len(long_prompts) != len(arrivals_s):
+        raise ValueError(f"{len(long_prompts)} long prompts but {len(arrivals_s)} arrival times")
+    if min(n_streams, stream_prompt, stream_tokens, long_new_tokens) < 1:
+        raise ValueError("n_streams, stream_prompt, stream_tokens and long_new_tokens must be >= 1")
+    vocab = min(256, int(model.vocab_size)) if model is not None else 256
+    reqs = [Request(i, 0.0, _ids(stream_prompt, seed + i, vocab), stream_tokens) for i in range(n_streams)]
+    for j, (n, t) in enumerate(zip(long_prompts, arrivals_s)):
+        i = n_streams + j
+        reqs.append(Request(i, float(t), _ids(int(n), seed + i, vocab), long_new_tokens))
+    return reqs
+
+
+def stall_schedule(lm, n_streams: int = 4, stream_prompt: int = 16, steps_before: int = 40,
+                   stream_tokens: int = 160) -> tuple[float, int]:
+    """``(arrive_s, stream_tokens)`` for :func:`streams_and_long_prompts` on this device: the long prompt
+    arrives after about ``steps_before`` decode steps of the streams (their fastest step, measured), and the
+    streams ask for ``stream_tokens`` tokens, so they are still decoding then even if the run's steps come out up
+    to ``stream_tokens / steps_before`` times faster than measured, or many times slower (short stream prompts
+    keep their own prefill shorter than the wait). Capped by the model's context.
+    """
+    from ..profiling import measure_decode
+
+    step_s = measure_decode(lm, [n_streams], context=stream_prompt, steps=8, rounds=2, statistic="min").step_s[0]
+    return float(steps_before * step_s), int(min(stream_tokens, lm.max_context - stream_prompt - 1))
+
+
+def spike_table(res, long_ids: Sequence[int] | None = None, min_prompt_tokens: int | None = None) -> pd.DataFrame:
+    """One row per long request (``long_ids``, or every request with at least ``min_prompt_tokens`` prompt
+    tokens): ``id``, ``prompt_tokens``, ``arrival_s``, ``ttft_s``, ``prefill_s`` (the in-run prefill steps that
+    carried its prompt, summed), ``spike_s`` (median over the other requests that were decoding across that
+    prefill of the gap that spans it; NaN if none was), ``streams`` (how many such requests).
+    The other requests' median gap outside spikes is in ``typical_itl_s``.
+
+    Raises:
+        ValueError: neither ``long_ids`` nor ``min_prompt_tokens`` given.
+    """
+    if long_ids is None:
+        if min_prompt_tokens is None:
+            raise ValueError("give long_ids or min_prompt_tokens")
+        long_ids = [r.id for r in res.requests if r.prompt_len >= min_prompt_tokens]
+    long_ids = set(long_ids)
+    others = [r for r in res.requests if r.id not in long_ids]
+    tl = res.timeline
+    prefills = tl[tl.kind == "prefill"]
+    rows, spike_gaps = [], set()
+    for r in sorted((q for q in res.requests if q.id in long_ids), key=lambda q: q.arrival_s):
+        steps = prefills[prefills.request_ids.apply(lambda ids: r.id in ids)]
+        gaps = []
+        if len(steps):
+            start, end = steps.start_s.min(), steps.end_s.max()
+            for o in others:
+                t = np.asarray(o.token_times_s)
+                k = np.searchsorted(t, end)  # first token at or after the prefill ends
+                if 0 < k < len(t) and t[k - 1] <= start:
+                    gaps.append(t[k] - t[k - 1])
+                    spike_gaps.add((o.id, int(k)))
+        rows.append(dict(id=r.id, prompt_tokens=r.prompt_len, arrival_s=r.arrival_s,
+                         ttft_s=(r.token_times_s[0] - r.arrival_s) if r.token_times_s else np.nan,
+                         prefill_s=float((steps.end_s - steps.start_s).sum()) if len(steps) else np.nan,
+                         spike_s=float(np.median(gaps)) if gaps else np.nan, streams=len(gaps)))
+    typical = [g for o in others for k, g in enumerate(np.diff(o.token_times_s), start=1) if (o.id, k) not in spike_gaps]
+    out = pd.DataFrame(rows, columns=["id", "prompt_tokens", "arrival_s", "ttft_s", "prefill_s", "spike_s",
+                                      "streams"])
+    out["typical_itl_s"] = float(np.median(typical)) if typical else np.nan
+    return out
+
+
+def queueing_ttft_s(rate_per_s, prefill_s: float, decode_step_s: float = 0.0):
+    """Mean TTFT of same-length prompts arriving as a Poisson process at ``rate_per_s`` on one prefill-first
+    worker: the prefill itself, plus the mean wait of an M/D/1 queue whose service time is one prefill
+    (prefill-first lets a prompt queue only behind other prompts), plus half a decode step (a prompt that
+    arrives during a decode step waits for it to end):
+
+        TTFT ~= P + rho * P / (2 * (1 - rho)) + D / 2,   rho = rate * P
+
+    (Pollaczek-Khinchine formula for deterministic service). ``inf`` where ``rho >= 1``: the queue grows without
+    bound. Works on scalars and numpy arrays of rates.
+    """
+    rate = np.asarray(rate_per_s, dtype=float)
+    rho = rate * prefill_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(rho < 1, prefill_s + rho * prefill_s / (2 * (1 - rho)) + decode_step_s / 2, math.inf)
+    return float(out) if out.ndim == 0 else out
+
+
+def wave_ttft_s(index, fit: int, prefill_s: float, decode_step_s: float, new_tokens: int):
+    """TTFT of the ``index``-th (0-based) of identical requests that all arrive at t = 0 on one worker whose KV
+    budget holds ``fit`` of them at once (admission reserves prompt + new tokens). They are served in waves of
+    ``fit``: a wave is one batched prefill (``prefill_s``) and ``new_tokens - 1`` decode steps of ``fit``
+    sequences (``decode_step_s``), and the next wave is admitted only when its memory is released:
+
+        TTFT(index) = (index // fit) * (prefill_s + (new_tokens - 1) * decode_step_s) + prefill_s
+
+    Raises:
+        ValueError: fit < 1.
+    """
+    if fit < 1:
+        raise ValueError(f"fit must be >= 1 request, got {fit}")
+    wave = np.asarray(index) // fit
+    out = wave * (prefill_s + (new_tokens - 1) * decode_step_s) + prefill_s
+    return float(out) if np.ndim(out) == 0 else out
