@@ -69,7 +69,8 @@ def describe_device(device: torch.device | str) -> str:
         return torch.cuda.get_device_name(dev)
     if dev.type == "mps":
         return "Apple MPS"
-    return f"CPU ({torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"CPU ({n} thread{'' if n == 1 else 's'})"
 
 
 class Timer:
