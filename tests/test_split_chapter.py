@@ -1,0 +1,66 @@
+"""Chapter 6 (the split): its formulas against cost-model runs with round numbers, its checkers, and a smoke run
+of its explorer on the tiny model."""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from splitlab import check  # noqa: E402
+from splitlab.serving import CostModel, CostModelExecutor, Fixed, WorkloadSpec, compare  # noqa: E402
+
+# prefill 1 ms per prompt token, a decode step 10 ms whatever the batch, transfers 1 GB/s
+COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,
+                 decode_per_token_s=0.0, transfer_base_s=0.0, transfer_bytes_per_s=1e9, kv_bytes_per_token=100)
+SPEC = WorkloadSpec("fixed", Fixed(100), Fixed(40))  # prefill 0.1 s, 40 tokens
+
+
+def test_colocated_tpot_formula_and_split_tpot_on_a_cost_model():
+    load = 0.8  # rate x prefill time
+    cmp = compare(SPEC, executor=CostModelExecutor(COST), rate_per_s=load / 0.1, n_requests=300, seed=1,
+                  kv_budget_bytes=None)
+    assert cmp.tokens_identical
+    colocated = cmp.colocated.metrics()["tpot_s"]["mean"]
+    split = cmp.disaggregated.metrics()["tpot_s"]["mean"]
+    predicted = 0.01 / (1 - load / 2)  # the decode step stretched by the prefill share of a worker
+    assert colocated == pytest.approx(predicted, rel=0.2)
+    assert 0.01 <= split < 0.011  # a decode step; only the first gap may wait for a step already running
+    assert check.colocated_tpot(predicted, 0.01, load / 0.1, 2, 0.1)
+
+
+def test_colocated_tpot_checker():
+    assert check.colocated_tpot(0.002 / (1 - 0.3), decode_step_s=0.002, rate_per_s=6, workers=2, mean_prefill_s=0.1)
+    assert not check.colocated_tpot(0.002, decode_step_s=0.002, rate_per_s=6, workers=2, mean_prefill_s=0.1)
+    assert not check.colocated_tpot(None, 0.002, 6, 2, 0.1)
+    assert not check.colocated_tpot(0.1, 0.002, 30, 2, 0.1)  # a worker would need 150% of its time for prefill
+
+
+def test_transfer_seconds_checker(lm):
+    per_token = 2 * lm.geometry.layers * lm.geometry.kv_heads * lm.geometry.head_dim * lm.dtype.itemsize
+    assert check.transfer_seconds(1000 * per_token / 1e8, lm, prompt_tokens=1000, link_bytes_per_s=1e8)
+    assert not check.transfer_seconds(1000 * per_token / 1e9, lm, prompt_tokens=1000, link_bytes_per_s=1e8)
+    assert not check.transfer_seconds("fast", lm, prompt_tokens=1000, link_bytes_per_s=1e8)
+
+
+def test_min_prefill_workers_checker():
+    assert check.min_prefill_workers(2, rate_per_s=12, mean_prefill_s=0.1, max_utilization=0.7)  # 1.2 / 0.7
+    assert not check.min_prefill_workers(1, rate_per_s=12, mean_prefill_s=0.1, max_utilization=0.7)
+    assert check.min_prefill_workers(1, rate_per_s=7, mean_prefill_s=0.1, max_utilization=0.7)  # exactly 0.7
+    assert check.min_prefill_workers(1, rate_per_s=0.1, mean_prefill_s=0.1)
+    with pytest.raises(ValueError):
+        check.min_prefill_workers(1, 1, 0.1, max_utilization=0)
+    assert math.ceil(1.2 / 0.7) == 2
+
+
+def test_split_explorer_draws_a_static_figure(lm):
+    import matplotlib.pyplot as plt
+
+    from splitlab import widgets
+
+    box = widgets.split_explorer(lm, "code", rate_per_s=20, prefill_workers=1, decode_workers=1, ttft_slo_s=1.0,
+                                 tpot_slo_s=0.05, n_requests=3)
+    assert len(box.children[0].children) == 3  # rate, P, D
+    plt.close("all")
