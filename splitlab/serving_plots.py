@@ -256,6 +256,11 @@ def itl_over_time(res, ax=None, title: str | None = None, streams: Iterable[int]
 PREDICTED = "black"
 
 
+def _legend_below(ax, ncol: int = 2) -> None:
+    """Legend under the axes, so that it never hides a measured point (noisy runs put them anywhere)."""
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=ncol, frameon=False)
+
+
 def _predicted_lines(ax, predicted, scale: float = 1e3) -> None:
     """``predicted``: mapping label -> (x, seconds); drawn as black lines with distinct styles, in ms."""
     for (label, (x, y)), style in zip((predicted or {}).items(), ["--", ":", "-."]):
@@ -281,7 +286,7 @@ def itl_spikes(spikes: pd.DataFrame, predicted: Mapping[str, tuple] | None = Non
     ax.set_xlabel("length of the arriving prompt (tokens)")
     ax.set_ylabel("longest gap between tokens (ms)")
     ax.set_title(title or "A long prompt stalls every running stream for about its prefill")
-    ax.legend(fontsize=8, loc="upper left")
+    _legend_below(ax)
     return ax
 
 
@@ -301,7 +306,7 @@ def ttft_sweep(table: pd.DataFrame, x: str, predicted: Mapping[str, tuple] | Non
                              "rate_per_s": "request rate (requests/s)"}.get(x, x))
     ax.set_ylabel("time to first token (ms)")
     ax.set_title(title or "TTFT grows with the prompt and with the load")
-    ax.legend(fontsize=8, loc="upper left")
+    _legend_below(ax)
     return ax
 
 
@@ -323,5 +328,5 @@ def ttft_by_request(results, predicted_s=None, ax=None, title: str | None = None
     ax.set_xlabel("request (id, in arrival order)")
     ax.set_ylabel("time to first token (ms)")
     ax.set_title(title or "TTFT of each request")
-    ax.legend(fontsize=8, loc="upper left")
+    _legend_below(ax, ncol=3)
     return ax

@@ -37,7 +37,7 @@ def _ids(n: int, seed: int, vocab: int) -> list[int]:
 
 
 def streams_and_long_prompts(long_prompts: Sequence[int], arrivals_s: Sequence[float], n_streams: int = 4,
-                             stream_prompt: int = 16, stream_tokens: int = 160, long_new_tokens: int = 4,
+                             stream_prompt: int = 16, stream_tokens: int = 120, long_new_tokens: int = 4,
                              model=None, seed: int = 0) -> list[Request]:
     """Requests ``0..n_streams-1``: streams of ``stream_prompt`` prompt tokens and ``stream_tokens`` output
     tokens, all arriving at t = 0; then one request per entry of ``long_prompts`` (prompt tokens), arriving at
@@ -59,8 +59,8 @@ def streams_and_long_prompts(long_prompts: Sequence[int], arrivals_s: Sequence[f
     return reqs
 
 
-def stall_schedule(lm, n_streams: int = 4, stream_prompt: int = 16, steps_before: int = 40,
-                   stream_tokens: int = 160) -> tuple[float, int]:
+def stall_schedule(lm, n_streams: int = 4, stream_prompt: int = 16, steps_before: int = 30,
+                   stream_tokens: int = 120) -> tuple[float, int]:
     """``(arrive_s, stream_tokens)`` for :func:`streams_and_long_prompts` on this device: the long prompt
     arrives after about ``steps_before`` decode steps of the streams (their fastest step, measured), and the
     streams ask for ``stream_tokens`` tokens, so they are still decoding then even if the run's steps come out up
