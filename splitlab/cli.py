@@ -250,6 +250,7 @@ def kv_size(args) -> tuple[dict, list[str]]:
 
 
 from . import cli_serving  # noqa: E402,F401  (registers serve and compare)
+from . import cli_transfer  # noqa: E402,F401  (registers transfer)
 
 
 # --- entry point -----------------------------------------------------------------------------------------
