@@ -20,23 +20,23 @@ Every payload tensor is contiguous uint8 (``send`` needs contiguous memory; uint
 With ``init_process_group("cpu:gloo,cuda:nccl")`` CUDA payloads go over NCCL and headers over gloo; with plain
 gloo a GPU cache is staged through host memory.
 
+This module is the format (header, layout, plans, raw baseline, acknowledgements); :mod:`splitlab.kv_link` moves
+caches with it (``send_cache``, ``recv_cache``, ``prefill_streaming``, re-exported here).
+
 Why bother streaming: DistServe (Zhong et al., OSDI'24) argues the hand-off is affordable because KV of
 layer i can move while later layers compute, and because bytes per token (2 x layers x kv_heads x head_dim x
 element size) are small next to a modern link; :func:`prefill_streaming` measures how much is hidden here.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, replace
-from typing import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
-from .device import Timer, synchronize
-from .engine import PrefillOutput, as_token_batch, _accepts_logits_to_keep
-from .kv_cache import CacheMismatchError, KVCache, cache_kwarg, output_cache
-from .transfer import Packet, TransferHeader, check, make_header
+from .engine import as_token_batch
+from .kv_cache import KVCache
+from .transfer import Packet, TransferHeader, make_header  # noqa: F401  (Packet: what recv_cache returns)
 
 __all__ = ["WireStats", "ProtocolError", "send_cache", "recv_cache", "prefill_streaming", "plan_of", "cache_plan",
            "stream_header", "send_header", "recv_header", "pack_flat", "unpack_flat", "send_raw", "recv_raw",
@@ -247,198 +247,6 @@ def _payload(cache: KVCache, wire: torch.device, segments: str) -> list[torch.Te
     return [pack_flat(cache).to(wire)]
 
 
-# --- whole-request transfer ---------------------------------------------------------------------------------
-
-def send_cache(cache: KVCache, dst: int, first_tokens=None, request_ids=None, mode: str = "whole",
-               segments: str = "tensors", group=None) -> WireStats:
-    """Send ``cache`` (complete, after prefill) to rank ``dst``: header, then the payload.
-
-    Args:
-        first_tokens, request_ids: one per row, carried in the header (layer-wise: in the trailer).
-        mode: "whole" (every layer at once) or "layerwise" (one message per layer, each packed just before it
-            leaves, then the trailer: the granularity of streaming, without a forward to overlap with).
-        segments: for "whole": "tensors" (default: each contiguous K/V tensor is sent in place, 2 x layers
-            messages into the receiver's one flat buffer) or "flat" (pack into one buffer first: one message,
-            one extra copy of every byte).
-
-    Raises:
-        ValueError: a cache that is not left-padded, whose K/V shapes differ, or a bad mode; RuntimeError from
-        the backend when the peer is gone (gloo: "Connection closed by peer") or the group's timeout passes.
-    """
-    if mode not in MODES:
-        raise ValueError(f"mode must be 'whole' or 'layerwise', got {mode!r}")
-    _check_layout(cache)
-    header = make_header(cache, first_tokens if mode == "whole" else None, request_ids)
-    wire = _wire_device(cache.device, group)
-    t0 = time.perf_counter()
-    works: list = []  # (handle, buffer): everything is asynchronous, so no step waits for the receiver's reply
-    if mode == "whole":
-        parts = _payload(cache, wire, segments)
-        hbytes = send_header(header, dst, "whole", len(parts), group, works)
-        works += [(_isend(p, dst, group, TAG_PAYLOAD), p) for p in parts]
-    else:
-        hbytes = send_header(header, dst, "layerwise", cache.num_layers, group, works)
-        flat = torch.empty(header.nbytes, dtype=torch.uint8, device=wire)
-        n = header.nbytes // cache.num_layers
-        for i, (k, v) in enumerate(zip(cache.keys, cache.values)):
-            seg = flat[i * n:(i + 1) * n]
-            seg[:n // 2].view(k.dtype).view(k.shape).copy_(k)
-            seg[n // 2:].view(v.dtype).view(v.shape).copy_(v)
-            works.append((_isend(seg, dst, group, TAG_PAYLOAD), seg))
-        firsts = torch.tensor(list(first_tokens) if first_tokens is not None else [-1] * cache.batch_size)
-        works.append((_isend(firsts, dst, group, TAG_TRAILER), firsts))
-    for w, _ in works:
-        w.wait()
-    segs = len(parts) if mode == "whole" else cache.num_layers
-    return WireStats(header.nbytes, time.perf_counter() - t0, mode, segs, hbytes)
-
-
-def recv_cache(src: int, lm=None, device=None, group=None, plan: dict | None = None) -> tuple[Packet, WireStats]:
-    """Receive one cache from rank ``src`` (whole or layer-wise; the preamble says which).
-
-    Args:
-        lm: the receiving :class:`splitlab.LoadedModel`; its identity, dtype and shapes must match the header.
-            None skips that check (a relay or an echo peer).
-        device: where the cache should end up (default ``lm.device``, else CPU).
-        plan: :func:`plan_of` the coming transfer, from the announcement on the control plane. With it the
-            receiver allocates and posts every receive before the header arrives, so the payload flows right
-            behind the header (as disaggregated servers do: the decode side allocates KV blocks, then the prefill
-            side writes them). Without it the receiver must read the header before posting the payload
-            receives: one more wake-up of the receiver per transfer, milliseconds on a busy machine. The plan
-            must come from the sender (:func:`cache_plan`, :func:`plan_of`): gloo aborts the process when a
-            message is larger than the buffer posted for it.
-
-    Returns:
-        ``(Packet(header with first tokens, cache), WireStats)``; the cache's tensors are views of one buffer.
-
-    Raises:
-        CacheMismatchError: the header is for another model, dtype or shape (every mismatching field is named).
-            The payload is received and dropped first, so the connection stays usable; nothing is decoded.
-        ProtocolError: not a splitlab header, or not the announced plan. RuntimeError: the peer died or the
-            group's timeout passed.
-    """
-    device = torch.device(device) if device is not None else (lm.device if lm is not None else torch.device("cpu"))
-    wire = _wire_device(device, group)
-
-    def post(nbytes: int, segments: int, mode: str, batch: int):
-        flat = torch.empty(nbytes, dtype=torch.uint8, device=wire)
-        n = nbytes // segments
-        works = [_irecv(flat[i * n:(i + 1) * n], src, group, TAG_PAYLOAD) for i in range(segments)]
-        trailer = torch.empty(batch, dtype=torch.int64)
-        if mode == "layerwise":
-            works.append(_irecv(trailer, src, group, TAG_TRAILER))
-        return flat, works, trailer
-
-    if plan is not None:
-        msg = torch.empty(HEADER_BYTES, dtype=torch.uint8)
-        hw = _irecv(msg, src, group, TAG_HEADER)
-        flat, works, trailer = post(plan["nbytes"], plan["segments"], plan["mode"], plan["batch"])
-        hw.wait()
-        header, mode, segments, hbytes = _parse_header(msg, src, group)
-        if (header.nbytes, segments, mode, header.batch) != (plan["nbytes"], plan["segments"], plan["mode"],
-                                                             plan["batch"]):
-            raise ProtocolError(f"rank {src} announced {plan} but sent {header.nbytes} B in {segments} {mode} "
-                                f"segment(s) for a batch of {header.batch}")
-    else:
-        header, mode, segments, hbytes = recv_header(src, group)
-        flat, works, trailer = post(header.nbytes, segments, mode, header.batch)
-    t0 = time.perf_counter()
-    mismatch = None
-    if lm is not None:
-        try:
-            check(header, lm)
-        except CacheMismatchError as err:
-            mismatch = err
-    layer_s = []
-    for w in works:
-        w.wait()
-        layer_s.append(time.perf_counter() - t0)
-    if mode == "layerwise":
-        firsts = tuple(trailer.tolist())
-        header = replace(header, first_tokens=() if all(t < 0 for t in firsts) else firsts)  # -1: none were sent
-    if mismatch is not None:
-        raise mismatch
-    cache = unpack_flat(flat, header)
-    if cache.device != device:
-        cache = cache.to(device)
-    synchronize(device)
-    stats = WireStats(header.nbytes, time.perf_counter() - t0, mode, segments, hbytes,
-                      layer_s[:segments] if mode == "layerwise" else [])
-    return Packet(header, cache), stats
-
-
-# --- layer-wise streaming during prefill ---------------------------------------------------------------------
-
-def prefill_streaming(lm, prompts, dst: int, request_ids=None, on_first: Callable[[list[int]], None] | None = None,
-                      group=None) -> tuple[PrefillOutput, list[int], WireStats]:
-    """Prefill ``prompts`` and stream their KV to rank ``dst`` layer by layer, while the forward runs.
-
-    The header goes out before the forward (everything but the first tokens is known from the prompts). A
-    wrapper on the cache's ``update`` copies layer i's K and V into its slice of the flat buffer and starts an
-    asynchronous send as soon as attention of layer i has written them; layers i+1.. compute meanwhile. After
-    the forward, ``on_first(first_tokens)`` is called (e.g. to stream the first token to the client), then the
-    greedy first tokens follow as the trailer. Rows of different lengths are left-padded as in
-    :func:`splitlab.prefill`.
-
-    Returns:
-        ``(PrefillOutput, first_tokens, WireStats)``: the prefill (cache identical to :func:`splitlab.prefill`'s),
-        one greedy first token per row, and stats whose ``compute_s`` is the forward and ``seconds`` runs until
-        every send completed (``seconds - compute_s``: the transfer left exposed after the forward).
-
-    Raises:
-        the errors of :func:`splitlab.engine.as_token_batch`; RuntimeError when the peer is gone.
-    """
-    from transformers import DynamicCache
-    header = stream_header(lm, prompts, request_ids)
-    batch, seq, lengths, g = as_token_batch(lm, prompts), header.seq_len, header.lengths, lm.geometry
-    ids = torch.zeros(len(batch), seq, dtype=torch.long)
-    for b, p in enumerate(batch):
-        ids[b, seq - len(p):] = torch.tensor(p)
-    mask = _mask(lengths, seq, "cpu").to(lm.device)
-    flat = torch.empty(header.nbytes, dtype=torch.uint8, device=_wire_device(lm.device, group))
-    n = header.nbytes // g.layers
-    works, layer_s = [], []
-    t0 = time.perf_counter()
-    hbytes = send_header(header, dst, "layerwise", g.layers, group, works)
-    cache = DynamicCache(config=lm.config)
-    update = cache.update
-
-    def streaming_update(key_states, value_states, layer_idx, *args, **kwargs):
-        keys, values = update(key_states, value_states, layer_idx, *args, **kwargs)
-        seg = flat[layer_idx * n:(layer_idx + 1) * n]
-        seg[:n // 2].view(keys.dtype).view(keys.shape).copy_(keys)  # NCCL's stream waits for this copy
-        seg[n // 2:].view(values.dtype).view(values.shape).copy_(values)
-        works.append((_isend(seg, dst, group, TAG_PAYLOAD), seg))
-        layer_s.append(time.perf_counter() - t0)
-        return keys, values
-
-    cache.update = streaming_update
-    kwargs = dict(input_ids=ids.to(lm.device), use_cache=True, **{cache_kwarg(lm.model): cache})
-    if min(lengths) < seq:  # as engine.forward_logits: mask and positions only when a row is padded
-        kwargs.update(attention_mask=mask, position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0))
-    if _accepts_logits_to_keep(type(lm.model)):
-        kwargs["logits_to_keep"] = 1
-    with torch.inference_mode(), Timer(lm.device) as timer:
-        out = lm.model(**kwargs)
-        logits = out.logits[:, -1, :].float()
-    compute_end = time.perf_counter()
-    del cache.update  # back to the class method
-    firsts = logits.argmax(-1).tolist()
-    if len(layer_s) != g.layers:
-        raise RuntimeError(f"streamed {len(layer_s)} layers of {g.layers}: this model does not update its cache "
-                           "once per layer, so it cannot be streamed layer by layer")
-    if on_first is not None:
-        on_first(firsts)
-    trailer = torch.tensor(firsts, dtype=torch.int64)
-    works.append((_isend(trailer, dst, group, TAG_TRAILER), trailer))
-    for w, _ in works:
-        w.wait()
-    seconds = time.perf_counter() - t0
-    kv = KVCache.from_transformers(output_cache(out), mask, lm.model_id)
-    stats = WireStats(header.nbytes, seconds, "layerwise", g.layers, hbytes, layer_s, timer.seconds, compute_end)
-    return PrefillOutput(kv, logits, timer.seconds), firsts, stats
-
-
 # --- baselines and acknowledgements ----------------------------------------------------------------------------
 
 def send_raw(buf: torch.Tensor, dst: int, group=None) -> None:
@@ -461,3 +269,12 @@ def recv_ack(src: int, group=None) -> bool:
     ack = torch.empty(1, dtype=torch.uint8)
     _irecv(ack, src, group, TAG_ACK).wait()
     return bool(ack.item())
+
+
+def __getattr__(name: str):
+    """``send_cache``, ``recv_cache`` and ``prefill_streaming`` live in :mod:`splitlab.kv_link` (built on this
+    module, so imported on first use rather than at the top: no import cycle)."""
+    if name in ("send_cache", "recv_cache", "prefill_streaming"):
+        from . import kv_link
+        return getattr(kv_link, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,6 +32,9 @@ def _peer_worker(group: Group, device: str) -> None:
     """Rank 1 of a :class:`Peer`: obey ops from rank 0 until "stop" (or until rank 0 is gone)."""
     from .engine import decode_step
     from .models import load_model
+    if device.startswith("cuda") and torch.cuda.device_count():
+        device = device if ":" in device else f"cuda:{1 % torch.cuda.device_count()}"
+        torch.cuda.set_device(device)  # NCCL binds each process to its current device
     models: dict = {}
     ops = 0
     while True:
