@@ -109,8 +109,9 @@ class Cluster:
                                        "on stderr)")
         return self
 
-    def close(self) -> dict:
-        """Stop every worker (asked, then killed after a grace period); returns ``{rank: exit code}``."""
+    def close(self, grace_s: float = 5.0) -> dict:
+        """Stop every worker (asked, then killed after ``grace_s``); returns ``{rank: exit code}`` (negative: killed
+        by that signal)."""
         if self.group is None:
             return {}
         for rank in range(1, len(self.names) + 1):
@@ -120,7 +121,7 @@ class Cluster:
                 except Exception:  # noqa: BLE001
                     pass
         group, self.group, self.hello = self.group, None, {}
-        return group.close()
+        return group.close(grace_s)
 
     def __enter__(self) -> "Cluster":
         return self.start()
@@ -273,7 +274,7 @@ class _Run:
         for r in self.reqs.values():
             if not r.done:
                 self.fail(r, f"not completed: the run stopped because {cause}")
-        codes = self.c.close()
+        codes = self.c.close(grace_s=2.0)  # a hung worker is not worth a long wait
         self.failures.append(f"run stopped because {cause}; worker exit codes {codes}")
 
 

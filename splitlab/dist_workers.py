@@ -12,8 +12,8 @@
 
 Messages to the router (JSON, control plane): ``hello``, ``first``, ``sent``, ``arrived``, ``tokens``,
 ``failed``; workers stamp their events with ``time.time()``. A fault can be injected for tests and teaching:
-``{"rank": r, "kind": "exit", "request": id, "stage": "prefill" | "decode"}`` makes rank r exit (code 17) with
-that request in flight.
+``{"rank": r, "kind": "exit" | "hang", "request": id, "stage": "prefill" | "decode"}`` makes rank r exit (code
+17), or stop answering, with that request in flight.
 """
 from __future__ import annotations
 
@@ -52,9 +52,14 @@ def _worker(group: Group, spec: dict) -> None:
 
 
 def _die_if(group: Group, rid: int, stage: str) -> None:
+    """The injected fault, if it is for this request at this stage: "exit" (code 17) or "hang" (stop answering,
+    as a deadlocked worker would; only the router's progress timeout notices)."""
     f = group.fault
-    if f and f.get("kind") == "exit" and f.get("request") == rid and f.get("stage", stage) == stage:
-        os._exit(17)  # the fault under test: this worker dies with a request in flight
+    if f and f.get("request") == rid and f.get("stage", stage) == stage:
+        if f.get("kind") == "exit":
+            os._exit(17)
+        if f.get("kind") == "hang":
+            time.sleep(3600)
 
 
 def _prefill_loop(group: Group, lm, name: str) -> None:

@@ -1,6 +1,6 @@
 """Failures between processes end with a clear error inside a configurable timeout, never a hang: a peer that
 never joins, a peer that dies mid-exchange, a decode worker that dies with a request in flight (reported FAILED,
-not lost), a launcher environment that is missing or points at nobody."""
+not lost), a worker that stops answering, a launcher environment that is missing or points at nobody."""
 from __future__ import annotations
 
 import time
@@ -67,4 +67,18 @@ def test_a_decode_worker_that_dies_fails_its_request_and_the_run_ends_cleanly(lm
     assert len(dead.output) >= 1  # it was in flight: tokens had reached the client
     assert {r.state for r in res.requests} <= {serving.State.FINISHED, serving.State.FAILED}
     assert res.metrics()["failed"] == sum(r.state == serving.State.FAILED for r in res.requests)
-    assert any("exit codes" in f and "2: 17" in f for f in res.failures)
+    assert any("exit codes {1: 0, 2: 17}" in f for f in res.failures)  # the prefill worker exited cleanly
+
+
+def test_a_silent_worker_fails_its_request_after_the_progress_timeout(lm):
+    """What torchrun runs rely on (no process handles there): no news of a request for timeout_s fails it."""
+    reqs = serving.make_workload("chat", 3, rate_per_s=20, model=lm, seed=4, scale=0.05)
+    t0 = time.time()
+    cluster = Cluster("tiny", 1, 1, timeout_s=3, join_timeout_s=30,
+                      fault={"rank": 1, "kind": "hang", "request": reqs[0].id, "stage": "prefill"})
+    res = cluster.start().serve(reqs)
+    assert time.time() - t0 < 40
+    hung = next(r for r in res.requests if r.id == reqs[0].id)
+    assert hung.state == serving.State.FAILED and "no progress for 3 s while prefilling on P0/D0" in hung.reject_reason
+    assert all(r.done for r in res.requests) and cluster.group is None
+    assert any("2: 0" in f for f in res.failures)  # the decode worker exited cleanly (the hung one was killed)
