@@ -21,7 +21,7 @@ import torch
 import transformers
 
 import splitlab as sl
-from splitlab.cli import demo_prompt
+from splitlab.profiling import text_prompt
 from splitlab.device import synchronize
 
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
 
     lm = sl.load_model(args.model, device=args.device, dtype=args.dtype)
-    ids = demo_prompt(lm, args.prompt_tokens)
+    ids = text_prompt(lm, args.prompt_tokens)
     n = args.new_tokens
     run_splitlab = lambda: sl.generate(lm, [ids], max_new_tokens=n)  # noqa: E731
     run_transformers = lambda: sl.reference_generate(lm, ids, n)  # noqa: E731  (model.generate, greedy)

@@ -26,10 +26,6 @@ __all__ = ["main", "command", "arg", "COMMANDS"]
 #: name -> (function, one-line help, argument specs); filled by :func:`command`.
 COMMANDS: dict[str, tuple[Callable, str, tuple]] = {}
 
-DEMO_TEXT = ("The prefill phase reads the whole prompt at once and fills the key-value cache; the decode phase "
-             "then adds one token at a time, reading every weight and every cached key and value for each step. ")
-
-
 class CLIError(Exception):
     """A usage error found after parsing; printed as one line, exit status 2."""
 
@@ -138,24 +134,6 @@ def _resolves(host: str, timeout: float = 3.0) -> bool:
     return bool(found)
 
 
-def demo_prompt(lm, n_tokens: int, seed: int = 0) -> list[int]:
-    """Exactly ``n_tokens`` prompt ids, the same for the same seed: :data:`DEMO_TEXT` repeated, starting
-    ``seed`` characters in. Byte-level presets get byte ids (0..255, valid for any vocabulary); models with
-    their own tokenizer get its ids of the text."""
-    from .models import ByteTokenizer
-    start = seed % len(DEMO_TEXT)
-    text = DEMO_TEXT[start:] + DEMO_TEXT[:start]
-    if isinstance(lm.tokenizer, ByteTokenizer):
-        ids = list(text.encode("utf-8"))
-        return (ids * (n_tokens // len(ids) + 1))[:n_tokens]
-    repeats = 1
-    while True:
-        ids = lm.encode(text * repeats)
-        if len(ids) >= n_tokens:
-            return ids[:n_tokens]
-        repeats *= 2
-
-
 @command("demo", "run one real request (prefill, then greedy decode) and report its timings and KV cache",
          arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
          arg("--prompt-tokens", type=positive_int, default=128, metavar="N", help="prompt length (default 128)"),
@@ -178,7 +156,8 @@ def demo(args) -> tuple[dict, list[str]]:
     for name in ("transformers", "huggingface_hub"):  # keep stderr for our own one-line errors
         __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
     lm = load_model(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
-    ids = demo_prompt(lm, args.prompt_tokens, args.seed)
+    from .profiling import text_prompt
+    ids = text_prompt(lm, args.prompt_tokens, args.seed)
     as_token_batch(lm, [ids], args.new_tokens)  # raises ContextLengthError before any work
     generate(lm, [ids[:16]], max_new_tokens=2)  # warm-up: first calls pay one-off costs
     g = generate(lm, [ids], max_new_tokens=args.new_tokens)

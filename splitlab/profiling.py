@@ -21,7 +21,7 @@ from .device import Timer
 from .engine import decode_step, forward_logits, prefill
 from .models import LoadedModel
 
-__all__ = ["warm_up", "random_prompt", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
+__all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
            "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
            "op_shares"]
 
@@ -33,6 +33,27 @@ def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
         raise ValueError(f"a prompt needs at least one token, got {tokens}")
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, min(256, lm.vocab_size), (tokens,), generator=g).tolist()
+
+
+#: English text that :func:`text_prompt` repeats, so trained models get a meaningful prompt.
+PROMPT_TEXT = ("The prefill phase reads the whole prompt at once and fills the key-value cache; the decode phase "
+               "then adds one token at a time, reading every weight and every cached key and value for each step. ")
+
+
+def text_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
+    """Exactly ``tokens`` prompt ids, the same for the same seed: :data:`PROMPT_TEXT` repeated, starting
+    ``seed`` characters in, in this model's tokenizer (byte ids 0..255 for the random-weight presets), so a
+    trained model sees real text and writes real text. Raises ValueError for tokens < 1."""
+    if tokens < 1:
+        raise ValueError(f"a prompt needs at least one token, got {tokens}")
+    start = seed % len(PROMPT_TEXT)
+    text = PROMPT_TEXT[start:] + PROMPT_TEXT[:start]
+    repeats = 1
+    while True:
+        ids = lm.encode(text * repeats)
+        if len(ids) >= tokens:
+            return ids[:tokens]
+        repeats *= 2
 
 
 def warm_up(lm: LoadedModel, prompt_tokens: int = 512, new_tokens: int = 4) -> None:
