@@ -6,14 +6,20 @@
 Two local processes joined over gloo (:class:`splitlab.peer.Peer`). For each cache (a real prefill of
 ``--model``: tiny-mha holds 8 KiB per token in float32, so 1024 tokens = 8 MiB):
 
-- ``raw``: one contiguous uint8 tensor of the cache's bytes, ``send`` then a one-byte acknowledgement;
-- ``whole``: :func:`splitlab.kv_wire.send_cache` (header with model identity and shapes, then the K/V tensors,
-  landing in one flat buffer on the receiver, which checks the header and builds views) until the receiver's
-  acknowledgement; the receiver posts its buffers from the announced plan, as a disaggregated server does;
-- ``whole-flat``: the same, packed into one buffer first (one message; one extra copy of every byte);
-- ``whole-unplanned``: the same as ``whole`` without the plan (the receiver reads the header, then posts).
+- ``raw``: one contiguous uint8 tensor of the cache's bytes (the very buffer ``whole`` sends), ``send`` then a
+  one-byte acknowledgement;
+- ``whole``: :func:`splitlab.kv_wire.send_cache` of the cache a prefill worker makes
+  (:func:`splitlab.kv_wire.prefill_flat`: the forward of ``splitlab.prefill`` writing K/V straight into one send
+  buffer), timed until the receiver acknowledges: header (model identity, shapes) then the payload as one
+  message into the receiver's buffer, header checked, views built. The receiver posts its buffers from the
+  plan announced on the control plane, as a disaggregated server does;
+- ``whole-tensors``: the cache of ``splitlab.prefill`` (one tensor per layer and K/V), sent in place as
+  2 x layers messages into the receiver's one flat buffer (no copy, more messages);
+- ``whole-packed``: that cache packed into one buffer at send time (one message, one extra copy of every byte);
+- ``whole-unplanned``: ``whole`` without the plan (the receiver reads the header, then posts its receives).
 
-Methods alternate inside every repeat, after two warm-up rounds, so load on the machine hits all alike; the
+The receiving process reuses one preallocated buffer for every method (as a server receives into its KV pool),
+so no method pays page faults on fresh memory. Methods alternate inside every repeat, after two warm-up rounds, so load on the machine hits all alike; the
 median is reported, and ``ratio = whole GB/s / raw GB/s``, and the median of the per-repeat ratios (steadier
 when the machine's load drifts). The goal (DESIGN: >= 80% of raw for caches >= 8 MiB) is checked on ``ratio``;
 the exit status is 1 if a cache misses it.
@@ -32,21 +38,25 @@ import splitlab as sl
 from splitlab import kv_wire as W
 from splitlab.peer import Peer
 
-METHODS = ("raw", "whole", "whole-flat", "whole-unplanned")
+METHODS = ("raw", "whole", "whole-tensors", "whole-packed", "whole-unplanned")
 
 
-def run(peer: Peer, cache, method: str) -> float:
-    if method == "raw":
-        return peer.raw(cache.nbytes)
+def run(peer: Peer, flat_cache, cache, method: str) -> float:
+    if method == "raw":  # the very memory "whole" sends, as one tensor with no header
+        return peer.raw(W._flat_backed([t for kv in zip(flat_cache.keys, flat_cache.values) for t in kv]))
+    if method == "whole-tensors":
+        return peer.transfer(cache)["seconds"]
+    if method == "whole-packed":
+        return peer.transfer(cache, segments="flat")["seconds"]
     if method == "whole-unplanned":  # the receiver learns sizes from the header, then posts its receives
-        peer._ask(op="recv", then="ack")
+        peer._ask(op="recv", then="ack", nbytes=cache.nbytes)  # size hint only: the pool is big enough
         t0 = time.perf_counter()
-        W.send_cache(cache, 1)
+        W.send_cache(flat_cache, 1)
         W.recv_ack(1)
         seconds = time.perf_counter() - t0
         peer._wait("done")
         return seconds
-    return peer.transfer(cache, segments="flat" if method == "whole-flat" else "tensors")["seconds"]
+    return peer.transfer(flat_cache)["seconds"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,10 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.prompt_tokens:
                 prompts = [[(7 * i + b) % 256 for i in range(n)] for b in range(batch)]
                 cache = sl.prefill(lm, prompts).cache
+                flat_cache = W.prefill_flat(lm, prompts).cache
+                assert W.cache_plan(flat_cache)["segments"] == 1 and flat_cache.nbytes == cache.nbytes
                 t = {m: [] for m in METHODS}
                 for rep in range(args.repeats + 2):
                     order = METHODS if rep % 2 == 0 else METHODS[::-1]
-                    sample = {m: run(peer, cache, m) for m in order}
+                    sample = {m: run(peer, flat_cache, cache, m) for m in order}
                     if rep >= 2:
                         for m, s in sample.items():
                             t[m].append(s)

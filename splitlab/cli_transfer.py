@@ -37,7 +37,7 @@ def token_list(text: str) -> list[int]:
          arg("--prompt-tokens", type=token_list, nargs="+", default=[[128, 512, 2048]], metavar="N",
              help="prompt lengths, e.g. 128,512,2048 (default) or 128 512"),
          arg("--batch", type=positive_int, default=1, help="rows per cache (default 1)"),
-         arg("--repeats", type=positive_int, default=5, help="timed repeats per method; the median is shown (5)"),
+         arg("--repeats", type=positive_int, default=7, help="timed repeats per method; the median is shown (7)"),
          arg("--dtype", default=None, help="float32 (default), bfloat16 or float16"),
          arg("--timeout", type=positive_int, default=60, metavar="S", help="timeout of every exchange (60 s)"),
          arg("--threads", type=positive_int, default=1, help="torch threads in each process (default 1)"))

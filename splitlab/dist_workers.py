@@ -1,7 +1,8 @@
 """The worker processes of :class:`splitlab.dist_serve.Cluster` (ranks 1..P+D; rank 0 is the router).
 
-- **prefill worker** (``P0``, ``P1``...): one request at a time: ``splitlab.prefill`` then
-  :func:`splitlab.kv_wire.send_cache` (``mode="whole"``), or :func:`splitlab.kv_wire.prefill_streaming`
+- **prefill worker** (``P0``, ``P1``...): one request at a time: :func:`splitlab.kv_wire.prefill_flat` (the
+  prefill of ``splitlab.prefill``, its cache written into one send buffer) then
+  :func:`splitlab.kv_wire.send_cache` (``mode="whole"``, one message), or :func:`splitlab.kv_wire.prefill_streaming`
   (``"layerwise"``: each layer leaves while the next computes). It tells the router the first token as soon as
   the forward ends, and announces each transfer to the decode worker with its plan (sizes), so the decode side
   posts its receive buffers before the bytes arrive.
@@ -63,7 +64,6 @@ def _die_if(group: Group, rid: int, stage: str) -> None:
 
 
 def _prefill_loop(group: Group, lm, name: str) -> None:
-    from .engine import prefill
     box = group.mailbox
     while True:
         msg = box.get()
@@ -80,7 +80,7 @@ def _prefill_loop(group: Group, lm, name: str) -> None:
 
         try:
             if mode == "whole":
-                out = prefill(lm, [msg["prompt"]])
+                out = W.prefill_flat(lm, [msg["prompt"]], [rid])  # = prefill(), its cache in one send buffer
                 first(out.logits.argmax(-1).tolist())
                 box.send(dst, kind="kv", rid=rid, max_new=msg["max_new"], plan=W.cache_plan(out.cache))
                 stats = W.send_cache(out.cache, dst, [first_sent["token"]], [rid])

@@ -21,7 +21,7 @@ With ``init_process_group("cpu:gloo,cuda:nccl")`` CUDA payloads go over NCCL and
 gloo a GPU cache is staged through host memory.
 
 This module is the format (header, layout, plans, raw baseline, acknowledgements); :mod:`splitlab.kv_link` moves
-caches with it (``send_cache``, ``recv_cache``, ``prefill_streaming``, re-exported here).
+caches with it (``send_cache``, ``recv_cache``, ``prefill_streaming``, ``prefill_flat``, re-exported here).
 
 Why bother streaming: DistServe (Zhong et al., OSDI'24) argues the hand-off is affordable because KV of
 layer i can move while later layers compute, and because bytes per token (2 x layers x kv_heads x head_dim x
@@ -40,7 +40,7 @@ from .transfer import Packet, TransferHeader, make_header  # noqa: F401  (Packet
 
 __all__ = ["WireStats", "ProtocolError", "send_cache", "recv_cache", "prefill_streaming", "plan_of", "cache_plan",
            "stream_header", "send_header", "recv_header", "pack_flat", "unpack_flat", "send_raw", "recv_raw",
-           "send_ack", "recv_ack", "MAGIC", "VERSION", "HEADER_BYTES"]
+           "send_ack", "recv_ack", "MAGIC", "VERSION", "HEADER_BYTES", "prefill_flat"]
 
 MAGIC, VERSION = 0x534C4B56, 1  # "SLKV"
 MODES = {"whole": 1, "layerwise": 2}
@@ -254,8 +254,12 @@ def send_raw(buf: torch.Tensor, dst: int, group=None) -> None:
     _isend(buf, dst, group, TAG_RAW).wait()
 
 
-def recv_raw(buf: torch.Tensor, src: int, group=None) -> None:
-    _irecv(buf, src, group, TAG_RAW).wait()
+def recv_raw(buf: torch.Tensor, src: int, group=None, on_posted=None) -> None:
+    """Receive :func:`send_raw` into ``buf``; ``on_posted()`` runs once the receive is posted."""
+    work = _irecv(buf, src, group, TAG_RAW)
+    if on_posted is not None:
+        on_posted()
+    work.wait()
 
 
 def send_ack(dst: int, ok: bool = True, group=None) -> None:
@@ -272,9 +276,9 @@ def recv_ack(src: int, group=None) -> bool:
 
 
 def __getattr__(name: str):
-    """``send_cache``, ``recv_cache`` and ``prefill_streaming`` live in :mod:`splitlab.kv_link` (built on this
-    module, so imported on first use rather than at the top: no import cycle)."""
-    if name in ("send_cache", "recv_cache", "prefill_streaming"):
+    """``send_cache``, ``recv_cache``, ``prefill_streaming`` and ``prefill_flat`` live in :mod:`splitlab.kv_link`
+    (built on this module, so imported on first use rather than at the top: no import cycle)."""
+    if name in ("send_cache", "recv_cache", "prefill_streaming", "prefill_flat"):
         from . import kv_link
         return getattr(kv_link, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,6 +36,7 @@ def _peer_worker(group: Group, device: str) -> None:
         device = device if ":" in device else f"cuda:{1 % torch.cuda.device_count()}"
         torch.cuda.set_device(device)  # NCCL binds each process to its current device
     models: dict = {}
+    pool = torch.empty(0, dtype=torch.uint8)  # reused receive buffer, like a server's KV pool (no page faults)
     ops = 0
     while True:
         msg = group.mailbox.get()
@@ -45,10 +46,13 @@ def _peer_worker(group: Group, device: str) -> None:
         if group.fault and group.fault.get("kind") == "exit" and ops >= group.fault.get("after", 1):
             os._exit(17)  # the fault under test: die in the middle of an exchange
         op, reply = msg["op"], dict(kind="done", ok=True)
+        need = msg.get("nbytes") or (msg.get("plan") or {}).get("nbytes", 0)
+        if device == "cpu" and need > pool.numel():
+            pool = torch.empty(need, dtype=torch.uint8)
+            pool.zero_()  # touch every page once, outside any timed exchange
         if op == "raw":
-            buf = torch.empty(msg["nbytes"], dtype=torch.uint8)
-            group.mailbox.send(0, kind="ready")
-            W.recv_raw(buf, 0)
+            buf = pool[:msg["nbytes"]] if device == "cpu" else torch.empty(msg["nbytes"], dtype=torch.uint8)
+            W.recv_raw(buf, 0, on_posted=lambda: group.mailbox.send(0, kind="ready"))
             W.send_ack(0)
         elif op == "recv":
             lm = None
@@ -57,9 +61,10 @@ def _peer_worker(group: Group, device: str) -> None:
                 if key not in models:
                     models[key] = load_model(msg["model"], device=device, dtype=msg.get("dtype"))
                 lm = models[key]
-            group.mailbox.send(0, kind="ready")
             try:
-                packet, stats = W.recv_cache(0, lm, device=device, plan=msg.get("plan"))
+                packet, stats = W.recv_cache(0, lm, device=device, plan=msg.get("plan"),
+                                             out=pool if device == "cpu" and need else None,
+                                             on_posted=lambda: group.mailbox.send(0, kind="ready"))
             except CacheMismatchError as err:
                 if msg.get("then", "ack") == "ack":
                     W.send_ack(0, ok=False)
@@ -81,6 +86,7 @@ def _peer_worker(group: Group, device: str) -> None:
                         row.append(t)
                 reply["tokens"] = tokens
         group.mailbox.send(0, **reply)
+        packet = None  # drop the views of the pool before the next exchange reuses it
 
 
 class Peer:
@@ -203,10 +209,17 @@ class Peer:
         return dict(prefill=out, first_tokens=firsts, stats=stats, total_s=end - t0, exposed_s=end - stats.compute_end,
                     tokens=done.get("tokens"), receiver=done["stats"])
 
-    def raw(self, nbytes: int) -> float:
-        """Seconds to send one contiguous ``nbytes`` uint8 tensor until the child acknowledges (the baseline)."""
-        buf = torch.zeros(nbytes, dtype=torch.uint8)
-        self._ask(op="raw", nbytes=nbytes)
+    def raw(self, data: int | torch.Tensor) -> float:
+        """Seconds to send one contiguous uint8 tensor until the child acknowledges (the baseline). ``data``: the
+        tensor (e.g. the very buffer a flat cache lives in, so both read the same memory), or a byte count (a
+        zeroed buffer of that size, kept between calls so that it is not freshly written, hence cache-hot)."""
+        if isinstance(data, int):
+            if getattr(self, "_raw_buf", None) is None or self._raw_buf.numel() != data:
+                self._raw_buf = torch.zeros(data, dtype=torch.uint8)
+            buf = self._raw_buf
+        else:
+            buf = data.reshape(-1).view(torch.uint8)  # needs a contiguous tensor
+        self._ask(op="raw", nbytes=buf.numel())
         t0 = time.perf_counter()
         W.send_raw(buf, 1)
         W.recv_ack(1)

@@ -5,7 +5,9 @@ Methods (every one moves the same ``nbytes`` of keys and values):
 
 - ``in-process``: :func:`splitlab.transfer.copy_cache` on one device (a clone: what the emulated split does).
 - ``whole``: :func:`splitlab.kv_wire.send_cache` to a second process, timed until the receiver acknowledges a
-  usable cache (header checked, views built).
+  usable cache (header checked, views built). The cache is the one a prefill worker sends
+  (:func:`splitlab.kv_wire.prefill_flat`: written into one send buffer during the forward), so the payload is
+  one message; the receiver posts its buffer first, from the plan announced on the control plane.
 - ``layerwise``: the same bytes as one message per layer (packed just before it leaves) plus the trailer. This
   row also says how much of the transfer streaming hides behind the prefill (DistServe, OSDI'24), from a
   prefill that sends each layer as soon as it is computed (:func:`splitlab.kv_wire.prefill_streaming`):
@@ -13,8 +15,8 @@ Methods (every one moves the same ``nbytes`` of keys and values):
   ``hidden_fraction = 1 - exposed_s / whole_s`` the share of a whole transfer that streaming took off the
   critical path (1 = all of it; <= 0 = nothing). ``prefill_s`` (a plain prefill) beside ``stream_prefill_s``
   (the forward that streamed) shows what the sends cost the compute, e.g. when both share two CPU cores.
-- ``raw``: one contiguous uint8 tensor of ``nbytes`` over the same backend, acknowledged the same way: the
-  ceiling for the cross-process methods.
+- ``raw``: one contiguous uint8 tensor of ``nbytes`` (the very buffer ``whole`` sends) over the same backend,
+  acknowledged the same way: the ceiling for the cross-process methods.
 
 ``seconds`` is the median over ``repeats`` (methods alternate inside each repeat, after one unrecorded warm-up
 round); ``gbps`` = nbytes / seconds / 1e9; ``seconds_min`` the fastest repeat.
@@ -36,7 +38,7 @@ def _prompt(n: int, seed: int) -> list[int]:
 
 
 def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 512, 2048), batch: int = 1,
-                      repeats: int = 5, dtype: str | None = None, seed: int = 0, peer=None, lm=None,
+                      repeats: int = 7, dtype: str | None = None, seed: int = 0, peer=None, lm=None,
                       timeout_s: float = 60.0, threads: int = 1) -> list[dict]:
     """Measure every method of the module docstring for each prompt length.
 
@@ -57,6 +59,7 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
         splitlab.distributed.DistributedError: the second process could not start or died.
     """
     from .engine import prefill
+    from .kv_wire import _flat_backed, prefill_flat
     from .models import load_model
     from .peer import Peer
     from .transfer import copy_cache
@@ -72,14 +75,15 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
     try:
         for n in prompt_tokens:
             prompts = [_prompt(n, seed + b) for b in range(batch)]
-            cache = prefill(lm, prompts).cache
+            cache = prefill_flat(lm, prompts).cache
+            buffer = _flat_backed([t for kv in zip(cache.keys, cache.values) for t in kv])
             nbytes = cache.nbytes
             t: dict[str, list[float]] = {m: [] for m in (*METHODS, "prefill", "stream", "total", "exposed")}
             for rep in range(repeats + 1):  # round 0 warms every path up and is dropped
                 sample = {"in-process": copy_cache(cache)[1].seconds,
                           "whole": peer.transfer(cache)["seconds"],
                           "layerwise": peer.transfer(cache, mode="layerwise")["seconds"],
-                          "raw": peer.raw(nbytes),
+                          "raw": peer.raw(buffer),
                           "prefill": prefill(lm, prompts).seconds}
                 streamed = peer.stream(lm, prompts)
                 sample.update(total=streamed["total_s"], exposed=streamed["exposed_s"],

@@ -53,6 +53,15 @@ def test_flat_layout_round_trips_and_views_share_one_buffer(dtype):
     assert W.cache_plan(cache, "layerwise")["segments"] == lm.geometry.layers
 
 
+@pytest.mark.parametrize("name", ARCHS + ["tiny-qwen2", "tiny-mistral"])
+def test_prefill_into_a_send_buffer_is_bit_identical_and_one_message(name):
+    lm = cached_model(name)
+    plain, flat = sl.prefill(lm, ROWS), W.prefill_flat(lm, ROWS)
+    assert_same_cache(plain.cache, flat.cache)
+    assert torch.equal(plain.logits, flat.logits)
+    assert W.cache_plan(flat.cache)["segments"] == 1
+
+
 def test_garbage_is_not_taken_for_a_header():
     with pytest.raises(W.ProtocolError, match="no splitlab KV header"):
         W._parse_header(torch.zeros(W.HEADER_BYTES, dtype=torch.uint8), src=1)
@@ -93,8 +102,10 @@ def peer():
 def test_round_trip_is_bit_exact(peer, name, dtype):
     lm = cached_model(name, dtype)
     cache = sl.prefill(lm, ROWS).cache
-    for mode, segments in (("whole", "tensors"), ("whole", "flat"), ("layerwise", "tensors")):
-        back, stats = peer.echo(cache, first_tokens=[11, 12], mode=mode, segments=segments)
+    flat = W.prefill_flat(lm, ROWS).cache
+    for c, mode, segments in ((cache, "whole", "tensors"), (cache, "whole", "flat"), (cache, "layerwise", "tensors"),
+                              (flat, "whole", "tensors")):
+        back, stats = peer.echo(c, first_tokens=[11, 12], mode=mode, segments=segments)
         assert stats["mode"] == mode
         assert back.header == make_header(cache, [11, 12])
         assert_same_cache(cache, back.cache)
