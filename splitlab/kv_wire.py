@@ -29,6 +29,7 @@ element size) are small next to a modern link; :func:`prefill_streaming` measure
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 import torch
@@ -44,7 +45,8 @@ __all__ = ["WireStats", "ProtocolError", "send_cache", "recv_cache", "prefill_st
 
 MAGIC, VERSION = 0x534C4B56, 1  # "SLKV"
 MODES = {"whole": 1, "layerwise": 2}
-HEADER_BYTES, _PRE = 4096, 48  # one header message; the preamble is 6 int64
+HEADER_BYTES, _PRE = 4096, 48  # one header message; the preamble is 6 little-endian int64
+_CPU = torch.device("cpu")
 TAG_HEADER, TAG_PAYLOAD, TAG_TRAILER, TAG_ACK, TAG_RAW = 0x5100, 0x5101, 0x5102, 0x5103, 0x5104
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
@@ -81,7 +83,7 @@ def _wire_device(device: torch.device, group=None) -> torch.device:
     device = torch.device(device)
     if device.type == "cuda" and "nccl" in str(dist.get_backend(group)):
         return device
-    return torch.device("cpu")
+    return _CPU
 
 
 def _isend(t: torch.Tensor, peer: int, group, tag: int):
@@ -106,13 +108,10 @@ def send_header(header: TransferHeader, dst: int, mode: str, segments: int, grou
     With a ``works`` list the sends are asynchronous: their handles (and buffers) are appended there and the
     caller waits for them later, so the payload can follow without waiting for the receiver to read the header.
     """
-    body = header.to_bytes()
-    pre = torch.tensor([MAGIC, VERSION, MODES[mode], segments, len(body), 0], dtype=torch.int64)
-    msg = torch.zeros(HEADER_BYTES, dtype=torch.uint8)
-    msg[:_PRE].copy_(pre.view(torch.uint8))
+    body = header.to_bytes()  # bytes built in Python, one tensor made of them: a handful of microseconds
     first = body[:HEADER_BYTES - _PRE]
-    msg[_PRE:_PRE + len(first)].copy_(torch.frombuffer(bytearray(first), dtype=torch.uint8))
-    msgs = [msg]
+    blob = struct.pack("<6q", MAGIC, VERSION, MODES[mode], segments, len(body), 0) + first
+    msgs = [torch.frombuffer(bytearray(blob.ljust(HEADER_BYTES, b"\0")), dtype=torch.uint8)]
     if len(body) > len(first):  # a large batch: the rest of the JSON
         msgs.append(torch.frombuffer(bytearray(body[len(first):]), dtype=torch.uint8))
     for m in msgs:
@@ -124,10 +123,11 @@ def send_header(header: TransferHeader, dst: int, mode: str, segments: int, grou
 
 
 def _parse_header(msg: torch.Tensor, src: int, group=None) -> tuple[TransferHeader, str, int, int]:
-    magic, version, mode, segments, n, _ = msg[:_PRE].view(torch.int64).tolist()
+    raw = msg.numpy().tobytes()
+    magic, version, mode, segments, n, _ = struct.unpack_from("<6q", raw)
     if magic != MAGIC or version != VERSION or mode not in MODES.values() or not 0 < n < 1 << 24:
         raise ProtocolError(f"rank {src} sent no splitlab KV header (magic {magic:#x}, version {version}, mode {mode})")
-    body = msg[_PRE:_PRE + n].numpy().tobytes()
+    body = raw[_PRE:_PRE + n]
     if n > HEADER_BYTES - _PRE:
         rest = torch.empty(n - (HEADER_BYTES - _PRE), dtype=torch.uint8)
         _irecv(rest, src, group, TAG_HEADER).wait()
@@ -185,15 +185,19 @@ def stream_header(lm, prompts, request_ids=None) -> TransferHeader:
 
 def _mask(lengths, seq_len: int, device) -> torch.Tensor:
     """``[batch, seq]`` left-padding mask: row b has ``lengths[b]`` ones at its right end."""
+    if all(n == seq_len for n in lengths):
+        return torch.ones(len(lengths), seq_len, dtype=torch.long, device=device)
     pos = torch.arange(seq_len, device=device)
     return (pos[None, :] >= seq_len - torch.tensor(lengths, device=device)[:, None]).long()
 
 
 def _check_layout(cache: KVCache) -> None:
-    shapes = {tuple(t.shape) for t in (*cache.keys, *cache.values)}
-    if len(shapes) != 1:
-        raise ValueError(f"the wire layout needs one shape for every K and V tensor, got {sorted(shapes)}")
-    if not torch.equal(cache.attention_mask.cpu(), _mask(cache.lengths.tolist(), cache.seq_len, "cpu")):
+    shape = cache.keys[0].shape
+    if any(t.shape != shape for t in (*cache.keys, *cache.values)):
+        shapes = sorted({tuple(t.shape) for t in (*cache.keys, *cache.values)})
+        raise ValueError(f"the wire layout needs one shape for every K and V tensor, got {shapes}")
+    mask = cache.attention_mask
+    if not bool(mask.all()) and not torch.equal(mask.cpu(), _mask(cache.lengths.tolist(), cache.seq_len, "cpu")):
         raise ValueError("the wire layout needs left-padded rows (the mask is rebuilt from lengths)")
 
 
@@ -213,11 +217,10 @@ def pack_flat(cache: KVCache, out: torch.Tensor | None = None) -> torch.Tensor:
 
 def unpack_flat(flat: torch.Tensor, header: TransferHeader) -> KVCache:
     """Zero-copy views of ``flat`` (uint8, ``header.nbytes``) as a :class:`KVCache` of ``header.model_id``."""
-    dtype = _DTYPES[header.dtype]
-    shape = (header.batch, header.kv_heads, header.seq_len, header.head_dim)
-    n = flat.numel() // (2 * header.layers)
-    views = [flat[i * n:(i + 1) * n].view(dtype).view(shape) for i in range(2 * header.layers)]
-    return KVCache(views[0::2], views[1::2], _mask(header.lengths, header.seq_len, flat.device), header.model_id)
+    shape = (2 * header.layers, header.batch, header.kv_heads, header.seq_len, header.head_dim)
+    views = flat.view(_DTYPES[header.dtype]).view(shape).unbind(0)  # K_0, V_0, K_1, ... in three view ops
+    return KVCache(list(views[0::2]), list(views[1::2]), _mask(header.lengths, header.seq_len, flat.device),
+                   header.model_id)
 
 
 def _flat_backed(tensors: list[torch.Tensor]) -> torch.Tensor | None:
