@@ -11,6 +11,9 @@ Sources:
 - About 2 FLOPs per parameter per token for the matmuls of a forward pass (Kaplan et al. 2020, sec. 2.1).
 - Roofline: attainable FLOP/s = min(peak, intensity x bandwidth); ridge point = peak / bandwidth
   (Williams, Waterman and Patterson 2009).
+- Moving the KV cache from a prefill to a decode worker: time = latency + KV bytes / link bandwidth, to compare
+  with a decode step and a prefill (Zhong et al. 2024, DistServe, OSDI'24, sec. 4); link speeds in ``LINKS``, each
+  with its specification or datasheet.
 """
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from typing import Any, Mapping
 
 __all__ = ["KVGeometry", "kv_geometry", "dtype_bytes", "kv_bytes_per_token", "kv_bytes", "PUBLISHED_MODELS",
            "GPUS", "prefill_flops", "decode_flops", "prefill_bytes", "decode_bytes", "arithmetic_intensity",
-           "ridge_point", "min_decode_step_s", "roofline_time_s", "resolve_config"]
+           "ridge_point", "min_decode_step_s", "roofline_time_s", "resolve_config", "LINKS", "transfer_time_s",
+           "fit_latency_bandwidth", "streamed_exposed_s", "predicted_prefill_s", "handoff"]
 
 _DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
                 "float8": 1, "fp8": 1, "int8": 1, "int4": 0.5}
@@ -114,6 +118,9 @@ PUBLISHED_MODELS: dict[str, dict] = _DATA["models"]
 #: GPUs readers use: dense fp16/bf16 tensor-core peak (FLOP/s, without sparsity), memory bandwidth (B/s),
 #: memory (bytes), each with the datasheet it comes from.
 GPUS: dict[str, dict] = _DATA["gpus"]
+#: Links a KV cache can cross: ``bandwidth_bytes_per_s`` in ONE direction (what one transfer can use), a ``note``
+#: on how it follows from the specification (lanes, encoding, the bidirectional total), and the ``source``.
+LINKS: dict[str, dict] = _DATA["links"]
 
 
 def resolve_config(name_or_path: str) -> dict:
@@ -191,3 +198,88 @@ def min_decode_step_s(weight_bytes: float, kv_bytes_total: float, bandwidth_byte
 def roofline_time_s(flops: float, nbytes: float, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
     """Roofline time (s) of a kernel: max(FLOPs / peak, bytes / bandwidth)."""
     return max(flops / peak_flops_per_s, nbytes / bandwidth_bytes_per_s)
+
+
+# --- moving the KV cache between workers ------------------------------------------------------------------
+
+def transfer_time_s(nbytes: float, bandwidth_bytes_per_s: float, latency_s: float = 0.0) -> float:
+    """Time (s) to move ``nbytes`` over a link: latency + bytes / bandwidth.
+
+    Raises:
+        ValueError: a bandwidth <= 0 or negative bytes or latency.
+    """
+    if bandwidth_bytes_per_s <= 0 or nbytes < 0 or latency_s < 0:
+        raise ValueError("need bandwidth > 0, bytes >= 0 and latency >= 0")
+    return latency_s + nbytes / bandwidth_bytes_per_s
+
+
+def fit_latency_bandwidth(nbytes, seconds) -> tuple[float, float]:
+    """Fit ``seconds = latency + nbytes / bandwidth`` to measured transfers, minimising the squared *relative*
+    errors (so that small transfers, where the latency shows, count as much as large ones).
+
+    Returns ``(latency_s, bandwidth_bytes_per_s)``. A negative fitted latency (noise) is clipped to 0 and the
+    bandwidth refitted through the origin.
+
+    Raises:
+        ValueError: fewer than two distinct sizes, times that are not positive, or a fit without a positive slope.
+    """
+    import numpy as np
+
+    n, t = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
+    if n.shape != t.shape or len(np.unique(n)) < 2:
+        raise ValueError("need matching arrays with at least two distinct sizes")
+    if (t <= 0).any():
+        raise ValueError("transfer times must be positive")
+    slope, latency = np.polyfit(n, t, 1, w=1 / t)
+    if latency < 0:
+        latency, slope = 0.0, float(np.mean(n / t) / np.mean((n / t) ** 2))  # min sum ((slope n - t) / t)^2
+    if slope <= 0:
+        raise ValueError("the measured times do not grow with the bytes: no bandwidth can be fitted")
+    return float(latency), float(1 / slope)
+
+
+def streamed_exposed_s(prefill_s: float, nbytes: float, layers: int, bandwidth_bytes_per_s: float,
+                       latency_s: float = 0.0) -> float:
+    """Transfer time left after the prefill ends when each layer's KV is sent as soon as it is computed.
+
+    Model: the forward computes the ``layers`` layers at an even pace, so layer i's KV (``nbytes / layers``) is
+    ready at (i + 1) x prefill_s / layers; the link sends one layer at a time, each taking latency + its bytes /
+    bandwidth, in order. Returns (when the last layer has arrived) - prefill_s: at least one layer's transfer,
+    and more when the link is slower than the compute.
+    """
+    if layers < 1:
+        raise ValueError("layers must be >= 1")
+    per_layer = transfer_time_s(nbytes / layers, bandwidth_bytes_per_s, latency_s)
+    finish = 0.0
+    for i in range(layers):
+        finish = max(finish, (i + 1) * prefill_s / layers) + per_layer
+    return finish - prefill_s
+
+
+def predicted_prefill_s(model: str, prompt_tokens: int, gpu: str = "H100", dtype: Any = "fp16") -> float:
+    """Roofline prefill time (s) of one ``prompt_tokens`` prompt of a published ``model`` on a datasheet ``gpu``:
+    max(FLOPs / peak, (weights + KV written) / memory bandwidth). A lower bound: real kernels reach a fraction of
+    the peak."""
+    cfg, g = resolve_config(model), GPUS[gpu]
+    per_token = kv_bytes_per_token(cfg, dtype)
+    return roofline_time_s(prefill_flops(cfg["n_params"], prompt_tokens, kv_geometry(cfg)),
+                           prefill_bytes(cfg["n_params"] * dtype_bytes(dtype), prompt_tokens, per_token),
+                           g["peak_flops_per_s"], g["bandwidth_bytes_per_s"])
+
+
+def handoff(model: str, prompt_tokens: int, link: str | float, gpu: str = "H100", dtype: Any = "fp16") -> dict:
+    """DistServe's comparison for one request: the KV bytes its prompt leaves behind, the time to move them over
+    ``link`` (a name in ``LINKS`` or bytes/s), the minimum decode step of the same model on ``gpu`` (weights plus
+    this cache read once, :func:`min_decode_step_s`) and its roofline prefill (:func:`predicted_prefill_s`).
+
+    Returns a dict: ``kv_bytes``, ``transfer_s``, ``decode_step_s``, ``prefill_s``, ``decode_steps`` (transfer /
+    decode step) and ``prefill_share`` (transfer / prefill).
+    """
+    cfg = resolve_config(model)
+    bandwidth = LINKS[link]["bandwidth_bytes_per_s"] if isinstance(link, str) else float(link)
+    nbytes = kv_bytes(cfg, prompt_tokens, dtype=dtype)
+    transfer = transfer_time_s(nbytes, bandwidth)
+    step = min_decode_step_s(cfg["n_params"] * dtype_bytes(dtype), nbytes, GPUS[gpu]["bandwidth_bytes_per_s"])
+    prefill = predicted_prefill_s(model, prompt_tokens, gpu, dtype)
+    return dict(kv_bytes=nbytes, transfer_s=transfer, decode_step_s=step, prefill_s=prefill,
+                decode_steps=transfer / step, prefill_share=transfer / prefill)
