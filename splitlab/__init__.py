@@ -28,7 +28,7 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 #: submodules reachable as attributes (``sl.sizing``, ``sl.plots``, ...) without importing them first
 _SUBMODULES = ["check", "dist_serve", "distributed", "kv_wire", "peer", "plots", "profiling", "serving",
-               "serving_plots", "sizing", "transfer", "transfer_bench", "widgets"]
+               "serving_plots", "sizing", "transfer", "transfer_bench", "transfer_plots", "widgets"]
 
 __all__ = ["load_model", "list_presets", "LoadedModel", "ByteTokenizer", "ModelLoadError", "KVCache",
            "CacheMismatchError", "prefill", "decode_step", "generate", "reference_generate", "PrefillOutput",

@@ -11,7 +11,8 @@ from . import sizing
 
 __all__ = ["forward_passes", "recompute_tokens", "kv_bytes_per_token", "max_tokens_in_memory", "ridge_point",
            "decode_intensity", "compute_bound_batch", "itl_spike", "requests_in_kv_budget", "chunked_prefill_steps",
-           "colocated_tpot", "transfer_seconds", "min_prefill_workers"]
+           "colocated_tpot", "transfer_seconds", "min_prefill_workers", "kv_transfer_bytes", "link_transfer_seconds",
+           "transfer_decode_steps", "streamed_exposed"]
 
 
 def _verdict(answer: Any, expected: float, rel_tol: float, what: str, hint: str) -> bool:
@@ -155,3 +156,41 @@ def min_prefill_workers(answer: Any, rate_per_s: float, mean_prefill_s: float, m
     return _verdict(answer, expected, 0, f"the number of prefill workers for {rate_per_s:g} requests/s",
                     "all prompts need rate x mean prefill time worker-seconds per second; each worker may give at "
                     "most max_utilization of a second per second. Round up.")
+
+
+def kv_transfer_bytes(answer: Any, model: str, prompt_tokens: int, dtype: str = "fp16", batch: int = 1) -> bool:
+    """Ch. 5: bytes the prefill worker must send for ``batch`` prompts of ``prompt_tokens`` tokens of ``model`` (a
+    published model or preset) in ``dtype``: the whole KV cache, :func:`splitlab.sizing.kv_bytes`."""
+    expected = sizing.kv_bytes(sizing.resolve_config(model), prompt_tokens, batch, dtype)
+    return _verdict(answer, expected, 0.001, f"the KV bytes to move for {batch} x {prompt_tokens} tokens of {model}",
+                    "prompt tokens x 2 (K and V) x layers x KV heads x head_dim x bytes per element.")
+
+
+def link_transfer_seconds(answer: Any, model: str, prompt_tokens: int, link: str, dtype: str = "fp16") -> bool:
+    """Ch. 5: seconds to move the KV cache of one ``prompt_tokens`` prompt of ``model`` over ``link`` (a name in
+    :data:`splitlab.sizing.LINKS`, one direction's bandwidth), latency ignored."""
+    expected = sizing.handoff(model, prompt_tokens, link, dtype=dtype)["transfer_s"]
+    return _verdict(answer, expected, 0.01, f"the transfer time over {link} in seconds",
+                    "KV bytes of the prompt divided by the link's bytes per second (sizing.LINKS[link]"
+                    "['bandwidth_bytes_per_s']; GB/s x 1e9).")
+
+
+def transfer_decode_steps(answer: Any, model: str, prompt_tokens: int, link: str, gpu: str = "H100",
+                          dtype: str = "fp16") -> bool:
+    """Ch. 5: how many minimum decode steps of ``model`` on ``gpu`` (weights + this cache read once per step) the
+    transfer of one ``prompt_tokens`` prompt's cache over ``link`` lasts (:func:`splitlab.sizing.handoff`)."""
+    expected = sizing.handoff(model, prompt_tokens, link, gpu, dtype)["decode_steps"]
+    return _verdict(answer, expected, 0.02, f"the transfer over {link} in {gpu} decode steps",
+                    "transfer time / sizing.min_decode_step_s(weight bytes, KV bytes of the prompt, GPU memory "
+                    "bandwidth); weight bytes = parameters x bytes per element.")
+
+
+def streamed_exposed(answer: Any, prefill_s: float, nbytes: float, layers: int, bandwidth_bytes_per_s: float,
+                     latency_s: float = 0.0) -> bool:
+    """Ch. 5: transfer time (s) left after a prefill of ``prefill_s`` when each of ``layers`` layers sends its
+    share of ``nbytes`` as soon as it is computed (:func:`splitlab.sizing.streamed_exposed_s`)."""
+    expected = sizing.streamed_exposed_s(prefill_s, nbytes, layers, bandwidth_bytes_per_s, latency_s)
+    return _verdict(answer, expected, 0.02, "the transfer time left after the prefill (s)",
+                    "layer i is ready at (i + 1) x prefill / layers; the link sends one layer after another, each "
+                    "taking latency + its bytes / bandwidth; subtract the prefill time from when the last one "
+                    "arrives. If the link keeps up, only the last layer is left.")
