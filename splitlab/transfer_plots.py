@@ -92,6 +92,7 @@ def bandwidth_bars(measured: Mapping[str, float], links: Mapping[str, dict] | No
     ax.set_yticks(range(len(rows)), labels)
     ax.set_xscale("log")
     _plain_log(ax.xaxis)
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # decades only: the bars carry their own numbers
     ax.set_xlim(right=gbps.max() * 8)
     ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
     ax.set_ylabel("path")
