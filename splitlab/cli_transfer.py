@@ -17,16 +17,8 @@ __all__ = ["transfer"]
 
 
 def token_list(text: str) -> list[int]:
-    """'128,512 2048' -> [128, 512, 2048] (commas and/or separate arguments)."""
-    out = []
-    for part in text.replace(",", " ").split():
-        try:
-            value = int(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{part!r} is not an integer") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"prompt lengths must be positive, got {value}")
-        out.append(value)
+    """'128,512 2048' -> [128, 512, 2048] (commas and/or separate arguments), each a positive integer."""
+    out = [positive_int(part) for part in text.replace(",", " ").split()]
     if not out:
         raise argparse.ArgumentTypeError("give at least one prompt length")
     return out
