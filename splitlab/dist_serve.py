@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from .dist_workers import _worker
 from .distributed import DEFAULT_TIMEOUT_S, DistributedError, Group, join_from_env, pick_backend, spawn_group
-from .serving.request import Request, State
+from .serving.request import Request, State, check_unique_ids
 from .serving.result import ServingResult
 
 __all__ = ["Cluster", "DistributedResult", "DistributedConfig", "serve", "main"]
@@ -135,12 +135,15 @@ class Cluster:
         delivers the first token to the client ("prefill", or "decode": TTFT then includes the transfer).
 
         Raises:
-            ValueError: bad mode, or a request with non-greedy sampling (workers decode greedily).
+            ValueError: bad mode, two requests with the same id, or a request with non-greedy sampling (workers
+                decode greedily).
             DistributedError: the cluster is not started (or was stopped by an earlier failure).
         """
         if mode not in ("whole", "layerwise") or first_token_on not in ("prefill", "decode"):
             raise ValueError(f"mode must be whole/layerwise and first_token_on prefill/decode, got {mode!r}, "
                              f"{first_token_on!r}")
+        requests = list(requests)
+        check_unique_ids(requests)
         if any(r.sampling is not None and not r.sampling.greedy for r in requests):
             raise ValueError("distributed workers decode greedily: give requests without sampling settings")
         if self.group is None:

@@ -44,6 +44,15 @@ def test_split_tokens_equal_local_tokens_with_wall_clock_metrics(cluster, worklo
     assert {("P0", "prefill"), ("D0", "decode")} <= kinds
 
 
+def test_a_reused_cluster_serves_the_same_request_ids_again(cluster, lm):
+    """The decode worker's batch outlives a run: request 0 of the next run must not decode on the cache of the
+    last run's request 0 (it did, and gave other tokens)."""
+    reqs = [serving.Request(0, 0.0, [1, 2, 3], 4)]
+    reference = serving.reference_tokens(lm, reqs)
+    for _ in range(2):
+        assert cluster.serve(reqs).tokens() == reference
+
+
 def test_serve_refuses_sampling_and_bad_modes(cluster, workload):
     reqs, _ = workload
     with pytest.raises(ValueError, match="mode must be"):
@@ -52,6 +61,8 @@ def test_serve_refuses_sampling_and_bad_modes(cluster, workload):
     sampled[0].sampling = serving.workload.SamplingParams(temperature=0.7, seed=1)
     with pytest.raises(ValueError, match="greedily"):
         cluster.serve(sampled)
+    with pytest.raises(ValueError, match="request id 0 appears more than once"):  # one of them was lost
+        cluster.serve([serving.Request(0, 0.0, [1, 2], 2), serving.Request(0, 0.0, [3, 4], 2)])
 
 
 def test_one_group_per_process(cluster):

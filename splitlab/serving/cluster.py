@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from .executors import Executor
 from .memory import KVMemory
-from .request import Request, State
+from .request import Request, State, check_unique_ids
 from .result import ServingResult
 from .scheduler import SchedulerConfig, StepPlan, Worker, plan_step
 
@@ -92,7 +92,12 @@ class Cluster:
         heapq.heappush(self._events, (t, next(self._seq), kind, payload))
 
     def run(self, requests: list[Request]) -> ServingResult:
-        """Serve ``requests`` (mutated in place) and return the result; call once per Cluster."""
+        """Serve ``requests`` (mutated in place) and return the result; call once per Cluster.
+
+        Raises:
+            ValueError: two requests share an id.
+        """
+        check_unique_ids(requests)
         wall0, over0 = time.perf_counter(), self.ex.overhead_s
         for r in requests:
             self._push(r.arrival_s, "arrive", r)

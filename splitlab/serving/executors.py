@@ -52,7 +52,8 @@ class Slot:
 
 @dataclass
 class DecodeBatch:
-    """The running decode batch of a worker: its slots in order, and ``state``, private to the executor."""
+    """The running decode batch of a worker: its slots in order, and ``state``, private to the executor
+    (:class:`ModelExecutor`: the slots of the last step and their merged cache)."""
 
     slots: list[Slot] = field(default_factory=list)
     state: Any = None
@@ -143,23 +144,28 @@ class ModelExecutor(Executor):
         return PrefillResult(seconds, [s.cache for s in slots], firsts)
 
     def _batch_cache(self, batch: DecodeBatch) -> KVCache:
-        """The batch's merged cache in slot order: rows of departed slots dropped, new slots' caches appended."""
-        ids = [s.request.id for s in batch.slots]
-        old_ids, merged = batch.state if batch.state is not None else ([], None)
-        if ids == old_ids:
+        """The batch's merged cache in slot order: rows of departed slots dropped, new slots' caches appended.
+
+        Rows are matched to slots by the Slot objects themselves, not by request id: a slot that joins later with
+        an id seen before (the same ids in the next run of a reused decode worker) brings its own cache.
+        """
+        old_slots, merged = batch.state if batch.state is not None else ([], None)
+        if len(old_slots) == len(batch.slots) and all(a is b for a, b in zip(old_slots, batch.slots)):
             return merged
         t0 = time.perf_counter()
-        keep = [old_ids.index(i) for i in ids if i in old_ids]
+        row = {id(s): i for i, s in enumerate(old_slots)}  # old_slots are alive (held by state): ids are unique
+        keep = [row[id(s)] for s in batch.slots if id(s) in row]
         parts = [merged.select(keep)] if keep and merged is not None else []
-        order = [i for i in ids if i in old_ids]
+        order = [id(s) for s in batch.slots if id(s) in row]
         for s in batch.slots:
-            if s.request.id not in old_ids:
+            if id(s) not in row:
                 parts.append(s.cache)
-                order.append(s.request.id)
+                order.append(id(s))
                 s.cache = None  # the batch owns it now
         merged = KVCache.merge(parts)
-        if order != ids:  # keep rows in slot order
-            merged = merged.select([order.index(i) for i in ids])
+        want = [id(s) for s in batch.slots]
+        if order != want:  # keep rows in slot order
+            merged = merged.select([order.index(i) for i in want])
         self.overhead_s += time.perf_counter() - t0
         return merged
 
@@ -167,7 +173,7 @@ class ModelExecutor(Executor):
         """One decode step of the whole batch on its merged (left-padded) cache; measured forward seconds."""
         cache = self._batch_cache(batch)
         out = decode_step(self.lm, cache, [s.last_token for s in batch.slots])
-        batch.state = ([s.request.id for s in batch.slots], out.cache)
+        batch.state = (list(batch.slots), out.cache)
         if all(s.request.sampling is None or s.request.sampling.greedy for s in batch.slots):
             tokens = out.logits.argmax(-1).tolist()
         else:

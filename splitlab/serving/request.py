@@ -13,7 +13,7 @@ from enum import Enum
 
 from ..sampling import SamplingParams
 
-__all__ = ["Request", "State"]
+__all__ = ["Request", "State", "check_unique_ids"]
 
 
 class State(str, Enum):
@@ -137,3 +137,13 @@ class Request:
         extra = f", reason={self.reject_reason!r}" if self.reject_reason else ""
         return (f"Request(id={self.id}, arrival={self.arrival_s:.3f}s, prompt={self.prompt_len}, "
                 f"max_new={self.max_new_tokens}, {self.state.value}, out={len(self.output)}{extra})")
+
+
+def check_unique_ids(requests) -> None:
+    """Raise ValueError if two requests share an id: servers key caches, memory and results by request id, so a
+    repeated id would mix two requests' caches or lose one of them."""
+    seen: set[int] = set()
+    for r in requests:
+        if r.id in seen:
+            raise ValueError(f"request id {r.id} appears more than once: every request of a run needs its own id")
+        seen.add(r.id)
