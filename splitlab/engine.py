@@ -215,6 +215,7 @@ def generate(lm: LoadedModel, prompts, max_new_tokens: int = 16, sampling: Sampl
 
     Raises:
         ValueError: max_new_tokens < 1; and every error of :func:`prefill`.
+        TypeError: ``sampling`` is not a :class:`SamplingParams`.
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")

@@ -6,6 +6,7 @@ import pytest
 
 import splitlab as sl
 from splitlab import serving
+from splitlab import SamplingParams
 from splitlab.serving import DecodeBatch, ModelExecutor, Request, Slot
 
 
@@ -39,3 +40,35 @@ def test_duplicate_request_ids_are_refused_before_any_work(layout):
     with pytest.raises(ValueError, match="request id 0 appears more than once"):
         serving.run(layout, reqs)  # cost model: nothing is loaded
     assert all(r.state.value == "waiting" for r in reqs)
+
+
+# --- sampling parameters -----------------------------------------------------------------------------------------
+
+def test_an_integer_temperature_samples_like_the_float(lm):
+    """SamplingParams(temperature=1) failed inside transformers ('has to be a strictly positive float')."""
+    as_int = sl.generate(lm, "hello", max_new_tokens=4, sampling=SamplingParams(temperature=1, top_k=50, seed=3))
+    as_float = sl.generate(lm, "hello", max_new_tokens=4, sampling=SamplingParams(temperature=1.0, top_k=50, seed=3))
+    assert as_int.tokens == as_float.tokens
+    assert SamplingParams(temperature=2, top_p=1).temperature == 2.0
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(temperature=float("nan")), ValueError, "temperature must be >= 0 and finite"),
+    (dict(temperature=float("inf")), ValueError, "temperature must be >= 0 and finite"),
+    (dict(temperature="1"), TypeError, "temperature must be a number, got '1'"),
+    (dict(temperature=None), TypeError, "temperature must be a number"),
+    (dict(temperature=1.0, top_k=2.5), TypeError, "top_k must be an integer, got 2.5"),
+    (dict(temperature=1.0, top_k=True), TypeError, "top_k must be an integer"),
+    (dict(temperature=1.0, top_p=float("nan")), ValueError, "top_p must be in"),
+    (dict(temperature=1.0, seed=1.5), TypeError, "seed must be an integer, got 1.5"),
+    (dict(temperature=1.0, seed=2 ** 70), ValueError, "seed must be in"),
+])
+def test_sampling_params_of_the_wrong_kind(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        SamplingParams(**kwargs)
+
+
+@pytest.mark.parametrize("sampling", [0.7, dict(temperature=1.0)])
+def test_sampling_that_is_not_sampling_params(lm, sampling):
+    with pytest.raises(TypeError, match="sampling must be None \\(greedy\\) or a splitlab.SamplingParams"):
+        sl.generate(lm, "hello", max_new_tokens=2, sampling=sampling)
