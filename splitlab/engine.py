@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
 from .device import Timer
@@ -83,29 +86,67 @@ class Generation:
     cache: KVCache | None = None
 
 
+def _count(name: str, value) -> int:
+    """``value`` as an int, or a TypeError naming ``name`` (a float would otherwise be truncated silently)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _integer_ids(x, what: str):
+    """A tensor or numpy array of token ids, refused unless its dtype holds integers."""
+    kind = getattr(x.dtype, "kind", None)  # numpy: 'i'/'u' are integers
+    floating = (x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool) if isinstance(
+        x, torch.Tensor) else kind not in ("i", "u")
+    if floating:
+        raise TypeError(f"{what} must be integer token ids, got a {x.dtype} array")
+    return x
+
+
 def as_token_batch(lm: LoadedModel, prompts, max_new_tokens: int = 0) -> list[list[int]]:
     """Normalise prompts to a list of token-id lists and validate them.
 
-    ``prompts`` may be a string, a list of ints (one prompt), a list of strings / int lists, or a 1-D/2-D
-    tensor of ids.
+    ``prompts`` may be a string, a sequence of ints (one prompt), a list of strings / int sequences, or a
+    1-D/2-D tensor or numpy array of integer ids.
 
     Raises:
         EmptyPromptError: no prompts, or a prompt with no tokens.
-        ValueError: a token id outside ``0..vocab_size-1``; max_new_tokens < 0.
+        TypeError: prompts of another kind (e.g. float ids, which would be truncated); max_new_tokens not an int.
+        ValueError: a token id outside ``0..vocab_size-1``; max_new_tokens < 0; a tensor that is not 1-D or 2-D.
         ContextLengthError: prompt length + max_new_tokens > the model's context.
     """
-    if isinstance(prompts, torch.Tensor):
-        prompts = prompts.tolist() if prompts.dim() == 2 else [prompts.tolist()]
-    elif isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
+    if isinstance(prompts, (torch.Tensor, np.ndarray)):
+        if prompts.ndim not in (1, 2):
+            raise ValueError(f"a tensor of prompts must be 1-D (one prompt) or 2-D [batch, tokens], "
+                             f"got shape {tuple(prompts.shape)}")
+        prompts = _integer_ids(prompts, "prompts").tolist() if prompts.ndim == 2 else [_integer_ids(
+            prompts, "prompts").tolist()]
+    elif isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and isinstance(
+            prompts[0], numbers.Number)):  # one prompt of ids (a float among them is refused below)
         prompts = [prompts]
-    if not prompts:
+    if prompts is None or isinstance(prompts, Sequence) and not prompts:
         raise EmptyPromptError("no prompts given")
+    if not isinstance(prompts, Sequence):
+        raise TypeError(f"prompts must be a string, a list of token ids, a list of those, or a 1-D/2-D tensor of "
+                        f"ids; got {type(prompts).__name__}")
+    max_new_tokens = _count("max_new_tokens", max_new_tokens)
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     batch = []
     vocab = lm.vocab_size  # a property that walks the model: once per call, not once per token (~10 us each)
     for i, p in enumerate(prompts):
-        ids = lm.encode(p) if isinstance(p, str) else [int(t) for t in p]
+        if isinstance(p, (torch.Tensor, np.ndarray)) and p.ndim == 1:
+            p = _integer_ids(p, f"prompt {i}").tolist()
+        if isinstance(p, str):
+            ids = lm.encode(p)
+        elif isinstance(p, Sequence):
+            try:
+                ids = list(map(operator.index, p))  # ints (numpy ones too); a float is refused, not truncated
+            except TypeError:
+                bad = next(t for t in p if not isinstance(t, numbers.Integral))
+                raise TypeError(f"prompt {i} must hold integer token ids, got {bad!r}") from None
+        else:
+            raise TypeError(f"prompt {i} must be a string or a sequence of token ids, got {type(p).__name__}")
         if not ids or (isinstance(p, str) and not p):
             raise EmptyPromptError(f"prompt {i} is empty: prefill needs at least one token")
         bad = [t for t in ids if not 0 <= t < vocab]
@@ -159,7 +200,7 @@ def prefill(lm: LoadedModel, prompts, max_new_tokens: int = 0) -> PrefillOutput:
         max_new_tokens: tokens to be generated afterwards, only to check the context limit early.
 
     Raises:
-        EmptyPromptError, ContextLengthError, ValueError: see :func:`as_token_batch`.
+        EmptyPromptError, ContextLengthError, ValueError, TypeError: see :func:`as_token_batch`.
     """
     batch = as_token_batch(lm, prompts, max_new_tokens)
     seq = max(map(len, batch))
@@ -181,13 +222,28 @@ def decode_step(lm: LoadedModel, cache: KVCache, tokens: torch.Tensor | Sequence
         tokens: ``[batch]`` the latest token of each row.
 
     Raises:
-        CacheMismatchError: the cache was made by another model (or dtype), or ``tokens`` has the wrong length.
+        CacheMismatchError: the cache was made by another model (or dtype), its tensors do not have this model's
+            layers, KV heads, head_dim or dtype, or ``tokens`` has the wrong length.
+        TypeError: ``cache`` is not a :class:`KVCache`, or ``tokens`` are not integer ids.
         ValueError: a token id outside the vocabulary.
         ContextLengthError: a row is already at the model's context limit.
     """
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a splitlab.KVCache, got {type(cache).__name__}")
     if cache.model_id != lm.model_id:
         raise CacheMismatchError(f"cache was made by {cache.model_id!r}, not by this model {lm.model_id!r}")
-    tokens = torch.as_tensor(tokens, dtype=torch.long, device=lm.device).reshape(-1)
+    g = lm.geometry
+    if cache.num_layers != g.layers or len(cache.values) != g.layers or cache.dtype != lm.dtype or \
+            tuple(cache.keys[0].shape[1::2]) != (g.kv_heads, g.head_dim):
+        raise CacheMismatchError(f"the cache's tensors do not fit this model ({g.layers} layers, {g.kv_heads} KV "
+                                 f"heads, head_dim {g.head_dim}, {lm.dtype}): {cache!r}")
+    try:
+        tokens = torch.as_tensor(tokens)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"tokens must be integer token ids, one per row; got {tokens!r}") from None
+    if tokens.numel():  # torch.as_tensor([]) is float32: an empty list is the wrong count, said below
+        _integer_ids(tokens, "tokens")
+    tokens = tokens.to(device=lm.device, dtype=torch.long).reshape(-1)
     if tokens.numel() != cache.batch_size:
         raise CacheMismatchError(f"{tokens.numel()} tokens for a cache of batch {cache.batch_size}")
     if tokens.min() < 0 or tokens.max() >= lm.vocab_size:
@@ -215,9 +271,9 @@ def generate(lm: LoadedModel, prompts, max_new_tokens: int = 16, sampling: Sampl
 
     Raises:
         ValueError: max_new_tokens < 1; and every error of :func:`prefill`.
-        TypeError: ``sampling`` is not a :class:`SamplingParams`.
+        TypeError: ``sampling`` is not a :class:`SamplingParams`; max_new_tokens is not an int.
     """
-    if max_new_tokens < 1:
+    if _count("max_new_tokens", max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     batch = as_token_batch(lm, prompts, max_new_tokens)
     sampler = Sampler(sampling, lm.device)

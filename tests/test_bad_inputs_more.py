@@ -2,11 +2,12 @@
 with a clear error (or be served correctly), never give silent garbage or lose a request."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 import splitlab as sl
-from splitlab import serving
-from splitlab import SamplingParams
+from splitlab import KVCache, SamplingParams, serving
 from splitlab.serving import DecodeBatch, ModelExecutor, Request, Slot
 
 
@@ -72,3 +73,70 @@ def test_sampling_params_of_the_wrong_kind(kwargs, error, message):
 def test_sampling_that_is_not_sampling_params(lm, sampling):
     with pytest.raises(TypeError, match="sampling must be None \\(greedy\\) or a splitlab.SamplingParams"):
         sl.generate(lm, "hello", max_new_tokens=2, sampling=sampling)
+
+
+# --- prompts and tokens of the wrong kind ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prompts, error, message", [
+    (torch.tensor([1.5, 2.7]), TypeError, "prompts must be integer token ids, got a torch.float32 array"),
+    (torch.tensor([[1.0, 2.0]]), TypeError, "prompts must be integer token ids"),
+    (np.array([1.5, 2.5]), TypeError, "prompts must be integer token ids, got a float64 array"),
+    ([1.5, 2.7], TypeError, "prompt 0 must hold integer token ids, got 1.5"),
+    ([[1, 2], [3, 4.5]], TypeError, "prompt 1 must hold integer token ids, got 4.5"),
+    ([["a", "b"]], TypeError, "prompt 0 must hold integer token ids, got 'a'"),
+    (5, TypeError, "prompts must be a string, a list of token ids"),
+    (["ab", 3], TypeError, "prompt 1 must be a string or a sequence of token ids, got int"),
+    (torch.tensor(5), ValueError, "must be 1-D \\(one prompt\\) or 2-D \\[batch, tokens\\], got shape \\(\\)"),
+    (torch.zeros(1, 2, 3, dtype=torch.long), ValueError, "got shape \\(1, 2, 3\\)"),
+    (torch.zeros(0, 0, dtype=torch.long), sl.EmptyPromptError, "no prompts given"),
+])
+def test_prompts_of_the_wrong_kind(lm, prompts, error, message):
+    """Float ids were truncated to other tokens silently (1.5, 2.7 -> 1, 2); other kinds gave errors that did not
+    say what was wrong ("'int' object is not iterable")."""
+    with pytest.raises(error, match=message):
+        sl.prefill(lm, prompts)
+
+
+def test_integer_arrays_are_prompts(lm):
+    ids = [5, 6, 7, 8]
+    expected = sl.generate(lm, ids, max_new_tokens=3).tokens
+    assert sl.generate(lm, np.array(ids), max_new_tokens=3).tokens == expected
+    assert sl.generate(lm, [np.int64(t) for t in ids], max_new_tokens=3).tokens == expected
+    assert sl.generate(lm, [torch.tensor(ids)], max_new_tokens=3).tokens == expected
+
+
+@pytest.mark.parametrize("n", [2.5, None, "3"])
+def test_max_new_tokens_must_be_an_integer(lm, n):
+    with pytest.raises(TypeError, match="max_new_tokens must be an integer"):
+        sl.generate(lm, "hello", max_new_tokens=n)
+    with pytest.raises(TypeError, match="max_new_tokens must be an integer"):
+        sl.prefill(lm, "hello", max_new_tokens=n)  # 1.5 was accepted for the context check
+
+
+@pytest.fixture(scope="module")
+def pre2(lm):
+    return sl.prefill(lm, ["ab", "abcd"])
+
+
+@pytest.mark.parametrize("tokens, message", [
+    ([1.7, 2.2], "tokens must be integer token ids, got a torch.float32 array"),
+    (None, "tokens must be integer token ids, one per row; got None"),
+    ("ab", "tokens must be integer token ids, one per row; got 'ab'"),
+])
+def test_decode_tokens_of_the_wrong_kind(lm, pre2, tokens, message):
+    with pytest.raises(TypeError, match=message):
+        sl.decode_step(lm, pre2.cache, tokens)
+
+
+def test_decode_step_checks_what_it_is_given(lm, pre2):
+    with pytest.raises(TypeError, match="cache must be a splitlab.KVCache, got NoneType"):
+        sl.decode_step(lm, None, [1, 2])
+    with pytest.raises(sl.CacheMismatchError, match="0 tokens for a cache of batch 2"):
+        sl.decode_step(lm, pre2.cache, [])
+    c = pre2.cache
+    cut = KVCache(c.keys[:2], c.values[:2], c.attention_mask, c.model_id)  # same identity, 2 layers of 4
+    with pytest.raises(sl.CacheMismatchError, match="do not fit this model \\(4 layers"):
+        sl.decode_step(lm, cut, [1, 2])
+    cast = KVCache([k.half() for k in c.keys], [v.half() for v in c.values], c.attention_mask, c.model_id)
+    with pytest.raises(sl.CacheMismatchError, match="do not fit this model"):
+        sl.decode_step(lm, cast, [1, 2])
