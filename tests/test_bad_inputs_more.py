@@ -140,3 +140,41 @@ def test_decode_step_checks_what_it_is_given(lm, pre2):
     cast = KVCache([k.half() for k in c.keys], [v.half() for v in c.values], c.attention_mask, c.model_id)
     with pytest.raises(sl.CacheMismatchError, match="do not fit this model"):
         sl.decode_step(lm, cast, [1, 2])
+
+
+# --- serving options and requests --------------------------------------------------------------------------------
+
+def test_a_prompt_outside_the_vocabulary_is_rejected_at_arrival_not_mid_run(lm, executor):
+    """It stopped the whole run with 'prompt 0 has token id 999' (the index within a prefill batch) and every
+    other request was lost."""
+    reqs = [Request(0, 0.0, [1, 2, 3], 3), Request(1, 0.1, [4, 5, 999], 3), Request(2, 0.2, [-2, 6], 3)]
+    for layout in ("colocated", "disaggregated"):
+        res = serving.run(layout, reqs, executor=executor, kv_budget_bytes=None)
+        states = [r.state.value for r in res.requests]
+        assert states == ["finished", "rejected", "rejected"]
+        assert res.requests[1].reject_reason == "prompt token id 999 is outside the model's vocabulary 0..258"
+        assert "token id -2" in res.requests[2].reject_reason
+        assert res.requests[0].output == sl.generate(lm, [1, 2, 3], max_new_tokens=3).tokens[0]
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(transfer_mode="fast"), "transfer_mode must be 'whole' or 'layerwise', got 'fast'"),
+    (dict(link_bytes_per_s=1e9, link_latency_s=-5), "link_latency_s must be >= 0 s, got -5"),
+    (dict(link_bytes_per_s=float("nan")), "link_bytes_per_s must be > 0"),
+    (dict(kv_budget_bytes="big"), "kv_budget_bytes must be a number of bytes > 0"),
+    (dict(kv_budget_bytes=float("nan")), "kv_budget_bytes must be a number of bytes > 0"),
+    (dict(prefill_workers=1.5), "worker counts must be integers"),
+])
+def test_serving_options_out_of_range_fail_before_any_work(options, message):
+    """A bad transfer_mode was ignored by the cost model and failed after the prefills with a model; a negative link
+    latency crashed mid-run ('token ... earlier than the previous one')."""
+    with pytest.raises(ValueError, match=message):
+        serving.run("disaggregated", "chat", n_requests=3, **options)
+
+
+def test_requests_hold_integer_ids():
+    assert Request(0, 0.0, (np.int64(3), 4), 2).prompt == [3, 4]
+    with pytest.raises(TypeError, match="request 0: prompt must be a sequence of integer token ids"):
+        Request(0, 0.0, [1.5, 2], 2)
+    with pytest.raises(TypeError, match="request 1: max_new_tokens must be an integer, got 2.5"):
+        Request(1, 0.0, [1, 2], 2.5)

@@ -16,13 +16,15 @@ Layouts:
   model a network slower than this machine). ``first_token_on="prefill"`` streams the first token when the
   prefill ends; ``"decode"`` only when the cache has arrived (TTFT then includes the transfer).
 
-Every submitted request ends FINISHED or REJECTED with a reason: at arrival if it can never fit (context
-length, KV budget), or at the end if the simulation somehow left it unfinished (a bug, reported as such).
+Every submitted request ends FINISHED or REJECTED with a reason: at arrival if it can never be served (context
+length, a token id outside the vocabulary, KV budget), or at the end if the simulation somehow left it unfinished (a bug, reported as such).
 """
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
+import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -37,9 +39,19 @@ __all__ = ["ClusterConfig", "Cluster", "LAYOUTS"]
 LAYOUTS = ("colocated", "disaggregated")
 
 
+def _positive(x) -> bool:
+    """A finite real number > 0 (not a bool, not a string, not NaN)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Shape of the cluster. ``kv_budget_bytes`` applies to every worker (None = unlimited)."""
+    """Shape of the cluster. ``kv_budget_bytes`` applies to every worker (None = unlimited).
+
+    Raises:
+        ValueError: an unknown layout, first_token_on or transfer_mode; a pool without workers; a budget, link
+            bandwidth or latency that is not a finite number in range.
+    """
 
     layout: str = "colocated"
     workers: int = 1
@@ -59,8 +71,19 @@ class ClusterConfig:
             raise ValueError("every pool needs at least one worker")
         if self.first_token_on not in ("prefill", "decode"):
             raise ValueError(f"first_token_on must be 'prefill' or 'decode', got {self.first_token_on!r}")
-        if self.link_bytes_per_s is not None and self.link_bytes_per_s <= 0:
-            raise ValueError("link_bytes_per_s must be > 0 bytes/s (or None to charge the measured time)")
+        if self.transfer_mode not in ("whole", "layerwise"):
+            raise ValueError(f"transfer_mode must be 'whole' or 'layerwise', got {self.transfer_mode!r}")
+        if not all(isinstance(n, numbers.Integral) for n in (self.workers, self.prefill_workers,
+                                                              self.decode_workers)):
+            raise ValueError("worker counts must be integers")
+        if self.kv_budget_bytes is not None and not _positive(self.kv_budget_bytes):
+            raise ValueError(f"kv_budget_bytes must be a number of bytes > 0 (or None for unlimited), got "
+                             f"{self.kv_budget_bytes!r}")
+        if self.link_bytes_per_s is not None and not _positive(self.link_bytes_per_s):
+            raise ValueError(f"link_bytes_per_s must be > 0 bytes/s (or None to charge the measured time), got "
+                             f"{self.link_bytes_per_s!r}")
+        if not (_positive(self.link_latency_s) or self.link_latency_s == 0):
+            raise ValueError(f"link_latency_s must be >= 0 s, got {self.link_latency_s!r}")
 
     @property
     def n_workers(self) -> int:
@@ -121,10 +144,13 @@ class Cluster:
         w.memory.record(t, w.used_tokens())
 
     def _on_arrive(self, t: float, r: Request) -> None:
-        reason = None
+        reason, vocab = None, self.ex.vocab_size
         if r.max_total_tokens > self.ex.max_context:
             reason = (f"prompt ({r.prompt_len}) + max_new_tokens ({r.max_new_tokens}) = {r.max_total_tokens} tokens "
                       f"exceed the model's context of {self.ex.max_context}")
+        elif vocab is not None and not (min(r.prompt) >= 0 and max(r.prompt) < vocab):
+            bad = next(t for t in r.prompt if not 0 <= t < vocab)
+            reason = f"prompt token id {bad} is outside the model's vocabulary 0..{vocab - 1}"
         elif self.cfg.layout == "colocated":
             reason = self.pool[0].memory.never_fits(r.max_total_tokens)
         else:

@@ -7,7 +7,7 @@ Interface (:class:`Executor`):
 - ``decode(batch) -> DecodeResult(seconds, tokens)``: one decode step for every slot of a :class:`DecodeBatch`
   (one new token each). Slots may join and leave between steps (continuous batching).
 - ``transfer(slot) -> TransferResult(seconds, nbytes, method)``: hand the slot's cache to a decode worker.
-- ``kv_bytes_per_token`` and ``max_context`` for admission control.
+- ``kv_bytes_per_token``, ``max_context`` and ``vocab_size`` (None: any id) for admission control.
 
 :class:`ModelExecutor` (the "emulated" mode of DESIGN.md section 2) runs the real model through
 :mod:`splitlab.engine` and returns the MEASURED, synchronised forward time; :class:`~.cost_model.CostModelExecutor`
@@ -84,6 +84,7 @@ class Executor(ABC):
 
     kv_bytes_per_token: int
     max_context: int
+    vocab_size: int | None = None
     overhead_s: float = 0.0
 
     @abstractmethod
@@ -109,6 +110,7 @@ class ModelExecutor(Executor):
         g = lm.geometry
         self.kv_bytes_per_token = 2 * g.layers * g.kv_heads * g.head_dim * torch.empty(0, dtype=lm.dtype).element_size()
         self.max_context = lm.max_context
+        self.vocab_size = lm.vocab_size
         self.overhead_s = 0.0
         if warm:
             from ..profiling import warm_up

@@ -8,6 +8,8 @@ silent while serving it, reason in ``reject_reason``): never silently dropped.
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -50,6 +52,10 @@ class Request:
         prefill_worker, decode_worker: names of the workers that did each phase (same name when colocated).
         prefill_start_s, prefill_end_s: first and last prefill forward touching this prompt (s).
         transfer_start_s, transfer_end_s, transfer_bytes: the KV hand-off (disaggregated only).
+
+    Raises:
+        TypeError: prompt ids or max_new_tokens that are not integers.
+        ValueError: an empty prompt, max_new_tokens < 1, or an arrival time that is not finite and >= 0.
     """
 
     id: int
@@ -71,8 +77,14 @@ class Request:
     transfer_bytes: int = 0
 
     def __post_init__(self) -> None:
+        try:  # plain ints (numpy ones too), so a float id is refused here rather than mid-run
+            self.prompt = list(map(operator.index, self.prompt))
+        except TypeError:
+            raise TypeError(f"request {self.id}: prompt must be a sequence of integer token ids") from None
         if not self.prompt:
             raise ValueError(f"request {self.id}: empty prompt")
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, numbers.Integral):
+            raise TypeError(f"request {self.id}: max_new_tokens must be an integer, got {self.max_new_tokens!r}")
         if self.max_new_tokens < 1:
             raise ValueError(f"request {self.id}: max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if not math.isfinite(self.arrival_s) or self.arrival_s < 0:
