@@ -18,6 +18,7 @@ Sources:
 from __future__ import annotations
 
 import json
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -66,11 +67,25 @@ class KVGeometry:
 
 
 def _get(cfg: Any, *names: str) -> Any:
+    return _field(cfg, *names)[1]
+
+
+def _field(cfg: Any, *names: str) -> tuple[str, Any]:
+    """(name, value) of the first of ``names`` the config sets; (names[0], None) if none."""
     for name in names:
         value = cfg.get(name) if isinstance(cfg, Mapping) else getattr(cfg, name, None)
         if value is not None:
-            return value
-    return None
+            return name, value
+    return names[0], None
+
+
+def _positive_int(name: str, value: Any) -> int:
+    """A config count as an int: a positive integer (2 or 2.0), else a ValueError naming the field."""
+    ok = not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
+        isinstance(value, float) and value.is_integer()))
+    if not ok or value < 1:
+        raise ValueError(f"config field {name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def kv_geometry(config: Any) -> KVGeometry:
@@ -80,19 +95,33 @@ def kv_geometry(config: Any) -> KVGeometry:
     head_dim from ``head_dim``, falling back to hidden size / heads only for configs that have no head_dim.
 
     Raises:
-        ValueError: the config lacks the number of layers or heads.
+        ValueError: the config lacks the number of layers or heads; a count that is not a positive integer; KV
+            heads that do not divide the query heads; a hidden size that is not a multiple of the heads (when
+            there is no head_dim).
     """
-    layers = _get(config, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _get(config, "num_attention_heads", "n_head")
-    if not layers or not heads:
+    layers_field, layers = _field(config, "num_hidden_layers", "n_layer", "num_layers")
+    heads_field, heads = _field(config, "num_attention_heads", "n_head")
+    if layers is None or heads is None:
         raise ValueError("config has no num_hidden_layers/num_attention_heads: cannot size its KV cache")
+    layers, heads = _positive_int(layers_field, layers), _positive_int(heads_field, heads)
     kv_heads = _get(config, "num_key_value_heads")
     if kv_heads is None:
         kv_heads = 1 if _get(config, "multi_query") else heads
+    kv_heads = _positive_int("num_key_value_heads", kv_heads)
+    if heads % kv_heads:
+        raise ValueError(f"num_key_value_heads ({kv_heads}) must divide {heads_field} ({heads}): each KV head "
+                         f"serves a whole group of query heads")
     head_dim = _get(config, "head_dim")
     if head_dim is None:
-        head_dim = _get(config, "hidden_size", "n_embd") // heads
-    return KVGeometry(int(layers), int(heads), int(kv_heads), int(head_dim))
+        hidden_field, hidden = _field(config, "hidden_size", "n_embd")
+        if hidden is None:
+            raise ValueError("config has neither head_dim nor hidden_size: cannot size its KV cache")
+        hidden = _positive_int(hidden_field, hidden)
+        if hidden % heads:
+            raise ValueError(f"{hidden_field} ({hidden}) is not a multiple of {heads_field} ({heads}) and the "
+                             f"config gives no head_dim")
+        head_dim = hidden // heads
+    return KVGeometry(layers, heads, kv_heads, _positive_int("head_dim", head_dim))
 
 
 def kv_bytes_per_token(config: Any, dtype: Any = "fp16") -> float:
@@ -127,19 +156,24 @@ def resolve_config(name_or_path: str) -> dict:
     """A config dict for a published model name, a splitlab preset name, or a path to a config.json.
 
     Raises:
-        ValueError: the name is none of those (the message lists the known names).
+        ValueError: the name is none of those (the message lists the known names), a directory without a
+            config.json, or a file that is not JSON text.
     """
     if name_or_path in PUBLISHED_MODELS:
         return PUBLISHED_MODELS[name_or_path]
+    if not str(name_or_path).strip():
+        raise ValueError("model name is empty: give a published model, a preset or a config.json path")
     preset = Path(__file__).parent / "configs" / f"{name_or_path}.json"
     path = Path(name_or_path)
     if path.is_dir():
         path = path / "config.json"
+        if not path.is_file():
+            raise ValueError(f"directory {name_or_path!r} has no config.json")
     for candidate in (preset, path):
         if candidate.is_file():
             try:
                 return json.loads(candidate.read_text())
-            except json.JSONDecodeError as err:
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
                 raise ValueError(f"{candidate} is not valid JSON: {err}") from None
     presets = sorted(p.stem for p in (Path(__file__).parent / "configs").glob("*.json"))
     raise ValueError(f"unknown model {name_or_path!r}: not a published model ({', '.join(PUBLISHED_MODELS)}), "

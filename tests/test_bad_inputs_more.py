@@ -178,3 +178,47 @@ def test_requests_hold_integer_ids():
         Request(0, 0.0, [1.5, 2], 2)
     with pytest.raises(TypeError, match="request 1: max_new_tokens must be an integer, got 2.5"):
         Request(1, 0.0, [1, 2], 2.5)
+
+
+# --- sizing from malformed configs -------------------------------------------------------------------------------
+
+BASE = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(num_hidden_layers=-2), "config field num_hidden_layers must be a positive integer, got -2"),
+    (dict(num_hidden_layers=2.5), "config field num_hidden_layers must be a positive integer, got 2.5"),
+    (dict(num_hidden_layers="two"), "config field num_hidden_layers must be a positive integer, got 'two'"),
+    (dict(num_attention_heads=0), "config field num_attention_heads must be a positive integer, got 0"),
+    (dict(num_key_value_heads=3), "num_key_value_heads \\(3\\) must divide num_attention_heads \\(4\\)"),
+    (dict(num_key_value_heads=8), "num_key_value_heads \\(8\\) must divide"),
+    (dict(hidden_size=65), "hidden_size \\(65\\) is not a multiple of num_attention_heads \\(4\\)"),
+    (dict(head_dim=-16), "config field head_dim must be a positive integer"),
+])
+def test_a_malformed_config_is_refused_not_sized(change, message):
+    """-2 layers gave -512 bytes per token, 2.5 layers and hidden_size 65 were floored, 'two' said
+    "invalid literal for int() with base 10"."""
+    with pytest.raises(ValueError, match=message):
+        sl.sizing.kv_geometry({**BASE, **change})
+
+
+def test_a_whole_number_written_as_a_float_is_fine():
+    assert sl.sizing.kv_geometry({**BASE, "num_hidden_layers": 2.0}) == sl.sizing.KVGeometry(2, 4, 4, 16)
+
+
+@pytest.mark.parametrize("what, message", [
+    ("negative", "config field num_hidden_layers must be a positive integer, got -2"),
+    ("directory", "has no config.json"),
+    ("binary", "is not valid JSON"),
+    ("empty name", "model name is empty"),
+])
+def test_kv_size_cli_on_malformed_configs(tmp_path, capsys, what, message):
+    from splitlab.cli import main
+    (tmp_path / "neg.json").write_text('{"num_hidden_layers": -2, "num_attention_heads": 4, "hidden_size": 64}')
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe")
+    (tmp_path / "empty").mkdir()
+    arg = {"negative": tmp_path / "neg.json", "directory": tmp_path / "empty", "binary": tmp_path / "bin.json",
+           "empty name": " "}[what]
+    assert main(["kv-size", str(arg)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
