@@ -17,7 +17,8 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     """Return ``device`` as a :class:`torch.device`, or the best available one (cuda > mps > cpu) when None.
 
     Raises:
-        ValueError: ``device`` names a backend this machine does not have (e.g. "cuda" without a GPU).
+        ValueError: ``device`` is not a device name, or names a backend this machine does not have (e.g. "cuda"
+            without a GPU).
     """
     if device is None:
         if torch.cuda.is_available():
@@ -25,7 +26,10 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {str(device)!r} asked for, but torch sees no CUDA GPU here; use 'cpu'")
     if dev.type == "mps" and not torch.backends.mps.is_available():
@@ -41,9 +45,11 @@ def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.d
     """Return ``dtype`` as a :class:`torch.dtype`; when None, float32 on CPU and bfloat16 on GPUs.
 
     Raises:
-        ValueError: an unknown dtype name.
+        ValueError: an unknown dtype name, or a torch dtype that is not floating point (weights need one).
     """
     if isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            raise ValueError(f"dtype {dtype} is not a floating-point type; choose one of {sorted(_DTYPES)}")
         return dtype
     if dtype is None:
         return torch.float32 if device.type == "cpu" else torch.bfloat16

@@ -11,6 +11,7 @@ Any other name goes to ``transformers.AutoModelForCausalLM.from_pretrained`` wit
 from __future__ import annotations
 
 import json
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ class LoadedModel:
         tokenizer: a :class:`ByteTokenizer` or the model's own Hugging Face tokenizer.
         device, dtype: where the weights live and their dtype.
         random_weights: True for presets (text is meaningless), False for trained weights.
+        seed: the seed of a preset's random weights (None for trained weights).
     """
 
     name: str
@@ -73,6 +75,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     random_weights: bool
+    seed: int | None = None
     geometry: KVGeometry = field(init=False)
 
     def __post_init__(self) -> None:
@@ -94,9 +97,14 @@ class LoadedModel:
 
     @property
     def model_id(self) -> str:
-        """Identity stamped on every KV cache this model makes; caches of different identities never mix."""
+        """Identity stamped on every KV cache this model makes; caches of different identities never mix.
+
+        ``name|model_type|L<layers>|H<heads>|KV<kv heads>|D<head_dim>|dtype``; a preset built from a seed other
+        than 0 is named ``name@seed<seed>``, since other random weights make another model.
+        """
         g = self.geometry
-        return (f"{self.name}|{self.config.model_type}|L{g.layers}|H{g.heads}|KV{g.kv_heads}|D{g.head_dim}"
+        name = self.name if not self.random_weights or not self.seed else f"{self.name}@seed{self.seed}"
+        return (f"{name}|{self.config.model_type}|L{g.layers}|H{g.heads}|KV{g.kv_heads}|D{g.head_dim}"
                 f"|{str(self.dtype).replace('torch.', '')}")
 
     @property
@@ -146,17 +154,21 @@ def load_model(name: str = "tiny", device: str | torch.device | None = None, dty
             "HuggingFaceTB/SmolLM2-135M", or a local directory saved with ``save_pretrained``.
         device: "cpu", "cuda", "mps" or None for the best available.
         dtype: None for float32 on CPU and bfloat16 on GPU, or a name/torch dtype.
-        seed: seeds the random weights of presets (same seed -> identical weights).
+        seed: seeds the random weights of presets (same seed -> identical weights; another seed is another
+            model, with another ``model_id``).
 
     Raises:
-        ModelLoadError: the name is not a preset and cannot be loaded (e.g. no network and no local copy);
-            the message says how to fall back to the embedded default.
-        ValueError: bad device or dtype.
+        ModelLoadError: the name is not a preset and cannot be loaded (e.g. no network and no local copy, a path
+            to a file or to a directory without config.json); the message says how to fall back to the embedded
+            default.
+        ValueError: bad device, dtype or seed.
     """
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
     if not isinstance(name, str) or not name.strip():
         raise ValueError("model name must be a non-empty string, e.g. 'tiny'")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -2 ** 63 <= seed < 2 ** 64:
+        raise ValueError(f"seed must be an integer in -2**63 .. 2**64 - 1, got {seed!r}")
     if name in list_presets():
         config = _preset_config(name)
         with torch.random.fork_rng(devices=[]):
@@ -164,7 +176,16 @@ def load_model(name: str = "tiny", device: str | torch.device | None = None, dty
             model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
         model.generation_config.eos_token_id = None  # random weights: generate a fixed number of tokens
         model = model.to(device=dev, dtype=dt).eval()
-        return LoadedModel(name, model, ByteTokenizer(), dev, dt, random_weights=True)
+        return LoadedModel(name, model, ByteTokenizer(), dev, dt, random_weights=True, seed=int(seed))
+    fallback = (f"use the embedded default load_model('tiny') or a preset with random weights: "
+                f"{', '.join(list_presets())}")
+    path = Path(name).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ModelLoadError(f"could not load model {name!r}: it is a file; give the directory a model was saved to "
+                             f"with save_pretrained (config.json and weights), or {fallback}")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ModelLoadError(f"could not load model {name!r}: the directory has no config.json (not a model saved "
+                             f"with save_pretrained); {fallback}")
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dt, attn_implementation=attn_implementation)
     except TypeError:  # transformers 4.x names the argument torch_dtype
@@ -173,8 +194,7 @@ def load_model(name: str = "tiny", device: str | torch.device | None = None, dty
     except (OSError, ValueError) as err:
         raise ModelLoadError(
             f"could not load model {name!r} ({type(err).__name__}: {str(err).splitlines()[0][:200]}). "
-            f"Without network access or a local copy, use the embedded default load_model('tiny') or a preset "
-            f"with random weights: {', '.join(list_presets())}") from None
+            f"Without network access or a local copy, {fallback}") from None
     model = model.to(dev).eval()
     return LoadedModel(name, model, _load_tokenizer(name, model.config.vocab_size), dev, dt, random_weights=False)
 

@@ -222,3 +222,43 @@ def test_kv_size_cli_on_malformed_configs(tmp_path, capsys, what, message):
     assert main(["kv-size", str(arg)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+# --- models: identity, loading --------------------------------------------------------------------------------
+
+def test_a_preset_from_another_seed_is_another_model(lm, pre2):
+    """Other random weights used to carry the same model_id, so their caches were decoded silently by the wrong
+    weights (and a transfer header naming the other seed passed the receiver's check)."""
+    other = sl.load_model("tiny", device="cpu", seed=1)
+    assert other.model_id == "tiny@seed1|llama|L4|H8|KV2|D32|float32" and lm.model_id.startswith("tiny|")
+    with pytest.raises(sl.CacheMismatchError, match="cache was made by 'tiny\\|.*not by this model 'tiny@seed1\\|"):
+        sl.decode_step(other, pre2.cache, [1, 2])
+    from splitlab.transfer import check, make_header
+    with pytest.raises(sl.CacheMismatchError, match="model_id: sent 'tiny\\|"):
+        check(make_header(pre2.cache), other)
+    assert sl.load_model("tiny", device="cpu", seed=1).model_id == other.model_id
+
+
+@pytest.mark.parametrize("what, message", [
+    ("json file", "could not load model '.*config.json': it is a file; give the directory .*'tiny'"),
+    ("empty dir", "could not load model '.*empty': the directory has no config.json .*'tiny'"),
+])
+def test_load_model_from_a_file_or_an_empty_directory(tmp_path, what, message):
+    """A config.json path ended in torch's UnpicklingError (many lines); an empty directory was said to lack
+    'a model_type key in its config.json'."""
+    (tmp_path / "config.json").write_text((sl.models.CONFIG_DIR / "tiny.json").read_text())
+    (tmp_path / "empty").mkdir()
+    target = tmp_path / ("config.json" if what == "json file" else "empty")
+    with pytest.raises(sl.ModelLoadError, match=message):
+        sl.load_model(str(target), device="cpu")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(device="tpu"), "unknown device 'tpu'"),
+    (dict(dtype=torch.int8), "dtype torch.int8 is not a floating-point type"),
+    (dict(seed=1.5), "seed must be an integer"),
+    (dict(seed=2 ** 70), "seed must be an integer in"),
+])
+def test_load_model_arguments_out_of_range(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        sl.load_model("tiny", **{"device": "cpu", **kwargs})
