@@ -138,7 +138,8 @@ def _parse_header(msg: torch.Tensor, src: int, group=None) -> tuple[TransferHead
         raise ProtocolError(f"unreadable KV header from rank {src}: {err}") from None
     layers = header.layers
     if header.dtype not in _DTYPES or min(layers, header.batch, header.kv_heads, header.head_dim) < 1 or \
-            header.seq_len < 1 or len(header.lengths) != header.batch or segments not in (1, layers, 2 * layers):
+            header.seq_len < 1 or len(header.lengths) != header.batch or segments not in (1, layers, 2 * layers) \
+            or any(not 1 <= n <= header.seq_len for n in header.lengths):
         raise ProtocolError(f"impossible KV header from rank {src}: {header}")
     return header, {v: k for k, v in MODES.items()}[mode], segments, HEADER_BYTES + max(0, n - (HEADER_BYTES - _PRE))
 

@@ -50,9 +50,15 @@ class TransferHeader:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of keys and values the header announces (padding included)."""
-        return 2 * self.layers * self.batch * self.kv_heads * self.seq_len * self.head_dim * torch.empty(
-            0, dtype=getattr(torch, self.dtype)).element_size()
+        """Bytes of keys and values the header announces (padding included).
+
+        Raises:
+            ValueError: ``dtype`` is not a torch dtype name.
+        """
+        dtype = getattr(torch, self.dtype, None) if isinstance(self.dtype, str) else None
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"header dtype {self.dtype!r} is not a torch dtype")
+        return 2 * self.layers * self.batch * self.kv_heads * self.seq_len * self.head_dim * dtype.itemsize
 
     def to_bytes(self) -> bytes:
         """JSON encoding (to send ahead of the tensors over torch.distributed or a socket)."""
@@ -108,6 +114,8 @@ def check(header: TransferHeader, lm, cache: KVCache | None = None) -> None:
     """Raise :class:`CacheMismatchError` unless the receiving model ``lm`` (a :class:`splitlab.LoadedModel`) can
     decode the cache ``header`` announces, and, if ``cache`` is given, the tensors really have that shape.
 
+    The header must also agree with itself: one length per row, each in ``1..seq_len``, one first token (in the
+    receiver's vocabulary) and one request id per row when they are given.
     The message lists every mismatching field as ``field: sent X, receiver expects Y``.
     """
     g = lm.geometry
@@ -120,8 +128,21 @@ def check(header: TransferHeader, lm, cache: KVCache | None = None) -> None:
         problems += [f"{k}: header says {getattr(header, k)!r}, tensors have {getattr(got, k)!r}"
                      for k in ("model_id", "dtype", "layers", "kv_heads", "head_dim", "batch", "seq_len", "lengths")
                      if getattr(header, k) != getattr(got, k)]
+    if header.batch < 1 or header.seq_len < 1:
+        problems.append(f"batch {header.batch} x seq_len {header.seq_len}: a cache holds at least one token")
+    if len(header.lengths) != header.batch:
+        problems.append(f"lengths: {len(header.lengths)} for a batch of {header.batch}")
+    if any(not 1 <= n <= header.seq_len for n in header.lengths):
+        problems.append(f"lengths: {list(header.lengths)}, each row holds 1..seq_len ({header.seq_len}) tokens")
     if header.first_tokens and len(header.first_tokens) != header.batch:
         problems.append(f"first_tokens: {len(header.first_tokens)} for a batch of {header.batch}")
+    if header.first_tokens:
+        vocab = lm.vocab_size
+        bad = [t for t in header.first_tokens if not 0 <= t < vocab]
+        if bad:
+            problems.append(f"first_tokens: {bad} outside the receiver's vocabulary 0..{vocab - 1}")
+    if header.request_ids and len(header.request_ids) != header.batch:
+        problems.append(f"request_ids: {len(header.request_ids)} for a batch of {header.batch}")
     if max(header.lengths, default=0) + 1 > lm.max_context:
         problems.append(f"lengths: {max(header.lengths)} tokens leave no room in a context of {lm.max_context}")
     if problems:

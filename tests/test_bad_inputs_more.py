@@ -262,3 +262,41 @@ def test_load_model_from_a_file_or_an_empty_directory(tmp_path, what, message):
 def test_load_model_arguments_out_of_range(kwargs, message):
     with pytest.raises(ValueError, match=message):
         sl.load_model("tiny", **{"device": "cpu", **kwargs})
+
+
+# --- transfer headers ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, message", [
+    (dict(lengths=(3,)), "lengths: 1 for a batch of 2"),
+    (dict(lengths=(3, 99)), "lengths: \\[3, 99\\], each row holds 1..seq_len \\(5\\) tokens"),
+    (dict(lengths=(-3, 5)), "lengths: \\[-3, 5\\]"),
+    (dict(first_tokens=(1, 9999)), "first_tokens: \\[9999\\] outside the receiver's vocabulary 0..258"),
+    (dict(request_ids=(7,)), "request_ids: 1 for a batch of 2"),
+])
+def test_a_header_that_disagrees_with_itself_is_rejected(lm, pre2, change, message):
+    """These passed the receiver's check when it was given the header alone (as a decode worker is, before the
+    payload lands): the mask would then be rebuilt from impossible lengths."""
+    import dataclasses
+    from splitlab.transfer import check, make_header
+    header = dataclasses.replace(make_header(pre2.cache, [1, 2], [0, 1]), **change)
+    with pytest.raises(sl.CacheMismatchError, match=message):
+        check(header, lm)
+
+
+def test_wire_header_with_impossible_lengths_is_a_protocol_error(pre2):
+    import dataclasses
+    import struct
+    from splitlab import kv_wire
+    header = dataclasses.replace(kv_wire.make_header(pre2.cache), lengths=(0, 99))
+    body = header.to_bytes()
+    blob = struct.pack("<6q", kv_wire.MAGIC, kv_wire.VERSION, 1, 1, len(body), 0) + body
+    msg = torch.frombuffer(bytearray(blob.ljust(kv_wire.HEADER_BYTES, b"\0")), dtype=torch.uint8)
+    with pytest.raises(kv_wire.ProtocolError, match="impossible KV header"):
+        kv_wire._parse_header(msg, 1)
+
+
+def test_header_with_an_unknown_dtype_has_no_size(pre2):
+    import dataclasses
+    from splitlab.transfer import make_header
+    with pytest.raises(ValueError, match="header dtype 'nope' is not a torch dtype"):
+        dataclasses.replace(make_header(pre2.cache), dtype="nope").nbytes
