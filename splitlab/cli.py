@@ -60,6 +60,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seed_int(text: str) -> int:
+    """A seed for numpy and torch alike: an integer in 0 .. 2**63 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value < 2 ** 63:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0 .. 2**63 - 1, got {value}")
+    return value
+
+
 def _one_line(message: object) -> str:
     text = " ".join(str(message).split())
     return text if len(text) <= 1000 else text[:997] + "..."
@@ -100,6 +111,9 @@ def _check_loadable(name: str) -> None:
     Hugging Face client retry an unreachable hub for half a minute."""
     if name in _presets() or Path(name).expanduser().is_dir():
         return
+    if Path(name).expanduser().exists():
+        raise CLIError(f"model path {name!r} is a file, not a directory saved with save_pretrained (presets: "
+                       f"{', '.join(_presets())})")
     if name in sizing.PUBLISHED_MODELS:
         raise CLIError(f"{name!r} is an entry of the sizing table, not a loadable model: try "
                        f"'splitlab kv-size {name}', or demo a preset ({', '.join(_presets())})")
@@ -140,7 +154,7 @@ def _resolves(host: str, timeout: float = 3.0) -> bool:
          arg("--new-tokens", type=positive_int, default=32, metavar="N", help="tokens to generate (default 32)"),
          arg("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
          arg("--dtype", default=None, help="weight dtype, e.g. float32, bfloat16 (default: fp32 CPU, bf16 GPU)"),
-         arg("--seed", type=int, default=0, help="seeds the random weights and the prompt (default 0)"),
+         arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompt (default 0)"),
          arg("--no-reference", action="store_true", help="skip the check against transformers' generate"))
 def demo(args) -> tuple[dict, list[str]]:
     _check_loadable(args.model)  # before importing torch: bad names fail in a fraction of a second
@@ -183,7 +197,8 @@ def demo(args) -> tuple[dict, list[str]]:
         f"prompt       {len(ids)} tokens; generated {len(tokens)} tokens",
         f"prefill      {ms(g.prefill_s)}   TTFT {ms(g.ttft_s)} (prefill + choosing the first token)",
         f"decode       {ms(data['decode_s_per_token_median'])}/token median, "
-        f"{ms(data['decode_s_per_token_p90'])} P90 over {len(g.decode_step_s)} steps",
+        f"{ms(data['decode_s_per_token_p90'])} P90 over {len(g.decode_step_s)} steps" if g.decode_step_s else
+        "decode       no decode step (one new token: it comes from the prefill)",
         f"KV cache     {human_bytes(g.kv_bytes_after_prefill)} after prefill ({len(ids)} tokens), "
         f"{human_bytes(g.kv_bytes_final)} at the end ({g.cache.seq_len} tokens; the last token is not cached yet)"
         f" = {_number(per_token):,} B/token",
@@ -247,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage error)."""
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage error, 130 interrupted, 141 the
+    reader of stdout went away, as in ``splitlab kv-size tiny | head -1``)."""
     args = build_parser().parse_args(argv)
     try:
         data, lines = args.run(args)
@@ -260,5 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"splitlab {args.command}: interrupted", file=sys.stderr)
         return 130
-    print(json.dumps(data) if args.json else "\n".join(lines))
+    try:
+        print(json.dumps(data) if args.json else "\n".join(lines))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader closed the pipe: no traceback, and none when Python flushes at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return 0

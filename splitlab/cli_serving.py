@@ -5,8 +5,10 @@
 disaggregated on ``--prefill-workers`` + ``--decode-workers``, and says whether every request got the same
 tokens. With ``--json`` the output is one object with one entry per layout (``colocated`` /
 ``disaggregated``), each holding ``ttft_s`` and ``tpot_s`` percentiles (``p50``, ``p90``, ``p99``, ``mean``),
-``slo_attainment``, ``completed``, ``rejected``, ``throughput_tokens_per_s`` and more; ``compare`` adds
-``tokens_identical``. Undefined numbers (no completed request) are ``null``.
+``slo_attainment``, ``completed``, ``rejected``, ``throughput_tokens_per_s``, ``rejections`` (id, state and
+reason of every request that did not complete) and more; ``compare`` adds ``tokens_identical`` and
+``tokens_compared`` (requests completed in both layouts; with ``--cost-model`` the tokens are placeholders and
+the check means nothing). Undefined numbers (no completed request) are ``null``.
 
 The real model runs every batch (emulated mode: measured times advance each worker's own clock); with
 ``--cost-model`` a linear cost model predicts the times instead and no model is loaded.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .cli import CLIError, _check_loadable, arg, command, positive_int
+from .cli import CLIError, _check_loadable, arg, command, positive_int, seed_int
 
 __all__ = ["serve", "compare"]
 
@@ -56,7 +58,7 @@ COMMON = (
     arg("--cost-model", action="store_true", help="predict step times with the default cost model (no model)"),
     arg("--ttft-slo", type=positive_float, default=1.0, metavar="S", help="TTFT SLO in seconds (default 1.0)"),
     arg("--tpot-slo", type=positive_float, default=0.1, metavar="S", help="TPOT SLO in seconds (default 0.1)"),
-    arg("--seed", type=int, default=0, help="seeds arrivals, lengths, prompts and random weights (default 0)"),
+    arg("--seed", type=seed_int, default=0, help="seeds arrivals, lengths, prompts and random weights (default 0)"),
 )
 POOLS = (
     arg("--prefill-workers", type=positive_int, default=1, metavar="P", help="disaggregated prefill workers (1)"),
@@ -106,14 +108,24 @@ def _header(args, executor) -> dict:
                 executor=type(executor).__name__, ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo)
 
 
+def _rejections(res) -> list[dict]:
+    """``[{"id", "state", "reason"}]`` of every request that did not complete (the JSON's ``rejections``)."""
+    return [dict(id=r.id, state=r.state.value, reason=r.reject_reason) for r in res.requests if r.reject_reason]
+
+
 def _lines(name: str, m: dict) -> list[str]:
     ms = lambda d, k: "n/a" if d[k] is None else f"{d[k] * 1e3:8.1f}"  # noqa: E731
     t, p = m["ttft_s"], m["tpot_s"]
-    return [f"{name:<14} workers {','.join(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
-            f"rejected {m['rejected']}, SLO attainment {m['slo_attainment']:.0%}, "
-            f"{m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
-            f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
-            f"{'':<14} TPOT ms  p50 {ms(p, 'p50')}  p90 {ms(p, 'p90')}  p99 {ms(p, 'p99')}"]
+    lines = [f"{name:<14} workers {','.join(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
+             f"rejected {m['rejected']}, SLO attainment {m['slo_attainment']:.0%}, "
+             f"{m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
+             f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
+             f"{'':<14} TPOT ms  p50 {ms(p, 'p50')}  p90 {ms(p, 'p90')}  p99 {ms(p, 'p99')}"]
+    if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
+        first, more = m["rejections"][0], len(m["rejections"]) - 1
+        lines.append(f"{'':<14} {first['state']}: request {first['id']}: {first['reason']}"
+                     + (f" (and {more} more, see --json)" if more else ""))
+    return lines
 
 
 @command("serve", "serve a workload on a simulated cluster (colocated or disaggregated) and report TTFT/TPOT",
@@ -126,7 +138,7 @@ def serve(args) -> tuple[dict, list[str]]:
     executor, reqs = _setup(args)
     res = serving.run(args.layout, reqs, executor=executor, workers=args.workers,
                       prefill_workers=args.prefill_workers, decode_workers=args.decode_workers, **options)
-    m = _clean(res.metrics(args.ttft_slo, args.tpot_slo))
+    m = _clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res)))
     data = dict(_header(args, executor), layout=args.layout, **{args.layout: m})
     lines = [f"splitlab serve: {args.requests} {args.workload} requests at {args.rate:g}/s "
              f"({data['executor']}, SLOs TTFT {args.ttft_slo:g} s, TPOT {args.tpot_slo:g} s)", *_lines(args.layout, m)]
@@ -143,10 +155,19 @@ def compare(args) -> tuple[dict, list[str]]:
     executor, reqs = _setup(args)
     cmp = serving.compare(reqs, executor=executor, workers=args.workers, prefill_workers=args.prefill_workers,
                           decode_workers=args.decode_workers, **options)
-    metrics = _clean(cmp.metrics(args.ttft_slo, args.tpot_slo))
+    metrics = cmp.metrics(args.ttft_slo, args.tpot_slo)
+    for name in ("colocated", "disaggregated"):
+        metrics[name]["rejections"] = _rejections(getattr(cmp, name))
+    metrics = _clean(metrics)
     data = dict(_header(args, executor), **metrics)
+    if args.cost_model:
+        same = "not checked: the cost model emits no real tokens"
+    elif not cmp.tokens_compared:
+        same = "nothing to compare: no request completed in both layouts"
+    else:
+        same = f"{'yes' if cmp.tokens_identical else 'NO'} ({cmp.tokens_compared} requests completed in both)"
     lines = [f"splitlab compare: {args.requests} {args.workload} requests at {args.rate:g}/s "
              f"({data['executor']}, SLOs TTFT {args.ttft_slo:g} s, TPOT {args.tpot_slo:g} s)",
              *_lines("colocated", metrics["colocated"]), *_lines("disaggregated", metrics["disaggregated"]),
-             f"tokens identical in both layouts: {'yes' if cmp.tokens_identical else 'NO'}"]
+             f"tokens identical in both layouts: {same}"]
     return data, lines

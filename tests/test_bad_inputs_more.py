@@ -2,6 +2,8 @@
 with a clear error (or be served correctly), never give silent garbage or lose a request."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -300,3 +302,79 @@ def test_header_with_an_unknown_dtype_has_no_size(pre2):
     from splitlab.transfer import make_header
     with pytest.raises(ValueError, match="header dtype 'nope' is not a torch dtype"):
         dataclasses.replace(make_header(pre2.cache), dtype="nope").nbytes
+
+
+# --- command line --------------------------------------------------------------------------------------------------
+
+def cli(*args: str) -> tuple[int, str, str]:
+    """``python -m splitlab ...`` in this process: (status, stdout, stderr)."""
+    import contextlib
+    import io
+    from splitlab.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as stop:  # argparse usage errors
+            status = stop.code
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("demo", "--seed", "-1"), "argument --seed: must be an integer in 0 .. 2**63 - 1, got -1"),
+    (("demo", "--seed", str(2 ** 70)), "argument --seed: must be an integer in 0 .. 2**63 - 1"),
+    (("serve", "--cost-model", "--seed", "-1"), "argument --seed: must be an integer"),  # "expected non-negative integer"
+    (("compare", "--cost-model", "--seed", "x"), "argument --seed: 'x' is not an integer"),
+])
+def test_cli_seeds_out_of_range(args, message):
+    status, out, err = cli(*args)
+    assert status == 2 and out == "" and message in err and err.count("\n") == 1
+
+
+def test_cli_demo_of_a_file_says_it_is_a_file(tmp_path):
+    """It said the (existing) path 'does not exist'."""
+    path = tmp_path / "config.json"
+    path.write_text("{}")
+    status, _, err = cli("demo", "--model", str(path))
+    assert status == 2 and "is a file, not a directory saved with save_pretrained" in err
+
+
+def test_cli_demo_of_one_token_has_no_decode_line_of_nonsense():
+    status, out, _ = cli("demo", "--prompt-tokens", "4", "--new-tokens", "1", "--no-reference")
+    assert status == 0 and "n/a/token" not in out and "no decode step (one new token" in out
+
+
+def test_cli_says_why_requests_were_rejected_and_when_tokens_were_not_compared():
+    """Every request rejected gave 'rejected 3' with no reason, and 'tokens identical in both layouts: yes' about
+    zero requests (and about the cost model's placeholder tokens)."""
+    status, out, _ = cli("compare", "--cost-model", "--requests", "3", "--kv-budget-bytes", "1")
+    assert status == 0
+    assert "rejected: request 0: needs" in out and "but a worker's KV budget is 1 bytes (and 2 more" in out
+    assert "tokens identical in both layouts: not checked: the cost model emits no real tokens" in out
+    status, out, _ = cli("compare", "--cost-model", "--requests", "3", "--kv-budget-bytes", "1", "--json")
+    data = json.loads(out)
+    assert data["tokens_compared"] == 0
+    for layout in ("colocated", "disaggregated"):
+        m = data[layout]
+        assert m["completed"] + m["rejected"] == m["submitted"] == 3
+        assert [r["id"] for r in m["rejections"]] == [0, 1, 2] and all("KV budget" in r["reason"]
+                                                                       for r in m["rejections"])
+
+
+def test_cli_compare_on_the_model_counts_the_requests_it_compared():
+    status, out, _ = cli("compare", "--requests", "3", "--scale", "0.1")
+    assert status == 0 and "tokens identical in both layouts: yes (3 requests completed in both)" in out
+    status, out, _ = cli("compare", "--requests", "2", "--kv-budget-bytes", "1")
+    assert "tokens identical in both layouts: nothing to compare: no request completed in both layouts" in out
+
+
+def test_cli_output_into_a_closed_pipe_is_no_traceback():
+    """``python -m splitlab kv-size tiny | head -1`` printed a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "splitlab", "kv-size", "tiny"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line is written
+    _, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err
+    assert proc.returncode == 141

@@ -75,7 +75,7 @@ def run(layout: str = "colocated", workload: str | WorkloadSpec | Sequence[Reque
 @dataclass
 class Comparison:
     """Both layouts on the same requests. ``tokens_identical``: the same requests completed in both, with the
-    same output tokens."""
+    same output tokens; ``tokens_compared``: how many requests that is (0: the check compared nothing)."""
 
     colocated: ServingResult
     disaggregated: ServingResult
@@ -87,12 +87,18 @@ class Comparison:
         done_b = {r.id: r.output for r in b.requests if r.state == State.FINISHED}
         return done_a == done_b
 
+    @property
+    def tokens_compared(self) -> int:
+        """Requests that completed in both layouts (their tokens are what ``tokens_identical`` compares)."""
+        done_a = {r.id for r in self.colocated.requests if r.state == State.FINISHED}
+        return sum(r.state == State.FINISHED and r.id in done_a for r in self.disaggregated.requests)
+
     def metrics(self, ttft_slo_s: float | None = M.DEFAULT_TTFT_SLO_S,
                 tpot_slo_s: float | None = M.DEFAULT_TPOT_SLO_S) -> dict:
-        """``{"colocated": {...}, "disaggregated": {...}, "tokens_identical": bool}``."""
+        """``{"colocated": {...}, "disaggregated": {...}, "tokens_identical": bool, "tokens_compared": int}``."""
         return dict(colocated=self.colocated.metrics(ttft_slo_s, tpot_slo_s),
                     disaggregated=self.disaggregated.metrics(ttft_slo_s, tpot_slo_s),
-                    tokens_identical=self.tokens_identical)
+                    tokens_identical=self.tokens_identical, tokens_compared=self.tokens_compared)
 
     def table(self, ttft_slo_s: float | None = M.DEFAULT_TTFT_SLO_S,
               tpot_slo_s: float | None = M.DEFAULT_TPOT_SLO_S) -> pd.DataFrame:
