@@ -297,22 +297,27 @@ def main(argv: list[str] | None = None) -> int:
     """
     import argparse
     import json
-    from .serving.workload import make_workload
+    from .cli import positive_int, seed_int
+    from .cli_serving import positive_float
+    from .serving.workload import WORKLOADS, make_workload
     p = argparse.ArgumentParser(prog="splitlab.dist_serve", description=main.__doc__.split("\n\n")[0])
-    p.add_argument("--prefill-workers", type=int, default=1)
+    p.add_argument("--prefill-workers", type=positive_int, default=1)
     p.add_argument("--model", default="tiny")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--workload", default="chat")
-    p.add_argument("--requests", type=int, default=8)
-    p.add_argument("--rate", type=float, default=4.0)
-    p.add_argument("--scale", type=float, default=None)
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="chat")
+    p.add_argument("--requests", type=positive_int, default=8)
+    p.add_argument("--rate", type=positive_float, default=4.0)
+    p.add_argument("--scale", type=positive_float, default=None)
     p.add_argument("--mode", choices=("whole", "layerwise"), default="whole")
     p.add_argument("--first-token-on", choices=("prefill", "decode"), default="prefill")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    group = join_from_env(pick_backend(args.device), args.timeout)
+    args = p.parse_args(argv)  # every rank checks its arguments before it joins the group
+    try:
+        group = join_from_env(pick_backend(args.device), args.timeout)
+    except DistributedError as err:
+        raise SystemExit(f"splitlab.dist_serve: error: {err}") from None
     decode_workers = group.world_size - 1 - args.prefill_workers
     if decode_workers < 1 or args.prefill_workers < 1:
         raise SystemExit(f"{group.world_size} processes cannot hold the router, {args.prefill_workers} prefill "

@@ -378,3 +378,26 @@ def test_cli_output_into_a_closed_pipe_is_no_traceback():
     _, err = proc.communicate(timeout=120)
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
     assert proc.returncode == 141
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rate", "0"], "argument --rate: must be a positive number, got 0"),
+    (["--workload", "nope"], "argument --workload: invalid choice: 'nope'"),
+    (["--requests", "0"], "argument --requests: must be a positive integer, got 0"),
+    (["--seed", "-1"], "argument --seed: must be an integer in 0 .. 2**63 - 1"),
+])
+def test_torchrun_entry_checks_its_arguments_before_joining(monkeypatch, capsys, args, message):
+    """They were only checked after every rank had joined the group and loaded the model: --workload nope or
+    --rate 0 then ended in a KeyError/ValueError traceback on the router."""
+    from splitlab.dist_serve import main
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_torchrun_entry_outside_torchrun_is_one_line(monkeypatch):
+    from splitlab.dist_serve import main
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(SystemExit, match="^splitlab.dist_serve: error: RANK is not set: start this with torchrun$"):
+        main([])
