@@ -401,3 +401,28 @@ def test_torchrun_entry_outside_torchrun_is_one_line(monkeypatch):
     monkeypatch.delenv("RANK", raising=False)
     with pytest.raises(SystemExit, match="^splitlab.dist_serve: error: RANK is not set: start this with torchrun$"):
         main([])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(scale=0), "scale must be a finite number > 0"),            # every prompt and output was 1 token
+    (dict(scale=-1), "scale must be a finite number > 0"),           # 'negative dimensions are not allowed'
+    (dict(scale=float("nan")), "scale must be a finite number > 0"),  # 'cannot convert float NaN to integer'
+    (dict(seed=-1), "seed must be an integer >= 0, got -1"),         # numpy's 'expected non-negative integer'
+    (dict(seed=1.5), "seed must be an integer >= 0"),
+])
+def test_make_workload_out_of_range(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        serving.make_workload("chat", 3, 1.0, **kwargs)
+
+
+@pytest.mark.parametrize("slos, message", [
+    ((-1.0, 0.1), "ttft_slo_s must be a time > 0 s"),
+    ((1.0, 0.0), "tpot_slo_s must be a time > 0 s"),
+    ((float("nan"), 0.1), "ttft_slo_s must be a time > 0 s"),
+])
+def test_slos_out_of_range_are_refused_not_missed_by_every_request(slos, message):
+    """A negative or NaN SLO gave attainment 0.0 without a word."""
+    res = serving.run("colocated", "chat", n_requests=2)
+    with pytest.raises(ValueError, match=message):
+        res.metrics(*slos)
+    assert res.metrics(None, None)["slo_attainment"] == 1.0

@@ -19,6 +19,7 @@ Percentiles use numpy's default linear interpolation; the same definitions appea
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -65,8 +66,19 @@ def percentiles(values: Iterable[float], qs: Sequence[float] = (50, 90, 99)) -> 
     return out
 
 
+def _check_slos(ttft_slo_s: float | None, tpot_slo_s: float | None) -> None:
+    for name, slo in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
+        if slo is not None and not (isinstance(slo, numbers.Real) and slo > 0):  # NaN fails too
+            raise ValueError(f"{name} must be a time > 0 s (or None for no limit), got {slo!r}")
+
+
 def meets_slo(r: Request, ttft_slo_s: float | None, tpot_slo_s: float | None) -> bool:
-    """True if ``r`` finished within both SLOs (None = no limit on that metric)."""
+    """True if ``r`` finished within both SLOs (None = no limit on that metric).
+
+    Raises:
+        ValueError: an SLO that is not a time > 0 (a negative one would fail every request silently).
+    """
+    _check_slos(ttft_slo_s, tpot_slo_s)
     if r.state != State.FINISHED:
         return False
     ok_ttft = ttft_slo_s is None or ttft_s(r) <= ttft_slo_s
@@ -76,7 +88,12 @@ def meets_slo(r: Request, ttft_slo_s: float | None, tpot_slo_s: float | None) ->
 
 
 def slo_attainment(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s: float | None) -> float:
-    """Share (0..1) of all submitted requests meeting both SLOs; NaN for no requests."""
+    """Share (0..1) of all submitted requests meeting both SLOs; NaN for no requests.
+
+    Raises:
+        ValueError: an SLO that is not a time > 0.
+    """
+    _check_slos(ttft_slo_s, tpot_slo_s)
     if not requests:
         return NAN
     return sum(meets_slo(r, ttft_slo_s, tpot_slo_s) for r in requests) / len(requests)

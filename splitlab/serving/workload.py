@@ -21,6 +21,8 @@ Named workloads (sizes for a model with a 2048-token context, so that CPU runs s
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,8 +142,12 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
 
     Raises:
         KeyError: unknown workload name (the message lists the known ones).
-        ValueError: bad rate, cv, count or arrival kind.
+        ValueError: bad rate, cv, count, scale (must be finite and > 0), seed (an integer >= 0) or arrival kind.
     """
+    if scale is not None and not (isinstance(scale, numbers.Real) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0 (or None: from the model's context), got {scale!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     if isinstance(name, str):
         if name not in WORKLOADS:
             raise KeyError(f"unknown workload {name!r}; choose one of {sorted(WORKLOADS)}")
