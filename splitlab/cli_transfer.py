@@ -52,8 +52,10 @@ def transfer(args) -> tuple[list[dict], list[str]]:
     for r in rows:
         note = ""
         if r["method"] == "layerwise":
+            hidden = (f"{r['hidden_fraction']:.0%} of whole hidden" if r["hidden_fraction"] > 0 else
+                      "nothing hidden: more than a whole transfer")  # not a negative share
             note = (f"streamed during prefill: {r['exposed_s'] * 1e3:.2f} ms left after the forward = "
-                    f"{r['hidden_fraction']:.0%} of whole hidden (prefill {r['prefill_s'] * 1e3:.1f} ms, "
+                    f"{hidden} (prefill {r['prefill_s'] * 1e3:.1f} ms, "
                     f"{r['stream_prefill_s'] * 1e3:.1f} ms while streaming)")
         elif r["method"] == "whole":
             raw = next(x for x in rows if x["prompt_tokens"] == r["prompt_tokens"] and x["method"] == "raw")

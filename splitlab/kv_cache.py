@@ -122,10 +122,16 @@ class KVCache:
 
     # --- batching --------------------------------------------------------------------------------------
     def select(self, rows: list[int] | torch.Tensor) -> "KVCache":
-        """The cache of a subset of rows, with padding columns that every kept row has removed."""
+        """The cache of a subset of rows, with padding columns that every kept row has removed.
+
+        Raises:
+            ValueError: no rows. IndexError: a row outside ``0..batch_size-1``.
+        """
         idx = torch.as_tensor(rows, dtype=torch.long, device=self.attention_mask.device)
         if idx.numel() == 0:
             raise ValueError("select() needs at least one row")
+        if int(idx.min()) < 0 or int(idx.max()) >= self.batch_size:
+            raise IndexError(f"select() rows {idx.tolist()} outside 0..{self.batch_size - 1}")
         mask = self.attention_mask.index_select(0, idx)
         start = int(self.seq_len - mask.sum(dim=1).max())
         cut = lambda t: t.index_select(0, idx.to(t.device))[:, :, start:]  # noqa: E731

@@ -426,3 +426,22 @@ def test_slos_out_of_range_are_refused_not_missed_by_every_request(slos, message
     with pytest.raises(ValueError, match=message):
         res.metrics(*slos)
     assert res.metrics(None, None)["slo_attainment"] == 1.0
+
+
+def test_transfer_cli_never_reports_a_negative_hidden_share(monkeypatch):
+    """When streaming left more than a whole transfer after the forward it printed '-95% of whole hidden'."""
+    from splitlab import transfer_bench
+    common = dict(prompt_tokens=8, batch=1, nbytes=16384, repeats=1, backend="gloo", model="tiny", dtype="float32")
+    rows = [dict(common, method=m, seconds=s, gbps=16384 / s / 1e9, seconds_min=s)
+            for m, s in (("in-process", 1e-5), ("whole", 2e-3), ("layerwise", 3e-3), ("raw", 1e-3))]
+    rows[2].update(prefill_s=0.01, stream_prefill_s=0.01, total_s=0.014, exposed_s=0.0039, hidden_fraction=-0.95)
+    monkeypatch.setattr(transfer_bench, "measure_transfers", lambda *a, **k: rows)
+    status, out, _ = cli("transfer", "--prompt-tokens", "8")
+    assert status == 0 and "-95%" not in out and "3.90 ms left after the forward = nothing hidden" in out
+
+
+def test_select_rows_outside_the_batch(pre2):
+    with pytest.raises(IndexError, match="select\\(\\) rows \\[5\\] outside 0..1"):
+        pre2.cache.select([5])
+    with pytest.raises(IndexError, match="outside 0..1"):
+        pre2.cache.select([-1])
