@@ -59,6 +59,9 @@ def cached_vs_recompute(df: pd.DataFrame, prefill_df: pd.DataFrame | None = None
     ax.set_xlabel("tokens already in the sequence (context)")
     ax.set_ylabel("time to produce the next token (ms)")
     ax.set_yscale("log")
+    plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.set_title("The KV cache turns each step from a full pass into a one-token pass")
     ax.legend()
     return ax
