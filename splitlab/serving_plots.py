@@ -158,6 +158,8 @@ def latency_cdf(results, metric: str = "ttft", ax=None, title: str | None = None
         if x.size:
             ax.step(np.r_[x[0], x], np.r_[0, np.arange(1, x.size + 1) / x.size], where="post",
                     label=f"{label} (n={x.size})")
+        else:  # say so in the legend rather than leave the run out without a word
+            ax.plot([], [], ls="none", label=f"{label} (n=0: no value)")
     if slo_s is not None:
         ax.axvline(slo_s * 1e3, color=BUDGET, ls=":", label=f"SLO {slo_s * 1e3:g} ms")
     if log:

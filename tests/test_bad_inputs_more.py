@@ -445,3 +445,19 @@ def test_select_rows_outside_the_batch(pre2):
         pre2.cache.select([5])
     with pytest.raises(IndexError, match="outside 0..1"):
         pre2.cache.select([-1])
+
+
+def test_plots_of_a_run_with_no_requests():
+    """The CDFs of an empty run failed with "'DataFrame' object has no attribute 'state'" (the request table of
+    no requests had no columns)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from splitlab import serving_plots
+    res = serving.run("colocated", [])
+    assert list(res.request_table().columns)[:5] == ["id", "arrival_s", "prompt_tokens", "output_tokens", "state"]
+    ax = serving_plots.ttft_cdf({"empty": res})
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["empty (n=0: no value)"]
+    serving_plots.latency_cdf({"empty": res}, "tpot")
+    serving_plots.worker_timeline(res)
+    import matplotlib.pyplot as plt
+    plt.close("all")

@@ -156,7 +156,11 @@ def request_table(requests: Sequence[Request]) -> pd.DataFrame:
                          decode_worker=r.decode_worker,
                          transfer_s=(r.transfer_end_s - r.transfer_start_s) if r.transfer_end_s is not None else NAN,
                          reject_reason=r.reject_reason))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=_REQUEST_COLUMNS)  # the columns even for no requests (plots select them)
+
+
+_REQUEST_COLUMNS = ["id", "arrival_s", "prompt_tokens", "output_tokens", "state", "ttft_s", "tpot_s", "e2e_s",
+                    "max_itl_s", "prefill_worker", "decode_worker", "transfer_s", "reject_reason"]
 
 
 def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float | None = DEFAULT_TTFT_SLO_S,
