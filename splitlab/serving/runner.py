@@ -59,7 +59,8 @@ def run(layout: str = "colocated", workload: str | WorkloadSpec | Sequence[Reque
         first_token_on, transfer_mode, link_bytes_per_s, link_latency_s: see :mod:`.cluster`.
 
     Raises:
-        ValueError: an unknown layout, policy or option value; KeyError: an unknown workload name.
+        ValueError: an unknown layout, policy or option value, or two requests with the same id; KeyError: an
+            unknown workload name.
     """
     if executor is None:
         executor = ModelExecutor(model) if model is not None else CostModelExecutor()
