@@ -170,10 +170,10 @@ def demo(args) -> tuple[dict, list[str]]:
     for name in ("transformers", "huggingface_hub"):  # keep stderr for our own one-line errors
         __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
     lm = load_model(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
-    from .profiling import text_prompt
+    from .profiling import text_prompt, warm_up
     ids = text_prompt(lm, args.prompt_tokens, args.seed)
     as_token_batch(lm, [ids], args.new_tokens)  # raises ContextLengthError before any work
-    generate(lm, [ids[:16]], max_new_tokens=2)  # warm-up: first calls pay one-off costs
+    warm_up(lm, args.prompt_tokens, min(32, args.new_tokens))  # first calls pay one-off costs
     g = generate(lm, [ids], max_new_tokens=args.new_tokens)
     tokens = g.tokens[0]
     matches = None if args.no_reference else reference_generate(lm, ids, args.new_tokens) == tokens

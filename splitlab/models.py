@@ -153,7 +153,10 @@ def load_model(name: str = "tiny", device: str | torch.device | None = None, dty
         name: a preset from :func:`list_presets` (random weights from ``seed``), a hub name such as
             "HuggingFaceTB/SmolLM2-135M", or a local directory saved with ``save_pretrained``.
         device: "cpu", "cuda", "mps" or None for the best available.
-        dtype: None for float32 on CPU and bfloat16 on GPU, or a name/torch dtype.
+        dtype: None for float32 on CPU and bfloat16 on GPU, except the ``tiny*`` presets, which stay float32
+            everywhere: their random weights give near-flat next-token distributions, and bf16 rounding that
+            differs with batch shape flips greedy near-ties, so tokens would differ between a request served
+            alone and in a batch (measured on an H200). Or a name/torch dtype.
         seed: seeds the random weights of presets (same seed -> identical weights; another seed is another
             model, with another ``model_id``).
 
@@ -164,6 +167,8 @@ def load_model(name: str = "tiny", device: str | torch.device | None = None, dty
         ValueError: bad device, dtype or seed.
     """
     dev = pick_device(device)
+    if dtype is None and isinstance(name, str) and name.startswith("tiny") and name in list_presets():
+        dtype = torch.float32
     dt = pick_dtype(dtype, dev)
     if not isinstance(name, str) or not name.strip():
         raise ValueError("model name must be a non-empty string, e.g. 'tiny'")

@@ -56,9 +56,10 @@ def text_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
         repeats *= 2
 
 
-def warm_up(lm: LoadedModel, prompt_tokens: int = 512, new_tokens: int = 4) -> None:
-    """Run one throw-away request so that one-time costs (allocator growth, kernel selection, lazy imports)
-    do not land in the first measurement."""
+def warm_up(lm: LoadedModel, prompt_tokens: int = 512, new_tokens: int = 32) -> None:
+    """Run one throw-away request so that one-time costs (allocator growth, kernel selection, lazy imports,
+    an idle GPU raising its clocks: a first run on an H200 decoded 10x slower than the next) do not land in
+    the first measurement."""
     ids = random_prompt(lm, min(prompt_tokens, lm.max_context - new_tokens), seed=12345)
     pre = prefill(lm, [ids], max_new_tokens=new_tokens)
     cache, token = pre.cache, pre.logits.argmax(-1)
