@@ -141,10 +141,15 @@ def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16"
     ms = np.array([v["transfer_s"] for v in h.values()]) * 1e3
     colors = [MEASURED if name in (extra or {}) else PUBLISHED for name in speeds]
     bars = ax.bar(range(len(ms)), ms, color=colors)
-    ax.bar_label(bars, labels=[f"{v:,.3g} ms" for v in ms], fontsize=8)
+    any_h = next(iter(h.values()))
+    lines = [any_h["decode_step_s"] * 1e3, any_h["prefill_s"] * 1e3]
+    for i, v in enumerate(ms):  # a label just above the bar, or inside its top where a line would cross it
+        inside = any(v <= line <= v * 2.2 for line in lines)
+        ax.annotate(f"{v:,.3g} ms", (i, v), xytext=(0, -3 if inside else 2), textcoords="offset points",
+                    ha="center", va="top" if inside else "bottom", fontsize=8,
+                    color="white" if inside else "black")
     ax.set_xticks(range(len(ms)), [n.replace(" network", "\nnetwork").replace(" (", "\n(") for n in speeds],
                   fontsize=8)
-    any_h = next(iter(h.values()))
     ax.axhline(any_h["decode_step_s"] * 1e3, color="tab:blue", ls="--",
                label=f"one decode step on {gpu} (minimum): {any_h['decode_step_s'] * 1e3:.2f} ms")
     ax.axhline(any_h["prefill_s"] * 1e3, color="tab:orange", ls=":",

@@ -238,8 +238,9 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
         a1.loglog(tokens, [x["prefill_s"] * 1e3 for x in h], ":", color="tab:orange",
                   label=f"prefill on {gpu} (roofline)")
         a1.axvline(prompt_tokens, color="grey", lw=1)
-        transfer_plots._plain_log(a1.xaxis)
         transfer_plots._plain_log(a1.yaxis)
+        a1.set_xticks([128, 512, 2048, 8192, 32768], ["128", "512", "2,048", "8,192", "32,768"])
+        a1.xaxis.set_minor_formatter(plt.NullFormatter())  # unlabelled minor ticks: the labels overlapped
         a1.set_xlabel("prompt length (tokens, log scale)")
         a1.set_ylabel("time (ms, log scale)")
         here = sizing.handoff(model, prompt_tokens, speeds[link], gpu, dtype)
