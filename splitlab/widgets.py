@@ -228,7 +228,7 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
     speeds = {k: v["bandwidth_bytes_per_s"] for k, v in sizing.LINKS.items()} | dict(measured or {})
 
     def draw(model: str, prompt_tokens: int, link: str) -> None:
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw=dict(width_ratios=[1, 1.2]))
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw=dict(width_ratios=[1, 1.2]))
         tokens = np.geomspace(128, 32768, 40)
         h = [sizing.handoff(model, int(t), speeds[link], gpu, dtype) for t in tokens]
         a1.loglog(tokens, [x["transfer_s"] * 1e3 for x in h], color=transfer_plots.TRANSFER, lw=2,
