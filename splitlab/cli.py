@@ -85,16 +85,6 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def _percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default), None for no values."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
 def _number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
@@ -178,13 +168,15 @@ def demo(args) -> tuple[dict, list[str]]:
     tokens = g.tokens[0]
     matches = None if args.no_reference else reference_generate(lm, ids, args.new_tokens) == tokens
     per_token = sizing.kv_bytes_per_token(lm.geometry, lm.dtype)
+    from .serving.metrics import percentiles  # NaN when there are no decode steps -> None (JSON null)
+    step_p = {k: None if math.isnan(v) else v for k, v in percentiles(g.decode_step_s, (50, 90)).items()}
     text = lm.decode(tokens)
     data = dict(
         model=lm.name, model_description=repr(lm), random_weights=lm.random_weights, device=str(lm.device),
         device_description=describe_device(lm.device), dtype=str(lm.dtype).replace("torch.", ""), seed=args.seed,
         prompt_tokens=len(ids), new_tokens=len(tokens), prefill_s=g.prefill_s, ttft_s=g.ttft_s,
-        decode_steps=len(g.decode_step_s), decode_s_per_token_median=_percentile(g.decode_step_s, 50),
-        decode_s_per_token_p90=_percentile(g.decode_step_s, 90), kv_bytes_per_token=_number(per_token),
+        decode_steps=len(g.decode_step_s), decode_s_per_token_median=step_p["p50"],
+        decode_s_per_token_p90=step_p["p90"], kv_bytes_per_token=_number(per_token),
         kv_bytes_after_prefill=g.kv_bytes_after_prefill, kv_bytes_final=g.kv_bytes_final,
         kv_tokens_final=g.cache.seq_len, tokens=tokens, text=text, matches_reference=matches)
     ms = lambda s: "n/a" if s is None else f"{s * 1e3:.2f} ms"  # noqa: E731

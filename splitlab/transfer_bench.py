@@ -31,12 +31,6 @@ __all__ = ["measure_transfers", "METHODS"]
 METHODS = ("in-process", "whole", "layerwise", "raw")
 
 
-def _prompt(n: int, seed: int) -> list[int]:
-    import torch
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 256, (n,), generator=g).tolist()  # byte ids: valid for every preset
-
-
 def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 512, 2048), batch: int = 1,
                       repeats: int = 7, dtype: str | None = None, seed: int = 0, peer=None, lm=None,
                       timeout_s: float = 60.0, threads: int = 1) -> list[dict]:
@@ -62,6 +56,7 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
     from .kv_wire import _flat_backed, prefill_flat
     from .models import load_model
     from .peer import Peer
+    from .profiling import random_prompt
     from .transfer import copy_cache
     if repeats < 1 or not prompt_tokens or batch < 1:
         raise ValueError("need repeats >= 1, batch >= 1 and at least one prompt length")
@@ -74,7 +69,7 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
     rows = []
     try:
         for n in prompt_tokens:
-            prompts = [_prompt(n, seed + b) for b in range(batch)]
+            prompts = [random_prompt(lm, n, seed + b) for b in range(batch)]
             cache = prefill_flat(lm, prompts).cache
             buffer = _flat_backed([t for kv in zip(cache.keys, cache.values) for t in kv])
             nbytes = cache.nbytes

@@ -28,12 +28,9 @@ import numpy as np
 import pandas as pd
 
 from .request import Request
+from .workload import random_ids
 
 __all__ = ["streams_and_long_prompts", "stall_schedule", "spike_table", "queueing_ttft_s", "wave_ttft_s"]
-
-
-def _ids(n: int, seed: int, vocab: int) -> list[int]:
-    return np.random.default_rng(seed).integers(0, vocab, size=n).tolist()
 
 
 def streams_and_long_prompts(long_prompts: Sequence[int], arrivals_s: Sequence[float], n_streams: int = 4,
@@ -52,10 +49,10 @@ def streams_and_long_prompts(long_prompts: Sequence[int], arrivals_s: Sequence[f
     if min(n_streams, stream_prompt, stream_tokens, long_new_tokens) < 1:
         raise ValueError("n_streams, stream_prompt, stream_tokens and long_new_tokens must be >= 1")
     vocab = min(256, int(model.vocab_size)) if model is not None else 256
-    reqs = [Request(i, 0.0, _ids(stream_prompt, seed + i, vocab), stream_tokens) for i in range(n_streams)]
+    reqs = [Request(i, 0.0, random_ids(stream_prompt, seed + i, vocab), stream_tokens) for i in range(n_streams)]
     for j, (n, t) in enumerate(zip(long_prompts, arrivals_s)):
         i = n_streams + j
-        reqs.append(Request(i, float(t), _ids(int(n), seed + i, vocab), long_new_tokens))
+        reqs.append(Request(i, float(t), random_ids(int(n), seed + i, vocab), long_new_tokens))
     return reqs
 
 

@@ -30,10 +30,16 @@ import numpy as np
 from ..sampling import SamplingParams
 from .request import Request
 
-__all__ = ["Fixed", "Uniform", "LogNormal", "WorkloadSpec", "WORKLOADS", "poisson_arrivals", "gamma_arrivals",
-           "make_workload", "workload_scale"]
+__all__ = ["random_ids", "Fixed", "Uniform", "LogNormal", "WorkloadSpec", "WORKLOADS", "poisson_arrivals",
+           "gamma_arrivals", "make_workload", "workload_scale"]
 
 BASE_CONTEXT = 2048  # context the named workloads' sizes are written for (the tiny model's)
+
+
+def random_ids(n: int, seed, vocab: int = 256) -> list[int]:
+    """``n`` token ids drawn uniformly from ``0..vocab-1`` by numpy's generator seeded with ``seed`` (an int or a
+    sequence of ints), so every prompt of a workload is reproducible on its own."""
+    return np.random.default_rng(seed).integers(0, vocab, size=n).tolist()
 
 
 @dataclass(frozen=True)
@@ -168,7 +174,7 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
     outputs = np.maximum(1, np.minimum(spec.output.sample(n_requests, rng, scale), context - prompts))
     requests = []
     for i in range(n_requests):
-        ids = np.random.default_rng([seed, 2, i]).integers(0, vocab, size=int(prompts[i])).tolist()
+        ids = random_ids(int(prompts[i]), [seed, 2, i], vocab)
         params = None if sampling is None else SamplingParams(sampling.temperature, sampling.top_k, sampling.top_p,
                                                               sampling.seed + i)
         requests.append(Request(i, float(times[i]), ids, int(outputs[i]), params))
