@@ -21,8 +21,8 @@ import torch
 import transformers
 
 import splitlab as sl
-from splitlab.profiling import text_prompt
-from splitlab.device import synchronize
+from splitlab.phases.profiling import text_prompt
+from splitlab.phases.device import synchronize
 
 
 def cpu_name() -> str:

@@ -19,7 +19,7 @@ import torch
 
 import splitlab as sl
 from splitlab import serving
-from splitlab.profiling import measure_decode
+from splitlab.phases.profiling import measure_decode
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ Two local processes joined over gloo (:class:`splitlab.peer.Peer`). For each cac
 
 - ``raw``: one contiguous uint8 tensor of the cache's bytes (the very buffer ``whole`` sends), ``send`` then a
   one-byte acknowledgement;
-- ``whole``: :func:`splitlab.kv_wire.send_cache` of the cache a prefill worker makes
-  (:func:`splitlab.kv_wire.prefill_flat`: the forward of ``splitlab.prefill`` writing K/V straight into one send
+- ``whole``: :func:`splitlab.transfer.link.send_cache` of the cache a prefill worker makes
+  (:func:`splitlab.transfer.link.prefill_flat`: the forward of ``splitlab.prefill`` writing K/V straight into one send
   buffer), timed until the receiver acknowledges: header (model identity, shapes) then the payload as one
   message into the receiver's buffer, header checked, views built. The receiver posts its buffers from the
   plan announced on the control plane, as a disaggregated server does;
@@ -35,8 +35,8 @@ import time
 import torch
 
 import splitlab as sl
-from splitlab import kv_wire as W
-from splitlab.peer import Peer
+from splitlab.transfer import link as L, wire as W
+from splitlab.transfer.peer import Peer
 
 METHODS = ("raw", "whole", "whole-tensors", "whole-packed", "whole-unplanned")
 
@@ -51,7 +51,7 @@ def run(peer: Peer, flat_cache, cache, method: str) -> float:
     if method == "whole-unplanned":  # the receiver learns sizes from the header, then posts its receives
         peer._ask(op="recv", then="ack", nbytes=cache.nbytes)  # size hint only: the pool is big enough
         t0 = time.perf_counter()
-        W.send_cache(flat_cache, 1)
+        L.send_cache(flat_cache, 1)
         W.recv_ack(1)
         seconds = time.perf_counter() - t0
         peer._wait("done")
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.prompt_tokens:
                 prompts = [[(7 * i + b) % 256 for i in range(n)] for b in range(batch)]
                 cache = sl.prefill(lm, prompts).cache
-                flat_cache = W.prefill_flat(lm, prompts).cache
+                flat_cache = L.prefill_flat(lm, prompts).cache
                 assert W.cache_plan(flat_cache)["segments"] == 1 and flat_cache.nbytes == cache.nbytes
                 t = {m: [] for m in METHODS}
                 for rep in range(args.repeats + 2):

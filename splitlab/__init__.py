@@ -7,8 +7,11 @@ Quick start::
     out = sl.generate(lm, "Hello", max_new_tokens=8)
     out.prefill_s, out.decode_step_s, out.kv_bytes_final
 
-Names are imported on first use (PEP 562), so ``import splitlab`` and model-free commands such as
-``python -m splitlab kv-size`` do not pay for importing torch, transformers and matplotlib.
+The package is laid out like the book (see ``docs/architecture.md``): :mod:`.phases` (models, engine, sampling,
+device, profiling), :mod:`.kvcache`, :mod:`.transfer`, :mod:`.serving`, :mod:`.sizing`, :mod:`.costmodel`,
+:mod:`.planning`, :mod:`.teach` (figures, widgets, exercise checkers) and :mod:`.cli`; :mod:`.common` holds the
+facts they share. This module only re-exports names, each imported on first use (PEP 562), so ``import splitlab``
+and model-free commands such as ``python -m splitlab kv-size`` do not pay for torch, transformers and matplotlib.
 """
 from __future__ import annotations
 
@@ -16,31 +19,33 @@ import importlib
 
 __version__ = "0.1.0"
 
-#: public name -> submodule that defines it
+#: public name -> module that defines it
 _EXPORTS = {
-    "device": ["Timer", "describe_device", "pick_device", "synchronize"],
-    "engine": ["ContextLengthError", "DecodeOutput", "EmptyPromptError", "Generation", "PrefillOutput",
-               "decode_step", "generate", "prefill", "reference_generate"],
-    "kv_cache": ["CacheMismatchError", "KVCache"],
-    "models": ["ByteTokenizer", "LoadedModel", "ModelLoadError", "list_presets", "load_model"],
-    "sampling": ["SamplingParams"],
+    "phases.device": ["Timer", "describe_device", "pick_device", "synchronize"],
+    "phases.engine": ["DecodeOutput", "Generation", "PrefillOutput", "decode_step", "generate", "prefill",
+                      "reference_generate"],
+    "phases.inputs": ["ContextLengthError", "EmptyPromptError"],
+    "kvcache": ["CacheMismatchError", "KVCache"],
+    "phases.models": ["LoadedModel", "ModelLoadError", "load_model"],
+    "phases.tokenizer": ["ByteTokenizer"],
+    "common.presets": ["list_presets"],
+    "phases.sampling_params": ["SamplingParams"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-#: submodules reachable as attributes (``sl.sizing``, ``sl.plots``, ...) without importing them first
-_SUBMODULES = ["check", "dist_serve", "distributed", "kv_wire", "peer", "plots", "profiling", "serving",
-               "serving_plots", "sizing", "transfer", "transfer_bench", "transfer_plots", "widgets"]
+#: short names of the modules chapters use (``sl.sizing``, ``sl.profiling``, ``sl.check``, ...) -> where they live
+_MODULES = {"sizing": "sizing", "costmodel": "costmodel", "kvcache": "kvcache", "phases": "phases",
+            "transfer": "transfer", "serving": "serving", "teach": "teach", "common": "common",
+            "profiling": "phases.profiling", "check": "teach.check", "widgets": "teach.widgets",
+            "figures": "teach.figures"}
 
-__all__ = ["load_model", "list_presets", "LoadedModel", "ByteTokenizer", "ModelLoadError", "KVCache",
-           "CacheMismatchError", "prefill", "decode_step", "generate", "reference_generate", "PrefillOutput",
-           "DecodeOutput", "Generation", "EmptyPromptError", "ContextLengthError", "SamplingParams", "sizing",
-           "Timer", "pick_device", "synchronize", "describe_device"]
+__all__ = sorted(_WHERE) + ["sizing"]
 
 
 def __getattr__(name: str):
     if name in _WHERE:
         value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
+    elif name in _MODULES:
+        value = importlib.import_module(f".{_MODULES[name]}", __name__)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # later look-ups skip this function
@@ -48,4 +53,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE) | set(_SUBMODULES))
+    return sorted(set(globals()) | set(_WHERE) | set(_MODULES))

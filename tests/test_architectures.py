@@ -6,7 +6,7 @@ import torch
 
 import splitlab as sl
 from splitlab import sizing
-from splitlab.engine import forward_logits
+from splitlab.phases.engine import forward_logits
 
 from conftest import PROMPTS, greedy_chain
 

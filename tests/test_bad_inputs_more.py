@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import splitlab as sl
+from splitlab.common.presets import CONFIG_DIR
 from splitlab import KVCache, SamplingParams, serving
 from splitlab.serving import DecodeBatch, ModelExecutor, Request, Slot
 
@@ -235,7 +236,7 @@ def test_a_preset_from_another_seed_is_another_model(lm, pre2):
     assert other.model_id == "tiny@seed1|llama|L4|H8|KV2|D32|float32" and lm.model_id.startswith("tiny|")
     with pytest.raises(sl.CacheMismatchError, match="cache was made by 'tiny\\|.*not by this model 'tiny@seed1\\|"):
         sl.decode_step(other, pre2.cache, [1, 2])
-    from splitlab.transfer import check, make_header
+    from splitlab.transfer.header import check, make_header
     with pytest.raises(sl.CacheMismatchError, match="model_id: sent 'tiny\\|"):
         check(make_header(pre2.cache), other)
     assert sl.load_model("tiny", device="cpu", seed=1).model_id == other.model_id
@@ -248,7 +249,7 @@ def test_a_preset_from_another_seed_is_another_model(lm, pre2):
 def test_load_model_from_a_file_or_an_empty_directory(tmp_path, what, message):
     """A config.json path ended in torch's UnpicklingError (many lines); an empty directory was said to lack
     'a model_type key in its config.json'."""
-    (tmp_path / "config.json").write_text((sl.models.CONFIG_DIR / "tiny.json").read_text())
+    (tmp_path / "config.json").write_text((CONFIG_DIR / "tiny.json").read_text())
     (tmp_path / "empty").mkdir()
     target = tmp_path / ("config.json" if what == "json file" else "empty")
     with pytest.raises(sl.ModelLoadError, match=message):
@@ -279,7 +280,7 @@ def test_a_header_that_disagrees_with_itself_is_rejected(lm, pre2, change, messa
     """These passed the receiver's check when it was given the header alone (as a decode worker is, before the
     payload lands): the mask would then be rebuilt from impossible lengths."""
     import dataclasses
-    from splitlab.transfer import check, make_header
+    from splitlab.transfer.header import check, make_header
     header = dataclasses.replace(make_header(pre2.cache, [1, 2], [0, 1]), **change)
     with pytest.raises(sl.CacheMismatchError, match=message):
         check(header, lm)
@@ -288,7 +289,7 @@ def test_a_header_that_disagrees_with_itself_is_rejected(lm, pre2, change, messa
 def test_wire_header_with_impossible_lengths_is_a_protocol_error(pre2):
     import dataclasses
     import struct
-    from splitlab import kv_wire
+    from splitlab.transfer import wire as kv_wire
     header = dataclasses.replace(kv_wire.make_header(pre2.cache), lengths=(0, 99))
     body = header.to_bytes()
     blob = struct.pack("<6q", kv_wire.MAGIC, kv_wire.VERSION, 1, 1, len(body), 0) + body
@@ -299,7 +300,7 @@ def test_wire_header_with_impossible_lengths_is_a_protocol_error(pre2):
 
 def test_header_with_an_unknown_dtype_has_no_size(pre2):
     import dataclasses
-    from splitlab.transfer import make_header
+    from splitlab.transfer.header import make_header
     with pytest.raises(ValueError, match="header dtype 'nope' is not a torch dtype"):
         dataclasses.replace(make_header(pre2.cache), dtype="nope").nbytes
 
@@ -389,7 +390,7 @@ def test_cli_output_into_a_closed_pipe_is_no_traceback():
 def test_torchrun_entry_checks_its_arguments_before_joining(monkeypatch, capsys, args, message):
     """They were only checked after every rank had joined the group and loaded the model: --workload nope or
     --rate 0 then ended in a KeyError/ValueError traceback on the router."""
-    from splitlab.dist_serve import main
+    from splitlab.serving.distributed.router import main
     monkeypatch.delenv("RANK", raising=False)
     with pytest.raises(SystemExit) as stop:
         main(args)
@@ -397,7 +398,7 @@ def test_torchrun_entry_checks_its_arguments_before_joining(monkeypatch, capsys,
 
 
 def test_torchrun_entry_outside_torchrun_is_one_line(monkeypatch):
-    from splitlab.dist_serve import main
+    from splitlab.serving.distributed.router import main
     monkeypatch.delenv("RANK", raising=False)
     with pytest.raises(SystemExit, match="^splitlab.dist_serve: error: RANK is not set: start this with torchrun$"):
         main([])
@@ -430,7 +431,7 @@ def test_slos_out_of_range_are_refused_not_missed_by_every_request(slos, message
 
 def test_transfer_cli_never_reports_a_negative_hidden_share(monkeypatch):
     """When streaming left more than a whole transfer after the forward it printed '-95% of whole hidden'."""
-    from splitlab import transfer_bench
+    from splitlab.transfer import bench as transfer_bench
     common = dict(prompt_tokens=8, batch=1, nbytes=16384, repeats=1, backend="gloo", model="tiny", dtype="float32")
     rows = [dict(common, method=m, seconds=s, gbps=16384 / s / 1e9, seconds_min=s)
             for m, s in (("in-process", 1e-5), ("whole", 2e-3), ("layerwise", 3e-3), ("raw", 1e-3))]
@@ -452,7 +453,7 @@ def test_plots_of_a_run_with_no_requests():
     no requests had no columns)."""
     import matplotlib
     matplotlib.use("Agg")
-    from splitlab import serving_plots
+    from splitlab.teach.figures import serving as serving_plots
     res = serving.run("colocated", [])
     assert list(res.request_table().columns)[:5] == ["id", "arrival_s", "prompt_tokens", "output_tokens", "state"]
     ax = serving_plots.ttft_cdf({"empty": res})

@@ -9,9 +9,9 @@ import pytest
 
 import splitlab as sl
 from splitlab import serving
-from splitlab.dist_serve import Cluster
-from splitlab.distributed import DistributedError, PeerJoinTimeout, WorkerDied, free_port, join_from_env
-from splitlab.peer import Peer
+from splitlab.serving.distributed.router import Cluster
+from splitlab.transfer.group import DistributedError, PeerJoinTimeout, WorkerDied, free_port, join_from_env
+from splitlab.transfer.peer import Peer
 
 
 def test_a_peer_that_never_joins_times_out_with_a_clear_error():

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from splitlab import serving
-from splitlab.dist_serve import Cluster
+from splitlab.serving.distributed.router import Cluster
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_serve_refuses_sampling_and_bad_modes(cluster, workload):
 
 
 def test_one_group_per_process(cluster):
-    from splitlab.distributed import DistributedError
-    from splitlab.peer import Peer
+    from splitlab.transfer.group import DistributedError
+    from splitlab.transfer.peer import Peer
     with pytest.raises(DistributedError, match="close that one first"):
         Peer().start()

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import splitlab as sl
-from splitlab import kv_wire as W
-from splitlab.distributed import Mailbox, make_store
-from splitlab.kv_cache import CacheMismatchError
-from splitlab.peer import Peer
-from splitlab.transfer import make_header
+from splitlab.transfer import link as L, wire as W
+from splitlab.transfer.group import Mailbox, make_store
+from splitlab.kvcache import CacheMismatchError
+from splitlab.transfer.peer import Peer
+from splitlab.transfer.header import make_header
 
 from conftest import cached_model
 
@@ -56,7 +56,7 @@ def test_flat_layout_round_trips_and_views_share_one_buffer(dtype):
 @pytest.mark.parametrize("name", ARCHS + ["tiny-qwen2", "tiny-mistral"])
 def test_prefill_into_a_send_buffer_is_bit_identical_and_one_message(name):
     lm = cached_model(name)
-    plain, flat = sl.prefill(lm, ROWS), W.prefill_flat(lm, ROWS)
+    plain, flat = sl.prefill(lm, ROWS), L.prefill_flat(lm, ROWS)
     assert_same_cache(plain.cache, flat.cache)
     assert torch.equal(plain.logits, flat.logits)
     assert W.cache_plan(flat.cache)["segments"] == 1
@@ -102,7 +102,7 @@ def peer():
 def test_round_trip_is_bit_exact(peer, name, dtype):
     lm = cached_model(name, dtype)
     cache = sl.prefill(lm, ROWS).cache
-    flat = W.prefill_flat(lm, ROWS).cache
+    flat = L.prefill_flat(lm, ROWS).cache
     for c, mode, segments in ((cache, "whole", "tensors"), (cache, "whole", "flat"), (cache, "layerwise", "tensors"),
                               (flat, "whole", "tensors")):
         back, stats = peer.echo(c, first_tokens=[11, 12], mode=mode, segments=segments)

@@ -6,7 +6,7 @@ import torch
 
 import splitlab as sl
 from splitlab import sizing
-from splitlab.engine import as_token_batch
+from splitlab.phases.inputs import as_token_batch
 
 from conftest import PROMPTS
 

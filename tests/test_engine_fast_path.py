@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import splitlab as sl
-from splitlab.engine import forward_logits
+from splitlab.phases.engine import forward_logits
 
 from conftest import cached_model
 

@@ -10,7 +10,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from splitlab import check, sizing, transfer_plots  # noqa: E402
+from splitlab import sizing
+from splitlab.teach import check
+from splitlab.teach.figures import transfer as transfer_plots  # noqa: E402
 
 
 # --- the link table -----------------------------------------------------------------------------------------
@@ -104,7 +106,7 @@ def test_transfer_figures_draw_with_labels():
 
 
 def test_kv_transfer_explorer_draws_its_static_figure(monkeypatch):
-    from splitlab import widgets
+    from splitlab.teach import widgets
     shown = []
     monkeypatch.setattr(plt, "show", lambda: shown.append(plt.gcf()))
     box = widgets.kv_transfer_explorer("Llama-3-8B", 2048, "PCIe 4.0 x16", measured={"here": 2e9})

@@ -9,7 +9,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
 import splitlab as sl
 from splitlab import ByteTokenizer, ModelLoadError
-from splitlab.engine import forward_logits
+from splitlab.phases.engine import forward_logits
 
 from conftest import ARCH_PRESETS, cached_model
 

@@ -5,7 +5,7 @@ import torch
 
 import splitlab as sl
 from splitlab import SamplingParams
-from splitlab.sampling import Sampler
+from splitlab.phases.sampling import Sampler
 
 from conftest import PROMPTS
 

@@ -79,9 +79,12 @@ def test_bad_arguments_fail_in_one_line(capsys, args):
     assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
 
 
-def test_cli_choices_match_the_package():
+def test_cli_choices_come_from_the_package():
+    """The CLI offers exactly the package's workloads and policies (it reads them; no copied list)."""
     import splitlab as sl
-    from splitlab import cli_serving
-    assert set(cli_serving.WORKLOAD_NAMES) == set(sl.serving.WORKLOADS)
-    assert cli_serving.POLICY_NAMES == sl.serving.POLICIES
+    from splitlab.cli import build_parser
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    serve = {a.dest: a for a in sub.choices["serve"]._actions}
+    assert set(serve["workload"].choices) == set(sl.serving.WORKLOADS)
+    assert tuple(serve["policy"].choices) == sl.serving.POLICIES
     assert sl.transfer.copy_cache is not None

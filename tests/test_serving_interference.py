@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from splitlab import check
-from splitlab.serving import CostModel, CostModelExecutor, Request, run
+from splitlab.teach import check
+from splitlab.costmodel import CostModel
+from splitlab.serving import CostModelExecutor, Request, run
 from splitlab.serving import interference as itf
 
 COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,

@@ -9,7 +9,7 @@ import torch
 import splitlab as sl
 from splitlab.serving import (Fixed, ModelExecutor, Slot, Uniform, WorkloadSpec, compare, make_workload,
                               reference_tokens, run)
-from splitlab.serving.executors import DecodeBatch
+from splitlab.serving.executor import DecodeBatch
 from splitlab.serving.request import Request
 
 SPEC = WorkloadSpec("test", Uniform(12, 60), Uniform(3, 8))

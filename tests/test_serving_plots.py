@@ -7,7 +7,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from splitlab import serving, serving_plots as sp  # noqa: E402
+from splitlab import serving
+from splitlab.teach.figures import interference as ip
+from splitlab.teach.figures import serving as sp  # noqa: E402
 from splitlab.serving import CostModelExecutor, Request  # noqa: E402
 
 
@@ -88,11 +90,11 @@ def test_measured_vs_predicted_plots(colocated, split):
     from splitlab.serving import interference
 
     spikes = interference.spike_table(colocated, long_ids=[3])
-    ax = sp.itl_spikes(spikes, {"predicted": ([1000], [0.08])})
+    ax = ip.itl_spikes(spikes, {"predicted": ([1000], [0.08])})
     assert labelled(ax) and "(ms)" in ax.get_ylabel()
     assert "predicted" in [t.get_text() for t in ax.get_legend().get_texts()]
     table = pd.DataFrame(dict(rate_per_s=[1.0, 2.0], ttft_mean_s=[0.1, 0.2], ttft_p90_s=[0.2, 0.3]))
-    ax = sp.ttft_sweep(table, "rate_per_s", {"floor": ([1.0, 2.0], [0.05, 0.05])})
+    ax = ip.ttft_sweep(table, "rate_per_s", {"floor": ([1.0, 2.0], [0.05, 0.05])})
     assert labelled(ax) and ax.get_xlabel() == "request rate (requests/s)"
-    ax = sp.ttft_by_request({"colocated": colocated, "split": split}, predicted_s=[0.1] * 4)
+    ax = ip.ttft_by_request({"colocated": colocated, "split": split}, predicted_s=[0.1] * 4)
     assert labelled(ax) and len(ax.patches) == 8

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from splitlab.serving import CostModel, CostModelExecutor, Request, run
+from splitlab.costmodel import CostModel
+from splitlab.serving import CostModelExecutor, Request, run
 from splitlab.serving import metrics as M
 
 COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,

@@ -8,7 +8,7 @@ import torch
 
 import splitlab as sl
 from splitlab import transfer as T
-from splitlab.kv_cache import CacheMismatchError
+from splitlab.kvcache import CacheMismatchError
 
 from conftest import cached_model
 

@@ -9,8 +9,9 @@ import pytest
 
 matplotlib.use("Agg")
 
-from splitlab import check  # noqa: E402
-from splitlab.serving import CostModel, CostModelExecutor, Fixed, WorkloadSpec, compare  # noqa: E402
+from splitlab.teach import check  # noqa: E402
+from splitlab.costmodel import CostModel
+from splitlab.serving import CostModelExecutor, Fixed, WorkloadSpec, compare  # noqa: E402
 
 # prefill 1 ms per prompt token, a decode step 10 ms whatever the batch, transfers 1 GB/s
 COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,
@@ -58,7 +59,7 @@ def test_min_prefill_workers_checker():
 def test_split_explorer_draws_a_static_figure(lm):
     import matplotlib.pyplot as plt
 
-    from splitlab import widgets
+    from splitlab.teach import widgets
 
     box = widgets.split_explorer(lm, "code", rate_per_s=20, prefill_workers=1, decode_workers=1, ttft_slo_s=1.0,
                                  tpot_slo_s=0.05, n_requests=3)

@@ -1,20 +1,41 @@
 """Serving: requests arriving over time, workers batching them, colocated or split into prefill and decode pools.
 
 Entry points: :func:`run`, :func:`compare`, :func:`make_workload`; metrics in :mod:`splitlab.serving.metrics`.
+Names are imported on first use: a simulated (cost-model) run never imports torch or a model.
 """
-from . import metrics
-from .cluster import LAYOUTS, Cluster, ClusterConfig
-from .cost_model import CostModel, CostModelExecutor
-from .executors import DecodeBatch, Executor, ModelExecutor, Slot
-from .memory import KVMemory, derive_kv_budget
-from .request import Request, State
-from .result import ServingResult
-from .runner import Comparison, compare, reference_tokens, run
-from .scheduler import POLICIES, SchedulerConfig
-from .workload import (WORKLOADS, Fixed, LogNormal, Uniform, WorkloadSpec, gamma_arrivals, make_workload,
-                       poisson_arrivals)
+from __future__ import annotations
 
-__all__ = ["run", "compare", "Comparison", "reference_tokens", "ServingResult", "Request", "State", "make_workload",
-           "WORKLOADS", "WorkloadSpec", "Fixed", "Uniform", "LogNormal", "poisson_arrivals", "gamma_arrivals",
-           "Cluster", "ClusterConfig", "LAYOUTS", "SchedulerConfig", "POLICIES", "Executor", "ModelExecutor",
-           "CostModel", "CostModelExecutor", "Slot", "DecodeBatch", "KVMemory", "derive_kv_budget", "metrics"]
+import importlib
+
+_EXPORTS = {
+    "cluster": ["LAYOUTS", "Cluster", "ClusterConfig"],
+    "simulated": ["CostModelExecutor"],
+    "executor": ["DecodeBatch", "Executor", "Slot"],
+    "emulated": ["ModelExecutor", "derive_kv_budget", "reference_tokens"],
+    "memory": ["KVMemory"],
+    "request": ["Request", "State"],
+    "result": ["ServingResult"],
+    "runner": ["Comparison", "compare", "run"],
+    "scheduler": ["POLICIES", "SchedulerConfig"],
+    "workload": ["WORKLOADS", "Fixed", "LogNormal", "Uniform", "WorkloadSpec", "gamma_arrivals", "make_workload",
+                 "poisson_arrivals"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+_SUBMODULES = ("cluster", "emulated", "executor", "interference", "memory", "metrics", "request", "result", "runner",
+               "scheduler", "simulated", "workload", "distributed")
+__all__ = sorted(_WHERE) + ["metrics", "CostModel"]
+
+
+def __getattr__(name: str):
+    if name == "CostModel":  # where serving code used to find it; it lives in splitlab.costmodel
+        from ..costmodel import CostModel
+        return CostModel
+    if name in _WHERE:
+        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE) | set(_SUBMODULES))

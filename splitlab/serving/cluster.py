@@ -28,7 +28,7 @@ import numbers
 import time
 from dataclasses import dataclass, field
 
-from .executors import Executor
+from .executor import Executor
 from .memory import KVMemory
 from .request import Request, State, check_unique_ids
 from .result import ServingResult

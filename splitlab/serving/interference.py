@@ -64,7 +64,7 @@ def stall_schedule(lm, n_streams: int = 4, stream_prompt: int = 16, steps_before
     to ``stream_tokens / steps_before`` times faster than measured, or many times slower (short stream prompts
     keep their own prefill shorter than the wait). Capped by the model's context.
     """
-    from ..profiling import measure_decode
+    from ..phases.profiling import measure_decode
 
     step_s = measure_decode(lm, [n_streams], context=stream_prompt, steps=8, rounds=2, statistic="min").step_s[0]
     return float(steps_before * step_s), int(min(stream_tokens, lm.max_context - stream_prompt - 1))

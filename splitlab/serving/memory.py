@@ -13,33 +13,7 @@ from __future__ import annotations
 
 import math
 
-import torch
-
-__all__ = ["KVMemory", "derive_kv_budget"]
-
-
-def derive_kv_budget(lm=None, fraction: float = 0.9, memory_bytes: int | None = None) -> int:
-    """A worker's KV budget: ``fraction`` x device memory minus the model's weights (bytes).
-
-    Device memory is ``memory_bytes`` if given, else the GPU's total memory (CUDA) or this machine's RAM (CPU,
-    from ``os.sysconf``). Emulated workers each pretend to own such a device.
-
-    Raises:
-        ValueError: the weights alone exceed the budget, or fraction is outside (0, 1].
-    """
-    import os
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    if memory_bytes is None:
-        if lm is not None and lm.device.type == "cuda":
-            memory_bytes = torch.cuda.get_device_properties(lm.device).total_memory
-        else:
-            memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    weights = lm.weight_bytes if lm is not None else 0
-    budget = int(fraction * memory_bytes) - weights
-    if budget <= 0:
-        raise ValueError(f"no room for a KV cache: {fraction} x {memory_bytes:,} bytes - weights {weights:,} bytes")
-    return budget
+__all__ = ["KVMemory"]
 
 
 class KVMemory:

@@ -1,4 +1,4 @@
-"""Serving metrics, defined once (DESIGN.md section 3). All times in seconds.
+"""Serving metrics, defined once (the definitions of docs/architecture.md). All times in seconds.
 
 - TTFT (time to first token): arrival -> first output token available to the client. It includes queueing,
   prefill, and the KV transfer when the decode side emits the first token.

@@ -13,7 +13,7 @@ import operator
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from ..sampling import SamplingParams
+from ..phases.sampling_params import SamplingParams
 
 __all__ = ["Request", "State", "check_unique_ids"]
 

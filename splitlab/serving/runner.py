@@ -15,19 +15,29 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..engine import generate
-from ..models import LoadedModel
 from . import metrics as M
 from .cluster import Cluster, ClusterConfig
-from .cost_model import CostModelExecutor
-from .executors import Executor, ModelExecutor
-from .memory import derive_kv_budget
+from .executor import Executor
 from .request import Request, State
+from .simulated import CostModelExecutor
 from .result import ServingResult
 from .scheduler import SchedulerConfig
 from .workload import WorkloadSpec, make_workload
 
-__all__ = ["run", "compare", "Comparison", "reference_tokens"]
+__all__ = ["run", "compare", "Comparison"]
+
+
+def _model_executor(model):
+    from .emulated import ModelExecutor  # imports torch and the model code: only for emulated runs
+    return ModelExecutor(model)
+
+
+def _auto_budget(executor) -> int | None:
+    """Device memory minus weights for an executor that runs a real model; unlimited for a cost model."""
+    if getattr(executor, "lm", None) is None:
+        return None
+    from .emulated import derive_kv_budget
+    return derive_kv_budget(executor.lm)
 
 
 def _requests(workload, n_requests: int, rate_per_s: float, seed: int, model, arrival: str, cv: float):
@@ -37,7 +47,7 @@ def _requests(workload, n_requests: int, rate_per_s: float, seed: int, model, ar
 
 
 def run(layout: str = "colocated", workload: str | WorkloadSpec | Sequence[Request] = "chat",
-        model: LoadedModel | None = None, *, executor: Executor | None = None, rate_per_s: float = 2.0,
+        model=None, *, executor: Executor | None = None, rate_per_s: float = 2.0,
         n_requests: int = 16, seed: int = 0, arrival: str = "poisson", cv: float = 2.0, workers: int = 1,
         prefill_workers: int = 1, decode_workers: int = 1, policy: str = "prefill-first", max_batch: int = 16,
         max_prefill_tokens: int = 2048, chunk_tokens: int = 256, kv_budget_bytes: int | str | None = "auto",
@@ -63,9 +73,9 @@ def run(layout: str = "colocated", workload: str | WorkloadSpec | Sequence[Reque
             unknown workload name.
     """
     if executor is None:
-        executor = ModelExecutor(model) if model is not None else CostModelExecutor()
+        executor = _model_executor(model) if model is not None else CostModelExecutor()
     if kv_budget_bytes == "auto":
-        kv_budget_bytes = derive_kv_budget(executor.lm) if isinstance(executor, ModelExecutor) else None
+        kv_budget_bytes = _auto_budget(executor)
     sched = SchedulerConfig(policy, max_batch, max_prefill_tokens, chunk_tokens)
     cfg = ClusterConfig(layout, workers, prefill_workers, decode_workers, sched, kv_budget_bytes, first_token_on,
                         transfer_mode, link_bytes_per_s, link_latency_s)
@@ -115,23 +125,17 @@ class Comparison:
         return pd.DataFrame(rows)
 
 
-def compare(workload: str | WorkloadSpec | Sequence[Request] = "chat", model: LoadedModel | None = None, *,
+def compare(workload: str | WorkloadSpec | Sequence[Request] = "chat", model=None, *,
             workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,
             executor: Executor | None = None, rate_per_s: float = 2.0, n_requests: int = 16, seed: int = 0,
             arrival: str = "poisson", cv: float = 2.0, **options) -> Comparison:
     """Serve the same requests colocated (``workers``, default ``prefill_workers + decode_workers`` so both
     layouts get the same number of workers) and disaggregated. ``options`` go to both :func:`run` calls."""
     if executor is None:
-        executor = ModelExecutor(model) if model is not None else CostModelExecutor()
+        executor = _model_executor(model) if model is not None else CostModelExecutor()
     lm = getattr(executor, "lm", model)
     reqs = _requests(workload, n_requests, rate_per_s, seed, lm, arrival, cv)
     colo = run("colocated", reqs, executor=executor, workers=workers or prefill_workers + decode_workers, **options)
     disagg = run("disaggregated", reqs, executor=executor, prefill_workers=prefill_workers,
                  decode_workers=decode_workers, **options)
     return Comparison(colo, disagg)
-
-
-def reference_tokens(lm: LoadedModel, requests: Sequence[Request]) -> dict[int, list[int]]:
-    """Each request's tokens when it runs alone through :func:`splitlab.generate` (the correctness baseline)."""
-    return {r.id: generate(lm, [r.prompt], max_new_tokens=r.max_new_tokens, sampling=r.sampling).tokens[0]
-            for r in requests}

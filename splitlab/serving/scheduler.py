@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .executors import DecodeBatch, Slot
+from .executor import DecodeBatch, Slot
 from .memory import KVMemory
 from .request import Request, State
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sampling import SamplingParams
+from ..phases.sampling_params import SamplingParams
 from .request import Request
 
 __all__ = ["random_ids", "Fixed", "Uniform", "LogNormal", "WorkloadSpec", "WORKLOADS", "poisson_arrivals",

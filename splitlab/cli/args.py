@@ -1,0 +1,66 @@
+"""Argument checks and formatting shared by every subcommand: each type refuses bad text with a one-line
+reason (argparse turns it into a usage error, exit status 2)."""
+from __future__ import annotations
+
+import argparse
+import math
+
+__all__ = ["positive_int", "seed_int", "positive_float", "token_list", "human_bytes", "number"]
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """A seed for numpy and torch alike: an integer in 0 .. 2**63 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value < 2 ** 63:
+        raise argparse.ArgumentTypeError(f"must be an integer in 0 .. 2**63 - 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def token_list(text: str) -> list[int]:
+    """'128,512 2048' -> [128, 512, 2048] (commas and/or separate arguments), each a positive integer."""
+    out = [positive_int(part) for part in text.replace(",", " ").split()]
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one prompt length")
+    return out
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB' (binary units)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _number(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def number(x: float) -> int | float:
+    """An integral float as an int (for JSON and text: 2048.0 -> 2048)."""
+    return int(x) if float(x).is_integer() else float(x)

@@ -1,0 +1,121 @@
+"""``python -m splitlab demo``: one real request (prefill, then greedy decode), timed and checked against
+transformers' ``generate``; also the fast check that a model name can be loaded at all."""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from pathlib import Path
+
+from .. import sizing
+from ..common.presets import list_presets
+from .args import human_bytes, number, positive_int, seed_int
+from .registry import CLIError, arg, command
+
+__all__ = ["demo", "check_loadable"]
+
+
+def check_loadable(name: str) -> None:
+    """Fail fast, in one line, for a model that is not a preset and cannot be found, instead of letting the
+    Hugging Face client retry an unreachable hub for half a minute."""
+    if name in list_presets() or Path(name).expanduser().is_dir():
+        return
+    if Path(name).expanduser().exists():
+        raise CLIError(f"model path {name!r} is a file, not a directory saved with save_pretrained (presets: "
+                       f"{', '.join(list_presets())})")
+    if name in sizing.PUBLISHED_MODELS:
+        raise CLIError(f"{name!r} is an entry of the sizing table, not a loadable model: try "
+                       f"'splitlab kv-size {name}', or demo a preset ({', '.join(list_presets())})")
+    if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
+        raise CLIError(f"model path {name!r} does not exist (presets: {', '.join(list_presets())})")
+    from huggingface_hub import constants, try_to_load_from_cache
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return  # in the local Hugging Face cache
+    except ValueError:  # not a valid repo id
+        raise CLIError(f"model {name!r} is not a preset, a local directory or a Hugging Face name "
+                       f"(presets: {', '.join(list_presets())})") from None
+    host = constants.ENDPOINT.split("://")[-1].split("/")[0].split(":")[0]
+    if constants.HF_HUB_OFFLINE or not _resolves(host):
+        raise CLIError(f"model {name!r} is not a preset, not a local directory and not in the Hugging Face "
+                       f"cache, and {host} cannot be reached; use a preset: {', '.join(list_presets())}")
+
+
+def _resolves(host: str, timeout: float = 3.0) -> bool:
+    import socket
+    found: list[bool] = []
+
+    def lookup() -> None:
+        try:
+            socket.getaddrinfo(host, 443)
+            found.append(True)
+        except OSError:
+            pass
+    worker = threading.Thread(target=lookup, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return bool(found)
+
+
+@command("demo", "run one real request (prefill, then greedy decode) and report its timings and KV cache",
+         arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
+         arg("--prompt-tokens", type=positive_int, default=128, metavar="N", help="prompt length (default 128)"),
+         arg("--new-tokens", type=positive_int, default=32, metavar="N", help="tokens to generate (default 32)"),
+         arg("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
+         arg("--dtype", default=None, help="weight dtype, e.g. float32, bfloat16 (default: fp32 CPU, bf16 GPU)"),
+         arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompt (default 0)"),
+         arg("--no-reference", action="store_true", help="skip the check against transformers' generate"))
+def demo(args) -> tuple[dict, list[str]]:
+    check_loadable(args.model)  # before importing torch: bad names fail in a fraction of a second
+    import torch
+    from ..phases.device import describe_device
+    from ..phases.engine import as_token_batch, generate, reference_generate
+    from ..phases.models import load_model
+    if args.device is not None:
+        try:
+            torch.device(args.device)
+        except RuntimeError:
+            raise CLIError(f"unknown device {args.device!r}: use cpu, cuda, cuda:N or mps") from None
+    for name in ("transformers", "huggingface_hub"):  # keep stderr for our own one-line errors
+        __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
+    lm = load_model(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
+    from ..phases.profiling import text_prompt, warm_up
+    ids = text_prompt(lm, args.prompt_tokens, args.seed)
+    as_token_batch(lm, [ids], args.new_tokens)  # raises ContextLengthError before any work
+    warm_up(lm, args.prompt_tokens, min(32, args.new_tokens))  # first calls pay one-off costs
+    g = generate(lm, [ids], max_new_tokens=args.new_tokens)
+    tokens = g.tokens[0]
+    matches = None if args.no_reference else reference_generate(lm, ids, args.new_tokens) == tokens
+    per_token = sizing.kv_bytes_per_token(lm.geometry, lm.dtype)
+    from ..serving.metrics import percentiles  # NaN when there are no decode steps -> None (JSON null)
+    step_p = {k: None if math.isnan(v) else v for k, v in percentiles(g.decode_step_s, (50, 90)).items()}
+    text = lm.decode(tokens)
+    data = dict(
+        model=lm.name, model_description=repr(lm), random_weights=lm.random_weights, device=str(lm.device),
+        device_description=describe_device(lm.device), dtype=str(lm.dtype).replace("torch.", ""), seed=args.seed,
+        prompt_tokens=len(ids), new_tokens=len(tokens), prefill_s=g.prefill_s, ttft_s=g.ttft_s,
+        decode_steps=len(g.decode_step_s), decode_s_per_token_median=step_p["p50"],
+        decode_s_per_token_p90=step_p["p90"], kv_bytes_per_token=number(per_token),
+        kv_bytes_after_prefill=g.kv_bytes_after_prefill, kv_bytes_final=g.kv_bytes_final,
+        kv_tokens_final=g.cache.seq_len, tokens=tokens, text=text, matches_reference=matches)
+    ms = lambda s: "n/a" if s is None else f"{s * 1e3:.2f} ms"  # noqa: E731
+    check = {None: "skipped (--no-reference)", True: "yes, identical tokens",
+             False: "NO, the tokens differ (please report this)"}[matches]
+    lines = [
+        "splitlab demo: one request, prefill then greedy decode (after one warm-up call)",
+        f"model        {data['model_description']}",
+        f"device       {lm.device}: {data['device_description']}",
+        f"prompt       {len(ids)} tokens; generated {len(tokens)} tokens",
+        f"prefill      {ms(g.prefill_s)}   TTFT {ms(g.ttft_s)} (prefill + choosing the first token)",
+        f"decode       {ms(data['decode_s_per_token_median'])}/token median, "
+        f"{ms(data['decode_s_per_token_p90'])} P90 over {len(g.decode_step_s)} steps" if g.decode_step_s else
+        "decode       no decode step (one new token: it comes from the prefill)",
+        f"KV cache     {human_bytes(g.kv_bytes_after_prefill)} after prefill ({len(ids)} tokens), "
+        f"{human_bytes(g.kv_bytes_final)} at the end ({g.cache.seq_len} tokens; the last token is not cached yet)"
+        f" = {number(per_token):,} B/token",
+        f"text         {text!r}" + ("   (gibberish: random weights)" if lm.random_weights else ""),
+        f"reference    same as transformers generate: {check}",
+    ]
+    return data, lines
+
+

@@ -1,0 +1,43 @@
+"""How subcommands register: each is one function ``fn(args) -> (data, lines)`` added with :func:`command`.
+
+``data`` is a JSON-ready dict (printed as one JSON object with ``--json``, which every subcommand gets) and
+``lines`` the human-readable output. Subcommand modules import this module; this module imports none of them.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+__all__ = ["COMMANDS", "command", "arg", "CLIError", "Parser", "one_line"]
+
+#: name -> (function, one-line help, argument specs); filled by :func:`command`.
+COMMANDS: dict[str, tuple[Callable, str, tuple]] = {}
+
+
+class CLIError(Exception):
+    """A usage error found after parsing; printed as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line on stderr (no usage block), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def arg(*flags: str, **kwargs) -> tuple:
+    """An argument spec for :func:`command`: the same arguments as ``ArgumentParser.add_argument``."""
+    return flags, kwargs
+
+
+def command(name: str, help: str, *arguments: tuple) -> Callable:
+    """Register ``fn(args) -> (data: dict, lines: list[str])`` as the subcommand ``name``."""
+    def register(fn: Callable) -> Callable:
+        COMMANDS[name] = (fn, help, arguments)
+        return fn
+    return register
+
+
+def one_line(message: object) -> str:
+    text = " ".join(str(message).split())
+    return text if len(text) <= 1000 else text[:997] + "..."

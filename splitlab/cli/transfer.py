@@ -1,0 +1,58 @@
+"""``python -m splitlab transfer``: what moving the KV cache costs here (:mod:`splitlab.transfer.bench`).
+
+For each prompt length: bytes moved, seconds and GB/s of the in-process copy, the cross-process whole-request
+and layer-wise transfers (a second process started with torch.distributed, gloo on CPU), and the raw baseline
+(one contiguous tensor of the same bytes over the same backend); plus how much of the transfer layer-wise
+streaming hides behind the prefill. ``--json`` prints a list of rows with ``prompt_tokens``, ``nbytes``,
+``method``, ``seconds``, ``gbps`` (and more, see :func:`splitlab.transfer.bench.measure_transfers`).
+Registered into :mod:`splitlab.cli`.
+"""
+from __future__ import annotations
+
+from ..common.presets import list_presets
+from .args import human_bytes, positive_int, token_list
+from .demo import check_loadable
+from .registry import CLIError, arg, command
+
+__all__ = ["transfer"]
+
+
+@command("transfer", "KV transfer cost: in-process copy, cross-process whole and layer-wise, raw backend baseline",
+         arg("--model", default="tiny", help="a preset (random weights; default tiny)"),
+         arg("--prompt-tokens", type=token_list, nargs="+", default=[[128, 512, 2048]], metavar="N",
+             help="prompt lengths, e.g. 128,512,2048 (default) or 128 512"),
+         arg("--batch", type=positive_int, default=1, help="rows per cache (default 1)"),
+         arg("--repeats", type=positive_int, default=7, help="timed repeats per method; the median is shown (7)"),
+         arg("--dtype", default=None, help="float32 (default), bfloat16 or float16"),
+         arg("--timeout", type=positive_int, default=60, metavar="S", help="timeout of every exchange (60 s)"),
+         arg("--threads", type=positive_int, default=1, help="torch threads in each process (default 1)"))
+def transfer(args) -> tuple[list[dict], list[str]]:
+    if args.model not in list_presets():
+        check_loadable(args.model)
+        raise CLIError(f"transfer measures presets only (both processes build the same random weights); "
+                       f"choose one of {', '.join(list_presets())}")
+    lengths = [n for group in args.prompt_tokens for n in group]
+    for name in ("transformers", "huggingface_hub"):
+        __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
+    import torch
+    from ..transfer.bench import measure_transfers
+    torch.set_num_threads(args.threads)  # the same as the other process: spinning OpenMP threads starve the sends
+    rows = measure_transfers(args.model, lengths, batch=args.batch, repeats=args.repeats, dtype=args.dtype,
+                             timeout_s=args.timeout, threads=args.threads)
+    lines = [f"splitlab transfer: {args.model}, {rows[0]['dtype']}, batch {args.batch}, backend {rows[0]['backend']}"
+             f" (2 local processes), median of {args.repeats}",
+             f"{'prompt':>7} {'bytes':>10} {'method':<11} {'ms':>9} {'GB/s':>7}  note"]
+    for r in rows:
+        note = ""
+        if r["method"] == "layerwise":
+            hidden = (f"{r['hidden_fraction']:.0%} of whole hidden" if r["hidden_fraction"] > 0 else
+                      "nothing hidden: more than a whole transfer")  # not a negative share
+            note = (f"streamed during prefill: {r['exposed_s'] * 1e3:.2f} ms left after the forward = "
+                    f"{hidden} (prefill {r['prefill_s'] * 1e3:.1f} ms, "
+                    f"{r['stream_prefill_s'] * 1e3:.1f} ms while streaming)")
+        elif r["method"] == "whole":
+            raw = next(x for x in rows if x["prompt_tokens"] == r["prompt_tokens"] and x["method"] == "raw")
+            note = f"{r['gbps'] / raw['gbps']:.0%} of raw"
+        lines.append(f"{r['prompt_tokens']:>7} {human_bytes(r['nbytes']):>10} {r['method']:<11} "
+                     f"{r['seconds'] * 1e3:>9.3f} {r['gbps']:>7.2f}  {note}")
+    return rows, lines

@@ -1,0 +1,54 @@
+"""A linear cost model of one worker: predicted seconds of a prefill, a decode step and a KV transfer.
+
+- prefill of ``n`` new prompt tokens (one forward): ``prefill_base_s + prefill_per_token_s * n``
+- one decode step of ``B`` sequences holding ``C`` cached tokens in all: ``decode_base_s + decode_per_seq_s * B
+  + decode_per_token_s * C`` (weights are read once per step; each sequence reads its own KV).
+- a KV transfer of ``b`` bytes: ``transfer_base_s + b / transfer_bytes_per_s``
+
+Defaults are round numbers of the tiny model on a 2-thread laptop CPU (measured on the development machine: prefill 512 tokens
+~39 ms, decode ~3.3 ms/token); :meth:`CostModel.fit` refits them from :mod:`splitlab.phases.profiling`
+measurements. :class:`splitlab.serving.simulated.CostModelExecutor` runs the serving scheduler on it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+__all__ = ["CostModel"]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Coefficients in seconds (per token / per sequence / per byte as named); ``kv_bytes_per_token`` and
+    ``max_context`` describe the modeled model (defaults: the tiny preset, float32)."""
+
+    prefill_base_s: float = 2e-3
+    prefill_per_token_s: float = 7e-5
+    decode_base_s: float = 3e-3
+    decode_per_seq_s: float = 2e-4
+    decode_per_token_s: float = 5e-8
+    transfer_base_s: float = 1e-4
+    transfer_bytes_per_s: float = 2e9
+    kv_bytes_per_token: int = 2048
+    max_context: int = 2048
+
+    def prefill_s(self, tokens: int) -> float:
+        return self.prefill_base_s + self.prefill_per_token_s * tokens
+
+    def decode_s(self, batch: int, context_tokens: int) -> float:
+        return self.decode_base_s + self.decode_per_seq_s * batch + self.decode_per_token_s * context_tokens
+
+    def transfer_s(self, nbytes: int) -> float:
+        return self.transfer_base_s + nbytes / self.transfer_bytes_per_s
+
+    def fit(self, prefill_df, decode_df) -> "CostModel":
+        """A copy with prefill and decode coefficients fitted (least squares, clipped at 0) to measurements:
+        ``prefill_df`` with columns prompt_tokens, batch, prefill_s (:func:`splitlab.profiling.measure_prefill`)
+        and ``decode_df`` with batch, context, step_s (:func:`splitlab.profiling.measure_decode`)."""
+        xp = np.c_[np.ones(len(prefill_df)), prefill_df["prompt_tokens"] * prefill_df["batch"]]
+        a, b = np.clip(np.linalg.lstsq(xp, prefill_df["prefill_s"], rcond=None)[0], 0, None)
+        xd = np.c_[np.ones(len(decode_df)), decode_df["batch"], decode_df["batch"] * decode_df["context"]]
+        c, d, e = np.clip(np.linalg.lstsq(xd, decode_df["step_s"], rcond=None)[0], 0, None)
+        return replace(self, prefill_base_s=float(a), prefill_per_token_s=float(b), decode_base_s=float(c),
+                       decode_per_seq_s=float(d), decode_per_token_s=float(e))

@@ -1,0 +1,106 @@
+"""Device and dtype choice, synchronisation and timers.
+
+On a GPU, kernels run asynchronously: a Python clock around a forward pass measures only the launch.
+:class:`Timer` therefore records CUDA events on CUDA devices and reads them after a synchronise; on CPU and
+MPS it uses ``time.perf_counter`` after a synchronise.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..common import dtypes
+
+__all__ = ["pick_device", "pick_dtype", "synchronize", "Timer", "describe_device"]
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """Return ``device`` as a :class:`torch.device`, or the best available one (cuda > mps > cpu) when None.
+
+    Raises:
+        ValueError: ``device`` is not a device name, or names a backend this machine does not have (e.g. "cuda"
+            without a GPU).
+    """
+    if device is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} asked for, but torch sees no CUDA GPU here; use 'cpu'")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {str(device)!r} asked for, but MPS is not available here; use 'cpu'")
+    return dev
+
+
+def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """Return ``dtype`` as a :class:`torch.dtype`; when None, float32 on CPU and bfloat16 on GPUs.
+
+    Raises:
+        ValueError: an unknown dtype name, or a torch dtype that is not floating point (weights need one).
+    """
+    if isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            raise ValueError(f"dtype {dtype} is not a floating-point type; choose one of "
+                             f"{sorted(a for a, c in dtypes.ALIASES.items() if c in dtypes.WEIGHT_DTYPES)}")
+        return dtype
+    if dtype is None:
+        return torch.float32 if device.type == "cpu" else torch.bfloat16
+    return dtypes.torch_dtype(dtype, dtypes.WEIGHT_DTYPES)
+
+
+def synchronize(device: torch.device | str) -> None:
+    """Wait until all queued work on ``device`` has finished (no-op on CPU)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    elif dev.type == "mps":
+        torch.mps.synchronize()
+
+
+def describe_device(device: torch.device | str) -> str:
+    """A human-readable name of ``device``: the GPU model, or 'CPU (N threads)'."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    if dev.type == "mps":
+        return "Apple MPS"
+    n = torch.get_num_threads()
+    return f"CPU ({n} thread{'' if n == 1 else 's'})"
+
+
+class Timer:
+    """Context manager measuring the wall time of GPU or CPU work in seconds.
+
+    ``with Timer(device) as t: ...`` then ``t.seconds``. On CUDA it records events on the current stream and
+    synchronises on exit, so queued kernels are counted; elsewhere it synchronises and uses perf_counter.
+    """
+
+    def __init__(self, device: torch.device | str):
+        self.device = torch.device(device)
+        self.seconds = float("nan")
+
+    def __enter__(self) -> "Timer":
+        if self.device.type == "cuda":
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+        else:
+            synchronize(self.device)
+            self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.type == "cuda":
+            self._end.record()
+            self._end.synchronize()
+            self.seconds = self._start.elapsed_time(self._end) / 1e3
+        else:
+            synchronize(self.device)
+            self.seconds = time.perf_counter() - self._t0

@@ -1,0 +1,88 @@
+"""Moving the KV cache from a prefill worker to a decode worker: link time, fitted link models, layer-wise
+streaming, and DistServe's comparison of the hand-off with a decode step.
+
+Source: time = latency + KV bytes / link bandwidth, to compare with a decode step and a prefill (Zhong et al.
+2024, DistServe, OSDI'24, sec. 4); link speeds in :data:`splitlab.sizing.LINKS`, each with its specification or
+datasheet.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .kv import dtype_bytes, kv_bytes, resolve_config
+from .roofline import min_decode_step_s, predicted_prefill_s
+from .tables import GPUS, LINKS
+
+__all__ = ["transfer_time_s", "fit_latency_bandwidth", "streamed_exposed_s", "handoff"]
+
+
+def transfer_time_s(nbytes: float, bandwidth_bytes_per_s: float, latency_s: float = 0.0) -> float:
+    """Time (s) to move ``nbytes`` over a link: latency + bytes / bandwidth.
+
+    Raises:
+        ValueError: a bandwidth <= 0 or negative bytes or latency.
+    """
+    if bandwidth_bytes_per_s <= 0 or nbytes < 0 or latency_s < 0:
+        raise ValueError("need bandwidth > 0, bytes >= 0 and latency >= 0")
+    return latency_s + nbytes / bandwidth_bytes_per_s
+
+
+def fit_latency_bandwidth(nbytes, seconds) -> tuple[float, float]:
+    """Fit ``seconds = latency + nbytes / bandwidth`` to measured transfers, minimising the squared *relative*
+    errors (so that small transfers, where the latency shows, count as much as large ones).
+
+    Returns ``(latency_s, bandwidth_bytes_per_s)``. A negative fitted latency (noise) is clipped to 0 and the
+    bandwidth refitted through the origin.
+
+    Raises:
+        ValueError: fewer than two distinct sizes, times that are not positive, or a fit without a positive slope.
+    """
+    import numpy as np
+
+    n, t = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
+    if n.shape != t.shape or len(np.unique(n)) < 2:
+        raise ValueError("need matching arrays with at least two distinct sizes")
+    if (t <= 0).any():
+        raise ValueError("transfer times must be positive")
+    slope, latency = np.polyfit(n, t, 1, w=1 / t)
+    if latency < 0:
+        latency, slope = 0.0, float(np.mean(n / t) / np.mean((n / t) ** 2))  # min sum ((slope n - t) / t)^2
+    if slope <= 0:
+        raise ValueError("the measured times do not grow with the bytes: no bandwidth can be fitted")
+    return float(latency), float(1 / slope)
+
+
+def streamed_exposed_s(prefill_s: float, nbytes: float, layers: int, bandwidth_bytes_per_s: float,
+                       latency_s: float = 0.0) -> float:
+    """Transfer time left after the prefill ends when each layer's KV is sent as soon as it is computed.
+
+    Model: the forward computes the ``layers`` layers at an even pace, so layer i's KV (``nbytes / layers``) is
+    ready at (i + 1) x prefill_s / layers; the link sends one layer at a time, each taking latency + its bytes /
+    bandwidth, in order. Returns (when the last layer has arrived) - prefill_s: at least one layer's transfer,
+    and more when the link is slower than the compute.
+    """
+    if layers < 1:
+        raise ValueError("layers must be >= 1")
+    per_layer = transfer_time_s(nbytes / layers, bandwidth_bytes_per_s, latency_s)
+    finish = 0.0
+    for i in range(layers):
+        finish = max(finish, (i + 1) * prefill_s / layers) + per_layer
+    return finish - prefill_s
+
+
+def handoff(model: str, prompt_tokens: int, link: str | float, gpu: str = "H100", dtype: Any = "fp16") -> dict:
+    """DistServe's comparison for one request: the KV bytes its prompt leaves behind, the time to move them over
+    ``link`` (a name in ``LINKS`` or bytes/s), the minimum decode step of the same model on ``gpu`` (weights plus
+    this cache read once, :func:`min_decode_step_s`) and its roofline prefill (:func:`predicted_prefill_s`).
+
+    Returns a dict: ``kv_bytes``, ``transfer_s``, ``decode_step_s``, ``prefill_s``, ``decode_steps`` (transfer /
+    decode step) and ``prefill_share`` (transfer / prefill).
+    """
+    cfg = resolve_config(model)
+    bandwidth = LINKS[link]["bandwidth_bytes_per_s"] if isinstance(link, str) else float(link)
+    nbytes = kv_bytes(cfg, prompt_tokens, dtype=dtype)
+    transfer = transfer_time_s(nbytes, bandwidth)
+    step = min_decode_step_s(cfg["n_params"] * dtype_bytes(dtype), nbytes, GPUS[gpu]["bandwidth_bytes_per_s"])
+    prefill = predicted_prefill_s(model, prompt_tokens, gpu, dtype)
+    return dict(kv_bytes=nbytes, transfer_s=transfer, decode_step_s=step, prefill_s=prefill,
+                decode_steps=transfer / step, prefill_share=transfer / prefill)

@@ -1,0 +1,81 @@
+"""The roofline model of a forward pass: FLOPs, bytes moved, arithmetic intensity, and the time bounds they set.
+
+Sources:
+- About 2 FLOPs per parameter per token for the matmuls of a forward pass (Kaplan et al. 2020, sec. 2.1).
+- Roofline: attainable FLOP/s = min(peak, intensity x bandwidth); ridge point = peak / bandwidth
+  (Williams, Waterman and Patterson 2009).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .kv import KVGeometry, dtype_bytes, kv_bytes_per_token, kv_geometry, resolve_config
+from .tables import GPUS
+
+__all__ = ["prefill_flops", "decode_flops", "prefill_bytes", "decode_bytes", "arithmetic_intensity", "ridge_point",
+           "min_decode_step_s", "roofline_time_s", "predicted_prefill_s"]
+
+
+def prefill_flops(n_params: float, prompt_tokens: int, geometry: KVGeometry, batch: int = 1) -> float:
+    """FLOPs of a prefill: 2 x params x tokens for the matmuls (Kaplan et al. 2020) plus causal attention,
+    2 x layers x heads x head_dim x tokens^2 (QK^T and AV over the lower triangle), per sequence."""
+    t = prompt_tokens
+    attn = 2 * geometry.layers * geometry.heads * geometry.head_dim * t * t
+    return batch * (2 * n_params * t + attn)
+
+
+def decode_flops(n_params: float, batch: int, context: int, geometry: KVGeometry) -> float:
+    """FLOPs of one decode step for ``batch`` sequences at ``context`` cached tokens each:
+    2 x params per token plus 4 x layers x heads x head_dim x context (QK^T and AV over the cache)."""
+    attn = 4 * geometry.layers * geometry.heads * geometry.head_dim * context
+    return batch * (2 * n_params + attn)
+
+
+def prefill_bytes(weight_bytes: float, prompt_tokens: int, kv_bytes_token: float, batch: int = 1) -> float:
+    """Bytes moved by a prefill: the weights read once plus the KV cache written."""
+    return weight_bytes + batch * prompt_tokens * kv_bytes_token
+
+
+def decode_bytes(weight_bytes: float, batch: int, context: int, kv_bytes_token: float) -> float:
+    """Bytes moved by one decode step: the weights read once plus every sequence's KV cache read."""
+    return weight_bytes + batch * context * kv_bytes_token
+
+
+def arithmetic_intensity(flops: float, nbytes: float) -> float:
+    """FLOPs per byte moved (Williams et al. 2009). Raises ValueError if ``nbytes`` <= 0."""
+    if nbytes <= 0:
+        raise ValueError("bytes moved must be positive")
+    return flops / nbytes
+
+
+def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Intensity (FLOP/byte) above which a kernel is compute-bound: peak FLOP/s / memory bandwidth."""
+    if peak_flops_per_s <= 0 or bandwidth_bytes_per_s <= 0:
+        raise ValueError("peak FLOP/s and bandwidth must be positive")
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def min_decode_step_s(weight_bytes: float, kv_bytes_total: float, bandwidth_bytes_per_s: float) -> float:
+    """Lower bound on one decode step (s): every weight and every cached K/V byte is read once per step,
+    so step >= (weight bytes + KV bytes) / memory bandwidth."""
+    if bandwidth_bytes_per_s <= 0:
+        raise ValueError("bandwidth must be positive")
+    return (weight_bytes + kv_bytes_total) / bandwidth_bytes_per_s
+
+
+def roofline_time_s(flops: float, nbytes: float, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """Roofline time (s) of a kernel: max(FLOPs / peak, bytes / bandwidth)."""
+    return max(flops / peak_flops_per_s, nbytes / bandwidth_bytes_per_s)
+
+
+def predicted_prefill_s(model: str, prompt_tokens: int, gpu: str = "H100", dtype: Any = "fp16") -> float:
+    """Roofline prefill time (s) of one ``prompt_tokens`` prompt of a published ``model`` on a datasheet ``gpu``:
+    max(FLOPs / peak, (weights + KV written) / memory bandwidth). A lower bound: real kernels reach a fraction of
+    the peak."""
+    cfg, g = resolve_config(model), GPUS[gpu]
+    per_token = kv_bytes_per_token(cfg, dtype)
+    return roofline_time_s(prefill_flops(cfg["n_params"], prompt_tokens, kv_geometry(cfg)),
+                           prefill_bytes(cfg["n_params"] * dtype_bytes(dtype), prompt_tokens, per_token),
+                           g["peak_flops_per_s"], g["bandwidth_bytes_per_s"])
+
+

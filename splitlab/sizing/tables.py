@@ -1,0 +1,18 @@
+"""Published numbers readers size against: model configs, GPUs and links, each entry with its source
+(``splitlab/data/published.json``)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["PUBLISHED_MODELS", "GPUS", "LINKS"]
+
+_DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "published.json").read_text())
+#: Published model configs (fields of each model's config.json on the Hugging Face Hub) with parameter counts.
+PUBLISHED_MODELS: dict[str, dict] = _DATA["models"]
+#: GPUs readers use: dense fp16/bf16 tensor-core peak (FLOP/s, without sparsity), memory bandwidth (B/s),
+#: memory (bytes), each with the datasheet it comes from.
+GPUS: dict[str, dict] = _DATA["gpus"]
+#: Links a KV cache can cross: ``bandwidth_bytes_per_s`` in ONE direction (what one transfer can use), a ``note``
+#: on how it follows from the specification (lanes, encoding, the bidirectional total), and the ``source``.
+LINKS: dict[str, dict] = _DATA["links"]

@@ -1,0 +1,210 @@
+"""Figures of moving the KV cache (chapter 5): bytes per prompt, link bandwidths, transfer times measured against
+``latency + bytes / bandwidth``, DistServe's transfer-versus-decode-step comparison, and layer-wise streaming.
+
+Like :mod:`splitlab.plots`, every function draws on a given matplotlib Axes (or makes one), labels both axes with
+units, sets a title, and returns the Axes. Times are drawn in milliseconds, bandwidths in GB/s (1e9 bytes/s).
+
+- :func:`kv_bytes_vs_prompt`: KV bytes to move vs prompt length for several models (formula lines, measured dots).
+- :func:`bandwidth_bars`: bandwidths measured here beside published link speeds (:data:`splitlab.sizing.LINKS`).
+- :func:`transfer_vs_bytes`: measured transfer times vs bytes with the fitted ``latency + bytes / bandwidth``.
+- :func:`handoff_bars`: one prompt's transfer time over each link vs a decode step and a prefill (DistServe).
+- :func:`streaming_timeline`: one layer-wise streamed prefill: the forward, each layer's send, what is left after.
+- :func:`streaming_overlap`: whole-transfer time vs the part streaming leaves exposed, measured and predicted.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import ticker
+
+from ... import sizing
+from .phases import _minor_label
+
+__all__ = ["kv_bytes_vs_prompt", "bandwidth_bars", "transfer_vs_bytes", "handoff_bars", "streaming_timeline",
+           "streaming_overlap", "MEASURED", "PUBLISHED"]
+
+MEASURED, PUBLISHED, PREDICTED, TRANSFER = "tab:green", "tab:gray", "black", "tab:green"
+_UNITS = {2 ** 30: "GiB", 2 ** 20: "MiB", 2 ** 10: "KiB"}
+
+
+def _ax(ax, size=(7, 4)):
+    return ax if ax is not None else plt.subplots(figsize=size)[1]
+
+
+def _plain(v: float) -> str:
+    return f"{v:,.0f}" if v >= 1 else f"{v:g}"
+
+
+def _plain_log(axis) -> None:
+    """Plain numbers (0.2, 1, 50, 1,000) on a log axis, majors and the minor ticks 2, 3 and 5 of each decade."""
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: _plain(v)))
+    axis.set_minor_formatter(ticker.FuncFormatter(lambda v, pos: _minor_label(v, pos, _plain)))
+
+
+def kv_bytes_vs_prompt(models: Sequence[str] | Mapping[str, str], dtype="fp16", max_tokens: int = 32768,
+                       measured: Mapping[str, tuple] | None = None, unit: int = 2 ** 30, ax=None,
+                       title: str | None = None):
+    """KV bytes to move for one prompt vs its length, one line per model (:func:`splitlab.sizing.kv_bytes`).
+
+    Args:
+        models: names of published models or presets; or a mapping name -> dtype (each model in its own dtype).
+        measured: name -> (prompt lengths, measured cache bytes), drawn as dots on that model's line.
+        unit: 2**30 (GiB), 2**20 (MiB) or 2**10 (KiB) on the y axis.
+    """
+    ax = _ax(ax)
+    dtypes = dict(models) if isinstance(models, Mapping) else {m: dtype for m in models}
+    tokens = np.linspace(0, max_tokens, 65)
+    for name, dt in dtypes.items():
+        cfg = sizing.resolve_config(name)
+        g = sizing.kv_geometry(cfg)
+        per_token = sizing.kv_bytes_per_token(cfg, dt)
+        line, = ax.plot(tokens, tokens * per_token / unit, lw=2,
+                        label=f"{name}: {g.attention}, {g.kv_heads} KV heads, {per_token / 2 ** 10:g} KiB/token ({dt})")
+        if measured and name in measured:
+            t, b = measured[name]
+            ax.plot(t, np.asarray(b, dtype=float) / unit, "o", color=line.get_color(), mec="black", ms=6)
+    if measured:
+        ax.plot([], [], "o", color="white", mec="black", label="measured: bytes of a real cache")
+    ax.set_xlim(0, max_tokens)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("prompt length (tokens)")
+    ax.set_ylabel(f"KV cache to move ({_UNITS.get(unit, f'{unit} B')})")
+    ax.set_title(title or "Bytes to move grow linearly with the prompt")
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def bandwidth_bars(measured: Mapping[str, float], links: Mapping[str, dict] | None = None, ax=None,
+                   title: str = "Bandwidth: measured here vs published links"):
+    """Horizontal bars on a log scale: ``measured`` (label -> bytes/s, green) below the published ``links``
+    (default :data:`splitlab.sizing.LINKS`, grey), each labelled with its GB/s."""
+    ax = _ax(ax, (8, 4))
+    links = sizing.LINKS if links is None else links
+    rows = [(k, v["bandwidth_bytes_per_s"], PUBLISHED) for k, v in sorted(links.items(),
+                                                                        key=lambda kv: kv[1]["bandwidth_bytes_per_s"])]
+    rows = [(k, v, MEASURED) for k, v in sorted(measured.items(), key=lambda kv: kv[1])] + rows
+    labels, values, colors = zip(*rows)
+    gbps = np.asarray(values, dtype=float) / 1e9
+    bars = ax.barh(range(len(rows)), gbps, color=colors)
+    ax.bar_label(bars, labels=[f"{v:,.3g}" for v in gbps], padding=3, fontsize=8)
+    ax.set_yticks(range(len(rows)), labels)
+    ax.set_xscale("log")
+    _plain_log(ax.xaxis)
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # decades only: the bars carry their own numbers
+    ax.set_xlim(right=gbps.max() * 8)
+    ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
+    ax.set_ylabel("path")
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=MEASURED), plt.Rectangle((0, 0), 1, 1, color=PUBLISHED)],
+              labels=["measured on this machine", "published (sizing.LINKS)"], fontsize=8, loc="lower right")
+    ax.set_title(title)
+    return ax
+
+
+def transfer_vs_bytes(series: Mapping[str, tuple], latency_s: float, bandwidth_bytes_per_s: float, ax=None,
+                      title: str | None = None):
+    """Measured transfer times (label -> (bytes, seconds)) against bytes, log-log, with the prediction
+    ``latency + bytes / bandwidth`` as a line."""
+    ax = _ax(ax)
+    markers = ["o", "s", "^", "D"]
+    lo, hi = np.inf, 0.0
+    for (label, (nbytes, seconds)), m in zip(series.items(), markers):
+        nbytes = np.asarray(nbytes, dtype=float)
+        ax.plot(nbytes / 2 ** 20, np.asarray(seconds, dtype=float) * 1e3, m, ms=6, alpha=0.8, label=label)
+        lo, hi = min(lo, nbytes.min()), max(hi, nbytes.max())
+    x = np.geomspace(lo / 1.5, hi * 1.5, 100)
+    ax.plot(x / 2 ** 20, (latency_s + x / bandwidth_bytes_per_s) * 1e3, "--", color=PREDICTED,
+            label=f"predicted: {latency_s * 1e3:.2f} ms + bytes / {bandwidth_bytes_per_s / 1e9:.2f} GB/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log(ax.xaxis)
+    _plain_log(ax.yaxis)
+    ax.set_xlabel("bytes moved (MiB, log scale)")
+    ax.set_ylabel("transfer time (ms, log scale)")
+    ax.set_title(title or "Transfer time = latency + bytes / bandwidth")
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16",
+                 extra: Mapping[str, float] | None = None, links: Sequence[str] | None = None, ax=None,
+                 title: str | None = None):
+    """DistServe's comparison for one prompt: its cache's transfer time over each link (bars; ``extra`` adds
+    label -> bytes/s, e.g. measured here) against the minimum decode step and the roofline prefill of the same
+    model on ``gpu`` (horizontal lines). Log-scale time axis."""
+    ax = _ax(ax, (8, 4))
+    links = list(sizing.LINKS) if links is None else list(links)
+    speeds = {name: sizing.LINKS[name]["bandwidth_bytes_per_s"] for name in links} | dict(extra or {})
+    speeds = dict(sorted(speeds.items(), key=lambda kv: -kv[1]))
+    h = {name: sizing.handoff(model, prompt_tokens, bw, gpu, dtype) for name, bw in speeds.items()}
+    ms = np.array([v["transfer_s"] for v in h.values()]) * 1e3
+    colors = [MEASURED if name in (extra or {}) else PUBLISHED for name in speeds]
+    bars = ax.bar(range(len(ms)), ms, color=colors)
+    any_h = next(iter(h.values()))
+    lines = [any_h["decode_step_s"] * 1e3, any_h["prefill_s"] * 1e3]
+    for i, v in enumerate(ms):  # a label just above the bar, or inside its top where a line would cross it
+        inside = any(v <= line <= v * 2.2 for line in lines)
+        ax.annotate(f"{v:,.3g} ms", (i, v), xytext=(0, -3 if inside else 2), textcoords="offset points",
+                    ha="center", va="top" if inside else "bottom", fontsize=8,
+                    color="white" if inside else "black")
+    ax.set_xticks(range(len(ms)), [n.replace(" network", "\nnetwork").replace(" (", "\n(") for n in speeds],
+                  fontsize=8)
+    ax.axhline(any_h["decode_step_s"] * 1e3, color="tab:blue", ls="--",
+               label=f"one decode step on {gpu} (minimum): {any_h['decode_step_s'] * 1e3:.2f} ms")
+    ax.axhline(any_h["prefill_s"] * 1e3, color="tab:orange", ls=":",
+               label=f"its prefill on {gpu} (roofline): {any_h['prefill_s'] * 1e3:.1f} ms")
+    ax.set_yscale("log")
+    _plain_log(ax.yaxis)
+    ax.set_ylim(top=max(ms.max(), any_h["prefill_s"] * 1e3) * 6)
+    ax.set_xlabel("link")
+    ax.set_ylabel("time (ms, log scale)")
+    ax.set_title(title or f"{model}, {prompt_tokens:,}-token prompt: moving {any_h['kv_bytes'] / 2 ** 20:,.0f} MiB "
+                          f"({dtype}) vs its decode step", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def streaming_timeline(stream: dict, layers: int, ax=None, title: str | None = None):
+    """One streamed prefill (:meth:`splitlab.peer.Peer.stream`): the forward as a bar, a tick where each layer's
+    KV was handed to the link, and the transfer still running after the forward (until the receiver had it)."""
+    ax = _ax(ax, (9, 2.6))
+    stats = stream["stats"]
+    end = stream["total_s"] - stream["exposed_s"]
+    start = max(0.0, end - stats.compute_s)
+    ax.broken_barh([(start * 1e3, stats.compute_s * 1e3)], (1.6, 0.8), color="tab:orange", label="prefill forward")
+    ax.broken_barh([(end * 1e3, stream["exposed_s"] * 1e3)], (0.6, 0.8), color=TRANSFER,
+                   label=f"exposed transfer: {stream['exposed_s'] * 1e3:.2f} ms")
+    for i, t in enumerate(stats.layer_s[:layers]):
+        ax.plot([t * 1e3] * 2, [0.6, 2.4], color="black", lw=1)
+        ax.annotate(f"L{i}", (t * 1e3, 2.45), ha="center", va="bottom", fontsize=7)
+    ax.plot([], [], color="black", lw=1, label="layer's KV handed to the link")
+    ax.set_yticks([1, 2], ["link", "compute"])
+    ax.set_ylim(0.3, 3.0)
+    ax.set_xlabel("time since the streamed prefill was called (ms)")
+    ax.set_ylabel("")
+    ax.set_title(title or "Layer-wise streaming: each layer leaves while the later layers compute", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return ax
+
+
+def streaming_overlap(prompt_tokens, whole_s, exposed_s, predicted_exposed_s=None, ax=None,
+                      title: str = "What streaming leaves on the critical path"):
+    """Grouped bars per prompt length: the whole-request transfer (after the prefill), the transfer still exposed
+    after a streamed prefill (measured) and, if given, its prediction (:func:`splitlab.sizing.streamed_exposed_s`)."""
+    ax = _ax(ax)
+    x = np.arange(len(prompt_tokens))
+    groups = [("whole transfer after prefill (measured)", whole_s, PUBLISHED),
+              ("left after a streamed prefill (measured)", exposed_s, MEASURED)]
+    if predicted_exposed_s is not None:
+        groups.append(("left after a streamed prefill (predicted)", predicted_exposed_s, "white"))
+    w = 0.8 / len(groups)
+    for i, (label, values, color) in enumerate(groups):
+        ax.bar(x + (i - (len(groups) - 1) / 2) * w, np.asarray(values, dtype=float) * 1e3, w, color=color,
+               edgecolor="black", lw=0.6, label=label)
+    ax.set_xticks(x, [f"{n:,}" for n in prompt_tokens])
+    ax.set_xlabel("prompt length (tokens)")
+    ax.set_ylabel("transfer time on the critical path (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
