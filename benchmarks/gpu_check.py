@@ -34,7 +34,7 @@ lm32 = sl.load_model("tiny", device=dev, dtype="float32")
 g = sl.generate(lm32, [ids], max_new_tokens=64)
 out["generate_fp32_decode_median_s"] = sorted(g.decode_step_s)[31]
 for name, m in [("bf16", lm), ("fp32", lm32)]:
-    cmp = serving.compare("chat", model=m, n_requests=8, rate_per_s=20.0)
+    cmp = serving.compare(serving.make_workload("chat", 8, 20.0, model=m), serving.contenders(), model=m)
     out[f"compare_tokens_identical_{name}"] = cmp.tokens_identical
     print(name, "tokens_identical", cmp.tokens_identical, flush=True)
 print(json.dumps(out, indent=1))

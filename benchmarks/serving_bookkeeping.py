@@ -42,7 +42,7 @@ def main() -> None:
         shares = []
         for i in range(args.repeats):
             reqs = serving.make_workload(spec, args.batch, rate_per_s=1e6, seed=i, model=lm)
-            res = serving.run(layout, reqs, executor=ex, max_batch=args.batch, kv_budget_bytes=None)
+            res = serving.run(reqs, serving.ServingConfig(layout=layout, max_batch=args.batch, kv_budget_bytes=None), ex)
             shares.append(res.bookkeeping_s / res.wall_s)
         out[f"bookkeeping_share_{layout}"] = statistics.median(shares)
     dec = measure_decode(lm, [1, 16], context=args.prompt_tokens, steps=16).set_index("batch")

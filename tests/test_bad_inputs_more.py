@@ -42,7 +42,7 @@ def test_a_slot_that_reuses_an_old_request_id_brings_its_own_cache(lm, executor)
 def test_duplicate_request_ids_are_refused_before_any_work(layout):
     reqs = [Request(0, 0.0, [1, 2, 3], 2), Request(0, 0.0, [4, 5, 6, 7], 8), Request(1, 0.0, [9], 6)]
     with pytest.raises(ValueError, match="request id 0 appears more than once"):
-        serving.run(layout, reqs)  # cost model: nothing is loaded
+        serving.run(reqs, serving.ServingConfig(layout=layout))  # cost model: nothing is loaded
     assert all(r.state.value == "waiting" for r in reqs)
 
 
@@ -152,7 +152,7 @@ def test_a_prompt_outside_the_vocabulary_is_rejected_at_arrival_not_mid_run(lm, 
     other request was lost."""
     reqs = [Request(0, 0.0, [1, 2, 3], 3), Request(1, 0.1, [4, 5, 999], 3), Request(2, 0.2, [-2, 6], 3)]
     for layout in ("colocated", "disaggregated"):
-        res = serving.run(layout, reqs, executor=executor, kv_budget_bytes=None)
+        res = serving.run(reqs, serving.ServingConfig(layout=layout, kv_budget_bytes=None), executor)
         states = [r.state.value for r in res.requests]
         assert states == ["finished", "rejected", "rejected"]
         assert res.requests[1].reject_reason == "prompt token id 999 is outside the model's vocabulary 0..258"
@@ -161,18 +161,18 @@ def test_a_prompt_outside_the_vocabulary_is_rejected_at_arrival_not_mid_run(lm, 
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(transfer_mode="fast"), "transfer_mode must be 'whole' or 'layerwise', got 'fast'"),
+    (dict(transfer_mode="fast"), "transfer_mode must be one of \\('whole', 'layerwise'\\), got 'fast'"),
     (dict(link_bytes_per_s=1e9, link_latency_s=-5), "link_latency_s must be >= 0 s, got -5"),
     (dict(link_bytes_per_s=float("nan")), "link_bytes_per_s must be > 0"),
     (dict(kv_budget_bytes="big"), "kv_budget_bytes must be a number of bytes > 0"),
     (dict(kv_budget_bytes=float("nan")), "kv_budget_bytes must be a number of bytes > 0"),
-    (dict(prefill_workers=1.5), "worker counts must be integers"),
+    (dict(prefill_workers=1.5), "prefill_workers must be an integer, got 1.5"),
 ])
 def test_serving_options_out_of_range_fail_before_any_work(options, message):
     """A bad transfer_mode was ignored by the cost model and failed after the prefills with a model; a negative link
     latency crashed mid-run ('token ... earlier than the previous one')."""
     with pytest.raises(ValueError, match=message):
-        serving.run("disaggregated", "chat", n_requests=3, **options)
+        serving.ServingConfig(layout="disaggregated", **options)
 
 
 def test_requests_hold_integer_ids():
@@ -423,7 +423,7 @@ def test_make_workload_out_of_range(kwargs, message):
 ])
 def test_slos_out_of_range_are_refused_not_missed_by_every_request(slos, message):
     """A negative or NaN SLO gave attainment 0.0 without a word."""
-    res = serving.run("colocated", "chat", n_requests=2)
+    res = serving.run(serving.make_workload("chat", 2, 2.0))
     with pytest.raises(ValueError, match=message):
         res.metrics(*slos)
     assert res.metrics(None, None)["slo_attainment"] == 1.0
@@ -454,7 +454,7 @@ def test_plots_of_a_run_with_no_requests():
     import matplotlib
     matplotlib.use("Agg")
     from splitlab.teach.figures import serving as serving_plots
-    res = serving.run("colocated", [])
+    res = serving.run([])
     assert list(res.request_table().columns)[:5] == ["id", "arrival_s", "prompt_tokens", "output_tokens", "state"]
     ax = serving_plots.ttft_cdf({"empty": res})
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["empty (n=0: no value)"]

@@ -121,7 +121,9 @@ import sys
 import splitlab, splitlab.sizing, splitlab.costmodel
 from splitlab import serving
 from splitlab.cli import main
-res = serving.run("colocated", "chat", n_requests=20, workers=2)
+res = serving.run(serving.make_workload("chat", 20, 4.0), serving.ServingConfig.colocated(2))
+assert len(res.completed) == 20
+res = serving.run(serving.make_workload("chat", 20, 4.0), serving.ServingConfig.disaggregated(1, 2, trace=False))
 assert len(res.completed) == 20
 assert main(["kv-size", "Llama-3-8B", "--json"]) == 0
 assert main(["serve", "--cost-model", "--requests", "8", "--json"]) == 0

@@ -6,13 +6,14 @@ import itertools
 
 import pytest
 
-from splitlab.serving import CostModelExecutor, KVMemory, Request, State, derive_kv_budget, make_workload, run
+from splitlab.serving import (CostModelExecutor, KVMemory, Request, ServingConfig, State, derive_kv_budget,
+                              make_workload, run)
 
 BPT = 2048  # the default cost model's KV bytes per token
 
 
 def serve(reqs, **kw):
-    return run(workload=reqs, executor=CostModelExecutor(), **kw)
+    return run(reqs, ServingConfig(**kw), CostModelExecutor())
 
 
 def test_a_request_that_does_not_fit_now_waits_for_memory():

@@ -10,7 +10,7 @@ import pytest
 
 from splitlab.teach import check
 from splitlab.costmodel import CostModel
-from splitlab.serving import CostModelExecutor, Request, run
+from splitlab.serving import CostModelExecutor, Request, ServingConfig, run
 from splitlab.serving import interference as itf
 
 COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,
@@ -18,7 +18,7 @@ COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.0
 
 
 def serve(reqs, **kw):
-    return run(workload=reqs, executor=CostModelExecutor(COST), workers=1, kv_budget_bytes=None, **kw)
+    return run(reqs, ServingConfig(workers=1, kv_budget_bytes=None, **kw), CostModelExecutor(COST))
 
 
 def test_streams_and_long_prompts_builds_the_workload():
@@ -62,7 +62,7 @@ def test_waves_under_a_kv_budget_match_the_formula():
     prompt, new, n = 20, 5, 7
     budget = 2 * (prompt + new) * COST.kv_bytes_per_token + 50    # room for two at a time
     reqs = [Request(i, 0.0, [1] * prompt, new) for i in range(n)]
-    res = run(workload=reqs, executor=CostModelExecutor(COST), workers=1, kv_budget_bytes=budget)
+    res = run(reqs, ServingConfig(workers=1, kv_budget_bytes=budget), CostModelExecutor(COST))
     assert check.requests_in_kv_budget(2, budget, prompt, new, COST.kv_bytes_per_token)
     predicted = itf.wave_ttft_s(np.arange(n), 2, COST.prefill_s(2 * prompt), 0.01, new)
     # the last wave has one request, whose prefill is shorter than a wave of two

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import splitlab as sl
-from splitlab.serving import (Fixed, ModelExecutor, Slot, Uniform, WorkloadSpec, compare, make_workload,
-                              reference_tokens, run)
+from splitlab.serving import (Fixed, ModelExecutor, ServingConfig, Slot, Uniform, WorkloadSpec, compare, contenders,
+                              make_workload, reference_tokens, run)
 from splitlab.serving.executor import DecodeBatch
 from splitlab.serving.request import Request
 
@@ -44,14 +44,14 @@ def alone(lm, workload):
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_every_request_gets_its_solo_tokens(executor, workload, alone, name):
-    res = run(workload=workload, executor=executor, kv_budget_bytes=None, **LAYOUTS[name])
+    res = run(workload, ServingConfig(kv_budget_bytes=None, **LAYOUTS[name]), executor)
     assert [r.state.value for r in res.requests] == ["finished"] * len(workload)
     assert res.tokens() == alone
     assert res.measured_s > 0 and res.wall_s > 0
 
 
 def test_compare_reports_identical_tokens_and_both_layouts(executor, workload):
-    cmp = compare(workload, executor=executor, kv_budget_bytes=None)
+    cmp = compare(workload, contenders(kv_budget_bytes=None), executor)
     assert cmp.tokens_identical
     assert cmp.colocated.workers == ["W0", "W1"] and cmp.disaggregated.workers == ["P0", "D0"]
     m = cmp.metrics(ttft_slo_s=10, tpot_slo_s=10)
@@ -88,6 +88,6 @@ def test_the_decode_batch_changes_as_requests_join_and_leave(lm, executor):
 
 def test_serving_needs_prompts_the_model_accepts(lm, executor):
     reqs = [Request(0, 0.0, [1] * 2000, 100)]
-    res = run(workload=reqs, executor=executor, kv_budget_bytes="auto")
+    res = run(reqs, ServingConfig(kv_budget_bytes="auto"), executor)
     assert res.requests[0].state.value == "rejected" and "context" in res.requests[0].reject_reason
     assert res.metrics()["completed"] == 0

@@ -20,13 +20,13 @@ def streams_and_long_prompt() -> list[Request]:
 
 @pytest.fixture(scope="module")
 def colocated():
-    return serving.run("colocated", streams_and_long_prompt(), executor=CostModelExecutor(), workers=1,
-                       kv_budget_bytes=2048 * 1200)
+    return serving.run(streams_and_long_prompt(), serving.ServingConfig(workers=1, kv_budget_bytes=2048 * 1200),
+                       CostModelExecutor())
 
 
 @pytest.fixture(scope="module")
 def split():
-    return serving.run("disaggregated", streams_and_long_prompt(), executor=CostModelExecutor())
+    return serving.run(streams_and_long_prompt(), serving.ServingConfig.disaggregated(), CostModelExecutor())
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from splitlab.costmodel import CostModel
-from splitlab.serving import CostModelExecutor, Request, run
+from splitlab.serving import CostModelExecutor, Request, ServingConfig, run
 from splitlab.serving import metrics as M
 
 COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,
@@ -18,7 +18,7 @@ def trace() -> list[Request]:
 
 
 def serve(reqs=None, **kw):
-    return run(workload=reqs if reqs is not None else trace(), executor=CostModelExecutor(COST), **kw)
+    return run(reqs if reqs is not None else trace(), ServingConfig(**kw), CostModelExecutor(COST))
 
 
 def test_prefill_first_stalls_the_running_stream_for_the_new_prompt():

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 
 from splitlab.teach import check  # noqa: E402
 from splitlab.costmodel import CostModel
-from splitlab.serving import CostModelExecutor, Fixed, WorkloadSpec, compare  # noqa: E402
+from splitlab.serving import CostModelExecutor, Fixed, WorkloadSpec, compare, contenders, make_workload  # noqa: E402
 
 # prefill 1 ms per prompt token, a decode step 10 ms whatever the batch, transfers 1 GB/s
 COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,
@@ -21,8 +21,8 @@ SPEC = WorkloadSpec("fixed", Fixed(100), Fixed(40))  # prefill 0.1 s, 40 tokens
 
 def test_colocated_tpot_formula_and_split_tpot_on_a_cost_model():
     load = 0.8  # rate x prefill time
-    cmp = compare(SPEC, executor=CostModelExecutor(COST), rate_per_s=load / 0.1, n_requests=300, seed=1,
-                  kv_budget_bytes=None)
+    cmp = compare(make_workload(SPEC, 300, load / 0.1, seed=1), contenders(kv_budget_bytes=None),
+                  CostModelExecutor(COST))
     assert cmp.tokens_identical
     colocated = cmp.colocated.metrics()["tpot_s"]["mean"]
     split = cmp.disaggregated.metrics()["tpot_s"]["mean"]

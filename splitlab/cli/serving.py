@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ..serving.scheduler import POLICIES
+from ..serving.config import POLICIES
 from ..serving.workload import WORKLOADS
 from .args import positive_float, positive_int, seed_int
 from .demo import check_loadable
@@ -125,8 +125,9 @@ def serve(args) -> tuple[dict, list[str]]:
     from .. import serving
     options = _options(args)
     executor, reqs = _setup(args)
-    res = serving.run(args.layout, reqs, executor=executor, workers=args.workers,
-                      prefill_workers=args.prefill_workers, decode_workers=args.decode_workers, **options)
+    cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
+                                decode_workers=args.decode_workers, **options)
+    res = serving.run(reqs, cfg, executor)
     m = _clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res)))
     data = dict(_header(args, executor), layout=args.layout, **{args.layout: m})
     lines = [f"splitlab serve: {args.requests} {args.workload} requests at {args.rate:g}/s "
@@ -142,8 +143,8 @@ def compare(args) -> tuple[dict, list[str]]:
     from .. import serving
     options = _options(args)
     executor, reqs = _setup(args)
-    cmp = serving.compare(reqs, executor=executor, workers=args.workers, prefill_workers=args.prefill_workers,
-                          decode_workers=args.decode_workers, **options)
+    cmp = serving.compare(reqs, serving.contenders(args.workers, args.prefill_workers, args.decode_workers,
+                                                   **options), executor)
     metrics = cmp.metrics(args.ttft_slo, args.tpot_slo)
     for name in ("colocated", "disaggregated"):
         metrics[name]["rejections"] = _rejections(getattr(cmp, name))

@@ -1,6 +1,8 @@
-"""A linear cost model of one worker: predicted seconds of a prefill, a decode step and a KV transfer.
+"""A cost model of one worker: predicted seconds of a prefill, a decode step and a KV transfer.
 
-- prefill of ``n`` new prompt tokens (one forward): ``prefill_base_s + prefill_per_token_s * n``
+- a prefill forward over rows that add ``n_i`` tokens each after ``p_i`` cached ones: ``prefill_base_s +
+  prefill_per_token_s * sum(n_i) + prefill_per_token2_s * sum((p_i + n_i)^2 - p_i^2)`` (the matmuls grow with
+  the tokens, attention with the square of the length: DistServe's ``a + b*sum(l) + c*sum(l^2)``, OSDI'24)
 - one decode step of ``B`` sequences holding ``C`` cached tokens in all: ``decode_base_s + decode_per_seq_s * B
   + decode_per_token_s * C`` (weights are read once per step; each sequence reads its own KV).
 - a KV transfer of ``b`` bytes: ``transfer_base_s + b / transfer_bytes_per_s``
@@ -25,6 +27,7 @@ class CostModel:
 
     prefill_base_s: float = 2e-3
     prefill_per_token_s: float = 7e-5
+    prefill_per_token2_s: float = 0.0
     decode_base_s: float = 3e-3
     decode_per_seq_s: float = 2e-4
     decode_per_token_s: float = 5e-8
@@ -33,11 +36,21 @@ class CostModel:
     kv_bytes_per_token: int = 2048
     max_context: int = 2048
 
-    def prefill_s(self, tokens: int) -> float:
-        return self.prefill_base_s + self.prefill_per_token_s * tokens
+    def prefill_s(self, tokens: int, squares: int | None = None) -> float:
+        """Seconds of one prefill forward adding ``tokens`` tokens in all; ``squares`` = sum over its rows of
+        (cached + new)^2 - cached^2 (default ``tokens ** 2``: one fresh row)."""
+        squares = tokens * tokens if squares is None else squares
+        return self.prefill_base_s + self.prefill_per_token_s * tokens + self.prefill_per_token2_s * squares
 
     def decode_s(self, batch: int, context_tokens: int) -> float:
+        """Seconds of one decode step of ``batch`` sequences holding ``context_tokens`` cached tokens in all."""
         return self.decode_base_s + self.decode_per_seq_s * batch + self.decode_per_token_s * context_tokens
+
+    def decode_run_s(self, batch: int, context_tokens: int, steps: int) -> np.ndarray:
+        """Seconds of ``steps`` decode steps in a row of the same batch (each adds ``batch`` cached tokens):
+        element ``i`` equals ``decode_s(batch, context_tokens + i * batch)`` exactly (same operations)."""
+        context = context_tokens + batch * np.arange(steps, dtype=np.float64)
+        return self.decode_base_s + self.decode_per_seq_s * batch + self.decode_per_token_s * context
 
     def transfer_s(self, nbytes: int) -> float:
         return self.transfer_base_s + nbytes / self.transfer_bytes_per_s

@@ -208,7 +208,7 @@ def generate(lm: LoadedModel, prompts, max_new_tokens: int = 16, sampling: Sampl
             out = _decode(lm, cache, next_tokens, padded)  # checked up front by as_token_batch
             cache, logits = out.cache, out.logits
             result.decode_step_s.append(out.seconds)
-        next_tokens = sampler(logits)
+        next_tokens = sampler(logits, index=step)
         ids = next_tokens.tolist()
         result.token_time_s.append(time.perf_counter() - t0)
         for b, t in enumerate(ids):

@@ -1,7 +1,11 @@
 """Choosing the next token from logits: greedy, or seeded sampling with temperature, top-k and top-p.
 
 The warpers are transformers' own (``TemperatureLogitsWarper``, ``TopKLogitsWarper``, ``TopPLogitsWarper``;
-Holtzman et al. 2020 for top-p); splitlab only fixes the random generator so runs reproduce.
+Holtzman et al. 2020 for top-p); splitlab only fixes the random draws so runs reproduce.
+
+Given the index of the token being chosen (``sampler(logits, index=i)``), the draw depends only on the request's
+seed and ``i``: the same token comes out whether the request is alone or in a batch, on a colocated worker or on
+the decode worker of a split, and after a retry on another worker (what the serving back ends rely on).
 """
 from __future__ import annotations
 
@@ -35,11 +39,19 @@ class Sampler:
             if self.params.top_p is not None and self.params.top_p < 1:
                 self.warpers.append(TopPLogitsWarper(self.params.top_p))
 
-    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+    def __call__(self, logits: torch.Tensor, index: int | None = None) -> torch.Tensor:
+        """Token ids ``[batch]`` for ``logits [batch, vocab]``. ``index``: the position of the token in its
+        request's output; with it every row draws from a generator seeded by (seed, index) alone, without it
+        from this sampler's own generator (one stream for the calls in order)."""
         if self.params.greedy:
             return logits.argmax(dim=-1)
         scores = logits.float()
         for warp in self.warpers:
             scores = warp(None, scores)
         probs = torch.softmax(scores, dim=-1)
-        return torch.multinomial(probs, num_samples=1, generator=self.generator).squeeze(1)
+        if index is None:
+            return torch.multinomial(probs, num_samples=1, generator=self.generator).squeeze(1)
+        key = (self.params.seed * 0x9E3779B97F4A7C15 + int(index)) % 2 ** 63  # a distinct stream per token
+        rows = [torch.multinomial(p[None], 1, generator=torch.Generator(device=probs.device).manual_seed(key))
+                for p in probs]
+        return torch.cat(rows).squeeze(1)

@@ -1,6 +1,9 @@
 """Serving: requests arriving over time, workers batching them, colocated or split into prefill and decode pools.
 
-Entry points: :func:`run`, :func:`compare`, :func:`make_workload`; metrics in :mod:`splitlab.serving.metrics`.
+Entry points: :func:`run` and :func:`compare` with a :class:`ServingConfig`, :func:`make_workload`; metrics in
+:mod:`splitlab.serving.metrics`. One scheduler (:mod:`.cluster`, :mod:`.router`, :mod:`.scheduler`,
+:mod:`.memory`) serves on three back ends: emulated (:mod:`.emulated`: the real model, virtual clocks), simulated
+(:mod:`.simulated`: a cost model) and distributed (:mod:`.distributed`: worker processes, wall clocks).
 Names are imported on first use: a simulated (cost-model) run never imports torch or a model.
 """
 from __future__ import annotations
@@ -8,21 +11,22 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "cluster": ["LAYOUTS", "Cluster", "ClusterConfig"],
+    "cluster": ["Cluster"],
+    "config": ["LAYOUTS", "POLICIES", "TRANSFER_MODES", "ServingConfig"],
+    "faults": ["KillWorker", "WorkerFault"],
     "simulated": ["CostModelExecutor"],
     "executor": ["DecodeBatch", "Executor", "Slot"],
     "emulated": ["ModelExecutor", "derive_kv_budget", "reference_tokens"],
     "memory": ["KVMemory"],
     "request": ["Request", "State"],
     "result": ["ServingResult"],
-    "runner": ["Comparison", "compare", "run"],
-    "scheduler": ["POLICIES", "SchedulerConfig"],
+    "runner": ["Comparison", "backend_for", "compare", "contenders", "run"],
     "workload": ["WORKLOADS", "Fixed", "LogNormal", "Uniform", "WorkloadSpec", "gamma_arrivals", "make_workload",
                  "poisson_arrivals"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("cluster", "emulated", "executor", "interference", "memory", "metrics", "request", "result", "runner",
-               "scheduler", "simulated", "workload", "distributed")
+_SUBMODULES = ("cluster", "config", "emulated", "executor", "faults", "interference", "memory", "metrics", "request",
+               "result", "router", "runner", "scheduler", "simulated", "workload", "distributed")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 

@@ -23,6 +23,13 @@ from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, 
 __all__ = ["ModelExecutor", "derive_kv_budget", "reference_tokens"]
 
 
+def _device_memory_bytes(device: torch.device) -> int:
+    """The memory of ``device``: the GPU's total memory (CUDA), else this machine's RAM (``os.sysconf``)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def derive_kv_budget(lm=None, fraction: float = 0.9, memory_bytes: int | None = None) -> int:
     """A worker's KV budget: ``fraction`` x device memory minus the model's weights (bytes).
 
@@ -35,10 +42,7 @@ def derive_kv_budget(lm=None, fraction: float = 0.9, memory_bytes: int | None = 
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     if memory_bytes is None:
-        if lm is not None and lm.device.type == "cuda":
-            memory_bytes = torch.cuda.get_device_properties(lm.device).total_memory
-        else:
-            memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        memory_bytes = _device_memory_bytes(lm.device if lm is not None else torch.device("cpu"))
     weights = lm.weight_bytes if lm is not None else 0
     budget = int(fraction * memory_bytes) - weights
     if budget <= 0:
@@ -54,43 +58,52 @@ class ModelExecutor(Executor):
         warm: run one throw-away request first, so that one-time costs do not land on the first worker.
     """
 
+    name = "emulated"
+
     def __init__(self, lm: LoadedModel, warm: bool = True):
+        if not isinstance(lm, LoadedModel):
+            raise TypeError(f"ModelExecutor needs a splitlab LoadedModel (from splitlab.load_model), got "
+                            f"{type(lm).__name__}")
         self.lm = lm
         self.kv_bytes_per_token = int(kv_bytes_per_token(lm.geometry, lm.dtype))
         self.max_context = lm.max_context
         self.vocab_size = lm.vocab_size
+        self.weight_bytes = lm.weight_bytes
+        self.memory_bytes = _device_memory_bytes(lm.device)
         self.overhead_s = 0.0
         if warm:
             from ..phases.profiling import warm_up
             warm_up(lm, prompt_tokens=min(256, lm.max_context // 2))
 
     def _pick(self, slot: Slot, logits_row: torch.Tensor) -> int:
+        """The next token of ``slot``'s request: greedy, or drawn for its output position (the same draw on any
+        worker, in any batch: :class:`splitlab.phases.sampling.Sampler`)."""
         if slot.request.sampling is None or slot.request.sampling.greedy:
             return int(logits_row.argmax())
         if slot.sampler is None:
             slot.sampler = Sampler(slot.request.sampling, self.lm.device)
-        return int(slot.sampler(logits_row[None])[0])
+        return int(slot.sampler(logits_row[None], index=len(slot.request.output))[0])
 
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
         """Whole prompts starting from scratch go through one batched, left-padded forward; chunks (or
         continuations) run one forward per slot on top of its cache. Seconds are summed over forwards."""
-        whole = all(s.prefilled == 0 and n == s.request.prompt_len for s, n in zip(slots, n_tokens))
+        whole = all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens))
         firsts: list[int | None] = []
         if whole:
-            out = engine_prefill(self.lm, [s.request.prompt for s in slots])
+            out = engine_prefill(self.lm, [s.prefill_ids for s in slots])
             seconds, caches = out.seconds, (out.cache.split() if len(slots) > 1 else [out.cache])
             for i, (s, c) in enumerate(zip(slots, caches)):
-                s.cache, s.prefilled = c, s.request.prompt_len
+                s.cache, s.prefilled = c, s.prefill_len
                 firsts.append(self._pick(s, out.logits[i]))
             return PrefillResult(seconds, caches, firsts)
         seconds = 0.0
         for s, n in zip(slots, n_tokens):
-            ids = torch.tensor([s.request.prompt[s.prefilled:s.prefilled + n]], device=self.lm.device)
+            ids = torch.tensor([s.prefill_ids[s.prefilled:s.prefilled + n]], device=self.lm.device)
             mask = torch.ones(1, s.prefilled + n, dtype=torch.long, device=self.lm.device)
             logits, s.cache, sec = forward_logits(self.lm, ids, mask, s.cache)
             s.prefilled += n
             seconds += sec
-            firsts.append(self._pick(s, logits[0]) if s.prefilled == s.request.prompt_len else None)
+            firsts.append(self._pick(s, logits[0]) if s.prefilled == s.prefill_len else None)
         return PrefillResult(seconds, [s.cache for s in slots], firsts)
 
     def _batch_cache(self, batch: DecodeBatch) -> KVCache:

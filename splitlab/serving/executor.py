@@ -2,12 +2,16 @@
 
 Interface (:class:`Executor`):
 - ``prefill(slots, n_tokens) -> PrefillResult(seconds, caches, first_tokens)``: run the next ``n_tokens[i]``
-  prompt tokens of each slot (a whole prompt, or one chunk of it). ``first_tokens[i]`` is the first output
-  token when that call completed the prompt, else None.
+  tokens of each slot's :attr:`Slot.prefill_ids` (a whole prompt, or one chunk of it). ``first_tokens[i]`` is the
+  next output token when that call completed the prompt, else None.
 - ``decode(batch) -> DecodeResult(seconds, tokens)``: one decode step for every slot of a :class:`DecodeBatch`
   (one new token each). Slots may join and leave between steps (continuous batching).
-- ``transfer(slot) -> TransferResult(seconds, nbytes, method)``: hand the slot's cache to a decode worker.
-- ``kv_bytes_per_token``, ``max_context`` and ``vocab_size`` (None: any id) for admission control.
+- ``transfer(slot, mode) -> TransferResult(seconds, nbytes, method)``: hand the slot's cache to a decode worker.
+- ``kv_bytes_per_token``, ``max_context`` and ``vocab_size`` (None: any id) for admission control;
+  ``memory_bytes`` (None: unknown) and ``weight_bytes`` for the "auto" KV budget.
+
+:func:`run_step` is what one worker does in one step (the decode forward, then the prefill forwards), the same
+whether the executor runs in this process (emulated, simulated) or in a worker process (distributed).
 
 :class:`~.emulated.ModelExecutor` (the emulated back end) runs the real model through :mod:`splitlab.phases.engine`
 and returns the MEASURED, synchronised forward time; :class:`~.simulated.CostModelExecutor` (the simulated back
@@ -21,30 +25,67 @@ from typing import Any
 
 from .request import Request
 
-__all__ = ["Slot", "DecodeBatch", "PrefillResult", "DecodeResult", "TransferResult", "Executor"]
+__all__ = ["Slot", "DecodeBatch", "PrefillResult", "DecodeResult", "TransferResult", "StepOutcome", "Executor",
+           "run_step"]
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
 class Slot:
-    """A request resident on one worker. ``cache`` is executor-owned (a KVCache, or None for cost models);
-    ``prefilled`` counts prompt tokens already in the cache; ``last_token`` is the latest output token."""
+    """A request resident on one worker.
+
+    Attributes:
+        request: the request.
+        cache: executor-owned state (a KVCache, or None for cost models).
+        prefilled: tokens of :attr:`prefill_ids` already in the cache.
+        last_token: the latest output token (the next decode step's input).
+        sampler: executor-owned sampling state.
+        replay: output tokens prefilled again after a fault (a request served again elsewhere rebuilds the cache
+            of its prompt and of every token it already emitted but the last; 0 for a fresh request).
+        resumed: the request had emitted tokens before this slot, so finishing its prefill emits nothing new.
+        transfer_id: the hand-off in flight, if any (a cancelled hand-off's arrival is ignored).
+        joined, written: the simulator's lazy token records (:mod:`.fast`).
+    """
 
     request: Request
     cache: Any = None
     prefilled: int = 0
     last_token: int | None = None
     sampler: Any = None
+    replay: int = 0
+    resumed: bool = False
+    transfer_id: int | None = None
+    joined: int = 0
+    written: int = 0
+
+    @classmethod
+    def admit(cls, request: Request) -> "Slot":
+        """The slot of a request admitted to a worker: a fresh one has emitted nothing; one served again after a
+        fault replays every emitted token but the last, which is the next decode step's input."""
+        if not request.output:
+            return cls(request)
+        return cls(request, replay=len(request.output) - 1, resumed=True, last_token=request.output[-1])
+
+    @property
+    def prefill_len(self) -> int:
+        """Tokens the prefill of this slot covers: the prompt, plus the replayed outputs."""
+        return len(self.request.prompt) + self.replay
+
+    @property
+    def prefill_ids(self) -> list[int]:
+        r = self.request
+        return r.prompt + r.output[:self.replay] if self.replay else r.prompt
 
     @property
     def context(self) -> int:
-        """Tokens whose K/V are cached: prefilled prompt + every output token but the latest."""
-        return self.prefilled + max(0, len(self.request.output) - 1)
+        """Tokens whose K/V are cached: what was prefilled + every output token since, but the latest."""
+        n = len(self.request.output) - 1 - self.replay
+        return self.prefilled + n if n > 0 else self.prefilled
 
 
 @dataclass
 class DecodeBatch:
     """The running decode batch of a worker: its slots in order, and ``state``, private to the executor
-    (:class:`ModelExecutor`: the slots of the last step and their merged cache)."""
+    (:class:`~.emulated.ModelExecutor`: the slots of the last step and their merged cache)."""
 
     slots: list[Slot] = field(default_factory=list)
     state: Any = None
@@ -70,13 +111,31 @@ class TransferResult:
     method: str
 
 
+@dataclass
+class StepOutcome:
+    """What one step did: seconds of its decode forward and of its prefill forwards, the decode tokens (one per
+    decode slot, in order) and the first tokens of the prefills (None where a chunk left the prompt unfinished)."""
+
+    decode_s: float = 0.0
+    prefill_s: float = 0.0
+    tokens: list[int] = field(default_factory=list)
+    first_tokens: list[int | None] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return self.decode_s + self.prefill_s
+
+
 class Executor(ABC):
     """What a worker calls to get work done; see the module docstring for the contract."""
 
     kv_bytes_per_token: int
     max_context: int
     vocab_size: int | None = None
+    memory_bytes: int | None = None
+    weight_bytes: int = 0
     overhead_s: float = 0.0
+    name: str = "executor"
 
     @abstractmethod
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult: ...
@@ -86,3 +145,31 @@ class Executor(ABC):
 
     @abstractmethod
     def transfer(self, slot: Slot, mode: str = "whole") -> TransferResult: ...
+
+    def kv_bytes(self, tokens: int) -> int:
+        """KV bytes of ``tokens`` cached positions of one request."""
+        return tokens * self.kv_bytes_per_token
+
+    def auto_kv_budget(self, fraction: float = 0.9) -> int | None:
+        """The "auto" KV budget of a worker: ``fraction`` x device memory - weights (None: unknown memory)."""
+        if self.memory_bytes is None:
+            return None
+        budget = int(fraction * self.memory_bytes) - self.weight_bytes
+        if budget <= 0:
+            raise ValueError(f"no room for a KV cache: {fraction} x {self.memory_bytes:,} bytes - weights "
+                             f"{self.weight_bytes:,} bytes")
+        return budget
+
+
+def run_step(executor: Executor, batch: DecodeBatch, decode: list[Slot], prefill: list[Slot],
+             prefill_tokens: list[int]) -> StepOutcome:
+    """One worker step: a decode forward over ``decode`` (which is ``batch.slots``), then prefill forwards over
+    ``prefill`` (the i-th slot's next ``prefill_tokens[i]`` tokens); the step lasts the sum of both."""
+    out = StepOutcome()
+    if decode:
+        res = executor.decode(batch)
+        out.decode_s, out.tokens = res.seconds, res.tokens
+    if prefill:
+        res = executor.prefill(prefill, prefill_tokens)
+        out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
+    return out

@@ -19,30 +19,35 @@ __all__ = ["KVMemory"]
 class KVMemory:
     """Reservations against a byte budget (``budget_bytes=None`` means unlimited).
 
+    Args:
+        budget_bytes: the budget, or None for unlimited.
+        bytes_per_token: KV bytes of one cached position of one request.
+        kv_bytes: optional function tokens -> bytes of one request's cache, where bytes do not grow linearly
+            (a model whose sliding-window layers keep at most their window); default tokens x bytes_per_token.
+        trace: keep the log of :meth:`record` (off for large simulations).
+
     Attributes:
-        reserved: bytes reserved per request id.
+        reserved: bytes reserved per request id; ``reserved_bytes`` their total (kept as a running sum).
         log: ``(time_s, used_bytes, reserved_bytes)`` samples, appended by :meth:`record`.
     """
 
-    def __init__(self, budget_bytes: int | None, bytes_per_token: int):
+    def __init__(self, budget_bytes: int | None, bytes_per_token: int, kv_bytes=None, trace: bool = True):
         if budget_bytes is not None and budget_bytes <= 0:
             raise ValueError(f"KV budget must be > 0 bytes (or None for unlimited), got {budget_bytes}")
         if bytes_per_token <= 0:
             raise ValueError(f"bytes_per_token must be > 0, got {bytes_per_token}")
         self.budget_bytes = budget_bytes
         self.bytes_per_token = bytes_per_token
+        self.capacity = math.inf if budget_bytes is None else budget_bytes
         self.reserved: dict[int, int] = {}
+        self.reserved_bytes = 0
         self.log: list[tuple[float, int, int]] = []
-
-    @property
-    def capacity(self) -> float:
-        return math.inf if self.budget_bytes is None else self.budget_bytes
-
-    @property
-    def reserved_bytes(self) -> int:
-        return sum(self.reserved.values())
+        self.trace = trace
+        if kv_bytes is not None:
+            self.bytes_for = kv_bytes
 
     def bytes_for(self, tokens: int) -> int:
+        """KV bytes of ``tokens`` cached positions of one request."""
         return tokens * self.bytes_per_token
 
     def never_fits(self, tokens: int) -> str | None:
@@ -58,14 +63,23 @@ class KVMemory:
 
     def reserve(self, request_id: int, tokens: int) -> None:
         """Reserve ``tokens`` positions for a request. Raises MemoryError if they do not fit now."""
-        if not self.can_reserve(tokens):
-            raise MemoryError(f"request {request_id}: {self.bytes_for(tokens):,} bytes do not fit "
+        need = self.bytes_for(tokens)
+        if self.reserved_bytes + need > self.capacity:
+            raise MemoryError(f"request {request_id}: {need:,} bytes do not fit "
                               f"({self.reserved_bytes:,} of {self.budget_bytes:,} reserved)")
-        self.reserved[request_id] = self.reserved.get(request_id, 0) + self.bytes_for(tokens)
+        self.reserved[request_id] = self.reserved.get(request_id, 0) + need
+        self.reserved_bytes += need
 
     def release(self, request_id: int) -> None:
-        self.reserved.pop(request_id, None)
+        self.reserved_bytes -= self.reserved.pop(request_id, 0)
 
-    def record(self, time_s: float, used_tokens: int) -> None:
-        """Log the bytes held at ``time_s`` (``used_tokens`` cached positions) and the bytes reserved."""
-        self.log.append((float(time_s), self.bytes_for(used_tokens), self.reserved_bytes))
+    def used_bytes(self, contexts) -> int:
+        """Bytes held by requests caching ``contexts`` positions each."""
+        if "bytes_for" in self.__dict__:  # per-request sizes that are not linear in tokens
+            return sum(self.bytes_for(c) for c in contexts)
+        return self.bytes_per_token * sum(contexts)
+
+    def record(self, time_s: float, used_bytes: int) -> None:
+        """Log the bytes held at ``time_s`` and the bytes reserved."""
+        if self.trace:
+            self.log.append((float(time_s), used_bytes, self.reserved_bytes))

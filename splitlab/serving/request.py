@@ -52,6 +52,7 @@ class Request:
         prefill_worker, decode_worker: names of the workers that did each phase (same name when colocated).
         prefill_start_s, prefill_end_s: first and last prefill forward touching this prompt (s).
         transfer_start_s, transfer_end_s, transfer_bytes: the KV hand-off (disaggregated only).
+        retries: how often it was served again after its worker was lost.
 
     Raises:
         TypeError: prompt ids or max_new_tokens that are not integers.
@@ -75,6 +76,7 @@ class Request:
     transfer_start_s: float | None = None
     transfer_end_s: float | None = None
     transfer_bytes: int = 0
+    retries: int = 0
 
     def __post_init__(self) -> None:
         try:  # plain ints (numpy ones too), so a float id is refused here rather than mid-run
@@ -139,16 +141,23 @@ class Request:
         self.state, self.reject_reason, self.finish_s = State.FAILED, reason, float(time_s)
 
     def fresh(self) -> "Request":
-        """A copy with the same inputs and nothing recorded, to run the same workload again (another layout)."""
-        return replace(self, prompt=list(self.prompt), state=State.WAITING, output=[], token_times_s=[],
-                       finish_s=None, reject_reason=None, prefill_worker=None, decode_worker=None,
-                       prefill_start_s=None, prefill_end_s=None, transfer_start_s=None, transfer_end_s=None,
-                       transfer_bytes=0)
+        """A copy with the same inputs and nothing recorded, to run the same workload again (another layout).
+        The inputs were checked when this request was made, so the copy skips the checks."""
+        copy = object.__new__(Request)
+        copy.__dict__.update(_FRESH, id=self.id, arrival_s=self.arrival_s, prompt=self.prompt,
+                             max_new_tokens=self.max_new_tokens, sampling=self.sampling, output=[], token_times_s=[])
+        return copy
 
     def __repr__(self) -> str:
         extra = f", reason={self.reject_reason!r}" if self.reject_reason else ""
         return (f"Request(id={self.id}, arrival={self.arrival_s:.3f}s, prompt={self.prompt_len}, "
                 f"max_new={self.max_new_tokens}, {self.state.value}, out={len(self.output)}{extra})")
+
+
+#: what a request records while it is served, before anything happened (see :meth:`Request.fresh`)
+_FRESH = dict(state=State.WAITING, finish_s=None, reject_reason=None, prefill_worker=None, decode_worker=None,
+              prefill_start_s=None, prefill_end_s=None, transfer_start_s=None, transfer_end_s=None, transfer_bytes=0,
+              retries=0)
 
 
 def check_unique_ids(requests) -> None:

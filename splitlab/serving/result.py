@@ -27,22 +27,29 @@ class ServingResult:
     """Result of :func:`splitlab.serving.run` (or ``Cluster.run``).
 
     Attributes:
-        requests: the served requests (FINISHED or REJECTED), in submission order.
-        config: the :class:`~.cluster.ClusterConfig` used.
+        requests: the served requests (FINISHED, REJECTED or FAILED), in submission order.
+        config: the :class:`~.config.ServingConfig` used.
         workers: worker names, prefill pool first.
         wall_s: real time the run took; measured_s: seconds the executor measured (forwards and copies);
         overhead_s: the part of the rest spent merging/selecting batch caches (charged to no worker).
+        notes: one line per fault and what was done about it (a lost worker, a request served again); empty
+            when all went well.
+        admissions: request ids in the order workers admitted them (a request served again appears again).
+        backend: "emulated", "simulated" or "distributed".
     """
 
     requests: list[Request]
     config: object
     workers: list[str]
-    _timeline: list[dict] = field(repr=False, default_factory=list)
+    _timeline: list[tuple] = field(repr=False, default_factory=list)
     _transfers: list[dict] = field(repr=False, default_factory=list)
     _memory: dict = field(repr=False, default_factory=dict)
     wall_s: float = 0.0
     measured_s: float = 0.0
     overhead_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    admissions: list[int] = field(default_factory=list)
+    backend: str = "executor"
 
     @property
     def completed(self) -> list[Request]:
@@ -53,6 +60,10 @@ class ServingResult:
         return [r for r in self.requests if r.state == State.REJECTED]
 
     @property
+    def failed(self) -> list[Request]:
+        return [r for r in self.requests if r.state == State.FAILED]
+
+    @property
     def bookkeeping_s(self) -> float:
         """Real seconds of the run not spent in measured forwards and copies: the emulator's own cost (event
         loop, scheduling, batch cache merges, token picking)."""
@@ -61,7 +72,7 @@ class ServingResult:
     @property
     def end_s(self) -> float:
         """Virtual time at which the last worker or link went idle."""
-        ends = [row["end_s"] for row in self._timeline] + [r.finish_s or 0.0 for r in self.requests]
+        ends = [row[3] for row in self._timeline] + [r.finish_s or 0.0 for r in self.requests]
         return max(ends, default=0.0)
 
     def tokens(self) -> dict[int, list[int]]:
@@ -72,7 +83,8 @@ class ServingResult:
                 tpot_slo_s: float | None = M.DEFAULT_TPOT_SLO_S) -> dict:
         """:func:`splitlab.serving.metrics.summarize` of this run, plus layout and bookkeeping share."""
         out = M.summarize(self.requests, len(self.workers), ttft_slo_s, tpot_slo_s)
-        out.update(layout=self.config.layout, workers=list(self.workers), bookkeeping_s=self.bookkeeping_s,
+        out.update(layout=self.config.layout, workers=list(self.workers), backend=self.backend,
+                   bookkeeping_s=self.bookkeeping_s, notes=list(self.notes),
                    bookkeeping_share=self.bookkeeping_s / self.wall_s if self.wall_s > 0 else 0.0)
         return out
 
@@ -85,14 +97,14 @@ class ServingResult:
         client), ``since_arrival_s`` and ``gap_s`` (the ITL before it; NaN for the first token, whose wait is
         the TTFT). ``gap_s.dropna()`` is every ITL of the run, for CDFs."""
         rows = [dict(request_id=r.id, index=i, time_s=t, since_arrival_s=t - r.arrival_s,
-                     gap_s=t - r.token_times_s[i - 1] if i else float("nan"))
-                for r in self.requests for i, t in enumerate(r.token_times_s)]
+                     gap_s=float(gaps[i - 1]) if i else float("nan"))
+                for r in self.requests for gaps in [M.itl_s(r)] for i, t in enumerate(r.token_times_s)]
         return pd.DataFrame(rows, columns=["request_id", "index", "time_s", "since_arrival_s", "gap_s"])
 
     @property
     def timeline(self) -> pd.DataFrame:
         busy = pd.DataFrame(self._timeline, columns=["worker", "kind", "start_s", "end_s", "request_ids", "batch",
-                                                     "tokens"])
+                                                     "tokens"])  # rows are tuples in this column order
         idle, end = [], self.end_s
         for w in self.workers:
             t = 0.0
@@ -132,5 +144,6 @@ class ServingResult:
         return table.rename(columns=lambda c: f"{c}_s" if c != "utilization" else c)
 
     def __repr__(self) -> str:
-        return (f"ServingResult({self.config.layout}, workers={self.workers}, submitted={len(self.requests)}, "
-                f"completed={len(self.completed)}, rejected={len(self.rejected)}, end={self.end_s:.3f}s)")
+        return (f"ServingResult({self.config.layout}, {self.backend}, workers={self.workers}, "
+                f"submitted={len(self.requests)}, completed={len(self.completed)}, rejected={len(self.rejected)}, "
+                f"failed={len(self.failed)}, end={self.end_s:.3f}s)")

@@ -1,123 +1,129 @@
-"""One call to serve a workload: :func:`run` (one layout) and :func:`compare` (both layouts, same requests).
+"""One call to serve requests: :func:`run` (one configuration) and :func:`compare` (several, on the same requests).
 
     import splitlab as sl
     from splitlab import serving
     lm = sl.load_model("tiny")
-    res = serving.run("colocated", "chat", model=lm, rate_per_s=4, n_requests=16, workers=2)
+    reqs = serving.make_workload("chat", 16, rate_per_s=4, model=lm)
+    res = serving.run(reqs, serving.ServingConfig.colocated(workers=2), model=lm)      # emulated back end
     res.metrics(ttft_slo_s=0.5, tpot_slo_s=0.05); res.timeline; res.kv_usage; res.request_table()
-    cmp = serving.compare("summarize", model=lm, rate_per_s=2, n_requests=8)   # 2 colocated vs 1P + 1D
+    cmp = serving.compare(reqs, serving.contenders(prefill_workers=1, decode_workers=1), model=lm)
     cmp.tokens_identical, cmp.table()
+
+The back end: ``model=`` runs the real model (emulated: measured times on virtual clocks); ``backend=`` takes an
+executor (:class:`~.emulated.ModelExecutor`, :class:`~.simulated.CostModelExecutor`) or a
+:class:`~.distributed.DistributedBackend`; with neither, the default cost model predicts the times (simulated).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
 from . import metrics as M
-from .cluster import Cluster, ClusterConfig
-from .executor import Executor
+from .cluster import Cluster
+from .config import ServingConfig
 from .request import Request, State
-from .simulated import CostModelExecutor
 from .result import ServingResult
-from .scheduler import SchedulerConfig
-from .workload import WorkloadSpec, make_workload
 
-__all__ = ["run", "compare", "Comparison"]
+__all__ = ["run", "compare", "Comparison", "contenders", "backend_for"]
 
 
-def _model_executor(model):
-    from .emulated import ModelExecutor  # imports torch and the model code: only for emulated runs
-    return ModelExecutor(model)
+def backend_for(model=None, backend=None):
+    """The back end a run uses: ``backend`` if given, else an emulated one for ``model``, else the simulator
+    with the default cost model."""
+    if backend is not None:
+        return backend
+    if model is not None:
+        from .emulated import ModelExecutor  # imports torch and the model code: only for emulated runs
+        return ModelExecutor(model)
+    from .simulated import CostModelExecutor
+    return CostModelExecutor()
 
 
-def _auto_budget(executor) -> int | None:
-    """Device memory minus weights for an executor that runs a real model; unlimited for a cost model."""
-    if getattr(executor, "lm", None) is None:
-        return None
-    from .emulated import derive_kv_budget
-    return derive_kv_budget(executor.lm)
+def _fresh(requests: Sequence[Request]) -> list[Request]:
+    if isinstance(requests, (str, bytes)) or not all(isinstance(r, Request) for r in requests):
+        raise TypeError("requests must be a list of splitlab.serving.Request (build them with make_workload)")
+    return [r.fresh() for r in requests]
 
 
-def _requests(workload, n_requests: int, rate_per_s: float, seed: int, model, arrival: str, cv: float):
-    if isinstance(workload, (str, WorkloadSpec)):
-        return make_workload(workload, n_requests, rate_per_s, seed=seed, model=model, arrival=arrival, cv=cv)
-    return [r.fresh() for r in workload]
-
-
-def run(layout: str = "colocated", workload: str | WorkloadSpec | Sequence[Request] = "chat",
-        model=None, *, executor: Executor | None = None, rate_per_s: float = 2.0,
-        n_requests: int = 16, seed: int = 0, arrival: str = "poisson", cv: float = 2.0, workers: int = 1,
-        prefill_workers: int = 1, decode_workers: int = 1, policy: str = "prefill-first", max_batch: int = 16,
-        max_prefill_tokens: int = 2048, chunk_tokens: int = 256, kv_budget_bytes: int | str | None = "auto",
-        first_token_on: str = "prefill", transfer_mode: str = "whole", link_bytes_per_s: float | None = None,
-        link_latency_s: float = 0.0) -> ServingResult:
-    """Serve a workload on a simulated cluster and return a :class:`ServingResult`.
+def run(requests: Sequence[Request], config: ServingConfig | None = None, backend=None, *, model=None,
+        faults=None) -> ServingResult:
+    """Serve fresh copies of ``requests`` (the list is not modified) and return a :class:`ServingResult`.
 
     Args:
-        layout: "colocated" (``workers`` workers, ``policy``) or "disaggregated" (``prefill_workers`` +
-            ``decode_workers``).
-        workload: a named workload (see :mod:`.workload`; built with ``n_requests``, ``rate_per_s`` req/s,
-            ``seed``, ``arrival`` "poisson"/"gamma" and ``cv``), a :class:`WorkloadSpec`, or a list of Requests
-            (fresh copies are served; the list is not modified).
-        model: runs the real model (emulated mode, measured times). Ignored if ``executor`` is given. With
-            neither, a :class:`CostModelExecutor` with default coefficients predicts the times.
-        policy, max_batch, max_prefill_tokens, chunk_tokens: see :class:`SchedulerConfig`.
-        kv_budget_bytes: per-worker KV budget in bytes; "auto" = device memory minus weights for a real model
-            (:func:`derive_kv_budget`) and unlimited for a cost model; None = unlimited.
-        first_token_on, transfer_mode, link_bytes_per_s, link_latency_s: see :mod:`.cluster`.
+        requests: from :func:`~.workload.make_workload` (or built by hand).
+        config: the layout and its options (:class:`ServingConfig`; default: one colocated worker).
+        backend, model: see the module docstring.
+        faults: a fault hook (:mod:`.faults`), for tests and teaching.
 
     Raises:
-        ValueError: an unknown layout, policy or option value, or two requests with the same id; KeyError: an
-            unknown workload name.
+        TypeError: requests that are not Requests. ValueError: two requests with the same id.
     """
-    if executor is None:
-        executor = _model_executor(model) if model is not None else CostModelExecutor()
-    if kv_budget_bytes == "auto":
-        kv_budget_bytes = _auto_budget(executor)
-    sched = SchedulerConfig(policy, max_batch, max_prefill_tokens, chunk_tokens)
-    cfg = ClusterConfig(layout, workers, prefill_workers, decode_workers, sched, kv_budget_bytes, first_token_on,
-                        transfer_mode, link_bytes_per_s, link_latency_s)
-    lm = getattr(executor, "lm", model)
-    return Cluster(executor, cfg).run(_requests(workload, n_requests, rate_per_s, seed, lm, arrival, cv))
+    return Cluster(backend_for(model, backend), config or ServingConfig(), faults).run(_fresh(requests))
+
+
+def contenders(workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,
+               **options) -> dict[str, ServingConfig]:
+    """The classic pair: ``workers`` colocated workers (default ``prefill_workers + decode_workers``, so both get
+    the same number) and the split into ``prefill_workers`` + ``decode_workers``; ``options`` go to both."""
+    return {"colocated": ServingConfig.colocated(workers or prefill_workers + decode_workers, **options),
+            "disaggregated": ServingConfig.disaggregated(prefill_workers, decode_workers, **options)}
 
 
 @dataclass
 class Comparison:
-    """Both layouts on the same requests. ``tokens_identical``: the same requests completed in both, with the
-    same output tokens; ``tokens_compared``: how many requests that is (0: the check compared nothing)."""
+    """Several configurations on the same requests: ``results`` maps a name to its :class:`ServingResult`.
+    ``tokens_identical``: the requests completed in every run got the same output tokens; ``tokens_compared``:
+    how many requests that is (0: the check compared nothing)."""
 
-    colocated: ServingResult
-    disaggregated: ServingResult
+    results: dict[str, ServingResult]
+
+    def __getitem__(self, name: str) -> ServingResult:
+        return self.results[name]
+
+    def _first(self, layout: str) -> ServingResult:
+        for res in self.results.values():
+            if res.config.layout == layout:
+                return res
+        raise KeyError(f"no {layout} run in this comparison ({list(self.results)})")
 
     @property
-    def tokens_identical(self) -> bool:
-        a, b = self.colocated, self.disaggregated
-        done_a = {r.id: r.output for r in a.requests if r.state == State.FINISHED}
-        done_b = {r.id: r.output for r in b.requests if r.state == State.FINISHED}
-        return done_a == done_b
+    def colocated(self) -> ServingResult:
+        return self._first("colocated")
+
+    @property
+    def disaggregated(self) -> ServingResult:
+        return self._first("disaggregated")
+
+    def _done(self) -> list[dict[int, list[int]]]:
+        return [{r.id: r.output for r in res.requests if r.state == State.FINISHED} for res in self.results.values()]
 
     @property
     def tokens_compared(self) -> int:
-        """Requests that completed in both layouts (their tokens are what ``tokens_identical`` compares)."""
-        done_a = {r.id for r in self.colocated.requests if r.state == State.FINISHED}
-        return sum(r.state == State.FINISHED and r.id in done_a for r in self.disaggregated.requests)
+        done = self._done()
+        return len(set.intersection(*(set(d) for d in done))) if done else 0
+
+    @property
+    def tokens_identical(self) -> bool:
+        done = self._done()
+        common = set.intersection(*(set(d) for d in done)) if done else set()
+        return all(d[i] == done[0][i] for d in done for i in common)
 
     def metrics(self, ttft_slo_s: float | None = M.DEFAULT_TTFT_SLO_S,
                 tpot_slo_s: float | None = M.DEFAULT_TPOT_SLO_S) -> dict:
-        """``{"colocated": {...}, "disaggregated": {...}, "tokens_identical": bool, "tokens_compared": int}``."""
-        return dict(colocated=self.colocated.metrics(ttft_slo_s, tpot_slo_s),
-                    disaggregated=self.disaggregated.metrics(ttft_slo_s, tpot_slo_s),
-                    tokens_identical=self.tokens_identical, tokens_compared=self.tokens_compared)
+        """``{name: metrics, ..., "tokens_identical": bool, "tokens_compared": int}``."""
+        out = {name: res.metrics(ttft_slo_s, tpot_slo_s) for name, res in self.results.items()}
+        return dict(out, tokens_identical=self.tokens_identical, tokens_compared=self.tokens_compared)
 
     def table(self, ttft_slo_s: float | None = M.DEFAULT_TTFT_SLO_S,
               tpot_slo_s: float | None = M.DEFAULT_TPOT_SLO_S) -> pd.DataFrame:
-        """Side-by-side headline numbers, one column per layout."""
+        """Side-by-side headline numbers, one column per configuration."""
         rows = {}
-        for name, res in (("colocated", self.colocated), ("disaggregated", self.disaggregated)):
+        for name, res in self.results.items():
             m = res.metrics(ttft_slo_s, tpot_slo_s)
             rows[name] = {"workers": len(m["workers"]), "completed": m["completed"], "rejected": m["rejected"],
+                          "failed": m["failed"],
                           **{f"ttft_{k}_s": v for k, v in m["ttft_s"].items() if k != "mean"},
                           **{f"tpot_{k}_s": v for k, v in m["tpot_s"].items() if k != "mean"},
                           "slo_attainment": m["slo_attainment"],
@@ -125,17 +131,13 @@ class Comparison:
         return pd.DataFrame(rows)
 
 
-def compare(workload: str | WorkloadSpec | Sequence[Request] = "chat", model=None, *,
-            workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,
-            executor: Executor | None = None, rate_per_s: float = 2.0, n_requests: int = 16, seed: int = 0,
-            arrival: str = "poisson", cv: float = 2.0, **options) -> Comparison:
-    """Serve the same requests colocated (``workers``, default ``prefill_workers + decode_workers`` so both
-    layouts get the same number of workers) and disaggregated. ``options`` go to both :func:`run` calls."""
-    if executor is None:
-        executor = _model_executor(model) if model is not None else CostModelExecutor()
-    lm = getattr(executor, "lm", model)
-    reqs = _requests(workload, n_requests, rate_per_s, seed, lm, arrival, cv)
-    colo = run("colocated", reqs, executor=executor, workers=workers or prefill_workers + decode_workers, **options)
-    disagg = run("disaggregated", reqs, executor=executor, prefill_workers=prefill_workers,
-                 decode_workers=decode_workers, **options)
-    return Comparison(colo, disagg)
+def compare(requests: Sequence[Request], configs: Mapping[str, ServingConfig] | Sequence[ServingConfig],
+            backend=None, *, model=None, faults=None) -> Comparison:
+    """Serve the same ``requests`` once per configuration (``configs``: name -> config, or a list named by
+    :attr:`ServingConfig.name`), on one back end (see :func:`run`)."""
+    if not isinstance(configs, Mapping):
+        configs = {c.name: c for c in configs}
+    if not configs:
+        raise ValueError("compare needs at least one configuration")
+    ex = backend_for(model, backend)
+    return Comparison({name: run(requests, cfg, ex, faults=faults) for name, cfg in configs.items()})

@@ -19,56 +19,40 @@ worker decodes every step, taking in received requests as places in its batch fr
 
 Admission is first-come first-served with head-of-line blocking: if the oldest waiting request does not fit in
 memory (or the batch is full), younger ones wait behind it, so no request starves.
+
+A :class:`Worker` keeps the work it still owes as running counts (:meth:`Worker.load`), so routing a request
+costs the same whatever the length of the queues.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 
+from .config import ServingConfig
 from .executor import DecodeBatch, Slot
 from .memory import KVMemory
 from .request import Request, State
 
-__all__ = ["POLICIES", "SchedulerConfig", "StepPlan", "Worker", "plan_step"]
 
-POLICIES = ("prefill-first", "decode-first", "chunked")
+def steps_ended(w: "Worker", t: float, inclusive: bool) -> int:
+    """Silent steps of ``w``'s decode stretch ended by ``t`` (:mod:`.fast`; ``inclusive``: one ending exactly at
+    ``t`` counts, as the hand-offs of a dispatch come after every event of its time, while an arrival was queued
+    before a step's end and comes first)."""
+    return (bisect_right if inclusive else bisect_left)(w.ahead, t)
 
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """Batching limits of every worker.
-
-    Attributes:
-        policy: one of :data:`POLICIES` (colocated workers only).
-        max_batch: most requests resident on a worker at once (decoding, or admitted and prefilling).
-        max_prefill_tokens: most prompt tokens in one prefill forward (at least one prompt always goes).
-        chunk_tokens: ``chunked`` only: token budget per step (decode tokens + prompt-chunk tokens); must exceed
-            ``max_batch`` so that prompts always progress.
-    """
-
-    policy: str = "prefill-first"
-    max_batch: int = 16
-    max_prefill_tokens: int = 2048
-    chunk_tokens: int = 256
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; choose one of {POLICIES}")
-        if self.max_batch < 1 or self.max_prefill_tokens < 1:
-            raise ValueError("max_batch and max_prefill_tokens must be >= 1")
-        if self.policy == "chunked" and self.chunk_tokens <= self.max_batch:
-            raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed max_batch ({self.max_batch}): "
-                             f"a full decode batch would leave no budget for prompts")
+__all__ = ["StepPlan", "Worker", "plan_step", "steps_ended"]
 
 
 @dataclass
 class StepPlan:
     """One step: a decode forward over ``decode`` (the whole batch) and/or prefill forwards over ``prefill``,
-    the i-th getting its next ``prefill_tokens[i]`` prompt tokens."""
+    the i-th getting its next ``prefill_tokens[i]`` tokens. ``admitted``: requests admitted by this plan."""
 
     decode: list[Slot] = field(default_factory=list)
     prefill: list[Slot] = field(default_factory=list)
     prefill_tokens: list[int] = field(default_factory=list)
+    admitted: list[Slot] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -86,11 +70,12 @@ class Worker:
         outbox: (prefill role) prefilled slots waiting for a decode worker with room.
         sending: (prefill role) slots whose cache is on a link; their bytes stay here until it arrives.
         incoming: (decode role) the same slots seen from the receiving end (they count in its load).
-        busy_until: end of the running step, or None when idle.
+        busy: a step is running. alive: False once the worker was lost (it gets no more work).
+        prompt_owed, output_owed: prompt tokens not yet prefilled and output tokens not yet generated here.
     """
 
-    def __init__(self, name: str, role: str, memory: KVMemory):
-        self.name, self.role, self.memory = name, role, memory
+    def __init__(self, name: str, role: str, memory: KVMemory, index: int = 0):
+        self.name, self.role, self.memory, self.index = name, role, memory, index
         self.queue: deque[Request] = deque()
         self.prefilling: list[Slot] = []
         self.batch = DecodeBatch()
@@ -98,75 +83,111 @@ class Worker:
         self.outbox: deque[Slot] = deque()
         self.sending: list[Slot] = []
         self.incoming: list[Slot] = []
-        self.busy_until: float | None = None
+        self.busy = False
+        self.alive = True
+        self.prompt_owed = 0
+        self.output_owed = 0
+        self.step = 0  # steps started, so that the end of a step the worker was lost in can be recognised
+        # the simulator's fast path (.fast): decode step ends, lazy slots, a decode stretch's silent steps
+        self.clock: list[float] = []
+        self.registered = 0
+        self.context_base = 0
+        self.finishing: dict[int, list[Slot]] = {}
+        self.ahead: list[float] | None = None
+        self.ahead_n = self.ahead_done = 0
+        self.ahead_start = 0.0
+
+    def __repr__(self) -> str:
+        return (f"Worker({self.name}, {self.role}, queue={len(self.queue)}, batch={len(self.batch.slots)}, "
+                f"{'busy' if self.busy else 'idle'}{'' if self.alive else ', lost'})")
 
     def slots(self) -> list[Slot]:
+        """Every request resident here (holding KV positions)."""
         return [*self.prefilling, *self.batch.slots, *self.joining, *self.outbox, *self.sending]
 
-    def used_tokens(self) -> int:
-        """KV positions held right now by every resident request."""
-        return sum(s.context for s in self.slots())
+    def used_bytes(self) -> int:
+        """KV bytes held right now by every resident request."""
+        return self.memory.used_bytes([s.context for s in self.slots()])
 
-    def load(self) -> int:
-        """Work still owed, in tokens: prompt tokens not yet prefilled (not for decode workers) plus output
-        tokens not yet generated (not for prefill workers). The router sends new work to the smallest."""
-        prompt = sum(r.prompt_len for r in self.queue) + sum(s.request.prompt_len - s.prefilled
-                                                             for s in self.prefilling)
-        out = sum(r.max_new_tokens for r in self.queue) + sum(s.request.max_new_tokens - len(s.request.output)
-                                                              for s in [*self.slots(), *self.incoming])
-        return {"prefill": prompt, "decode": out}.get(self.role, prompt + out)
+    def load(self, t: float = 0.0, inclusive: bool = False) -> int:
+        """Work still owed at time ``t``, in tokens: prompt tokens not yet prefilled (not for decode workers) plus
+        output tokens not yet generated (not for prefill workers). The router sends new work to the smallest.
+        ``t`` and ``inclusive`` matter only inside a decode stretch (:mod:`.ahead`)."""
+        if self.role == "prefill":
+            return self.prompt_owed
+        owed = self.output_owed
+        if self.ahead is not None:
+            owed -= (steps_ended(self, t, inclusive) - self.ahead_done) * self.ahead_n
+        return owed if self.role == "decode" else self.prompt_owed + owed
+
+    def enqueue(self, r: Request, front: bool = False) -> None:
+        """Take ``r`` into the queue (``front``: ahead of the others, for a request served again)."""
+        (self.queue.appendleft if front else self.queue.append)(r)
+        if self.role != "decode":
+            self.prompt_owed += r.prompt_len + max(0, len(r.output) - 1)
+        if self.role == "colocated":
+            self.output_owed += r.max_new_tokens - len(r.output)
+
+    def memory_need(self, r: Request) -> int:
+        """KV positions admission reserves: the prompt (and replayed tokens) on a prefill worker, the largest
+        cache the request will ever hold (prompt + max_new_tokens) elsewhere."""
+        return r.prompt_len + max(0, len(r.output) - 1) if self.role == "prefill" else r.max_total_tokens
 
 
-def _admit(w: Worker, cfg: SchedulerConfig, token_room: int) -> list[Slot]:
+def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit: int | None = None) -> list[Slot]:
     """Admit waiting requests FCFS while memory, batch places and ``token_room`` prompt tokens last."""
     admitted: list[Slot] = []
     used = 0
-    while w.queue:
+    while w.queue and (limit is None or len(admitted) < limit):
         r = w.queue[0]
-        need = r.prompt_len if w.role == "prefill" else r.max_total_tokens
-        resident = len(w.prefilling) + len(w.batch.slots)
-        if w.role != "prefill" and resident >= cfg.max_batch:
+        need = w.memory_need(r)
+        if w.role != "prefill" and len(w.prefilling) + len(w.batch.slots) >= cfg.max_batch:
             break
-        if (admitted and used + r.prompt_len > token_room) or not w.memory.can_reserve(need):
+        slot = Slot.admit(r)
+        if (admitted and used + slot.prefill_len > token_room) or not w.memory.can_reserve(need):
             break
         w.queue.popleft()
         w.memory.reserve(r.id, need)
         r.state = State.PREFILLING
-        slot = Slot(r)
         w.prefilling.append(slot)
         admitted.append(slot)
-        used += r.prompt_len
+        used += slot.prefill_len
+    plan.admitted.extend(admitted)
     return admitted
 
 
-def plan_step(w: Worker, cfg: SchedulerConfig) -> StepPlan:
+def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
     """Decide ``w``'s next step (admitting requests into memory as a side effect); an empty plan means idle."""
+    plan = StepPlan()
     if w.role == "decode":
         while w.joining and len(w.batch.slots) < cfg.max_batch:
             w.batch.slots.append(w.joining.popleft())
-        return StepPlan(decode=list(w.batch.slots))
+        plan.decode = list(w.batch.slots)
+        return plan
     if w.role == "prefill" or cfg.policy == "prefill-first" or (cfg.policy == "decode-first" and not w.batch.slots):
-        new = _admit(w, cfg, cfg.max_prefill_tokens)
+        new = _admit(w, cfg, cfg.max_prefill_tokens, plan)
         if new:
-            return StepPlan(prefill=new, prefill_tokens=[s.request.prompt_len for s in new])
-        return StepPlan(decode=list(w.batch.slots)) if w.role != "prefill" else StepPlan()
+            plan.prefill, plan.prefill_tokens = new, [s.prefill_len for s in new]
+        elif w.role != "prefill":
+            plan.decode = list(w.batch.slots)
+        return plan
+    plan.decode = list(w.batch.slots)
     if cfg.policy == "decode-first":
-        return StepPlan(decode=list(w.batch.slots))
+        return plan
     # chunked: decodes take one token each, prompt chunks share the rest of the budget
-    plan = StepPlan(decode=list(w.batch.slots))
     room = cfg.chunk_tokens - len(plan.decode)
     for s in w.prefilling:
         if room <= 0:
             break
-        n = min(s.request.prompt_len - s.prefilled, room)
+        n = min(s.prefill_len - s.prefilled, room)
         plan.prefill.append(s)
         plan.prefill_tokens.append(n)
         room -= n
     while room > 0:
-        new = _admit(w, cfg, 0)  # one at a time: each takes what is left of the budget
+        new = _admit(w, cfg, 0, plan, limit=1)  # one at a time: each takes what is left of the budget
         if not new:
             break
-        n = min(new[0].request.prompt_len, room)
+        n = min(new[0].prefill_len, room)
         plan.prefill.append(new[0])
         plan.prefill_tokens.append(n)
         room -= n

@@ -16,6 +16,8 @@ class CostModelExecutor(Executor):
     per slot for chunks, like :class:`~.executors.ModelExecutor`.
     """
 
+    name = "simulated"
+
     def __init__(self, cost: CostModel | None = None):
         self.cost = cost or CostModel()
         self.kv_bytes_per_token = self.cost.kv_bytes_per_token
@@ -23,17 +25,29 @@ class CostModelExecutor(Executor):
         self.overhead_s = 0.0
 
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
-        whole = all(s.prefilled == 0 and n == s.request.prompt_len for s, n in zip(slots, n_tokens))
-        seconds = self.cost.prefill_s(sum(n_tokens)) if whole else sum(self.cost.prefill_s(n) for n in n_tokens)
+        whole = all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens))
+        if whole:  # one forward over the batch of prompts
+            seconds = self.cost.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
+        else:  # one forward per chunk, on top of what is cached
+            seconds = sum(self.cost.prefill_s(n, (s.prefilled + n) ** 2 - s.prefilled ** 2)
+                          for s, n in zip(slots, n_tokens))
         firsts = []
         for s, n in zip(slots, n_tokens):
             s.prefilled += n
-            firsts.append(0 if s.prefilled == s.request.prompt_len else None)
+            firsts.append(0 if s.prefilled == s.prefill_len else None)
         return PrefillResult(seconds, [None] * len(slots), firsts)
+
+    def decode_seconds(self, batch_size: int, context_tokens: int) -> float:
+        """Predicted seconds of one decode step of ``batch_size`` sequences holding ``context_tokens`` in all."""
+        return self.cost.decode_s(batch_size, context_tokens)
+
+    def decode_run_seconds(self, batch_size: int, context_tokens: int, steps: int):
+        """Predicted seconds of ``steps`` decode steps in a row (an array; see ``CostModel.decode_run_s``)."""
+        return self.cost.decode_run_s(batch_size, context_tokens, steps)
 
     def decode(self, batch: DecodeBatch) -> DecodeResult:
         n = len(batch.slots)
-        return DecodeResult(self.cost.decode_s(n, sum(s.context for s in batch.slots)), [0] * n)
+        return DecodeResult(self.decode_seconds(n, sum(s.context for s in batch.slots)), [0] * n)
 
     def transfer(self, slot: Slot, mode: str = "whole") -> TransferResult:
         nbytes = slot.context * self.kv_bytes_per_token

@@ -120,8 +120,8 @@ def stall_explorer(lm: LoadedModel, prompt_tokens: int = 512, policy: str = "pre
 
     def draw(prompt_tokens: int, policy: str) -> None:
         reqs = streams_and_long_prompts([prompt_tokens], [arrive_s], n_streams, 16, stream_tokens, model=lm)
-        res = serving.run("colocated", reqs, model=lm, workers=1, policy=policy, kv_budget_bytes=None,
-                          chunk_tokens=128)
+        res = serving.run(reqs, serving.ServingConfig(policy=policy, kv_budget_bytes=None, chunk_tokens=128),
+                          model=lm)
         table = res.request_table()
         ax = plt.subplots(figsize=(9, 3.5))[1]
         serving_plots.itl_over_time(res, marked=[n_streams], ax=ax, title=(
@@ -159,8 +159,8 @@ def ttft_load_explorer(lm: LoadedModel, rate_per_s: float = 2.0, prompt_tokens: 
     def draw(rate_per_s: float, prompt_tokens: int) -> None:
         prefill_s = prefill_alone_s(prompt_tokens)
         spec = serving.WorkloadSpec(f"fixed-{prompt_tokens}", serving.Fixed(prompt_tokens), serving.Fixed(new_tokens))
-        res = serving.run("colocated", spec, model=lm, rate_per_s=rate_per_s, n_requests=n_requests, workers=1,
-                          kv_budget_bytes=None)
+        res = serving.run(serving.make_workload(spec, n_requests, rate_per_s, model=lm),
+                          serving.ServingConfig(kv_budget_bytes=None), model=lm)
         table = res.request_table()
         ax = plt.subplots(figsize=(8, 3.5))[1]
         ax.plot(table.arrival_s, table.ttft_s * 1e3, "o", color=plots.PREFILL, label="measured TTFT")
@@ -195,8 +195,9 @@ def split_explorer(lm: LoadedModel, workload="research", rate_per_s: float = 8.0
     ex = serving.ModelExecutor(lm)  # warmed up once, shared by every redraw
 
     def draw(rate_per_s: float, prefill_workers: int, decode_workers: int) -> None:
-        cmp = serving.compare(workload, executor=ex, rate_per_s=rate_per_s, n_requests=n_requests, seed=seed,
-                              prefill_workers=prefill_workers, decode_workers=decode_workers)
+        reqs = serving.make_workload(workload, n_requests, rate_per_s, seed=seed, model=lm)
+        cmp = serving.compare(reqs, serving.contenders(prefill_workers=prefill_workers,
+                                                       decode_workers=decode_workers), ex)
         n = prefill_workers + decode_workers
         runs = {f"colocated, {n} workers": cmp.colocated,
                 f"split, {prefill_workers}P + {decode_workers}D": cmp.disaggregated}

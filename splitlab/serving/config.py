@@ -1,0 +1,128 @@
+"""One dataclass describes a serving run: the layout and its pools, the batching policy, the KV budget, the link
+between the pools, and how faults are handled. Every back end (emulated, simulated, distributed) reads the same
+:class:`ServingConfig`."""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, replace
+
+__all__ = ["ServingConfig", "LAYOUTS", "POLICIES", "TRANSFER_MODES"]
+
+LAYOUTS = ("colocated", "disaggregated")
+POLICIES = ("prefill-first", "decode-first", "chunked")
+TRANSFER_MODES = ("whole", "layerwise")
+
+
+def _positive(x) -> bool:
+    """A finite real number > 0 (not a bool, not a string, not NaN)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _count(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """How a cluster serves.
+
+    Attributes:
+        layout: "colocated" (``workers`` workers that each prefill and decode) or "disaggregated"
+            (``prefill_workers`` prefill workers + ``decode_workers`` decode workers).
+        policy: the colocated batching policy, one of :data:`POLICIES` (see :mod:`.scheduler`); prefill workers
+            always run whole prompts prefill-first and decode workers decode every step.
+        max_batch: most requests resident on a worker at once (decoding, or admitted and prefilling).
+        max_prefill_tokens: most prompt tokens in one prefill forward (at least one prompt always goes).
+        chunk_tokens: ``chunked`` only: token budget per step (decode tokens + prompt-chunk tokens); must exceed
+            ``max_batch`` so that prompts always progress.
+        kv_budget_bytes: KV bytes each worker may hold; "auto" = the back end's device memory minus the weights
+            (unlimited for a cost model without a memory size); None = unlimited.
+        first_token_on: disaggregated: which side emits the first token, "prefill" (when the prefill ends) or
+            "decode" (when the cache has arrived; TTFT then includes the transfer).
+        transfer_mode: "whole" (the cache in one go) or "layerwise" (layer by layer after the prefill).
+        link_bytes_per_s, link_latency_s: model the link between the pools as latency + bytes / bandwidth instead
+            of charging the measured copy (virtual-clock back ends only); None = charge what was measured.
+        max_retries: how often a request whose worker died is served again elsewhere (its cache re-sent when the
+            prefill side still holds it, else its prefill recomputed) before it fails.
+        timeout_s: distributed back end: limit of every exchange with a worker process (a worker that holds work
+            and answers nothing for this long is declared lost). Virtual clocks: how long a hung worker goes
+            unnoticed.
+        trace: keep the per-step timeline and the memory log (off for large simulated searches: metrics only).
+
+    Raises:
+        ValueError: an unknown layout, policy, first_token_on or transfer_mode; a pool without workers; a count
+            that is not an integer; a budget, bandwidth, latency or timeout out of range.
+    """
+
+    layout: str = "colocated"
+    workers: int = 1
+    prefill_workers: int = 1
+    decode_workers: int = 1
+    policy: str = "prefill-first"
+    max_batch: int = 16
+    max_prefill_tokens: int = 2048
+    chunk_tokens: int = 256
+    kv_budget_bytes: int | str | None = "auto"
+    first_token_on: str = "prefill"
+    transfer_mode: str = "whole"
+    link_bytes_per_s: float | None = None
+    link_latency_s: float = 0.0
+    max_retries: int = 2
+    timeout_s: float = 30.0
+    trace: bool = True
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("layout", LAYOUTS), ("policy", POLICIES), ("transfer_mode", TRANSFER_MODES),
+                              ("first_token_on", ("prefill", "decode"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("workers", "prefill_workers", "decode_workers", "max_batch", "max_prefill_tokens",
+                     "chunk_tokens", "max_retries"):
+            if not _count(getattr(self, name)):
+                raise ValueError(f"{name} must be an integer, got {getattr(self, name)!r}")
+        if min(self.workers, self.prefill_workers, self.decode_workers) < 1:
+            raise ValueError("every pool needs at least one worker")
+        if self.max_batch < 1 or self.max_prefill_tokens < 1 or self.max_retries < 0:
+            raise ValueError("max_batch and max_prefill_tokens must be >= 1 and max_retries >= 0")
+        if self.policy == "chunked" and self.chunk_tokens <= self.max_batch:
+            raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed max_batch ({self.max_batch}): "
+                             f"a full decode batch would leave no budget for prompts")
+        budget = self.kv_budget_bytes
+        if budget is not None and budget != "auto" and not _positive(budget):
+            raise ValueError(f"kv_budget_bytes must be a number of bytes > 0, 'auto' or None (unlimited), got "
+                             f"{budget!r}")
+        if self.link_bytes_per_s is not None and not _positive(self.link_bytes_per_s):
+            raise ValueError(f"link_bytes_per_s must be > 0 bytes/s (or None to charge the measured time), got "
+                             f"{self.link_bytes_per_s!r}")
+        if not (_positive(self.link_latency_s) or self.link_latency_s == 0):
+            raise ValueError(f"link_latency_s must be >= 0 s, got {self.link_latency_s!r}")
+        if not _positive(self.timeout_s):
+            raise ValueError(f"timeout_s must be a time > 0 s, got {self.timeout_s!r}")
+
+    # --- shapes ------------------------------------------------------------------------------------------------
+    @classmethod
+    def colocated(cls, workers: int = 1, **options) -> "ServingConfig":
+        """``workers`` colocated workers; ``options`` are the other fields."""
+        return cls(layout="colocated", workers=workers, **options)
+
+    @classmethod
+    def disaggregated(cls, prefill_workers: int = 1, decode_workers: int = 1, **options) -> "ServingConfig":
+        """A split into ``prefill_workers`` prefill and ``decode_workers`` decode workers (xPyD)."""
+        return cls(layout="disaggregated", prefill_workers=prefill_workers, decode_workers=decode_workers, **options)
+
+    def with_(self, **changes) -> "ServingConfig":
+        """A copy with some fields changed (checked again)."""
+        return replace(self, **changes)
+
+    @property
+    def n_workers(self) -> int:
+        """Workers of every pool (a 1P+1D split is 2 workers, like 2 colocated workers)."""
+        return self.workers if self.layout == "colocated" else self.prefill_workers + self.decode_workers
+
+    @property
+    def name(self) -> str:
+        """A short label: "2 colocated (chunked)", "1P+3D"."""
+        if self.layout == "colocated":
+            return f"{self.workers} colocated ({self.policy})"
+        return f"{self.prefill_workers}P+{self.decode_workers}D"

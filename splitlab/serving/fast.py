@@ -1,0 +1,115 @@
+"""How the simulator stays fast without changing a decision: lazy token records and decode stretches.
+
+Both apply to cost models only (an executor with ``decode_seconds`` and ``decode_run_seconds``), without a trace and without a fault hook;
+the tests check that every result is identical, token time for token time, with them and without.
+
+**Lazy token records.** A cost model's tokens are all 0 and every request of a decode batch gets its tokens at
+the same moments, the ends of the worker's decode steps. So a worker appends each step's end to its own list
+(``Worker.clock``) and a request copies its share of that list once, when it finishes (:func:`materialize`); its
+finish is found from the step index it finishes at (``Worker.finishing``), and the batch's cached tokens are a
+running sum, so a decode step costs the same whatever the batch size.
+
+**Decode stretches.** A worker that only decodes (nothing queued, prefilling, joining or on its way to it) runs
+the same batch step after step until a request finishes or new work reaches it. The end of every such step is
+known in advance: the stretch is computed at once (``Worker.ahead``), one event is scheduled for its last step
+(the one that finishes a request), and the steps before it are recorded when needed (:func:`commit`). A worker's
+load at time ``t`` counts the steps ended by then (:meth:`~.scheduler.Worker.load`), so the router sees what it
+would see step by step; when work reaches a worker in a stretch, the stretch is cut there (:func:`cut`): the
+step in progress ends as an ordinary event and the worker goes on the ordinary way.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .executor import StepOutcome
+from .request import State
+from .scheduler import StepPlan, Worker, steps_ended
+
+__all__ = ["register", "decode_seconds", "decoded", "materialize", "start_stretch", "commit", "cut"]
+
+
+def register(w: Worker) -> None:
+    """Take the slots that joined ``w``'s batch since its last step into the lazy records."""
+    slots = w.batch.slots
+    now = len(w.clock)
+    for s in slots[w.registered:]:
+        s.joined = now
+        s.written = now
+        w.context_base += s.context - now  # its cached tokens at step index i: context + (i - now)
+        w.finishing.setdefault(now + s.request.max_new_tokens - len(s.request.output), []).append(s)
+    w.registered = len(slots)
+
+
+def decode_seconds(cluster, w: Worker) -> float:
+    """Seconds of ``w``'s next decode step (its batch's cached tokens from the running sum)."""
+    n = len(w.batch.slots)
+    return cluster.backend.decode_seconds(n, w.context_base + n * len(w.clock))
+
+
+def materialize(w: Worker, s) -> None:
+    """Write the tokens ``s`` got from ``w``'s decode steps since it last did."""
+    k = len(w.clock) - s.written
+    if k > 0:
+        r = s.request
+        r.output.extend([0] * k)
+        r.token_times_s.extend(w.clock[s.written:])
+        s.written = len(w.clock)
+        s.last_token = 0
+
+
+def decoded(cluster, w: Worker, t: float) -> None:
+    """A decode step of ``w`` ended at ``t``: record it and finish the requests whose last token it was."""
+    w.clock.append(t)
+    n = len(w.batch.slots)
+    w.output_owed -= n
+    done = w.finishing.pop(len(w.clock), None)
+    if done:
+        for s in done:
+            materialize(w, s)
+            r = s.request
+            r.state, r.finish_s = State.FINISHED, t
+            w.batch.slots.remove(s)
+            w.context_base -= s.context - len(w.clock)
+            w.memory.release(r.id)
+        w.registered -= len(done)
+        cluster.handoff_pending = True
+
+
+def start_stretch(cluster, w: Worker, t: float) -> bool:
+    """Plan ``w``'s decode stretch from ``t`` and schedule its last step; False (nothing planned) when no step
+    before the first finish would be silent."""
+    left = min(w.finishing) - len(w.clock) - 1
+    if left < 1:
+        return False
+    n = len(w.batch.slots)
+    seconds = cluster.backend.decode_run_seconds(n, w.context_base + n * len(w.clock), left + 1)
+    ends = np.cumsum(np.concatenate(([t], seconds[:left])))  # sequential sums: the floats of step by step
+    last = float(seconds[left])
+    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start = ends[1:].tolist(), n, 0, t
+    cluster.push_done(float(ends[-1]) + last, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=last))
+    return True
+
+
+def commit(cluster, w: Worker, upto: int) -> None:
+    """Record ``w``'s silent steps up to (not including) step ``upto`` of its stretch."""
+    k = upto - w.ahead_done
+    if k > 0:
+        ends = w.ahead[w.ahead_done:upto]
+        previous = w.ahead[w.ahead_done - 1] if w.ahead_done else w.ahead_start
+        w.clock.extend(ends)
+        w.output_owed -= k * w.ahead_n
+        cluster.measured_s += ends[-1] - previous
+        w.ahead_done = upto
+
+
+def cut(cluster, w: Worker, t: float, inclusive: bool) -> None:
+    """New work reaches ``w`` at ``t``: record the steps ended by then, let the step in progress end as an
+    ordinary event (the stretch's own last event is then ignored), and end the stretch."""
+    j = steps_ended(w, t, inclusive)
+    commit(cluster, w, j)
+    if j < len(w.ahead):
+        begin = w.ahead[j - 1] if j else w.ahead_start
+        end = w.ahead[j]
+        w.step += 1
+        cluster.push_done(end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=end - begin))
+    w.ahead = None

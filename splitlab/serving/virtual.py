@@ -1,0 +1,98 @@
+"""The virtual clock of the emulated and simulated back ends: a discrete-event loop in which every worker's
+clock moves on by exactly the seconds its executor measured (emulated: the real model ran the step on this one
+device) or predicted (simulated: a cost model).
+
+In the emulated back end every batch really runs on the one device, one after another in wall time, but each is
+charged only to its own worker's clock: the concurrency between workers is the one thing modeled. A KV hand-off
+is really performed by the executor; the link between a prefill and a decode worker is charged its measured
+seconds, or ``link_latency_s + bytes / link_bytes_per_s`` when a link bandwidth is set, and transfers on one
+link queue behind each other.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from . import fast
+from .executor import StepOutcome, run_step
+
+__all__ = ["VirtualClock"]
+
+
+class VirtualClock:
+    """Events on a heap, in time order; ties in the order they were scheduled."""
+
+    def __init__(self, cluster):
+        self.c = cluster
+        self.events: list = []
+        self.seq = itertools.count()
+
+    def push(self, t: float, kind: str, *payload) -> None:
+        heapq.heappush(self.events, (t, next(self.seq), kind, payload))
+
+    def next_time(self) -> float:
+        return self.events[0][0] if self.events else float("inf")
+
+    def run(self) -> float:
+        c, events, pop, t = self.c, self.events, heapq.heappop, 0.0
+        for r in c.requests:
+            self.push(r.arrival_s, "arrive", r)
+        c.record(*c.workers, t=0.0)
+        handlers = {"arrive": c.on_arrive, "done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
+        while events:
+            t = events[0][0]
+            while events and events[0][0] == t:
+                _, _, kind, payload = pop(events)
+                handlers[kind](t, *payload)
+            c.dispatch(t)
+        return t
+
+    def step(self, w, plan, t: float) -> None:
+        """Run (or predict) ``w``'s step now; it ends after its seconds."""
+        c = self.c
+        if c.fast:
+            fast.register(w)
+            if plan.decode and not (plan.prefill or w.queue or w.prefilling or w.joining or w.incoming):
+                if fast.start_stretch(c, w, t):
+                    return
+            out = StepOutcome(decode_s=fast.decode_seconds(c, w) if plan.decode else 0.0)
+            if plan.prefill:
+                res = c.backend.prefill(plan.prefill, plan.prefill_tokens)
+                out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
+        else:
+            out = run_step(c.backend, w.batch, plan.decode, plan.prefill, plan.prefill_tokens)
+        if plan.decode:
+            c.log(w.name, "decode", t, t + out.decode_s, (s.request.id for s in plan.decode), len(plan.decode),
+                  len(plan.decode))
+        if plan.prefill:
+            c.log(w.name, "prefill", t + out.decode_s, t + out.seconds, (s.request.id for s in plan.prefill),
+                  len(plan.prefill), sum(plan.prefill_tokens))
+        c.push_done(t + out.seconds, w, plan, out)
+
+    def transfer(self, p, d, slot, t: float) -> None:
+        """Move ``slot``'s cache from ``p`` to ``d`` (really, for a model) and charge the link between them."""
+        c = self.c
+        res = c.backend.transfer(slot, c.cfg.transfer_mode)
+        charged = res.seconds if c.cfg.link_bytes_per_s is None else (
+            c.cfg.link_latency_s + res.nbytes / c.cfg.link_bytes_per_s)
+        link = f"{p.name}->{d.name}"
+        start = max(t, c.links.get(link, 0.0))
+        c.links[link] = start + charged
+        r = slot.request
+        r.transfer_start_s, r.transfer_bytes = start, res.nbytes
+        if c.cfg.trace:
+            c.transfers.append(dict(request_id=r.id, src=p.name, dst=d.name, start_s=start, end_s=start + charged,
+                                    nbytes=res.nbytes, measured_s=res.seconds, charged_s=charged, method=res.method))
+        c.log(link, "transfer", start, start + charged, [r.id], 1, slot.context)
+        c.measured_s += res.seconds
+        self.push(start + charged, "arrived", p, d, slot, slot.transfer_id)
+
+    def lost(self, w, after_s: float, t: float, reason: str) -> None:
+        """``w`` is lost ``after_s`` from ``t`` (a fault hook fired)."""
+        self.push(t + after_s, "lost", w, reason)
+
+    def release(self, w, slot) -> None:
+        """The request no longer needs ``w``'s copy of its cache (here the slot simply moves on)."""
+
+    def forget(self, w) -> None:
+        """Drop what ``w`` held (here its slots' caches go with the slots)."""

@@ -1,0 +1,62 @@
+"""The simulator's fast path (lazy token records and decode stretches, splitlab.serving.fast) changes no decision:
+every token time, admission and worker of a run is the same with it (no trace) as without it (trace on)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from splitlab.costmodel import CostModel
+from splitlab.serving import CostModelExecutor, Request, ServingConfig, make_workload, run
+from splitlab.serving.cluster import Cluster
+
+COST = CostModel(decode_per_token_s=3e-7, prefill_per_token2_s=1e-9)
+# round binary numbers, so that step ends and arrivals tie exactly: ties must be broken as step by step
+TIES = CostModel(prefill_base_s=2 ** -7, prefill_per_token_s=2 ** -12, decode_base_s=2 ** -8, decode_per_seq_s=0.0,
+                 decode_per_token_s=0.0, transfer_base_s=2 ** -9, transfer_bytes_per_s=float("inf"))
+
+
+def outcome(res):
+    return ([(r.id, r.state.value, r.output, r.token_times_s, r.prefill_worker, r.decode_worker, r.finish_s)
+             for r in res.requests], res.admissions)
+
+
+def both(reqs, cost, **options):
+    slow = run(reqs, ServingConfig(trace=True, **options), CostModelExecutor(cost))
+    fast_cluster = Cluster(CostModelExecutor(cost), ServingConfig(trace=False, **options))
+    assert fast_cluster.fast
+    fast = fast_cluster.run([r.fresh() for r in reqs])
+    return slow, fast
+
+
+CONFIGS = [dict(workers=3), dict(workers=2, policy="chunked", chunk_tokens=64, max_batch=8),
+           dict(workers=2, policy="decode-first"), dict(layout="disaggregated", prefill_workers=1, decode_workers=3),
+           dict(layout="disaggregated", prefill_workers=2, decode_workers=2, first_token_on="decode",
+                kv_budget_bytes=2048 * 600),
+           dict(workers=2, kv_budget_bytes=2048 * 400, max_batch=4)]
+
+
+@pytest.mark.parametrize("options", CONFIGS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("workload, rate", [("chat", 40.0), ("code", 200.0), ("research", 5.0)])
+def test_fast_path_gives_identical_results(options, workload, rate):
+    reqs = make_workload(workload, 120, rate, seed=3)
+    slow, fast = both(reqs, COST, **options)
+    assert outcome(slow) == outcome(fast)
+    assert slow.metrics(1.0, 0.1)["slo_attainment"] == fast.metrics(1.0, 0.1)["slo_attainment"]
+
+
+@pytest.mark.parametrize("options", CONFIGS[:4], ids=str)
+def test_ties_between_step_ends_and_arrivals(options):
+    """Arrivals at multiples of 1/64 s meet decode step ends of 1/256 s exactly."""
+    rng = np.random.default_rng(0)
+    reqs = [Request(i, float(rng.integers(0, 40)) / 64, [1] * int(rng.integers(4, 60)), int(rng.integers(2, 40)))
+            for i in range(60)]
+    slow, fast = both(reqs, TIES, **options)
+    assert outcome(slow) == outcome(fast)
+
+
+def test_decode_run_equals_step_by_step():
+    for batch, context, steps in itertools.product([1, 7], [0, 1234], [1, 50]):
+        run_s = COST.decode_run_s(batch, context, steps)
+        assert all(run_s[i] == COST.decode_s(batch, context + i * batch) for i in range(steps))
