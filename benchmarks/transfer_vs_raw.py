@@ -3,7 +3,7 @@
     python benchmarks/transfer_vs_raw.py [--model tiny-mha] [--prompt-tokens 1024 2048] [--batch 1 2]
                                          [--repeats 21] [--goal 0.8] [--json]
 
-Two local processes joined over gloo (:class:`splitlab.peer.Peer`). For each cache (a real prefill of
+Two local processes joined over gloo (:class:`splitlab.transfer.peer.Peer`). For each cache (a real prefill of
 ``--model``: tiny-mha holds 8 KiB per token in float32, so 1024 tokens = 8 MiB):
 
 - ``raw``: one contiguous uint8 tensor of the cache's bytes (the very buffer ``whole`` sends), ``send`` then a

@@ -324,8 +324,8 @@ def cli(*args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("args, message", [
     (("demo", "--seed", "-1"), "argument --seed: must be an integer in 0 .. 2**63 - 1, got -1"),
     (("demo", "--seed", str(2 ** 70)), "argument --seed: must be an integer in 0 .. 2**63 - 1"),
-    (("serve", "--cost-model", "--seed", "-1"), "argument --seed: must be an integer"),  # "expected non-negative integer"
-    (("compare", "--cost-model", "--seed", "x"), "argument --seed: 'x' is not an integer"),
+    (("serve", "--backend", "simulated", "--seed", "-1"), "argument --seed: must be an integer"),  # "expected non-negative integer"
+    (("compare", "--backend", "simulated", "--seed", "x"), "argument --seed: 'x' is not an integer"),
 ])
 def test_cli_seeds_out_of_range(args, message):
     status, out, err = cli(*args)
@@ -337,7 +337,7 @@ def test_cli_demo_of_a_file_says_it_is_a_file(tmp_path):
     path = tmp_path / "config.json"
     path.write_text("{}")
     status, _, err = cli("demo", "--model", str(path))
-    assert status == 2 and "is a file, not a directory saved with save_pretrained" in err
+    assert status == 1 and "is a file, not a directory saved with save_pretrained" in err  # it names a bad thing
 
 
 def test_cli_demo_of_one_token_has_no_decode_line_of_nonsense():
@@ -348,11 +348,11 @@ def test_cli_demo_of_one_token_has_no_decode_line_of_nonsense():
 def test_cli_says_why_requests_were_rejected_and_when_tokens_were_not_compared():
     """Every request rejected gave 'rejected 3' with no reason, and 'tokens identical in both layouts: yes' about
     zero requests (and about the cost model's placeholder tokens)."""
-    status, out, _ = cli("compare", "--cost-model", "--requests", "3", "--kv-budget-bytes", "1")
+    status, out, _ = cli("compare", "--backend", "simulated", "--requests", "3", "--kv-budget-bytes", "1")
     assert status == 0
     assert "rejected: request 0: needs" in out and "but a worker's KV budget is 1 bytes (and 2 more" in out
     assert "tokens identical in both layouts: not checked: the cost model emits no real tokens" in out
-    status, out, _ = cli("compare", "--cost-model", "--requests", "3", "--kv-budget-bytes", "1", "--json")
+    status, out, _ = cli("compare", "--backend", "simulated", "--requests", "3", "--kv-budget-bytes", "1", "--json")
     data = json.loads(out)
     assert data["tokens_compared"] == 0
     for layout in ("colocated", "disaggregated"):
@@ -387,21 +387,19 @@ def test_cli_output_into_a_closed_pipe_is_no_traceback():
     (["--requests", "0"], "argument --requests: must be a positive integer, got 0"),
     (["--seed", "-1"], "argument --seed: must be an integer in 0 .. 2**63 - 1"),
 ])
-def test_torchrun_entry_checks_its_arguments_before_joining(monkeypatch, capsys, args, message):
+def test_torchrun_entry_checks_its_arguments_before_joining(monkeypatch, args, message):
     """They were only checked after every rank had joined the group and loaded the model: --workload nope or
     --rate 0 then ended in a KeyError/ValueError traceback on the router."""
-    from splitlab.serving.distributed.router import main
     monkeypatch.delenv("RANK", raising=False)
-    with pytest.raises(SystemExit) as stop:
-        main(args)
-    assert stop.value.code == 2 and message in capsys.readouterr().err
+    status, out, err = cli("serve", "--backend", "distributed", "--torchrun", *args)
+    assert status == 2 and out == "" and message in err and err.count("\n") == 1
 
 
 def test_torchrun_entry_outside_torchrun_is_one_line(monkeypatch):
-    from splitlab.serving.distributed.router import main
     monkeypatch.delenv("RANK", raising=False)
-    with pytest.raises(SystemExit, match="^splitlab.dist_serve: error: RANK is not set: start this with torchrun$"):
-        main([])
+    status, out, err = cli("serve", "--backend", "distributed", "--torchrun")
+    assert status == 1 and out == ""
+    assert err == "splitlab serve: error: RANK is not set: start this with torchrun\n"
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -21,12 +21,13 @@ def test_transfer_cli_json_rows(capsys):
     assert all({"prefill_s", "exposed_s", "hidden_fraction"} <= set(r) for r in lw)
 
 
-@pytest.mark.parametrize("args", [("transfer", "--prompt-tokens", "0"), ("transfer", "--model", "no-such-model"),
-                                  ("transfer", "--prompt-tokens", "12,x")])
-def test_transfer_cli_bad_arguments_fail_in_one_line(capsys, args):
+@pytest.mark.parametrize("args, code", [(("transfer", "--prompt-tokens", "0"), 2),
+                                        (("transfer", "--model", "no-such-model"), 1),
+                                        (("transfer", "--prompt-tokens", "12,x"), 2)])
+def test_transfer_cli_bad_arguments_fail_in_one_line(capsys, args, code):
     try:
         status = main(list(args))
     except SystemExit as exit_:
         status = exit_.code
     out = capsys.readouterr()
-    assert status == 2 and out.out == "" and len(out.err.strip().splitlines()) == 1
+    assert status == code and out.out == "" and len(out.err.strip().splitlines()) == 1

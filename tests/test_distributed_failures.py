@@ -1,23 +1,26 @@
-"""Failures between processes end with a clear error inside a configurable timeout, never a hang: a peer that
-never joins, a peer that dies mid-exchange, a decode worker that dies with a request in flight (reported FAILED,
-not lost), a worker that stops answering, a launcher environment that is missing or points at nobody."""
+"""Failures between processes end with a clear result inside a configurable timeout, never a hang: a peer that
+never joins or dies mid-exchange, a Peer that timed out (broken from then on), bad Peer arguments refused on the
+caller's side, a decode worker that dies (its request completes on the other one), a worker that stops answering
+(its requests are served elsewhere), a launcher environment that is missing or points at nobody."""
 from __future__ import annotations
 
 import time
 
 import pytest
+import torch
 
 import splitlab as sl
 from splitlab import serving
-from splitlab.serving.distributed.router import Cluster
+from splitlab.common.faults import KillWorker
+from splitlab.serving import ServingConfig
 from splitlab.transfer.group import DistributedError, PeerJoinTimeout, WorkerDied, free_port, join_from_env
-from splitlab.transfer.peer import Peer
+from splitlab.transfer.peer import Peer, PeerBroken
 
 
 def test_a_peer_that_never_joins_times_out_with_a_clear_error():
     t0 = time.time()
     with pytest.raises(PeerJoinTimeout, match=r"worker rank\(s\) \[1\] of 1 did not join within 3 s"):
-        Peer(join_timeout_s=3, fault={"rank": 1, "kind": "never-join"}).start()
+        Peer(join_timeout_s=3, fault=KillWorker("rank1", "join", hang=True)).start()
     assert time.time() - t0 < 15  # 3 s plus starting the process; the sleeping child was killed
 
 
@@ -40,45 +43,85 @@ def test_join_from_env_says_what_is_missing(monkeypatch):
 
 def test_a_peer_that_dies_mid_exchange_is_reported_not_waited_for(lm):
     cache = sl.prefill(lm, [[1, 2, 3, 4]]).cache
-    peer = Peer(timeout_s=20, fault={"rank": 1, "kind": "exit", "after": 2}).start()
+    peer = Peer(timeout_s=20, fault=KillWorker("peer", "op", after=2)).start()
     try:
         peer.transfer(cache)
         t0 = time.time()
         with pytest.raises(WorkerDied, match="exited with code 17"):
             peer.transfer(cache)
         assert time.time() - t0 < 10
+        with pytest.raises(PeerBroken, match="this peer is broken .*WorkerDied"):
+            peer.transfer(cache)  # refused here, not sent to a child that is gone
     finally:
         assert peer.close() == {1: 17}
 
 
-def test_a_decode_worker_that_dies_fails_its_request_and_the_run_ends_cleanly(lm):
+def test_a_peer_that_times_out_is_broken_and_bad_arguments_never_reach_the_child(lm):
+    cache = sl.prefill(lm, [[1, 2, 3, 4]]).cache
+    with Peer(timeout_s=2, fault=KillWorker("peer", "op", after=2, hang=True)) as peer:
+        for bad, error in ((dict(mode="bytewise"), ValueError), (dict(segments="all"), ValueError),
+                           (dict(model=3), TypeError)):
+            with pytest.raises(error):
+                peer.transfer(cache, **bad)
+        with pytest.raises(TypeError, match="cache must be a splitlab.KVCache"):
+            peer.transfer(cache.keys)
+        with pytest.raises(ValueError, match="n_tokens must be an integer >= 1"):
+            peer.decode(cache, [1], 0, model="tiny")
+        with pytest.raises(ValueError, match="raw needs at least one byte"):
+            peer.raw(0)
+        assert peer.transfer(cache)["nbytes"] == cache.nbytes  # the child is fine: nothing bad reached it
+        with pytest.raises(DistributedError, match="did not answer"):
+            peer.transfer(cache)  # the child hangs in its 2nd operation
+        with pytest.raises(PeerBroken):
+            peer.raw(1024)
+
+
+def test_a_killed_decode_worker_s_request_completes_on_the_other_one(lm):
     reqs = serving.make_workload("chat", 4, rate_per_s=20, model=lm, seed=3, scale=0.05)
-    victim = reqs[1].id
-    cluster = Cluster("tiny", 1, 1, timeout_s=20, fault={"rank": 2, "kind": "exit", "request": victim,
-                                                          "stage": "decode"}).start()
+    victim = reqs[0].id
+    reference = serving.reference_tokens(lm, reqs)
     t0 = time.time()
-    res = cluster.serve(reqs)
-    assert time.time() - t0 < 25
-    assert cluster.group is None  # stopped: every worker process has exited
+    with serving.DistributedBackend("tiny", timeout_s=20) as b:
+        res = serving.run(reqs, ServingConfig.disaggregated(1, 2), b,
+                          faults=KillWorker("D0", "step", after=2, request=victim))
+        codes = b.close()
+    assert time.time() - t0 < 60
     by_id = {r.id: r for r in res.requests}
-    assert len(by_id) == len(reqs) and all(r.done for r in res.requests)  # none lost
-    dead = by_id[victim]
-    assert dead.state == serving.State.FAILED and "worker D0 (rank 2) died with exit code 17" in dead.reject_reason
-    assert len(dead.output) >= 1  # it was in flight: tokens had reached the client
-    assert {r.state for r in res.requests} <= {serving.State.FINISHED, serving.State.FAILED}
-    assert res.metrics()["failed"] == sum(r.state == serving.State.FAILED for r in res.requests)
-    assert any("exit codes {1: 0, 2: 17}" in f for f in res.failures)  # the prefill worker exited cleanly
+    assert all(r.state == serving.State.FINISHED for r in res.requests)
+    assert by_id[victim].decode_worker == "D1" and by_id[victim].retries == 1
+    assert res.tokens() == reference  # served again from its prompt and emitted tokens: the same tokens
+    assert any("D0 lost" in n and "exited with code 17" in n for n in res.notes)
+    assert codes[2] == -9 or codes[2] == 17
 
 
-def test_a_silent_worker_fails_its_request_after_the_progress_timeout(lm):
-    """What torchrun runs rely on (no process handles there): no news of a request for timeout_s fails it."""
+def test_a_silent_worker_is_lost_after_the_timeout_and_its_requests_are_served_elsewhere(lm):
     reqs = serving.make_workload("chat", 3, rate_per_s=20, model=lm, seed=4, scale=0.05)
     t0 = time.time()
-    cluster = Cluster("tiny", 1, 1, timeout_s=3, join_timeout_s=30,
-                      fault={"rank": 1, "kind": "hang", "request": reqs[0].id, "stage": "prefill"})
-    res = cluster.start().serve(reqs)
-    assert time.time() - t0 < 40
-    hung = next(r for r in res.requests if r.id == reqs[0].id)
-    assert hung.state == serving.State.FAILED and "no progress for 3 s while prefilling on P0/D0" in hung.reject_reason
-    assert all(r.done for r in res.requests) and cluster.group is None
-    assert any("2: 0" in f for f in res.failures)  # the decode worker exited cleanly (the hung one was killed)
+    with serving.DistributedBackend("tiny", timeout_s=3) as b:
+        res = serving.run(reqs, ServingConfig.disaggregated(2, 1), b,
+                          faults=KillWorker("P0", "step", request=reqs[0].id, hang=True))
+    assert time.time() - t0 < 60
+    assert all(r.state == serving.State.FINISHED for r in res.requests)
+    assert any("P0 lost" in n and "no answer for 3 s" in n for n in res.notes)
+    assert {r.prefill_worker for r in res.requests} == {"P1"}
+
+
+def test_every_request_fails_with_its_reason_when_a_pool_is_gone(lm):
+    reqs = serving.make_workload("chat", 3, rate_per_s=50, model=lm, seed=5, scale=0.05)
+    with serving.DistributedBackend("tiny", timeout_s=20) as b:
+        res = serving.run(reqs, ServingConfig.disaggregated(1, 1), b, faults=KillWorker("D0", "receive"))
+    assert all(r.done for r in res.requests) and len(res.failed) == len(reqs)
+    assert all("no decode worker left" in r.reject_reason for r in res.failed)
+    assert res.metrics()["failed"] == len(reqs)
+
+
+def test_queueing_is_not_a_stall(lm):
+    """Many long prompts at once with a short timeout: requests wait for the prefill worker and for batch places
+    far longer than the timeout, and none of them fails (only a worker that holds work and says nothing stalls)."""
+    reqs = [serving.Request(i, 0.0, sl.profiling.random_prompt(lm, 1000, seed=i), 4) for i in range(24)]
+    with serving.DistributedBackend("tiny", timeout_s=2) as b:
+        res = serving.run(reqs, ServingConfig.disaggregated(1, 1, max_batch=2, max_prefill_tokens=1000), b)
+    assert res.metrics()["completed"] == len(reqs) and res.notes == []
+    assert max(r.token_times_s[0] - r.arrival_s for r in res.requests) > 2  # the last ones waited past the timeout
+
+

@@ -126,7 +126,7 @@ assert len(res.completed) == 20
 res = serving.run(serving.make_workload("chat", 20, 4.0), serving.ServingConfig.disaggregated(1, 2, trace=False))
 assert len(res.completed) == 20
 assert main(["kv-size", "Llama-3-8B", "--json"]) == 0
-assert main(["serve", "--cost-model", "--requests", "8", "--json"]) == 0
+assert main(["serve", "--backend", "simulated", "--requests", "8", "--json"]) == 0
 heavy = sorted(m for m in ("torch", "transformers", "matplotlib") if m in sys.modules)
 assert not heavy, f"imported {heavy}"
 """

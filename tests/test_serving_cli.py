@@ -15,7 +15,7 @@ from splitlab.cli import main
 SMALL = ("--workload", "chat", "--requests", "3", "--rate", "20", "--scale", "0.05")
 COMMANDS = {
     "compare": ("compare", *SMALL, "--json"),
-    "serve-disagg-cost": ("serve", "--cost-model", "--layout", "disaggregated", "--prefill-workers", "2",
+    "serve-disagg-cost": ("serve", "--backend", "simulated", "--layout", "disaggregated", "--prefill-workers", "2",
                           "--decode-workers", "1", "--workload", "summarize", "--requests", "12", "--rate", "8",
                           "--json"),
 }
@@ -38,7 +38,7 @@ def test_compare_json_has_both_layouts_and_tokens_identical(runs):
     out = runs["compare"]
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["tokens_identical"] is True and data["executor"] == "ModelExecutor"
+    assert data["tokens_identical"] is True and data["backend"] == "emulated"
     for layout in ("colocated", "disaggregated"):
         m = data[layout]
         assert KEYS <= set(m) and {"p50", "p90", "p99"} <= set(m["ttft_s"]) and {"p50", "p90", "p99"} <= set(m["tpot_s"])
@@ -57,26 +57,52 @@ def test_serve_json_is_one_object_for_its_layout(runs):
 
 
 def test_serve_text_and_rejections(capsys):
-    assert main(["serve", "--cost-model", "--policy", "chunked", "--requests", "5"]) == 0
+    assert main(["serve", "--backend", "simulated", "--policy", "chunked", "--requests", "5"]) == 0
     text = capsys.readouterr().out
     assert "TTFT ms" in text and "completed 5/5" in text
-    assert main(["serve", "--cost-model", "--workload", "summarize", "--requests", "4", "--kv-budget-bytes",
+    assert main(["serve", "--backend", "simulated", "--workload", "summarize", "--requests", "4", "--kv-budget-bytes",
                  "100000", "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["colocated"]
     assert m["rejected"] == 4 and m["completed"] == 0 and m["ttft_s"]["p50"] is None  # strict JSON: null
 
 
-@pytest.mark.parametrize("args", [("serve", "--rate", "0"), ("compare", "--workload", "poetry"),
-                                  ("serve", "--cost-model", "--policy", "chunked", "--chunk-tokens", "8"),
-                                  ("serve", "--model", "./no/such/model"), ("compare", "--decode-workers", "0")])
-def test_bad_arguments_fail_in_one_line(capsys, args):
+@pytest.mark.parametrize("args, status", [
+    (("serve", "--rate", "0"), 2), (("compare", "--workload", "poetry"), 2),
+    (("serve", "--backend", "simulated", "--policy", "chunked", "--chunk-tokens", "8"), 2),
+    (("compare", "--decode-workers", "0"), 2), (("serve", "--backend", "nowhere"), 2),
+    (("serve", "--device", "cuda:abc"), 2), (("serve", "--device", "meta"), 2),
+    (("serve", "--model", "./no/such/model"), 1),  # well-formed, but it names nothing that exists
+    (("serve", "--device", "cuda", "--requests", "1"), 1),  # a device this machine does not have
+    (("serve", "--backend", "distributed", "--model", "./no/such/model"), 1),
+])
+def test_bad_arguments_fail_in_one_line(capsys, args, status):
+    """Exit 2: the command line is malformed; exit 1: it is fine, but what it names cannot be used."""
+    import torch
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
     try:
-        status = main(list(args))
+        got = main(list(args))
     except SystemExit as exit_:  # argparse
-        status = exit_.code
+        got = exit_.code
     out = capsys.readouterr()
-    assert status == 2 and out.out == ""
+    assert got == status and out.out == ""
     assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
+
+
+def test_every_backend_prints_the_same_json(capsys):
+    """emulated, simulated and distributed: the same keys, strict JSON (no NaN), completed + rejected + failed ==
+    submitted."""
+    keys = None
+    for backend in ("simulated", "emulated", "distributed"):
+        assert main(["serve", "--backend", backend, "--layout", "disaggregated", *SMALL, "--json"]) == 0
+        out = capsys.readouterr().out
+        assert "NaN" not in out and "Infinity" not in out
+        data = json.loads(out)
+        m = data["disaggregated"]
+        assert data["backend"] == backend and m["backend"] == backend
+        assert m["completed"] + m["rejected"] + m["failed"] == m["submitted"] == 3
+        keys = keys or set(m)
+        assert set(m) == keys
 
 
 def test_cli_choices_come_from_the_package():

@@ -1,10 +1,16 @@
 """``python -m splitlab SUBCOMMAND`` (or the ``splitlab`` console script).
 
 Each subcommand lives in its own module and registers itself with :func:`.registry.command`; argument checks live
-in :mod:`.args`. Exit status: 0 ok; 2 for usage errors (argparse, or a :class:`~.registry.CLIError` found after
-parsing); 1 for errors at run time (``ModelLoadError``, ``ContextLengthError``, ``EmptyPromptError``,
-``CacheMismatchError`` and other ``ValueError``/``RuntimeError``/``OSError``); 130 interrupted; 141 the reader of
-stdout went away.
+in :mod:`.args`. Exit status, the same for every subcommand:
+
+- 0: done;
+- 2: the command line itself is wrong: a value argparse refuses (not a number, an unknown choice, a device
+  splitlab does not run on), or options that contradict each other (a :class:`~.registry.CLIError`);
+- 1: the command line is fine but what it names cannot be used or the run fails: a file that does not exist or
+  holds no config, a model that cannot be loaded, a device this machine does not have, a worker that dies
+  (``ModelLoadError``, ``ContextLengthError``, ``CacheMismatchError`` and other ``ValueError``/``RuntimeError``/
+  ``OSError``);
+- 130 interrupted; 141 the reader of stdout went away.
 """
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     reader of stdout went away, as in ``splitlab kv-size tiny | head -1``)."""
     args = build_parser().parse_args(argv)
     try:
-        data, lines = args.run(args)
+        done = args.run(args)
     except CLIError as err:
         print(f"splitlab {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
@@ -46,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"splitlab {args.command}: interrupted", file=sys.stderr)
         return 130
+    if done is None:  # a worker rank under torchrun: the router (rank 0) reports
+        return 0
+    data, lines = done
     try:
         print(json.dumps(data) if args.json else "\n".join(lines))
         sys.stdout.flush()

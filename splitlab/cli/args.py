@@ -1,11 +1,13 @@
 """Argument checks and formatting shared by every subcommand: each type refuses bad text with a one-line
-reason (argparse turns it into a usage error, exit status 2)."""
+reason (argparse turns it into a usage error, exit status 2); :func:`check_chunking` and its like check options
+against each other after parsing (a :class:`~.registry.CLIError`, also exit status 2)."""
 from __future__ import annotations
 
 import argparse
 import math
 
-__all__ = ["positive_int", "seed_int", "positive_float", "token_list", "human_bytes", "number"]
+__all__ = ["positive_int", "seed_int", "positive_float", "token_list", "device_name", "check_chunking", "human_bytes",
+           "number"]
 
 
 def positive_int(text: str) -> int:
@@ -38,6 +40,23 @@ def positive_float(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def device_name(text: str) -> str:
+    """A device splitlab runs models on: cpu, cuda, cuda:N or mps (whether this machine has it is checked when
+    the model loads: a run-time failure). Others, such as "meta" (tensors without data), are refused here."""
+    kind, _, index = text.partition(":")
+    if kind not in ("cpu", "cuda", "mps") or (index and not (kind == "cuda" and index.isdigit())):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device splitlab runs models on: use cpu, cuda, cuda:N "
+                                         "or mps")
+    return text
+
+
+def check_chunking(args) -> None:
+    """The chunked policy's budget must leave room for prompts beside a full decode batch."""
+    from .registry import CLIError
+    if args.policy == "chunked" and args.chunk_tokens <= args.max_batch:
+        raise CLIError(f"--chunk-tokens ({args.chunk_tokens}) must exceed --max-batch ({args.max_batch})")
 
 
 def token_list(text: str) -> list[int]:

@@ -9,10 +9,20 @@ from pathlib import Path
 
 from .. import sizing
 from ..common.presets import list_presets
-from .args import human_bytes, number, positive_int, seed_int
-from .registry import CLIError, arg, command
+from .args import device_name, human_bytes, number, positive_int, seed_int
+from .registry import arg, command
 
-__all__ = ["demo", "check_loadable"]
+__all__ = ["demo", "check_loadable", "ModelNotFound", "quiet_hub"]
+
+
+class ModelNotFound(ValueError):
+    """The model a command names cannot be loaded here (a run-time failure: exit status 1)."""
+
+
+def quiet_hub() -> None:
+    """Keep stderr for splitlab's own one-line errors (transformers and the hub client log warnings there)."""
+    for name in ("transformers", "huggingface_hub"):
+        __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
 
 
 def check_loadable(name: str) -> None:
@@ -21,23 +31,23 @@ def check_loadable(name: str) -> None:
     if name in list_presets() or Path(name).expanduser().is_dir():
         return
     if Path(name).expanduser().exists():
-        raise CLIError(f"model path {name!r} is a file, not a directory saved with save_pretrained (presets: "
+        raise ModelNotFound(f"model path {name!r} is a file, not a directory saved with save_pretrained (presets: "
                        f"{', '.join(list_presets())})")
     if name in sizing.PUBLISHED_MODELS:
-        raise CLIError(f"{name!r} is an entry of the sizing table, not a loadable model: try "
+        raise ModelNotFound(f"{name!r} is an entry of the sizing table, not a loadable model: try "
                        f"'splitlab kv-size {name}', or demo a preset ({', '.join(list_presets())})")
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
-        raise CLIError(f"model path {name!r} does not exist (presets: {', '.join(list_presets())})")
+        raise ModelNotFound(f"model path {name!r} does not exist (presets: {', '.join(list_presets())})")
     from huggingface_hub import constants, try_to_load_from_cache
     try:
         if isinstance(try_to_load_from_cache(name, "config.json"), str):
             return  # in the local Hugging Face cache
     except ValueError:  # not a valid repo id
-        raise CLIError(f"model {name!r} is not a preset, a local directory or a Hugging Face name "
+        raise ModelNotFound(f"model {name!r} is not a preset, a local directory or a Hugging Face name "
                        f"(presets: {', '.join(list_presets())})") from None
     host = constants.ENDPOINT.split("://")[-1].split("/")[0].split(":")[0]
     if constants.HF_HUB_OFFLINE or not _resolves(host):
-        raise CLIError(f"model {name!r} is not a preset, not a local directory and not in the Hugging Face "
+        raise ModelNotFound(f"model {name!r} is not a preset, not a local directory and not in the Hugging Face "
                        f"cache, and {host} cannot be reached; use a preset: {', '.join(list_presets())}")
 
 
@@ -61,23 +71,16 @@ def _resolves(host: str, timeout: float = 3.0) -> bool:
          arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
          arg("--prompt-tokens", type=positive_int, default=128, metavar="N", help="prompt length (default 128)"),
          arg("--new-tokens", type=positive_int, default=32, metavar="N", help="tokens to generate (default 32)"),
-         arg("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
+         arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
          arg("--dtype", default=None, help="weight dtype, e.g. float32, bfloat16 (default: fp32 CPU, bf16 GPU)"),
          arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompt (default 0)"),
          arg("--no-reference", action="store_true", help="skip the check against transformers' generate"))
 def demo(args) -> tuple[dict, list[str]]:
     check_loadable(args.model)  # before importing torch: bad names fail in a fraction of a second
-    import torch
     from ..phases.device import describe_device
     from ..phases.engine import as_token_batch, generate, reference_generate
     from ..phases.models import load_model
-    if args.device is not None:
-        try:
-            torch.device(args.device)
-        except RuntimeError:
-            raise CLIError(f"unknown device {args.device!r}: use cpu, cuda, cuda:N or mps") from None
-    for name in ("transformers", "huggingface_hub"):  # keep stderr for our own one-line errors
-        __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
+    quiet_hub()
     lm = load_model(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
     from ..phases.profiling import text_prompt, warm_up
     ids = text_prompt(lm, args.prompt_tokens, args.seed)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .. import sizing
 from .args import human_bytes, number, positive_int
-from .registry import CLIError, arg, command
+from .registry import arg, command
 
 __all__ = ["kv_size"]
 
@@ -20,10 +20,10 @@ def kv_size(args) -> tuple[dict, list[str]]:
     element = sizing.dtype_bytes(args.dtype)
     looks_like_path = args.model.endswith(".json") or os.sep in args.model or "/" in args.model
     if looks_like_path and args.model not in sizing.PUBLISHED_MODELS and not Path(args.model).exists():
-        raise CLIError(f"config file {args.model!r} does not exist")
+        raise ValueError(f"config file {args.model!r} does not exist")
     config = sizing.resolve_config(args.model)
     if not isinstance(config, dict):
-        raise CLIError(f"{args.model!r} does not hold a config object (a JSON dict)")
+        raise ValueError(f"{args.model!r} does not hold a config object (a JSON dict)")
     g = sizing.kv_geometry(config)
     per_token = sizing.kv_bytes_per_token(g, args.dtype)
     total = sizing.kv_bytes(g, args.tokens, args.batch, args.dtype)

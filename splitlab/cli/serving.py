@@ -1,31 +1,33 @@
-"""``python -m splitlab serve`` and ``python -m splitlab compare``: a workload through a simulated cluster.
+"""``python -m splitlab serve`` and ``python -m splitlab compare``: a workload through a cluster, on any back end.
+
+``--backend emulated`` (default: the real model runs every batch on this device and each worker's clock moves by
+the measured times), ``simulated`` (a cost model predicts the times; no model is loaded and torch is not
+imported) or ``distributed`` (one process per worker, wall clocks, KV moved with torch.distributed; ``--timeout``
+bounds every exchange; ``--torchrun`` joins the processes torchrun started). Every back end takes the same
+options and prints the same JSON.
 
 ``serve`` runs one layout; ``compare`` runs the same requests (same workload and seed) colocated on
-``--workers`` workers (default: prefill + decode workers, so both layouts get the same number) and
-disaggregated on ``--prefill-workers`` + ``--decode-workers``, and says whether every request got the same
-tokens. With ``--json`` the output is one object with one entry per layout (``colocated`` /
-``disaggregated``), each holding ``ttft_s`` and ``tpot_s`` percentiles (``p50``, ``p90``, ``p99``, ``mean``),
-``slo_attainment``, ``completed``, ``rejected``, ``throughput_tokens_per_s``, ``rejections`` (id, state and
-reason of every request that did not complete) and more; ``compare`` adds ``tokens_identical`` and
-``tokens_compared`` (requests completed in both layouts; with ``--cost-model`` the tokens are placeholders and
-the check means nothing). Undefined numbers (no completed request) are ``null``.
-
-The real model runs every batch (emulated mode: measured times advance each worker's own clock); with
-``--cost-model`` a linear cost model predicts the times instead and no model is loaded.
-Registered into :mod:`splitlab.cli`.
+``--workers`` workers (default: prefill + decode workers, so both get the same number) and disaggregated on
+``--prefill-workers`` + ``--decode-workers``, and says whether every request got the same tokens. With
+``--json`` the output is one object with one entry per layout (``colocated`` / ``disaggregated``), each holding
+``completed``, ``rejected``, ``failed``, ``ttft_s``, ``tpot_s``, ``itl_s`` percentiles (``p50``, ``p90``,
+``p99``, ``mean``), ``slo_attainment``, ``throughput_tokens_per_s``, ``rejections`` (id, state and reason of every
+request that did not complete), ``notes`` (faults and what was done about them) and more; ``compare`` adds
+``tokens_identical`` and ``tokens_compared``. Undefined numbers (no completed request) are ``null``.
 """
 from __future__ import annotations
 
 import math
 
-from ..serving.config import POLICIES
+from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import positive_float, positive_int, seed_int
-from .demo import check_loadable
-from .registry import CLIError, arg, command
+from .args import check_chunking, device_name, positive_float, positive_int, seed_int
+from .demo import check_loadable, quiet_hub
+from .registry import arg, command
 
-__all__ = ["serve", "compare"]
+__all__ = ["serve", "compare", "COMMON", "setup", "clean"]
 
+BACKENDS = ("emulated", "simulated", "distributed")
 COMMON = (
     arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
     arg("--rate", type=positive_float, default=2.0, metavar="REQ_PER_S", help="mean arrival rate (default 2)"),
@@ -37,14 +39,20 @@ COMMON = (
     arg("--policy", choices=POLICIES, default="prefill-first", help="colocated batching policy"),
     arg("--chunk-tokens", type=positive_int, default=256, help="chunked policy: token budget per step (256)"),
     arg("--max-batch", type=positive_int, default=16, help="requests resident per worker (default 16)"),
+    arg("--max-prefill-tokens", type=positive_int, default=2048, help="prompt tokens per prefill forward (2048)"),
     arg("--kv-budget-bytes", type=positive_int, default=None,
-        help="KV budget per worker (default: device memory minus weights)"),
+        help="KV budget per worker (default: device memory minus weights; unlimited for a cost model)"),
     arg("--first-token-on", choices=("prefill", "decode"), default="prefill",
         help="disaggregated: which side emits the first token (default prefill)"),
+    arg("--transfer-mode", choices=TRANSFER_MODES, default="whole", help="disaggregated: how the cache moves"),
     arg("--link-gbps", type=positive_float, default=None,
-        help="disaggregated: model a KV link of this many GB/s instead of charging the measured copy"),
+        help="disaggregated, virtual clocks: model a KV link of this many GB/s instead of charging the measured copy"),
+    arg("--backend", choices=BACKENDS, default="emulated", help="emulated (default), simulated or distributed"),
     arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
-    arg("--cost-model", action="store_true", help="predict step times with the default cost model (no model)"),
+    arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
+    arg("--timeout", type=positive_float, default=30.0, metavar="S",
+        help="distributed: limit of every exchange with a worker (default 30 s)"),
+    arg("--torchrun", action="store_true", help="distributed: join the processes torchrun started"),
     arg("--ttft-slo", type=positive_float, default=1.0, metavar="S", help="TTFT SLO in seconds (default 1.0)"),
     arg("--tpot-slo", type=positive_float, default=0.1, metavar="S", help="TPOT SLO in seconds (default 0.1)"),
     arg("--seed", type=seed_int, default=0, help="seeds arrivals, lengths, prompts and random weights (default 0)"),
@@ -55,46 +63,64 @@ POOLS = (
 )
 
 
-def _clean(x):
+def clean(x):
     """NaN/inf -> None, recursively, so the JSON is strict."""
     if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
+        return {k: clean(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [clean(v) for v in x]
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
 
 
-def _setup(args):
-    """(executor, requests) for the parsed options."""
-    from .. import serving
-    if args.cost_model:
-        executor, lm = serving.CostModelExecutor(), None
-    else:
-        from ..phases.models import load_model
-        check_loadable(args.model)
-        for name in ("transformers", "huggingface_hub"):
-            __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
-        lm = load_model(args.model, seed=args.seed)
-        executor = serving.ModelExecutor(lm)
-    reqs = serving.make_workload(args.workload, args.requests, args.rate, seed=args.seed, model=lm,
-                                 arrival=args.arrival, cv=args.cv, scale=args.scale)
-    return executor, reqs
-
-
-def _options(args) -> dict:
-    if args.policy == "chunked" and args.chunk_tokens <= args.max_batch:
-        raise CLIError(f"--chunk-tokens ({args.chunk_tokens}) must exceed --max-batch ({args.max_batch})")
+def options(args) -> dict:
+    """The ServingConfig fields the command line sets (the layout and pool sizes aside)."""
+    check_chunking(args)
     return dict(policy=args.policy, chunk_tokens=args.chunk_tokens, max_batch=args.max_batch,
-                kv_budget_bytes=args.kv_budget_bytes or "auto", first_token_on=args.first_token_on,
+                max_prefill_tokens=args.max_prefill_tokens, kv_budget_bytes=args.kv_budget_bytes or "auto",
+                first_token_on=args.first_token_on, transfer_mode=args.transfer_mode, timeout_s=args.timeout,
                 link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None)
 
 
-def _header(args, executor) -> dict:
+def setup(args, n_workers: int, cost=None):
+    """``(backend, requests, close)`` for the parsed options; ``cost``: the simulated back end's cost model (None:
+    the built-in one). Under ``--torchrun`` a worker rank serves here and gets ``(None, None, None)``."""
+    from .. import serving
+    if args.backend == "simulated":
+        backend = serving.CostModelExecutor(cost)
+        return backend, _workload(args, None), lambda: None
+    check_loadable(args.model)
+    quiet_hub()
+    if args.backend == "emulated":
+        from ..phases.models import load_model
+        lm = load_model(args.model, device=args.device, seed=args.seed)
+        return serving.ModelExecutor(lm), _workload(args, lm), lambda: None
+    from ..serving.distributed import launch
+    device = args.device or "cpu"
+    if args.torchrun:
+        group = launch.join(device, args.timeout)
+        if group.rank:
+            launch.work(group, args.model, device=device, seed=args.seed)
+            return None, None, None
+        backend = launch.backend(group, args.model, device=device, seed=args.seed, timeout_s=args.timeout)
+    else:
+        backend = serving.DistributedBackend(args.model, device=device, seed=args.seed, timeout_s=args.timeout)
+    backend.prepare(n_workers)  # the workers' model shapes the workload (context, vocabulary)
+    return backend, _workload(args, backend), backend.close
+
+
+def _workload(args, model):
+    from ..serving import make_workload
+    return make_workload(args.workload, args.requests, args.rate, seed=args.seed, model=model, arrival=args.arrival,
+                         cv=args.cv, scale=args.scale)
+
+
+def header(args) -> dict:
     return dict(workload=args.workload, rate_per_s=args.rate, requests=args.requests, arrival=args.arrival,
-                seed=args.seed, policy=args.policy, model=None if args.cost_model else args.model,
-                executor=type(executor).__name__, ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo)
+                seed=args.seed, policy=args.policy, backend=args.backend,
+                model=None if args.backend == "simulated" else args.model, ttft_slo_s=args.ttft_slo,
+                tpot_slo_s=args.tpot_slo)
 
 
 def _rejections(res) -> list[dict]:
@@ -102,62 +128,72 @@ def _rejections(res) -> list[dict]:
     return [dict(id=r.id, state=r.state.value, reason=r.reject_reason) for r in res.requests if r.reject_reason]
 
 
-def _lines(name: str, m: dict) -> list[str]:
+def metrics(res, args) -> dict:
+    return clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res)))
+
+
+def lines(name: str, m: dict) -> list[str]:
     ms = lambda d, k: "n/a" if d[k] is None else f"{d[k] * 1e3:8.1f}"  # noqa: E731
     t, p = m["ttft_s"], m["tpot_s"]
-    lines = [f"{name:<14} workers {','.join(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
-             f"rejected {m['rejected']}, SLO attainment {m['slo_attainment']:.0%}, "
-             f"{m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
-             f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
-             f"{'':<14} TPOT ms  p50 {ms(p, 'p50')}  p90 {ms(p, 'p90')}  p99 {ms(p, 'p99')}"]
+    out = [f"{name:<14} workers {','.join(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
+           f"rejected {m['rejected']}, failed {m['failed']}, SLO attainment {m['slo_attainment'] or 0:.0%}, "
+           f"{m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
+           f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
+           f"{'':<14} TPOT ms  p50 {ms(p, 'p50')}  p90 {ms(p, 'p90')}  p99 {ms(p, 'p99')}"]
     if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
         first, more = m["rejections"][0], len(m["rejections"]) - 1
-        lines.append(f"{'':<14} {first['state']}: request {first['id']}: {first['reason']}"
-                     + (f" (and {more} more, see --json)" if more else ""))
-    return lines
+        out.append(f"{'':<14} {first['state']}: request {first['id']}: {first['reason']}"
+                   + (f" (and {more} more, see --json)" if more else ""))
+    out += [f"{'':<14} note: {n}" for n in m.get("notes", [])]
+    return out
 
 
-@command("serve", "serve a workload on a simulated cluster (colocated or disaggregated) and report TTFT/TPOT",
+def title(verb: str, args) -> str:
+    return (f"splitlab {verb}: {args.requests} {args.workload} requests at {args.rate:g}/s ({args.backend}, SLOs "
+            f"TTFT {args.ttft_slo:g} s, TPOT {args.tpot_slo:g} s)")
+
+
+@command("serve", "serve a workload on a cluster (colocated or disaggregated) and report TTFT/TPOT",
          arg("--layout", choices=("colocated", "disaggregated"), default="colocated", help="(default colocated)"),
          arg("--workers", type=positive_int, default=1, metavar="N", help="colocated workers (default 1)"),
          *POOLS, *COMMON)
-def serve(args) -> tuple[dict, list[str]]:
+def serve(args):
     from .. import serving
-    options = _options(args)
-    executor, reqs = _setup(args)
     cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
-                                decode_workers=args.decode_workers, **options)
-    res = serving.run(reqs, cfg, executor)
-    m = _clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res)))
-    data = dict(_header(args, executor), layout=args.layout, **{args.layout: m})
-    lines = [f"splitlab serve: {args.requests} {args.workload} requests at {args.rate:g}/s "
-             f"({data['executor']}, SLOs TTFT {args.ttft_slo:g} s, TPOT {args.tpot_slo:g} s)", *_lines(args.layout, m)]
-    return data, lines
+                                decode_workers=args.decode_workers, **options(args))
+    backend, reqs, close = setup(args, cfg.n_workers)
+    if backend is None:
+        return None
+    try:
+        res = serving.run(reqs, cfg, backend)
+    finally:
+        close()
+    m = metrics(res, args)
+    return dict(header(args), layout=args.layout, **{args.layout: m}), [title("serve", args), *lines(args.layout, m)]
 
 
 @command("compare", "serve the same workload colocated and disaggregated, side by side",
          arg("--workers", type=positive_int, default=None, metavar="N",
              help="colocated workers (default: prefill + decode workers)"),
          *POOLS, *COMMON)
-def compare(args) -> tuple[dict, list[str]]:
+def compare(args):
     from .. import serving
-    options = _options(args)
-    executor, reqs = _setup(args)
-    cmp = serving.compare(reqs, serving.contenders(args.workers, args.prefill_workers, args.decode_workers,
-                                                   **options), executor)
-    metrics = cmp.metrics(args.ttft_slo, args.tpot_slo)
-    for name in ("colocated", "disaggregated"):
-        metrics[name]["rejections"] = _rejections(getattr(cmp, name))
-    metrics = _clean(metrics)
-    data = dict(_header(args, executor), **metrics)
-    if args.cost_model:
+    configs = serving.contenders(args.workers, args.prefill_workers, args.decode_workers, **options(args))
+    backend, reqs, close = setup(args, max(c.n_workers for c in configs.values()))
+    if backend is None:
+        return None
+    try:
+        cmp = serving.compare(reqs, configs, backend)
+    finally:
+        close()
+    data = dict(header(args), **{name: metrics(res, args) for name, res in cmp.results.items()},
+                tokens_identical=cmp.tokens_identical, tokens_compared=cmp.tokens_compared)
+    if args.backend == "simulated":
         same = "not checked: the cost model emits no real tokens"
     elif not cmp.tokens_compared:
         same = "nothing to compare: no request completed in both layouts"
     else:
         same = f"{'yes' if cmp.tokens_identical else 'NO'} ({cmp.tokens_compared} requests completed in both)"
-    lines = [f"splitlab compare: {args.requests} {args.workload} requests at {args.rate:g}/s "
-             f"({data['executor']}, SLOs TTFT {args.ttft_slo:g} s, TPOT {args.tpot_slo:g} s)",
-             *_lines("colocated", metrics["colocated"]), *_lines("disaggregated", metrics["disaggregated"]),
-             f"tokens identical in both layouts: {same}"]
-    return data, lines
+    text = [title("compare", args), *lines("colocated", data["colocated"]),
+            *lines("disaggregated", data["disaggregated"]), f"tokens identical in both layouts: {same}"]
+    return data, text

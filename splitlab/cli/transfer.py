@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..common.presets import list_presets
 from .args import human_bytes, positive_int, token_list
-from .demo import check_loadable
+from .demo import check_loadable, quiet_hub
 from .registry import CLIError, arg, command
 
 __all__ = ["transfer"]
@@ -32,8 +32,7 @@ def transfer(args) -> tuple[list[dict], list[str]]:
         raise CLIError(f"transfer measures presets only (both processes build the same random weights); "
                        f"choose one of {', '.join(list_presets())}")
     lengths = [n for group in args.prompt_tokens for n in group]
-    for name in ("transformers", "huggingface_hub"):
-        __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
+    quiet_hub()
     import torch
     from ..transfer.bench import measure_transfers
     torch.set_num_threads(args.threads)  # the same as the other process: spinning OpenMP threads starve the sends

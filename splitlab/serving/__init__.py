@@ -13,10 +13,11 @@ import importlib
 _EXPORTS = {
     "cluster": ["Cluster"],
     "config": ["LAYOUTS", "POLICIES", "TRANSFER_MODES", "ServingConfig"],
-    "faults": ["KillWorker", "WorkerFault"],
+    "common.faults": ["KillWorker", "WorkerFault"],
     "simulated": ["CostModelExecutor"],
     "executor": ["DecodeBatch", "Executor", "Slot"],
     "emulated": ["ModelExecutor", "derive_kv_budget", "reference_tokens"],
+    "distributed.backend": ["DistributedBackend"],
     "memory": ["KVMemory"],
     "request": ["Request", "State"],
     "result": ["ServingResult"],
@@ -25,8 +26,9 @@ _EXPORTS = {
                  "poisson_arrivals"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("cluster", "config", "emulated", "executor", "faults", "interference", "memory", "metrics", "request",
-               "result", "router", "runner", "scheduler", "simulated", "workload", "distributed")
+_SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "request",
+               "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
+               "recovery", "virtual", "wall")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 
@@ -35,7 +37,9 @@ def __getattr__(name: str):
         from ..costmodel import CostModel
         return CostModel
     if name in _WHERE:
-        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        module = _WHERE[name]
+        path = f"..{module}" if module.startswith("common.") else f".{module}"
+        return getattr(importlib.import_module(path, __name__), name)
     if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

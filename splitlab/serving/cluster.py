@@ -21,7 +21,7 @@ import time
 
 from . import fast, recovery
 from .config import ServingConfig
-from .faults import WorkerFault
+from ..common.faults import WorkerFault
 from .memory import KVMemory
 from .request import Request, State, check_unique_ids
 from .result import ServingResult
@@ -37,11 +37,15 @@ def _no_faults(event: str, worker: str, request_ids) -> None:
 
 class Cluster:
     """Serves requests with ``backend`` (an executor for a virtual clock, or a wall-clock back end) laid out as
-    ``config`` says; ``faults`` is a fault hook (:mod:`.faults`). Call :meth:`run` once per Cluster."""
+    ``config`` says; ``faults`` is a fault hook (:mod:`splitlab.common.faults`). Call :meth:`run` once per Cluster."""
 
     def __init__(self, backend, config: ServingConfig | None = None, faults=None):
         self.backend, self.cfg = backend, config or ServingConfig()
-        self.faults = faults or _no_faults
+        wall = getattr(backend, "wall_clock", False)
+        if wall:  # worker processes: started (or kept) for this many workers, before their sizes are read
+            backend.prepare(self.cfg.n_workers)
+        # the router calls the hook itself on a virtual clock; worker processes call it on a wall clock
+        self.faults, self.fault_hook = (_no_faults, faults) if wall else (faults or _no_faults, None)
         budget = self.cfg.kv_budget_bytes
         budget = backend.auto_kv_budget() if budget == "auto" else budget
         kv = getattr(backend, "kv_bytes_fn", None)
@@ -65,7 +69,6 @@ class Cluster:
         self.handoff_pending = False
         self.transfer_ids = itertools.count()
         self.measured_s = 0.0
-        wall = getattr(backend, "wall_clock", False)
         # a cost model without trace or faults takes the fast path of .fast (the same decisions, faster)
         self.fast = not wall and not self.cfg.trace and faults is None and hasattr(backend, "decode_seconds")
         if wall:

@@ -27,6 +27,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from . import metrics as M
 from .request import Request
 from .workload import random_ids
 
@@ -101,10 +102,10 @@ def spike_table(res, long_ids: Sequence[int] | None = None, min_prompt_tokens: i
                     gaps.append(t[k] - t[k - 1])
                     spike_gaps.add((o.id, int(k)))
         rows.append(dict(id=r.id, prompt_tokens=r.prompt_len, arrival_s=r.arrival_s,
-                         ttft_s=(r.token_times_s[0] - r.arrival_s) if r.token_times_s else np.nan,
+                         ttft_s=M.ttft_s(r),
                          prefill_s=float((steps.end_s - steps.start_s).sum()) if len(steps) else np.nan,
                          spike_s=float(np.median(gaps)) if gaps else np.nan, streams=len(gaps)))
-    typical = [g for o in others for k, g in enumerate(np.diff(o.token_times_s), start=1) if (o.id, k) not in spike_gaps]
+    typical = [g for o in others for k, g in enumerate(M.itl_s(o), start=1) if (o.id, k) not in spike_gaps]
     out = pd.DataFrame(rows, columns=["id", "prompt_tokens", "arrival_s", "ttft_s", "prefill_s", "spike_s",
                                       "streams"])
     out["typical_itl_s"] = float(np.median(typical)) if typical else np.nan

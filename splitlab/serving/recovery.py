@@ -13,7 +13,7 @@ happened.
 """
 from __future__ import annotations
 
-from .faults import WorkerFault
+from ..common.faults import WorkerFault
 from .scheduler import Worker
 
 __all__ = ["lost", "fault", "retry"]

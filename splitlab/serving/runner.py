@@ -55,7 +55,7 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
         requests: from :func:`~.workload.make_workload` (or built by hand).
         config: the layout and its options (:class:`ServingConfig`; default: one colocated worker).
         backend, model: see the module docstring.
-        faults: a fault hook (:mod:`.faults`), for tests and teaching.
+        faults: a fault hook (:mod:`splitlab.common.faults`), for tests and teaching.
 
     Raises:
         TypeError: requests that are not Requests. ValueError: two requests with the same id.

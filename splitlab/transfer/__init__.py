@@ -18,7 +18,7 @@ _EXPORTS = {"header": ["TransferHeader", "Packet", "make_header", "pack", "check
             "copy": ["TransferStats", "copy_cache", "receive"],
             "peer": ["Peer"]}
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("header", "copy", "wire", "link", "group", "mailbox", "peer", "bench")
+_SUBMODULES = ("header", "copy", "wire", "link", "group", "mailbox", "control", "peer", "peer_child", "bench")
 __all__ = sorted(_WHERE)
 
 

@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from ..common.faults import obey
 from .mailbox import Mailbox
 
 __all__ = ["DistributedError", "PeerJoinTimeout", "WorkerDied", "free_port", "make_store", "pick_backend",
@@ -98,7 +99,7 @@ class Group:
     timeout_s: float
     store: Any
     mailbox: Mailbox
-    fault: dict | None = None
+    fault: Any = None
     procs: Any = None  # torch.multiprocessing ProcessContext (rank 0 after spawn_group)
     info: dict = field(default_factory=dict)
 
@@ -143,20 +144,18 @@ def _init(store, rank: int, world_size: int, backend: str, timeout_s: float) -> 
 
 
 def _child(index: int, worker: Callable, host: str, port: int, world_size: int, backend: str, timeout_s: float,
-           join_timeout_s: float, prefix: str, threads: int, fault: dict | None, args: tuple) -> None:
+           join_timeout_s: float, prefix: str, threads: int, fault, args: tuple) -> None:
     """Entry point of a spawned worker (rank ``index + 1``): join, run ``worker(group, *args)``, leave.
     A failure prints one line naming the rank and exits with status 1 (no hang, no traceback wall)."""
     rank = index + 1
     torch.set_num_threads(threads)
-    mine = fault if fault and fault.get("rank") == rank else None
-    if mine and mine.get("kind") == "never-join":
-        time.sleep(3600)  # the fault under test: this worker never shows up (rank 0 kills it)
+    obey(fault, "join", f"rank{rank}")  # a fault hook may keep this worker from ever joining
     group = None
     try:
         store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timedelta(seconds=join_timeout_s))
         store.set(f"{prefix}/joined/{rank}", str(os.getpid()))  # checked in: rank 0 now starts the group
         _init(store, rank, world_size, backend, timeout_s)
-        group = Group(rank, world_size, backend, timeout_s, store, Mailbox(store, rank, prefix), mine)
+        group = Group(rank, world_size, backend, timeout_s, store, Mailbox(store, rank, prefix), fault)
         worker(group, *args)
     except Exception as err:  # noqa: BLE001
         print(f"splitlab worker rank {rank}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
@@ -173,7 +172,7 @@ def _child(index: int, worker: Callable, host: str, port: int, world_size: int, 
 
 def spawn_group(worker: Callable, n_workers: int, args: tuple = (), *, backend: str = "gloo",
                 timeout_s: float = DEFAULT_TIMEOUT_S, join_timeout_s: float | None = None, host: str = "127.0.0.1",
-                port: int | None = None, threads: int = 1, fault: dict | None = None) -> Group:
+                port: int | None = None, threads: int = 1, fault=None) -> Group:
     """Start ``n_workers`` processes running ``worker(group, *args)`` (ranks 1..n) and join them as rank 0.
 
     Args:
@@ -181,8 +180,8 @@ def spawn_group(worker: Callable, n_workers: int, args: tuple = (), *, backend: 
         backend: "gloo", "nccl" or "cpu:gloo,cuda:nccl" (:func:`pick_backend`).
         timeout_s: timeout of every send/recv of the group. join_timeout_s: how long to wait for every worker
             to join (default ``timeout_s``). port: rendezvous port (None: a free one; taken ports are replaced).
-        threads: torch threads per worker. fault: ``{"rank": r, "kind": ...}`` injects a failure (for tests and
-            teaching): "never-join" here; workers may define more.
+        threads: torch threads per worker. fault: a fault hook (:mod:`splitlab.common.faults`) that each
+            worker calls with "join" before it joins (worker "rank<N>"), and may call again later.
 
     Raises:
         PeerJoinTimeout: a worker did not join in time, or exited while starting (every worker is stopped first).

@@ -12,10 +12,14 @@
 
 The receiving side can be told which model it runs (``model=``, ``dtype=``): it then checks the header and a cache
 from another model fails with :class:`splitlab.CacheMismatchError` here, with the receiver's message.
+
+Arguments are checked here, before anything reaches the child. An exchange that times out or fails half-way
+marks the peer broken (:class:`PeerBroken` from then on): the two ends could otherwise disagree about the next
+bytes on the wire.
 """
 from __future__ import annotations
 
-import os
+import numbers
 import time
 
 import torch
@@ -23,71 +27,17 @@ import torch
 from ..kvcache import CacheMismatchError, KVCache
 from . import link as L
 from . import wire as W
-from .group import DEFAULT_TIMEOUT_S, DistributedError, Group, WorkerDied, spawn_group
+from .control import Message, ProtocolError, decode
+from .group import DEFAULT_TIMEOUT_S, DistributedError, WorkerDied, spawn_group
 from .header import Packet
+from .peer_child import PeerDone, PeerOp, PeerReady, PeerStop, _peer_worker
 
-__all__ = ["Peer"]
+__all__ = ["Peer", "PeerBroken"]
 
 
-def _peer_worker(group: Group, device: str) -> None:
-    """Rank 1 of a :class:`Peer`: obey ops from rank 0 until "stop" (or until rank 0 is gone)."""
-    from ..phases.engine import decode_step
-    from ..phases.models import load_model
-    if device.startswith("cuda") and torch.cuda.device_count():
-        device = device if ":" in device else f"cuda:{1 % torch.cuda.device_count()}"
-        torch.cuda.set_device(device)  # NCCL binds each process to its current device
-    models: dict = {}
-    pool = torch.empty(0, dtype=torch.uint8)  # reused receive buffer, like a server's KV pool (no page faults)
-    ops = 0
-    while True:
-        msg = group.mailbox.get()
-        if msg.get("kind") == "_store_gone" or msg.get("op") == "stop":
-            return
-        ops += 1
-        if group.fault and group.fault.get("kind") == "exit" and ops >= group.fault.get("after", 1):
-            os._exit(17)  # the fault under test: die in the middle of an exchange
-        op, reply = msg["op"], dict(kind="done", ok=True)
-        need = msg.get("nbytes") or (msg.get("plan") or {}).get("nbytes", 0)
-        if device == "cpu" and need > pool.numel():
-            pool = torch.empty(need, dtype=torch.uint8)
-            pool.zero_()  # touch every page once, outside any timed exchange
-        if op == "raw":
-            buf = pool[:msg["nbytes"]] if device == "cpu" else torch.empty(msg["nbytes"], dtype=torch.uint8)
-            W.recv_raw(buf, 0, on_posted=lambda: group.mailbox.send(0, kind="ready"))
-            W.send_ack(0)
-        elif op == "recv":
-            lm = None
-            if msg.get("model"):
-                key = (msg["model"], msg.get("dtype"))
-                if key not in models:
-                    models[key] = load_model(msg["model"], device=device, dtype=msg.get("dtype"))
-                lm = models[key]
-            try:
-                packet, stats = L.recv_cache(0, lm, device=device, plan=msg.get("plan"),
-                                             out=pool if device == "cpu" and need else None,
-                                             on_posted=lambda: group.mailbox.send(0, kind="ready"))
-            except CacheMismatchError as err:
-                if msg.get("then", "ack") == "ack":
-                    W.send_ack(0, ok=False)
-                group.mailbox.send(0, kind="done", ok=False, error="CacheMismatchError", message=str(err))
-                continue
-            reply.update(stats=dict(seconds=stats.seconds, mode=stats.mode, segments=stats.segments,
-                                    layer_s=stats.layer_s), first_tokens=list(packet.header.first_tokens))
-            then = msg.get("then", "ack")
-            if then == "ack":
-                W.send_ack(0)
-            elif then == "echo":
-                L.send_cache(packet.cache, 0, packet.header.first_tokens, packet.header.request_ids)
-            elif then == "decode":  # greedy, every row, until each has n tokens (the first included)
-                cache, tokens = packet.cache, [[t] for t in packet.header.first_tokens]
-                for _ in range(msg["n"] - 1):
-                    out = decode_step(lm, cache, [row[-1] for row in tokens])
-                    cache = out.cache
-                    for row, t in zip(tokens, out.logits.argmax(-1).tolist()):
-                        row.append(t)
-                reply["tokens"] = tokens
-        group.mailbox.send(0, **reply)
-        packet = None  # drop the views of the pool before the next exchange reuses it
+class PeerBroken(DistributedError):
+    """An earlier exchange with the peer timed out or failed half-way: the two processes may disagree about
+    what comes next on the wire, so the peer takes no more work (start a new one)."""
 
 
 class Peer:
@@ -96,23 +46,24 @@ class Peer:
     Args:
         backend: "gloo" (CPU) or "cpu:gloo,cuda:nccl"; device: where the child keeps received caches.
         timeout_s: limit of every send/recv and of every wait for the child's answer (never a hang).
-        join_timeout_s: how long the child may take to start and join (default: timeout_s).
-        fault: inject a failure in the child, e.g. ``{"rank": 1, "kind": "never-join"}`` or
-            ``{"rank": 1, "kind": "exit", "after": 2}`` (exits during its 2nd operation).
+        join_timeout_s: how long the child may take to start and join (default: timeout_s, at least 60 s).
+        fault: a fault hook (:mod:`splitlab.common.faults`), e.g. ``KillWorker("rank1", "join", hang=True)`` (the
+            child never joins) or ``KillWorker("peer", "op", after=2)`` (it dies during its 2nd operation).
 
     Raises (from ``start``/``with``): :class:`splitlab.transfer.group.PeerJoinTimeout`.
     """
 
     def __init__(self, backend: str = "gloo", device: str = "cpu", timeout_s: float = DEFAULT_TIMEOUT_S,
-                 join_timeout_s: float | None = None, threads: int = 1, fault: dict | None = None,
-                 port: int | None = None):
+                 join_timeout_s: float | None = None, threads: int = 1, fault=None, port: int | None = None):
+        join_timeout_s = max(60.0, timeout_s) if join_timeout_s is None else join_timeout_s
         self.options = dict(backend=backend, timeout_s=timeout_s, join_timeout_s=join_timeout_s, threads=threads,
                             fault=fault, port=port)
-        self.device, self.timeout_s, self.group = device, timeout_s, None
+        self.device, self.timeout_s, self.group, self.broken = device, timeout_s, None, None
 
     def start(self) -> "Peer":
         if self.group is None:
             self.group = spawn_group(_peer_worker, 1, (self.device,), **self.options)
+            self.broken = None
         return self
 
     def close(self) -> dict:
@@ -121,7 +72,7 @@ class Peer:
             return {}
         if not self.group.dead():
             try:
-                self.group.mailbox.send(1, kind="op", op="stop")
+                self.group.mailbox.send(1, **PeerStop().to_dict())
             except Exception:  # noqa: BLE001
                 pass
         group, self.group = self.group, None
@@ -134,61 +85,92 @@ class Peer:
         self.close()
 
     # --- rank 0 side ---------------------------------------------------------------------------------------
-    def _wait(self, kind: str) -> dict:
-        """The child's next message (must be ``kind``), watching that it is alive; never longer than timeout_s."""
+    def _wait(self, kind: type) -> Message:
+        """The child's next message (must be a ``kind``), watching that it is alive; never longer than timeout_s."""
         deadline = time.time() + self.timeout_s
         while time.time() < deadline:
-            msg = self.group.mailbox.get(timeout=0.1)
-            if msg is not None:
-                if msg.get("error") == "CacheMismatchError":
-                    raise CacheMismatchError(f"receiver (rank 1): {msg['message']}")
-                if msg["kind"] != kind:
-                    raise DistributedError(f"expected {kind!r} from rank 1, got {msg}")
+            raw = self.group.mailbox.get(timeout=0.1)
+            if raw is not None:
+                msg = decode(raw)
+                if isinstance(msg, PeerDone) and msg.error == "CacheMismatchError":
+                    raise CacheMismatchError(f"receiver (rank 1): {msg.message}")
+                if not isinstance(msg, kind):
+                    raise ProtocolError(f"expected {kind.__name__} from rank 1, got {type(msg).__name__}")
                 return msg
             if self.group.dead():
                 raise WorkerDied(f"the peer process (rank 1) exited with code {self.group.dead()[1]} "
-                                 f"while rank 0 waited for {kind!r}")
-        raise DistributedError(f"the peer (rank 1) did not answer {kind!r} within {self.timeout_s:g} s")
+                                 f"while rank 0 waited for {kind.__name__}")
+        raise DistributedError(f"the peer (rank 1) did not answer ({kind.__name__}) within {self.timeout_s:g} s")
 
-    def _ask(self, **op) -> None:
+    def _exchange(self, op: PeerOp, send, wait_ack: bool = False):
+        """Ask for ``op``, wait until the child is ready, run ``send()`` and return ``(its result, PeerDone)``.
+        Any failure on the way marks the peer broken (except a refused cache: the child answered in order)."""
         if self.group is None:
             raise DistributedError("the Peer is not started: use `with Peer() as peer:` or peer.start()")
-        self.group.mailbox.send(1, kind="op", **op)
-        self._wait("ready")
+        if self.broken:
+            raise PeerBroken(f"this peer is broken ({self.broken}); close it and start a new one")
+        try:
+            self.group.mailbox.send(1, **op.to_dict())
+            self._wait(PeerReady)
+            t0 = time.perf_counter()
+            result = send()
+            if wait_ack:
+                W.recv_ack(1)
+            self._end = time.perf_counter()
+            return result, self._end - t0, self._wait(PeerDone)
+        except CacheMismatchError:
+            raise
+        except Exception as err:
+            self.broken = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            raise
 
     def transfer(self, cache: KVCache, first_tokens=None, model: str | None = None, dtype: str | None = None,
                  mode: str = "whole", segments: str = "tensors") -> dict:
-        """Send ``cache`` (``mode`` "whole" or "layerwise", see :func:`splitlab.transfer.link.send_cache`); time it until
-        the receiver has a usable cache (its acknowledgement).
+        """Send ``cache`` (``mode`` "whole" or "layerwise", see :func:`splitlab.transfer.link.send_cache`); time it
+        until the receiver has a usable cache (its acknowledgement).
 
         Returns ``{"nbytes", "seconds", "gbps", "send": WireStats, "receiver": dict}``.
-        Raises CacheMismatchError when ``model``/``dtype`` name a receiver the cache does not fit.
+
+        Raises:
+            CacheMismatchError: ``model``/``dtype`` name a receiver the cache does not fit.
+            TypeError, ValueError: a ``cache``, ``mode``, ``segments`` or ``model`` of the wrong kind (refused here).
         """
-        self._ask(op="recv", then="ack", model=model, dtype=dtype, plan=W.cache_plan(cache, mode, segments))
-        t0 = time.perf_counter()
-        stats = L.send_cache(cache, 1, first_tokens, mode=mode, segments=segments)
-        W.recv_ack(1)
-        seconds = time.perf_counter() - t0
-        done = self._wait("done")  # raises CacheMismatchError if the receiver refused
+        _check_cache(cache, mode, segments, model)
+        op = PeerOp("recv", "ack", model, dtype, plan=W.cache_plan(cache, mode, segments))
+        stats, seconds, done = self._exchange(
+            op, lambda: L.send_cache(cache, 1, first_tokens, mode=mode, segments=segments), wait_ack=True)
         return dict(nbytes=stats.nbytes, seconds=seconds, gbps=stats.nbytes / seconds / 1e9, send=stats,
-                    receiver=done["stats"])
+                    receiver=done.stats)
 
     def echo(self, cache: KVCache, first_tokens=None, mode: str = "whole", segments: str = "tensors"
              ) -> tuple[Packet, dict]:
         """Send ``cache`` (``mode``/``segments`` as in :meth:`transfer`); the child sends back what it received
         (whole). Returns ``(Packet as it came back, the child's receive stats)``."""
-        self._ask(op="recv", then="echo", plan=W.cache_plan(cache, mode, segments))
-        L.send_cache(cache, 1, first_tokens, mode=mode, segments=segments)
-        packet, _ = L.recv_cache(1)  # no plan: how the child lays out its copy is its business
-        return packet, self._wait("done")["stats"]
+        _check_cache(cache, mode, segments, None)
+
+        def there_and_back():
+            L.send_cache(cache, 1, first_tokens, mode=mode, segments=segments)
+            return L.recv_cache(1)[0]  # no plan: how the child lays out its copy is its business
+
+        packet, _, done = self._exchange(PeerOp("recv", "echo", plan=W.cache_plan(cache, mode, segments)),
+                                         there_and_back)
+        return packet, done.stats
 
     def decode(self, cache: KVCache, first_tokens, n_tokens: int, model: str, dtype: str | None = None
                ) -> list[list[int]]:
         """Send ``cache`` with each row's first token; the child (running ``model``, which checks the header)
         decodes greedily until every row has ``n_tokens`` tokens (the first included) and returns them."""
-        self._ask(op="recv", then="decode", model=model, dtype=dtype, n=n_tokens, plan=W.cache_plan(cache))
-        L.send_cache(cache, 1, list(first_tokens))
-        return self._wait("done")["tokens"]
+        _check_cache(cache, "whole", "tensors", model)
+        if not isinstance(model, str):
+            raise TypeError(f"decode needs the model the child runs (a preset name), got {model!r}")
+        if isinstance(n_tokens, bool) or not isinstance(n_tokens, numbers.Integral) or n_tokens < 1:
+            raise ValueError(f"n_tokens must be an integer >= 1, got {n_tokens!r}")
+        firsts = list(first_tokens)
+        if len(firsts) != cache.batch_size:
+            raise ValueError(f"{len(firsts)} first tokens for a cache of batch {cache.batch_size}")
+        op = PeerOp("recv", "decode", model, dtype, int(n_tokens), W.cache_plan(cache))
+        _, _, done = self._exchange(op, lambda: L.send_cache(cache, 1, firsts))
+        return done.tokens
 
     def stream(self, lm, prompts, model: str | None = None, dtype: str | None = None, then: str = "ack",
                n_tokens: int = 1) -> dict:
@@ -199,31 +181,42 @@ class Peer:
         acknowledged), "exposed_s" (forward ended -> receiver acknowledged: the transfer the streaming did not
         hide), "tokens" (then="decode")}``.
         """
-        plan = W.plan_of(W.stream_header(lm, prompts), "layerwise")
-        self._ask(op="recv", then=then, model=model, dtype=dtype, n=n_tokens, plan=plan)
-        t0 = time.perf_counter()
-        out, firsts, stats = L.prefill_streaming(lm, prompts, 1)
-        if then == "ack":
-            W.recv_ack(1)
-        end = time.perf_counter()
-        done = self._wait("done")
-        return dict(prefill=out, first_tokens=firsts, stats=stats, total_s=end - t0, exposed_s=end - stats.compute_end,
-                    tokens=done.get("tokens"), receiver=done["stats"])
+        if then not in ("ack", "decode"):
+            raise ValueError(f"then must be 'ack' or 'decode', got {then!r}")
+        plan = W.plan_of(W.stream_header(lm, prompts), "layerwise")  # checks the prompts here
+        out, seconds, done = self._exchange(PeerOp("recv", then, model, dtype, n_tokens, plan),
+                                            lambda: L.prefill_streaming(lm, prompts, 1), wait_ack=then == "ack")
+        prefill, firsts, stats = out
+        return dict(prefill=prefill, first_tokens=firsts, stats=stats, total_s=seconds,
+                    exposed_s=self._end - stats.compute_end, tokens=done.tokens, receiver=done.stats)
 
     def raw(self, data: int | torch.Tensor) -> float:
         """Seconds to send one contiguous uint8 tensor until the child acknowledges (the baseline). ``data``: the
         tensor (e.g. the very buffer a flat cache lives in, so both read the same memory), or a byte count (a
         zeroed buffer of that size, kept between calls so that it is not freshly written, hence cache-hot)."""
-        if isinstance(data, int):
+        if isinstance(data, bool) or not isinstance(data, (numbers.Integral, torch.Tensor)):
+            raise TypeError(f"raw takes a byte count or a tensor, got {type(data).__name__}")
+        if isinstance(data, numbers.Integral):
+            if data < 1:
+                raise ValueError(f"raw needs at least one byte, got {data}")
             if getattr(self, "_raw_buf", None) is None or self._raw_buf.numel() != data:
-                self._raw_buf = torch.zeros(data, dtype=torch.uint8)
+                self._raw_buf = torch.zeros(int(data), dtype=torch.uint8)
             buf = self._raw_buf
         else:
-            buf = data.reshape(-1).view(torch.uint8)  # needs a contiguous tensor
-        self._ask(op="raw", nbytes=buf.numel())
-        t0 = time.perf_counter()
-        W.send_raw(buf, 1)
-        W.recv_ack(1)
-        seconds = time.perf_counter() - t0
-        self._wait("done")
+            if not data.is_contiguous() or data.device.type != "cpu":
+                raise ValueError("raw sends a contiguous CPU tensor")
+            buf = data.reshape(-1).view(torch.uint8)
+        _, seconds, _ = self._exchange(PeerOp("raw", nbytes=buf.numel()), lambda: W.send_raw(buf, 1), wait_ack=True)
         return seconds
+
+
+def _check_cache(cache, mode: str, segments: str, model) -> None:
+    """Refuse, on this side, what would otherwise fail (or hang) in the child."""
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a splitlab.KVCache, got {type(cache).__name__}")
+    if mode not in ("whole", "layerwise"):
+        raise ValueError(f"mode must be 'whole' or 'layerwise', got {mode!r}")
+    if segments not in ("tensors", "flat"):
+        raise ValueError(f"segments must be 'tensors' or 'flat', got {segments!r}")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise TypeError(f"model must be a preset name or None, got {model!r}")

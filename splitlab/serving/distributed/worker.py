@@ -1,20 +1,19 @@
-"""The worker processes of :class:`splitlab.dist_serve.Cluster` (ranks 1..P+D; rank 0 is the router).
+"""A worker process of the distributed back end (ranks 1..N; rank 0 is the router).
 
-- **prefill worker** (``P0``, ``P1``...): one request at a time: :func:`splitlab.kv_wire.prefill_flat` (the
-  prefill of ``splitlab.prefill``, its cache written into one send buffer) then
-  :func:`splitlab.kv_wire.send_cache` (``mode="whole"``, one message), or :func:`splitlab.kv_wire.prefill_streaming`
-  (``"layerwise"``: each layer leaves while the next computes). It tells the router the first token as soon as
-  the forward ends, and announces each transfer to the decode worker with its plan (sizes), so the decode side
-  posts its receive buffers before the bytes arrive.
-- **decode worker** (``D0``...): a background thread receives announced caches (checking each header against its
-  own model: a mismatch fails that request, nothing is decoded); the main loop admits them into its batch (up to
-  ``max_batch``) and runs one :class:`splitlab.serving.ModelExecutor` decode step after another, reporting each
-  step's tokens to the router.
+A worker has no policy of its own: it runs what the router's scheduler asks, with the same
+:class:`~splitlab.serving.emulated.ModelExecutor` and :func:`~splitlab.serving.executor.run_step` that the emulated
+back end uses, so a step here computes exactly what it computes there. It keeps the caches of the requests it
+holds (``slots``), one shadow :class:`~splitlab.serving.request.Request` each (for the cache's length and the
+sampling position).
 
-Messages to the router (JSON, control plane): ``hello``, ``first``, ``sent``, ``arrived``, ``tokens``,
-``failed``; workers stamp their events with ``time.time()``. A fault can be injected for tests and teaching:
-``{"rank": r, "kind": "exit" | "hang", "request": id, "stage": "prefill" | "decode"}`` makes rank r exit (code
-17), or stop answering, with that request in flight.
+KV hand-offs run beside the compute: one thread per destination sends (:func:`splitlab.transfer.link.send_cache`)
+and one thread per source receives (:func:`splitlab.transfer.link.recv_cache`, posted before the bytes come, from
+the plan the router forwards), so a decode worker keeps decoding while caches arrive and a prefill worker keeps
+prefilling while its caches leave. A prefill worker keeps a cache until the router says it was delivered
+(:class:`~.messages.Release`), so that it can send it again if the receiver is lost.
+
+The fault hook (:mod:`splitlab.common.faults`) is called at the same points as in the emulated back end; a
+:class:`~splitlab.common.faults.WorkerFault` makes this process exit with code 17 (or stop answering).
 """
 from __future__ import annotations
 
@@ -23,130 +22,163 @@ import queue
 import threading
 import time
 
-from ...transfer import link as L
-from ...transfer import wire as W
+from ...common.faults import obey
 from ...transfer.group import Group
-from ..request import Request
+from . import messages as M
 
-__all__: list[str] = []  # entry points for spawned processes, not a public API
+__all__: list[str] = []  # the entry point of spawned processes, not a public API
+
+def _sampling(d):
+    from ...phases.sampling_params import SamplingParams
+    return None if d is None else SamplingParams(**d)
 
 
-def _worker(group: Group, spec: dict) -> None:
-    """Entry of every worker process: load the model, say hello, then serve as prefill or decode worker."""
+class _Links:
+    """One thread per peer rank running ``fn(job)`` for the jobs of that peer in order (a link per pair)."""
+
+    def __init__(self, fn):
+        self.fn, self.queues = fn, {}
+
+    def submit(self, peer: int, job) -> None:
+        if peer not in self.queues:
+            q = self.queues[peer] = queue.Queue()
+            threading.Thread(target=self._loop, args=(q,), daemon=True, name=f"link-{peer}").start()
+        self.queues[peer].put(job)
+
+    def _loop(self, q) -> None:
+        while (job := q.get()) is not None:
+            self.fn(job)
+
+    def close(self) -> None:
+        for q in self.queues.values():
+            q.put(None)
+
+
+def serve_worker(group: Group, spec: dict) -> None:
+    """Entry of every worker process: load the model, say hello, then do what the router asks until Stop."""
     import torch
-    from ...phases.engine import generate
+
     from ...phases.models import load_model
-    p = spec["prefill_workers"]
-    role, index = ("prefill", group.rank - 1) if group.rank <= p else ("decode", group.rank - 1 - p)
-    name = f"{role[0].upper()}{index}"
+    from ...transfer import link
+    from ..emulated import ModelExecutor
+    from ..executor import DecodeBatch, Slot
+    from ..request import Request
+
     device = spec["device"]
     if device.startswith("cuda") and torch.cuda.device_count():
         device = f"cuda:{(group.rank - 1) % torch.cuda.device_count()}"
         torch.cuda.set_device(device)  # NCCL binds each process to its current device
     lm = load_model(spec["model"], device=device, dtype=spec["dtype"], seed=spec["seed"])
-    generate(lm, [list(range(1, 33))], max_new_tokens=4)  # warm-up: first calls pay one-off costs
-    group.mailbox.send(0, kind="hello", worker=name, pid=os.getpid(), model_id=lm.model_id,
-                       max_context=lm.max_context)
-    if role == "prefill":
-        _prefill_loop(group, lm, name)
-    else:
-        _decode_loop(group, lm, name, spec["max_batch"])
+    ex = ModelExecutor(lm, warm=True)
+    box, rank = group.mailbox, group.rank
+    box.send(0, **M.Hello(rank, os.getpid(), lm.model_id, lm.max_context, lm.vocab_size, ex.kv_bytes_per_token,
+                          ex.memory_bytes, ex.weight_bytes).to_dict())
+    slots: dict[int, Slot] = {}
+    batch = DecodeBatch()
+    state = dict(name=f"rank{rank}", hook=None, mode="whole")
 
+    def hook(event: str, rids) -> None:  # a fault exits (or hangs: the router notices after its timeout)
+        obey(state["hook"], event, state["name"], rids)
 
-def _die_if(group: Group, rid: int, stage: str) -> None:
-    """The injected fault, if it is for this request at this stage: "exit" (code 17) or "hang" (stop answering,
-    as a deadlocked worker would; only the router's progress timeout notices)."""
-    f = group.fault
-    if f and f.get("request") == rid and f.get("stage", stage) == stage:
-        if f.get("kind") == "exit":
-            os._exit(17)
-        if f.get("kind") == "hang":
-            time.sleep(3600)
-
-
-def _prefill_loop(group: Group, lm, name: str) -> None:
-    box = group.mailbox
-    while True:
-        msg = box.get()
-        if msg["kind"] == "_store_gone" or msg.get("op") == "stop":
-            return
-        rid, dst, mode = msg["rid"], msg["dst"], msg["mode"]
-        _die_if(group, rid, "prefill")
-        start = time.time()
-        first_sent = {}
-
-        def first(tokens, end=None):
-            first_sent.update(token=tokens[0], end=end or time.time())
-            box.send(0, kind="first", rid=rid, token=tokens[0], start=start, end=first_sent["end"], worker=name)
-
+    def send(job) -> None:
+        rid, tid, dst, mode, cache, token = job
         try:
-            if mode == "whole":
-                out = L.prefill_flat(lm, [msg["prompt"]], [rid])  # = prefill(), its cache in one send buffer
-                first(out.logits.argmax(-1).tolist())
-                box.send(dst, kind="kv", rid=rid, max_new=msg["max_new"], plan=W.cache_plan(out.cache))
-                stats = L.send_cache(out.cache, dst, [first_sent["token"]], [rid])
-            else:
-                plan = W.plan_of(W.stream_header(lm, [msg["prompt"]], [rid]), "layerwise")
-                box.send(dst, kind="kv", rid=rid, max_new=msg["max_new"], plan=plan)
-                _, _, stats = L.prefill_streaming(lm, [msg["prompt"]], dst, [rid], on_first=first)
-            box.send(0, kind="sent", rid=rid, start=first_sent["end"] if mode == "whole" else start,
-                     end=time.time(), nbytes=stats.nbytes, seconds=stats.seconds, worker=name)
-        except (RuntimeError, ValueError) as err:  # the decode peer is gone, or a bad prompt
-            box.send(0, kind="failed", rid=rid, reason=f"{name}: {type(err).__name__}: {str(err).splitlines()[0]}")
+            stats = link.send_cache(cache, dst, [token], [rid], mode=mode)
+            box.send(0, **M.Sent(rank, rid, tid, stats.nbytes, stats.seconds).to_dict())
+        except Exception as err:  # noqa: BLE001 - the receiver is gone or timed out: say so, keep serving
+            box.send(0, **M.Failed(rank, "send", rid, f"{type(err).__name__}: {str(err).splitlines()[0]}",
+                                   tid).to_dict())
 
+    def receive(job: M.RecvKV) -> None:
+        start = time.time()
+        try:
+            packet, stats = link.recv_cache(job.from_rank, lm, plan=job.plan)
+            box.post_local({"type": "_received", "job": job, "packet": packet, "start": start, "end": time.time(),
+                            "seconds": stats.seconds})
+        except Exception as err:  # noqa: BLE001 - a header for another model, or the sender is gone
+            box.send(0, **M.Failed(rank, "receive", job.rid, f"{type(err).__name__}: {str(err).splitlines()[0]}",
+                                   job.tid).to_dict())
 
-def _decode_loop(group: Group, lm, name: str, max_batch: int = 16) -> None:
-    from ..emulated import ModelExecutor
-    from ..executor import DecodeBatch, Slot
-    box, ex, batch = group.mailbox, ModelExecutor(lm, warm=False), DecodeBatch()
-    incoming: queue.Queue = queue.Queue()
-    waiting: list[Slot] = []
-
-    def receive() -> None:  # background: caches arrive while the batch keeps decoding
-        while (ann := incoming.get()) is not None:
-            start = time.time()
-            try:
-                packet, stats = L.recv_cache(ann["src"], lm, plan=ann["plan"])  # buffers posted first
-                box.post_local(dict(kind="_received", ann=ann, packet=packet, start=start, end=time.time(),
-                                    seconds=stats.seconds))
-            except Exception as err:  # noqa: BLE001 - CacheMismatchError, or the prefill peer died
-                box.post_local(dict(kind="_recv_failed", ann=ann, error=f"{type(err).__name__}: {err}"))
-
-    thread = threading.Thread(target=receive, name=f"{name}-recv", daemon=True)
-    thread.start()
+    senders, receivers = _Links(send), _Links(receive)
     try:
         while True:
-            msg = box.get(timeout=None if not (batch.slots or waiting) else 0)
-            while msg is not None:
-                kind = msg["kind"]
-                if kind == "_store_gone" or msg.get("op") == "stop":
-                    return
-                if kind == "kv":
-                    incoming.put(msg)
-                elif kind == "_recv_failed":
-                    box.send(0, kind="failed", rid=msg["ann"]["rid"], reason=f"{name}: {msg['error']}")
-                elif kind == "_received":
-                    ann, h = msg["ann"], msg["packet"].header
-                    box.send(0, kind="arrived", rid=ann["rid"], token=h.first_tokens[0], start=msg["start"],
-                             end=msg["end"], nbytes=h.nbytes, seconds=msg["seconds"], worker=name)
-                    req = Request(ann["rid"], 0.0, [0] * h.lengths[0], ann["max_new"])
-                    req.emit(h.first_tokens[0], 0.0)
-                    if not req.done:
-                        waiting.append(Slot(req, msg["packet"].cache, h.lengths[0], h.first_tokens[0]))
-                msg = box.get(timeout=0)
-            while waiting and len(batch.slots) < max_batch:
-                batch.slots.append(waiting.pop(0))
-            if batch.slots:
+            raw = box.get()
+            if raw.get("kind") == "_store_gone":
+                return
+            if raw["type"] == "_received":
+                job, packet = raw["job"], raw["packet"]
+                r = Request(job.rid, 0.0, [0] * job.prompt_len, job.max_new_tokens, _sampling(job.sampling))
+                r.output = list(job.output)
+                slots[job.rid] = Slot(r, packet.cache, packet.header.lengths[0], job.output[-1] if job.output else
+                                      packet.header.first_tokens[0], replay=job.replay, resumed=bool(job.replay))
+                hook("receive", [job.rid])
+                box.send(0, **M.Arrived(rank, job.rid, job.tid, packet.header.nbytes, raw["seconds"], raw["start"],
+                                        raw["end"]).to_dict())
+                continue
+            msg = M.decode(raw)
+            if isinstance(msg, M.Stop):
+                return
+            if isinstance(msg, M.Begin):
+                state.update(name=msg.names[rank - 1], hook=M.unpack_object(msg.faults), mode=msg.mode)
+                slots.clear()
+                batch.slots, batch.state = [], None
+            elif isinstance(msg, M.Release):
+                slots.pop(msg.rid, None)
+            elif isinstance(msg, M.SendKV):
+                hook("send", [msg.rid])
+                s = slots[msg.rid]
+                senders.submit(msg.to_rank, (msg.rid, msg.tid, msg.to_rank, msg.mode, s.cache, s.last_token))
+            elif isinstance(msg, M.RecvKV):
+                receivers.submit(msg.from_rank, msg)
+            elif isinstance(msg, M.RunStep):
+                items = [M.PrefillItem(**d) for d in msg.prefill]
+                hook("step", [*msg.decode, *(i.rid for i in items)])
                 start = time.time()
-                tokens = ex.decode(batch).tokens
-                end = time.time()
-                for slot, tok in zip(batch.slots, tokens):
-                    slot.request.emit(tok, end)
-                    slot.last_token = tok
-                box.send(0, kind="tokens", items=[[s.request.id, t] for s, t in zip(batch.slots, tokens)],
-                         start=start, end=end, worker=name)
-                for s in batch.slots:
-                    _die_if(group, s.request.id, "decode")
-                batch.slots = [s for s in batch.slots if not s.request.done]
+                try:
+                    done = _step(ex, batch, slots, msg, items, state["mode"])
+                except Exception as err:  # noqa: BLE001 - a bug or bad input: fail this step, keep the worker
+                    box.send(0, **M.Failed(rank, "step", msg.step,
+                                           f"{type(err).__name__}: {str(err).splitlines()[0]}").to_dict())
+                    continue
+                out, plans = done
+                box.send(0, **M.StepDone(rank, msg.step, out.decode_s, out.prefill_s, out.tokens,
+                                         out.first_tokens, plans, start, time.time()).to_dict())
+            else:
+                raise M.ProtocolError(f"a worker does not expect {type(msg).__name__} messages")
     finally:
-        incoming.put(None)
+        senders.close()
+        receivers.close()
+
+
+def _step(ex, batch, slots, msg, items, mode: str):
+    """Run one step the router planned: ``(StepOutcome, {rid: cache plan} of the prefills it completed)``."""
+    from ...transfer import wire
+    from ..executor import Slot, run_step
+    from ..request import Request
+
+    for item in items:
+        if item.rid not in slots:  # first chunk: the request comes along
+            r = Request(item.rid, 0.0, item.prompt, item.max_new_tokens, _sampling(item.sampling))
+            r.output = list(item.output)
+            slots[item.rid] = Slot.admit(r)
+    decode = [slots[rid] for rid in msg.decode]
+    prefill = [slots[i.rid] for i in items]
+    batch.slots = decode
+    out = run_step(ex, batch, decode, prefill, [i.n_tokens for i in items])
+    for s, tok in zip(decode, out.tokens):
+        s.last_token = tok
+        s.request.output.append(tok)
+        if len(s.request.output) >= s.request.max_new_tokens:
+            slots.pop(s.request.id, None)
+    plans = {}
+    for s, tok in zip(prefill, out.first_tokens):
+        if tok is None:
+            continue
+        if not s.resumed:
+            s.last_token = tok
+            s.request.output.append(tok)
+        if len(s.request.output) >= s.request.max_new_tokens:
+            slots.pop(s.request.id, None)
+        else:
+            plans[str(s.request.id)] = wire.cache_plan(s.cache, mode)
+    return out, plans

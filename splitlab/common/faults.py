@@ -1,20 +1,25 @@
-"""Fault injection, for tests and teaching: a hook that every back end calls at the same points, so that a fault
-is a hook and not a branch in the serving loops.
+"""Fault injection, for tests and teaching: a hook called at fixed points, so that a fault is a hook and not a
+branch in the production loops.
 
-A hook is called as ``hook(event, worker, request_ids)`` with ``event`` one of ``"step"`` (before a worker runs
-a step), ``"send"`` (before a prefill worker sends a cache) and ``"receive"`` (when a decode worker has received
-one). It returns nothing, or raises :class:`WorkerFault` to make that worker fail there: in the emulated and
-simulated back ends the worker is lost at once (or, for a hang, after ``timeout_s`` of its clock); in the
-distributed back end the worker process exits (or stops answering) and the router finds out as it would in
-production.
+A hook is called as ``hook(event, worker, request_ids)``. Events:
+
+- ``"join"``: a spawned process is about to join its group (:mod:`splitlab.transfer.group`; worker "rank<N>");
+- ``"op"``: the :class:`~splitlab.transfer.peer.Peer`'s child is about to carry out an operation (worker "peer");
+- ``"step"``, ``"send"``, ``"receive"``: a serving worker is about to run a step, a prefill worker to send a
+  cache, a decode worker has received one (every serving back end calls these at the same points).
+
+It returns nothing, or raises :class:`WorkerFault` to make that worker fail there: in the emulated and simulated
+back ends the worker is lost at once (or, for a hang, after ``timeout_s`` of its clock); a process exits with
+code 17 (or stops answering) and the other side finds out as it would in production.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["WorkerFault", "KillWorker", "EVENTS"]
+__all__ = ["WorkerFault", "KillWorker", "EVENTS", "EXIT_CODE", "obey"]
 
-EVENTS = ("step", "send", "receive")
+EVENTS = ("join", "op", "step", "send", "receive")
+EXIT_CODE = 17  #: the exit code of a process a hook killed
 
 
 class WorkerFault(Exception):
@@ -57,3 +62,19 @@ class KillWorker:
             what = "stops answering" if self.hang else "dies"
             raise WorkerFault(worker, f"injected fault: {what} at its {event} #{self.after}"
                               + (f" (request {self.request})" if self.request is not None else ""), self.hang)
+
+
+def obey(hook, event: str, worker: str, request_ids=()) -> None:
+    """Call ``hook`` (None: nothing) in a process that must act on the verdict itself: a fault exits with
+    :data:`EXIT_CODE` or, for a hang, sleeps until somebody stops the process."""
+    import os
+    import time
+
+    if hook is None:
+        return
+    try:
+        hook(event, worker, list(request_ids))
+    except WorkerFault as fault:
+        if fault.hang:
+            time.sleep(3600)
+        os._exit(EXIT_CODE)

@@ -1,0 +1,190 @@
+"""The distributed back end: one process per worker, joined with torch.distributed, real wall clocks.
+
+    from splitlab import serving
+    with serving.DistributedBackend("tiny", timeout_s=30) as backend:          # processes start on first use
+        res = serving.run(reqs, serving.ServingConfig.disaggregated(1, 1), backend)
+        same = serving.run(reqs, serving.ServingConfig.colocated(2), backend)  # the same two processes
+
+The router is this process (rank 0): it runs the very cluster, router, batching policy and KV admission of the
+emulated and simulated back ends (:class:`~splitlab.serving.cluster.Cluster`), on a wall clock
+(:mod:`splitlab.serving.wall`). Workers (:mod:`.worker`) run the steps and move the caches it asks for; every
+token is stamped when it reaches the router, so TTFT, ITL and TPOT are what a client here would see, queueing,
+prefill, the KV hand-off and the control messages included.
+
+Workers are started with ``torch.multiprocessing`` (spawn), as many as the layout needs, and reused by the next
+run of the same size; under ``torchrun`` they are the other ranks (:mod:`.launch`). ``timeout_s`` bounds every
+exchange: a worker that holds work and answers nothing for that long, or whose process exits, is lost, and its
+requests are served elsewhere (:mod:`splitlab.serving.recovery`).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import time
+
+from ...transfer.group import DEFAULT_TIMEOUT_S, DistributedError, Group, pick_backend, spawn_group
+from . import messages as M
+from .worker import serve_worker
+
+__all__ = ["DistributedBackend"]
+
+
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a time > 0 s, got {value!r}")
+    return float(value)
+
+
+class DistributedBackend:
+    """Worker processes for :func:`splitlab.serving.run`; see the module docstring.
+
+    Args:
+        model, dtype, seed: what every worker loads (presets: identical random weights from ``seed``).
+        device: "cpu" or "cuda" (worker i uses GPU i mod count; KV then goes over NCCL, control over gloo).
+        timeout_s: limit of every exchange with a worker (and of its send/recv operations).
+        join_timeout_s: how long workers may take to start, join and load the model (default: 2 x timeout_s, at
+            least 60 s: starting processes and loading models takes seconds on a busy machine).
+        threads: torch threads per worker. group: an existing group in which this process is rank 0 (torchrun).
+
+    Raises:
+        ValueError: a bad model name type, device or timeout. (Starting: splitlab.transfer.group.PeerJoinTimeout,
+        DistributedError.)
+    """
+
+    name = "distributed"
+    wall_clock = True
+    overhead_s = 0.0
+
+    def __init__(self, model: str = "tiny", *, dtype=None, device: str = "cpu", seed: int = 0,
+                 backend: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, join_timeout_s: float | None = None,
+                 threads: int = 1, port: int | None = None, group: Group | None = None):
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"model must be a preset name, a hub name or a path, got {model!r}")
+        if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        self.timeout_s = _positive("timeout_s", timeout_s)
+        self.join_timeout_s = _positive("join_timeout_s", join_timeout_s) if join_timeout_s is not None else \
+            max(60.0, 2 * self.timeout_s)
+        self.spec = dict(model=model, dtype=dtype, device=device, seed=seed)
+        self.backend = backend or pick_backend(device)
+        self.options = dict(backend=self.backend, timeout_s=self.timeout_s, threads=threads, port=port,
+                            join_timeout_s=self.join_timeout_s)
+        self.group, self.torchrun, self.hello = group, group is not None, {}
+
+    # --- processes ---------------------------------------------------------------------------------------------
+    @property
+    def n_workers(self) -> int:
+        return len(self.hello)
+
+    def prepare(self, n_workers: int) -> None:
+        """Have ``n_workers`` workers ready (start them, or restart with another number)."""
+        if self.hello and self.n_workers == n_workers and self.group is not None and not self.group.dead():
+            return
+        if self.torchrun:
+            if self.group.world_size - 1 != n_workers:
+                raise ValueError(f"torchrun started {self.group.world_size - 1} workers; this layout needs {n_workers}")
+        else:
+            self.close()
+            self.group = spawn_group(serve_worker, n_workers, (self.spec,), **self.options)
+        self.hello = {}
+        deadline = time.time() + self.join_timeout_s
+        while len(self.hello) < n_workers:
+            for msg in self.poll(0.1):
+                if not isinstance(msg, M.Hello):
+                    raise M.ProtocolError(f"expected Hello from the workers, got {type(msg).__name__}")
+                self.hello[msg.rank] = msg
+            dead = self.dead()
+            if dead or time.time() > deadline:
+                ready, codes = sorted(self.hello), self.close()
+                what = (f"worker rank(s) {sorted(dead)} exited while loading the model" if dead
+                        else f"workers did not get ready within {self.join_timeout_s:g} s")
+                raise DistributedError(f"{what} (ready: {ready}; exit codes: {codes}; see their one-line errors "
+                                       "on stderr)")
+        ids = {h.model_id for h in self.hello.values()}
+        if len(ids) > 1:
+            raise DistributedError(f"the workers loaded different models: {sorted(ids)}")
+
+    def _first(self) -> M.Hello:
+        if not self.hello:
+            raise DistributedError("the distributed back end has no workers yet: give it to serving.run")
+        return self.hello[min(self.hello)]
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self._first().kv_bytes_per_token
+
+    @property
+    def max_context(self) -> int:
+        return min(h.max_context for h in self.hello.values())
+
+    @property
+    def vocab_size(self) -> int:
+        return self._first().vocab_size
+
+    @property
+    def model_id(self) -> str:
+        return self._first().model_id
+
+    def auto_kv_budget(self, fraction: float = 0.9) -> int:
+        """``fraction`` x a worker's device memory - its weights (the smallest over the workers)."""
+        budget = min(int(fraction * h.memory_bytes) - h.weight_bytes for h in self.hello.values())
+        if budget <= 0:
+            raise ValueError("no room for a KV cache on the workers' devices")
+        return budget
+
+    # --- control plane -------------------------------------------------------------------------------------------
+    def send(self, rank: int, msg: M.Message) -> None:
+        self.group.mailbox.send(rank, **msg.to_dict())
+
+    def poll(self, timeout_s: float) -> list[M.Message]:
+        """The messages that came in within ``timeout_s`` (at least one wait, then whatever else is there).
+
+        Raises:
+            DistributedError: the control plane is gone. ProtocolError: a message splitlab does not know.
+        """
+        out, msg = [], self.group.mailbox.get(timeout=timeout_s)
+        while msg is not None:
+            if msg.get("kind") == "_store_gone":
+                raise DistributedError(f"the control plane is gone: {msg.get('error')}")
+            out.append(M.decode(msg))
+            msg = self.group.mailbox.get(timeout=0)
+        return out
+
+    def dead(self) -> dict[int, int]:
+        """``{rank: exit code}`` of worker processes that have exited (empty under torchrun)."""
+        return self.group.dead() if self.group is not None else {}
+
+    def kill(self, rank: int) -> None:
+        """Stop worker ``rank`` for good (a lost worker must not come back half-way); torchrun: ask it to stop."""
+        if self.group is None:
+            return
+        if self.group.procs is not None:
+            proc = self.group.procs.processes[rank - 1]
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=2.0)
+        else:
+            self.send(rank, M.Stop())
+
+    def close(self, grace_s: float = 5.0) -> dict:
+        """Stop every worker (asked, then killed after ``grace_s``); returns ``{rank: exit code}``."""
+        if self.group is None:
+            return {}
+        for rank in range(1, self.group.world_size):
+            if rank not in self.dead():
+                try:
+                    self.send(rank, M.Stop())
+                except Exception:  # noqa: BLE001 - the control plane may be gone already
+                    pass
+        group, self.group, self.hello = self.group, None, {}
+        return group.close(grace_s)
+
+    def __enter__(self) -> "DistributedBackend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = f"{self.n_workers} workers" if self.hello else "not started"
+        return f"DistributedBackend({self.spec['model']!r}, {self.spec['device']}, {self.backend}, {state})"
