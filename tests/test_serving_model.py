@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import splitlab as sl
-from splitlab.serving import (Fixed, ModelExecutor, ServingConfig, Slot, Uniform, WorkloadSpec, compare, contenders,
+from splitlab.serving import (ModelExecutor, ServingConfig, Slot, Uniform, WorkloadSpec, compare, contenders,
                               make_workload, reference_tokens, run)
 from splitlab.serving.executor import DecodeBatch
 from splitlab.serving.request import Request

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-import pandas as pd
 
 import matplotlib.pyplot as plt
 import numpy as np
