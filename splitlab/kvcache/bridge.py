@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-__all__ = ["cache_kwarg", "output_cache", "read_layers", "build_dynamic_cache", "UnsupportedLayerError"]
+__all__ = ["cache_kwarg", "output_cache", "read_layers", "build_dynamic_cache", "empty_dynamic_cache",
+           "UnsupportedLayerError"]
 
 
 class UnsupportedLayerError(TypeError):
@@ -110,4 +111,12 @@ def build_dynamic_cache(keys: list[torch.Tensor], values: list[torch.Tensor], wi
             layer.cumulative_length = seq_len
         layers.append(layer)
     cache.layers = layers
+    return cache
+
+
+def empty_dynamic_cache(windows: tuple[int | None, ...]) -> DynamicCache:
+    """An empty ``DynamicCache`` with one layer per entry of ``windows`` (plain, or sliding of that window), for a
+    forward that should fill layers of the right kinds (e.g. a prefill writing into a wire buffer)."""
+    cache = DynamicCache()
+    cache.layers = [_layer(w) for w in windows]
     return cache

@@ -251,12 +251,14 @@ class KVCache:
         return cache
 
     @classmethod
-    def from_transformers(cls, cache: Any, attention_mask: torch.Tensor, model_id: str) -> "KVCache":
+    def from_transformers(cls, cache: Any, attention_mask: torch.Tensor, model_id: str,
+                          compact: bool = True) -> "KVCache":
         """Wrap a transformers cache (``DynamicCache`` of 4.57-5.x with full and sliding-window layers, the
         self-attention half of an ``EncoderDecoderCache``, or the legacy tuple of (k, v) pairs).
 
-        A sliding layer's tensors right after a prefill are a view of the whole prompt's keys: they are copied
-        to their own storage, so the cache really holds (and reports) only its window.
+        A sliding layer's tensors right after a prefill are a view of the whole prompt's keys: with ``compact``
+        they are copied to their own storage, so the cache really holds (and reports) only its window (off for
+        a cache whose layers are views of one wire buffer on purpose).
 
         Raises:
             CacheMismatchError: a layer's length does not fit ``attention_mask`` (named per layer); a layer kind
@@ -274,7 +276,7 @@ class KVCache:
                 raise CacheMismatchError(f"cache layer {i} (sliding window {w}) has seen {int(seen[i])} tokens but "
                                          f"the mask holds {seq} positions")
             k, v = keys[i], values[i]
-            if k.untyped_storage().nbytes() > 2 * k.numel() * k.element_size():  # a view of the whole prompt
+            if compact and k.untyped_storage().nbytes() > 2 * k.numel() * k.element_size():  # the whole prompt's
                 keys[i], values[i] = k.clone(), v.clone()
                 if hasattr(cache, "layers"):
                     cache.layers[i].keys, cache.layers[i].values = keys[i], values[i]
