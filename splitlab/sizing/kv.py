@@ -25,7 +25,7 @@ from .layers import LayerKV, UnsupportedCacheError, layer_windows, mla_dims
 from .tables import PUBLISHED_MODELS
 
 __all__ = ["KVGeometry", "LayerKV", "UnsupportedCacheError", "kv_geometry", "dtype_bytes", "kv_bytes_per_token",
-           "kv_bytes", "resolve_config"]
+           "kv_bytes", "resolve_config", "RequestKVBytes"]
 
 
 def dtype_bytes(dtype: Any) -> float:
@@ -202,6 +202,30 @@ def kv_bytes(config: Any, tokens: int, batch: int = 1, dtype: Any = "fp16") -> f
         raise ValueError(f"tokens and batch must be >= 0, got tokens={tokens}, batch={batch}")
     g = config if isinstance(config, KVGeometry) else kv_geometry(config)
     return g.elements(tokens) * dtype_bytes(dtype) * batch
+
+
+@dataclass(frozen=True)
+class RequestKVBytes:
+    """Bytes of one request's cache as a function of its cached tokens, layer by layer: ``layers`` holds
+    ``(bytes per position, cap)`` per layer, cap 0 for a layer that keeps every position, else ``W - 1``.
+    Plain data (it crosses processes as a list of pairs); call it: ``RequestKVBytes.of(geometry, "fp16")(4096)``.
+    """
+
+    layers: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, config: Any, dtype: Any = "fp16") -> "RequestKVBytes":
+        g = config if isinstance(config, KVGeometry) else kv_geometry(config)
+        element = dtype_bytes(dtype)
+        return cls(tuple((int(layer.elements_per_position * element), layer.cap or 0) for layer in g.per_layer))
+
+    @property
+    def linear(self) -> bool:
+        """No layer has a window: bytes grow linearly with tokens."""
+        return all(cap == 0 for _, cap in self.layers)
+
+    def __call__(self, tokens: int) -> int:
+        return sum(b * (min(tokens, cap) if cap else tokens) for b, cap in self.layers)
 
 
 def resolve_config(name_or_path: str) -> dict:
