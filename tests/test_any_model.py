@@ -174,3 +174,32 @@ def test_distributed_workers_announce_their_per_layer_sizes():
     backend = DistributedBackend("tiny")
     backend.hello = {1: M.decode(json.loads(json.dumps(hello.to_dict())))}
     assert [backend.kv_bytes_fn(t) for t in (3, 30)] == [ex.kv_bytes(3), ex.kv_bytes(30)]
+
+
+@pytest.mark.parametrize("family", ["gemma3", "mistral-sw"])
+def test_chunked_prefill_continues_a_windowed_cache_exactly(family):
+    """Chunks of 5 tokens on top of a cache whose sliding layers already hold their 7 positions."""
+    from splitlab.serving import Uniform, WorkloadSpec, make_workload, reference_tokens
+    lm = loaded(family)
+    reqs = make_workload(WorkloadSpec("chunks", Uniform(12, 30), Uniform(3, 6)), 3, rate_per_s=50.0, seed=4, model=lm)
+    cfg = ServingConfig(layout="colocated", workers=1, policy="chunked", chunk_tokens=5, max_batch=4,
+                        kv_budget_bytes=None)
+    assert run(reqs, cfg, ModelExecutor(lm, warm=False)).tokens() == reference_tokens(lm, reqs)
+
+
+def test_a_model_object_without_a_tokenizer_takes_token_ids():
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    lm = sl.load_model(transformers.LlamaForCausalLM(cfg))
+    assert lm.tokenizer is None and len(sl.generate(lm, [[5, 6, 7]], 3).tokens[0]) == 3
+    with pytest.raises(ValueError, match="has no tokenizer: give prompts as token ids, or pass tokenizer="):
+        sl.generate(lm, "text", 3)
+
+
+def test_a_cache_of_layers_that_differ_names_its_layer_shapes():
+    cache = sl.prefill(loaded("gemma3"), PROMPTS).cache
+    assert cache.layer_lengths == (WINDOW - 1, WINDOW - 1, 13) and cache.windows == (WINDOW, WINDOW, None)
+    with pytest.raises(ValueError, match="layers differ in shape"):
+        cache.shape
+    assert "layers hold [7, 7, 13]" in repr(cache)
