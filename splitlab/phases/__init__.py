@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("device", "engine", "inputs", "models", "profiling", "sampling", "tokenizer")
+_SUBMODULES = ("agreement", "device", "engine", "inputs", "models", "profiling", "sampling", "speculative",
+               "tokenizer")
 
 
 def __getattr__(name: str):
