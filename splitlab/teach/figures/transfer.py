@@ -105,6 +105,7 @@ def bandwidth_bars(measured: Mapping[str, float], links: Mapping[str, dict] | No
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # decades only: the bars carry their own numbers
     ax.set_xlim(gbps.min() / 3, gbps.max() * 8)
     ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
+    ax.set_ylabel("path")
     ax.legend(handles=[plt.Line2D([], [], marker="o", ls="", color=MEASURED),
                        plt.Line2D([], [], marker="o", ls="", color=PUBLISHED)],
               labels=["measured on this machine", "published (sizing.LINKS)"], fontsize="small", loc="upper left")
