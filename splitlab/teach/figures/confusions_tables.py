@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 
@@ -75,18 +77,24 @@ def chunked_verdict(runs: Mapping[str, object], prefill_s, decode_s, goodput: Ma
         ran = float(steps.seconds.sum())
         miss = gap[n] / pred - 1 if pred > 0 else float("nan")
         note = "" if abs(miss) <= TOLERANCE else (
-            f" <- {miss:+.0%}, beyond the {TOLERANCE:.0%} tolerance: inside the run those steps took "
+            f"; {miss:+.0%}, beyond the {TOLERANCE:.0%} tolerance: inside the run those steps took "
             f"{ran * 1e3:.1f} ms, {ran / pred:.2f}x their time alone"
             + (" (a chunk attends to the chunks cached before it; a fresh prefill does not)" if n == chunked else "")
             + (f"; {(gap[n] - ran) * 1e3:.1f} ms of the gap had no step of this worker (a transfer, a wait)"
                if gap[n] - ran > TOLERANCE * gap[n] else ""))
-        print(f"{n}: longest gap {gap[n] * 1e3:.1f} ms = {_steps_text(steps)}; timed alone {pred * 1e3:.1f} ms{note}")
-    print(f"chunking cut the longest gap to {gap[chunked] / gap[base]:.0%} of {base}'s and changed the mean TTFT "
-          f"by {ttft[chunked] / ttft[base] - 1:+.0%}; the split cut it to {gap[split] / gap[base]:.0%} and "
-          f"changed the mean TTFT by {ttft[split] / ttft[base] - 1:+.0%}")
+        _say(f"{n}: longest gap {gap[n] * 1e3:.1f} ms = {_steps_text(steps)}; timed alone {pred * 1e3:.1f} ms"
+             f"{note}")
+    _say(f"chunking cut the longest gap to {gap[chunked] / gap[base]:.0%} of {base}'s and changed the mean TTFT "
+         f"by {ttft[chunked] / ttft[base] - 1:+.0%}; the split cut it to {gap[split] / gap[base]:.0%} and "
+         f"changed the mean TTFT by {ttft[split] / ttft[base] - 1:+.0%}")
     best = max(goodput, key=goodput.get)
-    print("highest goodput per worker at these SLOs: " + (f"{best} ({goodput[best]:.2f} requests/s per worker)"
-                                                          if goodput[best] > 0 else "none reached 90%"))
+    _say("highest goodput per worker at these SLOs: " + (f"{best} ({goodput[best]:.2f} requests/s per worker)"
+                                                         if goodput[best] > 0 else "none reached 90%"))
+
+
+def _say(text: str) -> None:
+    """Print one finding, wrapped to a phone's width (continuation lines indented)."""
+    print(textwrap.fill(text, 64, subsequent_indent="    "))
 
 
 def waste_table(waste: pd.DataFrame) -> pd.DataFrame:
@@ -130,11 +138,13 @@ def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, rou
     spec_best = spec.groupby(["draft", "k"], sort=False).mean(numeric_only=True).loc[best]
     deepest = reuse.iloc[-1]
     rows = {
-        "chunked prefill": (f"longest gap {gap[base] * 1e3:.0f} -> {gap[chunked] * 1e3:.0f} ms; mean TTFT "
-                            f"{ttft[base] * 1e3:.0f} -> {ttft[chunked] * 1e3:.0f} ms",
+        "chunked prefill": (f"longest gap {gap[base] * 1e3:.0f} → {gap[chunked] * 1e3:.0f} ms; mean TTFT "
+                            f"{ttft[base] * 1e3:.0f} → {ttft[chunked] * 1e3:.0f} ms",
                             f"a chunk still between two tokens: the split's longest gap {gap[split] * 1e3:.0f} ms"),
-        "paged KV memory": (f"mean KV held on D0: reserved {waste.loc['reserved', 'mean_bytes'] / 2**20:.2f} -> "
-                            f"paged {waste.loc['paged', 'mean_bytes'] / 2**20:.2f} MiB",
+        "paged KV memory": (f"mean KV held on D0: padded {waste.loc['padded', 'mean_bytes'] / 2**20:.2f}, reserved "
+                            f"{waste.loc['reserved', 'mean_bytes'] / 2**20:.2f} → paged "
+                            f"{waste.loc['paged', 'mean_bytes'] / 2**20:.2f} MiB (used "
+                            f"{waste.loc['used', 'mean_bytes'] / 2**20:.2f})",
                             "the bytes of each cache and its transfer (a block's tail at most)"),
         "KV quantization": (f"bytes per request x{variants['int8'].nbytes / variants['fp16'].nbytes:.2f} of fp16; "
                             f"transfer x{moved_s['int8'] / moved_s['fp16']:.2f}",
@@ -142,7 +152,7 @@ def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, rou
         "speculative decoding": (f"best TPOT {spec_best.tpot_ms:.2f} ms ({best[0]}, k = {best[1]}) vs "
                                  f"{plain_tpot_s * 1e3:.2f} ms plain",
                                  "the same tokens, the same prompt cache to transfer"),
-        "prefix caching": (f"{int(deepest.prefix_tokens)}-token prefix: prefill {deepest.cold_s * 1e3:.0f} -> "
+        "prefix caching": (f"{int(deepest.prefix_tokens)}-token prefix: prefill {deepest.cold_s * 1e3:.0f} → "
                            f"{deepest.warm_s * 1e3:.0f} ms; prefix-aware routing prefills "
                            f"{routing.loc['prefix-aware', 'computed_tokens'] / total_tokens:.0%} of the prompt tokens",
                            "the decode side still receives every position's KV"),
