@@ -114,18 +114,27 @@ def layer_windows(config: Any, layers: int) -> list[int | None]:
                                             f"{pattern!r} is not a positive integer; give the config's layer_types")
             types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
         elif _get(config, "use_sliding_window") is True:  # Qwen2/Qwen3: windows from layer max_window_layers on
-            first = int(_get(config, "max_window_layers", 0))
+            first = _get(config, "max_window_layers", 0)
+            if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+                raise UnsupportedCacheError(f"cannot size the KV cache of {model_type!r}: max_window_layers {first!r} "
+                                            f"is not an integer >= 0 (the first windowed layer)")
             types = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
         else:  # transformers' fallback: sliding_window set -> every layer is windowed
             types = ["sliding_attention"] * layers
+    if isinstance(types, (str, bytes)) or not isinstance(types, (list, tuple)) or not all(
+            isinstance(kind, str) for kind in types):
+        raise UnsupportedCacheError(f"layer_types must be a list of layer kinds such as 'full_attention' and "
+                                    f"'sliding_attention', one per layer; got {types!r:.100}")
     types = list(types)
     if len(types) != layers:
         raise UnsupportedCacheError(f"layer_types has {len(types)} entries for {layers} layers")
     for kind in types:
         if kind not in _KINDS:
             raise _refuse(kind, f"model_type {model_type!r}")
-    if "sliding_attention" in types and (window is None or not isinstance(window, int) or window < 2):
-        raise UnsupportedCacheError(f"sliding_attention layers need a sliding_window of at least 2, got {window!r}")
+    if "sliding_attention" in types and (window is None or isinstance(window, bool) or not isinstance(window, int)
+                                         or window < 2):
+        raise UnsupportedCacheError(f"sliding_attention layers need a sliding_window that is an integer >= 2, got "
+                                    f"{window!r}")
     return [None if kind == "full_attention" else int(window) for kind in types]
 
 
@@ -137,4 +146,8 @@ def mla_dims(config: Any) -> tuple[int, int] | None:
     rope = _get(config, "qk_rope_head_dim")
     if rope is None:
         raise UnsupportedCacheError("an MLA config (kv_lora_rank set) needs qk_rope_head_dim to size its cache")
-    return int(rank), int(rope)
+    for name, value in (("kv_lora_rank", rank), ("qk_rope_head_dim", rope)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"config field {name} must be a positive integer (MLA caches it per layer per token), "
+                             f"got {value!r}")
+    return rank, rope
