@@ -27,7 +27,7 @@ _EXPORTS = {
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "request",
-               "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
+               "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast", "inputs",
                "recovery", "virtual", "wall")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
