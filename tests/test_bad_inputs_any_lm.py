@@ -266,3 +266,28 @@ def test_check_and_copy_of_the_wrong_things(lm, pre):
         copy_cache(pre.cache, "meta")
     with pytest.raises(TypeError, match="on_layer must be a function"):  # after the first layer was copied
         copy_cache(pre.cache, mode="layerwise", on_layer="print")
+
+
+# --- measuring and sizing a loaded model ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(repeats=0), "repeats must be an integer >= 1, got 0"),     # 'no median for empty data', after the work
+    (dict(rounds=0), "rounds must be an integer >= 1"),
+    (dict(statistic="mean"), "statistic must be one of"),            # raised only after every prefill had run
+])
+def test_measurements_that_would_measure_nothing(lm, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        sl.profiling.measure_prefill(lm, [8], **kwargs)
+
+
+def test_measure_decode_of_an_empty_batch(lm):
+    with pytest.raises(ValueError, match="batch size 0 must be an integer >= 1"):
+        sl.profiling.measure_decode(lm, [0, 2], context=8)
+
+
+@pytest.mark.parametrize("args, message", [((-5,), "tokens must be an integer >= 0, got -5"),  # -10,240 bytes
+                                           ((1.5,), "got 1.5"), ((8, 0.5), "batch must be an integer >= 0")])
+def test_loaded_model_kv_bytes_counts(lm, args, message):
+    with pytest.raises(ValueError, match=message):
+        lm.kv_bytes(*args)
+    assert lm.kv_bytes(8, 2) == sl.prefill(lm, [[1] * 8, [2] * 8]).cache.nbytes

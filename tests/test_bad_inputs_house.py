@@ -290,3 +290,23 @@ def test_kv_size_of_a_latent_only_mla_config(tmp_path, capsys):
     (tmp_path / "bad.json").write_text(json.dumps(dict(cfg, kv_lora_rank=-5)))
     assert main(["kv-size", str(tmp_path / "bad.json")]) == 1  # was 'expanded MLA sizing needs ...'
     assert "kv_lora_rank must be a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(timeout_s=0), ValueError, "timeout_s must be a time > 0 s, got 0"),   # every exchange 'did not answer'
+    (dict(timeout_s=math.nan), ValueError, "timeout_s must be a time > 0 s, got nan"),
+    (dict(timeout_s="3"), ValueError, "timeout_s must be a time > 0 s"),         # TypeError from max()
+    (dict(join_timeout_s=0), ValueError, "join_timeout_s must be a time > 0 s"),
+    (dict(threads=0), ValueError, "threads must be an integer >= 1"),            # the child died on it
+    (dict(device="meta"), ValueError, "device must be 'cpu', 'cuda' or 'cuda:N'"),
+    (dict(fault="x"), TypeError, "fault must be a fault hook"),
+])
+def test_peer_options_are_checked_before_a_process_starts(kwargs, error, message):
+    from splitlab.transfer.peer import Peer
+    with pytest.raises(error, match=message):
+        Peer(**kwargs)
+
+
+def test_goodput_per_zero_workers():
+    with pytest.raises(ValueError, match="workers must be an integer >= 1"):  # ZeroDivisionError
+        serving.metrics.goodput([(1.0, 1.0)], workers=0)

@@ -25,7 +25,7 @@ import transformers
 
 from ..common.model_id import format_model_id
 from ..common.presets import CONFIG_DIR, is_preset, list_presets, preset_fields
-from ..sizing import KVGeometry
+from ..sizing import KVGeometry, kv_bytes
 from .attention import attention_for, causal_lm_class, choose_attention, unusable
 from .device import pick_device, pick_dtype, runnable
 from .layout import probe_geometry
@@ -98,8 +98,7 @@ class LoadedModel:
     def kv_bytes(self, tokens: int, batch: int = 1) -> int:
         """Exact bytes of the cache of ``batch`` unpadded sequences of ``tokens`` tokens (sliding layers at most
         their window): what :attr:`KVCache.nbytes` reports for such a cache."""
-        element = torch.empty(0, dtype=self.dtype).element_size()
-        return int(self.geometry.elements(tokens)) * element * batch
+        return int(kv_bytes(self.geometry, tokens, batch, self.dtype))  # ValueError: not integers >= 0
 
     @property
     def n_params(self) -> int:
