@@ -310,3 +310,17 @@ def test_peer_options_are_checked_before_a_process_starts(kwargs, error, message
 def test_goodput_per_zero_workers():
     with pytest.raises(ValueError, match="workers must be an integer >= 1"):  # ZeroDivisionError
         serving.metrics.goodput([(1.0, 1.0)], workers=0)
+
+
+def test_the_same_odd_requests_on_the_distributed_back_end(lm):
+    """Out-of-vocabulary, beyond-the-context and one-token requests beside normal ones: every one accounted for,
+    with the emulated back end's tokens, on a split and (the same two processes) colocated with chunking."""
+    reqs = _mixed(lm)
+    emulated = serving.run(reqs, ServingConfig.disaggregated(1, 1), model=lm)
+    with serving.DistributedBackend("tiny", timeout_s=30) as backend:
+        for cfg in (ServingConfig.disaggregated(1, 1), ServingConfig(workers=2, policy="chunked", chunk_tokens=8,
+                                                                     max_batch=2)):
+            res = serving.run(reqs, cfg, backend)
+            assert _counts(res) == (5, 3, 2, 0), res.notes
+            assert [r.reject_reason for r in res.rejected] == [r.reject_reason for r in emulated.rejected]
+            assert res.tokens() == emulated.tokens()
