@@ -50,6 +50,15 @@ def test_a_model_object_with_an_unknown_attention_name():
         sl.load_model(build_model("llama"), attn_implementation="bogus")
 
 
+def test_a_model_object_of_another_head_is_not_a_causal_lm():
+    """A masked LM ran a forward first and was refused as 'returned no KV cache'."""
+    import transformers
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64)
+    with pytest.raises(sl.ModelLoadError, match="BertForMaskedLM is not a causal LM .*is BertLMHeadModel"):
+        sl.load_model(transformers.BertForMaskedLM(config))
+
+
 def test_the_meta_device_is_refused_where_the_model_is_loaded():
     """load_model accepted it; generate then failed with 'META device type not an accelerator'."""
     with pytest.raises(ValueError, match="device 'meta' is not one splitlab runs models on"):
@@ -179,6 +188,14 @@ def test_mla_dims_must_be_positive_integers(change):
 def test_odd_layer_configs_are_refused_by_name(change, message):
     with pytest.raises(sizing.UnsupportedCacheError, match=message):
         sizing.kv_geometry(dict(BASE, **change))
+
+
+def test_an_mla_config_without_kv_lora_rank_is_refused():
+    """A DeepSeek config missing kv_lora_rank was sized as plain multi-head attention: a wrong number."""
+    cfg = dict(BASE, model_type="deepseek_v3", qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128)
+    del cfg["num_key_value_heads"]
+    with pytest.raises(sizing.UnsupportedCacheError, match="describes MLA .*but has no kv_lora_rank"):
+        sizing.kv_geometry(cfg)
 
 
 def test_a_sliding_window_larger_than_any_context_sizes_as_full():

@@ -54,12 +54,14 @@ def choose_attention(model_cls: type | None, asked: str | None) -> str | None:
     return asked
 
 
-def attention_for(config: Any, asked: str | None, name: str) -> str | None:
-    """Check that splitlab handles ``config``'s kind of model, and choose its attention implementation.
+def attention_for(config: Any, asked: str | None, name: str, model_cls: type | None = None) -> str | None:
+    """Check that splitlab handles ``config``'s kind of model (and, for a model object, that its class
+    ``model_cls`` is the family's causal LM), and choose its attention implementation.
 
     Raises:
         ModelLoadError: a kind splitlab does not serve (:func:`~.layout.unsupported_reason`), no causal-LM class,
-            or an implementation the class does not support.
+            a model object of another head (masked LM, classifier), or an implementation the class does not
+            support.
     """
     import transformers
 
@@ -68,12 +70,16 @@ def attention_for(config: Any, asked: str | None, name: str) -> str | None:
     why = unsupported_reason(config)
     if why is not None:
         raise ModelLoadError(f"splitlab cannot serve {name!r}: {why}")
-    model_cls = causal_lm_class(config)
-    if model_cls is None and getattr(config, "model_type", None) in transformers.CONFIG_MAPPING:
+    causal = causal_lm_class(config)
+    if causal is None and getattr(config, "model_type", None) in transformers.CONFIG_MAPPING:
         raise ModelLoadError(f"{name!r} ({config.model_type}) is not a causal LM: transformers has no "
                              f"AutoModelForCausalLM class for it")
+    if model_cls is not None and causal is not None and not issubclass(model_cls, causal):
+        raise ModelLoadError(f"{model_cls.__name__} is not a causal LM (next-token prediction): the causal LM of "
+                             f"{config.model_type} is {causal.__name__}; load it with "
+                             f"transformers.AutoModelForCausalLM")
     try:
-        return choose_attention(model_cls, asked)
+        return choose_attention(causal if model_cls is None else model_cls, asked)
     except ValueError as err:
         raise ModelLoadError(f"cannot load {name!r}: {err}") from None
 

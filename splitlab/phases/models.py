@@ -272,7 +272,7 @@ def _wrap(model: Any, tokenizer: Any, device, dtype, attn: str | None) -> Loaded
     if model.get_output_embeddings() is None:
         raise ModelLoadError(f"{kind} has no language-model head (no next-token logits): load the model with "
                              f"transformers.AutoModelForCausalLM instead")
-    attention_for(config, None, name)
+    attention_for(config, None, name, type(model))
     if attn is not None and attn != getattr(config, "_attn_implementation", None):
         try:
             choose = choose_attention(type(model), attn)

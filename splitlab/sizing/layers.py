@@ -74,6 +74,8 @@ _PATTERN = {"gemma2": 2, "gpt_oss": 2, "gemma3": 6, "gemma3_text": 6, "cohere2":
 #: Families with their own rule that is not modelled here when ``layer_types`` is missing.
 _UNMODELLED = {"llama4": "chunked attention", "llama4_text": "chunked attention", "gemma3n": "KV sharing",
                "gemma3n_text": "KV sharing", "smollm3": "sliding layers chosen by no_rope_layers"}
+#: Families whose attention is MLA (a config of theirs without kv_lora_rank is incomplete, not plain attention).
+_MLA_TYPES = ("deepseek_v2", "deepseek_v3")
 _KINDS = {"full_attention": None, "sliding_attention": "sliding"}
 _WHY = {"chunked_attention": "chunked attention (Llama 4) restarts its window at chunk boundaries",
         "linear_attention": "linear-attention layers keep a fixed-size state, not a KV cache",
@@ -142,6 +144,11 @@ def mla_dims(config: Any) -> tuple[int, int] | None:
     """``(kv_lora_rank, qk_rope_head_dim)`` of an MLA config (DeepSeek-V2/V3), None for other attention."""
     rank = _get(config, "kv_lora_rank")
     if rank is None:
+        if _get(config, "model_type") in _MLA_TYPES or _get(config, "qk_rope_head_dim") is not None:
+            raise UnsupportedCacheError(f"cannot size the KV cache: this config describes MLA (model_type "
+                                        f"{_get(config, 'model_type')!r}, qk_rope_head_dim "
+                                        f"{_get(config, 'qk_rope_head_dim')!r}) but has no kv_lora_rank, the "
+                                        f"latent it caches; give the config's kv_lora_rank")
         return None
     rope = _get(config, "qk_rope_head_dim")
     if rope is None:
