@@ -24,7 +24,8 @@ def quiet_hub() -> None:
          arg("--prompt-tokens", type=positive_int, default=128, metavar="N", help="prompt length (default 128)"),
          arg("--new-tokens", type=positive_int, default=32, metavar="N", help="tokens to generate (default 32)"),
          arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
-         arg("--dtype", type=weight_dtype, default=None, help="weight dtype, e.g. float32, bfloat16 (default: fp32 CPU, bf16 GPU)"),
+         arg("--dtype", type=weight_dtype, default=None,
+             help="weight dtype, e.g. float32, bfloat16 (default: fp32 CPU, bf16 GPU)"),
          arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompt (default 0)"),
          arg("--no-reference", action="store_true", help="skip the check against transformers' generate"))
 def demo(args) -> tuple[dict, list[str]]:

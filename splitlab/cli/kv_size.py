@@ -44,7 +44,8 @@ def _window_lines(g, tokens: int) -> list[str]:
          arg("model", help="a splitlab preset, a published model (e.g. Llama-3-8B) or a config.json path"),
          arg("--tokens", type=positive_int, default=4096, help="tokens per sequence (default 4096)"),
          arg("--batch", type=positive_int, default=1, help="sequences (default 1)"),
-         arg("--dtype", type=kv_dtype, default="fp16", help="KV element type: fp32, fp16, bf16, fp8, int8, int4 (default fp16)"))
+         arg("--dtype", type=kv_dtype, default="fp16",
+             help="KV element type: fp32, fp16, bf16, fp8, int8, int4 (default fp16)"))
 def kv_size(args) -> tuple[dict, list[str]]:
     element = sizing.dtype_bytes(args.dtype)
     looks_like_path = args.model.endswith(".json") or os.sep in args.model or "/" in args.model

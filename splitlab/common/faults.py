@@ -14,6 +14,7 @@ code 17 (or stops answering) and the other side finds out as it would in product
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 __all__ = ["WorkerFault", "KillWorker", "EVENTS", "EXIT_CODE", "obey"]
@@ -52,9 +53,10 @@ class KillWorker:
             raise TypeError(f"worker must be a worker's name such as 'D0', 'W1' or 'rank1', got {self.worker!r}")
         if self.event not in EVENTS:
             raise ValueError(f"event must be one of {EVENTS}, got {self.event!r}")
-        if isinstance(self.after, bool) or not isinstance(self.after, int) or self.after < 1:
+        if isinstance(self.after, bool) or not isinstance(self.after, numbers.Integral) or self.after < 1:
             raise ValueError(f"after must be an integer >= 1 (the after-th event fails), got {self.after!r}")
-        if self.request is not None and (isinstance(self.request, bool) or not isinstance(self.request, int)):
+        if self.request is not None and (isinstance(self.request, bool)
+                                         or not isinstance(self.request, numbers.Integral)):
             raise TypeError(f"request must be a request id (an integer) or None, got {self.request!r}")
 
     def __call__(self, event: str, worker: str, request_ids) -> None:

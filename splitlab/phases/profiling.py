@@ -9,6 +9,7 @@ Python's ``timeit``). Results are pandas DataFrames with units in the column nam
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import statistics
 import sys
@@ -87,7 +88,7 @@ def _check(statistic: str, **counts) -> None:
     if statistic not in _STATISTICS:
         raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
     for name, n in counts.items():
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
 
 

@@ -15,8 +15,9 @@ __all__ = ["CostModelExecutor", "check_cost"]
 
 def check_cost(cost) -> CostModel:
     """``cost`` if a simulator can run on it, else an error naming the field: every coefficient a finite number
-    >= 0, a positive link bandwidth (inf: a free link), a prefill and a decode step that take time (a zero-time step would make every
-    latency 0 and every throughput infinite), a positive KV size per token and a positive whole context.
+    >= 0, a positive link bandwidth (inf: a free link), a prefill and a decode step that take time (a zero-time
+    step would make every latency 0 and every throughput infinite), a positive KV size per token and a positive
+    whole context.
 
     Raises:
         TypeError: not a CostModel, or a field that is not a number. ValueError: a field out of range.

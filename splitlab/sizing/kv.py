@@ -141,6 +141,7 @@ def kv_geometry(config: Any, mla: str = "latent") -> KVGeometry:
             heads that do not divide the query heads; a hidden size that is not a multiple of the heads (when
             there is no head_dim).
         UnsupportedCacheError (a ValueError): a layer kind sizing does not model, named in the message.
+        TypeError: a name or path instead of a config (use :func:`resolve_config` first).
     """
     if isinstance(config, (str, Path)):
         raise TypeError(f"kv_geometry takes a config (a dict or a transformers config), not the name {str(config)!r}: "

@@ -225,7 +225,8 @@ def _check_options(device, timeout_s, join_timeout_s, threads, fault) -> None:
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (where the child keeps caches), got {device!r}")
     if fault is not None and not callable(fault):
-        raise TypeError(f"fault must be a fault hook (e.g. KillWorker('peer', 'op')) or None, got {type(fault).__name__}")
+        raise TypeError(f"fault must be a fault hook (e.g. KillWorker('peer', 'op')) or None, got "
+                        f"{type(fault).__name__}")
 
 
 def _check_cache(cache, mode: str, segments: str, model) -> None:
