@@ -44,7 +44,7 @@ def test_a_model_object_keeps_its_dtype_unless_asked():
     assert lm.dtype == torch.bfloat16 and lm.device == torch.device("cpu") and not lm.model.training
     assert isinstance(lm.tokenizer, sl.ByteTokenizer)  # no tokenizer saved with it, bytes fit its vocabulary
     assert sl.load_model(model, dtype="float32").dtype == torch.float32
-    word = object()
+    word = sl.ByteTokenizer()  # a tokenizer passed in is kept as it is (something that is none is refused)
     assert sl.load_model(build_model("qwen2"), tokenizer=word).tokenizer is word
 
 

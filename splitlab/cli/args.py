@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["positive_int", "seed_int", "positive_float", "token_list", "device_name", "check_chunking", "human_bytes",
-           "number"]
+__all__ = ["positive_int", "seed_int", "positive_float", "token_list", "device_name", "kv_dtype", "weight_dtype",
+           "check_chunking", "check_torchrun", "human_bytes", "number"]
 
 
 def positive_int(text: str) -> int:
@@ -52,11 +52,38 @@ def device_name(text: str) -> str:
     return text
 
 
+def kv_dtype(text: str) -> str:
+    """A KV element type by name (fp16, bf16, fp8, int8, int4, ...), kept as written."""
+    from ..common.dtypes import canonical
+    try:
+        canonical(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def weight_dtype(text: str) -> str:
+    """A dtype model weights can be loaded in (float32, float16, bfloat16 and their short names)."""
+    from ..common.dtypes import WEIGHT_DTYPES, canonical
+    try:
+        canonical(text, WEIGHT_DTYPES)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def check_chunking(args) -> None:
     """The chunked policy's budget must leave room for prompts beside a full decode batch."""
     from .registry import CLIError
     if args.policy == "chunked" and args.chunk_tokens <= args.max_batch:
         raise CLIError(f"--chunk-tokens ({args.chunk_tokens}) must exceed --max-batch ({args.max_batch})")
+
+
+def check_torchrun(args) -> None:
+    """``--torchrun`` joins the processes of the distributed back end, and nothing else."""
+    from .registry import CLIError
+    if args.torchrun and args.backend != "distributed":
+        raise CLIError(f"--torchrun joins the processes of the distributed back end; --backend is {args.backend}")
 
 
 def token_list(text: str) -> list[int]:

@@ -1,22 +1,16 @@
 """``python -m splitlab demo``: one real request (prefill, then greedy decode), timed and checked against
-transformers' ``generate``; also the fast check that a model name can be loaded at all."""
+transformers' ``generate``. ``check_loadable`` (the fast check that a model name can be loaded at all) lives in
+:mod:`splitlab.phases.locate`; the other subcommands import it from here."""
 from __future__ import annotations
 
 import math
-import os
-import threading
-from pathlib import Path
 
 from .. import sizing
-from ..common.presets import list_presets
-from .args import device_name, human_bytes, number, positive_int, seed_int
+from ..phases.locate import ModelNotFound, check_loadable
+from .args import device_name, human_bytes, number, positive_int, seed_int, weight_dtype
 from .registry import arg, command
 
 __all__ = ["demo", "check_loadable", "ModelNotFound", "quiet_hub"]
-
-
-class ModelNotFound(ValueError):
-    """The model a command names cannot be loaded here (a run-time failure: exit status 1)."""
 
 
 def quiet_hub() -> None:
@@ -25,54 +19,13 @@ def quiet_hub() -> None:
         __import__(f"{name}.utils", fromlist=["logging"]).logging.set_verbosity_error()
 
 
-def check_loadable(name: str) -> None:
-    """Fail fast, in one line, for a model that is not a preset and cannot be found, instead of letting the
-    Hugging Face client retry an unreachable hub for half a minute."""
-    if name in list_presets() or Path(name).expanduser().is_dir():
-        return
-    if Path(name).expanduser().exists():
-        raise ModelNotFound(f"model path {name!r} is a file, not a directory saved with save_pretrained (presets: "
-                       f"{', '.join(list_presets())})")
-    if name in sizing.PUBLISHED_MODELS:
-        raise ModelNotFound(f"{name!r} is an entry of the sizing table, not a loadable model: try "
-                       f"'splitlab kv-size {name}', or demo a preset ({', '.join(list_presets())})")
-    if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
-        raise ModelNotFound(f"model path {name!r} does not exist (presets: {', '.join(list_presets())})")
-    from huggingface_hub import constants, try_to_load_from_cache
-    try:
-        if isinstance(try_to_load_from_cache(name, "config.json"), str):
-            return  # in the local Hugging Face cache
-    except ValueError:  # not a valid repo id
-        raise ModelNotFound(f"model {name!r} is not a preset, a local directory or a Hugging Face name "
-                       f"(presets: {', '.join(list_presets())})") from None
-    host = constants.ENDPOINT.split("://")[-1].split("/")[0].split(":")[0]
-    if constants.HF_HUB_OFFLINE or not _resolves(host):
-        raise ModelNotFound(f"model {name!r} is not a preset, not a local directory and not in the Hugging Face "
-                       f"cache, and {host} cannot be reached; use a preset: {', '.join(list_presets())}")
-
-
-def _resolves(host: str, timeout: float = 3.0) -> bool:
-    import socket
-    found: list[bool] = []
-
-    def lookup() -> None:
-        try:
-            socket.getaddrinfo(host, 443)
-            found.append(True)
-        except OSError:
-            pass
-    worker = threading.Thread(target=lookup, daemon=True)
-    worker.start()
-    worker.join(timeout)
-    return bool(found)
-
-
 @command("demo", "run one real request (prefill, then greedy decode) and report its timings and KV cache",
          arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
          arg("--prompt-tokens", type=positive_int, default=128, metavar="N", help="prompt length (default 128)"),
          arg("--new-tokens", type=positive_int, default=32, metavar="N", help="tokens to generate (default 32)"),
          arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
-         arg("--dtype", default=None, help="weight dtype, e.g. float32, bfloat16 (default: fp32 CPU, bf16 GPU)"),
+         arg("--dtype", type=weight_dtype, default=None,
+             help="weight dtype, e.g. float32, bfloat16 (default: fp32 CPU, bf16 GPU)"),
          arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompt (default 0)"),
          arg("--no-reference", action="store_true", help="skip the check against transformers' generate"))
 def demo(args) -> tuple[dict, list[str]]:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from .. import sizing
-from .args import human_bytes, number, positive_int
+from .args import human_bytes, kv_dtype, number, positive_int
 from .registry import arg, command
 
 __all__ = ["kv_size"]
@@ -44,7 +44,8 @@ def _window_lines(g, tokens: int) -> list[str]:
          arg("model", help="a splitlab preset, a published model (e.g. Llama-3-8B) or a config.json path"),
          arg("--tokens", type=positive_int, default=4096, help="tokens per sequence (default 4096)"),
          arg("--batch", type=positive_int, default=1, help="sequences (default 1)"),
-         arg("--dtype", default="fp16", help="KV element type: fp32, fp16, bf16, fp8, int8, int4 (default fp16)"))
+         arg("--dtype", type=kv_dtype, default="fp16",
+             help="KV element type: fp32, fp16, bf16, fp8, int8, int4 (default fp16)"))
 def kv_size(args) -> tuple[dict, list[str]]:
     element = sizing.dtype_bytes(args.dtype)
     looks_like_path = args.model.endswith(".json") or os.sep in args.model or "/" in args.model
@@ -70,11 +71,15 @@ def kv_size(args) -> tuple[dict, list[str]]:
     lines = [f"{args.model}: {g.layers} layers, {g.heads} heads, {kind}, KV in {args.dtype}",
              per_line + (" (while within every window)" if windows else ""), *_window_lines(g, args.tokens)]
     if g.attention == "MLA":
-        expanded = sizing.kv_bytes_per_token(sizing.kv_geometry(config, mla="expanded"), args.dtype)
-        data.update(kv_lora_rank=config["kv_lora_rank"], qk_rope_head_dim=config["qk_rope_head_dim"],
-                    kv_bytes_per_token_expanded=number(expanded))
-        lines.append(f"note       transformers 4.x cached per-head keys and values instead: {number(expanded):,} B "
-                     f"per token ({expanded / per_token:.0f}x); transformers 5 caches the latent")
+        data.update(kv_lora_rank=config["kv_lora_rank"], qk_rope_head_dim=config["qk_rope_head_dim"])
+        try:  # the per-head size needs qk_nope_head_dim and v_head_dim, which a latent-only config may lack
+            expanded = sizing.kv_bytes_per_token(sizing.kv_geometry(config, mla="expanded"), args.dtype)
+        except sizing.UnsupportedCacheError:
+            expanded = None
+        if expanded is not None:
+            data.update(kv_bytes_per_token_expanded=number(expanded))
+            lines.append(f"note       transformers 4.x cached per-head keys and values instead: {number(expanded):,} "
+                         f"B per token ({expanded / per_token:.0f}x); transformers 5 caches the latent")
     lines.append(f"total      {args.tokens:,} tokens x batch {args.batch} = {number(total):,} B ({human_bytes(total)})"
                  + (f", not {number(linear):,} B as if every layer kept every token" if total != linear else ""))
     if context and args.tokens > context:

@@ -21,7 +21,7 @@ import math
 
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import check_chunking, device_name, positive_float, positive_int, seed_int
+from .args import check_chunking, check_torchrun, device_name, positive_float, positive_int, seed_int
 from .demo import check_loadable, quiet_hub
 from .registry import arg, command
 
@@ -77,6 +77,7 @@ def clean(x):
 def options(args) -> dict:
     """The ServingConfig fields the command line sets (the layout and pool sizes aside)."""
     check_chunking(args)
+    check_torchrun(args)
     return dict(policy=args.policy, chunk_tokens=args.chunk_tokens, max_batch=args.max_batch,
                 max_prefill_tokens=args.max_prefill_tokens, kv_budget_bytes=args.kv_budget_bytes or "auto",
                 first_token_on=args.first_token_on, transfer_mode=args.transfer_mode, timeout_s=args.timeout,

@@ -10,7 +10,7 @@ Registered into :mod:`splitlab.cli`.
 from __future__ import annotations
 
 from ..common.presets import list_presets
-from .args import human_bytes, positive_int, token_list
+from .args import human_bytes, positive_int, token_list, weight_dtype
 from .demo import check_loadable, quiet_hub
 from .registry import CLIError, arg, command
 
@@ -23,7 +23,7 @@ __all__ = ["transfer"]
              help="prompt lengths, e.g. 128,512,2048 (default) or 128 512"),
          arg("--batch", type=positive_int, default=1, help="rows per cache (default 1)"),
          arg("--repeats", type=positive_int, default=7, help="timed repeats per method; the median is shown (7)"),
-         arg("--dtype", default=None, help="float32 (default), bfloat16 or float16"),
+         arg("--dtype", type=weight_dtype, default=None, help="float32 (default), bfloat16 or float16"),
          arg("--timeout", type=positive_int, default=60, metavar="S", help="timeout of every exchange (60 s)"),
          arg("--threads", type=positive_int, default=1, help="torch threads in each process (default 1)"))
 def transfer(args) -> tuple[list[dict], list[str]]:

@@ -14,6 +14,7 @@ code 17 (or stops answering) and the other side finds out as it would in product
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 __all__ = ["WorkerFault", "KillWorker", "EVENTS", "EXIT_CODE", "obey"]
@@ -36,7 +37,8 @@ class KillWorker:
     ``request`` when it is given). ``hang=True``: it stops answering instead of exiting.
 
     Raises:
-        ValueError: an unknown event, or ``after`` < 1.
+        ValueError: an unknown event, or ``after`` not an integer >= 1. TypeError: a worker that is not a name, a
+            request that is not an id.
     """
 
     worker: str
@@ -47,10 +49,15 @@ class KillWorker:
     seen: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.worker, str) or not self.worker:
+            raise TypeError(f"worker must be a worker's name such as 'D0', 'W1' or 'rank1', got {self.worker!r}")
         if self.event not in EVENTS:
             raise ValueError(f"event must be one of {EVENTS}, got {self.event!r}")
-        if self.after < 1:
-            raise ValueError(f"after must be >= 1, got {self.after}")
+        if isinstance(self.after, bool) or not isinstance(self.after, numbers.Integral) or self.after < 1:
+            raise ValueError(f"after must be an integer >= 1 (the after-th event fails), got {self.after!r}")
+        if self.request is not None and (isinstance(self.request, bool)
+                                         or not isinstance(self.request, numbers.Integral)):
+            raise TypeError(f"request must be a request id (an integer) or None, got {self.request!r}")
 
     def __call__(self, event: str, worker: str, request_ids) -> None:
         if worker != self.worker or event != self.event:

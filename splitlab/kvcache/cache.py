@@ -22,6 +22,7 @@ import torch
 from transformers import DynamicCache
 
 from ..common.model_id import with_dtype
+from .args import cache_list, row_index, target, window_problem
 from .bridge import UnsupportedLayerError, build_dynamic_cache, read_layers
 
 __all__ = ["KVCache", "CacheMismatchError"]
@@ -65,6 +66,8 @@ class KVCache:
         if len(self.windows) != len(self.keys) or len(self.values) != len(self.keys):
             raise CacheMismatchError(f"{len(self.keys)} key, {len(self.values)} value tensors and "
                                      f"{len(self.windows)} windows: one of each per layer")
+        if (why := window_problem(self.windows, len(self.keys))) is not None:
+            raise CacheMismatchError(why)
 
     # --- sizes -----------------------------------------------------------------------------------------
     @property
@@ -168,7 +171,12 @@ class KVCache:
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
            non_blocking: bool = False) -> "KVCache":
         """Copy to another device and/or dtype. A dtype change also changes ``model_id``'s dtype field, so the
-        cache is then only accepted by a model of that dtype."""
+        cache is then only accepted by a model of that dtype. Names work too ("cuda:0", "bf16").
+
+        Raises:
+            ValueError: an unknown device or dtype, or a dtype that is not floating point.
+        """
+        device, dtype = target(device, dtype)
         kv = dict(device=device, dtype=dtype, non_blocking=non_blocking)
         model_id = self.model_id
         if dtype is not None and dtype != self.dtype:
@@ -182,9 +190,10 @@ class KVCache:
         keeps the last ``min(new seq, W - 1)`` columns).
 
         Raises:
-            ValueError: no rows. IndexError: a row outside ``0..batch_size-1``.
+            ValueError: no rows. IndexError: a row outside ``0..batch_size-1``. TypeError: rows that are not
+                integers (a bool mask: use ``mask.nonzero().flatten()``).
         """
-        idx = torch.as_tensor(rows, dtype=torch.long, device=self.attention_mask.device)
+        idx = row_index(rows, self.attention_mask.device)
         if idx.numel() == 0:
             raise ValueError("select() needs at least one row")
         if int(idx.min()) < 0 or int(idx.max()) >= self.batch_size:
@@ -209,8 +218,9 @@ class KVCache:
 
         Raises:
             CacheMismatchError: caches from different models, dtypes, devices, layer counts or windows.
-            ValueError: an empty list.
+            ValueError: an empty list. TypeError: something other than a list of KVCaches.
         """
+        caches = cache_list(caches, KVCache)
         if not caches:
             raise ValueError("merge() needs at least one cache")
         first = caches[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["supported_attention", "choose_attention", "causal_lm_class"]
+__all__ = ["supported_attention", "choose_attention", "causal_lm_class", "attention_for", "unusable"]
 
 #: implementation name -> the class flags that allow it (any of them; 4.x spelled flash as _supports_flash_attn_2)
 _FLAGS = {"sdpa": ("_supports_sdpa",), "flash_attention_2": ("_supports_flash_attn", "_supports_flash_attn_2"),
@@ -52,3 +52,43 @@ def choose_attention(model_cls: type | None, asked: str | None) -> str | None:
         raise ValueError(f"{model_cls.__name__} does not support attn_implementation={asked!r}; it supports "
                          f"{', '.join(supported)} (leave it None to get sdpa where supported, else eager)")
     return asked
+
+
+def attention_for(config: Any, asked: str | None, name: str, model_cls: type | None = None) -> str | None:
+    """Check that splitlab handles ``config``'s kind of model (and, for a model object, that its class
+    ``model_cls`` is the family's causal LM), and choose its attention implementation.
+
+    Raises:
+        ModelLoadError: a kind splitlab does not serve (:func:`~.layout.unsupported_reason`), no causal-LM class,
+            a model object of another head (masked LM, classifier), or an implementation the class does not
+            support.
+    """
+    import transformers
+
+    from .layout import unsupported_reason
+    from .tokenizer import ModelLoadError
+    why = unsupported_reason(config)
+    if why is not None:
+        raise ModelLoadError(f"splitlab cannot serve {name!r}: {why}")
+    causal = causal_lm_class(config)
+    if causal is None and getattr(config, "model_type", None) in transformers.CONFIG_MAPPING:
+        raise ModelLoadError(f"{name!r} ({config.model_type}) is not a causal LM: transformers has no "
+                             f"AutoModelForCausalLM class for it")
+    if model_cls is not None and causal is not None and not issubclass(model_cls, causal):
+        raise ModelLoadError(f"{model_cls.__name__} is not a causal LM (next-token prediction): the causal LM of "
+                             f"{config.model_type} is {causal.__name__}; load it with "
+                             f"transformers.AutoModelForCausalLM")
+    try:
+        return choose_attention(causal if model_cls is None else model_cls, asked)
+    except ValueError as err:
+        raise ModelLoadError(f"cannot load {name!r}: {err}") from None
+
+
+def unusable(name: str, asked: str | None, model_cls: type | None, err: BaseException) -> Exception:
+    """The ModelLoadError for an implementation transformers refused or could not import (an unknown name, or
+    flash attention without its package), naming those the class supports."""
+    from .tokenizer import ModelLoadError
+    text = " ".join(str(err).split())[:300]
+    choices = ", ".join(supported_attention(model_cls)) if model_cls is not None else "sdpa, eager"
+    return ModelLoadError(f"cannot load {name!r} with attn_implementation={asked!r} ({type(err).__name__}: {text}); "
+                          f"it supports {choices} (leave it None to get sdpa where supported, else eager)")

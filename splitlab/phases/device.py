@@ -12,15 +12,15 @@ import torch
 
 from ..common import dtypes
 
-__all__ = ["pick_device", "pick_dtype", "synchronize", "Timer", "describe_device"]
+__all__ = ["pick_device", "pick_dtype", "runnable", "synchronize", "Timer", "describe_device"]
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
     """Return ``device`` as a :class:`torch.device`, or the best available one (cuda > mps > cpu) when None.
 
     Raises:
-        ValueError: ``device`` is not a device name, or names a backend this machine does not have (e.g. "cuda"
-            without a GPU).
+        ValueError: ``device`` is not a device name, is one splitlab does not run models on (e.g. "meta"), or
+            names a backend this machine does not have (e.g. "cuda" without a GPU).
     """
     if device is None:
         if torch.cuda.is_available():
@@ -32,11 +32,20 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
         raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
+    runnable(dev)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {str(device)!r} asked for, but torch sees no CUDA GPU here; use 'cpu'")
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {str(device)!r} asked for, but MPS is not available here; use 'cpu'")
     return dev
+
+
+def runnable(device: torch.device) -> torch.device:
+    """``device`` if splitlab runs models there (cpu, cuda, mps); else a ValueError naming it ("meta" tensors have
+    no data, so nothing could be computed or timed)."""
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device {str(device)!r} is not one splitlab runs models on: use cpu, cuda, cuda:N or mps")
+    return device
 
 
 def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:

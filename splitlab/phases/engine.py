@@ -198,9 +198,13 @@ def generate(lm: LoadedModel, prompts, max_new_tokens: int = 16, sampling: Sampl
 
     Raises:
         ValueError: max_new_tokens < 1; and every error of :func:`prefill`.
-        TypeError: ``sampling`` is not a :class:`SamplingParams`; max_new_tokens is not an int.
+        TypeError: ``sampling`` is not a :class:`SamplingParams`; max_new_tokens is not an int; ``on_token`` is
+            not callable.
     """
     require_loaded(lm, "generate()")
+    if on_token is not None and not callable(on_token):
+        raise TypeError(f"on_token must be a function on_token(request_index, token_id) or None, got "
+                        f"{type(on_token).__name__}")
     if count("max_new_tokens", max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     batch = as_token_batch(lm, prompts, max_new_tokens)

@@ -25,11 +25,12 @@ import transformers
 
 from ..common.model_id import format_model_id
 from ..common.presets import CONFIG_DIR, is_preset, list_presets, preset_fields
-from ..sizing import KVGeometry
-from .attention import causal_lm_class, choose_attention
-from .device import pick_device, pick_dtype
-from .layout import probe_geometry, unsupported_reason
-from .tokenizer import ByteTokenizer, ModelLoadError, load_tokenizer
+from ..sizing import KVGeometry, kv_bytes
+from .attention import attention_for, causal_lm_class, choose_attention, unusable
+from .device import pick_device, pick_dtype, runnable
+from .layout import probe_geometry
+from .locate import ModelNotFound, check_loadable
+from .tokenizer import ByteTokenizer, ModelLoadError, check_tokenizer, load_tokenizer
 
 __all__ = ["ByteTokenizer", "LoadedModel", "load_model", "list_presets", "ModelLoadError", "CONFIG_DIR",
            "require_loaded"]
@@ -97,8 +98,7 @@ class LoadedModel:
     def kv_bytes(self, tokens: int, batch: int = 1) -> int:
         """Exact bytes of the cache of ``batch`` unpadded sequences of ``tokens`` tokens (sliding layers at most
         their window): what :attr:`KVCache.nbytes` reports for such a cache."""
-        element = torch.empty(0, dtype=self.dtype).element_size()
-        return int(self.geometry.elements(tokens)) * element * batch
+        return int(kv_bytes(self.geometry, tokens, batch, self.dtype))  # ValueError: not integers >= 0
 
     @property
     def n_params(self) -> int:
@@ -164,21 +164,6 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}"
 
 
-def _attention_for(config: Any, asked: str | None, name: str) -> str | None:
-    """Check that splitlab handles ``config``'s kind of model, and choose its attention implementation."""
-    why = unsupported_reason(config)
-    if why is not None:
-        raise ModelLoadError(f"splitlab cannot serve {name!r}: {why}")
-    model_cls = causal_lm_class(config)
-    if model_cls is None and getattr(config, "model_type", None) in transformers.CONFIG_MAPPING:
-        raise ModelLoadError(f"{name!r} ({config.model_type}) is not a causal LM: transformers has no "
-                             f"AutoModelForCausalLM class for it")
-    try:
-        return choose_attention(model_cls, asked)
-    except ValueError as err:
-        raise ModelLoadError(f"cannot load {name!r}: {err}") from None
-
-
 def load_model(name: Any = "tiny", device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
                seed: int = 0, attn_implementation: str | None = None, tokenizer: Any = None) -> LoadedModel:
     """Load a model by preset name, Hugging Face name or local path, or wrap a model object.
@@ -197,7 +182,7 @@ def load_model(name: Any = "tiny", device: str | torch.device | None = None, dty
             model, with another ``model_id``).
         attn_implementation: None picks sdpa where the model class supports it, else eager; or a name the class
             supports ("sdpa", "eager", "flash_attention_2", "flex_attention").
-        tokenizer: the tokenizer of a model object (default: the one saved with it, if any).
+        tokenizer: a tokenizer object (default: a preset's byte tokenizer, the one saved with a model or path).
 
     Raises:
         ModelLoadError: the name is not a preset and cannot be loaded (e.g. no network and no local copy, a path
@@ -205,8 +190,10 @@ def load_model(name: Any = "tiny", device: str | torch.device | None = None, dty
             embedded default); not a causal LM; a kind of model splitlab does not handle (encoder-decoder,
             chunked or linear attention, shared KV layers: the message says why); an attention implementation
             the class does not support (the message lists those it does).
-        ValueError: bad device, dtype or seed.
+        ValueError: bad device (or one splitlab does not run on, such as "meta"), dtype or seed.
+        TypeError: a tokenizer that is not a tokenizer object (a name: load it with AutoTokenizer first).
     """
+    tokenizer = check_tokenizer(tokenizer)
     if isinstance(name, torch.nn.Module):
         return _wrap(name, tokenizer, device, dtype, attn_implementation)
     if not isinstance(name, str) or not name.strip():
@@ -219,13 +206,17 @@ def load_model(name: Any = "tiny", device: str | torch.device | None = None, dty
         raise ValueError(f"seed must be an integer in -2**63 .. 2**64 - 1, got {seed!r}")
     if is_preset(name):
         config = _preset_config(name)
-        attn = _attention_for(config, attn_implementation, name)
+        attn = attention_for(config, attn_implementation, name)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn)
+            try:
+                model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn)
+            except (ValueError, ImportError) as err:  # a name transformers does not know, or flash not installed
+                raise unusable(name, attn, causal_lm_class(config), err) from None
         model.generation_config.eos_token_id = None  # random weights: generate a fixed number of tokens
         model = model.to(device=dev, dtype=dt).eval()
-        return _loaded(name, model, ByteTokenizer(), dev, dt, random_weights=True, seed=int(seed))
+        tok = ByteTokenizer() if tokenizer is None else tokenizer
+        return _loaded(name, model, tok, dev, dt, random_weights=True, seed=int(seed))
     fallback = (f"use the embedded default load_model('tiny') or a preset with random weights: "
                 f"{', '.join(list_presets())}")
     path = Path(name).expanduser()
@@ -235,6 +226,11 @@ def load_model(name: Any = "tiny", device: str | torch.device | None = None, dty
     if path.is_dir() and not (path / "config.json").is_file():
         raise ModelLoadError(f"could not load model {name!r}: the directory has no config.json (not a model saved "
                              f"with save_pretrained); {fallback}")
+    try:  # at once, where the hub client would retry an unreachable hub for half a minute
+        check_loadable(name)
+    except ModelNotFound as err:
+        raise ModelNotFound(f"could not load model {name!r} ({err}). Without network access or a local copy, "
+                            f"{fallback}") from None
     try:
         config = transformers.AutoConfig.from_pretrained(name)
     except OSError as err:
@@ -242,7 +238,7 @@ def load_model(name: Any = "tiny", device: str | torch.device | None = None, dty
                              f"local copy, {fallback}") from None
     except ValueError as err:
         raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
-    attn = _attention_for(config, attn_implementation, name)
+    attn = attention_for(config, attn_implementation, name)
     try:
         try:
             model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dt, attn_implementation=attn)
@@ -276,7 +272,7 @@ def _wrap(model: Any, tokenizer: Any, device, dtype, attn: str | None) -> Loaded
     if model.get_output_embeddings() is None:
         raise ModelLoadError(f"{kind} has no language-model head (no next-token logits): load the model with "
                              f"transformers.AutoModelForCausalLM instead")
-    _attention_for(config, None, name)
+    attention_for(config, None, name, type(model))
     if attn is not None and attn != getattr(config, "_attn_implementation", None):
         try:
             choose = choose_attention(type(model), attn)
@@ -285,9 +281,12 @@ def _wrap(model: Any, tokenizer: Any, device, dtype, attn: str | None) -> Loaded
         if not hasattr(model, "set_attn_implementation"):
             raise ModelLoadError(f"this transformers version cannot switch {kind}'s attention after loading: "
                                  f"load it with attn_implementation={choose!r}")
-        model.set_attn_implementation(choose)
+        try:
+            model.set_attn_implementation(choose)
+        except (ValueError, ImportError) as err:
+            raise unusable(name, choose, type(model), err) from None
     param = next(model.parameters())
-    dev = param.device if device is None else pick_device(device)
+    dev = runnable(param.device) if device is None else pick_device(device)
     dt = param.dtype if dtype is None else pick_dtype(dtype, dev)
     model = model.to(device=dev, dtype=dt).eval()
     if tokenizer is None:

@@ -9,6 +9,7 @@ Python's ``timeit``). Results are pandas DataFrames with units in the column nam
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import statistics
 import sys
@@ -81,6 +82,16 @@ def _summarize(times, statistic: str) -> float:
     return _STATISTICS[statistic](list(times))
 
 
+def _check(statistic: str, **counts) -> None:
+    """Refuse, before anything is measured, a statistic it does not know or a count < 1 (which measured nothing
+    and ended in 'no median for empty data')."""
+    if statistic not in _STATISTICS:
+        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
+    for name, n in counts.items():
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
+
+
 def _median_seconds(fn, repeats: int, statistic: str = "median") -> float:
     fn()  # warm-up: allocator, kernel selection, lazy init
     return _summarize((fn() for _ in range(repeats)), statistic)
@@ -95,6 +106,7 @@ def measure_prefill(lm: LoadedModel, prompt_tokens: list[int], batch: int = 1, r
     Returns columns ``prompt_tokens``, ``batch``, ``prefill_s``, ``tokens_per_s`` (prompt tokens x batch / s).
     """
     require_loaded(lm, "measure_prefill()")
+    _check(statistic, batch=batch, repeats=repeats, rounds=rounds)
     times: list[list[float]] = [[] for _ in prompt_tokens]
     for _ in range(rounds):
         for i, n in enumerate(prompt_tokens):
@@ -118,6 +130,7 @@ def measure_decode(lm: LoadedModel, batch_sizes: list[int], context: int, steps:
     Returns columns ``batch``, ``context``, ``step_s``, ``tokens_per_s`` (batch / step_s).
     """
     require_loaded(lm, "measure_decode()")
+    _check(statistic, steps=steps, rounds=rounds, **{f"batch size {b}": b for b in batch_sizes})
     times: list[list[float]] = [[] for _ in batch_sizes]
     for _ in range(rounds):
         # one prefill of the largest batch per round; each batch size decodes from the cache of its first rows
@@ -147,6 +160,7 @@ def measure_cached_vs_recompute(lm: LoadedModel, prompt_tokens: int, new_tokens:
     ``same_token`` (both ways chose the same greedy token).
     """
     require_loaded(lm, "measure_cached_vs_recompute()")
+    _check("median", repeats=repeats)
     ids = random_prompt(lm, prompt_tokens, seed)
     pre = prefill(lm, [ids], max_new_tokens=new_tokens)
     cache, token = pre.cache, pre.logits.argmax(-1)

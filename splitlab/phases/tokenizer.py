@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ByteTokenizer", "ModelLoadError", "load_tokenizer"]
+__all__ = ["ByteTokenizer", "ModelLoadError", "load_tokenizer", "check_tokenizer"]
 
 
 class ModelLoadError(RuntimeError):
@@ -72,3 +72,17 @@ def load_tokenizer(name: str, vocab_size: int, required: bool = True) -> Any:
     if vocab_size < ByteTokenizer.vocab_size:
         raise ModelLoadError(f"{name!r} has no tokenizer and its vocabulary is too small for bytes")
     return ByteTokenizer()  # a local checkpoint saved without a tokenizer
+
+
+def check_tokenizer(tokenizer: Any) -> Any:
+    """``tokenizer`` itself when it can encode and decode (a Hugging Face tokenizer, a :class:`ByteTokenizer`, or
+    None for ids only); else a TypeError saying what to pass (a name is not a tokenizer: load it first)."""
+    if tokenizer is None or isinstance(tokenizer, ByteTokenizer):
+        return tokenizer
+    if isinstance(tokenizer, (str, Path)):
+        raise TypeError(f"tokenizer must be a tokenizer object, not the name {str(tokenizer)!r}: load it with "
+                        f"transformers.AutoTokenizer.from_pretrained({str(tokenizer)!r})")
+    if not (callable(tokenizer) and callable(getattr(tokenizer, "decode", None))):
+        raise TypeError(f"tokenizer must be a tokenizer (callable on text, with a decode method, e.g. from "
+                        f"transformers.AutoTokenizer.from_pretrained), got {type(tokenizer).__name__}")
+    return tokenizer

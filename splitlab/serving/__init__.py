@@ -28,7 +28,7 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "paged", "prefix",
                "request", "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
-               "recovery", "virtual", "wall")
+               "inputs", "recovery", "virtual", "wall")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 

@@ -20,8 +20,8 @@ import itertools
 import time
 
 from . import fast, recovery
-from .config import ServingConfig
 from ..common.faults import WorkerFault
+from .inputs import check_backend, check_config, check_faults
 from .memory import KVMemory
 from .request import Request, State, check_unique_ids
 from .result import ServingResult
@@ -39,9 +39,11 @@ class Cluster:
     """Serves requests with ``backend`` (an executor for a virtual clock, or a wall-clock back end) laid out as
     ``config`` says; ``faults`` is a fault hook (:mod:`splitlab.common.faults`). Call :meth:`run` once per Cluster."""
 
-    def __init__(self, backend, config: ServingConfig | None = None, faults=None):
-        self.backend, self.cfg = backend, config or ServingConfig()
+    def __init__(self, backend, config=None, faults=None):
+        check_backend(backend)
+        self.backend, self.cfg = backend, check_config(config)
         wall = getattr(backend, "wall_clock", False)
+        faults = check_faults(faults, self._names(), wall)
         if wall:  # worker processes: started (or kept) for this many workers, before their sizes are read
             backend.prepare(self.cfg.n_workers)
         # the router calls the hook itself on a virtual clock; worker processes call it on a wall clock
@@ -53,12 +55,14 @@ class Cluster:
         def memory() -> KVMemory:
             return KVMemory(budget, backend.kv_bytes_per_token, kv, trace=self.cfg.trace)
 
+        names = self._names()
         if self.cfg.layout == "colocated":
-            self.pool = [Worker(f"W{i}", "colocated", memory(), i) for i in range(self.cfg.workers)]
+            self.pool = [Worker(name, "colocated", memory(), i) for i, name in enumerate(names)]
             self.decoders: list[Worker] = []
         else:
-            self.pool = [Worker(f"P{i}", "prefill", memory(), i) for i in range(self.cfg.prefill_workers)]
-            self.decoders = [Worker(f"D{i}", "decode", memory(), i) for i in range(self.cfg.decode_workers)]
+            n = self.cfg.prefill_workers
+            self.pool = [Worker(name, "prefill", memory(), i) for i, name in enumerate(names[:n])]
+            self.decoders = [Worker(name, "decode", memory(), i) for i, name in enumerate(names[n:])]
         self.workers = self.pool + self.decoders
         self.links: dict[str, float] = {}
         self.timeline: list[tuple] = []
@@ -77,6 +81,12 @@ class Cluster:
         else:
             from .virtual import VirtualClock
             self.clock = VirtualClock(self)
+
+    def _names(self) -> list[str]:
+        c = self.cfg
+        if c.layout == "colocated":
+            return [f"W{i}" for i in range(c.workers)]
+        return [f"P{i}" for i in range(c.prefill_workers)] + [f"D{i}" for i in range(c.decode_workers)]
 
     # --- running ---------------------------------------------------------------------------------------------
     def run(self, requests: list[Request]) -> ServingResult:
@@ -116,9 +126,12 @@ class Cluster:
         if r.max_total_tokens > ex.max_context:
             reason = (f"prompt ({r.prompt_len}) + max_new_tokens ({r.max_new_tokens}) = {r.max_total_tokens} tokens "
                       f"exceed the model's context of {ex.max_context}")
-        elif ex.vocab_size is not None and not (min(r.prompt) >= 0 and max(r.prompt) < ex.vocab_size):
-            bad = next(x for x in r.prompt if not 0 <= x < ex.vocab_size)
-            reason = f"prompt token id {bad} is outside the model's vocabulary 0..{ex.vocab_size - 1}"
+        elif min(r.prompt) < 0 or (ex.vocab_size is not None and max(r.prompt) >= ex.vocab_size):
+            # a negative id is in no vocabulary: refused even by a cost model, which has none
+            vocab = ex.vocab_size if ex.vocab_size is not None else float("inf")
+            bad = next(x for x in r.prompt if not 0 <= x < vocab)
+            reason = (f"prompt token id {bad} is outside the model's vocabulary "
+                      + (f"0..{ex.vocab_size - 1}" if ex.vocab_size is not None else "(ids are >= 0)"))
         else:
             first = self.pool[0]
             reason = first.memory.never_fits(first.memory_need(r))

@@ -83,8 +83,13 @@ class ServingConfig:
                 raise ValueError(f"{name} must be an integer, got {getattr(self, name)!r}")
         if min(self.workers, self.prefill_workers, self.decode_workers) < 1:
             raise ValueError("every pool needs at least one worker")
-        if self.max_batch < 1 or self.max_prefill_tokens < 1 or self.max_retries < 0:
-            raise ValueError("max_batch and max_prefill_tokens must be >= 1 and max_retries >= 0")
+        for name in ("max_batch", "max_prefill_tokens", "chunk_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if not isinstance(self.trace, bool):
+            raise ValueError(f"trace must be True or False, got {self.trace!r}")
         if self.policy == "chunked" and self.chunk_tokens <= self.max_batch:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed max_batch ({self.max_batch}): "
                              f"a full decode batch would leave no budget for prompts")

@@ -13,7 +13,7 @@ import torch
 
 from ..kvcache import KVCache
 from ..phases.engine import decode_step, forward_logits, generate, prefill as engine_prefill
-from ..phases.models import LoadedModel
+from ..phases.models import LoadedModel, require_loaded
 from ..phases.sampling import Sampler
 from ..sizing import RequestKVBytes, kv_bytes_per_token
 from ..transfer.copy import copy_cache
@@ -61,9 +61,7 @@ class ModelExecutor(Executor):
     name = "emulated"
 
     def __init__(self, lm: LoadedModel, warm: bool = True):
-        if not isinstance(lm, LoadedModel):
-            raise TypeError(f"ModelExecutor needs a splitlab LoadedModel (from splitlab.load_model), got "
-                            f"{type(lm).__name__}")
+        require_loaded(lm, "ModelExecutor")
         self.lm = lm
         self.kv_bytes_per_token = int(kv_bytes_per_token(lm.geometry, lm.dtype))
         # a model with sliding-window layers: a request's bytes stop growing in those layers at W - 1 positions

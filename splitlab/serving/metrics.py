@@ -129,13 +129,15 @@ def goodput(points: Iterable[tuple[float, float]], target: float = 0.9, workers:
     rate fails.
 
     Raises:
-        ValueError: no points, or target outside (0, 1].
+        ValueError: no points, target outside (0, 1], or workers not an integer >= 1.
     """
     pts = sorted((float(r), float(a)) for r, a in points)
     if not pts:
         raise ValueError("goodput needs at least one (rate, attainment) pair")
     if not 0 < target <= 1:
         raise ValueError(f"target must be in (0, 1], got {target}")
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1 (the rate is divided by it), got {workers!r}")
     best = 0.0
     for rate, att in pts:
         if not att >= target:

@@ -55,8 +55,10 @@ class Request:
         retries: how often it was served again after its worker was lost.
 
     Raises:
-        TypeError: prompt ids or max_new_tokens that are not integers.
-        ValueError: an empty prompt, max_new_tokens < 1, or an arrival time that is not finite and >= 0.
+        TypeError: an id, prompt ids or max_new_tokens that are not integers; an arrival time that is not a number;
+            sampling that is not a SamplingParams.
+        ValueError: an empty prompt, max_new_tokens < 1, or an arrival time that is not finite and >= 0. (Ids
+            outside the model's vocabulary, negative ones included, are rejected when the request arrives.)
     """
 
     id: int
@@ -79,16 +81,24 @@ class Request:
     retries: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.id, bool) or not isinstance(self.id, numbers.Integral):
+            raise TypeError(f"request id must be an integer, got {self.id!r}")
+        self.id = int(self.id)
         try:  # plain ints (numpy ones too), so a float id is refused here rather than mid-run
             self.prompt = list(map(operator.index, self.prompt))
         except TypeError:
             raise TypeError(f"request {self.id}: prompt must be a sequence of integer token ids") from None
         if not self.prompt:
             raise ValueError(f"request {self.id}: empty prompt")
+        if self.sampling is not None and not isinstance(self.sampling, SamplingParams):
+            raise TypeError(f"request {self.id}: sampling must be None (greedy) or a splitlab.SamplingParams, got "
+                            f"{self.sampling!r}")
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, numbers.Integral):
             raise TypeError(f"request {self.id}: max_new_tokens must be an integer, got {self.max_new_tokens!r}")
         if self.max_new_tokens < 1:
             raise ValueError(f"request {self.id}: max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if isinstance(self.arrival_s, bool) or not isinstance(self.arrival_s, numbers.Real):
+            raise TypeError(f"request {self.id}: arrival_s must be a time in seconds, got {self.arrival_s!r}")
         if not math.isfinite(self.arrival_s) or self.arrival_s < 0:
             raise ValueError(f"request {self.id}: arrival_s must be a finite time >= 0, got {self.arrival_s}")
 

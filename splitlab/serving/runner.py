@@ -23,6 +23,7 @@ import pandas as pd
 from . import metrics as M
 from .cluster import Cluster
 from .config import ServingConfig
+from .inputs import check_config, fresh_requests
 from .request import Request, State
 from .result import ServingResult
 
@@ -32,6 +33,9 @@ __all__ = ["run", "compare", "Comparison", "contenders", "backend_for"]
 def backend_for(model=None, backend=None):
     """The back end a run uses: ``backend`` if given, else an emulated one for ``model``, else the simulator
     with the default cost model."""
+    if backend is not None and model is not None:
+        raise ValueError("give model= (an emulated run of that model) or backend=, not both: the run would use only "
+                         "one of them")
     if backend is not None:
         return backend
     if model is not None:
@@ -39,12 +43,6 @@ def backend_for(model=None, backend=None):
         return ModelExecutor(model)
     from .simulated import CostModelExecutor
     return CostModelExecutor()
-
-
-def _fresh(requests: Sequence[Request]) -> list[Request]:
-    if isinstance(requests, (str, bytes)) or not all(isinstance(r, Request) for r in requests):
-        raise TypeError("requests must be a list of splitlab.serving.Request (build them with make_workload)")
-    return [r.fresh() for r in requests]
 
 
 def run(requests: Sequence[Request], config: ServingConfig | None = None, backend=None, *, model=None,
@@ -58,16 +56,19 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
         faults: a fault hook (:mod:`splitlab.common.faults`), for tests and teaching.
 
     Raises:
-        TypeError: requests that are not Requests. ValueError: two requests with the same id.
+        TypeError: requests that are not Requests, a config that is not a ServingConfig, a back end that runs no
+            steps, a fault hook that is not callable. ValueError: two requests with the same id; both ``model``
+            and ``backend`` given; a KillWorker naming no worker of the layout.
     """
-    return Cluster(backend_for(model, backend), config or ServingConfig(), faults).run(_fresh(requests))
+    return Cluster(backend_for(model, backend), config, faults).run(fresh_requests(requests))
 
 
 def contenders(workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,
                **options) -> dict[str, ServingConfig]:
     """The classic pair: ``workers`` colocated workers (default ``prefill_workers + decode_workers``, so both get
     the same number) and the split into ``prefill_workers`` + ``decode_workers``; ``options`` go to both."""
-    return {"colocated": ServingConfig.colocated(workers or prefill_workers + decode_workers, **options),
+    n = prefill_workers + decode_workers if workers is None else workers
+    return {"colocated": ServingConfig.colocated(n, **options),
             "disaggregated": ServingConfig.disaggregated(prefill_workers, decode_workers, **options)}
 
 
@@ -135,9 +136,20 @@ def compare(requests: Sequence[Request], configs: Mapping[str, ServingConfig] | 
             backend=None, *, model=None, faults=None) -> Comparison:
     """Serve the same ``requests`` once per configuration (``configs``: name -> config, or a list named by
     :attr:`ServingConfig.name`), on one back end (see :func:`run`)."""
+    if configs is None or isinstance(configs, (str, ServingConfig)):
+        raise TypeError(f"configs must be a dict name -> ServingConfig or a list of ServingConfigs (e.g. "
+                        f"serving.contenders()), got {type(configs).__name__}")
     if not isinstance(configs, Mapping):
-        configs = {c.name: c for c in configs}
+        configs = [check_config(c) for c in configs]
+        names = [c.name for c in configs]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"configurations {twice} appear more than once: a list is named by ServingConfig.name, "
+                             f"so give a dict name -> config to compare them")
+        configs = dict(zip(names, configs))
     if not configs:
         raise ValueError("compare needs at least one configuration")
+    configs = {name: check_config(c) for name, c in configs.items()}
+    requests = fresh_requests(requests)  # read once (a generator), served fresh by every configuration
     ex = backend_for(model, backend)
     return Comparison({name: run(requests, cfg, ex, faults=faults) for name, cfg in configs.items()})

@@ -3,10 +3,43 @@ instead of running a model. It lets scheduler tests and large what-if runs go wi
 torch); it emits token id 0."""
 from __future__ import annotations
 
+import math
+import numbers
+from dataclasses import fields
+
 from ..costmodel import CostModel
 from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, TransferResult
 
-__all__ = ["CostModelExecutor"]
+__all__ = ["CostModelExecutor", "check_cost"]
+
+
+def check_cost(cost) -> CostModel:
+    """``cost`` if a simulator can run on it, else an error naming the field: every coefficient a finite number
+    >= 0, a positive link bandwidth (inf: a free link), a prefill and a decode step that take time (a zero-time
+    step would make every latency 0 and every throughput infinite), a positive KV size per token and a positive
+    whole context.
+
+    Raises:
+        TypeError: not a CostModel, or a field that is not a number. ValueError: a field out of range.
+    """
+    if not isinstance(cost, CostModel):
+        raise TypeError(f"the simulated back end needs a splitlab.costmodel.CostModel, got {type(cost).__name__}")
+    for f in fields(cost):
+        value = getattr(cost, f.name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"CostModel.{f.name} must be a number, got {value!r}")
+        if math.isnan(value) or value < 0 or (math.isinf(value) and f.name != "transfer_bytes_per_s"):
+            raise ValueError(f"CostModel.{f.name} must be a finite number >= 0, got {value!r}"
+                             + (" (transfer_bytes_per_s may be inf: a free link)" if math.isinf(value) else ""))
+    for name in ("transfer_bytes_per_s", "kv_bytes_per_token", "max_context"):
+        if not getattr(cost, name) > 0:
+            raise ValueError(f"CostModel.{name} must be > 0, got {getattr(cost, name)!r}")
+    if not float(cost.max_context).is_integer():
+        raise ValueError(f"CostModel.max_context must be a whole number of tokens, got {cost.max_context!r}")
+    if cost.prefill_s(1) <= 0 or cost.decode_s(1, 1) <= 0:
+        raise ValueError("this CostModel predicts a prefill or a decode step of 0 s: give prefill_base_s or "
+                         "prefill_per_token_s, and decode_base_s, decode_per_seq_s or decode_per_token_s, a value > 0")
+    return cost
 
 
 class CostModelExecutor(Executor):
@@ -19,7 +52,7 @@ class CostModelExecutor(Executor):
     name = "simulated"
 
     def __init__(self, cost: CostModel | None = None):
-        self.cost = cost or CostModel()
+        self.cost = check_cost(CostModel() if cost is None else cost)
         self.kv_bytes_per_token = self.cost.kv_bytes_per_token
         self.max_context = self.cost.max_context
         self.overhead_s = 0.0

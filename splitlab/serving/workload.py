@@ -98,10 +98,14 @@ WORKLOADS: dict[str, WorkloadSpec] = {w.name: w for w in [
 
 
 def _check_rate(n: int, rate_per_s: float) -> None:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"number of requests must be an integer, got {n!r}")
     if n < 0:
         raise ValueError(f"number of requests must be >= 0, got {n}")
-    if not rate_per_s > 0:
-        raise ValueError(f"rate_per_s must be > 0 requests/s, got {rate_per_s}")
+    if isinstance(rate_per_s, bool) or not isinstance(rate_per_s, numbers.Real):
+        raise TypeError(f"rate_per_s must be a number of requests/s, got {rate_per_s!r}")
+    if not (rate_per_s > 0 and math.isfinite(rate_per_s)):
+        raise ValueError(f"rate_per_s must be a finite rate > 0 requests/s, got {rate_per_s}")
 
 
 def poisson_arrivals(n: int, rate_per_s: float, seed: int = 0) -> np.ndarray:
@@ -117,8 +121,8 @@ def gamma_arrivals(n: int, rate_per_s: float, cv: float = 2.0, seed: int = 0) ->
         ValueError: cv <= 0, rate <= 0 or n < 0.
     """
     _check_rate(n, rate_per_s)
-    if not cv > 0:
-        raise ValueError(f"cv must be > 0 (1 = Poisson, > 1 = bursty), got {cv}")
+    if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not (cv > 0 and math.isfinite(cv)):
+        raise ValueError(f"cv must be a finite number > 0 (1 = Poisson, > 1 = bursty), got {cv!r}")
     shape = 1.0 / cv ** 2
     return np.cumsum(np.random.default_rng(seed).gamma(shape, 1.0 / (rate_per_s * shape), size=n))
 
@@ -148,6 +152,7 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
 
     Raises:
         KeyError: unknown workload name (the message lists the known ones).
+        TypeError: a count, rate, name, model or sampling of the wrong kind.
         ValueError: bad rate, cv, count, scale (must be finite and > 0), seed (an integer >= 0) or arrival kind.
     """
     if scale is not None and not (isinstance(scale, numbers.Real) and math.isfinite(scale) and scale > 0):
@@ -158,8 +163,16 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
         if name not in WORKLOADS:
             raise KeyError(f"unknown workload {name!r}; choose one of {sorted(WORKLOADS)}")
         spec = WORKLOADS[name]
-    else:
+    elif isinstance(name, WorkloadSpec):
         spec = name
+    else:
+        raise TypeError(f"name must be a workload name ({', '.join(sorted(WORKLOADS))}) or a WorkloadSpec, got "
+                        f"{type(name).__name__}")
+    if sampling is not None and not isinstance(sampling, SamplingParams):
+        raise TypeError(f"sampling must be None (greedy) or a splitlab.SamplingParams, got {sampling!r}")
+    if model is not None and not (hasattr(model, "max_context") and hasattr(model, "vocab_size")):
+        raise TypeError(f"model must be a splitlab LoadedModel (lm = splitlab.load_model({model!r:.40})) or None, got "
+                        f"{type(model).__name__}")
     context = int(model.max_context) if model is not None else BASE_CONTEXT
     vocab = min(256, int(model.vocab_size)) if model is not None else 256
     scale = workload_scale(context) if scale is None else scale

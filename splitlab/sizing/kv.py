@@ -28,6 +28,11 @@ __all__ = ["KVGeometry", "LayerKV", "UnsupportedCacheError", "kv_geometry", "dty
            "kv_bytes", "resolve_config", "RequestKVBytes"]
 
 
+#: more layers than any model has: a config asking for more is a mistake, and a per-layer list that long would
+#: take the machine's memory
+MAX_LAYERS = 1 << 16
+
+
 def dtype_bytes(dtype: Any) -> float:
     """Bytes per element of a dtype given as a name ("fp16", "bfloat16", "int8", ...) or a torch.dtype.
 
@@ -55,6 +60,12 @@ class KVGeometry:
     per_layer: tuple[LayerKV, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("layers", "heads", "kv_heads", "head_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"KVGeometry.{name} must be a positive integer, got {value!r}")
+        if self.layers > MAX_LAYERS:
+            raise ValueError(f"{self.layers:,} layers: no model has more than {MAX_LAYERS:,} (a config error?)")
         if not self.per_layer:
             full = LayerKV(self.kv_heads, self.head_dim, self.head_dim)
             object.__setattr__(self, "per_layer", (full,) * self.layers)
@@ -130,12 +141,18 @@ def kv_geometry(config: Any, mla: str = "latent") -> KVGeometry:
             heads that do not divide the query heads; a hidden size that is not a multiple of the heads (when
             there is no head_dim).
         UnsupportedCacheError (a ValueError): a layer kind sizing does not model, named in the message.
+        TypeError: a name or path instead of a config (use :func:`resolve_config` first).
     """
+    if isinstance(config, (str, Path)):
+        raise TypeError(f"kv_geometry takes a config (a dict or a transformers config), not the name {str(config)!r}: "
+                        f"use kv_geometry(resolve_config({str(config)!r}))")
     layers_field, layers = _field(config, "num_hidden_layers", "n_layer", "num_layers")
     heads_field, heads = _field(config, "num_attention_heads", "n_head")
     if layers is None or heads is None:
         raise ValueError("config has no num_hidden_layers/num_attention_heads: cannot size its KV cache")
     layers, heads = _positive_int(layers_field, layers), _positive_int(heads_field, heads)
+    if layers > MAX_LAYERS:
+        raise ValueError(f"config field {layers_field} is {layers:,}: no model has more than {MAX_LAYERS:,} layers")
     if mla not in ("latent", "expanded"):
         raise ValueError(f"mla must be 'latent' or 'expanded', got {mla!r}")
     latent = mla_dims(config)
@@ -196,10 +213,11 @@ def kv_bytes(config: Any, tokens: int, batch: int = 1, dtype: Any = "fp16") -> f
     x bytes(dtype) x batch.
 
     Raises:
-        ValueError: negative tokens or batch.
+        ValueError: tokens or batch that are not integers >= 0.
     """
-    if tokens < 0 or batch < 0:
-        raise ValueError(f"tokens and batch must be >= 0, got tokens={tokens}, batch={batch}")
+    for name, value in (("tokens", tokens), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
     g = config if isinstance(config, KVGeometry) else kv_geometry(config)
     return g.elements(tokens) * dtype_bytes(dtype) * batch
 
@@ -233,8 +251,10 @@ def resolve_config(name_or_path: str) -> dict:
 
     Raises:
         ValueError: the name is none of those (the message lists the known names), a directory without a
-            config.json, or a file that is not JSON text.
+            config.json, or a file that is not JSON text. TypeError: not a string or a path.
     """
+    if not isinstance(name_or_path, (str, Path)):
+        raise TypeError(f"give a model name or a config.json path (a string), got {type(name_or_path).__name__}")
     if name_or_path in PUBLISHED_MODELS:
         return PUBLISHED_MODELS[name_or_path]
     if not str(name_or_path).strip():

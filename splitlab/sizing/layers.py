@@ -74,6 +74,8 @@ _PATTERN = {"gemma2": 2, "gpt_oss": 2, "gemma3": 6, "gemma3_text": 6, "cohere2":
 #: Families with their own rule that is not modelled here when ``layer_types`` is missing.
 _UNMODELLED = {"llama4": "chunked attention", "llama4_text": "chunked attention", "gemma3n": "KV sharing",
                "gemma3n_text": "KV sharing", "smollm3": "sliding layers chosen by no_rope_layers"}
+#: Families whose attention is MLA (a config of theirs without kv_lora_rank is incomplete, not plain attention).
+_MLA_TYPES = ("deepseek_v2", "deepseek_v3")
 _KINDS = {"full_attention": None, "sliding_attention": "sliding"}
 _WHY = {"chunked_attention": "chunked attention (Llama 4) restarts its window at chunk boundaries",
         "linear_attention": "linear-attention layers keep a fixed-size state, not a KV cache",
@@ -114,18 +116,27 @@ def layer_windows(config: Any, layers: int) -> list[int | None]:
                                             f"{pattern!r} is not a positive integer; give the config's layer_types")
             types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
         elif _get(config, "use_sliding_window") is True:  # Qwen2/Qwen3: windows from layer max_window_layers on
-            first = int(_get(config, "max_window_layers", 0))
+            first = _get(config, "max_window_layers", 0)
+            if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+                raise UnsupportedCacheError(f"cannot size the KV cache of {model_type!r}: max_window_layers {first!r} "
+                                            f"is not an integer >= 0 (the first windowed layer)")
             types = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
         else:  # transformers' fallback: sliding_window set -> every layer is windowed
             types = ["sliding_attention"] * layers
+    if isinstance(types, (str, bytes)) or not isinstance(types, (list, tuple)) or not all(
+            isinstance(kind, str) for kind in types):
+        raise UnsupportedCacheError(f"layer_types must be a list of layer kinds such as 'full_attention' and "
+                                    f"'sliding_attention', one per layer; got {types!r:.100}")
     types = list(types)
     if len(types) != layers:
         raise UnsupportedCacheError(f"layer_types has {len(types)} entries for {layers} layers")
     for kind in types:
         if kind not in _KINDS:
             raise _refuse(kind, f"model_type {model_type!r}")
-    if "sliding_attention" in types and (window is None or not isinstance(window, int) or window < 2):
-        raise UnsupportedCacheError(f"sliding_attention layers need a sliding_window of at least 2, got {window!r}")
+    if "sliding_attention" in types and (window is None or isinstance(window, bool) or not isinstance(window, int)
+                                         or window < 2):
+        raise UnsupportedCacheError(f"sliding_attention layers need a sliding_window that is an integer >= 2, got "
+                                    f"{window!r}")
     return [None if kind == "full_attention" else int(window) for kind in types]
 
 
@@ -133,8 +144,17 @@ def mla_dims(config: Any) -> tuple[int, int] | None:
     """``(kv_lora_rank, qk_rope_head_dim)`` of an MLA config (DeepSeek-V2/V3), None for other attention."""
     rank = _get(config, "kv_lora_rank")
     if rank is None:
+        if _get(config, "model_type") in _MLA_TYPES or _get(config, "qk_rope_head_dim") is not None:
+            raise UnsupportedCacheError(f"cannot size the KV cache: this config describes MLA (model_type "
+                                        f"{_get(config, 'model_type')!r}, qk_rope_head_dim "
+                                        f"{_get(config, 'qk_rope_head_dim')!r}) but has no kv_lora_rank, the "
+                                        f"latent it caches; give the config's kv_lora_rank")
         return None
     rope = _get(config, "qk_rope_head_dim")
     if rope is None:
         raise UnsupportedCacheError("an MLA config (kv_lora_rank set) needs qk_rope_head_dim to size its cache")
-    return int(rank), int(rope)
+    for name, value in (("kv_lora_rank", rank), ("qk_rope_head_dim", rope)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"config field {name} must be a positive integer (MLA caches it per layer per token), "
+                             f"got {value!r}")
+    return rank, rope

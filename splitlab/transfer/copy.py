@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from ..kvcache import KVCache
-from ..phases.device import Timer, synchronize
+from ..phases.device import Timer, pick_device, synchronize
 from .header import Packet, check
 
 __all__ = ["TransferStats", "copy_cache", "receive"]
@@ -88,12 +88,17 @@ def copy_cache(cache: KVCache, device: str | torch.device | None = None, mode: s
         (the received cache, :class:`TransferStats`). The received tensors never share storage with ``cache``.
 
     Raises:
-        ValueError: unknown mode.
+        ValueError: unknown mode; a device that is unknown, not here, or not one splitlab runs on.
+        TypeError: ``cache`` is not a KVCache; ``on_layer`` is not callable.
     """
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"copy_cache() takes a splitlab.KVCache, got {type(cache).__name__}")
     if mode not in ("whole", "layerwise"):
         raise ValueError(f"mode must be 'whole' or 'layerwise', got {mode!r}")
+    if on_layer is not None and not callable(on_layer):
+        raise TypeError(f"on_layer must be a function on_layer(layer, seconds) or None, got {type(on_layer).__name__}")
     src = cache.device
-    dst = torch.device(device) if device is not None else src
+    dst = pick_device(device) if device is not None else src
     method = _method(src, dst, via_host)
     timer_device = src if (src == dst and method == "clone") else "cpu"
     keys, values, layer_s = [], [], []

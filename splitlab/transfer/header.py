@@ -9,7 +9,7 @@ mismatching field, before any decode step runs.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 
 from ..common import dtypes
 from ..kvcache import CacheMismatchError, KVCache
@@ -38,9 +38,25 @@ class TransferHeader:
     layer_dims: tuple[tuple[int, int, int, int], ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.layer_dims and not (isinstance(self.layers, int) and 0 <= self.layers <= 1 << 16):
+        """Every field has the type it names (a tampered or garbled header fails here, naming the field)."""
+        for name in ("model_id", "dtype"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"header {name} {getattr(self, name)!r} is not a string")
+        for name in ("layers", "kv_heads", "head_dim", "batch", "seq_len"):
+            if not _is_int(getattr(self, name)):
+                raise ValueError(f"header {name} {getattr(self, name)!r} is not an integer")
+        if not 0 <= self.layers <= 1 << 16:
             raise ValueError(f"header layers {self.layers!r} is not a layer count")
+        for name in ("lengths", "first_tokens", "request_ids"):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)) or not all(map(_is_int, value)):
+                raise ValueError(f"header {name} {value!r:.100} is not a list of integers")
+            object.__setattr__(self, name, tuple(value))
         dims = self.layer_dims or ((self.kv_heads, self.head_dim, self.head_dim, 0),) * self.layers
+        if not isinstance(dims, (tuple, list)) or not all(
+                isinstance(d, (tuple, list)) and len(d) == 4 and all(map(_is_int, d)) for d in dims):
+            raise ValueError(f"header layer_dims {dims!r:.100} is not a list of (kv_heads, k_dim, v_dim, window) "
+                             f"integers")
         object.__setattr__(self, "layer_dims", tuple(tuple(int(x) for x in d) for d in dims))
 
     def layer_len(self, i: int) -> int:
@@ -109,10 +125,23 @@ class TransferHeader:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "TransferHeader":
-        d = json.loads(bytes(data).decode())
+        """The header :meth:`to_bytes` wrote. Raises ValueError for bytes that hold no header (not JSON, not an
+        object, missing or unknown fields, a field of the wrong type)."""
+        try:
+            d = json.loads(bytes(data).decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"not a KV transfer header (not JSON text: {err})") from None
+        names = {f.name for f in fields(cls)}
+        required = {f.name for f in fields(cls) if f.default is MISSING}
+        if not isinstance(d, dict) or not required <= set(d) <= names:
+            got = sorted(d) if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"not a KV transfer header: fields {got}, expected {sorted(names)}")
         d = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
-        d["layer_dims"] = tuple(tuple(x) for x in d.get("layer_dims", ()))
         return cls(**d)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 @dataclass
@@ -152,11 +181,17 @@ def check(header: TransferHeader, lm, cache: KVCache | None = None) -> None:
     The message lists every mismatching field as ``field: sent X, receiver expects Y``.
     """
     lm = require_loaded(lm, "check()")
+    if not isinstance(header, TransferHeader):
+        raise TypeError(f"check() takes a TransferHeader (make_header(cache)), got {type(header).__name__}")
+    if cache is not None and not isinstance(cache, KVCache):
+        raise TypeError(f"check() takes the cache as a splitlab.KVCache or None, got {type(cache).__name__}")
     dims = model_layer_dims(lm)
     want = dict(model_id=lm.model_id, dtype=dtypes.name_of(lm.dtype), layers=lm.geometry.layers,
                 kv_heads=dims[0][0], head_dim=dims[0][1])
     problems = [f"{k}: sent {getattr(header, k)!r}, receiver expects {v!r}" for k, v in want.items()
                 if getattr(header, k) != v]
+    if len(header.layer_dims) != header.layers:
+        problems.append(f"layer_dims: {len(header.layer_dims)} entries for a header of {header.layers} layers")
     if header.layers == len(dims) and header.layer_dims != dims:
         bad = [i for i, (a, b) in enumerate(zip(header.layer_dims, dims)) if a != b]
         problems += [f"layer {i} (kv_heads, k_dim, v_dim, window): sent {header.layer_dims[i]}, receiver expects "

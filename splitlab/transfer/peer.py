@@ -19,6 +19,7 @@ bytes on the wire.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import time
 
@@ -50,11 +51,13 @@ class Peer:
         fault: a fault hook (:mod:`splitlab.common.faults`), e.g. ``KillWorker("rank1", "join", hang=True)`` (the
             child never joins) or ``KillWorker("peer", "op", after=2)`` (it dies during its 2nd operation).
 
-    Raises (from ``start``/``with``): :class:`splitlab.transfer.group.PeerJoinTimeout`.
+    Raises: ValueError/TypeError for a timeout, thread count, device or fault hook the child could not use (here,
+    before any process starts); from ``start``/``with``: :class:`splitlab.transfer.group.PeerJoinTimeout`.
     """
 
     def __init__(self, backend: str = "gloo", device: str = "cpu", timeout_s: float = DEFAULT_TIMEOUT_S,
                  join_timeout_s: float | None = None, threads: int = 1, fault=None, port: int | None = None):
+        _check_options(device, timeout_s, join_timeout_s, threads, fault)
         join_timeout_s = max(60.0, timeout_s) if join_timeout_s is None else join_timeout_s
         self.options = dict(backend=backend, timeout_s=timeout_s, join_timeout_s=join_timeout_s, threads=threads,
                             fault=fault, port=port)
@@ -208,6 +211,22 @@ class Peer:
             buf = data.reshape(-1).view(torch.uint8)
         _, seconds, _ = self._exchange(PeerOp("raw", nbytes=buf.numel()), lambda: W.send_raw(buf, 1), wait_ack=True)
         return seconds
+
+
+def _check_options(device, timeout_s, join_timeout_s, threads, fault) -> None:
+    """Refuse, before a process is started, options the child could only fail on (or wait forever with)."""
+    for name, value in (("timeout_s", timeout_s), ("join_timeout_s", join_timeout_s)):
+        if value is None and name == "join_timeout_s":
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a time > 0 s, got {value!r}")
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (where the child keeps caches), got {device!r}")
+    if fault is not None and not callable(fault):
+        raise TypeError(f"fault must be a fault hook (e.g. KillWorker('peer', 'op')) or None, got "
+                        f"{type(fault).__name__}")
 
 
 def _check_cache(cache, mode: str, segments: str, model) -> None:

@@ -22,6 +22,8 @@ import math
 import numbers
 import time
 
+from ...common import dtypes
+from ...phases.locate import check_loadable
 from ...sizing import RequestKVBytes
 from ...transfer.group import DEFAULT_TIMEOUT_S, DistributedError, Group, pick_backend, spawn_group
 from . import messages as M
@@ -48,8 +50,9 @@ class DistributedBackend:
         threads: torch threads per worker. group: an existing group in which this process is rank 0 (torchrun).
 
     Raises:
-        ValueError: a bad model name type, device or timeout. (Starting: splitlab.transfer.group.PeerJoinTimeout,
-        DistributedError.)
+        ValueError: a bad model name type, device, dtype, threads, seed or timeout. ModelNotFound (a ModelLoadError):
+            a model no worker could load here (not a preset, a local directory, nor a cached or reachable hub
+            model). (Starting: splitlab.transfer.group.PeerJoinTimeout, DistributedError.)
     """
 
     name = "distributed"
@@ -63,6 +66,13 @@ class DistributedBackend:
             raise ValueError(f"model must be a preset name, a hub name or a path, got {model!r}")
         if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        if dtype is not None:
+            dtypes.canonical(dtype, dtypes.WEIGHT_DTYPES)  # a bad name fails here, not in every worker
+        for name, value, low in (("threads", threads, 1), ("seed", seed, -2 ** 63)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if group is None:  # the workers start here: a name no worker could load fails now, not in every worker
+            check_loadable(model)
         self.timeout_s = _positive("timeout_s", timeout_s)
         self.join_timeout_s = _positive("join_timeout_s", join_timeout_s) if join_timeout_s is not None else \
             max(60.0, 2 * self.timeout_s)
@@ -107,7 +117,8 @@ class DistributedBackend:
 
     def _first(self) -> M.Hello:
         if not self.hello:
-            raise DistributedError("the distributed back end has no workers yet: give it to serving.run")
+            raise DistributedError("the distributed back end has no workers (not started yet, or closed): give it to "
+                                   "serving.run, which starts them")
         return self.hello[min(self.hello)]
 
     @property
@@ -122,6 +133,7 @@ class DistributedBackend:
 
     @property
     def max_context(self) -> int:
+        self._first()  # no workers (not started, or closed): say so
         return min(h.max_context for h in self.hello.values())
 
     @property
@@ -134,6 +146,7 @@ class DistributedBackend:
 
     def auto_kv_budget(self, fraction: float = 0.9) -> int:
         """``fraction`` x a worker's device memory - its weights (the smallest over the workers)."""
+        self._first()
         budget = min(int(fraction * h.memory_bytes) - h.weight_bytes for h in self.hello.values())
         if budget <= 0:
             raise ValueError("no room for a KV cache on the workers' devices")

@@ -1,0 +1,63 @@
+"""Whether a model name can be loaded here, found out in a fraction of a second: a preset, a local directory, a
+model in the Hugging Face cache, or a hub name while the hub can be reached. Without this check a name that is
+none of those waits for the Hugging Face client to retry an unreachable hub for half a minute, in every process
+that tries it. torch-free, so that the command line checks a name before importing torch."""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ..common.presets import list_presets
+from .tokenizer import ModelLoadError
+
+__all__ = ["ModelNotFound", "check_loadable"]
+
+
+class ModelNotFound(ModelLoadError, ValueError):
+    """The model a name points to cannot be loaded here (no such preset, path, cached or reachable hub model)."""
+
+
+def check_loadable(name: str) -> None:
+    """Return if ``name`` may load here; raise :class:`ModelNotFound` at once, naming why, when it cannot: a
+    path that does not exist or is a file, an entry of the sizing table (a datasheet, not weights), or a hub name
+    that is not in the local cache while the hub cannot be reached (offline mode, or its host does not resolve)."""
+    presets = ", ".join(list_presets())
+    if name in list_presets() or Path(name).expanduser().is_dir():
+        return
+    if Path(name).expanduser().exists():
+        raise ModelNotFound(f"model path {name!r} is a file, not a directory saved with save_pretrained (presets: "
+                            f"{presets})")
+    from ..sizing import PUBLISHED_MODELS
+    if name in PUBLISHED_MODELS:
+        raise ModelNotFound(f"{name!r} is an entry of the sizing table, not a loadable model: try "
+                            f"'splitlab kv-size {name}', or a preset ({presets})")
+    if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
+        raise ModelNotFound(f"model path {name!r} does not exist (presets: {presets})")
+    from huggingface_hub import constants, try_to_load_from_cache
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return  # in the local Hugging Face cache
+    except ValueError:  # not a valid repo id
+        raise ModelNotFound(f"model {name!r} is not a preset, a local directory or a Hugging Face name "
+                            f"(presets: {presets})") from None
+    host = constants.ENDPOINT.split("://")[-1].split("/")[0].split(":")[0]
+    if constants.HF_HUB_OFFLINE or not _resolves(host):
+        raise ModelNotFound(f"model {name!r} is not a preset, not a local directory and not in the Hugging Face "
+                            f"cache, and {host} cannot be reached; use a preset: {presets}")
+
+
+def _resolves(host: str, timeout: float = 3.0) -> bool:
+    import socket
+    found: list[bool] = []
+
+    def lookup() -> None:
+        try:
+            socket.getaddrinfo(host, 443)
+            found.append(True)
+        except OSError:
+            pass
+    worker = threading.Thread(target=lookup, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return bool(found)
