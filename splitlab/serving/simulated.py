@@ -41,9 +41,14 @@ class CostModelExecutor(Executor):
         """Predicted seconds of one decode step of ``batch_size`` sequences holding ``context_tokens`` in all."""
         return self.cost.decode_s(batch_size, context_tokens)
 
-    def decode_run_seconds(self, batch_size: int, context_tokens: int, steps: int):
-        """Predicted seconds of ``steps`` decode steps in a row (an array; see ``CostModel.decode_run_s``)."""
-        return self.cost.decode_run_s(batch_size, context_tokens, steps)
+    def decode_run_seconds(self, batch_size: int, context_tokens: int, steps: int) -> list[float]:
+        """Predicted seconds of ``steps`` decode steps in a row (see ``CostModel.decode_run_s``), as a list of
+        floats equal to ``decode_seconds`` step by step (numpy pays off only for long runs)."""
+        if steps > 64:
+            return self.cost.decode_run_s(batch_size, context_tokens, steps).tolist()
+        c = self.cost
+        base, per_token = c.decode_base_s + c.decode_per_seq_s * batch_size, c.decode_per_token_s
+        return [base + per_token * (context_tokens + i * batch_size) for i in range(steps)]
 
     def decode(self, batch: DecodeBatch) -> DecodeResult:
         n = len(batch.slots)

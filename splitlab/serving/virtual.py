@@ -61,10 +61,10 @@ class VirtualClock:
                 out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
         else:
             out = run_step(c.backend, w.batch, plan.decode, plan.prefill, plan.prefill_tokens)
-        if plan.decode:
+        if c.trace and plan.decode:
             c.log(w.name, "decode", t, t + out.decode_s, (s.request.id for s in plan.decode), len(plan.decode),
                   len(plan.decode))
-        if plan.prefill:
+        if c.trace and plan.prefill:
             c.log(w.name, "prefill", t + out.decode_s, t + out.seconds, (s.request.id for s in plan.prefill),
                   len(plan.prefill), sum(plan.prefill_tokens))
         c.push_done(t + out.seconds, w, plan, out)
@@ -83,7 +83,8 @@ class VirtualClock:
         if c.cfg.trace:
             c.transfers.append(dict(request_id=r.id, src=p.name, dst=d.name, start_s=start, end_s=start + charged,
                                     nbytes=res.nbytes, measured_s=res.seconds, charged_s=charged, method=res.method))
-        c.log(link, "transfer", start, start + charged, [r.id], 1, slot.context)
+        if c.trace:
+            c.log(link, "transfer", start, start + charged, [r.id], 1, slot.context)
         c.measured_s += res.seconds
         self.push(start + charged, "arrived", p, d, slot, slot.transfer_id)
 
