@@ -19,14 +19,22 @@ class CostModelExecutor(Executor):
     name = "simulated"
 
     def __init__(self, cost: CostModel | None = None):
+        if cost is not None and not isinstance(cost, CostModel):
+            raise TypeError(f"CostModelExecutor needs a splitlab CostModel, got {type(cost).__name__}")
         self.cost = cost or CostModel()
         self.kv_bytes_per_token = self.cost.kv_bytes_per_token
         self.max_context = self.cost.max_context
+        self.memory_bytes = self.cost.memory_bytes  # None: unlimited KV memory ("auto" budget)
+        self.weight_bytes = int(self.cost.weight_bytes)
         self.overhead_s = 0.0
+        self._linear = type(self.cost).decode_s is CostModel.decode_s  # the short-run loop below may inline it
 
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
         whole = all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens))
-        if whole:  # one forward over the batch of prompts
+        if whole and self.cost.padded_prefill:  # one forward over the batch, every row padded to the longest
+            longest = max(n_tokens)
+            seconds = self.cost.prefill_s(len(n_tokens) * longest, len(n_tokens) * longest * longest)
+        elif whole:  # one forward over the batch of prompts
             seconds = self.cost.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
         else:  # one forward per chunk, on top of what is cached
             seconds = sum(self.cost.prefill_s(n, (s.prefilled + n) ** 2 - s.prefilled ** 2)
@@ -47,6 +55,8 @@ class CostModelExecutor(Executor):
         if steps > 64:
             return self.cost.decode_run_s(batch_size, context_tokens, steps).tolist()
         c = self.cost
+        if not self._linear:
+            return [c.decode_s(batch_size, context_tokens + i * batch_size) for i in range(steps)]
         base, per_token = c.decode_base_s + c.decode_per_seq_s * batch_size, c.decode_per_token_s
         return [base + per_token * (context_tokens + i * batch_size) for i in range(steps)]
 
