@@ -10,12 +10,13 @@ engine calls the emulated back end times, and fit the cost model of :mod:`splitl
 
 What is measured (each point is the ``statistic`` of ``repeats`` runs after a warm-up):
 
-- prefill: one forward of ``batch`` prompts of ``n`` tokens for every ``n`` of ``prompt_tokens`` and batch 1,
-  and the shorter lengths again at batch ``prefill_batch`` (so that rows x length and length^2 separate); fitted
-  as ``a + b * tokens + c * squares`` (:func:`splitlab.costmodel.fit_prefill`).
-- decode: one step of ``b`` rows of ``c`` cached tokens for every ``b`` of ``decode_batches`` and ``c`` of
-  ``contexts`` (the batch is one prefilled row repeated: a step's time does not depend on the values); fitted as
-  ``a + b * batch + c * context_tokens``.
+- prefill: one forward of one prompt of ``n`` tokens for every ``n`` of ``prompt_tokens``, and of
+  ``prefill_batch`` prompts of lengths spread from ``n / 2`` to ``n`` for the shorter ``n`` (so that rows x length
+  and length^2 separate); fitted as ``a + b * tokens + c * squares`` (:func:`splitlab.costmodel.fit_prefill`),
+  a batch counted as its rows padded to the longest, as splitlab's engine runs it.
+- decode: one step of ``b`` rows for every ``b`` of ``decode_batches`` and ``c`` of ``contexts``, the rows holding
+  from ``c / 2`` to ``c`` cached tokens (a serving batch is ragged, and a padded batch takes the engine's masked
+  path); fitted as ``a + b * batch + c * context_tokens``.
 - transfer: a same-device copy (``KVCache.clone``, what the emulated hand-off does on one device) of caches of
   ``transfer_tokens`` tokens; fitted as ``a + bytes / bandwidth``.
 
@@ -63,9 +64,9 @@ def _memory_bytes(device: torch.device) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def _timed(fn, repeats: int, summarize) -> float:
+def _timed(fn, repeats: int) -> list[float]:
     fn()  # warm-up
-    return float(summarize([fn() for _ in range(repeats)]))
+    return [fn() for _ in range(repeats)]
 
 
 def _lengths(values, name: str, limit: int) -> list[int]:
@@ -78,7 +79,7 @@ def _lengths(values, name: str, limit: int) -> list[int]:
 def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefill_batch: int = 4,
               decode_batches: Sequence[int] = (1, 2, 4, 8, 16), contexts: Sequence[int] | None = None,
               transfer_tokens: Sequence[int] | None = None, repeats: int = 3, statistic: str = "median",
-              seed: int = 0) -> Calibration:
+              rounds: int = 2, seed: int = 0) -> Calibration:
     """Measure ``lm`` on its device and fit a cost model (see the module docstring for what is measured).
 
     Args:
@@ -87,7 +88,9 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
         prefill_batch: the batch of the second prefill sweep (its lengths: those up to a quarter of the longest).
         decode_batches, contexts: decode grid (default contexts: 3 from 64 to half the longest prompt length).
         transfer_tokens: cache sizes to copy (default: 4 up to the longest prompt length).
-        repeats, statistic: each point is the "median" (or "min") of ``repeats`` runs.
+        repeats, statistic, rounds: each point is the "median" (or "min") of ``repeats`` runs in each of
+            ``rounds`` passes over all the points (a burst of other work on the machine then hits only some runs
+            of each point).
         seed: prompt ids.
 
     Returns:
@@ -103,8 +106,9 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
         raise TypeError(f"calibrate needs a splitlab LoadedModel (from splitlab.load_model), got {type(lm).__name__}")
     if statistic not in _STATISTICS:
         raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
-    if repeats < 1 or prefill_batch < 1:
-        raise ValueError(f"repeats and prefill_batch must be >= 1, got {repeats} and {prefill_batch}")
+    if repeats < 1 or prefill_batch < 1 or rounds < 1:
+        raise ValueError(f"repeats, rounds and prefill_batch must be >= 1, got {repeats}, {rounds} and "
+                         f"{prefill_batch}")
     summarize, ctx = _STATISTICS[statistic], lm.max_context
     top = min(1024, ctx // 2)
     prompt_tokens = _lengths(prompt_tokens or [round(16 * (top / 16) ** (i / 7)) for i in range(8)],
@@ -115,31 +119,39 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
     transfer_tokens = _lengths(transfer_tokens or [max(1, prompt_tokens[-1] >> k) for k in (3, 2, 1, 0)],
                                "transfer_tokens", ctx - 1)
 
-    prefill_rows = []
+    points = []  # (fit, row, how to time it once), measured round after round
     shorter = [n for n in prompt_tokens if n * 4 <= prompt_tokens[-1]] if prefill_batch > 1 else []
     for batch, lengths in ((1, prompt_tokens), (prefill_batch, shorter)):
         for n in lengths:
-            prompts = [_ids(lm, n, seed + b) for b in range(batch)]
-            s = _timed(lambda: prefill(lm, prompts).seconds, repeats, summarize)
-            prefill_rows.append(dict(batch=batch, prompt_tokens=n, tokens=batch * n, squares=batch * n * n,
-                                     prefill_s=s))
-    decode_rows, transfer_rows = [], []
+            prompts = [_ids(lm, n - (n // 2) * b // max(1, batch - 1), seed + b) for b in range(batch)]
+            points.append(("prefill", dict(batch=batch, prompt_tokens=n, tokens=batch * n, squares=batch * n * n),
+                           lambda prompts=prompts: prefill(lm, prompts).seconds))
     for c in contexts:
-        pre = prefill(lm, [_ids(lm, c, seed)])
-        token = pre.logits.argmax(-1)
+        big = max(decode_batches)
+        rows = [c - (c // 2) * j // max(1, big - 1) for j in range(big)]  # c, ..., c / 2 cached tokens
+        caches = prefill(lm, [_ids(lm, n, seed + j) for j, n in enumerate(rows)]).cache.split()
         for b in decode_batches:
-            cache, tokens = KVCache.merge([pre.cache] * b), token.repeat(b)
-            s = _timed(lambda: decode_step(lm, cache, tokens).seconds, repeats, summarize)
-            decode_rows.append(dict(batch=b, context=c, context_tokens=b * c, step_s=s))
+            cache, tokens = KVCache.merge(caches[:b]), torch.zeros(b, dtype=torch.long)
+            points.append(("decode", dict(batch=b, context=c, context_tokens=sum(rows[:b])),
+                           lambda cache=cache, tokens=tokens: decode_step(lm, cache, tokens).seconds))
     for n in transfer_tokens:
         cache = prefill(lm, [_ids(lm, n, seed)]).cache
 
-        def copy() -> float:
+        def copy(cache=cache) -> float:
             with Timer(lm.device) as t:
                 cache.clone()
-            return t.seconds
+            return max(t.seconds, 1e-9)
 
-        transfer_rows.append(dict(tokens=n, nbytes=cache.nbytes, seconds=max(_timed(copy, repeats, summarize), 1e-9)))
+        points.append(("transfer", dict(tokens=n, nbytes=cache.nbytes), copy))
+    times: list[list[float]] = [[] for _ in points]
+    for _ in range(rounds):
+        for i, (_, _, once) in enumerate(points):
+            times[i].extend(_timed(once, repeats))
+    measured = {"prefill": "prefill_s", "decode": "step_s", "transfer": "seconds"}
+    rows = {"prefill": [], "decode": [], "transfer": []}
+    for (kind, row, _), t in zip(points, times):
+        rows[kind].append(dict(row, **{measured[kind]: float(summarize(t))}))
+    prefill_rows, decode_rows, transfer_rows = rows["prefill"], rows["decode"], rows["transfer"]
     fits = {"prefill": fit_prefill(prefill_rows), "decode": fit_decode(decode_rows),
             "transfer": fit_transfer(transfer_rows)}
     meta = dict(device=describe_device(lm.device), model=lm.name, dtype=str(lm.dtype).replace("torch.", ""),

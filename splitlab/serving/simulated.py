@@ -29,16 +29,19 @@ class CostModelExecutor(Executor):
         self.overhead_s = 0.0
         self._linear = type(self.cost).decode_s is CostModel.decode_s  # the short-run loop below may inline it
 
-    def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
+    def prefill_seconds(self, slots: list[Slot], n_tokens: list[int]) -> float:
+        """Predicted seconds of the prefill forward(s) :meth:`prefill` charges (slots are not changed)."""
         whole = all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens))
         if whole and self.cost.padded_prefill:  # one forward over the batch, every row padded to the longest
             longest = max(n_tokens)
-            seconds = self.cost.prefill_s(len(n_tokens) * longest, len(n_tokens) * longest * longest)
-        elif whole:  # one forward over the batch of prompts
-            seconds = self.cost.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
-        else:  # one forward per chunk, on top of what is cached
-            seconds = sum(self.cost.prefill_s(n, (s.prefilled + n) ** 2 - s.prefilled ** 2)
-                          for s, n in zip(slots, n_tokens))
+            return self.cost.prefill_s(len(n_tokens) * longest, len(n_tokens) * longest * longest)
+        if whole:  # one forward over the batch of prompts
+            return self.cost.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
+        return sum(self.cost.prefill_s(n, (s.prefilled + n) ** 2 - s.prefilled ** 2)  # a forward per chunk
+                   for s, n in zip(slots, n_tokens))
+
+    def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
+        seconds = self.prefill_seconds(slots, n_tokens)
         firsts = []
         for s, n in zip(slots, n_tokens):
             s.prefilled += n

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from operator import attrgetter
 
 from . import fast
 from .executor import StepOutcome, run_step
@@ -34,13 +35,21 @@ class VirtualClock:
         return self.events[0][0] if self.events else float("inf")
 
     def run(self) -> float:
+        """Process every event in time order; at one time, arrivals (in submission order) come first, then the
+        other events in the order they were scheduled, then the cluster's decisions. Arrivals wait in a sorted
+        list rather than on the heap, so the heap holds only the events in flight."""
         c, events, pop, t = self.c, self.events, heapq.heappop, 0.0
-        for r in c.requests:
-            self.push(r.arrival_s, "arrive", r)
+        arrivals = sorted(c.requests, key=attrgetter("arrival_s"))  # stable: ties keep submission order
+        i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
         c.record(*c.workers, t=0.0)
-        handlers = {"arrive": c.on_arrive, "done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
-        while events:
-            t = events[0][0]
+        handlers = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
+        while i < n or events:
+            t = events[0][0] if events else inf
+            if i < n and arrivals[i].arrival_s <= t:
+                t = arrivals[i].arrival_s
+                while i < n and arrivals[i].arrival_s == t:
+                    arrive(t, arrivals[i])
+                    i += 1
             while events and events[0][0] == t:
                 _, _, kind, payload = pop(events)
                 handlers[kind](t, *payload)
