@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 import splitlab as sl
-from splitlab.serving import validate as V
+from splitlab.serving import validation as V
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from splitlab.costmodel import CostModel
 from splitlab.serving import CostModelExecutor, ModelExecutor, ServingConfig, make_workload, run
-from splitlab.serving import validate as V
+from splitlab.serving import validation as V
 
 COST = CostModel(prefill_base_s=2e-3, prefill_per_token_s=1e-4, prefill_per_token2_s=1e-8, decode_base_s=3e-3,
                  decode_per_seq_s=2e-4, decode_per_token_s=1e-7, transfer_base_s=1e-4, transfer_bytes_per_s=1e9,

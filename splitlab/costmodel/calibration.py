@@ -2,8 +2,9 @@
 and what it was measured on; saved to and loaded from JSON (torch-free, so the simulator and the planner read it
 without a model).
 
-The file records ``device``, ``model``, ``dtype``, ``torch`` (version), ``date`` (ISO 8601, UTC) and
-``splitlab`` (version) beside the coefficients, so a file is never used for a model it was not measured on:
+The file records ``device``, ``model``, ``dtype``, ``torch`` (version), ``date`` (ISO 8601, UTC), ``splitlab``
+(version) and ``clock`` (what timed the steps: "wall", "thread" CPU time, or "cuda events") beside the
+coefficients, so a file is never used for a model it was not measured on:
 :func:`load` checks the format, every field, and (given ``model=``) the model.
 """
 from __future__ import annotations
@@ -40,16 +41,20 @@ class Calibration:
     meta: dict = field(default_factory=dict)
 
     def table(self):
-        """One row per fit: terms and coefficients, max and rms relative residual, R^2, measurements."""
+        """One row per fit: the fitted model (seconds of one forward), the largest and the rms relative residual
+        (%), R^2 and the number of measurements."""
         import pandas as pd
-        return pd.DataFrame([f.summary() for f in self.fits.values()]).set_index("name")
+        rows = {name: {"fitted model (seconds)": f.formula(), "max |residual| (%)": round(100 * f.max_abs_residual, 1),
+                       "rms residual (%)": round(100 * f.rms_residual, 1), "R^2": round(f.r2, 3), "points": len(f.rows)}
+                for name, f in self.fits.items()}
+        return pd.DataFrame(rows).T
 
     def to_json(self) -> dict:
         cost = {k: (None if isinstance(v, float) and math.isinf(v) else v)
                 for k, v in dataclasses.asdict(self.cost).items()}
         fits = {name: dict(f.summary(), rows=f.rows) for name, f in self.fits.items()}
         return dict(format=FORMAT, **{k: self.meta.get(k) for k in META_FIELDS}, splitlab=self.meta.get("splitlab"),
-                    cost_model=cost, fits=fits)
+                    clock=self.meta.get("clock"), cost_model=cost, fits=fits)
 
     def __repr__(self) -> str:
         fits = ", ".join(f"{n} max residual {f.max_abs_residual:.1%}" for n, f in self.fits.items())
@@ -104,7 +109,7 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
             fits[name] = Fit(name, tuple(f["terms"]), tuple(float(c) for c in f["coef"]), list(f.get("rows", [])))
         except (KeyError, TypeError, ValueError) as err:
             raise CalibrationError(f"{where}: fit {name!r} is malformed ({err})") from None
-    meta = {k: data[k] for k in (*META_FIELDS, "splitlab")}
+    meta = {k: data.get(k) for k in (*META_FIELDS, "splitlab", "clock") if data.get(k) is not None}
     return Calibration(CostModel(**values), fits, meta)
 
 

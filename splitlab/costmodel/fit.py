@@ -70,6 +70,18 @@ class Fit:
         """Predicted seconds for the given term values (e.g. ``predict(tokens=512, squares=512**2)``)."""
         return sum(c * (1.0 if t == "1" else float(values[t])) for t, c in zip(self.terms, self.coef))
 
+    def formula(self) -> str:
+        """The fitted model in readable units, e.g. ``"5.47 ms + 0.14 ms x batch + 1.14 us x context_tokens"``."""
+        parts = []
+        for t, c in zip(self.terms, self.coef):
+            if t == "nbytes":
+                parts.append(f"bytes / {1 / c / 1e9:.3g} GB/s" if c > 0 else "bytes / (too fast to measure)")
+                continue
+            scale, unit = next(((f, u) for f, u in ((1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")) if abs(c) >= f),
+                               (1e-12, "ps") if c else (1.0, "s"))
+            parts.append(f"{c / scale:.3g} {unit}" + ("" if t == "1" else f" x {t}"))
+        return " + ".join(parts)
+
     def summary(self) -> dict:
         """JSON-ready: name, terms, coef, max_abs_residual, rms_residual, r2, n (measurements)."""
         return dict(name=self.name, terms=list(self.terms), coef=list(self.coef), n=len(self.rows),

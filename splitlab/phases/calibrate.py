@@ -35,7 +35,7 @@ from ..costmodel import Calibration, CostModel, fit_decode, fit_prefill, fit_tra
 from ..costmodel.fit import coefficients
 from ..kvcache import KVCache
 from ..sizing import kv_bytes_per_token
-from .device import Timer, describe_device
+from .device import _CPU_CLOCK, Timer, describe_device
 from .engine import decode_step, prefill
 from .models import LoadedModel
 
@@ -154,8 +154,9 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
     prefill_rows, decode_rows, transfer_rows = rows["prefill"], rows["decode"], rows["transfer"]
     fits = {"prefill": fit_prefill(prefill_rows), "decode": fit_decode(decode_rows),
             "transfer": fit_transfer(transfer_rows)}
+    clock = "cuda events" if lm.device.type == "cuda" else _CPU_CLOCK["clock"]
     meta = dict(device=describe_device(lm.device), model=lm.name, dtype=str(lm.dtype).replace("torch.", ""),
-                torch=torch.__version__, splitlab=_version(),
+                clock=clock, torch=torch.__version__, splitlab=_version(),
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     cost = CostModel(**coefficients(fits.values()), kv_bytes_per_token=int(kv_bytes_per_token(lm.geometry, lm.dtype)),
                      max_context=ctx, memory_bytes=_memory_bytes(lm.device), weight_bytes=lm.weight_bytes,

@@ -81,6 +81,18 @@ class Plan:
     def best(self) -> Candidate:
         return self.candidates[0]
 
+    def best_of(self, layout: str | None = None, policy: str | None = None) -> Candidate:
+        """The best candidate of a ``layout`` ("colocated" or "disaggregated") and/or ``policy``
+        ("prefill-first", "chunked").
+
+        Raises:
+            KeyError: no candidate is of that kind.
+        """
+        for c in self.candidates:
+            if (layout is None or c.layout == layout) and (policy is None or c.policy == policy):
+                return c
+        raise KeyError(f"no candidate with layout={layout!r}, policy={policy!r}")
+
     def table(self) -> pd.DataFrame:
         """One row per candidate, best first: goodput per worker (simulated and closed-form guess, requests/s),
         cost per million output tokens, the binding SLO."""
@@ -97,11 +109,10 @@ class Plan:
         text = (f"{best.name} wins: {best.goodput_rps_per_worker:.3g} requests/s per worker within TTFT <= "
                 f"{self.ttft_slo_s:g} s and TPOT <= {self.tpot_slo_s:g} s (binding: {best.binding_slo})")
         if other is not None:
-            gain = best.goodput_rps_per_worker / other.goodput_rps_per_worker - 1 if other.goodput_rps_per_worker \
-                else math.inf
-            text += (f"; the best {'colocated' if other.layout == 'colocated' else 'split'} layout, {other.name}, "
-                     f"serves {other.goodput_rps_per_worker:.3g} (binding: {other.binding_slo}), "
-                     f"{gain:.0%} less per worker" if math.isfinite(gain) else "; nothing else passes")
+            kind = "colocated" if other.layout == "colocated" else "split"
+            less = 1 - other.goodput_rps_per_worker / best.goodput_rps_per_worker if best.goodput_rps_per_worker else 0
+            text += (f"; the best {kind} layout, {other.name}, serves {other.goodput_rps_per_worker:.3g} (binding: "
+                     f"{other.binding_slo}), {less:.0%} less per worker")
         return text + "."
 
     def to_json(self) -> dict:

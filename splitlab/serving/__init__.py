@@ -16,7 +16,8 @@ _EXPORTS = {
     "common.faults": ["KillWorker", "WorkerFault"],
     "simulated": ["CostModelExecutor"],
     "executor": ["DecodeBatch", "Executor", "Slot"],
-    "goodput_search": ["GoodputResult", "goodput", "workload_requests"],
+    "goodput_search": ["GoodputResult", "attainment_curve", "goodput", "workload_requests"],
+    "validation": ["validate", "validation_contenders"],
     "emulated": ["ModelExecutor", "derive_kv_budget", "reference_tokens"],
     "distributed.backend": ["DistributedBackend"],
     "memory": ["KVMemory"],
@@ -29,7 +30,7 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "request",
                "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
-               "recovery", "virtual", "wall", "goodput_search")
+               "recovery", "virtual", "wall", "goodput_search", "validation")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 

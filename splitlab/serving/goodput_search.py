@@ -30,7 +30,7 @@ from .request import Request
 from .runner import backend_for, run
 from .workload import WorkloadSpec, make_workload, workload_scale
 
-__all__ = ["goodput", "GoodputResult", "workload_requests", "BINDING"]
+__all__ = ["goodput", "attainment_curve", "GoodputResult", "workload_requests", "BINDING"]
 
 #: what ``binding_slo`` may be: the SLO most requests missed at the lowest failing rate
 BINDING = ("ttft", "ttst", "tpot", "unfinished", "none")
@@ -103,6 +103,60 @@ def _rescaled(requests: Sequence[Request], factor: float) -> list[Request]:
     return out
 
 
+class _Runs:
+    """Runs of one configuration at chosen rates per worker, each summarised as one point of the curve."""
+
+    def __init__(self, workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
+                 max_requests, seed, scale, prefixes):
+        M._check_slos(ttft_slo_s, tpot_slo_s)
+        if ttft_slo_s is None or tpot_slo_s is None:
+            raise ValueError("goodput needs both a TTFT and a TPOT SLO")
+        self.ex, self.cfg = backend_for(model, backend), config.with_(trace=False)
+        self.workers, self.slos, self.target, self.points = self.cfg.n_workers, (ttft_slo_s, tpot_slo_s), target, []
+        self.duration = 20 * (ttft_slo_s + tpot_slo_s) if duration_s is None else duration_s
+        if not (self.duration > 0 and 2 <= min_requests <= max_requests):
+            raise ValueError(f"duration_s must be > 0 and 2 <= min_requests <= max_requests, got {duration_s!r}, "
+                             f"{min_requests!r}, {max_requests!r}")
+        self.limits = (min_requests, max_requests)
+        if isinstance(workload, (str, WorkloadSpec)):
+            self.base, self.rate, self.fixed = workload_requests(workload, max_requests, 1.0, self.ex, seed, scale), \
+                1.0, False
+        else:
+            self.base, self.fixed = list(workload), not prefixes
+            if len(self.base) < 2 or self.base[-1].arrival_s <= self.base[0].arrival_s:
+                raise ValueError("goodput needs at least 2 requests arriving at different times")
+            self.rate = (len(self.base) - 1) / (self.base[-1].arrival_s - self.base[0].arrival_s)
+
+    def __call__(self, rate_per_worker: float) -> dict:
+        workers, (ttft, tpot) = self.workers, self.slos
+        n = len(self.base) if self.fixed else min(self.limits[1], max(
+            self.limits[0], math.ceil(rate_per_worker * workers * self.duration)))
+        res = run(_rescaled(self.base[:n], self.rate / (rate_per_worker * workers)), self.cfg, self.ex)
+        att = M.slo_attainment(res.requests, ttft, tpot)
+        done = res.completed
+        p90 = {f"{k}_p90_s": M.percentiles((f(r) for r in done), (90,))["p90"]
+               for k, f in (("ttft", M.ttft_s), ("ttst", M.ttst_s), ("tpot", M.tpot_s))}
+        point = dict(rate_per_worker=rate_per_worker, rate_per_s=rate_per_worker * workers, requests=n,
+                     attainment=att, passed=att >= self.target, **M.slo_misses(res.requests, ttft, tpot), **p90)
+        self.points.append(point)
+        return point
+
+
+def attainment_curve(workload, config: ServingConfig, backend=None, *, rates_per_worker: Sequence[float],
+                     ttft_slo_s: float, tpot_slo_s: float, target: float = 0.9, duration_s: float | None = None,
+                     min_requests: int = 100, max_requests: int = 4000, seed: int = 0, scale: float | None = None,
+                     model=None, prefixes: bool = False) -> pd.DataFrame:
+    """SLO attainment of ``config`` at each of ``rates_per_worker``, run as :func:`goodput` runs them (same
+    arguments): one row per rate, the columns of :meth:`GoodputResult.curve`."""
+    runs = _Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
+                 max_requests, seed, scale, prefixes)
+    for rate in rates_per_worker:
+        if not (rate > 0 and math.isfinite(rate)):
+            raise ValueError(f"rates must be > 0 requests/s per worker, got {rate!r}")
+        runs(rate)
+    return pd.DataFrame(runs.points).assign(layout=runs.cfg.name)
+
+
 def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingConfig, backend=None, *,
             ttft_slo_s: float, tpot_slo_s: float, target: float = 0.9, tolerance: float = 0.03,
             duration_s: float | None = None, min_requests: int = 100, max_requests: int = 4000,
@@ -134,45 +188,20 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         ValueError: SLOs that are not times > 0, target outside (0, 1], tolerance outside (0, 1), a start rate
             that is not > 0, fewer than 2 requests, or a search that did not converge within ``max_runs``.
     """
-    M._check_slos(ttft_slo_s, tpot_slo_s)
-    if ttft_slo_s is None or tpot_slo_s is None:
-        raise ValueError("goodput needs both a TTFT and a TPOT SLO")
     if not 0 < target <= 1 or not 0 < tolerance < 1:
         raise ValueError(f"target must be in (0, 1] and tolerance in (0, 1), got {target} and {tolerance}")
     if not (start_rate_per_worker > 0 and math.isfinite(start_rate_per_worker)) or not step > 1:
         raise ValueError(f"start_rate_per_worker must be a rate > 0 and step > 1, got {start_rate_per_worker!r} "
                          f"and {step!r}")
-    ex = backend_for(model, backend)
-    cfg = config.with_(trace=False)
-    workers = cfg.n_workers
-    duration = 20 * (ttft_slo_s + tpot_slo_s) if duration_s is None else duration_s
-    if not (duration > 0 and 2 <= min_requests <= max_requests):
-        raise ValueError(f"duration_s must be > 0 and 2 <= min_requests <= max_requests, got {duration_s!r}, "
-                         f"{min_requests!r}, {max_requests!r}")
-    if isinstance(workload, (str, WorkloadSpec)):
-        base, base_rate, fixed = workload_requests(workload, max_requests, 1.0, ex, seed, scale), 1.0, False
-    else:
-        base, fixed = list(workload), not prefixes
-        if len(base) < 2 or base[-1].arrival_s <= base[0].arrival_s:
-            raise ValueError("goodput needs at least 2 requests arriving at different times")
-        base_rate = (len(base) - 1) / (base[-1].arrival_s - base[0].arrival_s)
-    points: list[dict] = []
+    runs = _Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
+                 max_requests, seed, scale, prefixes)
+    cfg, workers, points = runs.cfg, runs.workers, runs.points
 
     def attempt(rate_per_worker: float) -> bool:
         if len(points) >= max_runs:
             raise ValueError(f"goodput of {cfg.name} did not converge in {max_runs} runs (last rate "
                              f"{rate_per_worker:.4g}/s per worker): raise max_runs or tolerance")
-        n = len(base) if fixed else min(max_requests,
-                                        max(min_requests, math.ceil(rate_per_worker * workers * duration)))
-        res = run(_rescaled(base[:n], base_rate / (rate_per_worker * workers)), cfg, ex)
-        att = M.slo_attainment(res.requests, ttft_slo_s, tpot_slo_s)
-        done = res.completed
-        p90 = {f"{k}_p90_s": M.percentiles((f(r) for r in done), (90,))["p90"]
-               for k, f in (("ttft", M.ttft_s), ("ttst", M.ttst_s), ("tpot", M.tpot_s))}
-        points.append(dict(rate_per_worker=rate_per_worker, rate_per_s=rate_per_worker * workers, requests=n,
-                           attainment=att,
-                           passed=att >= target, **M.slo_misses(res.requests, ttft_slo_s, tpot_slo_s), **p90))
-        return att >= target
+        return runs(rate_per_worker)["passed"]
 
     lo, hi, rate = 0.0, math.inf, start_rate_per_worker
     if attempt(rate):  # double until a rate fails ...
@@ -197,4 +226,4 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         worst = min(failing, key=lambda p: p["rate_per_worker"])
         counts = {k: worst[k] for k in ("ttft", "ttst", "tpot", "unfinished")}
         binding = max(counts, key=counts.get)
-    return GoodputResult(cfg.name, workers, lo, binding, points, target, tolerance, duration)
+    return GoodputResult(cfg.name, workers, lo, binding, points, target, tolerance, runs.duration)
