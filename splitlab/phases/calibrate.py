@@ -79,7 +79,7 @@ def _lengths(values, name: str, limit: int) -> list[int]:
 def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefill_batch: int = 4,
               decode_batches: Sequence[int] = (1, 2, 4, 8, 16), contexts: Sequence[int] | None = None,
               transfer_tokens: Sequence[int] | None = None, repeats: int = 3, statistic: str = "median",
-              rounds: int = 2, seed: int = 0) -> Calibration:
+              rounds: int = 1, seed: int = 0) -> Calibration:
     """Measure ``lm`` on its device and fit a cost model (see the module docstring for what is measured).
 
     Args:

@@ -84,8 +84,8 @@ def split_capacity(prefill_rps: float, decode_rps: float, prefill_workers: int, 
 def first_guess(cost, prompt_tokens: Sequence[int], output_tokens: Sequence[int], ttft_slo_s: float,
                 tpot_slo_s: float, max_workers: int, max_batch: int = 16, max_prefill_tokens: int = 2048) -> dict:
     """The closed-form answer: ``prefill_rps`` and ``decode_rps`` (one worker of each pool), ``colocated_rps``,
-    and the best split up to ``max_workers`` (``prefill_workers``, ``decode_workers``, ``split_rps_per_worker``);
-    all requests/s, per worker."""
+    the best split up to ``max_workers`` (``prefill_workers``, ``decode_workers``, ``split_rps_per_worker``), all
+    requests/s per worker, and ``prefill_per_decode`` = decode_rps / prefill_rps, the balanced ratio x / y."""
     lam_p = prefill_capacity(cost, prompt_tokens, ttft_slo_s, max_prefill_tokens)
     lam_d = decode_capacity(cost, prompt_tokens, output_tokens, tpot_slo_s, max_batch)
     best = max(((x, n - x) for n in range(2, max_workers + 1) for x in range(1, n)),
@@ -95,4 +95,4 @@ def first_guess(cost, prompt_tokens: Sequence[int], output_tokens: Sequence[int]
                                                  max_batch),
                 prefill_workers=best[0], decode_workers=best[1],
                 split_rps_per_worker=split_capacity(lam_p, lam_d, *best),
-                ratio_decode_per_prefill=lam_p / lam_d if lam_d > 0 else math.inf)
+                prefill_per_decode=lam_d / lam_p if lam_p > 0 else math.inf)

@@ -6,6 +6,7 @@
   total number of workers, the colocated layouts as horizontal lines.
 - :func:`candidates`: the planner's candidates as horizontal bars of goodput per worker (best on top), each with
   its binding SLO and the closed-form first guess.
+- :func:`trap_table`: the backlog trap in numbers: attainment with and without the second-token bound.
 
 Every function draws on a given Axes (or makes one at most 8 inches wide), labels both axes with units, sets a
 title and returns the Axes.
@@ -16,8 +17,11 @@ from typing import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
-__all__ = ["attainment_curves", "ratio_sweep", "candidates", "LAYOUT_COLORS"]
+from ...serving import metrics as M
+
+__all__ = ["attainment_curves", "ratio_sweep", "candidates", "trap_table", "LAYOUT_COLORS"]
 
 LAYOUT_COLORS = {"colocated": "tab:blue", "chunked": "tab:purple", "disaggregated": "tab:orange"}
 
@@ -54,10 +58,10 @@ def ratio_sweep(plan, ax=None, title: str | None = None):
     for n in sorted({c.workers for c in splits}):
         mine = sorted((c for c in splits if c.workers == n), key=lambda c: c.prefill_workers)
         x = [c.prefill_workers / n for c in mine]
-        ax.plot(x, [c.goodput_rps_per_worker for c in mine], "o-", label=f"{n} workers (xPyD)")
-        for c, xi in zip(mine, x):
-            ax.annotate(c.name, (xi, c.goodput_rps_per_worker), textcoords="offset points", xytext=(0, 5),
-                        ha="center", fontsize=8)
+        line, = ax.plot(x, [c.goodput_rps_per_worker for c in mine], "o-", label=f"{n} workers")
+        peak = max(mine, key=lambda c: c.goodput_rps_per_worker)  # name only each line's best split
+        ax.annotate(peak.name, (peak.prefill_workers / n, peak.goodput_rps_per_worker), textcoords="offset points",
+                    xytext=(0, 6), ha="center", fontsize=9, color=line.get_color())
     best_colocated = max((c for c in plan.candidates if c.layout == "colocated"),
                          key=lambda c: c.goodput_rps_per_worker, default=None)
     if best_colocated is not None:
@@ -68,7 +72,8 @@ def ratio_sweep(plan, ax=None, title: str | None = None):
     ax.set_xlabel("prefill share of the workers, x / (x + y)")
     ax.set_ylabel("goodput per worker (requests/s)")
     ax.set_title(title or "Which P:D ratio? Goodput per worker of every split")
-    ax.legend(fontsize=9, loc="upper right")
+    ax.legend(fontsize=9, loc="upper left", ncols=2)
+    ax.set_ylim(0, 1.35 * max(c.goodput_rps_per_worker for c in plan.candidates))
     return ax
 
 
@@ -89,3 +94,19 @@ def candidates(plan, ax=None, title: str | None = None, top: int = 10):
     ax.set_xlabel("goodput per worker (requests/s); black tick: closed-form first guess")
     ax.set_title(title or "The planner's candidates (label: the SLO that binds)", fontsize=10)
     return ax
+
+
+def trap_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) -> pd.DataFrame:
+    """One column per run: TTFT, TTST (time to second token), TPOT and E2E P90 (s), output tokens/s, and the SLO
+    attainment counted two ways (%): TTFT and TPOT only, and with the second-token bound TTFT SLO + TPOT SLO."""
+    cols = {}
+    for name, res in runs.items():
+        m = res.metrics(ttft_slo_s, tpot_slo_s)
+        t = res.request_table()
+        old = ((t.state == "finished") & (t.ttft_s <= ttft_slo_s) & ~(t.tpot_s > tpot_slo_s)).mean()
+        cols[name] = {"TTFT P90 (s)": m["ttft_s"]["p90"], "TTST P90 (s)": m["ttst_s"]["p90"],
+                      "TPOT P90 (s)": m["tpot_s"]["p90"], "E2E P90 (s)": m["e2e_s"]["p90"],
+                      "output tokens/s": m["throughput_tokens_per_s"],
+                      "attainment, TTFT and TPOT only (%)": 100 * old,
+                      "attainment with the TTST bound (%)": 100 * m["slo_attainment"]}
+    return pd.DataFrame(cols).map(lambda v: float(f"{v:.3g}")).astype(object)

@@ -14,6 +14,7 @@ from typing import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 import pandas as pd
 
 from ...serving import metrics as M
@@ -58,12 +59,18 @@ def winner(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) -> 
 def latency_cdfs(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float, title: str | None = None,
                  log_ttft: bool = False):
     """TTFT (left) and TPOT (right) CDFs of every run, the SLOs as dotted lines. Returns the figure."""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(8, 3.4), layout="constrained")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(8, 3.6), layout="constrained")
     serving_plots.ttft_cdf(dict(runs), ax=a1, slo_s=ttft_slo_s, title="Time to first token", log=log_ttft)
     serving_plots.latency_cdf(dict(runs), "tpot", ax=a2, slo_s=tpot_slo_s, title="Time per output token")
     for ax in (a1, a2):
         ax.set_xlabel(ax.get_xlabel().replace("time to first token, ", "").replace("time per output token, ", ""))
-        ax.legend(fontsize=9, loc="lower right")
+        if log_ttft and ax is a1:
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.get_legend().remove()
+    handles, labels = a1.get_legend_handles_labels()
+    labels = [lab.replace("SLO", "the SLOs (dotted)") if lab.startswith("SLO") else lab for lab in labels]
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -79,7 +86,7 @@ def timelines(runs: Mapping[str, object], t_range: tuple[float, float] | None = 
     axes = np.atleast_1d(axes)
     for ax, (name, res) in zip(axes, runs.items()):
         serving_plots.worker_timeline(res, ax=ax, t_range=t_range, title=name)
-        ax.legend().remove()
+        ax.get_legend().remove()
         ax.set_xlabel("")
     axes[-1].set_xlabel("time on the virtual clock (s)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for k, c in serving_plots.KIND_COLORS.items()]
