@@ -53,7 +53,8 @@ def main() -> None:
                 if not args.json:
                     r = rows[-1]
                     print(f"{n:>7} requests {workers:>4} workers {cfg.name:<28} {best:7.2f} s  "
-                          f"{r['requests_per_s']:>8,.0f} req/s  {r['output_tokens_per_s']:>10,.0f} tokens/s", flush=True)
+                          f"{r['requests_per_s']:>8,.0f} req/s  {r['output_tokens_per_s']:>10,.0f} tokens/s",
+                          flush=True)
     if args.json:
         print(json.dumps(dict(machine=platform.processor() or platform.machine(), python=platform.python_version(),
                               workload=args.workload, rate_per_worker=args.rate_per_worker, rows=rows)))
