@@ -7,7 +7,7 @@ requests on 8/64/512 workers, colocated and split.
 Workload and load: the ``chat`` workload (prompts lognormal, median 200 tokens; answers 32-96 tokens) on the
 built-in cost model (the tiny model on a laptop CPU), Poisson arrivals at ``rate_per_worker`` x workers requests
 per second, so the load per worker is the same at every size (4.7 requests/s per worker by default: 300/s on 64
-workers, where colocated workers are about 20% busy in prefill and hold about one stream each). Layouts:
+workers, where a colocated worker spends about 8% of its time in prefill and holds about one stream). Layouts:
 ``W`` colocated workers, and a split of ``W / 4`` prefill + ``3 W / 4`` decode workers. No trace (metrics only:
 the fast path of ``splitlab.serving.fast``). Each point is the fastest of ``--repeats`` runs of ``serving.run``
 (CPU seconds of this process), so other programs on a shared machine disturb it less.
