@@ -36,7 +36,7 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _MODULES = {"sizing": "sizing", "costmodel": "costmodel", "kvcache": "kvcache", "phases": "phases",
             "transfer": "transfer", "serving": "serving", "teach": "teach", "common": "common",
             "profiling": "phases.profiling", "check": "teach.check", "widgets": "teach.widgets",
-            "figures": "teach.figures"}
+            "figures": "teach.figures", "planning": "planning", "planner": "planning.planner"}
 
 __all__ = sorted(_WHERE) + ["sizing"]
 

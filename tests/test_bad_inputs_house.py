@@ -177,7 +177,7 @@ ZERO = dict(prefill_base_s=0, prefill_per_token_s=0, decode_base_s=0, decode_per
     (dict(prefill_per_token_s="1"), TypeError, "CostModel.prefill_per_token_s must be a number"),
     (dict(kv_bytes_per_token=0), ValueError, "CostModel.kv_bytes_per_token must be > 0"),
     (dict(max_context=0), ValueError, "CostModel.max_context must be > 0"),
-    (ZERO, ValueError, "predicts a prefill or a decode step of 0 s"),  # every latency 0, throughput infinite
+    (ZERO, ValueError, "predicts a prefill and a decode step of 0 s"),  # every latency 0, throughput infinite
 ])
 def test_cost_models_a_simulator_cannot_run_on_are_refused(kwargs, error, message):
     t0 = time.perf_counter()

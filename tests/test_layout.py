@@ -127,6 +127,10 @@ res = serving.run(serving.make_workload("chat", 20, 4.0), serving.ServingConfig.
 assert len(res.completed) == 20
 assert main(["kv-size", "Llama-3-8B", "--json"]) == 0
 assert main(["serve", "--backend", "simulated", "--requests", "8", "--json"]) == 0
+assert main(["simulate", "--requests", "30", "--rate", "8", "--layout", "disaggregated", "--json"]) == 0
+assert main(["simulate", "--requests", "20", "--gpu", "H100", "--model-config", "Llama-3-8B", "--json"]) == 0
+assert main(["plan", "--workload", "code", "--ttft-slo", "0.5", "--tpot-slo", "0.05", "--max-workers", "2",
+             "--chunk-tokens", "64", "--json"]) == 0
 heavy = sorted(m for m in ("torch", "transformers", "matplotlib") if m in sys.modules)
 assert not heavy, f"imported {heavy}"
 """

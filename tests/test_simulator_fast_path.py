@@ -60,3 +60,16 @@ def test_decode_run_equals_step_by_step():
     for batch, context, steps in itertools.product([1, 7], [0, 1234], [1, 50]):
         run_s = COST.decode_run_s(batch, context, steps)
         assert all(run_s[i] == COST.decode_s(batch, context + i * batch) for i in range(steps))
+
+
+@pytest.mark.parametrize("options", [dict(workers=16), dict(workers=12, policy="chunked", chunk_tokens=96),
+                                     dict(layout="disaggregated", prefill_workers=4, decode_workers=12),
+                                     dict(layout="disaggregated", prefill_workers=3, decode_workers=9,
+                                          kv_budget_bytes=2048 * 900, max_batch=6)], ids=str)
+def test_router_index_picks_what_a_scan_picks_on_large_pools(options):
+    """The fast path's router keeps loads in a heap (router.LoadIndex); on pools of many workers, under light and
+    heavy load, it sends every request where the step-by-step run's scan of the pool does."""
+    for rate in (60.0, 600.0):
+        reqs = make_workload("chat", 400, rate, seed=5)
+        slow, fast = both(reqs, COST, **options)
+        assert outcome(slow) == outcome(fast)

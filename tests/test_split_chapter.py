@@ -56,12 +56,37 @@ def test_min_prefill_workers_checker():
     assert math.ceil(1.2 / 0.7) == 2
 
 
-def test_split_explorer_draws_a_static_figure(lm):
+def test_split_explorer_draws_a_static_figure():
     import matplotlib.pyplot as plt
 
     from splitlab.teach import widgets
 
-    box = widgets.split_explorer(lm, "code", rate_per_s=20, prefill_workers=1, decode_workers=1, ttft_slo_s=1.0,
-                                 tpot_slo_s=0.05, n_requests=3)
+    box = widgets.split_explorer(COST, "code", rate_per_s=20, prefill_workers=1, decode_workers=1, ttft_slo_s=1.0,
+                                 tpot_slo_s=0.05, n_requests=30)
     assert len(box.children[0].children) == 3  # rate, P, D
+    assert plt.get_fignums(), "the explorer leaves a static figure"
     plt.close("all")
+
+
+def test_chapter_6_and_7_checkers():
+    import splitlab as sl
+    assert check.split_rate_per_worker(8.0, prefill_rps=10, decode_rps=16, prefill_workers=2, decode_workers=1) \
+        is False  # min(20, 16) / 3 = 5.33
+    assert check.split_rate_per_worker(16 / 3, 10, 16, 2, 1)
+    plan = sl.planner.plan(COST, SPEC, ttft_slo_s=0.5, tpot_slo_s=0.05, max_workers=2, chunk_tokens=(),
+                           progress=False, max_requests=300)
+    kind = "split" if plan.best.layout == "disaggregated" else "colocated"
+    assert check.planner_winner(kind, plan) and not check.planner_winner("nonsense", plan)
+    assert not check.planner_winner({"split": "colocated", "colocated": "split"}[kind], plan)
+    assert check.best_split_ratio("3P+1D", prefill_rps=10, decode_rps=30, max_workers=4)  # 30 / 4 = 7.5 per worker
+    assert not check.best_split_ratio("1P+1D", 10, 30, 4)
+    assert check.cost_per_million_tokens(2.0 / 3600 / (5 * 100) * 1e6, 2.0, 5, 100)
+    import pandas as pd
+    curve = pd.DataFrame(dict(rate_per_s=[4, 8, 12, 16], attainment=[1.0, 0.95, 0.8, 0.92]))
+    assert check.goodput_from_curve(2.0, curve, workers=4)  # 8 / 4: the first failure stops the walk
+    from splitlab.serving import run, ServingConfig
+    res = run(make_workload("code", 200, 256, seed=0), ServingConfig.disaggregated(1, 3, trace=False))
+    from splitlab.serving import metrics as M
+    n = M.slo_misses(res.requests, 2.0, 0.2)["ttst"]
+    assert n > 0 and check.second_token_misses(n, res.requests, 2.0, 0.2)
+    assert not check.second_token_misses(n + 1, res.requests, 2.0, 0.2)

@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from . import demo, kv_size, serving, transfer  # noqa: F401  (each registers its subcommand)
+from . import calibrate, demo, kv_size, plan, serving, simulate, transfer  # noqa: F401  (each registers its subcommand)
 from .registry import COMMANDS, CLIError, Parser, one_line
 
 __all__ = ["main", "build_parser", "COMMANDS"]

@@ -88,9 +88,11 @@ def setup(args, n_workers: int, cost=None):
     """``(backend, requests, close)`` for the parsed options; ``cost``: the simulated back end's cost model (None:
     the built-in one). Under ``--torchrun`` a worker rank serves here and gets ``(None, None, None)``."""
     from .. import serving
-    if args.backend == "simulated":
+    if args.backend == "simulated":  # the workload sized to the cost model's context (2048 for the built-in one)
         backend = serving.CostModelExecutor(cost)
-        return backend, _workload(args, None), lambda: None
+        reqs = serving.workload_requests(args.workload, args.requests, args.rate, backend, args.seed, args.scale,
+                                         args.arrival, args.cv)
+        return backend, reqs, lambda: None
     check_loadable(args.model)
     quiet_hub()
     if args.backend == "emulated":

@@ -7,9 +7,10 @@
   + decode_per_token_s * C`` (weights are read once per step; each sequence reads its own KV).
 - a KV transfer of ``b`` bytes: ``transfer_base_s + b / transfer_bytes_per_s``
 
-Defaults are round numbers of the tiny model on a 2-thread laptop CPU (measured on the development machine: prefill 512 tokens
-~39 ms, decode ~3.3 ms/token); :meth:`CostModel.fit` refits them from :mod:`splitlab.phases.profiling`
-measurements. :class:`splitlab.serving.simulated.CostModelExecutor` runs the serving scheduler on it.
+Defaults are round numbers of the tiny model on a 2-thread laptop CPU (measured on the development machine: prefill
+512 tokens ~39 ms, decode ~3.3 ms/token). :func:`splitlab.profiling.calibrate` measures this device and fits the
+coefficients (:mod:`.fit`, saved with :mod:`.calibration`); :mod:`.analytic` derives them from a datasheet.
+:class:`splitlab.serving.simulated.CostModelExecutor` runs the serving scheduler on any of them.
 """
 from __future__ import annotations
 
@@ -22,8 +23,14 @@ __all__ = ["CostModel"]
 
 @dataclass(frozen=True)
 class CostModel:
-    """Coefficients in seconds (per token / per sequence / per byte as named); ``kv_bytes_per_token`` and
-    ``max_context`` describe the modeled model (defaults: the tiny preset, float32)."""
+    """Coefficients in seconds (per token / per sequence / per byte as named).
+
+    ``kv_bytes_per_token`` and ``max_context`` describe the modeled model (defaults: the tiny preset, float32);
+    ``memory_bytes`` and ``weight_bytes`` the worker's device (None: unlimited KV memory, the default);
+    ``padded_prefill``: a batch of whole prompts runs padded to its longest (splitlab's engine, so a calibration
+    of it sets this) rather than ragged (a paged server);
+    ``source`` says where the numbers come from ("built-in", "measured on ...", "predicted: ...").
+    """
 
     prefill_base_s: float = 2e-3
     prefill_per_token_s: float = 7e-5
@@ -35,6 +42,10 @@ class CostModel:
     transfer_bytes_per_s: float = 2e9
     kv_bytes_per_token: int = 2048
     max_context: int = 2048
+    memory_bytes: float | None = None
+    weight_bytes: float = 0.0
+    padded_prefill: bool = False
+    source: str = "built-in (tiny model, laptop CPU)"
 
     def prefill_s(self, tokens: int, squares: int | None = None) -> float:
         """Seconds of one prefill forward adding ``tokens`` tokens in all; ``squares`` = sum over its rows of
@@ -53,15 +64,19 @@ class CostModel:
         return self.decode_base_s + self.decode_per_seq_s * batch + self.decode_per_token_s * context
 
     def transfer_s(self, nbytes: int) -> float:
+        """Seconds to move ``nbytes`` of KV cache between the pools."""
         return self.transfer_base_s + nbytes / self.transfer_bytes_per_s
 
-    def fit(self, prefill_df, decode_df) -> "CostModel":
-        """A copy with prefill and decode coefficients fitted (least squares, clipped at 0) to measurements:
-        ``prefill_df`` with columns prompt_tokens, batch, prefill_s (:func:`splitlab.profiling.measure_prefill`)
-        and ``decode_df`` with batch, context, step_s (:func:`splitlab.profiling.measure_decode`)."""
-        xp = np.c_[np.ones(len(prefill_df)), prefill_df["prompt_tokens"] * prefill_df["batch"]]
-        a, b = np.clip(np.linalg.lstsq(xp, prefill_df["prefill_s"], rcond=None)[0], 0, None)
-        xd = np.c_[np.ones(len(decode_df)), decode_df["batch"], decode_df["batch"] * decode_df["context"]]
-        c, d, e = np.clip(np.linalg.lstsq(xd, decode_df["step_s"], rcond=None)[0], 0, None)
-        return replace(self, prefill_base_s=float(a), prefill_per_token_s=float(b), decode_base_s=float(c),
-                       decode_per_seq_s=float(d), decode_per_token_s=float(e))
+    def with_(self, **changes) -> "CostModel":
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def fit(self, prefill_df, decode_df, transfer_df=None) -> "CostModel":
+        """A copy with coefficients fitted (non-negative least squares on relative error, :mod:`.fit`) to
+        measurements: ``prefill_df`` with columns tokens, squares, prefill_s; ``decode_df`` with batch,
+        context_tokens, step_s; ``transfer_df`` (optional) with nbytes, seconds."""
+        from .fit import coefficients, fit_decode, fit_prefill, fit_transfer
+        fits = [fit_prefill(prefill_df), fit_decode(decode_df)]
+        if transfer_df is not None:
+            fits.append(fit_transfer(transfer_df))
+        return replace(self, **coefficients(fits))

@@ -2,7 +2,8 @@
 
 On a GPU, kernels run asynchronously: a Python clock around a forward pass measures only the launch.
 :class:`Timer` therefore records CUDA events on CUDA devices and reads them after a synchronise; on CPU and
-MPS it uses ``time.perf_counter`` after a synchronise.
+MPS it uses ``time.perf_counter`` after a synchronise, or, after ``set_cpu_clock("thread")``, the CPU time of
+the calling thread (other programs on a shared CPU then cannot stretch a measurement).
 """
 from __future__ import annotations
 
@@ -12,7 +13,29 @@ import torch
 
 from ..common import dtypes
 
-__all__ = ["pick_device", "pick_dtype", "runnable", "synchronize", "Timer", "describe_device"]
+__all__ = ["pick_device", "pick_dtype", "synchronize", "Timer", "describe_device", "set_cpu_clock",
+           "runnable"]
+
+_CPU_CLOCK = {"clock": "wall"}
+
+
+def set_cpu_clock(clock: str) -> str:
+    """Choose what :class:`Timer` measures on a CPU: "wall" (``time.perf_counter``, the default) or "thread"
+    (``time.thread_time``: the CPU time of the calling thread, which other processes on a shared machine do not
+    stretch; a burst of other work then slows the wall clock but not the measurement). Returns the previous
+    setting. CUDA timings (events) are not affected.
+
+    Raises:
+        ValueError: an unknown clock, or "thread" while torch runs more than one CPU thread (the other threads'
+            work would not be counted): call ``torch.set_num_threads(1)`` first.
+    """
+    if clock not in ("wall", "thread"):
+        raise ValueError(f"clock must be 'wall' or 'thread', got {clock!r}")
+    if clock == "thread" and torch.get_num_threads() != 1:
+        raise ValueError(f"the thread clock counts only the calling thread, but torch runs {torch.get_num_threads()}"
+                         f" CPU threads: call torch.set_num_threads(1) first")
+    previous, _CPU_CLOCK["clock"] = _CPU_CLOCK["clock"], clock
+    return previous
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
@@ -88,7 +111,8 @@ class Timer:
     """Context manager measuring the wall time of GPU or CPU work in seconds.
 
     ``with Timer(device) as t: ...`` then ``t.seconds``. On CUDA it records events on the current stream and
-    synchronises on exit, so queued kernels are counted; elsewhere it synchronises and uses perf_counter.
+    synchronises on exit, so queued kernels are counted; elsewhere it synchronises and uses perf_counter (or the
+    thread's CPU time, see :func:`set_cpu_clock`).
     """
 
     def __init__(self, device: torch.device | str):
@@ -102,7 +126,8 @@ class Timer:
             self._start.record()
         else:
             synchronize(self.device)
-            self._t0 = time.perf_counter()
+            self._clock = time.thread_time if _CPU_CLOCK["clock"] == "thread" else time.perf_counter
+            self._t0 = self._clock()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -112,4 +137,4 @@ class Timer:
             self.seconds = self._start.elapsed_time(self._end) / 1e3
         else:
             synchronize(self.device)
-            self.seconds = time.perf_counter() - self._t0
+            self.seconds = self._clock() - self._t0

@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from ..sizing import kv_bytes
+from .calibrate import calibrate  # noqa: F401  (splitlab.profiling.calibrate: measure this device, fit a cost model)
 from .device import Timer
 from .engine import decode_step, forward_logits, prefill
 from .models import LoadedModel, require_loaded

@@ -1,7 +1,7 @@
 """Serving: requests arriving over time, workers batching them, colocated or split into prefill and decode pools.
 
 Entry points: :func:`run` and :func:`compare` with a :class:`ServingConfig`, :func:`make_workload`; metrics in
-:mod:`splitlab.serving.metrics`. One scheduler (:mod:`.cluster`, :mod:`.router`, :mod:`.scheduler`,
+:mod:`splitlab.serving.metrics`; :func:`goodput` (:mod:`.goodput_search`) bisects the rate to the SLO boundary. One scheduler (:mod:`.cluster`, :mod:`.router`, :mod:`.scheduler`,
 :mod:`.memory`) serves on three back ends: emulated (:mod:`.emulated`: the real model, virtual clocks), simulated
 (:mod:`.simulated`: a cost model) and distributed (:mod:`.distributed`: worker processes, wall clocks).
 Names are imported on first use: a simulated (cost-model) run never imports torch or a model.
@@ -16,6 +16,8 @@ _EXPORTS = {
     "common.faults": ["KillWorker", "WorkerFault"],
     "simulated": ["CostModelExecutor"],
     "executor": ["DecodeBatch", "Executor", "Slot"],
+    "goodput_search": ["GoodputResult", "attainment_curve", "goodput", "workload_requests"],
+    "validation": ["validate", "validation_contenders"],
     "emulated": ["ModelExecutor", "derive_kv_budget", "reference_tokens"],
     "distributed.backend": ["DistributedBackend"],
     "memory": ["KVMemory"],
@@ -28,7 +30,7 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "paged", "prefix",
                "request", "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
-               "inputs", "recovery", "virtual", "wall")
+               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 

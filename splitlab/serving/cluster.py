@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import itertools
 import time
+from operator import attrgetter
 
 from . import fast, recovery
 from ..common.faults import WorkerFault
-from .inputs import check_backend, check_config, check_faults
+from .inputs import arrival_refusal, check_backend, check_config, check_faults
 from .memory import KVMemory
 from .request import Request, State, check_unique_ids
 from .result import ServingResult
-from .router import pick_decode, route
+from .router import Router
 from .scheduler import StepPlan, Worker, plan_step
 
 __all__ = ["Cluster"]
@@ -48,6 +49,8 @@ class Cluster:
             backend.prepare(self.cfg.n_workers)
         # the router calls the hook itself on a virtual clock; worker processes call it on a wall clock
         self.faults, self.fault_hook = (_no_faults, faults) if wall else (faults or _no_faults, None)
+        self.hooked = self.faults is not _no_faults
+        self.trace = self.cfg.trace
         budget = self.cfg.kv_budget_bytes
         budget = backend.auto_kv_budget() if budget == "auto" else budget
         kv = getattr(backend, "kv_bytes_fn", None)
@@ -64,23 +67,20 @@ class Cluster:
             self.pool = [Worker(name, "prefill", memory(), i) for i, name in enumerate(names[:n])]
             self.decoders = [Worker(name, "decode", memory(), i) for i, name in enumerate(names[n:])]
         self.workers = self.pool + self.decoders
-        self.links: dict[str, float] = {}
+        self.links: dict[str, float] = {}  # link name -> the time it is free again
         self.timeline: list[tuple] = []
-        self.transfers: list[dict] = []
-        self.notes: list[str] = []
-        self.admissions: list[int] = []
+        self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
         self.dirty: set[Worker] = set(self.workers)
-        self.handoff_pending = False
-        self.transfer_ids = itertools.count()
-        self.measured_s = 0.0
+        self.handoff_pending, self.transfer_ids, self.measured_s = False, itertools.count(), 0.0
         # a cost model without trace or faults takes the fast path of .fast (the same decisions, faster)
         self.fast = not wall and not self.cfg.trace and faults is None and hasattr(backend, "decode_seconds")
+        self.router = Router(self.pool, self.decoders, indexed=self.fast)  # fast: loads kept in a heap
+        self.senders: set[Worker] = set()  # prefill workers whose outbox is not empty
         if wall:
-            from .wall import WallClock
-            self.clock = WallClock(self)
+            from .wall import WallClock as Clock
         else:
-            from .virtual import VirtualClock
-            self.clock = VirtualClock(self)
+            from .virtual import VirtualClock as Clock
+        self.clock = Clock(self)
 
     def _names(self) -> list[str]:
         c = self.cfg
@@ -116,23 +116,14 @@ class Cluster:
         self.clock.push(t, "done", w, w.step, plan, out)
 
     def record(self, *workers: Worker, t: float) -> None:
-        if self.cfg.trace:
+        if self.trace:
             for w in workers:
                 w.memory.record(t, w.used_bytes())
 
     # --- what happens ----------------------------------------------------------------------------------------
     def on_arrive(self, t: float, r: Request) -> None:
-        reason, ex = None, self.backend
-        if r.max_total_tokens > ex.max_context:
-            reason = (f"prompt ({r.prompt_len}) + max_new_tokens ({r.max_new_tokens}) = {r.max_total_tokens} tokens "
-                      f"exceed the model's context of {ex.max_context}")
-        elif min(r.prompt) < 0 or (ex.vocab_size is not None and max(r.prompt) >= ex.vocab_size):
-            # a negative id is in no vocabulary: refused even by a cost model, which has none
-            vocab = ex.vocab_size if ex.vocab_size is not None else float("inf")
-            bad = next(x for x in r.prompt if not 0 <= x < vocab)
-            reason = (f"prompt token id {bad} is outside the model's vocabulary "
-                      + (f"0..{ex.vocab_size - 1}" if ex.vocab_size is not None else "(ids are >= 0)"))
-        else:
+        reason = arrival_refusal(r, self.backend)
+        if reason is None:
             first = self.pool[0]
             reason = first.memory.never_fits(first.memory_need(r))
             if reason is None and self.decoders:
@@ -144,7 +135,7 @@ class Cluster:
 
     def route(self, t: float, r: Request, front: bool = False) -> None:
         """Queue ``r`` on the least-loaded live worker of the first pool (``front``: ahead of the others)."""
-        w = route(self.pool, t)
+        w = self.router.first(t)
         if w is None:
             r.fail(f"no {self.pool[0].role} worker left: all of them were lost", t)
             return
@@ -153,12 +144,12 @@ class Cluster:
         r.state = State.WAITING
         w.enqueue(r, front)
         self.dirty.add(w)
+        self.router.changed(w)
 
     def on_done(self, t: float, w: Worker, step: int, plan: StepPlan, out) -> None:
         if not w.alive or step != w.step:
             return  # the step of a worker lost meanwhile (or the end of a decode stretch that was cut)
-        w.busy = False
-        self.measured_s += out.seconds
+        w.busy, self.measured_s = False, self.measured_s + out.seconds
         self.dirty.add(w)
         if plan.decode and self.fast:
             if w.ahead is not None:
@@ -183,6 +174,7 @@ class Cluster:
             if tok is not None:
                 self._prefilled(t, w, slot, tok)
         self.record(w, t=t)
+        self.router.changed(w)
 
     def _prefilled(self, t: float, w: Worker, slot, tok: int) -> None:
         """``slot``'s prefill on ``w`` ended at ``t``; ``tok`` is its next token."""
@@ -203,6 +195,7 @@ class Cluster:
         else:
             r.state = State.TRANSFERRING
             w.outbox.append(slot)
+            self.senders.add(w)
             self.handoff_pending = True
 
     def on_arrived(self, t: float, src: Worker, dst: Worker, slot, transfer_id: int) -> None:
@@ -215,10 +208,11 @@ class Cluster:
         src.memory.release(r.id)
         self.clock.release(src, slot)
         self.handoff_pending = True
-        try:
-            self.faults("receive", dst.name, [r.id])
-        except WorkerFault as fault:
-            recovery.fault(self, t, dst, fault)
+        if self.hooked:
+            try:
+                self.faults("receive", dst.name, [r.id])
+            except WorkerFault as fault:
+                recovery.fault(self, t, dst, fault)
         r.transfer_end_s, r.decode_worker = t, dst.name
         if self.cfg.first_token_on == "decode" and not slot.resumed:
             r.emit(slot.last_token, t)
@@ -230,6 +224,7 @@ class Cluster:
             dst.joining.append(slot)
         self.dirty.update((src, dst))
         self.record(src, dst, t=t)
+        self.router.changed(dst)
 
     def on_lost(self, t: float, w: Worker, reason: str) -> None:
         recovery.lost(self, t, w, reason)
@@ -238,12 +233,14 @@ class Cluster:
     def dispatch(self, t: float) -> None:
         if self.handoff_pending:
             self.handoff_pending = False
-            for p in self.pool:
+            for p in sorted(self.senders, key=attrgetter("index")) if len(self.senders) > 1 else list(self.senders):
                 while p.outbox and p.alive and self._hand_off(p, t):
                     pass
+                if not p.outbox:
+                    self.senders.discard(p)
         if self.dirty:
             dirty, self.dirty = self.dirty, set()
-            for w in sorted(dirty, key=lambda x: (x.role == "decode", x.index)):
+            for w in sorted(dirty, key=attrgetter("order")) if len(dirty) > 1 else dirty:
                 if w.alive and not w.busy:
                     plan = plan_step(w, self.cfg)
                     if not plan.empty:
@@ -253,7 +250,7 @@ class Cluster:
         """Send ``p``'s oldest prefilled request to the least-loaded decode worker with room; False if none."""
         slot = p.outbox[0]
         r = slot.request
-        d = pick_decode(self.decoders, r.max_total_tokens, t)
+        d = self.router.decode(r.max_total_tokens, t)
         if d is None:
             if any(x.alive for x in self.decoders):
                 return False
@@ -261,11 +258,12 @@ class Cluster:
             p.memory.release(r.id)
             r.fail("no decode worker left: all of them were lost", t)
             return True
-        try:
-            self.faults("send", p.name, [r.id])
-        except WorkerFault as fault:
-            recovery.fault(self, t, p, fault)
-            return False
+        if self.hooked:
+            try:
+                self.faults("send", p.name, [r.id])
+            except WorkerFault as fault:
+                recovery.fault(self, t, p, fault)
+                return False
         if d.ahead is not None:
             fast.cut(self, d, t, inclusive=True)
         p.sending.append(p.outbox.popleft())
@@ -275,6 +273,7 @@ class Cluster:
         slot.transfer_id = next(self.transfer_ids)
         self.clock.transfer(p, d, slot, t)
         self.record(d, t=t)
+        self.router.changed(d)
         return True
 
     def _start(self, w: Worker, plan: StepPlan, t: float) -> None:
@@ -285,14 +284,17 @@ class Cluster:
                 s.request.prefill_start_s = t
         self.record(w, t=t)  # admissions changed the reservations
         w.busy, w.step = True, w.step + 1
-        try:
-            self.faults("step", w.name, [s.request.id for s in (*plan.decode, *plan.prefill)])
-        except WorkerFault as fault:
-            recovery.fault(self, t, w, fault)
-            return
+        if self.hooked:
+            try:
+                self.faults("step", w.name, [s.request.id for s in (*plan.decode, *plan.prefill)])
+            except WorkerFault as fault:
+                recovery.fault(self, t, w, fault)
+                return
         self.clock.step(w, plan, t)
+        if w.ahead is not None:  # a decode stretch began: its step ends lower the load
+            self.router.changed(w)
 
     def log(self, worker: str, kind: str, start: float, end: float, request_ids, batch: int, tokens: int) -> None:
         """One busy interval of the timeline (a step, or a transfer on a link)."""
-        if self.cfg.trace:
+        if self.trace:
             self.timeline.append((worker, kind, start, end, list(request_ids), batch, tokens))

@@ -19,7 +19,7 @@ step in progress ends as an ordinary event and the worker goes on the ordinary w
 """
 from __future__ import annotations
 
-import numpy as np
+from itertools import accumulate
 
 from .executor import StepOutcome
 from .request import State
@@ -83,10 +83,10 @@ def start_stretch(cluster, w: Worker, t: float) -> bool:
         return False
     n = len(w.batch.slots)
     seconds = cluster.backend.decode_run_seconds(n, w.context_base + n * len(w.clock), left + 1)
-    ends = np.cumsum(np.concatenate(([t], seconds[:left])))  # sequential sums: the floats of step by step
     last = float(seconds[left])
-    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start = ends[1:].tolist(), n, 0, t
-    cluster.push_done(float(ends[-1]) + last, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=last))
+    ends = list(accumulate(seconds[:left], initial=t))  # sequential sums: the floats of step by step
+    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start = ends[1:], n, 0, t
+    cluster.push_done(ends[-1] + last, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=last))
     return True
 
 

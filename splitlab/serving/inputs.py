@@ -12,7 +12,7 @@ from .config import ServingConfig
 from .executor import Executor
 from .request import Request
 
-__all__ = ["fresh_requests", "check_config", "check_backend", "check_faults", "SERVING_EVENTS"]
+__all__ = ["arrival_refusal", "fresh_requests", "check_config", "check_backend", "check_faults", "SERVING_EVENTS"]
 
 #: the fault-hook events a serving run calls (``"join"`` and ``"op"`` belong to process groups and Peers)
 SERVING_EVENTS = ("step", "send", "receive")
@@ -89,3 +89,19 @@ def check_faults(faults, workers: list[str], wall: bool):
                             f"picklable (a module-level function or a KillWorker, not a lambda or a local "
                             f"function): {type(err).__name__}: {err}") from None
     return replace(faults, seen=0) if isinstance(faults, KillWorker) else faults
+
+
+def arrival_refusal(r: Request, backend) -> str | None:
+    """Why ``r`` can never be served by ``backend`` whatever the load (its prompt and answer exceed the model's
+    context, or a prompt token id is outside the vocabulary), or None. A negative id is in no vocabulary: refused
+    even by a cost model, which has none. Memory is judged by the cluster's KV budgets, not here."""
+    if r.max_total_tokens > backend.max_context:
+        return (f"prompt ({r.prompt_len}) + max_new_tokens ({r.max_new_tokens}) = {r.max_total_tokens} tokens "
+                f"exceed the model's context of {backend.max_context}")
+    vocab_size = backend.vocab_size
+    if min(r.prompt) < 0 or (vocab_size is not None and max(r.prompt) >= vocab_size):
+        vocab = vocab_size if vocab_size is not None else float("inf")
+        bad = next(x for x in r.prompt if not 0 <= x < vocab)
+        return (f"prompt token id {bad} is outside the model's vocabulary "
+                + (f"0..{vocab_size - 1}" if vocab_size is not None else "(ids are >= 0)"))
+    return None

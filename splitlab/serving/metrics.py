@@ -7,8 +7,13 @@
 - TPOT (time per output token): ``(E2E - TTFT) / (tokens - 1)`` per request, i.e. the mean ITL of that
   request; undefined (NaN) for a single-token request.
 - E2E: arrival -> last output token.
-- SLO attainment: the share of *submitted* requests that finished with TTFT <= the TTFT SLO and TPOT <= the
-  TPOT SLO (a rejected or unfinished request is a miss; a one-token request meets any TPOT SLO).
+- TTST (time to second token): arrival -> second output token, the TTFT plus the first ITL.
+- SLO attainment: the share of *submitted* requests that finished with TTFT <= the TTFT SLO, TPOT <= the
+  TPOT SLO and, when both are set, TTST <= TTFT SLO + TPOT SLO (a rejected or unfinished request is a miss; a
+  one-token request meets any TPOT SLO). The TTST bound says that a stream has started only once its second token
+  is out: without it a layout whose prefill side sends the first token at once, while the request then waits
+  for a decode slot, would pass the TTFT SLO and average the wait away over hundreds of tokens of TPOT (the
+  "backlog trap"; DistServe, OSDI'24, counts TTFT at the decode instance for the same reason).
 - Throughput: output tokens of completed requests / (last finish - first arrival); per worker divides by every
   worker of both pools (a 1P+1D split is 2 workers, like colocated --workers 2).
 - Goodput (Zhong et al., "DistServe", OSDI'24): the highest request rate at which SLO attainment >= 90%, here
@@ -27,7 +32,8 @@ import pandas as pd
 
 from .request import Request, State
 
-__all__ = ["ttft_s", "tpot_s", "e2e_s", "itl_s", "percentiles", "meets_slo", "slo_attainment", "throughput",
+__all__ = ["ttft_s", "ttst_s", "tpot_s", "e2e_s", "itl_s", "slo_misses", "percentiles", "meets_slo", "slo_attainment",
+           "throughput",
            "goodput", "request_table", "summarize", "DEFAULT_TTFT_SLO_S", "DEFAULT_TPOT_SLO_S"]
 
 DEFAULT_TTFT_SLO_S = 1.0   # generous defaults for the tiny model on a laptop CPU; pass your own
@@ -38,6 +44,11 @@ NAN = float("nan")
 def ttft_s(r: Request) -> float:
     """Arrival -> first token (s); NaN if no token was emitted."""
     return r.token_times_s[0] - r.arrival_s if r.token_times_s else NAN
+
+
+def ttst_s(r: Request) -> float:
+    """Arrival -> second token (s); NaN for fewer than two tokens."""
+    return r.token_times_s[1] - r.arrival_s if len(r.token_times_s) > 1 else NAN
 
 
 def e2e_s(r: Request) -> float:
@@ -73,18 +84,45 @@ def _check_slos(ttft_slo_s: float | None, tpot_slo_s: float | None) -> None:
 
 
 def meets_slo(r: Request, ttft_slo_s: float | None, tpot_slo_s: float | None) -> bool:
-    """True if ``r`` finished within both SLOs (None = no limit on that metric).
+    """True if ``r`` finished within both SLOs (None = no limit on that metric) and, with both set, its second
+    token came within their sum (module docstring: the TTST bound).
 
     Raises:
         ValueError: an SLO that is not a time > 0 (a negative one would fail every request silently).
     """
     _check_slos(ttft_slo_s, tpot_slo_s)
+    return _miss(r, ttft_slo_s, tpot_slo_s) is None
+
+
+def _miss(r: Request, ttft_slo_s: float | None, tpot_slo_s: float | None) -> str | None:
+    """The first SLO ``r`` misses ("unfinished", "ttft", "ttst", "tpot"), or None if it meets them all."""
     if r.state != State.FINISHED:
-        return False
-    ok_ttft = ttft_slo_s is None or ttft_s(r) <= ttft_slo_s
+        return "unfinished"
+    if ttft_slo_s is not None and not ttft_s(r) <= ttft_slo_s:
+        return "ttft"
+    if ttft_slo_s is not None and tpot_slo_s is not None and len(r.token_times_s) > 1 and \
+            not ttst_s(r) <= ttft_slo_s + tpot_slo_s:
+        return "ttst"
     tpot = tpot_s(r)
-    ok_tpot = tpot_slo_s is None or math.isnan(tpot) or tpot <= tpot_slo_s
-    return ok_ttft and ok_tpot
+    if tpot_slo_s is not None and not (math.isnan(tpot) or tpot <= tpot_slo_s):
+        return "tpot"
+    return None
+
+
+def slo_misses(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s: float | None) -> dict[str, int]:
+    """How many requests miss each SLO, each counted once under the first it misses in the order unfinished
+    (rejected, failed), ttft, ttst (the second token later than TTFT SLO + TPOT SLO), tpot.
+
+    Raises:
+        ValueError: an SLO that is not a time > 0.
+    """
+    _check_slos(ttft_slo_s, tpot_slo_s)
+    out = dict(unfinished=0, ttft=0, ttst=0, tpot=0)
+    for r in requests:
+        miss = _miss(r, ttft_slo_s, tpot_slo_s)
+        if miss:
+            out[miss] += 1
+    return out
 
 
 def slo_attainment(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s: float | None) -> float:
@@ -96,7 +134,7 @@ def slo_attainment(requests: Sequence[Request], ttft_slo_s: float | None, tpot_s
     _check_slos(ttft_slo_s, tpot_slo_s)
     if not requests:
         return NAN
-    return sum(meets_slo(r, ttft_slo_s, tpot_slo_s) for r in requests) / len(requests)
+    return sum(_miss(r, ttft_slo_s, tpot_slo_s) is None for r in requests) / len(requests)
 
 
 def throughput(requests: Sequence[Request], n_workers: int = 1) -> dict[str, float]:
@@ -147,13 +185,13 @@ def goodput(points: Iterable[tuple[float, float]], target: float = 0.9, workers:
 
 
 def request_table(requests: Sequence[Request]) -> pd.DataFrame:
-    """One row per request: id, arrival_s, prompt_tokens, output_tokens, state, ttft_s, tpot_s, e2e_s,
+    """One row per request: id, arrival_s, prompt_tokens, output_tokens, state, ttft_s, ttst_s, tpot_s, e2e_s,
     max_itl_s, prefill_worker, decode_worker, transfer_s, reject_reason."""
     rows = []
     for r in requests:
         gaps = itl_s(r)
         rows.append(dict(id=r.id, arrival_s=r.arrival_s, prompt_tokens=r.prompt_len, output_tokens=len(r.output),
-                         state=r.state.value, ttft_s=ttft_s(r), tpot_s=tpot_s(r), e2e_s=e2e_s(r),
+                         state=r.state.value, ttft_s=ttft_s(r), ttst_s=ttst_s(r), tpot_s=tpot_s(r), e2e_s=e2e_s(r),
                          max_itl_s=float(gaps.max()) if gaps.size else NAN, prefill_worker=r.prefill_worker,
                          decode_worker=r.decode_worker,
                          transfer_s=(r.transfer_end_s - r.transfer_start_s) if r.transfer_end_s is not None else NAN,
@@ -161,7 +199,7 @@ def request_table(requests: Sequence[Request]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=_REQUEST_COLUMNS)  # the columns even for no requests (plots select them)
 
 
-_REQUEST_COLUMNS = ["id", "arrival_s", "prompt_tokens", "output_tokens", "state", "ttft_s", "tpot_s", "e2e_s",
+_REQUEST_COLUMNS = ["id", "arrival_s", "prompt_tokens", "output_tokens", "state", "ttft_s", "ttst_s", "tpot_s", "e2e_s",
                     "max_itl_s", "prefill_worker", "decode_worker", "transfer_s", "reject_reason"]
 
 
@@ -169,12 +207,13 @@ def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float
               tpot_slo_s: float | None = DEFAULT_TPOT_SLO_S) -> dict:
     """All metrics of a run as one JSON-friendly dict: submitted, completed, rejected, failed, ``ttft_s``,
     ``tpot_s``, ``itl_s``, ``e2e_s`` (each ``{p50, p90, p99, mean}``), slo_attainment (with the SLOs used), the
-    :func:`throughput` fields and n_workers."""
+    :func:`throughput` fields and n_workers; ``ttst_s`` (time to second token) too."""
     completed = [r for r in requests if r.state == State.FINISHED]
     return dict(submitted=len(requests), completed=len(completed),
                 rejected=sum(r.state == State.REJECTED for r in requests),
                 failed=sum(r.state == State.FAILED for r in requests),
-                ttft_s=percentiles(ttft_s(r) for r in completed), tpot_s=percentiles(tpot_s(r) for r in completed),
+                ttft_s=percentiles(ttft_s(r) for r in completed), ttst_s=percentiles(ttst_s(r) for r in completed),
+                tpot_s=percentiles(tpot_s(r) for r in completed),
                 itl_s=percentiles(np.concatenate([itl_s(r) for r in completed]) if completed else []),
                 e2e_s=percentiles(e2e_s(r) for r in completed),
                 slo_attainment=slo_attainment(requests, ttft_slo_s, tpot_slo_s), ttft_slo_s=ttft_slo_s,

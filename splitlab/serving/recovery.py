@@ -56,6 +56,7 @@ def lost(cluster, t: float, w: Worker, reason: str) -> None:
         s.transfer_id = None
         if src.alive:
             src.outbox.appendleft(s)
+            cluster.senders.add(src)
             resent += 1
             cluster.handoff_pending = True
         else:

@@ -7,14 +7,20 @@ prefilled cache. Separate from the batching policy (:mod:`.scheduler`), which de
 - A prefilled cache goes to the least-loaded live decode worker that has room for the request's whole cache
   (prompt + max_new_tokens). If none has room, it waits on the prefill worker: back-pressure, as DistServe's
   decode instances pull a cache only when they have memory for it.
+
+:func:`route` and :func:`pick_decode` scan the pool (every back end). On the simulator's fast path (:mod:`.fast`)
+a :class:`Router` asks a :class:`LoadIndex` per pool instead, which gives the same worker in about O(log W) per
+request: the tests compare both runs decision for decision.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import heapq
+from bisect import bisect_left, bisect_right
+from typing import Callable, Sequence
 
-from .scheduler import Worker
+from .scheduler import Worker, steps_ended
 
-__all__ = ["route", "pick_decode"]
+__all__ = ["route", "pick_decode", "LoadIndex", "Router"]
 
 
 def route(pool: Sequence[Worker], t: float = 0.0) -> Worker | None:
@@ -37,3 +43,122 @@ def pick_decode(decoders: Sequence[Worker], tokens: int, t: float = 0.0) -> Work
             if best is None or load < least:
                 best, least = d, load
     return best
+
+
+class LoadIndex:
+    """The loads of one pool's workers in a heap, so that the least-loaded worker costs O(log W), not O(W).
+
+    A worker's load changes when work reaches or leaves it (the cluster calls :meth:`refresh` then) and, inside a
+    decode stretch (:mod:`.fast`), falls at every silent step's end. The heap holds, per worker, a bound its load
+    cannot go below until a given time: its load (outside a stretch), or its load once the next ``LOOKAHEAD``
+    silent steps have ended (inside one; the bound is renewed when a query passes that time). A query takes the
+    workers in the order of their bounds, computes the exact load of each at ``t``, and stops as soon as the next
+    bound cannot beat the best exact load found: the worker a scan of the pool picks (least load, ties to the
+    lowest index). Entries carry a version; older ones are skipped. Queries come in time order, as the event loop
+    makes them.
+    """
+
+    LOOKAHEAD = 16  # tokens
+
+    def __init__(self, pool: Sequence[Worker]):
+        self.pool = list(pool)
+        self.version = [0] * len(self.pool)
+        self.static = [0] * len(self.pool)
+        self.current: list[tuple] = [(0, i, 0) for i in range(len(self.pool))]
+        self.heap: list[tuple] = []     # (lower bound of the load, index, version)
+        self.expiry: list[tuple] = []   # (time until which the bound holds, index, version)
+        self.stale: set[Worker] = set()  # workers whose load changed since the last query (see :meth:`refresh`)
+        for w in self.pool:
+            self.refresh(w)
+
+    def refresh(self, w: Worker) -> None:
+        """``w``'s load changed (or a decode stretch started or ended on it). The cluster adds such workers to
+        :attr:`stale` instead, and the next query refreshes each of them once."""
+        i = w.index
+        if not w.alive:
+            self.version[i] += 1
+            return
+        role = w.role
+        self.static[i] = w.prompt_owed if role == "prefill" else (
+            w.output_owed if role == "decode" else w.prompt_owed + w.output_owed)
+        self._bound(w, w.ahead_done)
+
+    def _bound(self, w: Worker, counted: int) -> None:
+        """Key ``w`` by its load once ``counted + LOOKAHEAD`` steps of its stretch have ended."""
+        i = w.index
+        v = self.version[i] = self.version[i] + 1
+        bound = self.static[i]
+        if w.ahead is not None:
+            upto = counted + max(1, self.LOOKAHEAD // w.ahead_n)
+            if upto < len(w.ahead):
+                heapq.heappush(self.expiry, (w.ahead[upto], i, v))
+            else:
+                upto = len(w.ahead)
+            bound -= (upto - w.ahead_done) * w.ahead_n
+        entry = self.current[i] = (bound, i, v)
+        if len(self.heap) > 4 * len(self.pool) + 64:  # drop the stale entries now and then
+            self.heap = [e for e in self.current if e[2] == self.version[e[1]]]
+            heapq.heapify(self.heap)
+        else:
+            heapq.heappush(self.heap, entry)
+
+    def least(self, t: float, inclusive: bool = False, room: Callable[[Worker], bool] | None = None
+              ) -> Worker | None:
+        """The live worker with the least load at ``t`` (ties to the lowest index) for which ``room(worker)``
+        holds, or None: the worker :func:`route` (``inclusive=False``) or :func:`pick_decode` would pick."""
+        if self.stale:
+            for w in self.stale:
+                self.refresh(w)
+            self.stale.clear()
+        expiry, version, pool = self.expiry, self.version, self.pool
+        while expiry and (expiry[0][0] < t or (inclusive and expiry[0][0] == t)):
+            _, i, v = heapq.heappop(expiry)
+            if v == version[i]:
+                self._bound(pool[i], steps_ended(pool[i], t, inclusive))
+        heap = self.heap  # after the bounds above, which may have rebuilt it
+        held, best, key = [], None, None
+        pop, static, ended = heapq.heappop, self.static, bisect_right if inclusive else bisect_left
+        while heap:
+            bound, i, v = heap[0]
+            if v != version[i]:
+                pop(heap)
+                continue
+            if key is not None and (bound, i) >= key:
+                break
+            held.append(pop(heap))
+            w = pool[i]
+            if room is not None and not room(w):
+                continue
+            ahead = w.ahead  # the load at t (Worker.load, inlined: this loop is the router's hot path)
+            load = bound if ahead is None else static[i] - (ended(ahead, t) - w.ahead_done) * w.ahead_n
+            if key is None or (load, i) < key:
+                best, key = w, (load, i)
+        for e in held:
+            heapq.heappush(heap, e)
+        return best
+
+
+class Router:
+    """The cluster's router: :func:`route` and :func:`pick_decode` by a scan of the pool, or (``indexed``: the
+    simulator's fast path) by one :class:`LoadIndex` per pool, which must hear of every worker whose load changed
+    (:meth:`changed`)."""
+
+    def __init__(self, pool: Sequence[Worker], decoders: Sequence[Worker], indexed: bool = False):
+        self.pool, self.decoders = list(pool), list(decoders)
+        self.indexes = (LoadIndex(pool), LoadIndex(decoders)) if indexed else None
+
+    def changed(self, w: Worker) -> None:
+        """``w``'s load changed, or a decode stretch began or ended on it."""
+        if self.indexes:
+            self.indexes[w.role == "decode"].stale.add(w)
+
+    def first(self, t: float) -> Worker | None:
+        """Where a new request goes (the first pool's least-loaded live worker), or None."""
+        return self.indexes[0].least(t) if self.indexes else route(self.pool, t)
+
+    def decode(self, tokens: int, t: float) -> Worker | None:
+        """Where a prefilled cache of a request of ``tokens`` positions goes, or None (no room now)."""
+        if not self.indexes:
+            return pick_decode(self.decoders, tokens, t)
+        unlimited = self.decoders[0].memory.budget_bytes is None  # then every decode worker has room
+        return self.indexes[1].least(t, True, None if unlimited else lambda d: d.memory.can_reserve(tokens))

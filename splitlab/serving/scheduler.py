@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from dataclasses import dataclass, field
 
 from .config import ServingConfig
 from .executor import DecodeBatch, Slot
@@ -44,15 +43,22 @@ def steps_ended(w: "Worker", t: float, inclusive: bool) -> int:
 __all__ = ["StepPlan", "Worker", "plan_step", "steps_ended"]
 
 
-@dataclass
 class StepPlan:
     """One step: a decode forward over ``decode`` (the whole batch) and/or prefill forwards over ``prefill``,
     the i-th getting its next ``prefill_tokens[i]`` tokens. ``admitted``: requests admitted by this plan."""
 
-    decode: list[Slot] = field(default_factory=list)
-    prefill: list[Slot] = field(default_factory=list)
-    prefill_tokens: list[int] = field(default_factory=list)
-    admitted: list[Slot] = field(default_factory=list)
+    __slots__ = ("decode", "prefill", "prefill_tokens", "admitted")
+
+    def __init__(self, decode: list[Slot] | None = None, prefill: list[Slot] | None = None,
+                 prefill_tokens: list[int] | None = None, admitted: list[Slot] | None = None):
+        self.decode = [] if decode is None else decode
+        self.prefill = [] if prefill is None else prefill
+        self.prefill_tokens = [] if prefill_tokens is None else prefill_tokens
+        self.admitted = [] if admitted is None else admitted
+
+    def __repr__(self) -> str:
+        return (f"StepPlan(decode={len(self.decode)}, prefill={len(self.prefill)}, "
+                f"prefill_tokens={self.prefill_tokens}, admitted={len(self.admitted)})")
 
     @property
     def empty(self) -> bool:
@@ -76,6 +82,7 @@ class Worker:
 
     def __init__(self, name: str, role: str, memory: KVMemory, index: int = 0):
         self.name, self.role, self.memory, self.index = name, role, memory, index
+        self.order = (role == "decode", index)  # workers plan their steps prefill pool first, in index order
         self.queue: deque[Request] = deque()
         self.prefilling: list[Slot] = []
         self.batch = DecodeBatch()
@@ -158,6 +165,8 @@ def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit
 
 def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
     """Decide ``w``'s next step (admitting requests into memory as a side effect); an empty plan means idle."""
+    if not (w.queue or w.batch.slots or w.joining or w.prefilling):
+        return StepPlan()  # nothing to run (the common case of a worker marked dirty by an event)
     plan = StepPlan()
     if w.role == "decode":
         while w.joining and len(w.batch.slots) < cfg.max_batch:

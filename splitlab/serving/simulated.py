@@ -15,8 +15,8 @@ __all__ = ["CostModelExecutor", "check_cost"]
 
 def check_cost(cost) -> CostModel:
     """``cost`` if a simulator can run on it, else an error naming the field: every coefficient a finite number
-    >= 0, a positive link bandwidth (inf: a free link), a prefill and a decode step that take time (a zero-time
-    step would make every latency 0 and every throughput infinite), a positive KV size per token and a positive
+    >= 0, a positive link bandwidth (inf: a free link), a prefill or a decode step that takes time (both free
+    would make every latency 0 and every throughput infinite; one free phase is an idealisation tests use), a positive KV size per token and a positive
     whole context.
 
     Raises:
@@ -24,8 +24,14 @@ def check_cost(cost) -> CostModel:
     """
     if not isinstance(cost, CostModel):
         raise TypeError(f"the simulated back end needs a splitlab.costmodel.CostModel, got {type(cost).__name__}")
+    if not isinstance(cost.padded_prefill, bool):
+        raise TypeError(f"CostModel.padded_prefill must be True or False, got {cost.padded_prefill!r}")
+    if not isinstance(cost.source, str):
+        raise TypeError(f"CostModel.source must be a string, got {cost.source!r}")
     for f in fields(cost):
         value = getattr(cost, f.name)
+        if f.name in ("padded_prefill", "source") or (f.name == "memory_bytes" and value is None):
+            continue
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"CostModel.{f.name} must be a number, got {value!r}")
         if math.isnan(value) or value < 0 or (math.isinf(value) and f.name != "transfer_bytes_per_s"):
@@ -36,9 +42,10 @@ def check_cost(cost) -> CostModel:
             raise ValueError(f"CostModel.{name} must be > 0, got {getattr(cost, name)!r}")
     if not float(cost.max_context).is_integer():
         raise ValueError(f"CostModel.max_context must be a whole number of tokens, got {cost.max_context!r}")
-    if cost.prefill_s(1) <= 0 or cost.decode_s(1, 1) <= 0:
-        raise ValueError("this CostModel predicts a prefill or a decode step of 0 s: give prefill_base_s or "
-                         "prefill_per_token_s, and decode_base_s, decode_per_seq_s or decode_per_token_s, a value > 0")
+    if cost.prefill_s(1) <= 0 and cost.decode_s(1, 1) <= 0:
+        raise ValueError("this CostModel predicts a prefill and a decode step of 0 s (every latency 0, every "
+                         "throughput infinite): give prefill_base_s or prefill_per_token_s, or decode_base_s, "
+                         "decode_per_seq_s or decode_per_token_s, a value > 0")
     return cost
 
 
@@ -55,15 +62,24 @@ class CostModelExecutor(Executor):
         self.cost = check_cost(CostModel() if cost is None else cost)
         self.kv_bytes_per_token = self.cost.kv_bytes_per_token
         self.max_context = self.cost.max_context
+        self.memory_bytes = self.cost.memory_bytes  # None: unlimited KV memory ("auto" budget)
+        self.weight_bytes = int(self.cost.weight_bytes)
         self.overhead_s = 0.0
+        self._linear = type(self.cost).decode_s is CostModel.decode_s  # the short-run loop below may inline it
+
+    def prefill_seconds(self, slots: list[Slot], n_tokens: list[int]) -> float:
+        """Predicted seconds of the prefill forward(s) :meth:`prefill` charges (slots are not changed)."""
+        whole = all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens))
+        if whole and self.cost.padded_prefill:  # one forward over the batch, every row padded to the longest
+            longest = max(n_tokens)
+            return self.cost.prefill_s(len(n_tokens) * longest, len(n_tokens) * longest * longest)
+        if whole:  # one forward over the batch of prompts
+            return self.cost.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
+        return sum(self.cost.prefill_s(n, (s.prefilled + n) ** 2 - s.prefilled ** 2)  # a forward per chunk
+                   for s, n in zip(slots, n_tokens))
 
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
-        whole = all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens))
-        if whole:  # one forward over the batch of prompts
-            seconds = self.cost.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
-        else:  # one forward per chunk, on top of what is cached
-            seconds = sum(self.cost.prefill_s(n, (s.prefilled + n) ** 2 - s.prefilled ** 2)
-                          for s, n in zip(slots, n_tokens))
+        seconds = self.prefill_seconds(slots, n_tokens)
         firsts = []
         for s, n in zip(slots, n_tokens):
             s.prefilled += n
@@ -74,9 +90,16 @@ class CostModelExecutor(Executor):
         """Predicted seconds of one decode step of ``batch_size`` sequences holding ``context_tokens`` in all."""
         return self.cost.decode_s(batch_size, context_tokens)
 
-    def decode_run_seconds(self, batch_size: int, context_tokens: int, steps: int):
-        """Predicted seconds of ``steps`` decode steps in a row (an array; see ``CostModel.decode_run_s``)."""
-        return self.cost.decode_run_s(batch_size, context_tokens, steps)
+    def decode_run_seconds(self, batch_size: int, context_tokens: int, steps: int) -> list[float]:
+        """Predicted seconds of ``steps`` decode steps in a row (see ``CostModel.decode_run_s``), as a list of
+        floats equal to ``decode_seconds`` step by step (numpy pays off only for long runs)."""
+        if steps > 64:
+            return self.cost.decode_run_s(batch_size, context_tokens, steps).tolist()
+        c = self.cost
+        if not self._linear:
+            return [c.decode_s(batch_size, context_tokens + i * batch_size) for i in range(steps)]
+        base, per_token = c.decode_base_s + c.decode_per_seq_s * batch_size, c.decode_per_token_s
+        return [base + per_token * (context_tokens + i * batch_size) for i in range(steps)]
 
     def decode(self, batch: DecodeBatch) -> DecodeResult:
         n = len(batch.slots)

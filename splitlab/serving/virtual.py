@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from operator import attrgetter
 
 from . import fast
 from .executor import StepOutcome, run_step
@@ -34,13 +35,21 @@ class VirtualClock:
         return self.events[0][0] if self.events else float("inf")
 
     def run(self) -> float:
+        """Process every event in time order; at one time, arrivals (in submission order) come first, then the
+        other events in the order they were scheduled, then the cluster's decisions. Arrivals wait in a sorted
+        list rather than on the heap, so the heap holds only the events in flight."""
         c, events, pop, t = self.c, self.events, heapq.heappop, 0.0
-        for r in c.requests:
-            self.push(r.arrival_s, "arrive", r)
+        arrivals = sorted(c.requests, key=attrgetter("arrival_s"))  # stable: ties keep submission order
+        i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
         c.record(*c.workers, t=0.0)
-        handlers = {"arrive": c.on_arrive, "done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
-        while events:
-            t = events[0][0]
+        handlers = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
+        while i < n or events:
+            t = events[0][0] if events else inf
+            if i < n and arrivals[i].arrival_s <= t:
+                t = arrivals[i].arrival_s
+                while i < n and arrivals[i].arrival_s == t:
+                    arrive(t, arrivals[i])
+                    i += 1
             while events and events[0][0] == t:
                 _, _, kind, payload = pop(events)
                 handlers[kind](t, *payload)
@@ -61,10 +70,10 @@ class VirtualClock:
                 out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
         else:
             out = run_step(c.backend, w.batch, plan.decode, plan.prefill, plan.prefill_tokens)
-        if plan.decode:
+        if c.trace and plan.decode:
             c.log(w.name, "decode", t, t + out.decode_s, (s.request.id for s in plan.decode), len(plan.decode),
                   len(plan.decode))
-        if plan.prefill:
+        if c.trace and plan.prefill:
             c.log(w.name, "prefill", t + out.decode_s, t + out.seconds, (s.request.id for s in plan.prefill),
                   len(plan.prefill), sum(plan.prefill_tokens))
         c.push_done(t + out.seconds, w, plan, out)
@@ -83,7 +92,8 @@ class VirtualClock:
         if c.cfg.trace:
             c.transfers.append(dict(request_id=r.id, src=p.name, dst=d.name, start_s=start, end_s=start + charged,
                                     nbytes=res.nbytes, measured_s=res.seconds, charged_s=charged, method=res.method))
-        c.log(link, "transfer", start, start + charged, [r.id], 1, slot.context)
+        if c.trace:
+            c.log(link, "transfer", start, start + charged, [r.id], 1, slot.context)
         c.measured_s += res.seconds
         self.push(start + charged, "arrived", p, d, slot, slot.transfer_id)
 

@@ -197,6 +197,7 @@ class WallClock:
             r.fail(reason if final else f"{reason}; tried {r.retries} times", t)
         else:
             p.outbox.appendleft(slot)
+            self.c.senders.add(p)
             self.c.handoff_pending = True
         self.c.dirty.update((p, d))
 

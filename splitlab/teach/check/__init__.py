@@ -9,7 +9,8 @@ from .ch02 import kv_bytes_per_token, max_tokens_in_memory
 from .ch03 import compute_bound_batch, decode_intensity, ridge_point
 from .ch04 import chunked_prefill_steps, itl_spike, requests_in_kv_budget
 from .ch05 import kv_transfer_bytes, link_transfer_seconds, streamed_exposed, transfer_decode_steps, transfer_prediction
-from .ch06 import colocated_tpot, min_prefill_workers, transfer_seconds
+from .ch06 import colocated_tpot, min_prefill_workers, planner_winner, split_rate_per_worker, transfer_seconds
+from .ch07 import best_split_ratio, cost_per_million_tokens, goodput_from_curve, second_token_misses
 from .ch08 import paged_waste_share, quantized_kv_bytes, speculative_tpot
 
-__all__ = ['chunked_prefill_steps', 'colocated_tpot', 'compute_bound_batch', 'decode_intensity', 'forward_passes', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds', 'max_tokens_in_memory', 'min_prefill_workers', 'paged_waste_share', 'quantized_kv_bytes', 'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'speculative_tpot', 'streamed_exposed', 'transfer_decode_steps', 'transfer_prediction', 'transfer_seconds']
+__all__ = ['best_split_ratio', 'chunked_prefill_steps', 'colocated_tpot', 'compute_bound_batch', 'cost_per_million_tokens', 'decode_intensity', 'forward_passes', 'goodput_from_curve', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds', 'max_tokens_in_memory', 'min_prefill_workers', 'paged_waste_share', 'planner_winner', 'quantized_kv_bytes', 'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'second_token_misses', 'speculative_tpot', 'split_rate_per_worker', 'streamed_exposed', 'transfer_decode_steps', 'transfer_prediction', 'transfer_seconds']

@@ -7,7 +7,8 @@ from typing import Any
 from ... import sizing
 from .verdict import verdict
 
-__all__ = ['colocated_tpot', 'transfer_seconds', 'min_prefill_workers']
+__all__ = ['colocated_tpot', 'transfer_seconds', 'min_prefill_workers', 'split_rate_per_worker',
+           'planner_winner']
 
 
 def colocated_tpot(answer: Any, decode_step_s: float, rate_per_s: float, workers: int, mean_prefill_s: float) -> bool:
@@ -48,3 +49,35 @@ def min_prefill_workers(answer: Any, rate_per_s: float, mean_prefill_s: float, m
                    "all prompts need rate x mean prefill time worker-seconds per second; each worker may give at "
                    "most max_utilization of a second per second. Round up.")
 
+
+
+def split_rate_per_worker(answer: Any, prefill_rps: float, decode_rps: float, prefill_workers: int,
+                          decode_workers: int) -> bool:
+    """Ch. 6: requests/s per worker of a split of ``prefill_workers`` prefill workers serving ``prefill_rps`` each
+    and ``decode_workers`` decode workers serving ``decode_rps`` each: the slower pool sets the pace, and both
+    pools' workers count (:func:`splitlab.planning.split_capacity`)."""
+    from ...planning.closed_form import split_capacity
+    expected = split_capacity(prefill_rps, decode_rps, prefill_workers, decode_workers)
+    return verdict(answer, expected, 0.01, f"the rate per worker of {prefill_workers}P+{decode_workers}D",
+                   "the cluster serves min(P x prefill rate, D x decode rate) requests/s; divide by P + D.")
+
+
+def planner_winner(answer: Any, plan) -> bool:
+    """Ch. 6 and 7: which kind of layout won ``plan`` (a :class:`splitlab.planner.Plan` from the reader's own
+    run): "split" or "colocated"."""
+    if answer is None:
+        print("Not answered yet: set answer to 'split' or 'colocated' and run the cell again.")
+        return False
+    kind = {"split": "disaggregated", "disaggregated": "disaggregated", "colocated": "colocated"}.get(
+        str(answer).strip().lower())
+    if kind is None:
+        print(f"Answer 'split' or 'colocated', not {answer!r}.")
+        return False
+    best = plan.best
+    if kind == best.layout:
+        print(f"Correct: {best.name} wins, {best.goodput_rps_per_worker:.3g} requests/s per worker "
+              f"(binding SLO: {best.binding_slo}).")
+        return True
+    print(f"Not this time: {best.name} wins in your run. Hint: look at which SLO binds each layout in "
+          f"plan.table(), and at how many decode steps one prefill costs.")
+    return False

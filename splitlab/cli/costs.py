@@ -1,0 +1,40 @@
+"""The cost-model options that ``simulate`` and ``plan`` share: ``--cost FILE`` (a calibration JSON), ``--gpu NAME
+--model-config NAME`` (the analytic roofline model), or neither (the built-in cost model of ``serve --backend
+simulated``). torch-free."""
+from __future__ import annotations
+
+from ..sizing import GPUS, LINKS
+from .args import positive_float
+from .registry import CLIError, arg
+
+__all__ = ["COST_OPTIONS", "cost_model"]
+
+COST_OPTIONS = (
+    arg("--cost", metavar="FILE", default=None, help="a calibration JSON (python -m splitlab calibrate --out FILE)"),
+    arg("--gpu", choices=sorted(GPUS), default=None, help="analytic cost model: a datasheet GPU (with --model-config)"),
+    arg("--model-config", metavar="NAME", default=None,
+        help="analytic cost model: a published model, preset or config.json (e.g. Llama-3-8B)"),
+    arg("--dtype", default="bf16", help="analytic cost model: weight and KV dtype (default bf16)"),
+    arg("--link", choices=sorted(LINKS), default="400 Gb/s network",
+        help="analytic cost model: the link KV caches cross (default 400 Gb/s network)"),
+    arg("--compute-efficiency", type=positive_float, default=None,
+        help="analytic cost model: share of peak FLOP/s reached (default 0.6)"),
+    arg("--memory-efficiency", type=positive_float, default=None,
+        help="analytic cost model: share of memory bandwidth reached (default 0.8)"),
+)
+
+
+def cost_model(args, model: str | None = None):
+    """The CostModel the options name, or None (the built-in one); ``model``: the model the caller simulates,
+    checked against a calibration file's."""
+    from .. import costmodel
+    if args.cost and (args.gpu or args.model_config):
+        raise CLIError("give either --cost FILE or --gpu NAME --model-config NAME, not both")
+    if bool(args.gpu) != bool(args.model_config):
+        raise CLIError("the analytic cost model needs both --gpu NAME and --model-config NAME")
+    if args.cost:
+        return costmodel.load(args.cost, model=model).cost
+    if args.gpu:
+        kw = {k: getattr(args, k) for k in ("compute_efficiency", "memory_efficiency") if getattr(args, k)}
+        return costmodel.roofline_cost_model(args.model_config, args.gpu, args.dtype, link=args.link, **kw)
+    return None

@@ -1,0 +1,56 @@
+"""``python -m splitlab plan``: how many prefill and decode workers? Ranks colocated (prefill-first, chunked) and
+every xPyD split up to ``--max-workers`` by simulated goodput per worker (:func:`splitlab.planner.plan`), on the
+cost model of ``simulate`` (``--cost FILE``, ``--gpu NAME --model-config NAME``, or the built-in one). No model
+is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, ``workers``, ``prefill_workers``,
+``decode_workers``, ``goodput_rps_per_worker``, ``cost_per_million_tokens``, ``binding_slo``, ...), ``best``,
+``first_guess`` (the closed form) and the inputs."""
+from __future__ import annotations
+
+from ..serving.workload import WORKLOADS
+from .args import positive_float, positive_int, seed_int, token_list
+from .costs import COST_OPTIONS, cost_model
+from .registry import CLIError, arg, command
+from .serving import clean
+
+__all__ = ["plan"]
+
+
+@command("plan", "rank layouts (colocated, chunked, every xPyD split) by goodput per worker and cost",
+         arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
+         arg("--ttft-slo", type=positive_float, default=1.0, metavar="S", help="TTFT SLO in seconds (default 1.0)"),
+         arg("--tpot-slo", type=positive_float, default=0.1, metavar="S", help="TPOT SLO in seconds (default 0.1)"),
+         arg("--max-workers", type=int, default=4, metavar="N", help="at most this many workers, >= 2 (default 4)"),
+         arg("--price-per-hour", type=positive_float, default=2.0, metavar="PRICE",
+             help="price of one worker per hour (default 2.0; the cost column is in the same currency)"),
+         arg("--chunk-tokens", type=token_list, default=[128, 256, 512], metavar="LIST",
+             help="chunk sizes tried for chunked prefill (default 128,256,512)"),
+         arg("--max-batch", type=positive_int, default=16, help="requests resident per worker (default 16)"),
+         arg("--scale", type=positive_float, default=None,
+             help="multiply the workload's lengths (default: from the cost model's context)"),
+         arg("--seed", type=seed_int, default=0, help="seeds the request set (default 0)"),
+         arg("--model", default=None, help="with --cost: the model you mean to plan for (checked against the file)"),
+         *COST_OPTIONS)
+def plan(args):
+    from ..planning.planner import plan as run_plan
+    if args.max_workers < 2:
+        raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker), got "
+                       f"{args.max_workers}")
+    if any(c <= args.max_batch for c in args.chunk_tokens):
+        raise CLIError(f"every --chunk-tokens must exceed --max-batch ({args.max_batch}), got {args.chunk_tokens}")
+    cost = cost_model(args, args.model)
+    p = run_plan(cost, args.workload, args.ttft_slo, args.tpot_slo, args.max_workers, args.price_per_hour,
+                 chunk_tokens=args.chunk_tokens, max_batch=args.max_batch, seed=args.seed, scale=args.scale,
+                 progress=not args.json)
+    data = dict(workload=args.workload, **p.to_json())
+    g = p.first_guess
+    text = [f"splitlab plan: {args.workload}, TTFT <= {args.ttft_slo:g} s, TPOT <= {args.tpot_slo:g} s, at most "
+            f"{args.max_workers} workers at {args.price_per_hour:g}/hour",
+            f"cost model: {p.cost_source}",
+            f"{'layout':<40} {'goodput/worker':>15} {'first guess':>12} {'cost/1M tok':>12}  binding SLO"]
+    for c in p.candidates:
+        text.append(f"{c.name:<40} {c.goodput_rps_per_worker:>13.3g}/s {c.first_guess_rps_per_worker:>10.3g}/s "
+                    f"{c.cost_per_million_tokens:>12.4g}  {c.binding_slo}")
+    text += [f"closed form: a prefill worker {g['prefill_rps']:.3g} req/s at the TTFT SLO, a decode worker "
+             f"{g['decode_rps']:.3g} req/s at the TPOT SLO -> {g['prefill_workers']}P+{g['decode_workers']}D; "
+             f"colocated {g['colocated_rps']:.3g} req/s per worker", p.why()]
+    return clean(data), text

@@ -1,0 +1,37 @@
+"""``python -m splitlab simulate``: ``serve`` on the simulated back end, with the cost model of a calibration
+(``--cost FILE``), of a datasheet (``--gpu NAME --model-config NAME``: the roofline, predicted) or the built-in
+one. No model is loaded and torch is not imported. The JSON holds the keys of ``serve`` plus ``wall_s`` (seconds
+the simulation itself took) and ``cost_source`` (where the step times come from)."""
+from __future__ import annotations
+
+from .args import positive_int
+from .costs import COST_OPTIONS, cost_model
+from .registry import arg, command
+from .serving import COMMON, POOLS, clean, header, lines, metrics, options, setup, title
+
+__all__ = ["simulate"]
+
+#: serve's options that name a real model or another back end have no meaning here
+_UNUSED = {"--backend", "--model", "--device", "--timeout", "--torchrun"}
+SIMULATE_OPTIONS = tuple(a for a in COMMON if a[0][0] not in _UNUSED)
+
+
+@command("simulate", "serve a workload on the simulated back end (a cost model, no model loaded)",
+         arg("--layout", choices=("colocated", "disaggregated"), default="colocated", help="(default colocated)"),
+         arg("--workers", type=positive_int, default=1, metavar="N", help="colocated workers (default 1)"),
+         *POOLS, *SIMULATE_OPTIONS, *COST_OPTIONS,
+         arg("--model", default=None, help="with --cost: the model you mean to simulate (checked against the file)"))
+def simulate(args):
+    from .. import serving
+    args.backend, args.device, args.timeout, args.torchrun = "simulated", None, 30.0, False
+    cost = cost_model(args, args.model)
+    cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
+                                decode_workers=args.decode_workers, trace=False, **options(args))
+    backend, reqs, _ = setup(args, cfg.n_workers, cost)
+    res = serving.run(reqs, cfg, backend)
+    m = metrics(res, args)
+    data = dict(header(args), layout=args.layout, **{args.layout: m}, wall_s=res.wall_s,
+                cost_source=backend.cost.source)
+    text = [title("simulate", args), f"cost model: {backend.cost.source}", *lines(args.layout, m),
+            f"simulated {len(reqs)} requests in {res.wall_s:.3f} s of wall time"]
+    return clean(data), text

@@ -1,0 +1,103 @@
+"""An analytic cost model: a published model on a datasheet GPU, from the roofline (nothing measured, everything
+predicted), so the simulator and the planner can answer "Llama-3-8B on H100?" without one.
+
+Every forward is bounded by compute or by memory traffic (Williams, Waterman and Patterson 2009) and takes
+
+    step_overhead_s + max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x memory_efficiency))
+
+- prefill over rows adding ``n_i`` tokens after ``p_i`` cached ones: FLOPs = 2 x params x sum(n_i) (Kaplan et al.
+  2020) + 2 x layers x heads x head_dim x sum((p_i + n_i)^2 - p_i^2) (causal attention, as
+  :func:`splitlab.sizing.prefill_flops`); bytes = weights + sum(n_i) x KV bytes per token (the cache written).
+- a decode step of ``B`` sequences holding ``C`` cached tokens: FLOPs = 2 x params x B + 4 x layers x heads x
+  head_dim x C; bytes = weights + C x KV bytes per token (every weight and cached K/V read once).
+- a KV transfer: ``nbytes / link bandwidth`` over a link of :data:`splitlab.sizing.LINKS` (latency ignored).
+
+The efficiency factors are assumptions, stated in the model's ``source``: by default 0.6 of the dense
+tensor-core peak (large GEMMs; long-prompt prefill is compute-bound) and 0.8 of the HBM bandwidth (decode is
+memory-bound), no per-step overhead. Measure your own with :func:`splitlab.profiling.calibrate` where you can.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..sizing import GPUS, LINKS, dtype_bytes, kv_bytes_per_token, kv_geometry, resolve_config
+from .model import CostModel
+
+__all__ = ["RooflineCostModel", "roofline_cost_model", "COMPUTE_EFFICIENCY", "MEMORY_EFFICIENCY"]
+
+COMPUTE_EFFICIENCY = 0.6  # share of the datasheet dense peak reached by prefill GEMMs (assumed)
+MEMORY_EFFICIENCY = 0.8   # share of the datasheet memory bandwidth reached by a decode step's reads (assumed)
+
+
+@dataclass(frozen=True)
+class RooflineCostModel(CostModel):
+    """A :class:`CostModel` whose prefill and decode times are roofline maxima (module docstring). The linear
+    fields hold each phase's usual bound (prefill: compute; decode: memory), which the max only ever raises."""
+
+    flops_per_token: float = 0.0        # 2 x params
+    attn_flops_per_square: float = 0.0  # 2 x layers x heads x head_dim
+    peak_flops_per_s: float = 1.0       # datasheet peak x compute efficiency
+    bandwidth_bytes_per_s: float = 1.0  # datasheet bandwidth x memory efficiency
+    step_overhead_s: float = 0.0
+
+    def prefill_s(self, tokens: int, squares: int | None = None) -> float:
+        squares = tokens * tokens if squares is None else squares
+        flops = self.flops_per_token * tokens + self.attn_flops_per_square * squares
+        nbytes = self.weight_bytes + self.kv_bytes_per_token * tokens
+        return self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+
+    def decode_s(self, batch: int, context_tokens: int) -> float:
+        flops = self.flops_per_token * batch + 2 * self.attn_flops_per_square * context_tokens
+        nbytes = self.weight_bytes + self.kv_bytes_per_token * context_tokens
+        return self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+
+    def decode_run_s(self, batch: int, context_tokens: int, steps: int) -> np.ndarray:
+        context = context_tokens + batch * np.arange(steps, dtype=np.float64)
+        flops = self.flops_per_token * batch + 2 * self.attn_flops_per_square * context
+        nbytes = self.weight_bytes + self.kv_bytes_per_token * context
+        return self.step_overhead_s + np.maximum(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+
+
+def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str = "bf16",
+                        compute_efficiency: float = COMPUTE_EFFICIENCY, memory_efficiency: float = MEMORY_EFFICIENCY,
+                        link: str = "400 Gb/s network", step_overhead_s: float = 0.0) -> RooflineCostModel:
+    """The predicted cost model of ``model`` (a published model, a preset or a config.json path with
+    ``n_params``) in ``dtype`` on one ``gpu`` of :data:`splitlab.sizing.GPUS`, its caches moving over ``link``
+    (a name of :data:`splitlab.sizing.LINKS`). The KV budget of a worker is 90% of the GPU's memory minus the
+    weights (the simulator's "auto" budget).
+
+    Raises:
+        ValueError: an unknown model, GPU or link (the message lists the known ones), a config without
+            ``n_params``, efficiencies outside (0, 1], a negative overhead, or weights that do not fit the GPU.
+    """
+    if gpu not in GPUS:
+        raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
+    if link not in LINKS:
+        raise ValueError(f"unknown link {link!r}; choose one of {', '.join(LINKS)}")
+    for name, x in (("compute_efficiency", compute_efficiency), ("memory_efficiency", memory_efficiency)):
+        if not 0 < x <= 1:
+            raise ValueError(f"{name} must be in (0, 1], got {x!r}")
+    if not step_overhead_s >= 0:
+        raise ValueError(f"step_overhead_s must be >= 0 s, got {step_overhead_s!r}")
+    cfg = resolve_config(model)
+    if not cfg.get("n_params"):
+        raise ValueError(f"config of {model!r} has no n_params: the roofline needs the parameter count")
+    g, geo = GPUS[gpu], kv_geometry(cfg)
+    weights = float(cfg["n_params"]) * dtype_bytes(dtype)
+    if weights >= 0.9 * g["memory_bytes"]:
+        raise ValueError(f"{model} in {dtype} ({weights / 1e9:.1f} GB of weights) does not fit one {gpu} "
+                         f"({g['memory_bytes'] / 1e9:.0f} GB) with room for a KV cache")
+    peak, bw = g["peak_flops_per_s"] * compute_efficiency, g["bandwidth_bytes_per_s"] * memory_efficiency
+    per_token = kv_bytes_per_token(cfg, dtype)
+    flops_token, attn = 2.0 * float(cfg["n_params"]), 2.0 * geo.layers * geo.heads * geo.head_dim
+    source = (f"predicted: roofline of {model} ({dtype}) on {gpu}, {compute_efficiency:g} of peak FLOP/s, "
+              f"{memory_efficiency:g} of memory bandwidth, KV over {link}")
+    return RooflineCostModel(
+        prefill_base_s=step_overhead_s, prefill_per_token_s=flops_token / peak, prefill_per_token2_s=attn / peak,
+        decode_base_s=step_overhead_s + weights / bw, decode_per_seq_s=0.0, decode_per_token_s=per_token / bw,
+        transfer_base_s=0.0, transfer_bytes_per_s=LINKS[link]["bandwidth_bytes_per_s"],
+        kv_bytes_per_token=int(round(per_token)), max_context=int(cfg.get("max_position_embeddings") or 4096),
+        memory_bytes=float(g["memory_bytes"]), weight_bytes=weights, source=source, flops_per_token=flops_token,
+        attn_flops_per_square=attn, peak_flops_per_s=peak, bandwidth_bytes_per_s=bw, step_overhead_s=step_overhead_s)

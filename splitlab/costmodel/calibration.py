@@ -1,0 +1,140 @@
+"""A calibration: a :class:`~.model.CostModel` fitted on one device for one model, with its fits, their residuals
+and what it was measured on; saved to and loaded from JSON (torch-free, so the simulator and the planner read it
+without a model).
+
+The file records ``device``, ``model``, ``dtype``, ``torch`` (version), ``date`` (ISO 8601, UTC), ``splitlab``
+(version) and ``clock`` (what timed the steps: "wall", "thread" CPU time, or "cuda events") beside the
+coefficients, so a file is never used for a model it was not measured on:
+:func:`load` checks the format, every field, and (given ``model=``) the model.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .fit import Fit
+from .model import CostModel
+
+__all__ = ["Calibration", "CalibrationError", "save", "load", "FORMAT"]
+
+FORMAT = "splitlab-calibration/1"
+META_FIELDS = ("device", "model", "dtype", "torch", "date")
+COST_FIELDS = tuple(f.name for f in dataclasses.fields(CostModel))
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be used: not JSON, not a calibration, fields missing or out of range, or
+    measured on another model."""
+
+
+@dataclass
+class Calibration:
+    """What :func:`splitlab.profiling.calibrate` measured: ``cost`` (the fitted model), ``fits`` (name ->
+    :class:`~.fit.Fit`, with their measurements and residuals) and ``meta`` (device, model, dtype, torch, date,
+    splitlab)."""
+
+    cost: CostModel
+    fits: dict[str, Fit]
+    meta: dict = field(default_factory=dict)
+
+    def table(self):
+        """One row per fit: the fitted model (seconds of one forward), the largest and the rms relative residual
+        (%), R^2 and the number of measurements."""
+        import pandas as pd
+        rows = {name: {"fitted model (seconds)": f.formula(), "max |residual| (%)": round(100 * f.max_abs_residual, 1),
+                       "rms residual (%)": round(100 * f.rms_residual, 1), "R^2": round(f.r2, 3), "points": len(f.rows)}
+                for name, f in self.fits.items()}
+        return pd.DataFrame(rows).T
+
+    def to_json(self) -> dict:
+        cost = {k: (None if isinstance(v, float) and math.isinf(v) else v)
+                for k, v in dataclasses.asdict(self.cost).items()}
+        fits = {name: dict(f.summary(), rows=f.rows) for name, f in self.fits.items()}
+        return dict(format=FORMAT, **{k: self.meta.get(k) for k in META_FIELDS}, splitlab=self.meta.get("splitlab"),
+                    clock=self.meta.get("clock"), cost_model=cost, fits=fits)
+
+    def __repr__(self) -> str:
+        fits = ", ".join(f"{n} max residual {f.max_abs_residual:.1%}" for n, f in self.fits.items())
+        return f"Calibration({self.meta.get('model')} on {self.meta.get('device')}, {self.meta.get('date')}: {fits})"
+
+
+def save(calibration: Calibration, path: str | Path) -> Path:
+    """Write ``calibration`` as JSON to ``path`` (parent directories must exist). Returns the path."""
+    path = Path(path)
+    path.write_text(json.dumps(calibration.to_json(), indent=1, allow_nan=False))
+    return path
+
+
+def _number(name: str, value, positive: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (positive and value == 0):
+        raise CalibrationError(f"field cost_model.{name} must be a finite number {'> 0' if positive else '>= 0'}, "
+                               f"got {value!r}")
+    return float(value)
+
+
+def from_json(data: dict, where: str = "calibration") -> Calibration:
+    """A :class:`Calibration` from the dict :meth:`Calibration.to_json` wrote; see :func:`load` for the checks."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        got = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise CalibrationError(f"{where} is not a splitlab calibration (format {got!r}, expected {FORMAT!r}); "
+                               f"write one with `python -m splitlab calibrate --out FILE`")
+    missing = [k for k in (*META_FIELDS, "cost_model", "fits") if data.get(k) in (None, "")]
+    cost = data.get("cost_model") if isinstance(data.get("cost_model"), dict) else {}
+    optional = ("memory_bytes", "source", "padded_prefill")
+    missing += [f"cost_model.{k}" for k in COST_FIELDS if k not in cost and k not in optional]
+    if missing:
+        raise CalibrationError(f"{where} lacks the field(s) {', '.join(missing)}")
+    values = {}
+    for k in COST_FIELDS:
+        v = cost.get(k)
+        if k == "padded_prefill":
+            values[k] = bool(cost.get(k, False))
+        elif k == "source":
+            values[k] = str(v or f"measured: {data['model']} on {data['device']}")
+        elif k == "memory_bytes":
+            values[k] = None if v is None else _number(k, v, positive=True)
+        elif k == "transfer_bytes_per_s":
+            values[k] = math.inf if v is None else _number(k, v, positive=True)
+        elif k in ("kv_bytes_per_token", "max_context"):
+            values[k] = int(_number(k, v, positive=True))
+        else:
+            values[k] = _number(k, v)
+    fits = {}
+    for name, f in data["fits"].items():
+        try:
+            fits[name] = Fit(name, tuple(f["terms"]), tuple(float(c) for c in f["coef"]), list(f.get("rows", [])))
+        except (KeyError, TypeError, ValueError) as err:
+            raise CalibrationError(f"{where}: fit {name!r} is malformed ({err})") from None
+    meta = {k: data.get(k) for k in (*META_FIELDS, "splitlab", "clock") if data.get(k) is not None}
+    return Calibration(CostModel(**values), fits, meta)
+
+
+def load(path: str | Path, model: str | None = None) -> Calibration:
+    """Read a calibration JSON written by :func:`save`.
+
+    Args:
+        path: the file.
+        model: if given, the model the caller is about to simulate: a file measured on another model is refused.
+
+    Raises:
+        CalibrationError (a ValueError): the file does not exist, is not JSON (a corrupt or truncated file), is
+            not a calibration, lacks a field, has a coefficient out of range, or was measured on another model.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise CalibrationError(f"cannot read calibration {path}: {err.strerror or err}") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CalibrationError(f"{path} is not valid JSON (corrupt or truncated?): {err}") from None
+    cal = from_json(data, str(path))
+    if model is not None and cal.meta["model"] != model:
+        raise CalibrationError(f"{path} was measured on model {cal.meta['model']!r} ({cal.meta['device']}), not "
+                               f"{model!r}: calibrate this model with `python -m splitlab calibrate --model {model}`")
+    return cal

@@ -1,0 +1,165 @@
+"""Calibrating the simulator on this device: measure prefill, decode and KV copies of a real model with the very
+engine calls the emulated back end times, and fit the cost model of :mod:`splitlab.costmodel` to them.
+
+    import splitlab as sl
+    lm = sl.load_model("tiny")
+    cal = sl.profiling.calibrate(lm)          # a few seconds on a CPU
+    cal.table()                               # each fit's coefficients and residuals
+    sl.costmodel.save(cal, "tiny.json")       # or: python -m splitlab calibrate --model tiny --out tiny.json
+    res = sl.serving.run(reqs, cfg, sl.serving.CostModelExecutor(cal.cost))
+
+What is measured (each point is the ``statistic`` of ``repeats`` runs after a warm-up):
+
+- prefill: one forward of one prompt of ``n`` tokens for every ``n`` of ``prompt_tokens``, and of
+  ``prefill_batch`` prompts of lengths spread from ``n / 2`` to ``n`` for the shorter ``n`` (so that rows x length
+  and length^2 separate); fitted as ``a + b * tokens + c * squares`` (:func:`splitlab.costmodel.fit_prefill`),
+  a batch counted as its rows padded to the longest, as splitlab's engine runs it.
+- decode: one step of ``b`` rows for every ``b`` of ``decode_batches`` and ``c`` of ``contexts``, the rows holding
+  from ``c / 2`` to ``c`` cached tokens (a serving batch is ragged, and a padded batch takes the engine's masked
+  path); fitted as ``a + b * batch + c * context_tokens``.
+- transfer: a same-device copy (``KVCache.clone``, what the emulated hand-off does on one device) of caches of
+  ``transfer_tokens`` tokens; fitted as ``a + bytes / bandwidth``.
+
+splitlab's engine pads a batch of prompts to the longest, so the calibration sets ``padded_prefill``.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import statistics
+from typing import Sequence
+
+import torch
+
+from ..costmodel import Calibration, CostModel, fit_decode, fit_prefill, fit_transfer
+from ..costmodel.fit import coefficients
+from ..kvcache import KVCache
+from ..sizing import kv_bytes_per_token
+from .device import _CPU_CLOCK, Timer, describe_device
+from .engine import decode_step, prefill
+from .models import LoadedModel
+
+__all__ = ["calibrate"]
+
+_STATISTICS = {"median": statistics.median, "min": min}
+
+
+def _ids(lm: LoadedModel, n: int, seed: int) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, min(256, lm.vocab_size), (n,), generator=g).tolist()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("splitlab")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _memory_bytes(device: torch.device) -> int:
+    """What the emulated back end takes a worker's device memory to be: the GPU's, else this machine's RAM."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _timed(fn, repeats: int) -> list[float]:
+    fn()  # warm-up
+    return [fn() for _ in range(repeats)]
+
+
+def _lengths(values, name: str, limit: int) -> list[int]:
+    out = sorted({int(v) for v in values})
+    if not out or out[0] < 1 or out[-1] > limit:
+        raise ValueError(f"{name} must be integers in 1..{limit}, got {list(values)}")
+    return out
+
+
+def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefill_batch: int = 4,
+              decode_batches: Sequence[int] = (1, 2, 4, 8, 16), contexts: Sequence[int] | None = None,
+              transfer_tokens: Sequence[int] | None = None, repeats: int = 3, statistic: str = "median",
+              rounds: int = 1, seed: int = 0) -> Calibration:
+    """Measure ``lm`` on its device and fit a cost model (see the module docstring for what is measured).
+
+    Args:
+        lm: the model (from :func:`splitlab.load_model`).
+        prompt_tokens: prefill lengths (default: 8 lengths from 16 to half the context, at most 1024).
+        prefill_batch: the batch of the second prefill sweep (its lengths: those up to a quarter of the longest).
+        decode_batches, contexts: decode grid (default contexts: 3 from 64 to half the longest prompt length).
+        transfer_tokens: cache sizes to copy (default: 4 up to the longest prompt length).
+        repeats, statistic, rounds: each point is the "median" (or "min") of ``repeats`` runs in each of
+            ``rounds`` passes over all the points (a burst of other work on the machine then hits only some runs
+            of each point).
+        seed: prompt ids.
+
+    Returns:
+        a :class:`splitlab.costmodel.Calibration`: ``.cost`` (a CostModel for
+        :class:`~splitlab.serving.CostModelExecutor`), ``.fits`` (with the measurements and relative residuals),
+        ``.meta`` (device, model, dtype, torch, date, splitlab); save it with :func:`splitlab.costmodel.save`.
+
+    Raises:
+        TypeError: ``lm`` is not a LoadedModel. ValueError: lengths outside the context, batches < 1,
+        repeats < 1 or an unknown statistic.
+    """
+    if not isinstance(lm, LoadedModel):
+        raise TypeError(f"calibrate needs a splitlab LoadedModel (from splitlab.load_model), got {type(lm).__name__}")
+    if statistic not in _STATISTICS:
+        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
+    if repeats < 1 or prefill_batch < 1 or rounds < 1:
+        raise ValueError(f"repeats, rounds and prefill_batch must be >= 1, got {repeats}, {rounds} and "
+                         f"{prefill_batch}")
+    summarize, ctx = _STATISTICS[statistic], lm.max_context
+    top = min(1024, ctx // 2)
+    prompt_tokens = _lengths(prompt_tokens or [round(16 * (top / 16) ** (i / 7)) for i in range(8)],
+                             "prompt_tokens", ctx - 1)
+    contexts = _lengths(contexts or [64, max(65, prompt_tokens[-1] // 4), max(66, prompt_tokens[-1] // 2)],
+                        "contexts", ctx - 2)
+    decode_batches = _lengths(decode_batches, "decode_batches", 1 << 16)
+    transfer_tokens = _lengths(transfer_tokens or [max(1, prompt_tokens[-1] >> k) for k in (3, 2, 1, 0)],
+                               "transfer_tokens", ctx - 1)
+
+    points = []  # (fit, row, how to time it once), measured round after round
+    shorter = [n for n in prompt_tokens if n * 4 <= prompt_tokens[-1]] if prefill_batch > 1 else []
+    for batch, lengths in ((1, prompt_tokens), (prefill_batch, shorter)):
+        for n in lengths:
+            prompts = [_ids(lm, n - (n // 2) * b // max(1, batch - 1), seed + b) for b in range(batch)]
+            points.append(("prefill", dict(batch=batch, prompt_tokens=n, tokens=batch * n, squares=batch * n * n),
+                           lambda prompts=prompts: prefill(lm, prompts).seconds))
+    for c in contexts:
+        big = max(decode_batches)
+        rows = [c - (c // 2) * j // max(1, big - 1) for j in range(big)]  # c, ..., c / 2 cached tokens
+        caches = prefill(lm, [_ids(lm, n, seed + j) for j, n in enumerate(rows)]).cache.split()
+        for b in decode_batches:
+            cache, tokens = KVCache.merge(caches[:b]), torch.zeros(b, dtype=torch.long)
+            points.append(("decode", dict(batch=b, context=c, context_tokens=sum(rows[:b])),
+                           lambda cache=cache, tokens=tokens: decode_step(lm, cache, tokens).seconds))
+    for n in transfer_tokens:
+        cache = prefill(lm, [_ids(lm, n, seed)]).cache
+
+        def copy(cache=cache) -> float:
+            with Timer(lm.device) as t:
+                cache.clone()
+            return max(t.seconds, 1e-9)
+
+        points.append(("transfer", dict(tokens=n, nbytes=cache.nbytes), copy))
+    times: list[list[float]] = [[] for _ in points]
+    for _ in range(rounds):
+        for i, (_, _, once) in enumerate(points):
+            times[i].extend(_timed(once, repeats))
+    measured = {"prefill": "prefill_s", "decode": "step_s", "transfer": "seconds"}
+    rows = {"prefill": [], "decode": [], "transfer": []}
+    for (kind, row, _), t in zip(points, times):
+        rows[kind].append(dict(row, **{measured[kind]: float(summarize(t))}))
+    prefill_rows, decode_rows, transfer_rows = rows["prefill"], rows["decode"], rows["transfer"]
+    fits = {"prefill": fit_prefill(prefill_rows), "decode": fit_decode(decode_rows),
+            "transfer": fit_transfer(transfer_rows)}
+    clock = "cuda events" if lm.device.type == "cuda" else _CPU_CLOCK["clock"]
+    meta = dict(device=describe_device(lm.device), model=lm.name, dtype=str(lm.dtype).replace("torch.", ""),
+                clock=clock, torch=torch.__version__, splitlab=_version(),
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    cost = CostModel(**coefficients(fits.values()), kv_bytes_per_token=int(kv_bytes_per_token(lm.geometry, lm.dtype)),
+                     max_context=ctx, memory_bytes=_memory_bytes(lm.device), weight_bytes=lm.weight_bytes,
+                     padded_prefill=True,
+                     source=f"measured: {lm.name} ({meta['dtype']}) on {meta['device']}, {meta['date']}")
+    return Calibration(cost, fits, meta)

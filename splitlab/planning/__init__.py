@@ -1,0 +1,30 @@
+"""Searches over serving runs: how many prefill and decode workers, and which layout, for a workload and its SLOs.
+
+- :mod:`.planner`: :func:`plan` ranks colocated (prefill-first, chunked) and every xPyD split by simulated goodput
+  per worker and cost per million output tokens (``sl.planner.plan``).
+- :mod:`.closed_form`: the first guess from the cost model alone (prefill throughput at the TTFT SLO, decode
+  throughput at the TPOT SLO).
+
+The goodput search itself is :func:`splitlab.serving.goodput`. Names are imported on first use.
+"""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {"planner": ["plan", "Plan", "Candidate"],
+            "closed_form": ["first_guess", "prefill_capacity", "decode_capacity", "colocated_capacity",
+                            "split_capacity"]}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    if name in _EXPORTS:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE) | set(_EXPORTS))

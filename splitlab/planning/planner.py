@@ -1,0 +1,195 @@
+"""How many prefill and decode workers? The planner ranks every layout up to a number of workers by simulated
+goodput per worker and by cost per million output tokens.
+
+    import splitlab as sl
+    p = sl.planner.plan(workload="research", ttft_slo_s=0.5, tpot_slo_s=0.02, max_workers=6)
+    p.table()        # one row per candidate, best first
+    p.best, p.why()  # the winner, and which SLO binds each contender
+
+Candidates (DistServe searches placements the same way, by simulating each and bisecting the rate, OSDI'24
+sec. 4): ``max_workers`` colocated workers prefill-first; the same, chunked, for each chunk size of
+``chunk_tokens`` (Sarathi-Serve); and every split xPyD with x + y <= ``max_workers``. Each gets
+:func:`splitlab.serving.goodput` on the cost model (calibrated or analytic), all on one request set, and
+``cost_per_million_tokens = price_per_hour / 3600 / (goodput per worker x mean output tokens) x 1e6``: the price
+of the output tokens a worker produces while serving at its goodput. The closed-form first guess
+(:mod:`.closed_form`) is printed beside each simulated answer.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..costmodel import CostModel
+from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
+from .closed_form import first_guess, split_capacity
+
+__all__ = ["plan", "Plan", "Candidate"]
+
+
+@dataclass
+class Candidate:
+    """One layout the planner tried, with its search (``result``: a :class:`~splitlab.serving.GoodputResult`)."""
+
+    layout: str
+    policy: str
+    workers: int
+    prefill_workers: int
+    decode_workers: int
+    chunk_tokens: int | None
+    goodput_rps_per_worker: float
+    cost_per_million_tokens: float
+    binding_slo: str
+    first_guess_rps_per_worker: float
+    config: ServingConfig = field(repr=False, default=None)
+    result: object = field(repr=False, default=None)
+
+    @property
+    def name(self) -> str:
+        if self.layout == "disaggregated":
+            return f"{self.prefill_workers}P+{self.decode_workers}D"
+        chunk = f", {self.chunk_tokens}-token chunks" if self.policy == "chunked" else ""
+        return f"{self.workers} colocated ({self.policy}{chunk})"
+
+    def to_json(self) -> dict:
+        keys = ("layout", "policy", "workers", "prefill_workers", "decode_workers", "chunk_tokens",
+                "goodput_rps_per_worker", "cost_per_million_tokens", "binding_slo", "first_guess_rps_per_worker")
+        out = {k: getattr(self, k) for k in keys}
+        return dict(out, name=self.name, cost_per_million_tokens=None if math.isinf(self.cost_per_million_tokens)
+                    else self.cost_per_million_tokens)
+
+
+@dataclass
+class Plan:
+    """What :func:`plan` found: ``candidates`` (best first), ``best``, ``first_guess`` (the closed form) and the
+    inputs (``ttft_slo_s``, ``tpot_slo_s``, ``max_workers``, ``price_per_hour``, ``mean_output_tokens``,
+    ``cost_source``)."""
+
+    candidates: list[Candidate]
+    first_guess: dict
+    ttft_slo_s: float
+    tpot_slo_s: float
+    max_workers: int
+    price_per_hour: float
+    mean_output_tokens: float
+    cost_source: str
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+    def best_of(self, layout: str | None = None, policy: str | None = None) -> Candidate:
+        """The best candidate of a ``layout`` ("colocated" or "disaggregated") and/or ``policy``
+        ("prefill-first", "chunked").
+
+        Raises:
+            KeyError: no candidate is of that kind.
+        """
+        for c in self.candidates:
+            if (layout is None or c.layout == layout) and (policy is None or c.policy == policy):
+                return c
+        raise KeyError(f"no candidate with layout={layout!r}, policy={policy!r}")
+
+    def table(self) -> pd.DataFrame:
+        """One row per candidate, best first: goodput per worker (simulated and closed-form guess, requests/s),
+        cost per million output tokens, the binding SLO."""
+        rows = [{"layout": c.name, "workers": c.workers, "goodput (req/s per worker)": c.goodput_rps_per_worker,
+                 "first guess (req/s per worker)": c.first_guess_rps_per_worker,
+                 "cost per 1M tokens": c.cost_per_million_tokens, "binding SLO": c.binding_slo}
+                for c in self.candidates]
+        return pd.DataFrame(rows).set_index("layout")
+
+    def why(self) -> str:
+        """Why the winner wins: its goodput against the best of the other kind, and the SLO binding each."""
+        best = self.best
+        other = next((c for c in self.candidates if (c.layout == "colocated") != (best.layout == "colocated")), None)
+        text = (f"{best.name} wins: {best.goodput_rps_per_worker:.3g} requests/s per worker within TTFT <= "
+                f"{self.ttft_slo_s:g} s and TPOT <= {self.tpot_slo_s:g} s (binding: {best.binding_slo})")
+        if other is not None:
+            kind = "colocated" if other.layout == "colocated" else "split"
+            less = 1 - other.goodput_rps_per_worker / best.goodput_rps_per_worker if best.goodput_rps_per_worker else 0
+            text += (f"; the best {kind} layout, {other.name}, serves {other.goodput_rps_per_worker:.3g} (binding: "
+                     f"{other.binding_slo}), {less:.0%} less per worker")
+        return text + "."
+
+    def to_json(self) -> dict:
+        return dict(candidates=[c.to_json() for c in self.candidates], best=self.best.to_json(),
+                    first_guess=self.first_guess, ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s,
+                    max_workers=self.max_workers, price_per_hour=self.price_per_hour,
+                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source)
+
+
+def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, max_batch) -> None:
+    for name, v in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s), ("price_per_hour", price_per_hour)):
+        if not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a number > 0, got {v!r}")
+    if not isinstance(max_workers, numbers.Integral) or isinstance(max_workers, bool) or max_workers < 2:
+        raise ValueError(f"max_workers must be an integer >= 2 (a split needs a prefill and a decode worker), got "
+                         f"{max_workers!r}")
+    bad = [c for c in chunk_tokens if not isinstance(c, numbers.Integral) or c <= max_batch]
+    if bad:
+        raise ValueError(f"chunk sizes must be integers above max_batch ({max_batch}), got {bad}")
+
+
+def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0, tpot_slo_s: float = 0.1,
+         max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int = 16,
+         max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03, seed: int = 0,
+         scale: float | None = None, max_requests: int = 3000, progress: bool | None = None,
+         **options) -> Plan:
+    """Rank layouts up to ``max_workers`` by simulated goodput per worker (module docstring).
+
+    Args:
+        cost: a :class:`~splitlab.costmodel.CostModel` (a calibration's ``.cost``, or
+            :func:`~splitlab.costmodel.roofline_cost_model`); None: the built-in one.
+        workload: a workload name or :class:`~splitlab.serving.WorkloadSpec` (lengths scaled to the cost
+            model's context unless ``scale``).
+        ttft_slo_s, tpot_slo_s: the SLOs (s). max_workers: at most this many workers (>= 2).
+        price_per_hour: of one worker (any currency; the cost column is in the same).
+        chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
+        max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout.
+        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run.
+        progress: a tqdm bar on stderr (default: when more than 4 candidates).
+
+    Returns:
+        a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``.
+
+    Raises:
+        ValueError: SLOs or price that are not > 0, max_workers < 2, chunk sizes <= max_batch, or a bad option.
+    """
+    chunk_tokens = tuple(chunk_tokens or ())
+    _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, max_batch)
+    ex = CostModelExecutor(cost)
+    common = dict(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens, **options)
+    requests = workload_requests(workload, max_requests, 1.0, ex, seed, scale)
+    prompts = np.array([r.prompt_len for r in requests])
+    outputs = np.array([r.max_new_tokens for r in requests])
+    guess = first_guess(ex.cost, prompts, outputs, ttft_slo_s, tpot_slo_s, max_workers, max_batch,
+                        max_prefill_tokens)
+    layouts = [("colocated", "prefill-first", max_workers, 0, 0, None)]
+    layouts += [("colocated", "chunked", max_workers, 0, 0, c) for c in chunk_tokens]
+    layouts += [("disaggregated", "prefill-first", n, x, n - x, None)
+                for n in range(2, max_workers + 1) for x in range(1, n)]
+    from tqdm import tqdm
+    show = progress if progress is not None else len(layouts) > 4
+    candidates = []
+    for layout, policy, n, x, y, chunk in tqdm(layouts, desc="planner: goodput of each layout", disable=not show,
+                                               leave=False):
+        if layout == "colocated":
+            cfg = ServingConfig.colocated(n, policy=policy, chunk_tokens=chunk or 256, **common)
+            first = guess["colocated_rps"]
+        else:
+            cfg = ServingConfig.disaggregated(x, y, **common)
+            first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
+        res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
+                      tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(first, 1e-3),
+                      prefixes=True, step=1.25)
+        g = res.goodput_rps_per_worker
+        price = price_per_hour / 3600 / (g * outputs.mean()) * 1e6 if g > 0 else math.inf
+        candidates.append(Candidate(layout, policy, cfg.n_workers, x, y, chunk, g, price, res.binding_slo, first,
+                                    cfg, res))
+    candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
+    return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
+                ex.cost.source)

@@ -1,0 +1,95 @@
+"""Chapter 6's tables and figures: several serving runs of the same requests side by side, against their SLOs.
+
+- :func:`slo_table`: one column per run, one row per latency percentile (ms), SLO attainment and the misses of
+  each SLO (a table that fits the text column: runs are columns, metrics are rows).
+- :func:`winner`: which run met the SLOs for the most requests, in one line.
+- :func:`latency_cdfs`: TTFT and TPOT CDFs of the runs, two panels, the SLOs drawn.
+- :func:`timelines`: what each worker did, one panel per run, stacked, over the same window.
+
+Figures are at most 8 inches wide (the page column), with fonts of 9 pt or more.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+import pandas as pd
+
+from ...serving import metrics as M
+from . import serving as serving_plots
+
+__all__ = ["slo_table", "winner", "latency_cdfs", "timelines"]
+
+
+def slo_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) -> pd.DataFrame:
+    """Rows: TTFT, TTST (time to second token), TPOT P50/P90 and ITL P99 in ms, SLO attainment (%), how many
+    requests missed each SLO, output tokens/s per worker; one column per run (3 significant digits)."""
+    cols = {}
+    for name, res in runs.items():
+        m = res.metrics(ttft_slo_s, tpot_slo_s)
+        miss = M.slo_misses(res.requests, ttft_slo_s, tpot_slo_s)
+        cols[name] = {"workers": len(res.workers), "TTFT P50 (ms)": m["ttft_s"]["p50"] * 1e3,
+                      "TTFT P90 (ms)": m["ttft_s"]["p90"] * 1e3, "TTST P90 (ms)": m["ttst_s"]["p90"] * 1e3,
+                      "TPOT P50 (ms)": m["tpot_s"]["p50"] * 1e3, "TPOT P90 (ms)": m["tpot_s"]["p90"] * 1e3,
+                      "ITL P99 (ms)": m["itl_s"]["p99"] * 1e3, "SLO attainment (%)": 100 * m["slo_attainment"],
+                      "missed TTFT": miss["ttft"], "missed TTST": miss["ttst"], "missed TPOT": miss["tpot"],
+                      "tokens/s per worker": m["throughput_tokens_per_s_per_worker"]}
+    table = pd.DataFrame(cols)
+    counts = ["workers", "missed TTFT", "missed TTST", "missed TPOT"]
+    out = table.astype(object)
+    for row in table.index:
+        out.loc[row] = [int(v) if row in counts else float(f"{v:.3g}") for v in table.loc[row]]
+    return out
+
+
+def winner(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) -> str:
+    """``"<name> wins: x% of requests within both SLOs against y% (<other>) ..."``: the runs ranked by SLO
+    attainment (a tie says so)."""
+    att = {name: res.metrics(ttft_slo_s, tpot_slo_s)["slo_attainment"] for name, res in runs.items()}
+    ranked = sorted(att, key=att.get, reverse=True)
+    best = ranked[0]
+    others = ", ".join(f"{att[k]:.0%} ({k})" for k in ranked[1:])
+    if len(ranked) > 1 and att[ranked[1]] == att[best]:
+        return f"a tie on SLO attainment at {att[best]:.0%}: " + ", ".join(ranked)
+    return f"{best} wins: {att[best]:.0%} of requests within both SLOs, against {others}"
+
+
+def latency_cdfs(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float, title: str | None = None,
+                 log_ttft: bool = False):
+    """TTFT (left) and TPOT (right) CDFs of every run, the SLOs as dotted lines. Returns the figure."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(8, 3.6), layout="constrained")
+    serving_plots.ttft_cdf(dict(runs), ax=a1, slo_s=ttft_slo_s, title="Time to first token", log=log_ttft)
+    serving_plots.latency_cdf(dict(runs), "tpot", ax=a2, slo_s=tpot_slo_s, title="Time per output token")
+    for ax in (a1, a2):
+        ax.set_xlabel(ax.get_xlabel().replace("time to first token, ", "").replace("time per output token, ", ""))
+        if log_ttft and ax is a1:
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.get_legend().remove()
+    handles, labels = a1.get_legend_handles_labels()
+    labels = [lab.replace("SLO", "the SLOs (dotted)") if lab.startswith("SLO") else lab for lab in labels]
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def timelines(runs: Mapping[str, object], t_range: tuple[float, float] | None = None):
+    """One worker timeline per run, stacked, sharing the time axis (``t_range`` in s zooms in). Returns the
+    figure."""
+    rows = [len(res.workers) + 0.6 * sum(1 for w in res.timeline.worker.unique() if "->" in w)
+            for res in runs.values()]
+    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 0.45 * sum(rows) + 1.2 * len(runs)), sharex=True,
+                             layout="constrained", height_ratios=rows)
+    axes = np.atleast_1d(axes)
+    for ax, (name, res) in zip(axes, runs.items()):
+        serving_plots.worker_timeline(res, ax=ax, t_range=t_range, title=name)
+        ax.get_legend().remove()
+        ax.set_xlabel("")
+    axes[-1].set_xlabel("time on the virtual clock (s)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for k, c in serving_plots.KIND_COLORS.items()]
+    fig.legend(handles, list(serving_plots.KIND_COLORS), loc="outside lower center", ncols=4, fontsize=9,
+               frameon=False)
+    return fig
