@@ -1,5 +1,6 @@
 """Measuring this device: prefill time vs prompt length, decode step time vs batch and context, cached decode
-vs full recompute, and the raw matmul FLOP/s and memory bandwidth that the roofline needs.
+vs full recompute, the bytes a decode step reads, and (from :mod:`.hardware`) the raw matmul FLOP/s, memory
+bandwidth and last-level cache size that the roofline needs.
 
 Each function warms up once, repeats, and reports the median, so one slow outlier (a page fault, another
 process) does not move the result. ``statistic="min"`` reports the fastest run instead: on a shared machine other
@@ -18,13 +19,13 @@ import pandas as pd
 import torch
 
 from ..sizing import kv_bytes_per_token
-from .device import Timer
 from .engine import decode_step, forward_logits, prefill
+from .hardware import last_level_cache, measure_matmul_flops, measure_memory_bandwidth, measure_peak_flops
 from .models import LoadedModel
 
 __all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
            "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
-           "op_shares"]
+           "last_level_cache", "weight_bytes_read", "op_shares"]
 
 
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
@@ -76,11 +77,6 @@ def _summarize(times, statistic: str) -> float:
     if statistic not in _STATISTICS:
         raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
     return _STATISTICS[statistic](list(times))
-
-
-def _median_seconds(fn, repeats: int, statistic: str = "median") -> float:
-    fn()  # warm-up: allocator, kernel selection, lazy init
-    return _summarize((fn() for _ in range(repeats)), statistic)
 
 
 def measure_prefill(lm: LoadedModel, prompt_tokens: list[int], batch: int = 1, repeats: int = 3,
@@ -179,49 +175,17 @@ def measure_kv_growth(lm: LoadedModel, prompt_tokens: int, new_tokens: int, seed
     return pd.DataFrame(rows)
 
 
-def measure_matmul_flops(device: torch.device | str, dtype: torch.dtype = torch.float32, n: int = 1024,
-                         repeats: int = 5, statistic: str = "median") -> float:
-    """Achieved FLOP/s of an n x n x n matmul (2 n^3 FLOPs) on ``device``: this machine's practical compute peak.
-    ``statistic="min"`` uses the fastest of ``repeats`` runs (the best rate) instead of the median."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+def weight_bytes_read(lm: LoadedModel) -> int:
+    """Bytes of weights one decode step reads in full: every parameter, except an input embedding table that is
+    not tied to the output layer (a step reads only one row of it per sequence, counted here as nothing).
 
-    def once() -> float:
-        with Timer(device) as t:
-            a @ b
-        return t.seconds
-
-    return 2 * n ** 3 / _median_seconds(once, repeats, statistic)
-
-
-def measure_peak_flops(device: torch.device | str, dtype: torch.dtype = torch.float32,
-                       sizes: tuple[int, ...] | None = None, repeats: int = 10) -> tuple[float, int]:
-    """This device's practical compute peak (FLOP/s): the best rate of square matmuls of a few ``sizes``, each
-    the fastest of ``repeats`` runs. No single size is best everywhere (small ones fit in caches, big ones keep
-    more cores busy), so several are tried: 512..2048 on CPUs, 2048..8192 on GPUs by default.
-
-    Returns (FLOP/s, the size n that reached it).
-    """
-    if sizes is None:
-        sizes = (512, 1024, 2048) if torch.device(device).type == "cpu" else (2048, 4096, 8192)
-    rates = {n: measure_matmul_flops(device, dtype, n=n, repeats=repeats, statistic="min") for n in sizes}
-    best = max(rates, key=rates.get)
-    return rates[best], best
-
-
-def measure_memory_bandwidth(device: torch.device | str, nbytes: int = 256 * 2 ** 20, repeats: int = 5,
-                             statistic: str = "median") -> float:
-    """Achieved memory bandwidth (bytes/s) of copying a ``nbytes`` buffer (counts the read and the write).
-    ``statistic="min"`` uses the fastest of ``repeats`` copies (the best rate) instead of the median."""
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
-    dst = torch.empty_like(src)
-
-    def once() -> float:
-        with Timer(device) as t:
-            dst.copy_(src)
-        return t.seconds
-
-    return 2 * nbytes / _median_seconds(once, repeats, statistic)
+    With tied embeddings (SmolLM2, the llama2.c models) the output layer reads the whole table, so this equals
+    ``lm.weight_bytes``; an untied table is subtracted once."""
+    embed, head = lm.model.get_input_embeddings(), lm.model.get_output_embeddings()
+    total = lm.weight_bytes
+    if embed is not None and (head is None or embed.weight is not head.weight):
+        total -= embed.weight.numel() * embed.weight.element_size()
+    return int(total)
 
 
 @contextlib.contextmanager
