@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import DynamicLayer
 
-__all__ = ["AppendLayer", "room_for"]
+__all__ = ["AppendLayer", "appendable", "room_for"]
 
 #: Positions of headroom a buffer gets beyond what it holds when it is (re)allocated, at least.
 MIN_ROOM = 64
@@ -72,3 +72,16 @@ class AppendLayer(DynamicLayer):
         vb[:, :, seq:seq + new].copy_(value_states)
         self.keys, self.values = kb[:, :, :seq + new], vb[:, :, :seq + new]
         return self.keys, self.values
+
+
+def appendable(cache):
+    """``cache`` (a transformers ``DynamicCache``) with each plain ``DynamicLayer`` replaced by an
+    :class:`AppendLayer` holding the same tensors; other layer kinds (sliding windows, ...) and layers that already
+    append in place are kept. Returns the same object, so attributes set on it (splitlab's own marks) survive."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        return cache
+    for i, layer in enumerate(layers):
+        if type(layer) is DynamicLayer and layer.is_initialized:
+            layers[i] = AppendLayer(layer.keys, layer.values)
+    return cache

@@ -20,7 +20,6 @@ import torch
 from transformers import DynamicCache
 
 from ..common.model_id import with_dtype
-from .append import AppendLayer
 
 __all__ = ["KVCache", "CacheMismatchError", "cache_kwarg", "output_cache"]
 
@@ -182,16 +181,16 @@ class KVCache:
     # --- transformers bridge ---------------------------------------------------------------------------
     def to_transformers(self) -> DynamicCache:
         """A transformers ``DynamicCache`` holding these tensors (not copies). The model's forward appends to
-        it in place, past every position these tensors hold (:class:`~splitlab.kvcache.append.AppendLayer`), so
-        this KVCache's tensors are left unchanged."""
+        it by concatenation, so this KVCache's tensors are left unchanged."""
         cache, self._transformers = self._transformers, None  # hand it over at most once: the forward extends it
         if cache is not None and len(cache.layers) == self.num_layers and all(
                 layer.keys is k and layer.values is v for layer, k, v in zip(cache.layers, self.keys, self.values)):
             return cache
         # DynamicCache(pairs) would copy every tensor (it concatenates each onto an empty one): build the layers
-        # from empty slices, then hand them the real tensors, in layers that append in place (append.py).
+        # from empty slices, then hand them the real tensors.
         cache = DynamicCache([(k[:, :, :0], v[:, :, :0]) for k, v in zip(self.keys, self.values)])
-        cache.layers = [AppendLayer(k, v) for k, v in zip(self.keys, self.values)]
+        for layer, k, v in zip(cache.layers, self.keys, self.values):
+            layer.keys, layer.values = k, v
         cache._splitlab_built = True  # plain DynamicLayers holding a KVCache's tensors, nothing else
         return cache
 
