@@ -25,7 +25,7 @@ from .models import LoadedModel
 
 __all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
            "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
-           "last_level_cache", "weight_bytes_read", "op_shares"]
+           "last_level_cache", "weight_bytes_read", "op_shares", "decode_op_shares"]
 
 
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
@@ -116,7 +116,8 @@ def measure_decode(lm: LoadedModel, batch_sizes: list[int], context: int, steps:
         pre = prefill(lm, [random_prompt(lm, context, seed + j) for j in range(big)], max_new_tokens=steps + 1)
         for i, b in enumerate(batch_sizes):
             cache, tokens = pre.cache.select(list(range(b))), pre.logits[:b].argmax(-1)
-            decode_step(lm, cache, tokens)  # warm-up
+            out = decode_step(lm, cache, tokens)  # warm-up; it also gives the cache its room to append in place
+            cache, tokens = out.cache, out.logits.argmax(-1)
             for _ in range(steps):
                 out = decode_step(lm, cache, tokens)
                 cache, tokens = out.cache, out.logits.argmax(-1)
@@ -133,26 +134,30 @@ def measure_cached_vs_recompute(lm: LoadedModel, prompt_tokens: int, new_tokens:
     """Time each generated token two ways: a cached decode step (one new token against the KV cache), and a
     full forward over the whole sequence without a cache (what a model without a KV cache must do).
 
-    Each step is timed ``repeats`` times both ways and the median kept.
+    The cached generation runs ``repeats`` times from the same prefill, each a chain of decode steps as a real
+    loop makes them; each recompute is timed ``repeats`` times; the median per token is kept both ways.
     Returns columns ``step``, ``context`` (tokens before the new one), ``cached_s``, ``recompute_s``,
     ``same_token`` (both ways chose the same greedy token).
     """
     ids = random_prompt(lm, prompt_tokens, seed)
     pre = prefill(lm, [ids], max_new_tokens=new_tokens)
-    cache, token = pre.cache, pre.logits.argmax(-1)
-    seq = ids + token.tolist()
+    cached: list[list[float]] = []
+    for _ in range(repeats):
+        cache, token, times, chosen = pre.cache, pre.logits.argmax(-1), [], [int(pre.logits.argmax(-1))]
+        for _ in range(1, new_tokens):
+            out = decode_step(lm, cache, token)
+            cache, token = out.cache, out.logits.argmax(-1)
+            times.append(out.seconds)
+            chosen.append(int(token))
+        cached.append(times)
     rows = []
     for step in range(1, new_tokens):
-        outs = [decode_step(lm, cache, token) for _ in range(repeats)]
-        out = outs[0]
+        seq = ids + chosen[:step]
         full = torch.tensor([seq], device=lm.device)
         recomputes = [forward_logits(lm, full, torch.ones_like(full), None) for _ in range(repeats)]
-        logits = recomputes[0][0]
-        rows.append(dict(step=step, context=len(seq) - 1, cached_s=statistics.median(o.seconds for o in outs),
+        rows.append(dict(step=step, context=len(seq) - 1, cached_s=statistics.median(t[step - 1] for t in cached),
                          recompute_s=statistics.median(r[2] for r in recomputes),
-                         same_token=bool(out.logits.argmax(-1).item() == logits.argmax(-1).item())))
-        cache, token = out.cache, out.logits.argmax(-1)
-        seq.append(int(token))
+                         same_token=bool(int(recomputes[0][0].argmax(-1)) == chosen[step])))
     return pd.DataFrame(rows)
 
 
@@ -186,6 +191,20 @@ def weight_bytes_read(lm: LoadedModel) -> int:
     if embed is not None and (head is None or embed.weight is not head.weight):
         total -= embed.weight.numel() * embed.weight.element_size()
     return int(total)
+
+
+def decode_op_shares(lm: LoadedModel, batch: int = 1, context: int = 64, top: int = 5) -> pd.DataFrame:
+    """:func:`op_shares` of steady decode steps: ``batch`` prompts of ``context`` tokens are prefilled, then every
+    profiled call is the next step of the same chain (as in a real decode loop, so the cache appends in place)."""
+    pre = prefill(lm, [random_prompt(lm, context, seed=j) for j in range(batch)], max_new_tokens=16)
+    state = [pre.cache, pre.logits.argmax(-1)]
+
+    def step() -> None:
+        out = decode_step(lm, state[0], state[1])
+        state[0], state[1] = out.cache, out.logits.argmax(-1)
+
+    step()
+    return op_shares(step, lm.device, top=top)
 
 
 @contextlib.contextmanager

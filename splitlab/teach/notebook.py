@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import matplotlib
 
-__all__ = ["setup", "BOOK_STYLE", "inline_figures"]
+__all__ = ["setup", "BOOK_STYLE", "inline_figures", "md"]
 
 #: matplotlib settings of every figure in the book (sizes in inches and points).
 BOOK_STYLE = {
@@ -69,3 +69,11 @@ def setup(cpu_threads: int | None = 1, style: bool = True) -> None:
 
         if not torch.cuda.is_available():
             torch.set_num_threads(cpu_threads)
+
+
+def md(text: str) -> None:
+    """Show ``text`` as Markdown in the cell's output, rendered by the built book, Jupyter and Colab alike: prose
+    whose numbers come from this run (a takeaway, a solution), so the text always says what the page measured."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))

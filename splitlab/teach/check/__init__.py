@@ -4,11 +4,12 @@ tolerance given. ``None`` means "not answered yet" (prints a reminder, returns F
 
 One module per chapter (``ch01`` ...); every checker is reachable here as ``splitlab.check.<name>``.
 """
-from .ch01 import forward_passes, recompute_tokens
-from .ch02 import kv_bytes_per_token, max_tokens_in_memory
-from .ch03 import compute_bound_batch, decode_intensity, ridge_point
+from .ch01 import forward_passes, prompt_doubling, recompute_tokens, tpot
+from .ch02 import kv_bytes_per_token, max_tokens_in_memory, mla_equivalent_kv_heads, padding_waste
+from .ch03 import (compute_bound_batch, decode_floor, decode_intensity, decode_step_prediction, max_batch_for_tpot,
+                   ridge_point)
 from .ch04 import chunked_prefill_steps, itl_spike, requests_in_kv_budget
 from .ch05 import kv_transfer_bytes, link_transfer_seconds, streamed_exposed, transfer_decode_steps
 from .ch06 import colocated_tpot, min_prefill_workers, transfer_seconds
 
-__all__ = ['chunked_prefill_steps', 'colocated_tpot', 'compute_bound_batch', 'decode_intensity', 'forward_passes', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds', 'max_tokens_in_memory', 'min_prefill_workers', 'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'streamed_exposed', 'transfer_decode_steps', 'transfer_seconds']
+__all__ = ['chunked_prefill_steps', 'colocated_tpot', 'compute_bound_batch', 'decode_floor', 'decode_intensity', 'decode_step_prediction', 'forward_passes', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds', 'max_batch_for_tpot', 'max_tokens_in_memory', 'min_prefill_workers', 'mla_equivalent_kv_heads', 'padding_waste', 'prompt_doubling', 'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'streamed_exposed', 'tpot', 'transfer_decode_steps', 'transfer_seconds']

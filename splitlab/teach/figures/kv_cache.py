@@ -1,0 +1,101 @@
+"""Chapter 2's figures and tables: the cache's growth, MHA/GQA/MQA side by side, published configurations.
+
+Every figure function draws on a given matplotlib Axes (or makes one of the book's size), labels both axes with
+units, sets a short title and returns the Axes; table functions return DataFrames with units in the headers."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ... import sizing
+from .phases import DECODE, PREDICTED, fmt3, new_ax
+
+__all__ = ["kv_growth", "cache_by_attention", "published_shapes", "published_sizes", "DEEPSEEK_V3",
+           "mla_kv_bytes_per_token", "mla_comparison"]
+
+
+def kv_growth(growth: pd.DataFrame, ax=None):
+    """Cache bytes measured after the prefill and after each decode step (``profiling.measure_kv_growth``)
+    against the formula tokens x KV bytes per token."""
+    ax = new_ax(ax)
+    ax.plot(growth["tokens_in_cache"], growth["nbytes"] / 2 ** 10, "o", ms=3, color=DECODE, label="measured")
+    ax.plot(growth["tokens_in_cache"], growth["predicted_nbytes"] / 2 ** 10, "-", color=PREDICTED, lw=1,
+            label="formula")
+    ax.set_xlabel("tokens in the cache")
+    ax.set_ylabel("KV cache size (KiB)")
+    ax.set_title("The cache grows by the same bytes every token")
+    ax.legend()
+    return ax
+
+
+def cache_by_attention(variants: pd.DataFrame, tokens: int, ax=None):
+    """Measured and formula cache sizes of models that differ only in their KV heads: one pair of bars per row of
+    ``variants`` (columns ``attention``, ``KV heads``, ``cache (KiB)``, ``formula (KiB)``), each cache holding
+    ``tokens`` tokens."""
+    ax = new_ax(ax)
+    x = np.arange(len(variants))
+    ax.bar(x - 0.2, variants["cache (KiB)"], width=0.4, color=DECODE, label="measured")
+    ax.bar(x + 0.2, variants["formula (KiB)"], width=0.4, color=PREDICTED, alpha=0.6, label="formula")
+    ax.set_xticks(x, [f"{a}\n{k} KV heads" for a, k in zip(variants["attention"], variants["KV heads"])])
+    ax.set_ylabel(f"cache of {tokens} tokens (KiB)")
+    ax.set_title("Same query heads, fewer KV heads: a smaller cache")
+    ax.grid(axis="x", visible=False)
+    ax.legend()
+    return ax
+
+
+def published_shapes(models: list[str]) -> pd.DataFrame:
+    """Attention shape of published configs (``sizing.PUBLISHED_MODELS``): attention kind, layers, query heads,
+    KV heads, head_dim (counts as integers)."""
+    rows = []
+    for name in models:
+        g = sizing.kv_geometry(sizing.resolve_config(name))
+        rows.append({"model": name, "attention": g.attention, "layers": g.layers, "query heads": g.heads,
+                     "KV heads": g.kv_heads, "head_dim": g.head_dim})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def published_sizes(models: list[str], gpu: str = "H100", context: int = 4096, dtype: str = "fp16") -> pd.DataFrame:
+    """KV bytes of published configs in ``dtype``: KiB per token, GiB per request of ``context`` tokens, and how
+    many such requests fit in ``gpu``'s memory beside the weights (0 when the weights alone do not fit)."""
+    memory = sizing.GPUS[gpu]["memory_bytes"]
+    rows = []
+    for name in models:
+        cfg = sizing.resolve_config(name)
+        per_token = sizing.kv_bytes_per_token(cfg, dtype)
+        free = memory - cfg["n_params"] * sizing.dtype_bytes(dtype)
+        rows.append({"model": name, "KiB per token": fmt3(per_token / 2 ** 10),
+                     f"GiB at {context:,} tokens": fmt3(per_token * context / 2 ** 30),
+                     f"requests per {gpu}": int(max(free, 0) // (per_token * context))})
+    return pd.DataFrame(rows).set_index("model")
+
+
+#: DeepSeek-V3's attention shape, from its config.json (huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json;
+#: DeepSeek-AI 2024, DeepSeek-V3 Technical Report, sec. 2.1.1). Its MLA caches, per layer and token, the
+#: compressed latent c_KV (kv_lora_rank elements) and the decoupled RoPE key (qk_rope_head_dim elements), both
+#: shared by all heads (DeepSeek-V2 paper, sec. 2.1 and Table 1).
+DEEPSEEK_V3 = {"num_hidden_layers": 61, "num_attention_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+               "qk_nope_head_dim": 128, "v_head_dim": 128}
+
+
+def mla_kv_bytes_per_token(layers: int, kv_lora_rank: int, qk_rope_head_dim: int, bytes_per_element: float = 2) -> float:
+    """KV bytes per token of multi-head latent attention: layers x (kv_lora_rank + qk_rope_head_dim) x bytes
+    (DeepSeek-V2 paper, Table 1: (d_c + d_h^R) l elements). Raises ValueError for a non-positive size."""
+    if min(layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element) <= 0:
+        raise ValueError("layers, kv_lora_rank, qk_rope_head_dim and bytes_per_element must be positive")
+    return layers * (kv_lora_rank + qk_rope_head_dim) * bytes_per_element
+
+
+def mla_comparison(cfg: dict = DEEPSEEK_V3, dtype: str = "bf16", gqa_kv_heads: int = 8) -> pd.DataFrame:
+    """KV bytes per token of a DeepSeek-V3-shaped model three ways: what MLA caches; MHA over the same 128 heads
+    (keys of qk_nope + qk_rope elements, values of v_head_dim, per head); GQA with ``gqa_kv_heads`` heads of
+    head_dim 128 (Llama-3-70B's layout). Columns: elements per layer and token, KiB per token, x MLA."""
+    b, layers = sizing.dtype_bytes(dtype), cfg["num_hidden_layers"]
+    k_dim = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
+    per_layer = {"MLA: latent + RoPE key": cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"],
+                 f"MHA, {cfg['num_attention_heads']} heads": cfg["num_attention_heads"] * (k_dim + cfg["v_head_dim"]),
+                 f"GQA, {gqa_kv_heads} KV heads of 128": gqa_kv_heads * 2 * 128}
+    mla = mla_kv_bytes_per_token(layers, cfg["kv_lora_rank"], cfg["qk_rope_head_dim"], b)
+    rows = [{"cache layout": name, "elements per layer": int(n), "KiB per token": fmt3(layers * n * b / 2 ** 10),
+             "x MLA": fmt3(layers * n * b / mla)} for name, n in per_layer.items()]
+    return pd.DataFrame(rows).set_index("cache layout")
