@@ -105,3 +105,12 @@ def test_the_memory_bound_preset_exceeds_this_machines_last_level_cache():
     params = v * h + cfg["num_hidden_layers"] * (4 * h * h + 3 * h * i + 2 * h) + h  # tied output layer
     assert 41e6 < params < 42.5e6  # "42M"
     assert params * 4 > hardware.last_level_cache("cpu")[0]
+
+
+def test_keys_and_values_of_different_head_dims_append_in_place():
+    """MLA layers keep a latent as keys and a RoPE key as values, of different widths."""
+    layer = AppendLayer(torch.zeros(1, 1, 5, 8), torch.zeros(1, 1, 5, 4))
+    for step in range(3):
+        k, v = layer.update(torch.full((1, 1, 1, 8), step + 1.0), torch.full((1, 1, 1, 4), -(step + 1.0)))
+    assert k.shape == (1, 1, 8, 8) and v.shape == (1, 1, 8, 4)
+    assert k[0, 0, 5:, 0].tolist() == [1.0, 2.0, 3.0] and v[0, 0, 5:, 0].tolist() == [-1.0, -2.0, -3.0]

@@ -42,27 +42,29 @@ class AppendLayer(DynamicLayer):
             self.keys, self.values = keys, values
             self.device, self.is_initialized = keys.device, True
 
-    def _owns_filled_part(self, new_positions: int, like: torch.Tensor) -> bool:
-        """True when ``keys``/``values`` are the start of this layer's buffers and the buffers have room."""
+    def _owns_filled_part(self, new_positions: int, key_states: torch.Tensor, value_states: torch.Tensor) -> bool:
+        """True when ``keys``/``values`` are the start of this layer's buffers, the buffers have room for
+        ``new_positions`` more, and the new states fit them (batch, heads, head dims, dtype)."""
         if self._buffers is None:
             return False
-        kb, vb = self._buffers
         seq = self.keys.shape[-2]
-        return (kb.shape[-2] >= seq + new_positions and kb.shape[:2] == like.shape[:2]
-                and kb.shape[-1] == like.shape[-1] and kb.dtype == like.dtype
-                and self.keys.data_ptr() == kb.data_ptr() and self.values.data_ptr() == vb.data_ptr()
-                and self.keys.stride() == kb.stride() and self.values.stride() == vb.stride())
+        for held, buf, new in ((self.keys, self._buffers[0], key_states), (self.values, self._buffers[1], value_states)):
+            if (buf.shape[-2] < seq + new_positions or buf.shape[:2] != new.shape[:2] or buf.shape[-1] != new.shape[-1]
+                    or buf.dtype != new.dtype or held.data_ptr() != buf.data_ptr() or held.stride() != buf.stride()):
+                return False
+        return True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        """Append ``key_states``/``value_states`` ``[batch, kv_heads, new, head_dim]``; return the whole cache
-        of this layer (views). Reallocates (one copy of what is held) only when the buffer is full or was never
-        this layer's."""
+        """Append ``key_states``/``value_states`` ``[batch, kv_heads, new, head_dim]`` (keys and values may have
+        different head dims, as MLA's latent and RoPE key do); return the whole cache of this layer (views).
+        Reallocates (one copy of what is held) only when the buffer is full or was never this layer's."""
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         seq, new = (self.keys.shape[-2] if self.keys.numel() else 0), key_states.shape[-2]
-        if not self._owns_filled_part(new, key_states):
-            shape = (*key_states.shape[:2], room_for(seq + new), key_states.shape[-1])
-            kb, vb = key_states.new_empty(shape), value_states.new_empty(shape)
+        if not self._owns_filled_part(new, key_states, value_states):
+            room = room_for(seq + new)
+            kb = key_states.new_empty((*key_states.shape[:2], room, key_states.shape[-1]))
+            vb = value_states.new_empty((*value_states.shape[:2], room, value_states.shape[-1]))
             if seq:
                 kb[:, :, :seq].copy_(self.keys)
                 vb[:, :, :seq].copy_(self.values)
@@ -72,7 +74,6 @@ class AppendLayer(DynamicLayer):
         vb[:, :, seq:seq + new].copy_(value_states)
         self.keys, self.values = kb[:, :, :seq + new], vb[:, :, :seq + new]
         return self.keys, self.values
-
 
 def appendable(cache):
     """``cache`` (a transformers ``DynamicCache``) with each plain ``DynamicLayer`` replaced by an
