@@ -10,8 +10,7 @@ import pandas as pd
 from ... import sizing
 from .phases import DECODE, PREDICTED, fmt3, new_ax
 
-__all__ = ["kv_growth", "cache_by_attention", "published_shapes", "published_sizes", "DEEPSEEK_V3",
-           "mla_kv_bytes_per_token", "mla_comparison"]
+__all__ = ["kv_growth", "cache_by_attention", "published_shapes", "published_sizes", "mla_comparison"]
 
 
 def kv_growth(growth: pd.DataFrame, ax=None):
@@ -70,32 +69,21 @@ def published_sizes(models: list[str], gpu: str = "H100", context: int = 4096, d
     return pd.DataFrame(rows).set_index("model")
 
 
-#: DeepSeek-V3's attention shape, from its config.json (huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json;
-#: DeepSeek-AI 2024, DeepSeek-V3 Technical Report, sec. 2.1.1). Its MLA caches, per layer and token, the
-#: compressed latent c_KV (kv_lora_rank elements) and the decoupled RoPE key (qk_rope_head_dim elements), both
-#: shared by all heads (DeepSeek-V2 paper, sec. 2.1 and Table 1).
-DEEPSEEK_V3 = {"num_hidden_layers": 61, "num_attention_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-               "qk_nope_head_dim": 128, "v_head_dim": 128}
-
-
-def mla_kv_bytes_per_token(layers: int, kv_lora_rank: int, qk_rope_head_dim: int, bytes_per_element: float = 2) -> float:
-    """KV bytes per token of multi-head latent attention: layers x (kv_lora_rank + qk_rope_head_dim) x bytes
-    (DeepSeek-V2 paper, Table 1: (d_c + d_h^R) l elements). Raises ValueError for a non-positive size."""
-    if min(layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element) <= 0:
-        raise ValueError("layers, kv_lora_rank, qk_rope_head_dim and bytes_per_element must be positive")
-    return layers * (kv_lora_rank + qk_rope_head_dim) * bytes_per_element
-
-
-def mla_comparison(cfg: dict = DEEPSEEK_V3, dtype: str = "bf16", gqa_kv_heads: int = 8) -> pd.DataFrame:
-    """KV bytes per token of a DeepSeek-V3-shaped model three ways: what MLA caches; MHA over the same 128 heads
-    (keys of qk_nope + qk_rope elements, values of v_head_dim, per head); GQA with ``gqa_kv_heads`` heads of
-    head_dim 128 (Llama-3-70B's layout). Columns: elements per layer and token, KiB per token, x MLA."""
+def mla_comparison(model: str = "DeepSeek-V3", dtype: str = "bf16", gqa_kv_heads: int = 8) -> pd.DataFrame:
+    """KV bytes per token of an MLA model from ``sizing.PUBLISHED_MODELS`` (DeepSeek-V3 by default) three ways:
+    what MLA caches, layers x (kv_lora_rank + qk_rope_head_dim) elements (``sizing.kv_bytes_per_token``; the
+    DeepSeek-V2 paper's Table 1); MHA over all its heads (keys of qk_nope + qk_rope elements, values of
+    v_head_dim, per head); GQA with ``gqa_kv_heads`` KV heads of head_dim 128 (Llama-3-70B's layout).
+    Columns: elements per layer and token, KiB per token, x MLA. Raises KeyError for a config without MLA."""
+    cfg = sizing.resolve_config(model)
     b, layers = sizing.dtype_bytes(dtype), cfg["num_hidden_layers"]
     k_dim = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
     per_layer = {"MLA: latent + RoPE key": cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"],
                  f"MHA, {cfg['num_attention_heads']} heads": cfg["num_attention_heads"] * (k_dim + cfg["v_head_dim"]),
                  f"GQA, {gqa_kv_heads} KV heads of 128": gqa_kv_heads * 2 * 128}
-    mla = mla_kv_bytes_per_token(layers, cfg["kv_lora_rank"], cfg["qk_rope_head_dim"], b)
+    mla = sizing.kv_bytes_per_token(cfg, dtype)
+    if mla != layers * per_layer["MLA: latent + RoPE key"] * b:
+        raise RuntimeError(f"sizing.kv_bytes_per_token gives {mla} bytes for {model}, not the MLA formula's")
     rows = [{"cache layout": name, "elements per layer": int(n), "KiB per token": fmt3(layers * n * b / 2 ** 10),
              "x MLA": fmt3(layers * n * b / mla)} for name, n in per_layer.items()]
     return pd.DataFrame(rows).set_index("cache layout")
