@@ -8,9 +8,12 @@ import numpy as np
 import pandas as pd
 
 from ... import sizing
+from ...phases import profiling
+from ...phases.engine import generate
+from ...phases.models import load_model
 from .phases import DECODE, PREDICTED, fmt3, new_ax
 
-__all__ = ["kv_growth", "cache_by_attention", "published_shapes", "published_sizes", "mla_comparison"]
+__all__ = ["kv_growth", "cache_by_attention", "measure_attention_variants", "published_shapes", "published_sizes", "mla_comparison"]
 
 
 def kv_growth(growth: pd.DataFrame, ax=None):
@@ -41,6 +44,24 @@ def cache_by_attention(variants: pd.DataFrame, tokens: int, ax=None):
     ax.grid(axis="x", visible=False)
     ax.legend()
     return ax
+
+
+def measure_attention_variants(names: list[str], prompt_tokens: int = 256, new_tokens: int = 32) -> pd.DataFrame:
+    """Load each preset of ``names`` (same model but for its KV heads), generate ``new_tokens`` after the same
+    ``prompt_tokens``-token prompt, and record its final cache: attention kind, KV heads, measured and formula
+    cache (KiB), and the median decode step (ms). The cache holds prompt + new - 1 tokens (the last token chosen
+    is not fed back). Columns as named; indexed by model."""
+    rows = []
+    for name in names:
+        lm = load_model(name)
+        profiling.warm_up(lm, prompt_tokens)
+        gen = generate(lm, [profiling.random_prompt(lm, prompt_tokens)], max_new_tokens=new_tokens)
+        formula = gen.cache.seq_len * sizing.kv_bytes_per_token(lm.config, lm.dtype)
+        rows.append({"model": name, "attention": lm.geometry.attention, "KV heads": lm.geometry.kv_heads,
+                     "tokens": gen.cache.seq_len, "cache (KiB)": gen.kv_bytes_final / 2 ** 10,
+                     "formula (KiB)": formula / 2 ** 10,
+                     "decode step (ms)": 1e3 * float(np.median(gen.decode_step_s))})
+    return pd.DataFrame(rows).set_index("model")
 
 
 def published_shapes(models: list[str]) -> pd.DataFrame:

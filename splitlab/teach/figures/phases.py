@@ -23,6 +23,13 @@ def new_ax(ax=None, figsize=None):
     return ax if ax is not None else plt.subplots(figsize=figsize)[1]
 
 
+def _minor_label(value: float, _pos=None, fmt=lambda v: f"{v:g}") -> str:
+    """Label the minor ticks 2, 3 and 5 of each decade (0.2, 3, 50, ...) with ``fmt``, leave the others blank
+    (a tick formatter; figures/transfer.py uses it too)."""
+    mantissa = value / 10 ** np.floor(np.log10(value) + 1e-9)
+    return fmt(value) if any(abs(mantissa - m) < 1e-6 for m in (2, 3, 5)) else ""
+
+
 def plain_log_ticks(axis, fmt=lambda v: f"{v:g}", minor: bool = True) -> None:
     """Numbers (1, 2, 5, 10, ...) instead of powers of ten on a log-scaled ``axis``; with ``minor`` the minor
     ticks 2, 3 and 5 of each decade are labelled too (for axes that span few decades)."""
@@ -30,12 +37,7 @@ def plain_log_ticks(axis, fmt=lambda v: f"{v:g}", minor: bool = True) -> None:
     if not minor:
         axis.set_minor_formatter(ticker.NullFormatter())
         return
-
-    def minor(value, _pos=None):
-        mantissa = value / 10 ** np.floor(np.log10(value) + 1e-9)
-        return fmt(value) if any(abs(mantissa - m) < 1e-6 for m in (2, 3, 5)) else ""
-
-    axis.set_minor_formatter(ticker.FuncFormatter(minor))
+    axis.set_minor_formatter(ticker.FuncFormatter(lambda v, pos: _minor_label(v, pos, fmt)))
 
 
 def sig3(value: float) -> float:
