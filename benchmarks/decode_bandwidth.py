@@ -10,8 +10,9 @@ A decode step reads every weight (``profiling.weight_bytes_read``) and every cac
 the same tokens as transformers' ``generate``.
 
 Rounds alternate a copy measurement and a short decode run (a fresh prefill, then ``--steps`` timed steps) so
-that another program's load slows both alike; medians over rounds are reported, and the paired median of
-(step bandwidth / copy bandwidth) is the figure of merit. ``--concat`` also runs each round with transformers'
+that another program's load slows both alike. The figure of merit follows chapter 3's convention (on a shared
+machine other programs only add time): the fastest step's bandwidth over the fastest copy's, both from this run.
+The paired median over rounds of (median step bandwidth / median copy bandwidth) is printed beside it. ``--concat`` also runs each round with transformers'
 own append by concatenation (``DynamicLayer.update``) in place of splitlab's in-place ``AppendLayer``, to show
 what the preallocated cache buys.
 """
@@ -69,12 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"in place": contextlib.nullcontext}
     if args.concat:
         modes["concat"] = lambda: mock.patch.object(AppendLayer, "update", DynamicLayer.update)
-    copy_bw, step_s = [], {m: [] for m in modes}
+    copy_bw, step_s, fastest = [], {m: [] for m in modes}, {m: float("inf") for m in modes}
     ratio = {m: [] for m in modes}
+    best_copy = 0.0
     same = True
     decode_run(lm, prompts, 2)  # warm-up
     for _ in range(args.rounds):
         bw = profiling.measure_memory_bandwidth(lm.device, repeats=3, statistic="median")
+        best_copy = max(best_copy, profiling.measure_memory_bandwidth(lm.device, repeats=3, statistic="min"))
         copy_bw.append(bw)
         for mode, patch in modes.items():
             with patch():
@@ -82,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             same &= [row[0] for row in chosen] == reference
             s = statistics.median(times)
             step_s[mode].append(s)
+            fastest[mode] = min(fastest[mode], min(times))
             # bytes read per step: weights + the KV cache held during the median step (context + steps/2 tokens)
             kv = args.batch * (args.context + args.steps // 2) * kv_per_token
             ratio[mode].append((weights + kv) / s / bw)
@@ -89,12 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     result = dict(model=args.model, description=repr(lm), batch=args.batch, context=args.context,
                   steps=args.steps, rounds=args.rounds, threads=torch.get_num_threads(),
                   device=sl.describe_device(lm.device), llc_bytes=llc, llc_source=llc_source,
-                  weight_bytes_read=weights, kv_bytes_read=kv, copy_bandwidth_bytes_per_s=statistics.median(copy_bw),
+                  weight_bytes_read=weights, kv_bytes_read=kv, copy_bandwidth_bytes_per_s=best_copy,
+                  copy_bandwidth_median_bytes_per_s=statistics.median(copy_bw),
                   same_tokens_as_transformers_generate=same, goal=GOAL)
     for mode in modes:
         s = statistics.median(step_s[mode])
-        result[mode] = dict(step_s=s, step_bandwidth_bytes_per_s=(weights + kv) / s,
-                            share_of_copy_bandwidth=statistics.median(ratio[mode]))
+        best = fastest[mode]
+        result[mode] = dict(step_s=best, step_median_s=s, step_bandwidth_bytes_per_s=(weights + kv) / best,
+                            share_of_copy_bandwidth=(weights + kv) / best / best_copy,
+                            share_paired_median=statistics.median(ratio[mode]))
     passed = same and result["in place"]["share_of_copy_bandwidth"] >= GOAL
     if args.json:
         print(json.dumps(result))
@@ -104,12 +111,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{llc / 2 ** 20:.0f} MiB ({llc_source})")
         print(f"bytes/step {weights / 1e6:,.1f} MB weights + {kv / 1e6:,.2f} MB KV cache "
               f"(batch {args.batch}, ~{args.context + args.steps // 2} tokens each)")
-        print(f"copy       {result['copy_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s (median of {args.rounds} rounds; "
-              f"read + write counted)")
+        print(f"copy       {best_copy / 1e9:.2f} GB/s fastest, {result['copy_bandwidth_median_bytes_per_s'] / 1e9:.2f} "
+              f"GB/s median of {args.rounds} rounds (read + write counted)")
         for mode in modes:
             r = result[mode]
-            print(f"{mode:10s} {r['step_s'] * 1e3:7.2f} ms/step -> {r['step_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s "
-                  f"= {r['share_of_copy_bandwidth']:.0%} of copy (paired median)")
+            print(f"{mode:10s} {r['step_s'] * 1e3:7.2f} ms/step fastest ({r['step_median_s'] * 1e3:.2f} median) -> "
+                  f"{r['step_bandwidth_bytes_per_s'] / 1e9:.2f} GB/s = {r['share_of_copy_bandwidth']:.0%} of the "
+                  f"fastest copy ({r['share_paired_median']:.0%} paired median)")
         print(f"tokens     {'same as' if same else 'DIFFERENT from'} transformers' generate")
         print(f"goal       >= {GOAL:.0%} of copy bandwidth: {'met' if passed else 'NOT met'}")
     return 0 if passed else 1

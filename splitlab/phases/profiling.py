@@ -19,13 +19,14 @@ import pandas as pd
 import torch
 
 from ..sizing import kv_bytes
+from .device import Timer
 from .engine import decode_step, forward_logits, prefill
 from .hardware import last_level_cache, measure_matmul_flops, measure_memory_bandwidth, measure_peak_flops
 from .models import LoadedModel, require_loaded
 
 __all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
            "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
-           "last_level_cache", "weight_bytes_read", "op_shares", "decode_op_shares"]
+           "last_level_cache", "weight_bytes_read", "op_shares", "decode_op_shares", "measure_weight_matmuls"]
 
 
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
@@ -198,6 +199,36 @@ def weight_bytes_read(lm: LoadedModel) -> int:
     if embed is not None and (head is None or embed.weight is not head.weight):
         total -= embed.weight.numel() * embed.weight.element_size()
     return int(total)
+
+
+def measure_weight_matmuls(lm: LoadedModel, batch_sizes: list[int], repeats: int = 5) -> pd.DataFrame:
+    """The matmuls of one decode step alone: every ``nn.Linear`` weight of the model (the output layer included)
+    multiplied by ``batch`` random rows, one after another, with nothing else in between; the fastest of
+    ``repeats`` passes. It separates what the BLAS library's matrix kernels achieve on these shapes from the rest
+    of a step (norms, attention, Python).
+
+    Returns columns ``batch``, ``matmul_s`` (all weights once) and ``bytes_per_s`` (their bytes / matmul_s).
+    """
+    require_loaded(lm, "measure_weight_matmuls()")
+    weights = [m.weight for m in lm.model.modules() if isinstance(m, torch.nn.Linear)]
+    head = lm.model.get_output_embeddings()
+    if head is not None and not isinstance(head, torch.nn.Linear):
+        weights.append(head.weight)
+    nbytes = sum(w.numel() * w.element_size() for w in weights)
+    rows = []
+    for b in batch_sizes:
+        inputs = {w.shape[1]: torch.randn(b, w.shape[1], device=lm.device, dtype=w.dtype) for w in weights}
+
+        def once() -> float:
+            with torch.inference_mode(), Timer(lm.device) as t:
+                for w in weights:
+                    torch.nn.functional.linear(inputs[w.shape[1]], w)
+            return t.seconds
+
+        once()
+        best = min(once() for _ in range(repeats))
+        rows.append(dict(batch=b, matmul_s=best, bytes_per_s=nbytes / best))
+    return pd.DataFrame(rows)
 
 
 def decode_op_shares(lm: LoadedModel, batch: int = 1, context: int = 64, top: int = 5) -> pd.DataFrame:

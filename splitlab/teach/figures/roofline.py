@@ -16,7 +16,7 @@ from ...phases.models import LoadedModel
 from ...phases.profiling import weight_bytes_read
 from .phases import DECODE, PREDICTED, PREFILL, new_ax, plain_log_ticks
 
-__all__ = ["with_prefill_roofline", "with_decode_roofline", "with_calibration", "prediction_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
+__all__ = ["with_prefill_roofline", "with_decode_roofline", "prediction_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
            "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
 
 
@@ -40,11 +40,14 @@ def with_decode_roofline(lm: LoadedModel, dc: pd.DataFrame, peak: float, bandwid
     step reads, ``profiling.weight_bytes_read``, plus batch x context x KV bytes per token), ``intensity``,
     ``floor_s`` = bytes / bandwidth (the memory roof), ``compute_s`` = FLOPs / (efficiency x peak) (the compute
     roof at the efficiency the model's kernels reach), ``predicted_s`` = the larger of the two,
-    ``achieved_bytes_per_s`` = bytes / measured step and ``share_of_bandwidth`` = that over ``bandwidth``."""
+    ``achieved_bytes_per_s`` = bytes / measured step and ``share_of_bandwidth`` = that over ``bandwidth``; also
+    ``weight_bytes`` and ``bandwidth`` themselves."""
     kv = sizing.kv_bytes_per_token(lm.config, lm.dtype)
     out = dc.copy()
     out["flops"] = [sizing.decode_flops(lm.n_params, b, c, lm.geometry) for b, c in zip(dc["batch"], dc["context"])]
     out["bytes"] = [sizing.decode_bytes(weight_bytes_read(lm), b, c, kv) for b, c in zip(dc["batch"], dc["context"])]
+    out["weight_bytes"] = weight_bytes_read(lm)
+    out["bandwidth"] = bandwidth
     out["intensity"] = out["flops"] / out["bytes"]
     out["floor_s"] = out["bytes"] / bandwidth
     out["compute_s"] = out["flops"] / (efficiency * peak)
@@ -54,39 +57,33 @@ def with_decode_roofline(lm: LoadedModel, dc: pd.DataFrame, peak: float, bandwid
     return out
 
 
-def with_calibration(dc: pd.DataFrame) -> pd.DataFrame:
-    """``dc`` from :func:`with_decode_roofline` with the prediction recalibrated on its first row (batch 1): the
-    bandwidth a memory-bound step of this model achieves, ``decode_bytes_per_s``, in place of the copy's.
-    Adds ``calibrated_s`` = max(bytes / that bandwidth, compute_s), ``sum_s`` = bytes / that bandwidth +
-    compute_s (no overlap of loads and arithmetic), and ``bound`` ("memory" or "compute": the larger roof)."""
-    out = dc.copy()
-    bw = float(dc["achieved_bytes_per_s"].iloc[0])
-    out["decode_bytes_per_s"] = bw
-    out["calibrated_s"] = np.maximum(out["bytes"] / bw, out["compute_s"])
-    out["sum_s"] = out["bytes"] / bw + out["compute_s"]
-    out["bound"] = np.where(out["compute_s"] > out["floor_s"], "compute", "memory")
-    return out
-
-
 def prediction_note(dc: pd.DataFrame, tolerance: float = 0.35) -> str:
-    """What the measured decode steps say about the predictions of :func:`with_calibration`, as Markdown: whether
-    every step is above the roofline bound, at how many batches after the first the calibrated prediction is
-    within ``tolerance``, and, where it is not, how the step compares with the sum of the two roofs."""
+    """What the measured decode steps of :func:`with_decode_roofline` (with ``matmul_s`` from
+    ``profiling.measure_weight_matmuls``, and ``bandwidth`` the copy bandwidth used there) say about the roofline
+    prediction, as Markdown: measured / bound per batch against ``tolerance``, and how much of the step the
+    weight matmuls alone take and at what rate, at batch 1 and at the next batch."""
     ratio = dc["step_s"] / dc["predicted_s"]
-    rest = dc.iloc[1:]
-    cal = rest["step_s"] / rest["calibrated_s"]
-    off = rest[(cal > 1 + tolerance) | (cal < 1 / (1 + tolerance))]
-    text = (f"Every step takes at least its roofline bound (measured / bound {ratio.min():.2f} to {ratio.max():.2f}). "
+    within = int(((ratio <= 1 + tolerance) & (ratio >= 1 / (1 + tolerance))).sum())
+    text = (f"Every step takes at least its roofline bound, {ratio.min():.2f} to {ratio.max():.2f} times it, so the "
+            f"bound is within its {tolerance:.0%} tolerance at {within} of {len(dc)} batches. "
             if ratio.min() >= 0.95 else
             f"A step beat its roofline bound (measured / bound {ratio.min():.2f}): the bandwidth measurement was "
             "slowed by another program; rerun the device cell. ")
-    text += (f"With the bandwidth batch 1 achieved instead of the copy's, the prediction is within "
-             f"{tolerance:.0%} at {len(rest) - len(off)} of the {len(rest)} other batches")
-    if off.empty:
-        return text + "."
-    parts = [f"batch {int(r.batch)}: {r.step_s / r.calibrated_s:.2f}x the larger roof, {r.step_s / r.sum_s:.2f}x "
-             "their sum" for r in off.itertuples()]
-    return text + "; it misses at " + "; ".join(parts) + "."
+    if "matmul_s" not in dc or len(dc) < 2:
+        return text
+    copy = float(dc["bandwidth"].iloc[0])
+    one, two = dc.iloc[0], dc.iloc[1]
+    rate = lambda r: r["weight_bytes"] / r["matmul_s"]  # noqa: E731  the matmuls read the weights only
+    text += (f"The weight matmuls alone take {one['matmul_s'] * 1e3:.3g} ms of the {one['step_s'] * 1e3:.3g} ms "
+             f"batch-1 step and stream the weights at {rate(one) / 1e9:.3g} GB/s, {rate(one) / copy:.0%} of the "
+             "copy bandwidth: at batch 1 they are most of the gap to the bound. ")
+    if rate(two) < 0.8 * rate(one):
+        text += (f"At batch {int(two['batch'])} the matmuls alone slow to {rate(two) / 1e9:.3g} GB/s: with more "
+                 "than one row the BLAS library leaves its matrix-vector kernel for a matrix-matrix one, which on "
+                 "this processor reads the weights more slowly, so the step is not flat here.")
+    else:
+        text += f"At batch {int(two['batch'])} they keep their rate ({rate(two) / 1e9:.3g} GB/s)."
+    return text
 
 
 def flat_up_to(dc: pd.DataFrame, within: float = 0.3) -> int:
@@ -146,12 +143,14 @@ def decode_vs_batch(dc: pd.DataFrame, ax=None, title: str | None = None):
     floor (weights + KV) / bandwidth and the compute roof FLOPs / (e x peak)."""
     ax = new_ax(ax)
     ax.plot(dc["batch"], dc["step_s"] * 1e3, "o-", color=DECODE, label="measured step")
+    if "matmul_s" in dc:
+        ax.plot(dc["batch"], dc["matmul_s"] * 1e3, "s-", color="tab:green", ms=4, label="weight matmuls alone")
     ax.plot(dc["batch"], dc["floor_s"] * 1e3, "--", color=PREDICTED, label="memory floor: bytes / bandwidth")
     ax.plot(dc["batch"], dc["compute_s"] * 1e3, ":", color=PREFILL, lw=2, label="compute roof: FLOPs / (e × peak)")
     _batch_axis(ax)
     ax.set_ylim(0, 1.15 * max(dc["step_s"].max(), dc["compute_s"].max()) * 1e3)
     ax.set_ylabel("decode step (ms)")
-    ax.set_title(title or "Flat while memory-bound, then rising with the FLOPs")
+    ax.set_title(title or "A decode step against its two roofs")
     ax.legend(loc="upper left")
     return ax
 
