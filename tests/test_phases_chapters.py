@@ -60,7 +60,7 @@ def test_kv_tables_and_mla():
     cfg = sizing.resolve_config("Llama-3-8B")
     assert sizes.loc["Llama-3-8B", "requests per H100"] == int((80e9 - 2 * cfg["n_params"]) // (131072 * 4096))
     mla = kv_cache.mla_comparison("DeepSeek-V3", dtype="bf16")
-    assert mla.iloc[0]["elements per layer"] == 512 + 64
+    assert mla.iloc[0]["elements per layer"] == f"{512 + 64:,}" and mla.iloc[1]["elements per layer"] == "40,960"
     assert mla.iloc[0]["KiB per token"] == phases.fmt3(61 * 576 * 2 / 1024)
     assert mla.iloc[1]["x MLA"] == phases.fmt3(128 * (192 + 128) / 576)
     shapes = kv_cache.published_shapes(["Mistral-7B"])

@@ -105,6 +105,6 @@ def mla_comparison(model: str = "DeepSeek-V3", dtype: str = "bf16", gqa_kv_heads
     mla = sizing.kv_bytes_per_token(cfg, dtype)
     if mla != layers * per_layer["MLA: latent + RoPE key"] * b:
         raise RuntimeError(f"sizing.kv_bytes_per_token gives {mla} bytes for {model}, not the MLA formula's")
-    rows = [{"cache layout": name, "elements per layer": int(n), "KiB per token": fmt3(layers * n * b / 2 ** 10),
+    rows = [{"cache layout": name, "elements per layer": f"{int(n):,}", "KiB per token": fmt3(layers * n * b / 2 ** 10),
              "x MLA": fmt3(layers * n * b / mla)} for name, n in per_layer.items()]
     return pd.DataFrame(rows).set_index("cache layout")
