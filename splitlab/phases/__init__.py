@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("attention", "device", "engine", "inputs", "layout", "models", "profiling", "sampling", "tokenizer")
+_SUBMODULES = ("agreement", "attention", "device", "engine", "inputs", "layout", "models", "profiling", "sampling",
+               "speculative", "tokenizer")
 
 
 def __getattr__(name: str):

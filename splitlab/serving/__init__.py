@@ -26,8 +26,8 @@ _EXPORTS = {
                  "poisson_arrivals"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "request",
-               "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
+_SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "paged", "prefix",
+               "request", "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
                "recovery", "virtual", "wall")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 

@@ -31,7 +31,8 @@ from . import metrics as M
 from .request import Request
 from .workload import random_ids
 
-__all__ = ["streams_and_long_prompts", "stall_schedule", "spike_table", "queueing_ttft_s", "wave_ttft_s"]
+__all__ = ["streams_and_long_prompts", "stall_schedule", "spike_table", "queueing_ttft_s", "wave_ttft_s",
+           "longest_gap", "ttft_runs"]
 
 
 def streams_and_long_prompts(long_prompts: Sequence[int], arrivals_s: Sequence[float], n_streams: int = 4,
@@ -146,3 +147,57 @@ def wave_ttft_s(index, fit: int, prefill_s: float, decode_step_s: float, new_tok
     wave = np.asarray(index) // fit
     out = wave * (prefill_s + (new_tokens - 1) * decode_step_s) + prefill_s
     return float(out) if np.ndim(out) == 0 else out
+
+
+def longest_gap(res) -> dict:
+    """The longest gap between two output tokens of any request of ``res`` (a ServingResult), and what the
+    worker that produced the later token ran inside it.
+
+    Returns ``{"request_id", "gap_s", "worker", "steps"}``; ``steps`` is a DataFrame of the timeline rows of that
+    worker overlapping the gap (``kind``, ``batch``, ``tokens``, ``seconds``), e.g. a prefill of 765 tokens and
+    a decode step of 3 sequences. A request's first gap on a split also holds the wait for its transfer and for
+    the decode step in flight when its cache arrived. ``gap_s`` is NaN when no request has two tokens.
+    """
+    best = (float("nan"), None, 0)
+    for r in res.requests:
+        gaps = M.itl_s(r)
+        if gaps.size and not float(gaps.max()) <= best[0]:
+            best = (float(gaps.max()), r, int(gaps.argmax()))
+    gap, r, i = best
+    if r is None:
+        return dict(request_id=None, gap_s=gap, worker=None, steps=pd.DataFrame(columns=["kind", "batch", "tokens",
+                                                                                        "seconds"]))
+    t0, t1 = r.token_times_s[i], r.token_times_s[i + 1]
+    tl = res.timeline
+    worker = r.decode_worker or r.prefill_worker
+    rows = tl[(tl.worker == worker) & (tl.kind != "idle") & (tl.end_s > t0 + 1e-12) & (tl.start_s < t1 - 1e-12)]
+    steps = rows.assign(seconds=rows.end_s - rows.start_s)[["kind", "batch", "tokens", "seconds"]]
+    return dict(request_id=r.id, gap_s=gap, worker=worker, steps=steps.reset_index(drop=True))
+
+
+def ttft_runs(lm, prompt_tokens: int, rate_per_s: float, n_requests: int = 12, new_tokens: int = 4,
+              seeds: Sequence[int] = (0, 1, 2), config=None, backend=None) -> tuple[dict, list]:
+    """Serve ``n_requests`` prompts of ``prompt_tokens`` tokens arriving as a Poisson process of ``rate_per_s``
+    on one colocated worker (emulated on ``lm``), once per arrival seed.
+
+    Returns ``(point, runs)``: ``point`` = ``{prompt_tokens, rate_per_s, ttft_mean_s, ttft_p90_s, in_run_prefill_s,
+    runs}``, where the TTFTs are the median over the runs of each run's mean (P90) TTFT and ``in_run_prefill_s``
+    the median duration of the prefill forwards inside the runs; ``runs`` the ServingResults (in seed order).
+    ``backend``: an executor to reuse (default: one :class:`~splitlab.serving.ModelExecutor` of ``lm`` for all runs).
+    """
+    from .emulated import ModelExecutor
+    from .config import ServingConfig
+    from .runner import run
+    from .workload import Fixed, WorkloadSpec, make_workload
+
+    spec = WorkloadSpec(f"fixed-{prompt_tokens}", Fixed(prompt_tokens), Fixed(new_tokens))
+    cfg = config or ServingConfig(kv_budget_bytes=None)
+    backend = backend or ModelExecutor(lm)
+    runs = [run(make_workload(spec, n_requests, rate_per_s, seed=seed, model=lm), cfg, backend) for seed in seeds]
+    ttft = [res.metrics()["ttft_s"] for res in runs]
+    pre = pd.concat([res.timeline[res.timeline.kind == "prefill"] for res in runs])
+    point = dict(prompt_tokens=prompt_tokens, rate_per_s=rate_per_s,
+                 ttft_mean_s=float(np.median([m["mean"] for m in ttft])),
+                 ttft_p90_s=float(np.median([m["p90"] for m in ttft])),
+                 in_run_prefill_s=float(np.median(pre.end_s - pre.start_s)), runs=len(runs))
+    return point, runs

@@ -9,7 +9,8 @@ from .ch02 import kv_bytes_per_token, max_tokens_in_memory, mla_equivalent_kv_he
 from .ch03 import (compute_bound_batch, decode_floor, decode_intensity, decode_step_prediction, max_batch_for_tpot,
                    ridge_point)
 from .ch04 import chunked_prefill_steps, itl_spike, requests_in_kv_budget
-from .ch05 import kv_transfer_bytes, link_transfer_seconds, streamed_exposed, transfer_decode_steps
+from .ch05 import kv_transfer_bytes, link_transfer_seconds, streamed_exposed, transfer_decode_steps, transfer_prediction
 from .ch06 import colocated_tpot, min_prefill_workers, transfer_seconds
+from .ch08 import paged_waste_share, quantized_kv_bytes, speculative_tpot
 
-__all__ = ['chunked_prefill_steps', 'colocated_tpot', 'compute_bound_batch', 'decode_floor', 'decode_intensity', 'decode_step_prediction', 'forward_passes', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds', 'max_batch_for_tpot', 'max_tokens_in_memory', 'min_prefill_workers', 'mla_equivalent_kv_heads', 'padding_waste', 'prompt_doubling', 'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'streamed_exposed', 'tpot', 'transfer_decode_steps', 'transfer_seconds']
+__all__ = ['chunked_prefill_steps', 'colocated_tpot', 'compute_bound_batch', 'decode_floor', 'decode_intensity', 'decode_step_prediction', 'forward_passes', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds', 'max_batch_for_tpot', 'max_tokens_in_memory', 'min_prefill_workers', 'mla_equivalent_kv_heads', 'padding_waste', 'paged_waste_share', 'prompt_doubling', 'quantized_kv_bytes', 'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'speculative_tpot', 'streamed_exposed', 'tpot', 'transfer_decode_steps', 'transfer_prediction', 'transfer_seconds']

@@ -31,11 +31,22 @@ def requests_in_kv_budget(answer: Any, budget_bytes: int, prompt_tokens: int, ne
                    "each admitted request reserves (prompt + new tokens) x KV bytes per token; round down.")
 
 
-def chunked_prefill_steps(answer: Any, prompt_tokens: int, chunk_tokens: int, decode_batch: int) -> bool:
+def chunked_prefill_steps(answer: Any, prompt_tokens: int, chunk_tokens: int, decode_batch: int, result=None,
+                          request_id: int | None = None) -> bool:
     """Ch. 4: steps a prompt needs under chunked prefill when ``decode_batch`` streams keep decoding: each step's
     budget of ``chunk_tokens`` gives one token to every stream and the rest to the prompt,
-    ceil(prompt / (chunk_tokens - decode_batch))."""
+    ceil(prompt / (chunk_tokens - decode_batch)). With a served ``result`` (a ServingResult) and the prompt's
+    ``request_id``, the answer must also equal the prefill pieces that run really gave that request (the
+    experiment: the formula, checked against the reader's own run)."""
     expected = math.ceil(prompt_tokens / (chunk_tokens - decode_batch))
-    return verdict(answer, expected, 0, f"the chunked-prefill steps for a {prompt_tokens}-token prompt",
-                   "every decoding stream takes one token of each step's budget; the prompt gets the rest.")
+    ok = verdict(answer, expected, 0, f"the chunked-prefill steps for a {prompt_tokens}-token prompt",
+                 "every decoding stream takes one token of each step's budget; the prompt gets the rest.")
+    if ok and result is not None:
+        pieces = result.timeline.query("kind == 'prefill'")
+        got = int(pieces.request_ids.apply(lambda ids: request_id in ids).sum())
+        print(f"The run agrees: it prefilled request {request_id} in {got} pieces." if got == expected else
+              f"But the run prefilled request {request_id} in {got} pieces: were the streams still decoding "
+              f"throughout?")
+        ok = got == expected
+    return ok
 

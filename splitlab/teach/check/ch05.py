@@ -6,7 +6,8 @@ from typing import Any
 from ... import sizing
 from .verdict import verdict
 
-__all__ = ['kv_transfer_bytes', 'link_transfer_seconds', 'transfer_decode_steps', 'streamed_exposed']
+__all__ = ['kv_transfer_bytes', 'link_transfer_seconds', 'transfer_decode_steps', 'streamed_exposed',
+           'transfer_prediction']
 
 
 def kv_transfer_bytes(answer: Any, model: str, prompt_tokens: int, dtype: str = "fp16", batch: int = 1) -> bool:
@@ -46,3 +47,19 @@ def streamed_exposed(answer: Any, prefill_s: float, nbytes: float, layers: int, 
                    "taking latency + its bytes / bandwidth; subtract the prefill time from when the last one "
                    "arrives. If the link keeps up, only the last layer is left.")
 
+
+
+def transfer_prediction(answer: Any, nbytes: int, latency_s: float, bandwidth_bytes_per_s: float,
+                        measured_s: float | None = None) -> bool:
+    """Ch. 5 (experiment): the predicted transfer time (s) of ``nbytes`` over a link fitted as ``latency_s`` +
+    bytes / ``bandwidth_bytes_per_s``; with ``measured_s`` (the reader's own run of that transfer), also says how
+    far the run landed from the prediction."""
+    expected = sizing.transfer_time_s(nbytes, bandwidth_bytes_per_s, latency_s)
+    ok = verdict(answer, expected, 0.02, "the predicted transfer time (s)",
+                 "latency + bytes / bandwidth, with the fit to whole-cache transfers.")
+    if ok and measured_s is not None:
+        miss = measured_s / expected - 1
+        print(f"Your run: {measured_s * 1e3:.2f} ms measured against {expected * 1e3:.2f} ms predicted ({miss:+.0%}"
+              + ("; within a quarter: the line holds at this size)." if abs(miss) <= 0.25 else
+                 "; more than a quarter off: the machine's load changed between the sweep and this run)."))
+    return ok

@@ -1,6 +1,8 @@
-"""Chapter 4's measured-against-predicted figures: the stall of running streams vs the prompt that caused it
-(:func:`itl_spikes`), TTFT over runs at several prompt lengths or rates (:func:`ttft_sweep`), and each request's
-TTFT beside a prediction (:func:`ttft_by_request`)."""
+"""Chapter 4's figures: the stall of running streams vs the prompt that caused it (:func:`itl_spikes`), TTFT over
+runs at several prompt lengths or rates (:func:`ttft_sweep`), each request's TTFT beside a prediction
+(:func:`ttft_by_request`), and the chapter's composite figures (:func:`stall_run`, :func:`ttft_sweeps`,
+:func:`memory_waves`, :func:`policies`, :func:`ttft_load`), each a phone-legible figure of at most three panels
+stacked vertically (:mod:`.confusions`' page style)."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -9,16 +11,24 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from .serving import KIND_COLORS, _as_results, _ax
+from . import serving as serving_plots
+from .confusions import _styled, figure
+from .serving import KIND_COLORS, _as_results
 
-__all__ = ["itl_spikes", "ttft_sweep", "ttft_by_request"]
+__all__ = ["itl_spikes", "ttft_sweep", "ttft_by_request", "stall_run", "ttft_sweeps", "memory_waves", "policies",
+           "ttft_load"]
+
+
+def _ax(ax, size=(8, 3.5)):
+    return ax if ax is not None else figure(1, height=min(4.0, 5.6 * size[1] / size[0] + 0.6))[1][0]
 
 PREDICTED = "black"
 
 
-def _legend_below(ax, ncol: int = 2) -> None:
-    """Legend under the axes, so that it never hides a measured point (noisy runs put them anywhere)."""
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=ncol, frameon=False)
+def _legend_below(ax, ncol: int = 1) -> None:
+    """Legend under the axes (one column: a phone-wide figure has no room for two), so that it never hides a
+    measured point (noisy runs put them anywhere)."""
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=ncol, frameon=False)
 
 
 def _predicted_lines(ax, predicted, scale: float = 1e3) -> None:
@@ -27,6 +37,7 @@ def _predicted_lines(ax, predicted, scale: float = 1e3) -> None:
         ax.plot(x, np.asarray(y, dtype=float) * scale, style, color=PREDICTED, lw=1.5, label=label)
 
 
+@_styled
 def itl_spikes(spikes: pd.DataFrame, predicted: Mapping[str, tuple] | None = None, ax=None,
                title: str | None = None):
     """The gap running streams saw across a long prompt's prefill (the ITL spike) vs that prompt's length, from
@@ -50,6 +61,7 @@ def itl_spikes(spikes: pd.DataFrame, predicted: Mapping[str, tuple] | None = Non
     return ax
 
 
+@_styled
 def ttft_sweep(table: pd.DataFrame, x: str, predicted: Mapping[str, tuple] | None = None, ax=None,
                xlabel: str | None = None, title: str | None = None):
     """Measured TTFT over several runs: ``table`` has the column ``x`` (e.g. ``prompt_tokens`` or
@@ -70,6 +82,7 @@ def ttft_sweep(table: pd.DataFrame, x: str, predicted: Mapping[str, tuple] | Non
     return ax
 
 
+@_styled
 def ttft_by_request(results, predicted_s=None, ax=None, title: str | None = None,
                     predicted_label: str = "predicted"):
     """Each request's TTFT (ms) as bars, one colour per run (one run, a list, or a dict label -> run), in
@@ -88,5 +101,100 @@ def ttft_by_request(results, predicted_s=None, ax=None, title: str | None = None
     ax.set_xlabel("request (id, in arrival order)")
     ax.set_ylabel("time to first token (ms)")
     ax.set_title(title or "TTFT of each request")
-    _legend_below(ax, ncol=3)
+    _legend_below(ax)
     return ax
+
+
+@_styled
+def stall_run(res, long_id: int, pad_s: float, title: str):
+    """Run 1: the streams' inter-token gaps over time with the long prompt's arrival marked (top), and the
+    worker's steps around it (bottom)."""
+    fig, (a1, a2) = figure(2, 2.9)
+    fig.get_layout_engine().set(h_pad=0.08)
+    serving_plots.itl_over_time(res, marked=[long_id], ax=a1, title=title)
+    r = res.requests[long_id]
+    serving_plots.worker_timeline(res, ax=a2, t_range=(max(0.0, r.prefill_start_s - pad_s), r.token_times_s[-1] + pad_s),
+                                  title="The worker around the arrival")
+    for ax in (a1, a2):
+        if ax.get_legend() is not None and ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small", loc="upper right")
+    return fig
+
+
+@_styled
+def ttft_sweeps(by_length: pd.DataFrame, by_rate: pd.DataFrame, prefill_s: Mapping[int, float], rate: float,
+                sweep_prompt: int, decode_step_s: float):
+    """Run 2: mean and P90 TTFT against the prompt length at one rate (top) and against the rate at one length
+    (bottom), with the M/D/1 prediction and the prefill floor (the prefill timed alone)."""
+    from ...serving.interference import queueing_ttft_s
+
+    fig, (a1, a2) = figure(2, 3.3)
+    lengths = np.array(sorted(prefill_s))
+    floor = np.array([prefill_s[n] for n in lengths])
+    ttft_sweep(by_length, "prompt_tokens", {
+        "predicted mean (M/D/1 queue)": (lengths, [queueing_ttft_s(rate, prefill_s[n], decode_step_s) for n in lengths]),
+        "prefill timed alone": (lengths, floor)}, ax=a1, title=f"TTFT vs prompt length at {rate:g} requests/s")
+    grid = np.linspace(0.05, 0.85, 60) / prefill_s[sweep_prompt]
+    ttft_sweep(by_rate, "rate_per_s", {
+        "predicted mean (M/D/1 queue)": (grid, queueing_ttft_s(grid, prefill_s[sweep_prompt], decode_step_s)),
+        "prefill timed alone": (grid, np.full_like(grid, prefill_s[sweep_prompt]))},
+        ax=a2, title=f"TTFT vs request rate, {sweep_prompt}-token prompts")
+    return fig
+
+
+@_styled
+def memory_waves(with_budget, no_budget, predicted_ttft_s, fit: int, budget_tokens: int):
+    """Run 3: KV memory held and reserved over time under the budget (top), and each request's TTFT with and
+    without the budget beside the waves prediction (bottom)."""
+    fig, (a1, a2) = figure(2, 3.1)
+    serving_plots.kv_memory(with_budget, ax=a1, title=f"KV memory with a budget of {budget_tokens} positions")
+    if a1.get_legend() is not None and a1.get_legend_handles_labels()[0]:
+        a1.legend(fontsize="x-small", loc="upper right")
+    ttft_by_request({"with the KV budget": with_budget, "no budget": no_budget}, predicted_ttft_s, ax=a2,
+                    predicted_label=f"predicted: waves of {fit}", title="Requests arriving at once: TTFT of each")
+    return fig
+
+
+@_styled
+def policies(runs: Mapping[str, object], long_id: int, title: str):
+    """The same arrival under several policies (``runs``: policy -> ServingResult): one panel of the streams'
+    gaps over time each, stacked, sharing both axes."""
+    fig, axes = figure(len(runs), 2.1, sharex=True)
+    for ax, (name, r) in zip(axes, runs.items()):
+        serving_plots.itl_over_time(r, marked=[long_id], ax=ax, title=name)
+        ax.set_xlabel("")
+        ax.set_ylabel("gap (ms)")
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    axes[-1].set_xlabel("time (s)")
+    top = max(float(r.token_table().gap_s.max()) for r in runs.values()) * 1e3
+    for ax in axes:
+        ax.set_ylim(0, top * 1.1)
+    axes[0].set_xlim(0, max(r.end_s for r in runs.values()))
+    fig.suptitle(title)
+    return fig
+
+
+@_styled
+def ttft_load(runs, prefill_alone_s: float, predicted_mean_s: float, title: str):
+    """Each request's TTFT against its arrival time, one marker per run (arrival seed), with two floors: the
+    request's own prefill inside its run (TTFT can never be below it) and the prefill timed alone; and the
+    predicted mean."""
+    fig, (ax,) = figure(1, 3.6)
+    markers = ["o", "s", "^", "D", "v"]
+    for i, res in enumerate(runs):
+        t = res.request_table()
+        ax.plot(t.arrival_s, t.ttft_s * 1e3, markers[i % 5], color=KIND_COLORS["prefill"], alpha=0.8,
+                label="measured TTFT" if i == 0 else None)
+        own = [(r.prefill_end_s - r.prefill_start_s) * 1e3 for r in res.requests]
+        ax.plot(t.arrival_s, own, "_", color="black", ms=10, mew=1.5,
+                label="its prefill inside the run" if i == 0 else None)
+    ax.axhline(prefill_alone_s * 1e3, color=PREDICTED, ls=":", label="prefill timed alone")
+    if np.isfinite(predicted_mean_s):
+        ax.axhline(predicted_mean_s * 1e3, color=PREDICTED, ls="--", label="predicted mean (M/D/1)")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("arrival time (s)")
+    ax.set_ylabel("time to first token (ms)")
+    ax.set_title(title)
+    _legend_below(ax)
+    return fig

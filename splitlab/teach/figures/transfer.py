@@ -1,13 +1,16 @@
 """Figures of moving the KV cache (chapter 5): bytes per prompt, link bandwidths, transfer times measured against
 ``latency + bytes / bandwidth``, DistServe's transfer-versus-decode-step comparison, and layer-wise streaming.
 
-Like :mod:`splitlab.plots`, every function draws on a given matplotlib Axes (or makes one), labels both axes with
-units, sets a title, and returns the Axes. Times are drawn in milliseconds, bandwidths in GB/s (1e9 bytes/s).
+Like :mod:`splitlab.plots`, every function draws on a given matplotlib Axes (or makes one, phone-legible:
+:func:`splitlab.teach.figures.confusions.figure`), labels both axes with units, sets a title, and returns the Axes.
+Text is drawn in the page style :data:`~splitlab.teach.figures.confusions.PHONE`. Times are drawn in milliseconds,
+bandwidths in GB/s (1e9 bytes/s). Quantities spanning decades go on log axes as dots, never as bars (a bar's
+length on a log axis means nothing).
 
 - :func:`kv_bytes_vs_prompt`: KV bytes to move vs prompt length for several models (formula lines, measured dots).
-- :func:`bandwidth_bars`: bandwidths measured here beside published link speeds (:data:`splitlab.sizing.LINKS`).
+- :func:`bandwidth_dots`: bandwidths measured here beside published link speeds (:data:`splitlab.sizing.LINKS`).
 - :func:`transfer_vs_bytes`: measured transfer times vs bytes with the fitted ``latency + bytes / bandwidth``.
-- :func:`handoff_bars`: one prompt's transfer time over each link vs a decode step and a prefill (DistServe).
+- :func:`handoff_dots`: one prompt's transfer time over each link vs a decode step and a prefill (DistServe).
 - :func:`streaming_timeline`: one layer-wise streamed prefill: the forward, each layer's send, what is left after.
 - :func:`streaming_overlap`: whole-transfer time vs the part streaming leaves exposed, measured and predicted.
 """
@@ -20,17 +23,19 @@ import numpy as np
 from matplotlib import ticker
 
 from ... import sizing
+from .confusions import _styled, figure
 from .phases import _minor_label
 
-__all__ = ["kv_bytes_vs_prompt", "bandwidth_bars", "transfer_vs_bytes", "handoff_bars", "streaming_timeline",
-           "streaming_overlap", "MEASURED", "PUBLISHED"]
+__all__ = ["kv_bytes_vs_prompt", "bandwidth_dots", "transfer_vs_bytes", "handoff_dots", "streaming_timeline",
+           "streaming_overlap", "bandwidth_bars", "handoff_bars", "MEASURED", "PUBLISHED"]
 
 MEASURED, PUBLISHED, PREDICTED, TRANSFER = "tab:green", "tab:gray", "black", "tab:green"
 _UNITS = {2 ** 30: "GiB", 2 ** 20: "MiB", 2 ** 10: "KiB"}
 
 
 def _ax(ax, size=(7, 4)):
-    return ax if ax is not None else plt.subplots(figsize=size)[1]
+    """``ax``, or the one panel of a new phone-legible figure of the aspect ``size`` asks for."""
+    return ax if ax is not None else figure(1, height=min(4.2, 5.6 * size[1] / size[0] + 0.6))[1][0]
 
 
 def _plain(v: float) -> str:
@@ -43,6 +48,7 @@ def _plain_log(axis) -> None:
     axis.set_minor_formatter(ticker.FuncFormatter(lambda v, pos: _minor_label(v, pos, _plain)))
 
 
+@_styled
 def kv_bytes_vs_prompt(models: Sequence[str] | Mapping[str, str], dtype="fp16", max_tokens: int = 32768,
                        measured: Mapping[str, tuple] | None = None, unit: int = 2 ** 30, ax=None,
                        title: str | None = None):
@@ -72,14 +78,15 @@ def kv_bytes_vs_prompt(models: Sequence[str] | Mapping[str, str], dtype="fp16", 
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel(f"KV cache to move ({_UNITS.get(unit, f'{unit} B')})")
     ax.set_title(title or "Bytes to move grow linearly with the prompt")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize="small", loc="upper left")
     return ax
 
 
+@_styled
 def bandwidth_bars(measured: Mapping[str, float], links: Mapping[str, dict] | None = None, ax=None,
                    title: str = "Bandwidth: measured here vs published links"):
-    """Horizontal bars on a log scale: ``measured`` (label -> bytes/s, green) below the published ``links``
-    (default :data:`splitlab.sizing.LINKS`, grey), each labelled with its GB/s."""
+    """Dots on a log scale: ``measured`` (label -> bytes/s, green) below the published ``links`` (default
+    :data:`splitlab.sizing.LINKS`, grey), each labelled with its GB/s."""
     ax = _ax(ax, (8, 4))
     links = sizing.LINKS if links is None else links
     rows = [(k, v["bandwidth_bytes_per_s"], PUBLISHED) for k, v in sorted(links.items(),
@@ -87,21 +94,26 @@ def bandwidth_bars(measured: Mapping[str, float], links: Mapping[str, dict] | No
     rows = [(k, v, MEASURED) for k, v in sorted(measured.items(), key=lambda kv: kv[1])] + rows
     labels, values, colors = zip(*rows)
     gbps = np.asarray(values, dtype=float) / 1e9
-    bars = ax.barh(range(len(rows)), gbps, color=colors)
-    ax.bar_label(bars, labels=[f"{v:,.3g}" for v in gbps], padding=3, fontsize=8)
-    ax.set_yticks(range(len(rows)), labels)
+    y = np.arange(len(rows))
+    ax.hlines(y, gbps.min() / 3, gbps, color="#dddddd", lw=1, zorder=0)  # guides to the labels, not bars
+    ax.scatter(gbps, y, c=colors, s=60, zorder=2)
+    for yi, v in zip(y, gbps):
+        ax.annotate(f"{v:,.3g}", (v, yi), xytext=(6, 0), textcoords="offset points", va="center", fontsize="small")
+    ax.set_yticks(y, labels)
     ax.set_xscale("log")
     _plain_log(ax.xaxis)
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # decades only: the bars carry their own numbers
-    ax.set_xlim(right=gbps.max() * 8)
+    ax.set_xlim(gbps.min() / 3, gbps.max() * 8)
     ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
     ax.set_ylabel("path")
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=MEASURED), plt.Rectangle((0, 0), 1, 1, color=PUBLISHED)],
-              labels=["measured on this machine", "published (sizing.LINKS)"], fontsize=8, loc="lower right")
+    ax.legend(handles=[plt.Line2D([], [], marker="o", ls="", color=MEASURED),
+                       plt.Line2D([], [], marker="o", ls="", color=PUBLISHED)],
+              labels=["measured on this machine", "published (sizing.LINKS)"], fontsize="small", loc="upper left")
     ax.set_title(title)
     return ax
 
 
+@_styled
 def transfer_vs_bytes(series: Mapping[str, tuple], latency_s: float, bandwidth_bytes_per_s: float, ax=None,
                       title: str | None = None):
     """Measured transfer times (label -> (bytes, seconds)) against bytes, log-log, with the prediction
@@ -123,16 +135,17 @@ def transfer_vs_bytes(series: Mapping[str, tuple], latency_s: float, bandwidth_b
     ax.set_xlabel("bytes moved (MiB, log scale)")
     ax.set_ylabel("transfer time (ms, log scale)")
     ax.set_title(title or "Transfer time = latency + bytes / bandwidth")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize="small", loc="upper left")
     return ax
 
 
+@_styled
 def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16",
                  extra: Mapping[str, float] | None = None, links: Sequence[str] | None = None, ax=None,
                  title: str | None = None):
     """DistServe's comparison for one prompt: its cache's transfer time over each link (bars; ``extra`` adds
     label -> bytes/s, e.g. measured here) against the minimum decode step and the roofline prefill of the same
-    model on ``gpu`` (horizontal lines). Log-scale time axis."""
+    model on ``gpu`` (horizontal lines). Log-scale time axis, so the transfers are dots."""
     ax = _ax(ax, (8, 4))
     links = list(sizing.LINKS) if links is None else list(links)
     speeds = {name: sizing.LINKS[name]["bandwidth_bytes_per_s"] for name in links} | dict(extra or {})
@@ -140,31 +153,30 @@ def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16"
     h = {name: sizing.handoff(model, prompt_tokens, bw, gpu, dtype) for name, bw in speeds.items()}
     ms = np.array([v["transfer_s"] for v in h.values()]) * 1e3
     colors = [MEASURED if name in (extra or {}) else PUBLISHED for name in speeds]
-    bars = ax.bar(range(len(ms)), ms, color=colors)
+    ax.scatter(range(len(ms)), ms, c=colors, s=60, zorder=3)
     any_h = next(iter(h.values()))
     lines = [any_h["decode_step_s"] * 1e3, any_h["prefill_s"] * 1e3]
     for i, v in enumerate(ms):  # a label just above the bar, or inside its top where a line would cross it
         inside = any(v <= line <= v * 2.2 for line in lines)
-        ax.annotate(f"{v:,.3g} ms", (i, v), xytext=(0, -3 if inside else 2), textcoords="offset points",
-                    ha="center", va="top" if inside else "bottom", fontsize=8,
-                    color="white" if inside else "black")
-    ax.set_xticks(range(len(ms)), [n.replace(" network", "\nnetwork").replace(" (", "\n(") for n in speeds],
-                  fontsize=8)
+        ax.annotate(f"{v:,.3g}", (i, v), xytext=(0, -7 if inside else 6), textcoords="offset points",
+                    ha="center", va="top" if inside else "bottom", fontsize="small")
+    ax.set_xticks(range(len(ms)), [n.replace(" network", "\nnetwork").replace(" (", "\n(").replace(", ", ",\n")
+                                   for n in speeds], fontsize="x-small")
     ax.axhline(any_h["decode_step_s"] * 1e3, color="tab:blue", ls="--",
-               label=f"one decode step on {gpu} (minimum): {any_h['decode_step_s'] * 1e3:.2f} ms")
+               label=f"decode step on {gpu} (min.): {any_h['decode_step_s'] * 1e3:.2f} ms")
     ax.axhline(any_h["prefill_s"] * 1e3, color="tab:orange", ls=":",
-               label=f"its prefill on {gpu} (roofline): {any_h['prefill_s'] * 1e3:.1f} ms")
+               label=f"prefill on {gpu} (roofline): {any_h['prefill_s'] * 1e3:.1f} ms")
     ax.set_yscale("log")
     _plain_log(ax.yaxis)
-    ax.set_ylim(top=max(ms.max(), any_h["prefill_s"] * 1e3) * 6)
+    ax.set_ylim(min(ms.min(), lines[0]) / 3, max(ms.max(), any_h["prefill_s"] * 1e3) * 6)
     ax.set_xlabel("link")
-    ax.set_ylabel("time (ms, log scale)")
-    ax.set_title(title or f"{model}, {prompt_tokens:,}-token prompt: moving {any_h['kv_bytes'] / 2 ** 20:,.0f} MiB "
-                          f"({dtype}) vs its decode step", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_ylabel("transfer time (ms, log scale)")
+    ax.set_title(title or f"{model}, {prompt_tokens:,} tokens: {any_h['kv_bytes'] / 2 ** 20:,.0f} MiB ({dtype})")
+    ax.legend(fontsize="small", loc="upper left")
     return ax
 
 
+@_styled
 def streaming_timeline(stream: dict, layers: int, ax=None, title: str | None = None):
     """One streamed prefill (:meth:`splitlab.peer.Peer.stream`): the forward as a bar, a tick where each layer's
     KV was handed to the link, and the transfer still running after the forward (until the receiver had it)."""
@@ -177,17 +189,18 @@ def streaming_timeline(stream: dict, layers: int, ax=None, title: str | None = N
                    label=f"exposed transfer: {stream['exposed_s'] * 1e3:.2f} ms")
     for i, t in enumerate(stats.layer_s[:layers]):
         ax.plot([t * 1e3] * 2, [0.6, 2.4], color="black", lw=1)
-        ax.annotate(f"L{i}", (t * 1e3, 2.45), ha="center", va="bottom", fontsize=7)
+        ax.annotate(f"L{i}", (t * 1e3, 2.45), ha="center", va="bottom", fontsize="x-small")
     ax.plot([], [], color="black", lw=1, label="layer's KV handed to the link")
     ax.set_yticks([1, 2], ["link", "compute"])
     ax.set_ylim(0.3, 3.0)
-    ax.set_xlabel("time since the streamed prefill was called (ms)")
+    ax.set_xlabel("time since the streamed prefill began (ms)")
     ax.set_ylabel("")
-    ax.set_title(title or "Layer-wise streaming: each layer leaves while the later layers compute", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.set_title(title or "Layer-wise streaming: each layer leaves while the later layers compute")
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2, frameon=False)
     return ax
 
 
+@_styled
 def streaming_overlap(prompt_tokens, whole_s, exposed_s, predicted_exposed_s=None, ax=None,
                       title: str = "What streaming leaves on the critical path"):
     """Grouped bars per prompt length: the whole-request transfer (after the prefill), the transfer still exposed
@@ -206,5 +219,9 @@ def streaming_overlap(prompt_tokens, whole_s, exposed_s, predicted_exposed_s=Non
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel("transfer time on the critical path (ms)")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize="small", loc="upper left")
     return ax
+
+
+#: the names the chapters use (dots on log axes); the old names stay for existing callers
+bandwidth_dots, handoff_dots = bandwidth_bars, handoff_bars

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: F401 (NullFormatter below)
 
 from ... import sizing
 from .base import explorer
@@ -15,17 +15,21 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
                          ) -> widgets.VBox:
     """Ch. 5: when does moving the KV cache cost more than a decode step? For a published ``model`` (dropdown), a
     prompt length (slider) and a link (dropdown: :data:`splitlab.sizing.LINKS` plus ``measured``, label -> bytes/s
-    measured here): left, the transfer time over that link, the model's minimum decode step and its roofline
-    prefill on ``gpu`` against prompt length; right, the chosen prompt's transfer over every link
+    measured here): top, the transfer time over that link, the model's minimum decode step and its roofline
+    prefill on ``gpu`` against prompt length; bottom, the chosen prompt's transfer over every link
     (:func:`splitlab.sizing.handoff`)."""
     import numpy as np
 
-    from ..figures import transfer as transfer_plots
+    from ..figures import confusions, transfer as transfer_plots
 
     speeds = {k: v["bandwidth_bytes_per_s"] for k, v in sizing.LINKS.items()} | dict(measured or {})
 
     def draw(model: str, prompt_tokens: int, link: str) -> None:
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw=dict(width_ratios=[1, 1.2]))
+        fig, (a1, a2) = confusions.figure(2, 3.5)
+        with confusions.phone():
+            _draw(a1, a2, model, prompt_tokens, link)
+
+    def _draw(a1, a2, model: str, prompt_tokens: int, link: str) -> None:
         tokens = np.geomspace(128, 32768, 40)
         h = [sizing.handoff(model, int(t), speeds[link], gpu, dtype) for t in tokens]
         a1.loglog(tokens, [x["transfer_s"] * 1e3 for x in h], color=transfer_plots.TRANSFER, lw=2,
@@ -41,11 +45,10 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
         a1.set_xlabel("prompt length (tokens, log scale)")
         a1.set_ylabel("time (ms, log scale)")
         here = sizing.handoff(model, prompt_tokens, speeds[link], gpu, dtype)
-        a1.set_title(f"{prompt_tokens:,} tokens over {link}: {here['decode_steps']:.2g} decode steps, "
-                     f"{here['prefill_share']:.0%} of the prefill", fontsize=10)
-        a1.legend(fontsize=8, loc="upper left")
-        transfer_plots.handoff_bars(model, prompt_tokens, gpu, dtype, extra=measured, ax=a2)
-        fig.tight_layout()
+        a1.set_title(f"{prompt_tokens:,} tokens, {link}: {here['decode_steps']:.2g} decode steps, "
+                     f"{here['prefill_share']:.0%} of the prefill", fontsize="medium")
+        a1.legend(fontsize="x-small", loc="upper left")
+        transfer_plots.handoff_dots(model, prompt_tokens, gpu, dtype, extra=measured, ax=a2)
 
     return explorer(draw,
                     model=widgets.Dropdown(options=list(sizing.PUBLISHED_MODELS), value=model, description="model"),

@@ -1,0 +1,165 @@
+"""Chapter 8's figures and tables (what the split is not), and the page style the serving chapters' figures share.
+
+:data:`PHONE` is a matplotlib style for figures that stay legible when the page is a 412 px phone screen: a
+figure at most :data:`WIDTH` inches wide (so the browser scales it down by less than a half), fonts of 11-12 pt,
+and two panels stacked rather than side by side. :func:`figure` makes such a figure.
+
+- :func:`chunked_vs_split`: every gap between tokens of several runs (CDF), and SLO attainment against the rate.
+- :func:`kv_schemes`: KV bytes held over a served run by padded, reserved and paged memory.
+- :func:`speculative_sweep`: tokens per verify step and time per output token against the proposals per step.
+- :func:`prefix_reuse`: prefill time with and without a cached prefix, and prompt tokens computed by routing.
+
+Tables (DataFrames that fit a phone's column: one column per configuration, units in the row names) and printed
+verdicts: :func:`headline`, :func:`chunked_verdict`, :func:`waste_table`, :func:`quant_table`,
+:func:`summary_table`.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from .confusions_tables import chunked_verdict, headline, quant_table, sig3, summary_table, waste_table
+
+__all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes", "speculative_sweep", "prefix_reuse",
+           "headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "sig3"]
+
+WIDTH = 5.6  # inches: a 412 px screen shows the figure at about 0.65 of its size, so 12 pt reads as ~8-9 pt
+PHONE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11,
+         "ytick.labelsize": 11, "legend.fontsize": 10.5, "legend.frameon": False, "axes.titleweight": "bold"}
+COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red", "tab:brown"]
+PREDICTED = "black"
+
+
+@contextlib.contextmanager
+def phone():
+    """:data:`PHONE` for the figures made inside. Interactive mode is kept as it is at the end: a notebook's
+    inline backend, loaded by the first figure, switches it on, and a plain ``rc_context`` would switch it back
+    off on exit, after which the figures of later cells would silently not be shown."""
+    with plt.rc_context(PHONE):
+        try:
+            yield
+        finally:
+            interactive = plt.isinteractive()
+    plt.interactive(interactive)
+
+
+def figure(rows: int = 1, height: float = 3.2, sharex: bool = False):
+    """A phone-legible figure of ``rows`` panels stacked vertically: ``(fig, [axes])``."""
+    with phone():
+        fig, axes = plt.subplots(rows, 1, figsize=(WIDTH, height * rows), sharex=sharex, layout="constrained",
+                                 squeeze=False)
+    return fig, list(axes[:, 0])
+
+
+def _styled(fn):
+    """Run a drawing function under :data:`PHONE`, so that every text it makes has the page's sizes."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with phone():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@_styled
+def chunked_vs_split(runs: Mapping[str, object], sweep: pd.DataFrame, ttft_slo_s: float, tpot_slo_s: float,
+                     target: float = 0.9):
+    """Top: the CDF of every inter-token gap (ITL, ms, log axis) of each run in ``runs`` (name ->
+    ServingResult), with each run's P99 marked. Bottom: SLO attainment (%) against the request rate, from
+    ``sweep`` (columns ``config``, ``rate_per_s``, ``slo_attainment``), with the ``target`` line of goodput."""
+    fig, (a1, a2) = figure(2, 3.1)
+    for color, (name, res) in zip(COLORS, runs.items()):
+        gaps = np.sort(res.token_table().gap_s.dropna().to_numpy()) * 1e3
+        a1.step(gaps, np.arange(1, gaps.size + 1) / gaps.size * 100, where="post", color=color, label=name)
+        a1.axvline(np.percentile(gaps, 99), color=color, ls=":", lw=1.2)
+    a1.set_xscale("log")
+    a1.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    a1.xaxis.set_minor_formatter(NullFormatter())
+    a1.set_xlabel("gap between two tokens, ITL (ms, log)")
+    a1.set_ylabel("share of gaps (%)")
+    a1.set_title("Inter-token gaps (dotted: P99)")
+    a1.legend(loc="lower right")
+    for color, (name, g) in zip(COLORS, sweep.groupby("config", sort=False)):
+        a2.plot(g.rate_per_s, g.slo_attainment * 100, "o-", color=color, ms=4, label=name)
+    a2.axhline(target * 100, color=PREDICTED, ls="--", lw=1, label=f"{target:.0%}: goodput")
+    a2.set_ylim(-3, 103)
+    a2.set_xlabel("request rate (requests/s)")
+    a2.set_ylabel("within both SLOs (%)")
+    a2.set_title(f"SLO attainment (TTFT ≤ {ttft_slo_s * 1e3:.0f} ms, TPOT ≤ {tpot_slo_s * 1e3:.0f} ms)")
+    a2.legend(loc="lower left")
+    return fig
+
+
+@_styled
+def kv_schemes(schemes: pd.DataFrame, worker: str, unit: float = 2 ** 20, unit_name: str = "MiB",
+               title: str | None = None):
+    """KV bytes one ``worker`` holds over a served run under each scheme of
+    :func:`splitlab.serving.paged.memory_schemes` (``used``, ``paged``, ``reserved``, ``padded``)."""
+    fig, (ax,) = figure(1, 3.4)
+    g = schemes[schemes.worker == worker]
+    styles = {"padded": ("tab:red", "-"), "reserved": ("tab:purple", "--"), "paged": ("tab:green", "-"),
+              "used": ("black", ":")}
+    labels = {"padded": "padded batch, final sizes", "reserved": "reserved up front (prompt + max new)",
+              "paged": "paged (blocks)", "used": "used (positions cached)"}
+    for scheme, (color, ls) in styles.items():
+        ax.step(g.time_s, g[scheme] / unit, where="post", color=color, ls=ls, lw=1.6, label=labels[scheme])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time in the run (s)")
+    ax.set_ylabel(f"KV memory held ({unit_name})")
+    ax.set_title(title or f"KV memory of worker {worker}")
+    ax.legend(loc="upper left", fontsize=10)
+    return fig
+
+
+@_styled
+def speculative_sweep(table: pd.DataFrame, baseline_tpot_s: float):
+    """From ``table`` (columns ``draft``, ``k``, ``tokens_per_step``, ``predicted_tokens_per_step``,
+    ``tpot_ms``): top, tokens per verify step (measured dots, Leviathan et al.'s prediction at the measured
+    acceptance as a dashed line); bottom, TPOT against plain decoding's."""
+    fig, (a1, a2) = figure(2, 2.9, sharex=True)
+    for color, (name, g) in zip(COLORS, table.groupby("draft", sort=False)):
+        g = g.groupby("k").mean(numeric_only=True).reset_index()
+        a1.plot(g.k, g.tokens_per_step, "o", color=color, ms=7, label=f"{name}: measured")
+        a1.plot(g.k, g.predicted_tokens_per_step, "--", color=color, lw=1.3, label=f"{name}: predicted")
+        a2.plot(g.k, g.tpot_ms, "o-", color=color, ms=6, label=name)
+    a2.axhline(baseline_tpot_s * 1e3, color=PREDICTED, ls=":", lw=1.5, label="plain decoding")
+    a1.set_ylim(bottom=0)
+    a2.set_ylim(bottom=0)
+    a1.set_ylabel("tokens per verify")
+    a1.set_title("Tokens out of one target forward")
+    a1.legend(fontsize=9.5, loc="upper left", ncol=2)
+    a2.set_ylabel("TPOT (ms)")
+    a2.set_xlabel("draft tokens proposed per step, k")
+    a2.set_title("Time per output token")
+    a2.legend(fontsize=9.5, loc="upper left", ncol=3)
+    a2.set_xticks(sorted(table.k.unique()))
+    return fig
+
+
+@_styled
+def prefix_reuse(timings: pd.DataFrame, routing: pd.DataFrame):
+    """Top: prefill time (ms) of prompts made of a shared prefix and a new suffix, against the prefix length,
+    cold (``cold_s``) and with the prefix cached (``warm_s``), beside a prefill of the suffix alone
+    (``suffix_alone_s``); columns ``prefix_tokens``. Bottom: prompt tokens the prefill pool computed under
+    each routing policy (``routing``: index policy, column ``computed_tokens``; horizontal bars, linear axis)."""
+    fig, (a1, a2) = figure(2, 2.9)
+    x = timings.prefix_tokens
+    a1.plot(x, timings.cold_s * 1e3, "o-", color="tab:orange", label="no cache: whole prompt")
+    a1.plot(x, timings.warm_s * 1e3, "o-", color="tab:green", label="prefix cached: suffix only")
+    a1.plot(x, timings.suffix_alone_s * 1e3, "--", color=PREDICTED, lw=1.2, label="a prompt of the suffix's length")
+    a1.set_ylim(bottom=0)
+    a1.set_xlabel("shared prefix (tokens)")
+    a1.set_ylabel("prefill (ms)")
+    a1.set_title("Prefill with and without the prefix's KV")
+    a1.legend(loc="upper left", fontsize=10)
+    names = list(routing.index)
+    a2.barh(names, routing.computed_tokens / 1e3, color=COLORS[:len(names)])
+    a2.invert_yaxis()
+    a2.set_xlabel("prompt tokens prefilled (thousands)")
+    a2.set_title("Where the prefix cache lives")
+    return fig

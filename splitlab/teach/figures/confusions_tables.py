@@ -1,0 +1,163 @@
+"""Chapter 8's tables and printed verdicts (re-exported by :mod:`.confusions`). Every table has one column per
+configuration or scheme and units in its row names, so that it fits a phone's column; numbers are rounded to
+three significant digits."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "sig3"]
+
+TOLERANCE = 0.25  # a prediction within 25% of the measurement counts as met
+
+
+def sig3(x: float) -> float:
+    """``x`` rounded to three significant digits (NaN and 0 unchanged)."""
+    return float(f"{x:.3g}") if np.isfinite(x) and x != 0 else x
+
+
+def _max_itl_s(res) -> float:
+    gaps = res.token_table().gap_s.dropna()
+    return float(gaps.max()) if len(gaps) else float("nan")
+
+
+def _steps_text(steps: pd.DataFrame) -> str:
+    """'prefill 765 + prefill 411 + decode x3' for the steps inside a gap (prefill: prompt tokens; decode: batch)."""
+    parts = [f"prefill {int(s.tokens)}" if s.kind == "prefill" else f"decode x{int(s.batch)}" if s.kind == "decode"
+             else f"{s.kind}" for s in steps.itertuples()]
+    return " + ".join(parts) or "-"
+
+
+def _predicted_s(steps: pd.DataFrame, prefill_s, decode_s) -> float:
+    """The steps inside a gap, each predicted from its size with the times measured alone."""
+    return float(sum(prefill_s(s.tokens) if s.kind == "prefill" else decode_s(s.batch) if s.kind == "decode" else 0.0
+                     for s in steps.itertuples()))
+
+
+def headline(runs: Mapping[str, object], simulated: Mapping[str, object], prefill_s, decode_s,
+             ttft_slo_s: float, tpot_slo_s: float) -> pd.DataFrame:
+    """Per layout (columns): the longest gap between two tokens, the steps its worker ran inside it
+    predicted from ``prefill_s(tokens)`` and ``decode_s(batch)`` (seconds measured alone), ITL P99 measured and
+    simulated, mean TTFT measured and simulated, mean TPOT, SLO attainment and output tokens/s per worker.
+    ``runs`` and ``simulated`` map a name to a ServingResult of the same requests."""
+    from ...serving.interference import longest_gap
+
+    rows = {}
+    for name, res in runs.items():
+        m, s = res.metrics(ttft_slo_s, tpot_slo_s), simulated[name].metrics(ttft_slo_s, tpot_slo_s)
+        worst = longest_gap(res)
+        rows[name] = {"longest gap (ms)": sig3(worst["gap_s"] * 1e3),
+                      "its steps, timed alone (ms)": sig3(_predicted_s(worst["steps"], prefill_s, decode_s) * 1e3),
+                      "ITL P99 (ms)": sig3(m["itl_s"]["p99"] * 1e3),
+                      "ITL P99, simulated (ms)": sig3(s["itl_s"]["p99"] * 1e3),
+                      "TTFT mean (ms)": sig3(m["ttft_s"]["mean"] * 1e3),
+                      "TTFT mean, simulated (ms)": sig3(s["ttft_s"]["mean"] * 1e3),
+                      "TPOT mean (ms)": sig3(m["tpot_s"]["mean"] * 1e3),
+                      "SLO attainment (%)": sig3(m["slo_attainment"] * 100),
+                      "tokens/s per worker": sig3(m["throughput_tokens_per_s_per_worker"])}
+    return pd.DataFrame(rows)
+
+
+def chunked_verdict(runs: Mapping[str, object], prefill_s, decode_s, goodput: Mapping[str, float],
+                    base: str = "prefill-first", chunked: str = "chunked", split: str = "split 1P+1D") -> None:
+    """Print what the table and figure of section 1 say, from their numbers: each layout's longest gap against
+    the steps inside it timed alone (and where that misses by more than 25%, by how much), what chunking and the
+    split did to the longest gap and to TTFT, and the highest goodput per worker."""
+    from ...serving.interference import longest_gap
+
+    gap = {n: _max_itl_s(r) for n, r in runs.items()}
+    ttft = {n: r.metrics()["ttft_s"]["mean"] for n, r in runs.items()}
+    for n, res in runs.items():
+        steps = longest_gap(res)["steps"]
+        pred = _predicted_s(steps, prefill_s, decode_s)
+        ran = float(steps.seconds.sum())
+        miss = gap[n] / pred - 1 if pred > 0 else float("nan")
+        note = "" if abs(miss) <= TOLERANCE else (
+            f"; {miss:+.0%}, beyond the {TOLERANCE:.0%} tolerance: inside the run those steps took "
+            f"{ran * 1e3:.1f} ms, {ran / pred:.2f}x their time alone"
+            + (" (a chunk attends to the chunks cached before it; a fresh prefill does not)" if n == chunked else "")
+            + (f"; {(gap[n] - ran) * 1e3:.1f} ms of the gap had no step of this worker (a transfer, a wait)"
+               if gap[n] - ran > TOLERANCE * gap[n] else ""))
+        _say(f"{n}: longest gap {gap[n] * 1e3:.1f} ms = {_steps_text(steps)}; timed alone {pred * 1e3:.1f} ms"
+             f"{note}")
+    _say(f"chunking cut the longest gap to {gap[chunked] / gap[base]:.0%} of {base}'s and changed the mean TTFT "
+         f"by {ttft[chunked] / ttft[base] - 1:+.0%}; the split cut it to {gap[split] / gap[base]:.0%} and "
+         f"changed the mean TTFT by {ttft[split] / ttft[base] - 1:+.0%}")
+    best = max(goodput, key=goodput.get)
+    _say("highest goodput per worker at these SLOs: " + (f"{best} ({goodput[best]:.2f} requests/s per worker)"
+                                                         if goodput[best] > 0 else "none reached 90%"))
+
+
+def _say(text: str) -> None:
+    """Print one finding, wrapped to a phone's width (continuation lines indented)."""
+    print(textwrap.fill(text, 64, subsequent_indent="    "))
+
+
+def waste_table(waste: pd.DataFrame) -> pd.DataFrame:
+    """:func:`splitlab.serving.paged.waste_summary` as a table: one column per scheme, memory in MiB."""
+    labels = {"used": "used", "paged": "paged", "reserved": "reserved", "padded": "padded",
+              "max_context": "whole context"}
+    out = pd.DataFrame({labels[s]: {"mean held (MiB)": w.mean_bytes / 2 ** 20, "peak held (MiB)": w.peak_bytes / 2 ** 20,
+                                    "waste (% of held)": w.waste_share * 100}
+                        for s, w in waste.iterrows()})
+    return out.map(sig3)
+
+
+def quant_table(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> pd.DataFrame:
+    """One column per cache variant (name -> KVCache or QuantizedKV of the same request): bytes, bytes relative to
+    fp16, relative error of the dequantized cache, and the measured transfer (``moved_s``, seconds)."""
+    from ...kvcache.quant import QuantizedKV, relative_error
+
+    reference = next(iter(variants.values()))
+    fp16 = variants["fp16"].nbytes if "fp16" in variants else None
+    cols = {}
+    for name, v in variants.items():
+        back = v.dequantize() if isinstance(v, QuantizedKV) else v.to(dtype=reference.dtype)
+        cols[name] = {"KiB per request": v.nbytes / 2 ** 10,
+                      "bytes vs fp16": v.nbytes / fp16 if fp16 else float("nan"),
+                      "relative error": relative_error(reference, back),
+                      "transfer (ms)": moved_s[name] * 1e3,
+                      "transfer vs fp16": moved_s[name] / moved_s["fp16"] if "fp16" in moved_s else float("nan")}
+    return pd.DataFrame(cols).map(sig3)
+
+
+def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, routing, total_tokens) -> pd.DataFrame:
+    """The chapter's result in one table (displayed with its text in full, and returned): per technique, what
+    changed (measured here) and the split's concern that it left as it was."""
+    from IPython.display import display
+
+    gap = {n: _max_itl_s(r) for n, r in runs.items()}
+    ttft = {n: r.metrics()["ttft_s"]["mean"] for n, r in runs.items()}
+    names = list(runs)
+    base, chunked, split = names[0], names[1], names[2]
+    best = spec.groupby(["draft", "k"], sort=False).mean(numeric_only=True).tpot_ms.idxmin()
+    spec_best = spec.groupby(["draft", "k"], sort=False).mean(numeric_only=True).loc[best]
+    deepest = reuse.iloc[-1]
+    rows = {
+        "chunked prefill": (f"longest gap {gap[base] * 1e3:.0f} → {gap[chunked] * 1e3:.0f} ms; mean TTFT "
+                            f"{ttft[base] * 1e3:.0f} → {ttft[chunked] * 1e3:.0f} ms",
+                            f"a chunk still between two tokens: the split's longest gap {gap[split] * 1e3:.0f} ms"),
+        "paged KV memory": (f"mean KV held on D0: padded {waste.loc['padded', 'mean_bytes'] / 2**20:.2f}, reserved "
+                            f"{waste.loc['reserved', 'mean_bytes'] / 2**20:.2f} → paged "
+                            f"{waste.loc['paged', 'mean_bytes'] / 2**20:.2f} MiB (used "
+                            f"{waste.loc['used', 'mean_bytes'] / 2**20:.2f})",
+                            "the bytes of each cache and its transfer (a block's tail at most)"),
+        "KV quantization": (f"bytes per request x{variants['int8'].nbytes / variants['fp16'].nbytes:.2f} of fp16; "
+                            f"transfer x{moved_s['int8'] / moved_s['fp16']:.2f}",
+                            "tokens cached, interference, who prefills"),
+        "speculative decoding": (f"best TPOT {spec_best.tpot_ms:.2f} ms ({best[0]}, k = {best[1]}) vs "
+                                 f"{plain_tpot_s * 1e3:.2f} ms plain",
+                                 "the same tokens, the same prompt cache to transfer"),
+        "prefix caching": (f"{int(deepest.prefix_tokens)}-token prefix: prefill {deepest.cold_s * 1e3:.0f} → "
+                           f"{deepest.warm_s * 1e3:.0f} ms; prefix-aware routing prefills "
+                           f"{routing.loc['prefix-aware', 'computed_tokens'] / total_tokens:.0%} of the prompt tokens",
+                           "the decode side still receives every position's KV"),
+    }
+    table = pd.DataFrame(rows, index=["changed (measured here)", "left alone"]).T
+    with pd.option_context("display.max_colwidth", None):
+        display(table)
+    return table
