@@ -114,3 +114,11 @@ def test_keys_and_values_of_different_head_dims_append_in_place():
         k, v = layer.update(torch.full((1, 1, 1, 8), step + 1.0), torch.full((1, 1, 1, 4), -(step + 1.0)))
     assert k.shape == (1, 1, 8, 8) and v.shape == (1, 1, 8, 4)
     assert k[0, 0, 5:, 0].tolist() == [1.0, 2.0, 3.0] and v[0, 0, 5:, 0].tolist() == [-1.0, -2.0, -3.0]
+
+
+def test_a_cropped_layer_never_overwrites_what_a_longer_view_shows():
+    layer = AppendLayer(torch.zeros(1, 1, 4, 2), torch.zeros(1, 1, 4, 2))
+    longer, _ = layer.update(torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2))  # 6 positions, the last two ones
+    layer.crop(-2)
+    layer.update(torch.full((1, 1, 1, 2), 7.0), torch.full((1, 1, 1, 2), 7.0))
+    assert longer[0, 0, 4:, 0].tolist() == [1.0, 1.0] and layer.keys[0, 0, 4:, 0].tolist() == [7.0]

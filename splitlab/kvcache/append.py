@@ -54,6 +54,12 @@ class AppendLayer(DynamicLayer):
                 return False
         return True
 
+    def crop(self, tokens_to_remove: int) -> None:
+        """transformers' crop (drop the last positions), then give up the buffer: views of the longer cache may
+        still be held elsewhere, and the next append must not overwrite the positions they show."""
+        super().crop(tokens_to_remove)
+        self._buffers = None
+
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         """Append ``key_states``/``value_states`` ``[batch, kv_heads, new, head_dim]`` (keys and values may have
         different head dims, as MLA's latent and RoPE key do); return the whole cache of this layer (views).
