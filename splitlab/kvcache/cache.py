@@ -251,7 +251,8 @@ class KVCache:
     def to_transformers(self) -> DynamicCache:
         """A transformers ``DynamicCache`` holding these tensors (not copies): plain layers, and sliding-window
         layers (``DynamicSlidingWindowLayer``, having seen ``seq_len`` tokens) where ``windows`` says. The
-        model's forward appends by concatenation, so this KVCache's tensors are left unchanged."""
+        model's forward appends to new storage (concatenation, or in place past these tensors' positions once the
+        engine made the plain layers ``kvcache.append.AppendLayer``): this KVCache's tensors are left unchanged."""
         cache, self._transformers = self._transformers, None  # hand it over at most once: the forward extends it
         if cache is not None and len(cache.layers) == self.num_layers and all(
                 layer.keys is k and layer.values is v for layer, k, v in zip(cache.layers, self.keys, self.values)):

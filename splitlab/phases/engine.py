@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..kvcache import CacheMismatchError, KVCache, cache_kwarg, output_cache
+from ..kvcache.append import appendable
 from .device import Timer
 from .inputs import ContextLengthError, EmptyPromptError, as_token_batch, count, integer_ids
 from .models import LoadedModel, require_loaded
@@ -101,7 +102,7 @@ def forward_logits(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: tor
         kwargs["attention_mask"] = attention_mask
         kwargs["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)[:, -input_ids.shape[1]:]
     if cache is not None:
-        kwargs[cache_kwarg(lm.model)] = cache.to_transformers()
+        kwargs[cache_kwarg(lm.model)] = appendable(cache.to_transformers())  # new positions written in place
     if accepts_logits_to_keep(type(lm.model)):
         kwargs["logits_to_keep"] = 1
     model_id = lm.model_id if cache is None else cache.model_id  # callers check that the two are equal

@@ -1,5 +1,6 @@
 """Measuring this device: prefill time vs prompt length, decode step time vs batch and context, cached decode
-vs full recompute, and the raw matmul FLOP/s and memory bandwidth that the roofline needs.
+vs full recompute, the bytes a decode step reads, and (from :mod:`.hardware`) the raw matmul FLOP/s, memory
+bandwidth and last-level cache size that the roofline needs.
 
 Each function warms up once, repeats, and reports the median, so one slow outlier (a page fault, another
 process) does not move the result. ``statistic="min"`` reports the fastest run instead: on a shared machine other
@@ -22,11 +23,12 @@ from ..sizing import kv_bytes
 from .calibrate import calibrate  # noqa: F401  (splitlab.profiling.calibrate: measure this device, fit a cost model)
 from .device import Timer
 from .engine import decode_step, forward_logits, prefill
+from .hardware import last_level_cache, measure_matmul_flops, measure_memory_bandwidth, measure_peak_flops
 from .models import LoadedModel, require_loaded
 
 __all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
            "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
-           "op_shares"]
+           "last_level_cache", "weight_bytes_read", "op_shares", "decode_op_shares", "measure_weight_matmuls"]
 
 
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
@@ -93,11 +95,6 @@ def _check(statistic: str, **counts) -> None:
             raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
 
 
-def _median_seconds(fn, repeats: int, statistic: str = "median") -> float:
-    fn()  # warm-up: allocator, kernel selection, lazy init
-    return _summarize((fn() for _ in range(repeats)), statistic)
-
-
 def measure_prefill(lm: LoadedModel, prompt_tokens: list[int], batch: int = 1, repeats: int = 3,
                     seed: int = 0, statistic: str = "median", rounds: int = 1) -> pd.DataFrame:
     """Median (or, with ``statistic="min"``, fastest) prefill time per prompt length.
@@ -139,7 +136,8 @@ def measure_decode(lm: LoadedModel, batch_sizes: list[int], context: int, steps:
         pre = prefill(lm, [random_prompt(lm, context, seed + j) for j in range(big)], max_new_tokens=steps + 1)
         for i, b in enumerate(batch_sizes):
             cache, tokens = pre.cache.select(list(range(b))), pre.logits[:b].argmax(-1)
-            decode_step(lm, cache, tokens)  # warm-up
+            out = decode_step(lm, cache, tokens)  # warm-up; it also gives the cache its room to append in place
+            cache, tokens = out.cache, out.logits.argmax(-1)
             for _ in range(steps):
                 out = decode_step(lm, cache, tokens)
                 cache, tokens = out.cache, out.logits.argmax(-1)
@@ -156,7 +154,8 @@ def measure_cached_vs_recompute(lm: LoadedModel, prompt_tokens: int, new_tokens:
     """Time each generated token two ways: a cached decode step (one new token against the KV cache), and a
     full forward over the whole sequence without a cache (what a model without a KV cache must do).
 
-    Each step is timed ``repeats`` times both ways and the median kept.
+    The cached generation runs ``repeats`` times from the same prefill, each a chain of decode steps as a real
+    loop makes them; each recompute is timed ``repeats`` times; the median per token is kept both ways.
     Returns columns ``step``, ``context`` (tokens before the new one), ``cached_s``, ``recompute_s``,
     ``same_token`` (both ways chose the same greedy token).
     """
@@ -164,20 +163,23 @@ def measure_cached_vs_recompute(lm: LoadedModel, prompt_tokens: int, new_tokens:
     _check("median", repeats=repeats)
     ids = random_prompt(lm, prompt_tokens, seed)
     pre = prefill(lm, [ids], max_new_tokens=new_tokens)
-    cache, token = pre.cache, pre.logits.argmax(-1)
-    seq = ids + token.tolist()
+    cached: list[list[float]] = []
+    for _ in range(repeats):
+        cache, token, times, chosen = pre.cache, pre.logits.argmax(-1), [], [int(pre.logits.argmax(-1))]
+        for _ in range(1, new_tokens):
+            out = decode_step(lm, cache, token)
+            cache, token = out.cache, out.logits.argmax(-1)
+            times.append(out.seconds)
+            chosen.append(int(token))
+        cached.append(times)
     rows = []
     for step in range(1, new_tokens):
-        outs = [decode_step(lm, cache, token) for _ in range(repeats)]
-        out = outs[0]
+        seq = ids + chosen[:step]
         full = torch.tensor([seq], device=lm.device)
         recomputes = [forward_logits(lm, full, torch.ones_like(full), None) for _ in range(repeats)]
-        logits = recomputes[0][0]
-        rows.append(dict(step=step, context=len(seq) - 1, cached_s=statistics.median(o.seconds for o in outs),
+        rows.append(dict(step=step, context=len(seq) - 1, cached_s=statistics.median(t[step - 1] for t in cached),
                          recompute_s=statistics.median(r[2] for r in recomputes),
-                         same_token=bool(out.logits.argmax(-1).item() == logits.argmax(-1).item())))
-        cache, token = out.cache, out.logits.argmax(-1)
-        seq.append(int(token))
+                         same_token=bool(int(recomputes[0][0].argmax(-1)) == chosen[step])))
     return pd.DataFrame(rows)
 
 
@@ -201,49 +203,61 @@ def measure_kv_growth(lm: LoadedModel, prompt_tokens: int, new_tokens: int, seed
     return pd.DataFrame(rows)
 
 
-def measure_matmul_flops(device: torch.device | str, dtype: torch.dtype = torch.float32, n: int = 1024,
-                         repeats: int = 5, statistic: str = "median") -> float:
-    """Achieved FLOP/s of an n x n x n matmul (2 n^3 FLOPs) on ``device``: this machine's practical compute peak.
-    ``statistic="min"`` uses the fastest of ``repeats`` runs (the best rate) instead of the median."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+def weight_bytes_read(lm: LoadedModel) -> int:
+    """Bytes of weights one decode step reads in full: every parameter, except an input embedding table that is
+    not tied to the output layer (a step reads only one row of it per sequence, counted here as nothing).
 
-    def once() -> float:
-        with Timer(device) as t:
-            a @ b
-        return t.seconds
-
-    return 2 * n ** 3 / _median_seconds(once, repeats, statistic)
+    With tied embeddings (SmolLM2, the llama2.c models) the output layer reads the whole table, so this equals
+    ``lm.weight_bytes``; an untied table is subtracted once."""
+    embed, head = lm.model.get_input_embeddings(), lm.model.get_output_embeddings()
+    total = lm.weight_bytes
+    if embed is not None and (head is None or embed.weight is not head.weight):
+        total -= embed.weight.numel() * embed.weight.element_size()
+    return int(total)
 
 
-def measure_peak_flops(device: torch.device | str, dtype: torch.dtype = torch.float32,
-                       sizes: tuple[int, ...] | None = None, repeats: int = 10) -> tuple[float, int]:
-    """This device's practical compute peak (FLOP/s): the best rate of square matmuls of a few ``sizes``, each
-    the fastest of ``repeats`` runs. No single size is best everywhere (small ones fit in caches, big ones keep
-    more cores busy), so several are tried: 512..2048 on CPUs, 2048..8192 on GPUs by default.
+def measure_weight_matmuls(lm: LoadedModel, batch_sizes: list[int], repeats: int = 5) -> pd.DataFrame:
+    """The matmuls of one decode step alone: every ``nn.Linear`` weight of the model (the output layer included)
+    multiplied by ``batch`` random rows, one after another, with nothing else in between; the fastest of
+    ``repeats`` passes. It separates what the BLAS library's matrix kernels achieve on these shapes from the rest
+    of a step (norms, attention, Python).
 
-    Returns (FLOP/s, the size n that reached it).
+    Returns columns ``batch``, ``matmul_s`` (all weights once) and ``bytes_per_s`` (their bytes / matmul_s).
     """
-    if sizes is None:
-        sizes = (512, 1024, 2048) if torch.device(device).type == "cpu" else (2048, 4096, 8192)
-    rates = {n: measure_matmul_flops(device, dtype, n=n, repeats=repeats, statistic="min") for n in sizes}
-    best = max(rates, key=rates.get)
-    return rates[best], best
+    require_loaded(lm, "measure_weight_matmuls()")
+    weights = [m.weight for m in lm.model.modules() if isinstance(m, torch.nn.Linear)]
+    head = lm.model.get_output_embeddings()
+    if head is not None and not isinstance(head, torch.nn.Linear):
+        weights.append(head.weight)
+    nbytes = sum(w.numel() * w.element_size() for w in weights)
+    rows = []
+    for b in batch_sizes:
+        inputs = {w.shape[1]: torch.randn(b, w.shape[1], device=lm.device, dtype=w.dtype) for w in weights}
+
+        def once() -> float:
+            with torch.inference_mode(), Timer(lm.device) as t:
+                for w in weights:
+                    torch.nn.functional.linear(inputs[w.shape[1]], w)
+            return t.seconds
+
+        once()
+        best = min(once() for _ in range(repeats))
+        rows.append(dict(batch=b, matmul_s=best, bytes_per_s=nbytes / best))
+    return pd.DataFrame(rows)
 
 
-def measure_memory_bandwidth(device: torch.device | str, nbytes: int = 256 * 2 ** 20, repeats: int = 5,
-                             statistic: str = "median") -> float:
-    """Achieved memory bandwidth (bytes/s) of copying a ``nbytes`` buffer (counts the read and the write).
-    ``statistic="min"`` uses the fastest of ``repeats`` copies (the best rate) instead of the median."""
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
-    dst = torch.empty_like(src)
+def decode_op_shares(lm: LoadedModel, batch: int = 1, context: int = 64, top: int = 5) -> pd.DataFrame:
+    """:func:`op_shares` of steady decode steps: ``batch`` prompts of ``context`` tokens are prefilled, then every
+    profiled call is the next step of the same chain (as in a real decode loop, so the cache appends in place)."""
+    pre = prefill(lm, [random_prompt(lm, context, seed=j) for j in range(batch)], max_new_tokens=16)
+    state = [pre.cache, pre.logits.argmax(-1)]
 
-    def once() -> float:
-        with Timer(device) as t:
-            dst.copy_(src)
-        return t.seconds
+    def step() -> None:
+        out = decode_step(lm, state[0], state[1])
+        state[0], state[1] = out.cache, out.logits.argmax(-1)
 
-    return 2 * nbytes / _median_seconds(once, repeats, statistic)
+    step()
+    return op_shares(step, lm.device, top=top)
 
 
 @contextlib.contextmanager

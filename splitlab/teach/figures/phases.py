@@ -1,185 +1,150 @@
-"""Figures for the book. Every function draws on a given matplotlib Axes (or makes one), labels both axes with
-units, sets a title, and returns the Axes, so notebooks stay one line per figure."""
-from __future__ import annotations
+"""Chapter 1's figures and tables (one request, phase by phase), and what the figures of the book's first part
+share: the phase colours and the axis helpers.
 
-from typing import Mapping
+Every function draws on a given matplotlib Axes (or makes one of the book's size), labels both axes with units,
+sets a short title, and returns the Axes, so a notebook cell that only draws is one line."""
+from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import ticker
 import pandas as pd
+from matplotlib import ticker
 
 from ...phases.engine import Generation
 
-__all__ = ["token_timeline", "phase_throughput", "cached_vs_recompute", "kv_growth", "roofline",
-           "prefill_scaling", "decode_scaling", "decode_throughput"]
+__all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks", "request_latencies", "phase_rates", "token_timeline",
+           "cached_vs_recompute"]
 
 PREFILL, DECODE, PREDICTED = "tab:orange", "tab:blue", "black"
 
 
-def _ax(ax):
-    return ax if ax is not None else plt.subplots(figsize=(7, 4))[1]
-
-
-def token_timeline(gen: Generation, ax=None, title: str | None = None):
-    """When each output token of the first request became available (ms after the request started)."""
-    ax = _ax(ax)
-    t_ms = np.array(gen.token_time_s) * 1e3
-    ax.axvspan(0, gen.prefill_s * 1e3, color=PREFILL, alpha=0.25, label=f"prefill ({gen.prompt_lengths[0]} tokens)")
-    ax.plot(t_ms, np.arange(1, len(t_ms) + 1), ".", color=DECODE, label="output token available")
-    ax.annotate(f"first token: TTFT {gen.ttft_s * 1e3:.1f} ms", (t_ms[0], 1), xytext=(0.35, 0.6),
-                textcoords="axes fraction", arrowprops=dict(arrowstyle="->"))
-    ax.set_xlabel("time since the request started (ms)")
-    ax.set_ylabel("output tokens emitted")
-    ax.set_title(title or "One request: a long prefill, then one token per decode step")
-    ax.legend(loc="upper left")
-    return ax
-
-
-def phase_throughput(prefill_tokens_per_s: float, decode_tokens_per_s: float, ax=None):
-    """Bar chart of tokens processed per second in each phase (one request)."""
-    ax = _ax(ax)
-    bars = ax.bar(["prefill\n(prompt tokens)", "decode\n(output tokens)"], [prefill_tokens_per_s, decode_tokens_per_s],
-                  color=[PREFILL, DECODE])
-    ax.bar_label(bars, fmt="%.0f")
-    ax.set_ylabel("tokens per second")
-    ax.set_title(f"Prefill pushes {prefill_tokens_per_s / decode_tokens_per_s:.0f}x more tokens/s than decode")
-    return ax
-
-
-def cached_vs_recompute(df: pd.DataFrame, prefill_df: pd.DataFrame | None = None, ax=None):
-    """Per-token time with the KV cache vs recomputing the whole sequence; optionally the prediction
-    'recompute = a prefill of the whole sequence' interpolated from a prefill sweep."""
-    ax = _ax(ax)
-    ax.plot(df["context"], df["recompute_s"] * 1e3, ".", color=PREFILL, label="measured: full recompute")
-    ax.plot(df["context"], df["cached_s"] * 1e3, ".", color=DECODE, label="measured: cached decode step")
-    if prefill_df is not None:
-        pred = np.interp(df["context"] + 1, prefill_df["prompt_tokens"], prefill_df["prefill_s"]) * 1e3
-        ax.plot(df["context"], pred, "-", color=PREDICTED, label="predicted: prefill of (context + 1) tokens")
-    ax.set_xlabel("tokens already in the sequence (context)")
-    ax.set_ylabel("time to produce the next token (ms)")
-    ax.set_yscale("log")
-    plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
-    ax.set_title("The KV cache turns each step from a full pass into a one-token pass")
-    ax.legend()
-    return ax
-
-
-def kv_growth(steps, measured_bytes, predicted_bytes, ax=None, label: str = ""):
-    """Cache bytes measured at each decode step against the formula."""
-    ax = _ax(ax)
-    ax.plot(steps, np.asarray(measured_bytes) / 2 ** 10, "o", ms=3, label=f"measured {label}".strip())
-    ax.plot(steps, np.asarray(predicted_bytes) / 2 ** 10, "-", color=PREDICTED, lw=1,
-            label="formula" if not label else None)
-    ax.set_xlabel("tokens in the cache")
-    ax.set_ylabel("KV cache size (KiB)")
-    ax.set_title("The KV cache grows by the same number of bytes every token")
-    ax.legend()
-    return ax
-
-
-def _predictions(ax, x, predicted_s) -> None:
-    """Draw one or several predicted curves (seconds, drawn in ms): an array is labelled "predicted", a mapping
-    label -> array draws each with its own line style."""
-    if predicted_s is None:
-        return
-    if not isinstance(predicted_s, Mapping):
-        predicted_s = {"predicted": predicted_s}
-    for (label, seconds), (style, color) in zip(predicted_s.items(),
-                                                 [("--", PREDICTED), (":", PREDICTED), ("-.", "tab:gray")]):
-        ax.plot(x, np.asarray(seconds, dtype=float) * 1e3, style, color=color, lw=1.5, label=label)
+def new_ax(ax=None, figsize=None):
+    """``ax``, or a new Axes of the book's default size (``notebook.BOOK_STYLE``) or ``figsize``."""
+    return ax if ax is not None else plt.subplots(figsize=figsize)[1]
 
 
 def _minor_label(value: float, _pos=None, fmt=lambda v: f"{v:g}") -> str:
-    """Label the minor ticks 2, 3 and 5 of each decade (0.2, 3, 50, ...) with ``fmt``, leave the others blank."""
+    """Label the minor ticks 2, 3 and 5 of each decade (0.2, 3, 50, ...) with ``fmt``, leave the others blank
+    (a tick formatter; figures/transfer.py uses it too)."""
     mantissa = value / 10 ** np.floor(np.log10(value) + 1e-9)
     return fmt(value) if any(abs(mantissa - m) < 1e-6 for m in (2, 3, 5)) else ""
 
 
-def _log_axes(ax, log: bool) -> None:
-    if log:  # plain numbers on the ticks (1, 2, 4, ...; 0.5, 2, 5, ...), not powers of ten
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(ticker.FuncFormatter(_minor_label))
+def plain_log_ticks(axis, fmt=lambda v: f"{v:g}", minor: bool = True) -> None:
+    """Numbers (1, 2, 5, 10, ...) instead of powers of ten on a log-scaled ``axis``; with ``minor`` the minor
+    ticks 2, 3 and 5 of each decade are labelled too (for axes that span few decades)."""
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: fmt(v)))
+    if not minor:
+        axis.set_minor_formatter(ticker.NullFormatter())
+        return
+    axis.set_minor_formatter(ticker.FuncFormatter(lambda v, pos: _minor_label(v, pos, fmt)))
 
 
-def prefill_scaling(measured: pd.DataFrame, predicted_s=None, ax=None, log: bool = False, title: str | None = None):
-    """Prefill time vs prompt length, measured and, if given, predicted: ``predicted_s`` is seconds per row, or a
-    dict label -> seconds per row for several predictions. ``log`` draws both axes on log scales."""
-    ax = _ax(ax)
-    ax.plot(measured["prompt_tokens"], measured["prefill_s"] * 1e3, "o-", color=PREFILL, label="measured")
-    _predictions(ax, measured["prompt_tokens"], predicted_s)
-    _log_axes(ax, log)
-    ax.set_xlabel("prompt length (tokens)")
-    ax.set_ylabel("prefill time (ms)")
-    ax.set_title(title or "Prefill time grows with the prompt")
-    ax.legend()
+def sig3(value: float) -> float:
+    """``value`` rounded to 3 significant digits (the book's tables)."""
+    return float(f"{float(value):.3g}")
+
+
+def fmt3(value: float) -> str:
+    """``value`` as text with 3 significant digits and no exponent: 0.0123, 4.56, 78.9, 4,880, 1,230,000."""
+    value = float(value)
+    if value == 0 or not np.isfinite(value):
+        return f"{value:g}"
+    r = sig3(value)
+    return f"{r:,.0f}" if abs(r) >= 100 else f"{r:.3g}"
+
+
+def fmt_table(df: pd.DataFrame, columns: dict, index: str | None = None) -> pd.DataFrame:
+    """A display copy of ``df``: for each ``column: (header, scale)`` (or ``column: header``) the column times
+    ``scale``, as text of 3 significant digits (:func:`fmt3`); integer columns stay integers; text stays text.
+    ``index`` names the column (after renaming) to index the table by."""
+    out = {}
+    for col, spec in columns.items():
+        header, scale = (spec, 1) if isinstance(spec, str) else spec
+        values = df[col]
+        if pd.api.types.is_integer_dtype(values) and scale == 1:
+            out[header] = values.astype(int).to_numpy()
+        elif pd.api.types.is_numeric_dtype(values):
+            out[header] = [fmt3(v * scale) for v in values]
+        else:
+            out[header] = values.to_numpy()
+    table = pd.DataFrame(out)
+    return table.set_index(index) if index else table
+
+
+def _times(gen: Generation) -> np.ndarray:
+    if len(gen.token_time_s) < 2:
+        raise ValueError("a request needs at least two output tokens to have an inter-token latency")
+    return np.asarray(gen.token_time_s, dtype=float)
+
+
+def request_latencies(gen: Generation) -> pd.DataFrame:
+    """The latencies of one request from :func:`splitlab.generate` (its first row; all rows of a batch get their
+    tokens at the same times), in milliseconds, with their definitions.
+
+    TTFT = time to the first token; ITL = each gap between consecutive tokens (median and max of the n - 1 gaps);
+    TPOT = (E2E - TTFT) / (n - 1), the mean ITL; E2E = time to the last token. Times count from the call's start,
+    so no queueing is included. Raises ValueError for fewer than two output tokens."""
+    t = _times(gen)
+    itl = np.diff(t)
+    rows = [("TTFT", t[0], "start -> first output token"),
+            ("ITL, median", np.median(itl), f"middle of the {len(itl)} gaps between tokens"),
+            ("ITL, max", itl.max(), "longest gap between two tokens"),
+            ("TPOT", (t[-1] - t[0]) / (len(t) - 1), "(E2E - TTFT) / (n - 1): the mean ITL"),
+            ("E2E", t[-1], f"start -> last (n = {len(t)}) output token")]
+    return pd.DataFrame([dict(metric=m, ms=fmt3(s * 1e3), meaning=d) for m, s, d in rows]).set_index("metric")
+
+
+def phase_rates(gen: Generation) -> pd.DataFrame:
+    """Tokens, forward-pass time (ms, as text of 3 significant digits) and tokens per second (int) of each phase
+    of one request: the prefill's prompt tokens in one pass, the decode steps' output tokens (one per step; the
+    first output token comes from the prefill)."""
+    decode_s = float(np.sum(gen.decode_step_s))
+    rows = [dict(phase="prefill", tokens=int(gen.prompt_lengths[0]), passes=1, ms=gen.prefill_s * 1e3,
+                 tokens_per_s=gen.prompt_lengths[0] / gen.prefill_s),
+            dict(phase="decode", tokens=len(gen.decode_step_s), passes=len(gen.decode_step_s), ms=decode_s * 1e3,
+                 tokens_per_s=len(gen.decode_step_s) / decode_s)]
+    df = pd.DataFrame(rows).set_index("phase")
+    df["ms"] = df["ms"].map(fmt3)
+    df["tokens_per_s"] = df["tokens_per_s"].map(lambda v: int(sig3(v)))
+    return df.rename(columns={"ms": "time (ms)", "tokens_per_s": "tokens/s"})
+
+
+def token_timeline(gen: Generation, ax=None, title: str | None = None):
+    """When each output token of the request became available (ms after the call started): the prefill shaded,
+    TTFT and TPOT marked."""
+    ax = new_ax(ax)
+    t_ms = _times(gen) * 1e3
+    n = np.arange(1, len(t_ms) + 1)
+    ax.axvspan(0, gen.prefill_s * 1e3, color=PREFILL, alpha=0.25, label=f"prefill ({gen.prompt_lengths[0]} tokens)")
+    ax.plot(t_ms, n, ".", color=DECODE, label="output token ready")
+    tpot = (t_ms[-1] - t_ms[0]) / (len(t_ms) - 1)
+    ax.annotate(f"TTFT {t_ms[0]:.3g} ms", (t_ms[0], 1), xytext=(0.25, 0.45), textcoords="axes fraction",
+                arrowprops=dict(arrowstyle="->"))
+    ax.annotate(f"then a token every\nTPOT = {tpot:.3g} ms", (t_ms[len(t_ms) // 2], n[len(n) // 2]),
+                xytext=(0.55, 0.15), textcoords="axes fraction", arrowprops=dict(arrowstyle="->"))
+    ax.set_xlim(0, t_ms[-1] * 1.03)
+    ax.set_ylim(0, len(t_ms) * 1.05)
+    ax.set_xlabel("time since the request started (ms)")
+    ax.set_ylabel("output tokens")
+    ax.set_title(title or "One request: one prefill, then a token per step")
+    ax.legend(loc="upper left")
     return ax
 
 
-def decode_scaling(measured: pd.DataFrame, predicted_s=None, ax=None, log: bool = False, title: str | None = None):
-    """Decode step time vs batch size, measured and, if given, predicted (seconds per row, or a dict
-    label -> seconds per row). ``log`` draws both axes on log scales."""
-    ax = _ax(ax)
-    ax.plot(measured["batch"], measured["step_s"] * 1e3, "o-", color=DECODE, label="measured")
-    _predictions(ax, measured["batch"], predicted_s)
-    _log_axes(ax, log)
-    ax.set_xlabel("decode batch size (sequences)")
-    ax.set_ylabel("decode step time (ms)")
-    ax.set_title(title or f"A decode step at {int(measured['context'].iloc[0])} cached tokens per sequence")
-    ax.legend()
-    return ax
-
-
-def decode_throughput(batches, tokens_per_s: Mapping[str, np.ndarray], ceiling_tokens_per_s: float | None = None,
-                      ax=None, title: str = "Predicted decode throughput"):
-    """Predicted decode tokens/s vs batch, one curve per label (NaN where a batch does not fit in memory; the
-    last point that fits is marked with an x). ``ceiling_tokens_per_s`` draws the compute-bound limit."""
-    ax = _ax(ax)
-    batches = np.asarray(batches)
-    full = False
-    for label, tps in tokens_per_s.items():
-        tps = np.asarray(tps, dtype=float)
-        line, = ax.loglog(batches, tps, label=label)
-        fits = np.flatnonzero(np.isfinite(tps))
-        if len(fits) and fits[-1] < len(tps) - 1:
-            ax.plot(batches[fits[-1]], tps[fits[-1]], "x", color=line.get_color(), ms=9, mew=2)
-            full = True
-    if full:
-        ax.plot([], [], "x", color="grey", ms=9, mew=2, label="memory full")
-    if ceiling_tokens_per_s is not None:
-        ax.axhline(ceiling_tokens_per_s, color=PREDICTED, ls="--", lw=1, label="compute-bound ceiling")
-    plain = ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
-    ax.xaxis.set_major_formatter(plain)
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(ticker.FuncFormatter(
-        lambda v, pos: _minor_label(v, pos, lambda x: f"{x:,.0f}" if x >= 1 else f"{x:g}")))
-    ax.set_xlabel("decode batch size (sequences)")
-    ax.set_ylabel("predicted output tokens per second")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return ax
-
-
-def roofline(peak_flops_per_s: float, bandwidth_bytes_per_s: float, points: dict[str, tuple] | None = None,
-             ax=None, title: str = "Roofline"):
-    """Attainable FLOP/s vs arithmetic intensity; ``points`` maps a label to (intensities, achieved FLOP/s)."""
-    ax = _ax(ax)
-    x = np.logspace(-1, 4, 200)
-    ax.loglog(x, np.minimum(peak_flops_per_s, x * bandwidth_bytes_per_s), color=PREDICTED, label="roofline")
-    ridge = peak_flops_per_s / bandwidth_bytes_per_s
-    ax.axvline(ridge, color="grey", ls=":", label=f"ridge point {ridge:.3g} FLOP/B")
-    for (label, (intensity, achieved)), color in zip((points or {}).items(), [DECODE, PREFILL, "tab:green"]):
-        ax.loglog(intensity, achieved, "o", color=color, label=label)
-    eng = ticker.EngFormatter(unit="FLOP/s")  # 10 GFLOP/s, 1 TFLOP/s, ...
-    ax.yaxis.set_major_formatter(eng)
-    ax.yaxis.set_minor_formatter(ticker.FuncFormatter(lambda v, pos: _minor_label(v, pos, lambda x: eng(x))))
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("attainable or achieved FLOP/s")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+def cached_vs_recompute(df: pd.DataFrame, prefill_df: pd.DataFrame | None = None, ax=None):
+    """Per-token time with the KV cache vs recomputing the whole sequence (log scale); optionally the prediction
+    'recompute = a prefill of the whole sequence', interpolated from a prefill sweep."""
+    ax = new_ax(ax)
+    ax.plot(df["context"], df["recompute_s"] * 1e3, ".", color=PREFILL, label="measured: no cache")
+    if prefill_df is not None:
+        pred = np.interp(df["context"] + 1, prefill_df["prompt_tokens"], prefill_df["prefill_s"]) * 1e3
+        ax.plot(df["context"], pred, "-", color=PREDICTED, label="predicted: a prefill of it all")
+    ax.plot(df["context"], df["cached_s"] * 1e3, ".", color=DECODE, label="measured: cached decode step")
+    ax.set_xlabel("tokens already in the sequence")
+    ax.set_ylabel("time for the next token (ms)")
+    ax.set_yscale("log")
+    plain_log_ticks(ax.yaxis)
+    ax.set_title("Without a cache, every token is a prefill")
+    ax.legend(loc="center right")
     return ax

@@ -17,8 +17,7 @@ def two_phases_explorer(lm: LoadedModel, prompt_tokens: int = 256, new_tokens: i
     """Ch. 1: run one real request for the chosen prompt length and output length; plot its token timeline."""
     def draw(prompt_tokens: int, new_tokens: int) -> None:
         gen = generate(lm, [random_prompt(lm, prompt_tokens)], max_new_tokens=new_tokens)
-        plots.token_timeline(gen, ax=plt.subplots(figsize=(7, 3.5))[1],
-                             title=f"{prompt_tokens}-token prompt, {new_tokens} new tokens ({lm.name})")
+        plots.token_timeline(gen, ax=plt.subplots()[1], title=f"{prompt_tokens}-token prompt, {new_tokens} new tokens ({lm.name})")
 
     cap = min(2048, lm.max_context) - 128
     return explorer(draw,

@@ -13,12 +13,12 @@ __all__ = ['kv_size_explorer']
 def kv_size_explorer(models: list[str], context: int = 4096, batch: int = 8, dtype: str = "fp16") -> widgets.VBox:
     """Ch. 2: KV-cache GiB of several published models for a chosen context, batch and dtype (bar chart)."""
     def draw(context: int, batch: int, dtype: str) -> None:
-        ax = plt.subplots(figsize=(7, 3.5))[1]
+        ax = plt.subplots()[1]
         gib = [sizing.kv_bytes(sizing.resolve_config(m), context, batch, dtype) / 2 ** 30 for m in models]
         bars = ax.barh(models, gib, color="tab:blue")
-        ax.bar_label(bars, fmt="%.1f")
+        ax.bar_label(bars, fmt="%.3g", padding=2)
+        ax.margins(x=0.15)
         ax.set_xlabel("KV cache (GiB)")
-        ax.set_ylabel("model")
         ax.set_title(f"KV cache for batch {batch} x {context} tokens in {dtype}")
 
     return explorer(draw,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import numpy as np
 
 from ... import sizing
 from .base import explorer
@@ -10,38 +11,36 @@ from .base import explorer
 __all__ = ['decode_roofline_explorer']
 
 
-def decode_roofline_explorer(model: str = "Llama-3-8B", gpu: str = "H100", context: int = 2048) -> widgets.VBox:
-    """Ch. 3: predicted decode step time and tokens/s vs batch for a published model on a datasheet GPU."""
-    import numpy as np
-
+def decode_roofline_explorer(model: str = "Llama-3-8B", gpu: str = "H100", context: int = 2048,
+                             dtype: str = "bf16") -> widgets.VBox:
+    """Ch. 3: the roofline's latency-throughput curve of decode for a published model on a datasheet GPU: TPOT
+    (the step time) against tokens/s, batch by batch, up to the batch whose caches fill the GPU's memory."""
     def draw(model: str, gpu: str, context: int) -> None:
         cfg, g = sizing.resolve_config(model), sizing.GPUS[gpu]
-        geom, params = sizing.kv_geometry(cfg), cfg["n_params"]
-        batches = np.arange(1, 513)
-        step = [sizing.roofline_time_s(sizing.decode_flops(params, b, context, geom),
-                                       sizing.decode_bytes(params * 2, b, context, sizing.kv_bytes_per_token(cfg)),
-                                       g["peak_flops_per_s"], g["bandwidth_bytes_per_s"]) for b in batches]
-        weights, kv = params * 2, sizing.kv_bytes_per_token(cfg)
-        fit = int((g["memory_bytes"] - weights) // (context * kv))  # sequences whose cache fits beside the weights
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
-        a1.plot(batches, np.array(step) * 1e3)
-        a1.set_xlabel("decode batch (sequences)")
-        a1.set_ylabel("predicted step time (ms)")
-        a1.set_title(f"{model} on {gpu}: step time, {context} tokens each", fontsize=10)
-        a2.plot(batches, batches / np.array(step))
-        a2.set_xlabel("decode batch (sequences)")
-        a2.set_ylabel("predicted tokens per second")
-        a2.set_title("Throughput rises with batch, then saturates", fontsize=10)
-        for ax in (a1, a2):  # grey out batches whose KV cache does not fit in GPU memory
-            if fit < batches[-1]:
-                ax.axvspan(max(fit, 0) + 0.5, batches[-1], color="grey", alpha=0.2,
-                           label=f"does not fit in {g['memory_bytes'] / 1e9:.0f} GB" if ax is a1 else None)
-        if fit < batches[-1]:
-            a1.legend(loc="upper left", fontsize=8)
-        fig.tight_layout()
+        geom, params, kv = sizing.kv_geometry(cfg), cfg["n_params"], sizing.kv_bytes_per_token(cfg, dtype)
+        weights = params * sizing.dtype_bytes(dtype)
+        fit = int((g["memory_bytes"] - weights) // (context * kv))  # sequences whose caches fit beside the weights
+        ax = plt.subplots()[1]
+        if fit < 1:
+            ax.text(0.5, 0.5, f"{model} does not fit in one {gpu}", ha="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            return
+        batches = np.unique(np.logspace(0, np.log2(fit), 60, base=2).astype(int))
+        step = np.array([sizing.roofline_time_s(sizing.decode_flops(params, b, context, geom),
+                                                sizing.decode_bytes(weights, b, context, kv),
+                                                g["peak_flops_per_s"], g["bandwidth_bytes_per_s"]) for b in batches])
+        ax.plot(batches / step, step * 1e3, "-", color="tab:blue")
+        for b in sorted({1, int(batches[len(batches) // 2]), int(batches[-1])}):
+            i = int(np.searchsorted(batches, b))
+            ax.annotate(f"B={b}", (batches[i] / step[i], step[i] * 1e3), textcoords="offset points", xytext=(4, 6))
+        ax.plot(batches[-1] / step[-1], step[-1] * 1e3, "x", color="tab:blue", ms=9, mew=2)
+        ax.set_xlim(0, batches[-1] / step[-1] * 1.2)
+        ax.set_ylim(0, step.max() * 1e3 * 1.25)
+        ax.set_xlabel("predicted output tokens/s")
+        ax.set_ylabel("predicted TPOT (ms)")
+        ax.set_title(f"{model} on {gpu}, {context:,} tokens each; x: memory full")
 
     return explorer(draw,
                     model=widgets.Dropdown(options=list(sizing.PUBLISHED_MODELS), value=model, description="model"),
                     gpu=widgets.Dropdown(options=list(sizing.GPUS), value=gpu, description="GPU"),
                     context=widgets.IntSlider(context, 128, 32768, 128, description="context"))
-

@@ -1,0 +1,223 @@
+"""Chapter 3's predictions, figures and tables: the roofline of this device, prefill and decode measured against
+it, decode seen memory-bound on a model larger than the last-level cache, and datasheet GPUs.
+
+The predictions apply :mod:`splitlab.sizing`'s formulas (Williams et al. 2009; Kaplan et al. 2020) row by row;
+figure functions draw on a given Axes (or make one of the book's size) and return it."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib import ticker
+
+from ... import sizing
+from ...phases.models import LoadedModel
+from ...phases.profiling import weight_bytes_read
+from .phases import DECODE, PREDICTED, PREFILL, new_ax, plain_log_ticks
+
+__all__ = ["with_prefill_roofline", "with_decode_roofline", "prediction_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
+           "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
+
+
+def with_prefill_roofline(lm: LoadedModel, pf: pd.DataFrame, peak: float, bandwidth: float) -> pd.DataFrame:
+    """``pf`` (``profiling.measure_prefill``) with ``flops`` (sizing.prefill_flops), ``bytes`` (weights read +
+    KV written), ``intensity`` (FLOP/B), ``roofline_s`` = max(F / peak, M / bandwidth), ``efficiency`` =
+    achieved FLOP/s / peak."""
+    kv = sizing.kv_bytes_per_token(lm.config, lm.dtype)
+    out = pf.copy()
+    out["flops"] = [sizing.prefill_flops(lm.n_params, t, lm.geometry, b) for t, b in zip(pf["prompt_tokens"], pf["batch"])]
+    out["bytes"] = [sizing.prefill_bytes(weight_bytes_read(lm), t, kv, b) for t, b in zip(pf["prompt_tokens"], pf["batch"])]
+    out["intensity"] = out["flops"] / out["bytes"]
+    out["roofline_s"] = np.maximum(out["flops"] / peak, out["bytes"] / bandwidth)
+    out["efficiency"] = out["flops"] / out["prefill_s"] / peak
+    return out
+
+
+def with_decode_roofline(lm: LoadedModel, dc: pd.DataFrame, peak: float, bandwidth: float,
+                         efficiency: float = 1.0) -> pd.DataFrame:
+    """``dc`` (``profiling.measure_decode``) with, per row: ``flops`` (sizing.decode_flops), ``bytes`` (weights a
+    step reads, ``profiling.weight_bytes_read``, plus batch x context x KV bytes per token), ``intensity``,
+    ``floor_s`` = bytes / bandwidth (the memory roof), ``compute_s`` = FLOPs / (efficiency x peak) (the compute
+    roof at the efficiency the model's kernels reach), ``predicted_s`` = the larger of the two,
+    ``achieved_bytes_per_s`` = bytes / measured step and ``share_of_bandwidth`` = that over ``bandwidth``; also
+    ``weight_bytes`` and ``bandwidth`` themselves."""
+    kv = sizing.kv_bytes_per_token(lm.config, lm.dtype)
+    out = dc.copy()
+    out["flops"] = [sizing.decode_flops(lm.n_params, b, c, lm.geometry) for b, c in zip(dc["batch"], dc["context"])]
+    out["bytes"] = [sizing.decode_bytes(weight_bytes_read(lm), b, c, kv) for b, c in zip(dc["batch"], dc["context"])]
+    out["weight_bytes"] = weight_bytes_read(lm)
+    out["bandwidth"] = bandwidth
+    out["intensity"] = out["flops"] / out["bytes"]
+    out["floor_s"] = out["bytes"] / bandwidth
+    out["compute_s"] = out["flops"] / (efficiency * peak)
+    out["predicted_s"] = np.maximum(out["floor_s"], out["compute_s"])
+    out["achieved_bytes_per_s"] = out["bytes"] / out["step_s"]
+    out["share_of_bandwidth"] = out["achieved_bytes_per_s"] / bandwidth
+    return out
+
+
+def prediction_note(dc: pd.DataFrame, tolerance: float = 0.35) -> str:
+    """What the measured decode steps of :func:`with_decode_roofline` (with ``matmul_s`` from
+    ``profiling.measure_weight_matmuls``, and ``bandwidth`` the copy bandwidth used there) say about the roofline
+    prediction, as Markdown: measured / bound per batch against ``tolerance``, and how much of the step the
+    weight matmuls alone take and at what rate, at batch 1 and at the next batch."""
+    ratio = dc["step_s"] / dc["predicted_s"]
+    within = int(((ratio <= 1 + tolerance) & (ratio >= 1 / (1 + tolerance))).sum())
+    text = (f"Every step takes at least its roofline bound, {ratio.min():.2f} to {ratio.max():.2f} times it, so the "
+            f"bound is within its {tolerance:.0%} tolerance at {within} of {len(dc)} batches. "
+            if ratio.min() >= 0.95 else
+            f"A step beat its roofline bound (measured / bound {ratio.min():.2f}): the bandwidth measurement was "
+            "slowed by another program; rerun the device cell. ")
+    if "matmul_s" not in dc or len(dc) < 2:
+        return text
+    copy = float(dc["bandwidth"].iloc[0])
+    one, two = dc.iloc[0], dc.iloc[1]
+    rate = lambda r: r["weight_bytes"] / r["matmul_s"]  # noqa: E731  the matmuls read the weights only
+    text += (f"The weight matmuls alone take {one['matmul_s'] * 1e3:.3g} ms of the {one['step_s'] * 1e3:.3g} ms "
+             f"batch-1 step and stream the weights at {rate(one) / 1e9:.3g} GB/s, {rate(one) / copy:.0%} of the "
+             "copy bandwidth: at batch 1 they are most of the gap to the bound. ")
+    if rate(two) < 0.8 * rate(one):
+        text += (f"At batch {int(two['batch'])} the matmuls alone slow to {rate(two) / 1e9:.3g} GB/s: with more "
+                 "than one row the BLAS library leaves its matrix-vector kernel for a matrix-matrix one, which on "
+                 "this processor reads the weights more slowly, so the step is not flat here.")
+    else:
+        text += f"At batch {int(two['batch'])} they keep their rate ({rate(two) / 1e9:.3g} GB/s)."
+    return text
+
+
+def flat_up_to(dc: pd.DataFrame, within: float = 0.3) -> int:
+    """The largest batch of ``dc`` (sorted by batch) up to which every step stays within ``within`` (30%) of the
+    batch-1 step: how far decode's batch rides for free."""
+    dc = dc.sort_values("batch")
+    base, best = float(dc["step_s"].iloc[0]), int(dc["batch"].iloc[0])
+    for b, s in zip(dc["batch"], dc["step_s"]):
+        if s > (1 + within) * base:
+            break
+        best = int(b)
+    return best
+
+
+def gpu_table() -> pd.DataFrame:
+    """Datasheet GPUs (``sizing.GPUS``): dense bf16/fp16 peak (TFLOP/s), memory bandwidth (TB/s), memory (GB) and
+    ridge point (FLOP/byte)."""
+    rows = [{"GPU": name, "peak (TFLOP/s)": g["peak_flops_per_s"] / 1e12, "bandwidth (TB/s)": g["bandwidth_bytes_per_s"] / 1e12,
+             "memory (GB)": int(round(g["memory_bytes"] / 1e9)),
+             "ridge (FLOP/B)": sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"])}
+            for name, g in sizing.GPUS.items()]
+    df = pd.DataFrame(rows)
+    for col in ("peak (TFLOP/s)", "bandwidth (TB/s)", "ridge (FLOP/B)"):
+        df[col] = df[col].map(lambda v: float(f"{v:.3g}"))
+    return df.set_index("GPU")
+
+
+def predicted_decode_curves(model: str, gpu: str, contexts=(128, 2048, 8192), dtype: str = "bf16",
+                            max_batch: int = 1024):
+    """Roofline tokens/s of decode vs batch for a published ``model`` on a datasheet ``gpu``, one curve per context:
+    batch / max(F / peak, (weights + batch x context x KV) / bandwidth), NaN once weights and caches exceed the
+    GPU's memory. Returns (batches, {label: tokens/s}, compute ceiling tokens/s = peak / (2 x params))."""
+    cfg, g = sizing.resolve_config(model), sizing.GPUS[gpu]
+    params, geom, kv = cfg["n_params"], sizing.kv_geometry(cfg), sizing.kv_bytes_per_token(cfg, dtype)
+    weights = params * sizing.dtype_bytes(dtype)
+    batches = np.unique(np.logspace(0, np.log2(max_batch), 200, base=2).astype(int))
+    curves = {}
+    for context in contexts:
+        tps = []
+        for b in batches:
+            step = sizing.roofline_time_s(sizing.decode_flops(params, b, context, geom),
+                                          sizing.decode_bytes(weights, b, context, kv),
+                                          g["peak_flops_per_s"], g["bandwidth_bytes_per_s"])
+            tps.append(b / step if weights + b * context * kv <= g["memory_bytes"] else np.nan)
+        curves[f"context {context:,}"] = np.array(tps)
+    return batches, curves, g["peak_flops_per_s"] / (2 * params)
+
+
+def _batch_axis(ax) -> None:
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("decode batch (sequences)")
+
+
+def decode_vs_batch(dc: pd.DataFrame, ax=None, title: str | None = None):
+    """Measured decode step (ms) vs batch beside its two roofs from :func:`with_decode_roofline`: the memory
+    floor (weights + KV) / bandwidth and the compute roof FLOPs / (e x peak)."""
+    ax = new_ax(ax)
+    ax.plot(dc["batch"], dc["step_s"] * 1e3, "o-", color=DECODE, label="measured step")
+    if "matmul_s" in dc:
+        ax.plot(dc["batch"], dc["matmul_s"] * 1e3, "s-", color="tab:green", ms=4, label="weight matmuls alone")
+    ax.plot(dc["batch"], dc["floor_s"] * 1e3, "--", color=PREDICTED, label="memory floor: bytes / bandwidth")
+    ax.plot(dc["batch"], dc["compute_s"] * 1e3, ":", color=PREFILL, lw=2, label="compute roof: FLOPs / (e × peak)")
+    _batch_axis(ax)
+    ax.set_ylim(0, 1.15 * max(dc["step_s"].max(), dc["compute_s"].max()) * 1e3)
+    ax.set_ylabel("decode step (ms)")
+    ax.set_title(title or "A decode step against its two roofs")
+    ax.legend(loc="upper left")
+    return ax
+
+
+def latency_throughput(dc: pd.DataFrame, ax=None, title: str | None = None):
+    """TPOT (ms; every sequence gets one token per step, so TPOT = the step) against decode throughput
+    (tokens/s = batch / step), one point per batch, labelled with the batch."""
+    ax = new_ax(ax)
+    tps, tpot = dc["batch"] / dc["step_s"], dc["step_s"] * 1e3
+    ax.plot(tps, tpot, "o-", color=DECODE)
+    for b, x, y in zip(dc["batch"], tps, tpot):
+        ax.annotate(f"B={int(b)}", (x, y), textcoords="offset points", xytext=(4, 6), fontsize=10)
+    ax.set_xlim(0, tps.max() * 1.18)
+    ax.set_ylim(0, tpot.max() * 1.2)
+    ax.set_xlabel("decode throughput (output tokens/s)")
+    ax.set_ylabel("TPOT (ms per token)")
+    ax.set_title(title or "Batching buys throughput; past the ridge, with latency")
+    return ax
+
+
+def roofline(peak_flops_per_s: float, bandwidth_bytes_per_s: float, points: Mapping[str, tuple] | None = None,
+             efficiency: float | None = None, ax=None, title: str = "Roofline"):
+    """Attainable FLOP/s vs arithmetic intensity (log-log), the ridge point marked; ``points`` maps a label to
+    (intensities, achieved FLOP/s); ``efficiency`` also draws the compute roof lowered to e x peak."""
+    ax = new_ax(ax)
+    x = np.logspace(-1, 3, 200)
+    ax.loglog(x, np.minimum(peak_flops_per_s, x * bandwidth_bytes_per_s), color=PREDICTED, label="roofline")
+    if efficiency is not None:
+        ax.loglog(x, np.minimum(efficiency * peak_flops_per_s, x * bandwidth_bytes_per_s), "--", color="grey",
+                  lw=1, label=f"roof at e × peak (e = {efficiency:.0%})")
+    ridge = peak_flops_per_s / bandwidth_bytes_per_s
+    ax.axvline(ridge, color="grey", ls=":", label=f"ridge: {ridge:.3g} FLOP/B")
+    for (label, (intensity, achieved)), color in zip((points or {}).items(), [DECODE, PREFILL, "tab:green"]):
+        ax.loglog(intensity, achieved, "o", color=color, label=label)
+    eng = ticker.EngFormatter(unit="FLOP/s", places=0)
+    ax.yaxis.set_major_formatter(eng)
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    plain_log_ticks(ax.xaxis, minor=False)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=9)
+    return ax
+
+
+def decode_throughput(batches, tokens_per_s: Mapping[str, np.ndarray], ceiling_tokens_per_s: float | None = None,
+                      ax=None, title: str = "Predicted decode throughput"):
+    """Predicted decode tokens/s vs batch (log-log), one curve per label (NaN where a batch does not fit in memory;
+    the last point that fits is marked with an x). ``ceiling_tokens_per_s`` draws the compute-bound limit."""
+    ax = new_ax(ax)
+    batches = np.asarray(batches)
+    full = False
+    for label, tps in tokens_per_s.items():
+        tps = np.asarray(tps, dtype=float)
+        line, = ax.loglog(batches, tps, label=label)
+        fits = np.flatnonzero(np.isfinite(tps))
+        if len(fits) and fits[-1] < len(tps) - 1:
+            ax.plot(batches[fits[-1]], tps[fits[-1]], "x", color=line.get_color(), ms=9, mew=2)
+            full = True
+    if full:
+        ax.plot([], [], "x", color="grey", ms=9, mew=2, label="memory full")
+    if ceiling_tokens_per_s is not None:
+        ax.axhline(ceiling_tokens_per_s, color=PREDICTED, ls="--", lw=1, label="compute-bound ceiling")
+    plain_log_ticks(ax.xaxis, lambda v: f"{v:,.0f}", minor=False)
+    plain_log_ticks(ax.yaxis, lambda v: f"{v:,.0f}" if v >= 1 else f"{v:g}", minor=False)
+    ax.set_xlabel("decode batch (sequences)")
+    ax.set_ylabel("output tokens/s")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=9)
+    return ax

@@ -1,0 +1,79 @@
+"""What every chapter calls first: ``notebook.setup()``.
+
+It makes three things the same wherever a chapter runs (the book build, Jupyter, Colab, a laptop):
+
+- **Figures show.** It selects matplotlib's inline backend when running in a Jupyter kernel. Without it, a
+  kernel started with ``MPLBACKEND=Agg`` in its environment (common on headless build servers) draws every figure
+  into memory and shows none: ``jupyter-book build -W`` then succeeds with every figure missing from the pages.
+- **Figures read on a phone.** The book's figure style: one panel 6.4 x 3.8 inches, fonts of 10-11 pt, so that a
+  figure shown at the text column's width keeps its labels at 9 pt or more.
+- **Timings are steady on a CPU.** Without a CUDA GPU, torch runs on one thread (``cpu_threads``): several threads
+  wait for each other after every operator, and on a machine shared with other programs each wait can cost a
+  whole scheduler slice.
+"""
+from __future__ import annotations
+
+import matplotlib
+
+__all__ = ["setup", "BOOK_STYLE", "inline_figures", "md"]
+
+#: matplotlib settings of every figure in the book (sizes in inches and points).
+BOOK_STYLE = {
+    "figure.figsize": (6.4, 3.8),
+    "figure.dpi": 100,
+    "font.size": 11,
+    "axes.titlesize": 11,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def inline_figures() -> bool:
+    """Select the inline backend if this runs in a Jupyter (IPython) kernel; return whether it did.
+
+    ``%matplotlib inline`` overrides ``MPLBACKEND`` and registers the hook that shows each cell's figures as
+    that cell's output. Outside a kernel (a plain script, pytest) nothing changes."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return False
+    shell.run_line_magic("matplotlib", "inline")
+    return True
+
+
+def setup(cpu_threads: int | None = 1, style: bool = True) -> None:
+    """Prepare a chapter: inline figures (:func:`inline_figures`), the book's figure style (:data:`BOOK_STYLE`)
+    unless ``style`` is False, and, when torch sees no CUDA GPU, ``torch.set_num_threads(cpu_threads)`` unless
+    ``cpu_threads`` is None.
+
+    Raises:
+        ValueError: ``cpu_threads`` is not None and not a positive integer.
+    """
+    if cpu_threads is not None and (isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int)
+                                    or cpu_threads < 1):
+        raise ValueError(f"cpu_threads must be a positive integer or None, got {cpu_threads!r}")
+    inline_figures()
+    if style:
+        matplotlib.rcParams.update(BOOK_STYLE)
+    if cpu_threads is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            torch.set_num_threads(cpu_threads)
+
+
+def md(text: str) -> None:
+    """Show ``text`` as Markdown in the cell's output, rendered by the built book, Jupyter and Colab alike: prose
+    whose numbers come from this run (a takeaway, a solution), so the text always says what the page measured."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))
