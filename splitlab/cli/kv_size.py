@@ -1,4 +1,9 @@
-"""``python -m splitlab kv-size``: KV-cache bytes of a model from its config (no model loaded, no torch)."""
+"""``python -m splitlab kv-size``: KV-cache bytes of a model from its config (no model loaded, no torch).
+
+Every cache kind :mod:`splitlab.sizing.layers` models: full attention, sliding-window layers (capped at the
+window, and said so), mixed layer types counted layer by layer, and MLA (the latent an MLA engine caches, with a
+note of what transformers 4.x cached instead). A kind it does not model is refused with its name.
+"""
 from __future__ import annotations
 
 import os
@@ -9,6 +14,30 @@ from .args import human_bytes, number, positive_int
 from .registry import arg, command
 
 __all__ = ["kv_size"]
+
+
+def _per_token_line(g, config: dict, dtype: str, element: float, per_token: float) -> str:
+    if g.attention == "MLA":
+        rank, rope = config["kv_lora_rank"], config["qk_rope_head_dim"]
+        return (f"per token  {number(per_token):,} B ({human_bytes(per_token)}) = {g.layers} layers x ({rank} "
+                f"kv_lora_rank + {rope} qk_rope_head_dim) x {number(element)} B: the latent an MLA engine caches")
+    if len({(layer.kv_heads, layer.k_dim, layer.v_dim) for layer in g.per_layer}) == 1:
+        return (f"per token  {number(per_token):,} B ({human_bytes(per_token)}) = 2 (K,V) x {g.layers} layers x "
+                f"{g.kv_heads} KV heads x {g.head_dim} head_dim x {number(element)} B")
+    return f"per token  {number(per_token):,} B ({human_bytes(per_token)}): the sum over layers of K and V widths"
+
+
+def _window_lines(g, tokens: int) -> list[str]:
+    lines = []
+    for window in sorted({w for w in g.windows if w is not None}):
+        n = sum(w == window for w in g.windows)
+        held = min(tokens, window - 1)
+        rest = g.layers - g.sliding_layers
+        lines.append(
+            f"window     {n} of {g.layers} layers have a sliding window of {window:,} tokens: each keeps at most "
+            f"{window - 1:,} positions (the token being decoded is the window's {window:,}th), so at {tokens:,} "
+            f"tokens they hold {held:,}" + (f"; the other {rest} layers keep all {tokens:,}" if rest else ""))
+    return lines
 
 
 @command("kv-size", "KV-cache bytes of a model from its config (no model is loaded)",
@@ -27,18 +56,27 @@ def kv_size(args) -> tuple[dict, list[str]]:
     g = sizing.kv_geometry(config)
     per_token = sizing.kv_bytes_per_token(g, args.dtype)
     total = sizing.kv_bytes(g, args.tokens, args.batch, args.dtype)
+    linear = per_token * args.tokens * args.batch
     context = config.get("max_position_embeddings") or config.get("n_positions")
+    windows = sorted({w for w in g.windows if w is not None})
     data = dict(model=args.model, tokens=args.tokens, batch=args.batch, dtype=args.dtype,
                 layers=g.layers, heads=g.heads, kv_heads=g.kv_heads, head_dim=g.head_dim, attention=g.attention,
                 dtype_bytes=number(element), kv_bytes_per_token=number(per_token), kv_bytes_total=number(total),
-                max_context=context)
-    lines = [
-        f"{args.model}: {g.layers} layers, {g.heads} heads, {g.kv_heads} KV heads ({g.attention}), "
-        f"head_dim {g.head_dim}, KV in {args.dtype}",
-        f"per token  {number(per_token):,} B ({human_bytes(per_token)}) = 2 (K,V) x {g.layers} layers x "
-        f"{g.kv_heads} KV heads x {g.head_dim} head_dim x {number(element)} B",
-        f"total      {args.tokens:,} tokens x batch {args.batch} = {number(total):,} B ({human_bytes(total)})",
-    ]
+                max_context=context, sliding_layers=g.sliding_layers, sliding_windows=windows,
+                kv_bytes_without_windows=number(linear))
+    kind = "MLA (one latent per token, shared by every head)" if g.attention == "MLA" else \
+        f"{g.kv_heads} KV heads ({g.attention}), head_dim {g.head_dim}"
+    per_line = _per_token_line(g, config, args.dtype, element, per_token)
+    lines = [f"{args.model}: {g.layers} layers, {g.heads} heads, {kind}, KV in {args.dtype}",
+             per_line + (" (while within every window)" if windows else ""), *_window_lines(g, args.tokens)]
+    if g.attention == "MLA":
+        expanded = sizing.kv_bytes_per_token(sizing.kv_geometry(config, mla="expanded"), args.dtype)
+        data.update(kv_lora_rank=config["kv_lora_rank"], qk_rope_head_dim=config["qk_rope_head_dim"],
+                    kv_bytes_per_token_expanded=number(expanded))
+        lines.append(f"note       transformers 4.x cached per-head keys and values instead: {number(expanded):,} B "
+                     f"per token ({expanded / per_token:.0f}x); transformers 5 caches the latent")
+    lines.append(f"total      {args.tokens:,} tokens x batch {args.batch} = {number(total):,} B ({human_bytes(total)})"
+                 + (f", not {number(linear):,} B as if every layer kept every token" if total != linear else ""))
     if context and args.tokens > context:
         lines.append(f"note       {args.tokens:,} tokens exceed this model's context of {context:,}")
     return data, lines

@@ -1,4 +1,5 @@
-"""The two phases on a real model: loading models (presets with random weights, hub names, local paths), the
+"""The two phases on a real model: loading models (presets with random weights, hub names, local paths, model
+objects; the attention implementation and the cache's per-layer geometry they get), the
 engine (``prefill``, ``decode_step``, ``generate``), token sampling, the device and its timers, and the
 measurements the chapters plot (:mod:`.profiling`).
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("device", "engine", "inputs", "models", "profiling", "sampling", "tokenizer")
+_SUBMODULES = ("attention", "device", "engine", "inputs", "layout", "models", "profiling", "sampling", "tokenizer")
 
 
 def __getattr__(name: str):

@@ -18,7 +18,7 @@ import torch
 from ..kvcache import CacheMismatchError, KVCache, cache_kwarg, output_cache
 from .device import Timer
 from .inputs import ContextLengthError, EmptyPromptError, as_token_batch, count, integer_ids
-from .models import LoadedModel
+from .models import LoadedModel, require_loaded
 from .sampling import Sampler, SamplingParams
 
 __all__ = ["prefill", "decode_step", "generate", "PrefillOutput", "DecodeOutput", "Generation", "as_token_batch",
@@ -31,7 +31,8 @@ class PrefillOutput:
     """Result of :func:`prefill`.
 
     Attributes:
-        cache: the KV cache of all prompts, ``[batch, kv_heads, max_prompt_len, head_dim]`` per layer.
+        cache: the KV cache of all prompts, ``[batch, kv_heads, max_prompt_len, head_dim]`` per layer (a
+            sliding-window layer: at most its window minus one positions).
         logits: ``[batch, vocab]`` float32 logits for each row's first output token.
         seconds: wall time of the forward pass (synchronised).
     """
@@ -92,6 +93,7 @@ def forward_logits(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: tor
     the same computation with less work per step. Returns (last-position logits ``[batch, vocab]`` float32,
     the extended cache, seconds).
     """
+    require_loaded(lm, "forward_logits()")
     if padded is None:
         padded = not bool(attention_mask.all())
     kwargs = dict(input_ids=input_ids, use_cache=True)
@@ -120,7 +122,7 @@ def prefill(lm: LoadedModel, prompts, max_new_tokens: int = 0) -> PrefillOutput:
     Raises:
         EmptyPromptError, ContextLengthError, ValueError, TypeError: see :func:`as_token_batch`.
     """
-    batch = as_token_batch(lm, prompts, max_new_tokens)
+    batch = as_token_batch(require_loaded(lm, "prefill()"), prompts, max_new_tokens)
     seq = max(map(len, batch))
     ids = torch.zeros(len(batch), seq, dtype=torch.long)
     mask = torch.zeros(len(batch), seq, dtype=torch.long)
@@ -141,20 +143,27 @@ def decode_step(lm: LoadedModel, cache: KVCache, tokens: torch.Tensor | Sequence
 
     Raises:
         CacheMismatchError: the cache was made by another model (or dtype), its tensors do not have this model's
-            layers, KV heads, head_dim or dtype, or ``tokens`` has the wrong length.
-        TypeError: ``cache`` is not a :class:`KVCache`, or ``tokens`` are not integer ids.
+            layers, KV heads, widths, windows or dtype, a layer holds the wrong number of positions, or
+            ``tokens`` has the wrong length.
+        TypeError: ``lm`` is not a :class:`LoadedModel` (a raw transformers model: wrap it with
+            :func:`splitlab.load_model`), ``cache`` is not a :class:`KVCache`, or ``tokens`` are not integer ids.
         ValueError: a token id outside the vocabulary.
         ContextLengthError: a row is already at the model's context limit.
     """
+    require_loaded(lm, "decode_step()")
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a splitlab.KVCache, got {type(cache).__name__}")
     if cache.model_id != lm.model_id:
         raise CacheMismatchError(f"cache was made by {cache.model_id!r}, not by this model {lm.model_id!r}")
     g = lm.geometry
-    if cache.num_layers != g.layers or len(cache.values) != g.layers or cache.dtype != lm.dtype or \
-            tuple(cache.keys[0].shape[1::2]) != (g.kv_heads, g.head_dim):
-        raise CacheMismatchError(f"the cache's tensors do not fit this model ({g.layers} layers, {g.kv_heads} KV "
-                                 f"heads, head_dim {g.head_dim}, {lm.dtype}): {cache!r}")
+    if cache.num_layers != g.layers or cache.dtype != lm.dtype or cache.windows != g.windows or any(
+            (k.shape[1], k.shape[3], v.shape[3]) != (layer.kv_heads, layer.k_dim, layer.v_dim)
+            for k, v, layer in zip(cache.keys, cache.values, g.per_layer)):
+        want = sorted({(layer.kv_heads, layer.k_dim, layer.v_dim, layer.window) for layer in g.per_layer},
+                      key=str)
+        raise CacheMismatchError(f"the cache's tensors do not fit this model ({g.layers} layers of (KV heads, "
+                                 f"K width, V width, window) {want}, {lm.dtype}): {cache!r}")
+    cache.check()
     try:
         tokens = torch.as_tensor(tokens)
     except (TypeError, ValueError, RuntimeError):
@@ -191,6 +200,7 @@ def generate(lm: LoadedModel, prompts, max_new_tokens: int = 16, sampling: Sampl
         ValueError: max_new_tokens < 1; and every error of :func:`prefill`.
         TypeError: ``sampling`` is not a :class:`SamplingParams`; max_new_tokens is not an int.
     """
+    require_loaded(lm, "generate()")
     if count("max_new_tokens", max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     batch = as_token_batch(lm, prompts, max_new_tokens)
@@ -227,6 +237,7 @@ def generate(lm: LoadedModel, prompts, max_new_tokens: int = 16, sampling: Sampl
 
 def reference_generate(lm: LoadedModel, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
     """Greedy tokens from transformers' own ``generate`` for one prompt (EOS ignored), to check splitlab's loop."""
+    require_loaded(lm, "reference_generate()")
     ids = torch.tensor([list(prompt)], device=lm.device)
     gen_cfg = lm.model.generation_config
     saved = gen_cfg.eos_token_id

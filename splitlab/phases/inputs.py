@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .models import LoadedModel
+from .models import LoadedModel, require_loaded
 
 __all__ = ["EmptyPromptError", "ContextLengthError", "as_token_batch", "integer_ids", "count"]
 
@@ -49,7 +49,10 @@ def as_token_batch(lm: LoadedModel, prompts, max_new_tokens: int = 0) -> list[li
         TypeError: prompts of another kind (e.g. float ids, which would be truncated); max_new_tokens not an int.
         ValueError: a token id outside ``0..vocab_size-1``; max_new_tokens < 0; a tensor that is not 1-D or 2-D.
         ContextLengthError: prompt length + max_new_tokens > the model's context.
+        TypeError: ``lm`` is not a :class:`LoadedModel` (a raw transformers model: wrap it with
+            ``splitlab.load_model(model, tokenizer)``).
     """
+    require_loaded(lm, "as_token_batch()")
     if isinstance(prompts, (torch.Tensor, np.ndarray)):
         if prompts.ndim not in (1, 2):
             raise ValueError(f"a tensor of prompts must be 1-D (one prompt) or 2-D [batch, tokens], "

@@ -1,4 +1,5 @@
-"""Loading models: the embedded random-weight presets, and any Hugging Face model name or local path.
+"""Loading models: the embedded random-weight presets, any Hugging Face model name or local path, and a model
+object a reader already has.
 
 ``load_model("tiny")`` (the default everywhere in the book) builds a small Llama-style GQA decoder from
 ``splitlab/configs/tiny.json`` with random weights fixed by a seed, and a byte-level tokenizer: no download,
@@ -6,11 +7,15 @@ under a second on a laptop CPU. Other presets in that folder have the shapes of 
 (SmolLM2-135M, Qwen2.5-0.5B, Llama-3.2-1B) or other architectures (GPT-2, GPTBigCode-MQA, Qwen2, Mistral).
 Random weights produce gibberish text but real compute, real caches and real timings.
 
-Any other name goes to ``transformers.AutoModelForCausalLM.from_pretrained`` with its own tokenizer.
+Any other name goes to ``transformers.AutoModelForCausalLM.from_pretrained`` with its own tokenizer;
+``load_model(model, tokenizer)`` wraps a ``PreTrainedModel`` already in memory. Attention runs through sdpa
+where the model class supports it, else eager (:mod:`splitlab.phases.attention`); what the KV cache holds per
+layer is read from a real forward (:mod:`splitlab.phases.layout`).
 """
 from __future__ import annotations
 
 import numbers
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,15 +25,14 @@ import transformers
 
 from ..common.model_id import format_model_id
 from ..common.presets import CONFIG_DIR, is_preset, list_presets, preset_fields
-from ..sizing import KVGeometry, kv_geometry
+from ..sizing import KVGeometry
+from .attention import causal_lm_class, choose_attention
 from .device import pick_device, pick_dtype
-from .tokenizer import ByteTokenizer
+from .layout import probe_geometry, unsupported_reason
+from .tokenizer import ByteTokenizer, ModelLoadError, load_tokenizer
 
-__all__ = ["ByteTokenizer", "LoadedModel", "load_model", "list_presets", "ModelLoadError", "CONFIG_DIR"]
-
-
-class ModelLoadError(RuntimeError):
-    """A model name or path could not be loaded (no network, no local copy, or not a causal LM)."""
+__all__ = ["ByteTokenizer", "LoadedModel", "load_model", "list_presets", "ModelLoadError", "CONFIG_DIR",
+           "require_loaded"]
 
 
 @dataclass
@@ -36,12 +40,14 @@ class LoadedModel:
     """A causal LM ready for splitlab's engine.
 
     Attributes:
-        name: what was asked for ("tiny", a preset, a hub name or a path).
+        name: what was asked for ("tiny", a preset, a hub name or a path; a model object's ``name_or_path``).
         model: the transformers ``PreTrainedModel`` in eval mode.
-        tokenizer: a :class:`ByteTokenizer` or the model's own Hugging Face tokenizer.
+        tokenizer: a :class:`ByteTokenizer`, the model's own Hugging Face tokenizer, or None (ids only).
         device, dtype: where the weights live and their dtype.
         random_weights: True for presets (text is meaningless), False for trained weights.
         seed: the seed of a preset's random weights (None for trained weights).
+        geometry: what the KV cache holds per layer, as measured on a forward (:func:`probe_geometry`).
+        geometry_note: why ``geometry`` differs from what the config implies (None when they agree).
     """
 
     name: str
@@ -52,13 +58,19 @@ class LoadedModel:
     random_weights: bool
     seed: int | None = None
     geometry: KVGeometry = field(init=False)
+    geometry_note: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.geometry = kv_geometry(self.model.config)
+        self.geometry, self.geometry_note = probe_geometry(self.model)
 
     @property
     def config(self) -> Any:
         return self.model.config
+
+    @property
+    def attn_implementation(self) -> str | None:
+        """The attention implementation the model runs ("sdpa", "eager", ...)."""
+        return getattr(self.config, "_attn_implementation", None)
 
     @property
     def vocab_size(self) -> int:
@@ -68,7 +80,8 @@ class LoadedModel:
     @property
     def max_context(self) -> int:
         """Longest sequence (prompt + generated tokens) the model accepts."""
-        return int(self.config.max_position_embeddings)
+        cfg = self.config
+        return int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048)
 
     @property
     def model_id(self) -> str:
@@ -81,6 +94,12 @@ class LoadedModel:
         return format_model_id(self.name, self.config.model_type, g.layers, g.heads, g.kv_heads, g.head_dim,
                                self.dtype, self.seed if self.random_weights else None)
 
+    def kv_bytes(self, tokens: int, batch: int = 1) -> int:
+        """Exact bytes of the cache of ``batch`` unpadded sequences of ``tokens`` tokens (sliding layers at most
+        their window): what :attr:`KVCache.nbytes` reports for such a cache."""
+        element = torch.empty(0, dtype=self.dtype).element_size()
+        return int(self.geometry.elements(tokens)) * element * batch
+
     @property
     def n_params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
@@ -90,21 +109,47 @@ class LoadedModel:
         return sum(p.numel() * p.element_size() for p in self.model.parameters())
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` with this model's tokenizer (BOS added where the tokenizer does)."""
+        """Token ids of ``text`` with this model's tokenizer (BOS added where the tokenizer does).
+
+        Raises:
+            ValueError: the model was loaded without a tokenizer.
+        """
+        if self.tokenizer is None:
+            raise ValueError(f"{self.name!r} has no tokenizer: give prompts as token ids, or pass tokenizer= to "
+                             f"splitlab.load_model")
         if isinstance(self.tokenizer, ByteTokenizer):
             return self.tokenizer.encode(text)
         return list(self.tokenizer(text)["input_ids"])
 
     def decode(self, ids) -> str:
+        if self.tokenizer is None:
+            raise ValueError(f"{self.name!r} has no tokenizer to decode with: pass tokenizer= to splitlab.load_model")
         return self.tokenizer.decode(ids, skip_special_tokens=True) if not isinstance(
             self.tokenizer, ByteTokenizer) else self.tokenizer.decode(ids)
 
     def __repr__(self) -> str:
         g = self.geometry
         kind = "random weights" if self.random_weights else "trained weights"
+        windows = sorted({w for w in g.windows if w is not None})
+        sliding = f", {g.sliding_layers} sliding-window layers (window {', '.join(map(str, windows))})" \
+            if windows else ""
         return (f"LoadedModel({self.name!r}, {self.config.model_type}, {self.n_params / 1e6:.1f}M params, "
-                f"{g.layers} layers, {g.heads} heads, {g.kv_heads} KV heads ({g.attention}), head_dim {g.head_dim}, "
-                f"{kind}, {self.device}, {str(self.dtype).replace('torch.', '')})")
+                f"{g.layers} layers, {g.heads} heads, {g.kv_heads} KV heads ({g.attention}), head_dim {g.head_dim}"
+                f"{sliding}, {kind}, {self.device}, {str(self.dtype).replace('torch.', '')}, "
+                f"attention {self.attn_implementation})")
+
+
+def require_loaded(lm: Any, where: str) -> "LoadedModel":
+    """``lm`` itself when it is a :class:`LoadedModel`; else a TypeError saying what to pass instead.
+
+    A raw transformers model is the common mistake: the message says how to wrap it.
+    """
+    if isinstance(lm, LoadedModel):
+        return lm
+    if isinstance(lm, torch.nn.Module) and hasattr(lm, "config"):
+        raise TypeError(f"{where} takes a splitlab LoadedModel, not a raw {type(lm).__name__}: wrap it once with "
+                        f"lm = splitlab.load_model(model, tokenizer=tokenizer) and pass lm")
+    raise TypeError(f"{where} takes a splitlab LoadedModel (from splitlab.load_model), got {type(lm).__name__}")
 
 
 def _preset_config(name: str) -> transformers.PretrainedConfig:
@@ -113,43 +158,74 @@ def _preset_config(name: str) -> transformers.PretrainedConfig:
     return transformers.AutoConfig.for_model(model_type, **fields)
 
 
-def load_model(name: str = "tiny", device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
-               seed: int = 0, attn_implementation: str | None = "sdpa") -> LoadedModel:
-    """Load a model by preset name, Hugging Face name or local path.
+def _one_line(err: BaseException) -> str:
+    """The whole error on one line (transformers' messages span lines; a cut one hid the real cause)."""
+    text = re.sub(r"\s+", " ", str(err)).strip()
+    return f"{type(err).__name__}: {text}"
+
+
+def _attention_for(config: Any, asked: str | None, name: str) -> str | None:
+    """Check that splitlab handles ``config``'s kind of model, and choose its attention implementation."""
+    why = unsupported_reason(config)
+    if why is not None:
+        raise ModelLoadError(f"splitlab cannot serve {name!r}: {why}")
+    model_cls = causal_lm_class(config)
+    if model_cls is None and getattr(config, "model_type", None) in transformers.CONFIG_MAPPING:
+        raise ModelLoadError(f"{name!r} ({config.model_type}) is not a causal LM: transformers has no "
+                             f"AutoModelForCausalLM class for it")
+    try:
+        return choose_attention(model_cls, asked)
+    except ValueError as err:
+        raise ModelLoadError(f"cannot load {name!r}: {err}") from None
+
+
+def load_model(name: Any = "tiny", device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
+               seed: int = 0, attn_implementation: str | None = None, tokenizer: Any = None) -> LoadedModel:
+    """Load a model by preset name, Hugging Face name or local path, or wrap a model object.
 
     Args:
         name: a preset from :func:`list_presets` (random weights from ``seed``), a hub name such as
-            "HuggingFaceTB/SmolLM2-135M", or a local directory saved with ``save_pretrained``.
-        device: "cpu", "cuda", "mps" or None for the best available.
+            "HuggingFaceTB/SmolLM2-135M", a local directory saved with ``save_pretrained``, or a transformers
+            ``PreTrainedModel`` already loaded (its device and dtype are kept unless given; it is put in eval
+            mode, and moved or cast in place when asked).
+        device: "cpu", "cuda", "mps" or None for the best available (a model object: where it is).
         dtype: None for float32 on CPU and bfloat16 on GPU, except the ``tiny*`` presets, which stay float32
             everywhere: their random weights give near-flat next-token distributions, and bf16 rounding that
             differs with batch shape flips greedy near-ties, so tokens would differ between a request served
-            alone and in a batch (measured on an H200). Or a name/torch dtype.
+            alone and in a batch (measured on an H200). Or a name/torch dtype. A model object keeps its own.
         seed: seeds the random weights of presets (same seed -> identical weights; another seed is another
             model, with another ``model_id``).
+        attn_implementation: None picks sdpa where the model class supports it, else eager; or a name the class
+            supports ("sdpa", "eager", "flash_attention_2", "flex_attention").
+        tokenizer: the tokenizer of a model object (default: the one saved with it, if any).
 
     Raises:
         ModelLoadError: the name is not a preset and cannot be loaded (e.g. no network and no local copy, a path
-            to a file or to a directory without config.json); the message says how to fall back to the embedded
-            default.
+            to a file or to a directory without config.json; the message then says how to fall back to the
+            embedded default); not a causal LM; a kind of model splitlab does not handle (encoder-decoder,
+            chunked or linear attention, shared KV layers: the message says why); an attention implementation
+            the class does not support (the message lists those it does).
         ValueError: bad device, dtype or seed.
     """
+    if isinstance(name, torch.nn.Module):
+        return _wrap(name, tokenizer, device, dtype, attn_implementation)
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("model name must be a non-empty string, e.g. 'tiny', or a transformers model object")
     dev = pick_device(device)
-    if dtype is None and isinstance(name, str) and name.startswith("tiny") and is_preset(name):
+    if dtype is None and name.startswith("tiny") and is_preset(name):
         dtype = torch.float32
     dt = pick_dtype(dtype, dev)
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("model name must be a non-empty string, e.g. 'tiny'")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -2 ** 63 <= seed < 2 ** 64:
         raise ValueError(f"seed must be an integer in -2**63 .. 2**64 - 1, got {seed!r}")
     if is_preset(name):
         config = _preset_config(name)
+        attn = _attention_for(config, attn_implementation, name)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+            model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn)
         model.generation_config.eos_token_id = None  # random weights: generate a fixed number of tokens
         model = model.to(device=dev, dtype=dt).eval()
-        return LoadedModel(name, model, ByteTokenizer(), dev, dt, random_weights=True, seed=int(seed))
+        return _loaded(name, model, ByteTokenizer(), dev, dt, random_weights=True, seed=int(seed))
     fallback = (f"use the embedded default load_model('tiny') or a preset with random weights: "
                 f"{', '.join(list_presets())}")
     path = Path(name).expanduser()
@@ -160,45 +236,63 @@ def load_model(name: str = "tiny", device: str | torch.device | None = None, dty
         raise ModelLoadError(f"could not load model {name!r}: the directory has no config.json (not a model saved "
                              f"with save_pretrained); {fallback}")
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dt, attn_implementation=attn_implementation)
-    except TypeError:  # transformers 4.x names the argument torch_dtype
-        model = transformers.AutoModelForCausalLM.from_pretrained(name, torch_dtype=dt,
-                                                                  attn_implementation=attn_implementation)
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(
-            f"could not load model {name!r} ({type(err).__name__}: {str(err).splitlines()[0][:200]}). "
-            f"Without network access or a local copy, {fallback}") from None
-    model = model.to(dev).eval()
-    return LoadedModel(name, model, _load_tokenizer(name, model.config.vocab_size), dev, dt, random_weights=False)
-
-
-#: Files one of which every saved Hugging Face tokenizer has.
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
-                    "spiece.model", "merges.txt")
-
-
-def _load_tokenizer(name: str, vocab_size: int) -> Any:
-    """The tokenizer saved with hub model or directory ``name``, or a :class:`ByteTokenizer` when there is none.
-
-    A directory without tokenizer files is not handed to ``AutoTokenizer``: transformers 5 would build an empty
-    tokenizer from the model type (every text encodes to no ids), and 4.x asks for sentencepiece/protobuf to
-    convert a tokenizer that does not exist.
-
-    Raises:
-        ModelLoadError: no tokenizer and a vocabulary too small for bytes; or the tokenizer needs a library that
-            is not installed.
-    """
-    path = Path(name)
-    if not path.is_dir() or any((path / f).is_file() for f in _TOKENIZER_FILES):
+        config = transformers.AutoConfig.from_pretrained(name)
+    except OSError as err:
+        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}). Without network access or a "
+                             f"local copy, {fallback}") from None
+    except ValueError as err:
+        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
+    attn = _attention_for(config, attn_implementation, name)
+    try:
         try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(name)
-        except ImportError as err:
-            raise ModelLoadError(f"the tokenizer of {name!r} needs a library that is not installed: "
-                                 f"{str(err).strip().splitlines()[0][:200]}") from None
-        except (OSError, ValueError, TypeError):
-            tokenizer = None
-        if tokenizer is not None and tokenizer("Hello, world", add_special_tokens=False)["input_ids"]:
-            return tokenizer
-    if vocab_size < ByteTokenizer.vocab_size:
-        raise ModelLoadError(f"{name!r} has no tokenizer and its vocabulary is too small for bytes")
-    return ByteTokenizer()  # a local checkpoint saved without a tokenizer
+            model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dt, attn_implementation=attn)
+        except TypeError:  # transformers 4.x names the argument torch_dtype
+            model = transformers.AutoModelForCausalLM.from_pretrained(name, torch_dtype=dt, attn_implementation=attn)
+    except OSError as err:
+        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}). Without network access or a "
+                             f"local copy, {fallback}") from None
+    except (ValueError, ImportError) as err:
+        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
+    model = model.to(dev).eval()
+    tok = tokenizer if tokenizer is not None else load_tokenizer(name, model.config.vocab_size)
+    return _loaded(name, model, tok, dev, dt, random_weights=False)
+
+
+def _loaded(name, model, tokenizer, device, dtype, **kw) -> LoadedModel:
+    try:
+        return LoadedModel(name, model, tokenizer, device, dtype, **kw)
+    except (ValueError, TypeError) as err:  # CacheMismatchError: a cache layer kind splitlab cannot hold
+        raise ModelLoadError(f"splitlab cannot serve {name!r}: {err}") from None
+
+
+def _wrap(model: Any, tokenizer: Any, device, dtype, attn: str | None) -> LoadedModel:
+    """:func:`load_model` of a model object (see there)."""
+    config = getattr(model, "config", None)
+    kind = type(model).__name__
+    if config is None or not hasattr(model, "get_output_embeddings"):
+        raise ModelLoadError(f"load_model needs a transformers PreTrainedModel (e.g. from "
+                             f"AutoModelForCausalLM.from_pretrained), got a {kind}")
+    name = getattr(model, "name_or_path", "") or kind
+    if model.get_output_embeddings() is None:
+        raise ModelLoadError(f"{kind} has no language-model head (no next-token logits): load the model with "
+                             f"transformers.AutoModelForCausalLM instead")
+    _attention_for(config, None, name)
+    if attn is not None and attn != getattr(config, "_attn_implementation", None):
+        try:
+            choose = choose_attention(type(model), attn)
+        except ValueError as err:
+            raise ModelLoadError(f"cannot use {name!r}: {err}") from None
+        if not hasattr(model, "set_attn_implementation"):
+            raise ModelLoadError(f"this transformers version cannot switch {kind}'s attention after loading: "
+                                 f"load it with attn_implementation={choose!r}")
+        model.set_attn_implementation(choose)
+    param = next(model.parameters())
+    dev = param.device if device is None else pick_device(device)
+    dt = param.dtype if dtype is None else pick_dtype(dtype, dev)
+    model = model.to(device=dev, dtype=dt).eval()
+    if tokenizer is None:
+        source = getattr(model, "name_or_path", "")
+        tokenizer = load_tokenizer(source, model.config.vocab_size, required=False) if source else None
+        if tokenizer is None and model.config.vocab_size >= ByteTokenizer.vocab_size:
+            tokenizer = ByteTokenizer()
+    return _loaded(name, model, tokenizer, dev, dt, random_weights=False)

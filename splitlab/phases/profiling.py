@@ -17,10 +17,10 @@ from typing import Callable
 import pandas as pd
 import torch
 
-from ..sizing import kv_bytes_per_token
+from ..sizing import kv_bytes
 from .device import Timer
 from .engine import decode_step, forward_logits, prefill
-from .models import LoadedModel
+from .models import LoadedModel, require_loaded
 
 __all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
            "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
@@ -30,6 +30,7 @@ __all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_pr
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
     """``tokens`` token ids drawn with a fixed seed from ids every model here accepts (the byte range 0..255,
     or the whole vocabulary if it is smaller). Raises ValueError for tokens < 1."""
+    require_loaded(lm, "random_prompt()")
     if tokens < 1:
         raise ValueError(f"a prompt needs at least one token, got {tokens}")
     g = torch.Generator().manual_seed(seed)
@@ -45,6 +46,7 @@ def text_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
     """Exactly ``tokens`` prompt ids, the same for the same seed: :data:`PROMPT_TEXT` repeated, starting
     ``seed`` characters in, in this model's tokenizer (byte ids 0..255 for the random-weight presets), so a
     trained model sees real text and writes real text. Raises ValueError for tokens < 1."""
+    require_loaded(lm, "text_prompt()")
     if tokens < 1:
         raise ValueError(f"a prompt needs at least one token, got {tokens}")
     start = seed % len(PROMPT_TEXT)
@@ -61,6 +63,7 @@ def warm_up(lm: LoadedModel, prompt_tokens: int = 512, new_tokens: int = 32) -> 
     """Run one throw-away request so that one-time costs (allocator growth, kernel selection, lazy imports,
     an idle GPU raising its clocks: a first run on an H200 decoded 10x slower than the next) do not land in
     the first measurement."""
+    require_loaded(lm, "warm_up()")
     ids = random_prompt(lm, min(prompt_tokens, lm.max_context - new_tokens), seed=12345)
     pre = prefill(lm, [ids], max_new_tokens=new_tokens)
     cache, token = pre.cache, pre.logits.argmax(-1)
@@ -91,6 +94,7 @@ def measure_prefill(lm: LoadedModel, prompt_tokens: list[int], batch: int = 1, r
     over all its runs: a burst of activity from another program then slows only some runs of each length.
     Returns columns ``prompt_tokens``, ``batch``, ``prefill_s``, ``tokens_per_s`` (prompt tokens x batch / s).
     """
+    require_loaded(lm, "measure_prefill()")
     times: list[list[float]] = [[] for _ in prompt_tokens]
     for _ in range(rounds):
         for i, n in enumerate(prompt_tokens):
@@ -113,6 +117,7 @@ def measure_decode(lm: LoadedModel, batch_sizes: list[int], context: int, steps:
     size over all its ``rounds x steps`` steps.
     Returns columns ``batch``, ``context``, ``step_s``, ``tokens_per_s`` (batch / step_s).
     """
+    require_loaded(lm, "measure_decode()")
     times: list[list[float]] = [[] for _ in batch_sizes]
     for _ in range(rounds):
         # one prefill of the largest batch per round; each batch size decodes from the cache of its first rows
@@ -141,6 +146,7 @@ def measure_cached_vs_recompute(lm: LoadedModel, prompt_tokens: int, new_tokens:
     Returns columns ``step``, ``context`` (tokens before the new one), ``cached_s``, ``recompute_s``,
     ``same_token`` (both ways chose the same greedy token).
     """
+    require_loaded(lm, "measure_cached_vs_recompute()")
     ids = random_prompt(lm, prompt_tokens, seed)
     pre = prefill(lm, [ids], max_new_tokens=new_tokens)
     cache, token = pre.cache, pre.logits.argmax(-1)
@@ -162,18 +168,19 @@ def measure_cached_vs_recompute(lm: LoadedModel, prompt_tokens: int, new_tokens:
 
 def measure_kv_growth(lm: LoadedModel, prompt_tokens: int, new_tokens: int, seed: int = 0) -> pd.DataFrame:
     """Exact KV-cache bytes after prefill and after every decode step of one request, beside the formula
-    ``tokens x kv_bytes_per_token(config, dtype)``.
+    (:func:`splitlab.sizing.kv_bytes`: ``tokens x kv_bytes_per_token`` for full attention; a sliding-window
+    layer stops growing at ``W - 1`` positions).
 
     Returns columns ``tokens_in_cache``, ``nbytes`` (measured: sum of the real tensors), ``predicted_nbytes``,
     ``step_s`` (forward time of the pass that produced that cache; the first row is the prefill).
     """
-    per_token = kv_bytes_per_token(lm.config, lm.dtype)
+    require_loaded(lm, "measure_kv_growth()")
     pre = prefill(lm, [random_prompt(lm, prompt_tokens, seed)], max_new_tokens=new_tokens)
     cache, token, seconds = pre.cache, pre.logits.argmax(-1), pre.seconds
     rows = []
     for _ in range(new_tokens):
         rows.append(dict(tokens_in_cache=cache.seq_len, nbytes=cache.nbytes,
-                         predicted_nbytes=cache.seq_len * per_token, step_s=seconds))
+                         predicted_nbytes=kv_bytes(lm.geometry, cache.seq_len, dtype=lm.dtype), step_s=seconds))
         out = decode_step(lm, cache, token)
         cache, token, seconds = out.cache, out.logits.argmax(-1), out.seconds
     return pd.DataFrame(rows)

@@ -1,7 +1,16 @@
-"""The byte-level tokenizer of the random-weight presets: UTF-8 bytes as token ids, plus three special ids."""
+"""Tokenizers: the byte-level tokenizer of the random-weight presets (UTF-8 bytes as token ids, plus three special
+ids), and finding the Hugging Face tokenizer saved with a model."""
 from __future__ import annotations
 
-__all__ = ["ByteTokenizer"]
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ByteTokenizer", "ModelLoadError", "load_tokenizer"]
+
+
+class ModelLoadError(RuntimeError):
+    """A model name, path or object could not be loaded (no network, no local copy, not a causal LM, or a
+    kind of model splitlab does not handle: the message says which and why)."""
 
 
 class ByteTokenizer:
@@ -27,3 +36,39 @@ class ByteTokenizer:
                 continue
             out += bytes([i]) if 0 <= i < 256 else "\ufffd".encode()
         return out.decode("utf-8", errors="replace")
+
+
+#: Files one of which every saved Hugging Face tokenizer has.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                    "spiece.model", "merges.txt")
+
+
+def load_tokenizer(name: str, vocab_size: int, required: bool = True) -> Any:
+    """The tokenizer saved with hub model or directory ``name``, or a :class:`ByteTokenizer` when there is none
+    (``required`` False: None when there is none).
+
+    A directory without tokenizer files is not handed to ``AutoTokenizer``: transformers 5 would build an empty
+    tokenizer from the model type (every text encodes to no ids), and 4.x asks for sentencepiece/protobuf to
+    convert a tokenizer that does not exist.
+
+    Raises:
+        ModelLoadError: no tokenizer and a vocabulary too small for bytes; or the tokenizer needs a library that
+            is not installed.
+    """
+    path = Path(name)
+    if not path.is_dir() or any((path / f).is_file() for f in _TOKENIZER_FILES):
+        try:
+            import transformers
+            tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+        except ImportError as err:
+            raise ModelLoadError(f"the tokenizer of {name!r} needs a library that is not installed: "
+                                 f"{str(err).strip().splitlines()[0][:200]}") from None
+        except (OSError, ValueError, TypeError):
+            tokenizer = None
+        if tokenizer is not None and tokenizer("Hello, world", add_special_tokens=False)["input_ids"]:
+            return tokenizer
+    if not required:
+        return None
+    if vocab_size < ByteTokenizer.vocab_size:
+        raise ModelLoadError(f"{name!r} has no tokenizer and its vocabulary is too small for bytes")
+    return ByteTokenizer()  # a local checkpoint saved without a tokenizer

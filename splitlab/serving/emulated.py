@@ -15,7 +15,7 @@ from ..kvcache import KVCache
 from ..phases.engine import decode_step, forward_logits, generate, prefill as engine_prefill
 from ..phases.models import LoadedModel
 from ..phases.sampling import Sampler
-from ..sizing import kv_bytes_per_token
+from ..sizing import RequestKVBytes, kv_bytes_per_token
 from ..transfer.copy import copy_cache
 from ..transfer.header import check, pack
 from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, TransferResult
@@ -66,6 +66,9 @@ class ModelExecutor(Executor):
                             f"{type(lm).__name__}")
         self.lm = lm
         self.kv_bytes_per_token = int(kv_bytes_per_token(lm.geometry, lm.dtype))
+        # a model with sliding-window layers: a request's bytes stop growing in those layers at W - 1 positions
+        per_request = RequestKVBytes.of(lm.geometry, lm.dtype)
+        self.kv_bytes_fn = None if per_request.linear else per_request
         self.max_context = lm.max_context
         self.vocab_size = lm.vocab_size
         self.weight_bytes = lm.weight_bytes
@@ -74,6 +77,10 @@ class ModelExecutor(Executor):
         if warm:
             from ..phases.profiling import warm_up
             warm_up(lm, prompt_tokens=min(256, lm.max_context // 2))
+
+    def kv_bytes(self, tokens: int) -> int:
+        """KV bytes of ``tokens`` cached positions of one request (sliding layers at most their window)."""
+        return tokens * self.kv_bytes_per_token if self.kv_bytes_fn is None else self.kv_bytes_fn(tokens)
 
     def _pick(self, slot: Slot, logits_row: torch.Tensor) -> int:
         """The next token of ``slot``'s request: greedy, or drawn for its output position (the same draw on any

@@ -7,7 +7,8 @@ no out-of-memory. A request that does not fit now waits; one that could never fi
 policy of Orca-style servers and keeps every run reproducible.)
 
 Bytes are logical: tokens x ``bytes_per_token`` (2 x layers x kv_heads x head_dim x bytes per element), as a
-paged allocator would hold, not the padded tensors of an emulated batch.
+paged allocator would hold, not the padded tensors of an emulated batch; for a model with sliding-window layers,
+the exact bytes of one request's cache (``kv_bytes``: each windowed layer at most ``W - 1`` positions).
 """
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ class KVMemory:
         """Why ``tokens`` positions can never fit this budget, or None if they can."""
         need = self.bytes_for(tokens)
         if need > self.capacity:
-            return (f"needs {need:,} bytes of KV cache ({tokens} tokens x {self.bytes_per_token:,} bytes/token) "
-                    f"but a worker's KV budget is {self.budget_bytes:,} bytes")
+            how = (f"{tokens} tokens x {self.bytes_per_token:,} bytes/token" if "bytes_for" not in self.__dict__
+                   else f"{tokens} tokens; sliding-window layers hold at most their window")
+            return f"needs {need:,} bytes of KV cache ({how}) but a worker's KV budget is {self.budget_bytes:,} bytes"
         return None
 
     def can_reserve(self, tokens: int) -> bool:

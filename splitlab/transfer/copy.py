@@ -114,7 +114,7 @@ def copy_cache(cache: KVCache, device: str | torch.device | None = None, mode: s
         layer_s.append(t.seconds)
         if on_layer is not None and mode == "layerwise":
             on_layer(group[0], t.seconds)
-    received = KVCache(keys, values, mask, cache.model_id)
+    received = KVCache(keys, values, mask, cache.model_id, cache.windows)
     stats = TransferStats(cache.nbytes, float(sum(layer_s)), method, mode, str(src), str(dst),
                           layer_s if mode == "layerwise" else [])
     return received, stats

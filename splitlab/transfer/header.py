@@ -1,7 +1,8 @@
 """The header every KV transfer carries, and the receiver's check of it.
 
-A :class:`TransferHeader` names the model identity, dtype, layers, KV heads, head_dim, sequence lengths, and the
-first token(s) the prefill side chose. The receiver calls :func:`check` before touching the tensors, so a cache
+A :class:`TransferHeader` names the model identity, dtype, layers, each layer's KV heads, key and value widths and
+sliding window, sequence lengths, and the first token(s) the prefill side chose. A sliding-window layer of window
+W carries only its last ``min(seq_len, W - 1)`` positions, so it sends at most its window whatever the prompt. The receiver calls :func:`check` before touching the tensors, so a cache
 from another model, dtype or shape fails with a :class:`~splitlab.kvcache.CacheMismatchError` that names every
 mismatching field, before any decode step runs.
 """
@@ -12,15 +13,17 @@ from dataclasses import asdict, dataclass
 
 from ..common import dtypes
 from ..kvcache import CacheMismatchError, KVCache
-from ..sizing import KVGeometry, kv_bytes
+from ..phases.models import require_loaded
 
-__all__ = ["TransferHeader", "Packet", "make_header", "check", "pack"]
+__all__ = ["TransferHeader", "Packet", "make_header", "check", "pack", "model_layer_dims"]
 
 
 @dataclass(frozen=True)
 class TransferHeader:
-    """What the receiver must know before it accepts a cache. ``seq_len`` is the padded length held per row,
-    ``lengths`` the real tokens per row, ``first_tokens`` the tokens the prefill side sampled (one per row)."""
+    """What the receiver must know before it accepts a cache. ``seq_len`` is the padded length of the batch's
+    grid, ``lengths`` the real tokens per row, ``first_tokens`` the tokens the prefill side sampled (one per
+    row). ``layer_dims``: per layer ``(kv_heads, k_dim, v_dim, window)``, window 0 for full attention (empty:
+    every layer ``(kv_heads, head_dim, head_dim, 0)``); ``kv_heads`` and ``head_dim`` are layer 0's."""
 
     model_id: str
     dtype: str
@@ -32,18 +35,73 @@ class TransferHeader:
     lengths: tuple[int, ...]
     first_tokens: tuple[int, ...] = ()
     request_ids: tuple[int, ...] = ()
+    layer_dims: tuple[tuple[int, int, int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.layer_dims and not (isinstance(self.layers, int) and 0 <= self.layers <= 1 << 16):
+            raise ValueError(f"header layers {self.layers!r} is not a layer count")
+        dims = self.layer_dims or ((self.kv_heads, self.head_dim, self.head_dim, 0),) * self.layers
+        object.__setattr__(self, "layer_dims", tuple(tuple(int(x) for x in d) for d in dims))
+
+    def layer_len(self, i: int) -> int:
+        """Positions layer ``i`` carries: ``seq_len``, or at most ``window - 1`` for a sliding layer."""
+        window = self.layer_dims[i][3]
+        return self.seq_len if not window else min(self.seq_len, window - 1)
 
     @property
-    def nbytes(self) -> int:
-        """Bytes of keys and values the header announces (padding included).
+    def windows(self) -> tuple[int | None, ...]:
+        """Per layer the sliding window, None for full attention (as :attr:`KVCache.windows`)."""
+        return tuple(d[3] or None for d in self.layer_dims)
+
+    def tensor_shapes(self) -> list[tuple[int, int, int, int]]:
+        """Shapes of the payload's tensors in wire order ``K_0, V_0, K_1, V_1, ...``."""
+        out = []
+        for i, (heads, k_dim, v_dim, _) in enumerate(self.layer_dims):
+            n = self.layer_len(i)
+            out += [(self.batch, heads, n, k_dim), (self.batch, heads, n, v_dim)]
+        return out
+
+    def tensor_nbytes(self) -> list[int]:
+        """Bytes of each payload tensor, in wire order.
 
         Raises:
             ValueError: ``dtype`` is not a torch dtype name.
         """
         if not isinstance(self.dtype, str) or dtypes.ALIASES.get(self.dtype) not in dtypes.WIRE_DTYPES:
             raise ValueError(f"header dtype {self.dtype!r} is not a torch dtype a cache can have")
-        geometry = KVGeometry(self.layers, self.kv_heads, self.kv_heads, self.head_dim)  # query heads do not count
-        return int(kv_bytes(geometry, self.seq_len, self.batch, self.dtype))
+        element = int(dtypes.element_bytes(self.dtype))
+        return [b * h * n * d * element for b, h, n, d in self.tensor_shapes()]
+
+    def segment_sizes(self, segments: int) -> list[int]:
+        """Bytes of each payload message: ``[nbytes]`` (one), one per K/V tensor (``2 x layers``), or one per
+        layer (K and V of the layer back to back). Raises ValueError for another count."""
+        tensors = self.tensor_nbytes()
+        if segments == 1:
+            return [sum(tensors)]
+        if segments == len(tensors):
+            return tensors
+        if segments == self.layers:
+            return [tensors[2 * i] + tensors[2 * i + 1] for i in range(self.layers)]
+        raise ValueError(f"{segments} segments for a cache of {self.layers} layers")
+
+    def possible(self, segments: int) -> bool:
+        """The header describes a cache that can exist, sent in a segment count the wire protocol uses."""
+        layers = self.layers
+        if self.dtype not in dtypes.WIRE_DTYPES or min(layers, self.batch, self.kv_heads, self.head_dim) < 1 or \
+                self.seq_len < 1 or len(self.lengths) != self.batch or segments not in (1, layers, 2 * layers) \
+                or any(not 1 <= n <= self.seq_len for n in self.lengths) or len(self.layer_dims) != layers:
+            return False
+        return all(len(d) == 4 and min(d[:3]) >= 1 and (d[3] == 0 or d[3] >= 2) for d in self.layer_dims)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys and values the header announces (padding included; sliding layers at most their
+        window): the sum over layers of batch x kv_heads x positions x (k_dim + v_dim) x element size.
+
+        Raises:
+            ValueError: ``dtype`` is not a torch dtype name.
+        """
+        return sum(self.tensor_nbytes())
 
     def to_bytes(self) -> bytes:
         """JSON encoding (to send ahead of the tensors over torch.distributed or a socket)."""
@@ -52,7 +110,9 @@ class TransferHeader:
     @classmethod
     def from_bytes(cls, data: bytes) -> "TransferHeader":
         d = json.loads(bytes(data).decode())
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        d = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        d["layer_dims"] = tuple(tuple(x) for x in d.get("layer_dims", ()))
+        return cls(**d)
 
 
 @dataclass
@@ -65,11 +125,17 @@ class Packet:
 
 def make_header(cache: KVCache, first_tokens=None, request_ids=None) -> TransferHeader:
     """The header describing ``cache`` (``first_tokens``/``request_ids``: one per row, optional)."""
-    _, _, batch, kv_heads, seq, head_dim = cache.shape
-    return TransferHeader(cache.model_id, dtypes.name_of(cache.dtype), cache.num_layers, kv_heads,
-                          head_dim, batch, seq, tuple(int(x) for x in cache.lengths.tolist()),
+    dims = tuple((k.shape[1], k.shape[3], v.shape[3], w or 0) for k, v, w in zip(cache.keys, cache.values,
+                                                                                   cache.windows))
+    return TransferHeader(cache.model_id, dtypes.name_of(cache.dtype), cache.num_layers, dims[0][0], dims[0][1],
+                          cache.batch_size, cache.seq_len, tuple(int(x) for x in cache.lengths.tolist()),
                           tuple(int(t) for t in (first_tokens if first_tokens is not None else ())),
-                          tuple(int(i) for i in (request_ids if request_ids is not None else ())))
+                          tuple(int(i) for i in (request_ids if request_ids is not None else ())), dims)
+
+
+def model_layer_dims(lm) -> tuple[tuple[int, int, int, int], ...]:
+    """``layer_dims`` of the caches model ``lm`` makes (from its measured geometry)."""
+    return tuple((layer.kv_heads, layer.k_dim, layer.v_dim, layer.window or 0) for layer in lm.geometry.per_layer)
 
 
 def pack(cache: KVCache, first_tokens=None, request_ids=None) -> Packet:
@@ -85,15 +151,24 @@ def check(header: TransferHeader, lm, cache: KVCache | None = None) -> None:
     receiver's vocabulary) and one request id per row when they are given.
     The message lists every mismatching field as ``field: sent X, receiver expects Y``.
     """
-    g = lm.geometry
-    want = dict(model_id=lm.model_id, dtype=dtypes.name_of(lm.dtype), layers=g.layers,
-                kv_heads=g.kv_heads, head_dim=g.head_dim)
+    lm = require_loaded(lm, "check()")
+    dims = model_layer_dims(lm)
+    want = dict(model_id=lm.model_id, dtype=dtypes.name_of(lm.dtype), layers=lm.geometry.layers,
+                kv_heads=dims[0][0], head_dim=dims[0][1])
     problems = [f"{k}: sent {getattr(header, k)!r}, receiver expects {v!r}" for k, v in want.items()
                 if getattr(header, k) != v]
+    if header.layers == len(dims) and header.layer_dims != dims:
+        bad = [i for i, (a, b) in enumerate(zip(header.layer_dims, dims)) if a != b]
+        problems += [f"layer {i} (kv_heads, k_dim, v_dim, window): sent {header.layer_dims[i]}, receiver expects "
+                     f"{dims[i]}" for i in bad[:3]] + ([f"... and {len(bad) - 3} more layers"] if len(bad) > 3 else [])
     if cache is not None:
+        try:
+            cache.check()
+        except CacheMismatchError as err:
+            problems.append(str(err))
         got = make_header(cache)
         problems += [f"{k}: header says {getattr(header, k)!r}, tensors have {getattr(got, k)!r}"
-                     for k in ("model_id", "dtype", "layers", "kv_heads", "head_dim", "batch", "seq_len", "lengths")
+                     for k in ("model_id", "dtype", "layers", "layer_dims", "batch", "seq_len", "lengths")
                      if getattr(header, k) != getattr(got, k)]
     if header.batch < 1 or header.seq_len < 1:
         problems.append(f"batch {header.batch} x seq_len {header.seq_len}: a cache holds at least one token")

@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from ..kvcache import CacheMismatchError, KVCache, cache_kwarg, output_cache
+from ..kvcache import CacheMismatchError, KVCache, cache_kwarg, empty_dynamic_cache, output_cache
 from ..phases.device import Timer, synchronize
 from ..phases.engine import PrefillOutput, accepts_logits_to_keep
 from ..phases.inputs import as_token_batch
@@ -58,11 +58,13 @@ def send_cache(cache: KVCache, dst: int, first_tokens=None, request_ids=None, mo
     else:
         hbytes = send_header(header, dst, "layerwise", cache.num_layers, group, works)
         flat = torch.empty(header.nbytes, dtype=torch.uint8, device=wire)
-        n = header.nbytes // cache.num_layers
-        for i, (k, v) in enumerate(zip(cache.keys, cache.values)):
-            seg = flat[i * n:(i + 1) * n]
-            seg[:n // 2].view(k.dtype).view(k.shape).copy_(k)
-            seg[n // 2:].view(v.dtype).view(v.shape).copy_(v)
+        off = 0
+        for k, v in zip(cache.keys, cache.values):  # layers differ in size (sliding windows, MLA)
+            nk, nv = k.numel() * k.element_size(), v.numel() * v.element_size()
+            seg = flat[off:off + nk + nv]
+            seg[:nk].view(k.dtype).view(k.shape).copy_(k)
+            seg[nk:].view(v.dtype).view(v.shape).copy_(v)
+            off += nk + nv
             works.append((_isend(seg, dst, group, TAG_PAYLOAD), seg))
         firsts = torch.tensor(list(first_tokens) if first_tokens is not None else [-1] * cache.batch_size)
         works.append((_isend(firsts, dst, group, TAG_TRAILER), firsts))
@@ -108,13 +110,17 @@ def recv_cache(src: int, lm=None, device=None, group=None, plan: dict | None = N
     device = torch.device(device) if device is not None else (lm.device if lm is not None else torch.device("cpu"))
     wire = _wire_device(device, group)
 
-    def post(nbytes: int, segments: int, mode: str, batch: int):
+    def post(nbytes: int, sizes: list[int], mode: str, batch: int):
         if out is not None and (out.numel() < nbytes or out.dtype != torch.uint8 or out.device != wire):
             raise ValueError(f"out= must be a uint8 buffer of >= {nbytes} bytes on {wire}, got {out.dtype} "
                              f"[{out.numel()}] on {out.device}")
+        if sum(sizes) != nbytes:
+            raise ProtocolError(f"segment sizes {sizes} do not add up to {nbytes} bytes")
         flat = out[:nbytes] if out is not None else torch.empty(nbytes, dtype=torch.uint8, device=wire)
-        n = nbytes // segments
-        works = [_irecv(flat[i * n:(i + 1) * n], src, group, TAG_PAYLOAD) for i in range(segments)]
+        works, off = [], 0
+        for n in sizes:
+            works.append(_irecv(flat[off:off + n], src, group, TAG_PAYLOAD))
+            off += n
         trailer = torch.empty(batch, dtype=torch.int64)
         if mode == "layerwise":
             works.append(_irecv(trailer, src, group, TAG_TRAILER))
@@ -123,7 +129,8 @@ def recv_cache(src: int, lm=None, device=None, group=None, plan: dict | None = N
     msg = torch.empty(HEADER_BYTES, dtype=torch.uint8)
     hw = _irecv(msg, src, group, TAG_HEADER)
     if plan is not None:
-        flat, works, trailer = post(plan["nbytes"], plan["segments"], plan["mode"], plan["batch"])
+        sizes = plan.get("sizes") or [plan["nbytes"] // plan["segments"]] * plan["segments"]
+        flat, works, trailer = post(plan["nbytes"], sizes, plan["mode"], plan["batch"])
     if on_posted is not None:
         on_posted()
     t0 = time.perf_counter()
@@ -135,12 +142,12 @@ def recv_cache(src: int, lm=None, device=None, group=None, plan: dict | None = N
     hw.wait()
     header, mode, segments, hbytes = _parse_header(msg, src, group)
     if plan is not None:
-        if (header.nbytes, segments, mode, header.batch) != (plan["nbytes"], plan["segments"], plan["mode"],
-                                                             plan["batch"]):
+        if (header.nbytes, segments, mode, header.batch, header.segment_sizes(segments)) != (
+                plan["nbytes"], plan["segments"], plan["mode"], plan["batch"], sizes):
             raise ProtocolError(f"rank {src} announced {plan} but sent {header.nbytes} B in {segments} {mode} "
                                 f"segment(s) for a batch of {header.batch}")
     else:
-        flat, works, trailer = post(header.nbytes, segments, mode, header.batch)
+        flat, works, trailer = post(header.nbytes, header.segment_sizes(segments), mode, header.batch)
     mismatch = None
     if lm is not None:
         try:
@@ -174,26 +181,33 @@ def _prefill_into(lm, prompts, flat: torch.Tensor, header, on_layer: Callable[[i
     ``on_layer(i, slice)``. Returns ``(PrefillOutput, mask, compute_end)``; the forward is the one of
     :func:`splitlab.prefill` (same inputs, same kernels), so the cache is bit-identical to its.
     """
-    from transformers import DynamicCache
-    batch, seq, lengths, g = as_token_batch(lm, prompts), header.seq_len, header.lengths, lm.geometry
+    batch, seq, lengths = as_token_batch(lm, prompts), header.seq_len, header.lengths
     ids = torch.zeros(len(batch), seq, dtype=torch.long)
     for b, p in enumerate(batch):
         ids[b, seq - len(p):] = torch.tensor(p)
     mask = _mask(lengths, seq, "cpu").to(lm.device)
-    n = header.nbytes // g.layers
-    cache = DynamicCache(config=lm.config)
+    sizes = header.tensor_nbytes()  # K_0, V_0, K_1, ...: layers differ in size (sliding windows, MLA)
+    starts = [sum(sizes[:2 * i]) for i in range(header.layers)]
+    cache = empty_dynamic_cache(header.windows)
     update = cache.update
 
     def update_into_flat(key_states, value_states, layer_idx, *args, **kwargs):
         keys, values = update(key_states, value_states, layer_idx, *args, **kwargs)
-        seg = flat[layer_idx * n:(layer_idx + 1) * n]
-        k = seg[:n // 2].view(keys.dtype).view(keys.shape)
-        v = seg[n // 2:].view(values.dtype).view(values.shape)
-        k.copy_(keys)  # NCCL's stream waits for these copies before it sends
-        v.copy_(values)
         layer = cache.layers[layer_idx]
-        if seg.device == keys.device and layer.keys is keys and layer.values is values:
-            layer.keys, layer.values, keys, values = k, v, k, v  # the cache now lives in the wire buffer
+        held_k, held_v = layer.keys, layer.values  # what the layer keeps (a sliding one: its last W - 1)
+        nk, nv = sizes[2 * layer_idx], sizes[2 * layer_idx + 1]
+        if held_k.numel() * held_k.element_size() != nk or held_v.numel() * held_v.element_size() != nv:
+            raise RuntimeError(f"layer {layer_idx} cached K {tuple(held_k.shape)} / V {tuple(held_v.shape)}, not "
+                               f"the {nk} + {nv} bytes the header announced")
+        seg = flat[starts[layer_idx]:starts[layer_idx] + nk + nv]
+        k = seg[:nk].view(held_k.dtype).view(held_k.shape)
+        v = seg[nk:].view(held_v.dtype).view(held_v.shape)
+        k.copy_(held_k)  # NCCL's stream waits for these copies before it sends
+        v.copy_(held_v)
+        if seg.device == held_k.device:
+            if keys is held_k and values is held_v:  # a full layer: attention reads what it keeps
+                keys, values = k, v
+            layer.keys, layer.values = k, v  # the cache now lives in the wire buffer
         on_layer(layer_idx, seg)
         return keys, values
 
@@ -208,7 +222,7 @@ def _prefill_into(lm, prompts, flat: torch.Tensor, header, on_layer: Callable[[i
         logits = out.logits[:, -1, :].float()
     compute_end = time.perf_counter()
     del cache.update  # back to the class method
-    kv = KVCache.from_transformers(output_cache(out), mask, lm.model_id)
+    kv = KVCache.from_transformers(output_cache(out), mask, lm.model_id, compact=False)
     return PrefillOutput(kv, logits, timer.seconds), compute_end
 
 

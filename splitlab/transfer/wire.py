@@ -4,15 +4,18 @@ A transfer from the prefill process to the decode process is three kinds of poin
 
 1. **Header** (CPU, gloo): one 4 KiB uint8 message: a 6-element int64 preamble ``[MAGIC, VERSION, mode, segments,
    json_bytes, 0]`` then the :class:`splitlab.transfer.header.TransferHeader` as UTF-8 JSON (model identity, dtype,
-   layers, KV heads, head_dim, batch, sequence length, real lengths, first tokens, request ids), zero-padded; a
+   layers and each layer's sizes, batch, sequence length, real lengths, first tokens, request ids), zero-padded; a
    longer JSON (large batches) continues in a second message. One message, not two: each message costs the
    receiver a wake-up before the next can flow. The receiver checks the header against its own model with
    :func:`splitlab.transfer.header.check` *before* it uses a single byte of KV.
 2. **Payload**: the cache laid out as ONE flat buffer of ``header.nbytes`` bytes, in the order
-   ``K_0, V_0, K_1, V_1, ...``, each ``[batch, kv_heads, seq, head_dim]`` contiguous. It travels in ``segments``
-   equal messages: 1 (a packed flat buffer), ``2 x layers`` (each K or V tensor sent in place, no packing copy),
-   or ``layers`` (layer-wise streaming: layer i leaves while prefill still computes layer i+1). The receiver
-   always lands it in one preallocated flat buffer and hands out zero-copy views.
+   ``K_0, V_0, K_1, V_1, ...``, each ``[batch, kv_heads_i, n_i, k_dim_i]`` / ``[..., v_dim_i]`` contiguous, where
+   ``n_i`` is ``seq_len`` for a full-attention layer and ``min(seq_len, W - 1)`` for a sliding-window layer of
+   window W (``header.layer_dims``): layers may differ in size. It travels in ``segments`` messages whose sizes
+   both sides compute from the header (``header.segment_sizes``): 1 (a packed flat buffer), ``2 x layers`` (each K
+   or V tensor sent in place, no packing copy), or ``layers`` (layer-wise streaming: layer i leaves while prefill
+   still computes layer i+1). The receiver always lands it in one preallocated flat buffer and hands out
+   zero-copy views.
 3. **Trailer** (layer-wise only): ``[batch]`` int64 first tokens, which exist only after the last layer.
 
 The attention mask is not sent: rows are left-padded, so ``lengths`` in the header rebuilds it.
@@ -38,13 +41,13 @@ import torch.distributed as dist
 from ..common import dtypes
 from ..kvcache import KVCache
 from ..phases.inputs import as_token_batch
-from .header import TransferHeader, make_header
+from .header import TransferHeader, make_header, model_layer_dims
 
 __all__ = ["WireStats", "ProtocolError", "plan_of", "cache_plan", "stream_header", "send_header", "recv_header",
            "pack_flat", "unpack_flat", "send_raw", "recv_raw", "send_ack", "recv_ack", "MAGIC", "VERSION",
            "HEADER_BYTES"]
 
-MAGIC, VERSION = 0x534C4B56, 1  # "SLKV"
+MAGIC, VERSION = 0x534C4B56, 2  # "SLKV"; version 2: per-layer sizes (layer_dims in the header)
 MODES = {"whole": 1, "layerwise": 2}
 HEADER_BYTES, _PRE = 4096, 48  # one header message; the preamble is 6 little-endian int64
 _CPU = torch.device("cpu")
@@ -136,10 +139,7 @@ def _parse_header(msg: torch.Tensor, src: int, group=None) -> tuple[TransferHead
         header = TransferHeader.from_bytes(body)
     except (ValueError, TypeError) as err:
         raise ProtocolError(f"unreadable KV header from rank {src}: {err}") from None
-    layers = header.layers
-    if header.dtype not in dtypes.WIRE_DTYPES or min(layers, header.batch, header.kv_heads, header.head_dim) < 1 or \
-            header.seq_len < 1 or len(header.lengths) != header.batch or segments not in (1, layers, 2 * layers) \
-            or any(not 1 <= n <= header.seq_len for n in header.lengths):
+    if not header.possible(segments):
         raise ProtocolError(f"impossible KV header from rank {src}: {header}")
     return header, {v: k for k, v in MODES.items()}[mode], segments, HEADER_BYTES + max(0, n - (HEADER_BYTES - _PRE))
 
@@ -157,11 +157,14 @@ def recv_header(src: int, group=None) -> tuple[TransferHeader, str, int, int]:
 
 def plan_of(header: TransferHeader, mode: str = "whole", segments: int | None = None) -> dict:
     """What a receiver must know to post its receive buffers before the header arrives: ``{"nbytes",
-    "segments", "mode", "batch"}`` (JSON-ready; send it on the control plane with the announcement).
+    "segments", "mode", "batch"}``, plus ``"sizes"`` (bytes of each segment) where segments differ in size, as the
+    layers of a sliding-window or MLA model do (JSON-ready; send it on the control plane with the announcement).
     Defaults: whole = one message per K/V tensor, layerwise = one per layer."""
     if segments is None:
         segments = 2 * header.layers if mode == "whole" else header.layers
-    return dict(nbytes=header.nbytes, segments=segments, mode=mode, batch=header.batch)
+    plan = dict(nbytes=header.nbytes, segments=segments, mode=mode, batch=header.batch)
+    sizes = header.segment_sizes(segments)
+    return plan if len(set(sizes)) == 1 else dict(plan, sizes=sizes)
 
 
 def cache_plan(cache: KVCache, mode: str = "whole", segments: str = "tensors") -> dict:
@@ -177,9 +180,9 @@ def cache_plan(cache: KVCache, mode: str = "whole", segments: str = "tensors") -
 def stream_header(lm, prompts, request_ids=None) -> TransferHeader:
     """The header :func:`prefill_streaming` will send for ``prompts`` (left-padded batch), before any compute."""
     batch = as_token_batch(lm, prompts)
-    g, lengths = lm.geometry, tuple(len(p) for p in batch)
-    return TransferHeader(lm.model_id, dtypes.name_of(lm.dtype), g.layers, g.kv_heads, g.head_dim,
-                          len(batch), max(lengths), lengths, (), tuple(int(r) for r in (request_ids or ())))
+    dims, lengths = model_layer_dims(lm), tuple(len(p) for p in batch)
+    return TransferHeader(lm.model_id, dtypes.name_of(lm.dtype), len(dims), dims[0][0], dims[0][1], len(batch),
+                          max(lengths), lengths, (), tuple(int(r) for r in (request_ids or ())), dims)
 
 
 # --- layout ------------------------------------------------------------------------------------------------
@@ -193,10 +196,7 @@ def _mask(lengths, seq_len: int, device) -> torch.Tensor:
 
 
 def _check_layout(cache: KVCache) -> None:
-    shape = cache.keys[0].shape
-    if any(t.shape != shape for t in (*cache.keys, *cache.values)):
-        shapes = sorted({tuple(t.shape) for t in (*cache.keys, *cache.values)})
-        raise ValueError(f"the wire layout needs one shape for every K and V tensor, got {shapes}")
+    cache.check()
     mask = cache.attention_mask
     if not bool(mask.all()) and not torch.equal(mask.cpu(), _mask(cache.lengths.tolist(), cache.seq_len, "cpu")):
         raise ValueError("the wire layout needs left-padded rows (the mask is rebuilt from lengths)")
@@ -204,7 +204,8 @@ def _check_layout(cache: KVCache) -> None:
 
 def pack_flat(cache: KVCache, out: torch.Tensor | None = None) -> torch.Tensor:
     """The cache as one flat uint8 buffer in wire order (``K_0, V_0, K_1, ...``): copied into ``out`` (or a new
-    buffer) with one ``copy_`` per tensor, no intermediate. Raises ValueError for shapes that differ."""
+    buffer) with one ``copy_`` per tensor, no intermediate. Raises ValueError for rows that are not left-padded
+    and CacheMismatchError for layers whose lengths do not fit the mask."""
     _check_layout(cache)
     out = torch.empty(cache.nbytes, dtype=torch.uint8, device=cache.device) if out is None else out
     off = 0
@@ -218,10 +219,17 @@ def pack_flat(cache: KVCache, out: torch.Tensor | None = None) -> torch.Tensor:
 
 def unpack_flat(flat: torch.Tensor, header: TransferHeader) -> KVCache:
     """Zero-copy views of ``flat`` (uint8, ``header.nbytes``) as a :class:`KVCache` of ``header.model_id``."""
-    shape = (2 * header.layers, header.batch, header.kv_heads, header.seq_len, header.head_dim)
-    views = flat.view(dtypes.torch_dtype(header.dtype, dtypes.WIRE_DTYPES)).view(shape).unbind(0)  # K_0, V_0, K_1, ... in three view ops
-    return KVCache(list(views[0::2]), list(views[1::2]), _mask(header.lengths, header.seq_len, flat.device),
-                   header.model_id)
+    dtype = dtypes.torch_dtype(header.dtype, dtypes.WIRE_DTYPES)
+    mask = _mask(header.lengths, header.seq_len, flat.device)
+    shapes = header.tensor_shapes()
+    if all(s == shapes[0] for s in shapes):  # one shape for every tensor: K_0, V_0, K_1, ... in three view ops
+        views = flat.view(dtype).view((len(shapes), *shapes[0])).unbind(0)
+    else:
+        views, off = [], 0
+        for shape, n in zip(shapes, header.tensor_nbytes()):
+            views.append(flat[off:off + n].view(dtype).view(shape))
+            off += n
+    return KVCache(list(views[0::2]), list(views[1::2]), mask, header.model_id, header.windows)
 
 
 def _flat_backed(tensors: list[torch.Tensor]) -> torch.Tensor | None:
@@ -231,12 +239,14 @@ def _flat_backed(tensors: list[torch.Tensor]) -> torch.Tensor | None:
     if not all(t.is_contiguous() and t.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
                for t in tensors):
         return None
-    nbytes = first.numel() * first.element_size()
-    if any(t.data_ptr() != first.data_ptr() + i * nbytes for i, t in enumerate(tensors)):
-        return None
+    off = first.data_ptr()
+    for t in tensors:  # back to back: each starts where the one before ends
+        if t.data_ptr() != off:
+            return None
+        off += t.numel() * t.element_size()
     storage = torch.empty(0, dtype=torch.uint8, device=first.device).set_(first.untyped_storage())
     start = first.data_ptr() - first.untyped_storage().data_ptr()
-    return storage[start:start + nbytes * len(tensors)]
+    return storage[start:start + off - first.data_ptr()]
 
 
 def _payload(cache: KVCache, wire: torch.device, segments: str) -> list[torch.Tensor]:

@@ -22,6 +22,7 @@ import math
 import numbers
 import time
 
+from ...sizing import RequestKVBytes
 from ...transfer.group import DEFAULT_TIMEOUT_S, DistributedError, Group, pick_backend, spawn_group
 from . import messages as M
 from .worker import serve_worker
@@ -112,6 +113,12 @@ class DistributedBackend:
     @property
     def kv_bytes_per_token(self) -> int:
         return self._first().kv_bytes_per_token
+
+    @property
+    def kv_bytes_fn(self):
+        """Bytes of one request's cache by tokens, for a model with sliding-window layers (None: linear)."""
+        layers = self._first().kv_layers
+        return RequestKVBytes(tuple(tuple(pair) for pair in layers)) if layers else None
 
     @property
     def max_context(self) -> int:

@@ -97,7 +97,9 @@ class Stop(Message):
 
 @dataclass
 class Hello(Message):
-    """A worker is ready: its model's identity and the numbers admission needs."""
+    """A worker is ready: its model's identity and the numbers admission needs (``kv_layers``: per layer
+    ``[bytes per position, cap]`` of a model with sliding-window layers, cap 0 for a full layer; empty when every
+    layer is full and bytes grow linearly)."""
 
     rank: int
     pid: int
@@ -107,6 +109,7 @@ class Hello(Message):
     kv_bytes_per_token: int
     memory_bytes: int
     weight_bytes: int
+    kv_layers: list = field(default_factory=list)
 
 
 @dataclass

@@ -71,8 +71,9 @@ def serve_worker(group: Group, spec: dict) -> None:
     lm = load_model(spec["model"], device=device, dtype=spec["dtype"], seed=spec["seed"])
     ex = ModelExecutor(lm, warm=True)
     box, rank = group.mailbox, group.rank
+    layers = [list(pair) for pair in ex.kv_bytes_fn.layers] if ex.kv_bytes_fn is not None else []
     box.send(0, **M.Hello(rank, os.getpid(), lm.model_id, lm.max_context, lm.vocab_size, ex.kv_bytes_per_token,
-                          ex.memory_bytes, ex.weight_bytes).to_dict())
+                          ex.memory_bytes, ex.weight_bytes, layers).to_dict())
     slots: dict[int, Slot] = {}
     batch = DecodeBatch()
     state = dict(name=f"rank{rank}", hook=None, mode="whole")
