@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import huggingface_hub
 import pytest
@@ -73,3 +77,22 @@ def greedy_chain(lm: sl.LoadedModel, prompt_ids: list[int], n: int):
         cache, logits = dec.cache, dec.logits
         all_logits.append(logits[0])
     return tokens, torch.stack(all_logits)
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory) -> Path:
+    """The HTML of the whole book, built once per session with every chapter executed live
+    (``jupyter-book build . -W --keep-going``), with ``MPLBACKEND=Agg`` in the environment as on a headless
+    server (the chapters must still show their figures). ``SPLITLAB_BOOK_HTML`` names an existing build to use
+    instead (a quick local rerun)."""
+    given = os.environ.get("SPLITLAB_BOOK_HTML")
+    if given:
+        return Path(given)
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path_factory.mktemp("book")
+    exe = shutil.which("jupyter-book") or str(Path(sys.executable).with_name("jupyter-book"))
+    env = dict(os.environ, MPLBACKEND="Agg")
+    done = subprocess.run([exe, "build", str(root), "-W", "--keep-going", "--path-output", str(out)],
+                          capture_output=True, text=True, timeout=1800, env=env)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return out / "_build" / "html"
