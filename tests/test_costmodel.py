@@ -112,3 +112,15 @@ def test_calibrate_measures_the_model_and_fits_every_term(lm, tmp_path):
     assert back.cost == cal.cost
     with pytest.raises(ValueError, match="prompt_tokens"):
         sl.profiling.calibrate(lm, prompt_tokens=[10 ** 6])
+
+
+def test_fit_takes_the_profiling_tables():
+    """measure_prefill's rows (batch x prompt_tokens) and measure_decode's (batch x context) fit as the sums the
+    cost model's terms are: tokens = batch x prompt_tokens, squares = batch x prompt_tokens^2, context_tokens =
+    batch x context."""
+    prefill = [dict(prompt_tokens=n, batch=b, prefill_s=1e-3 + 1e-5 * b * n + 1e-8 * b * n * n)
+               for n in (16, 128, 512) for b in (1, 2)]
+    decode = [dict(batch=b, context=c, step_s=2e-3 + 1e-4 * b + 1e-7 * b * c) for b in (1, 4, 8) for c in (64, 512)]
+    cost = CostModel().fit(prefill, decode)
+    assert cost.prefill_s(512) == pytest.approx(1e-3 + 512e-5 + 1e-8 * 512 ** 2, rel=1e-6)
+    assert cost.decode_s(4, 4 * 512) == pytest.approx(2e-3 + 4e-4 + 1e-7 * 4 * 512, rel=1e-6)

@@ -135,15 +135,23 @@ def fit_linear(name: str, table, terms: tuple[str, ...], measured: str) -> Fit:
 
 
 def fit_prefill(table) -> Fit:
-    """``prefill_s ~ a + b * tokens + c * squares`` (see the module table)."""
+    """``prefill_s ~ a + b * tokens + c * squares`` (see the module table). Also takes the table of
+    ``profiling.measure_prefill`` (``batch`` rows of ``prompt_tokens`` each: tokens = batch x prompt_tokens,
+    squares = batch x prompt_tokens^2)."""
     terms, measured, _ = FORMS["prefill"]
-    return fit_linear("prefill", table, terms, measured)
+    rows = [r if "tokens" in r or "prompt_tokens" not in r else
+            {**r, "tokens": r.get("batch", 1) * r["prompt_tokens"],
+             "squares": r.get("batch", 1) * r["prompt_tokens"] ** 2} for r in _rows(table)]
+    return fit_linear("prefill", rows, terms, measured)
 
 
 def fit_decode(table) -> Fit:
-    """``step_s ~ a + b * batch + c * context_tokens``."""
+    """``step_s ~ a + b * batch + c * context_tokens``. Also takes the table of ``profiling.measure_decode``
+    (``batch`` rows of ``context`` cached tokens each: context_tokens = batch x context)."""
     terms, measured, _ = FORMS["decode"]
-    return fit_linear("decode", table, terms, measured)
+    rows = [r if "context_tokens" in r or "context" not in r else {**r, "context_tokens": r["batch"] * r["context"]}
+            for r in _rows(table)]
+    return fit_linear("decode", rows, terms, measured)
 
 
 def fit_transfer(table) -> Fit:
