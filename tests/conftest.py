@@ -96,3 +96,10 @@ def built_book(tmp_path_factory) -> Path:
                           capture_output=True, text=True, timeout=1800, env=env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return out / "_build" / "html"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The book build (tests/test_book.py, the longest file by far) is handed out first, so that under
+    ``-n auto --dist loadfile`` the other worker(s) run everything else meanwhile instead of waiting for it at
+    the end."""
+    items.sort(key=lambda item: 0 if item.path.name == "test_book.py" else 1)  # stable: the rest keep their order
