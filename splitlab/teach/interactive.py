@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-__all__ = ["Trace", "explorer_figure", "show"]
+__all__ = ["Trace", "explorer_figure", "room_for_legend", "show"]
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -133,3 +133,18 @@ def show(fig) -> None:
         fig.show()
     else:
         display(_Bundle(fig))
+
+
+def room_for_legend(fig, rows: int, plot_px: int = 300):
+    """Make room below the x axis of an :func:`explorer_figure` for ``rows`` rows of legend (each about 21 px;
+    on a 412 px phone two short names share a row) above the slider, keeping the plot itself ``plot_px`` tall.
+    Returns ``fig``. Raises ValueError for rows < 1."""
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    axis_px, row_px, slider_px = 52, 21, 80  # tick labels + axis title; one legend row; the slider and its ticks
+    top = fig.layout.margin.t
+    bottom = axis_px + rows * row_px + slider_px
+    fig.update_layout(height=top + plot_px + bottom, margin=dict(b=bottom),
+                      legend=dict(y=-axis_px / plot_px, yanchor="top"))
+    fig.layout.sliders[0].update(y=-(axis_px + rows * row_px + 6) / plot_px)
+    return fig
