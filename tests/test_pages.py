@@ -48,7 +48,8 @@ JS_STATE = """
 const gd = document.querySelectorAll('.plotly-graph-div')[arguments[0]];
 return JSON.stringify({sliders: (gd._fullLayout.sliders || []).map(s => s.active),
                        menus: (gd._fullLayout.updatemenus || []).map(m => m.active),
-                       traces: gd._fullData.map(t => [t.visible, t.y ? Array.from(t.y) : null]),
+                       traces: gd._fullData.map(t => [t.visible, t.x ? Array.from(t.x) : null,
+                                                t.y ? Array.from(t.y) : null]),
                        painted: Array.from(gd.querySelectorAll('.trace path, .trace .point, .ytick text, .xtick text'))
                                      .map(p => (p.getAttribute('d') || '') + (p.getAttribute('transform') || '')
                                                + (p.textContent || ''))});"""

@@ -136,8 +136,9 @@ def show(fig) -> None:
 
 
 def room_for_legend(fig, rows: int, plot_px: int = 300):
-    """Make room below the x axis of an :func:`explorer_figure` for ``rows`` rows of legend (each about 21 px;
-    on a 412 px phone two short names share a row) above the slider, keeping the plot itself ``plot_px`` tall.
+    """Make an :func:`explorer_figure` fit a 412 px phone: room below the x axis for ``rows`` rows of legend (each
+    about 21 px; two short names share a row on a phone) above the slider, keeping the plot itself ``plot_px``
+    tall, and a mode bar trimmed to its download and reset buttons so that it does not cover the title.
     Returns ``fig``. Raises ValueError for rows < 1."""
     if rows < 1:
         raise ValueError(f"rows must be >= 1, got {rows}")
@@ -145,6 +146,8 @@ def room_for_legend(fig, rows: int, plot_px: int = 300):
     top = fig.layout.margin.t
     bottom = axis_px + rows * row_px + slider_px
     fig.update_layout(height=top + plot_px + bottom, margin=dict(b=bottom),
-                      legend=dict(y=-axis_px / plot_px, yanchor="top"))
+                      legend=dict(y=-axis_px / plot_px, yanchor="top"),
+                      modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale",
+                                           "togglespikelines", "hoverclosest", "hovercompare"]))
     fig.layout.sliders[0].update(y=-(axis_px + rows * row_px + 6) / plot_px)
     return fig

@@ -51,7 +51,8 @@ def device_setup(lm: LoadedModel, peak_flops_per_s: float, bandwidth_bytes_per_s
                  batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), name: str | None = None) -> DecodeSetup:
     """A loaded model on this device with its measured peak and bandwidth (the chapter's ``PEAK``, ``BANDWIDTH``
     and ``EFFICIENCY``): the numbers of ``figures.roofline.with_decode_roofline``."""
-    return DecodeSetup(name or f"{lm.name} on this device", lm.n_params, lm.geometry, weight_bytes_read(lm),
+    name = name or f"{lm.name} here (\u2264 {lm.max_context:,} tokens)"
+    return DecodeSetup(name, lm.n_params, lm.geometry, weight_bytes_read(lm),
                        sizing.kv_bytes_per_token(lm.config, lm.dtype), peak_flops_per_s, bandwidth_bytes_per_s,
                        batches=tuple(int(b) for b in batches), max_context=lm.max_context, efficiency=efficiency)
 
