@@ -2,31 +2,40 @@
 error and no request to the network, every interactive figure is drawn, and moving its slider (a mouse click on
 the slider's rail) or picking a dropdown entry changes the data drawn; at 1280 px and at a 412 px phone width.
 
-Skipped, saying why, where Chromium, chromedriver or selenium is missing (``.ci/run`` installs Debian's
-``chromium`` and ``chromium-driver``). The book is the one the slow build test builds (``built_book``)."""
+Also: every chapter whose notebook calls an ipywidgets explorer (``sl.widgets.``) carries at least one interactive
+figure on its page (read from the HTML, no browser needed).
+
+The browser tests are skipped, saying why, where Chromium, chromedriver or selenium is missing (``.ci/run`` installs
+Debian's ``chromium`` and ``chromium-driver``). The book is the one the slow build test builds (``built_book``), or
+the build ``SPLITLAB_BOOK_HTML`` names."""
 from __future__ import annotations
 
 import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
+from pathlib import Path
 
+import nbformat
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
-missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
-if missing:
-    pytest.skip(f"the browser tests need {' and '.join(missing)} (Debian: apt-get install chromium chromium-driver)",
-                allow_module_level=True)
-pytest.importorskip("selenium", reason="the browser tests need selenium (pip install selenium)")
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+def _need_browser() -> None:
+    """Skip, saying why, where Chromium, chromedriver or selenium is missing."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    if missing:
+        pytest.skip(f"the browser tests need {' and '.join(missing)} (Debian: apt-get install chromium "
+                    "chromium-driver)")
+    pytest.importorskip("selenium", reason="the browser tests need selenium (pip install selenium)")
+
 
 pytestmark = pytest.mark.slow
 WIDTHS = (1280, 412)
@@ -39,7 +48,8 @@ JS_STATE = """
 const gd = document.querySelectorAll('.plotly-graph-div')[arguments[0]];
 return JSON.stringify({sliders: (gd._fullLayout.sliders || []).map(s => s.active),
                        menus: (gd._fullLayout.updatemenus || []).map(m => m.active),
-                       traces: gd._fullData.map(t => [t.visible, t.y ? Array.from(t.y) : null]),
+                       traces: gd._fullData.map(t => [t.visible, t.x ? Array.from(t.x) : null,
+                                                t.y ? Array.from(t.y) : null]),
                        painted: Array.from(gd.querySelectorAll('.trace path, .trace .point, .ytick text, .xtick text'))
                                      .map(p => (p.getAttribute('d') || '') + (p.getAttribute('transform') || '')
                                                + (p.textContent || ''))});"""
@@ -70,6 +80,10 @@ def site(built_book):
 
 @pytest.fixture(scope="module")
 def driver():
+    _need_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
@@ -86,6 +100,8 @@ def driver():
 
 
 def _open(driver, url: str, width: int) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
     driver.set_window_size(width, 900)
     inner = driver.execute_script("return window.innerWidth")
     if inner != width:
@@ -100,6 +116,8 @@ def _open(driver, url: str, width: int) -> None:
 
 def _click_slider(driver, i: int, step: int) -> None:
     """A mouse click on the rail of figure ``i``'s slider, above the tick of ``step``."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
     gd = driver.find_elements("css selector", ".plotly-graph-div")[i]
     container = gd.find_element("css selector", ".slider-container")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", container)
@@ -112,6 +130,9 @@ def _click_slider(driver, i: int, step: int) -> None:
 
 
 def _pick(driver, i: int, entry: int) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import WebDriverWait
+
     gd = driver.find_elements("css selector", ".plotly-graph-div")[i]
     header = gd.find_element("css selector", ".updatemenu-header")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", header)
@@ -122,6 +143,8 @@ def _pick(driver, i: int, entry: int) -> None:
 
 
 def _changed(driver, i: int, before: dict) -> dict:
+    from selenium.webdriver.support.ui import WebDriverWait
+
     WebDriverWait(driver, 15, poll_frequency=0.1).until(lambda d: d.execute_script(JS_READY)
                                                         and _state(d, i) != before)
     return _state(driver, i)
@@ -153,3 +176,27 @@ def test_pages_work_offline_and_every_interactive_figure_moves(built_book, site,
             assert not errors, f"{page} at {width} px logged JavaScript errors: {errors}"
     if not moved:
         pytest.skip("the built book has no interactive figure yet")
+
+
+def _explorer_chapters() -> list[Path]:
+    """The chapter notebooks whose code calls an ipywidgets explorer (``sl.widgets.``)."""
+    found = []
+    for nb_path in sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        if any(c.cell_type == "code" and re.search(r"\bsl\.widgets\.", c.source) for c in nb.cells):
+            found.append(nb_path)
+    return found
+
+
+def test_every_chapter_with_an_explorer_has_an_interactive_figure(built_book):
+    """An ipywidgets explorer is dead in the static HTML: each page that has one must also carry a plotly figure
+    (moved by the test above). Read from the built HTML, so this runs without a browser too."""
+    chapters = _explorer_chapters()
+    assert chapters, "no chapter calls sl.widgets: the search for explorers is broken"
+    without = []
+    for nb_path in chapters:
+        page = Path(built_book) / nb_path.relative_to(ROOT).with_suffix(".html")
+        assert page.is_file(), f"{nb_path.name} was not built to {page}"
+        if len(re.findall(r'class="plotly-graph-div"', page.read_text(encoding="utf-8"))) < 1:
+            without.append(nb_path.name)
+    assert not without, f"pages with an ipywidgets explorer but no interactive figure: {without}"

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-__all__ = ["Trace", "explorer_figure", "show"]
+__all__ = ["Trace", "explorer_figure", "room_for_legend", "show"]
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -133,3 +133,21 @@ def show(fig) -> None:
         fig.show()
     else:
         display(_Bundle(fig))
+
+
+def room_for_legend(fig, rows: int, plot_px: int = 300):
+    """Make an :func:`explorer_figure` fit a 412 px phone: room below the x axis for ``rows`` rows of legend (each
+    about 21 px; two short names share a row on a phone) above the slider, keeping the plot itself ``plot_px``
+    tall, and a mode bar trimmed to its download and reset buttons so that it does not cover the title.
+    Returns ``fig``. Raises ValueError for rows < 1."""
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    axis_px, row_px, slider_px = 52, 21, 80  # tick labels + axis title; one legend row; the slider and its ticks
+    top = fig.layout.margin.t
+    bottom = axis_px + rows * row_px + slider_px
+    fig.update_layout(height=top + plot_px + bottom, margin=dict(b=bottom),
+                      legend=dict(y=-axis_px / plot_px, yanchor="top"),
+                      modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale",
+                                           "togglespikelines", "hoverclosest", "hovercompare"]))
+    fig.layout.sliders[0].update(y=-(axis_px + rows * row_px + 6) / plot_px)
+    return fig

@@ -1,17 +1,22 @@
 """Interactive explorers (core ipywidgets + inline matplotlib, which work on Colab and in Jupyter).
 
 Widgets are dead in the static HTML of the book, so every explorer first draws a static figure at its default
-settings, then shows the sliders, which redraw a live copy when a kernel is running.
+settings, then shows the sliders, which redraw a live copy when a kernel is running. Beside each explorer, a
+``*_figure`` function builds the plotly figure that stays interactive in the rendered book
+(:mod:`splitlab.teach.interactive`); both take their numbers from one ``*_grid`` function.
 
 One module per chapter (``ch01`` ...); every explorer is reachable here as ``splitlab.widgets.<name>``.
 """
 from .base import explorer
-from .ch01 import two_phases_explorer
-from .ch02 import kv_size_explorer
-from .ch03 import decode_roofline_explorer
-from .ch04 import stall_explorer, ttft_load_explorer
+from .ch01 import decode_step_of, timeline_grid, two_phases_explorer, two_phases_figure
+from .ch02 import kv_grid, kv_size_explorer, kv_size_figure
+from .ch03 import decode_roofline_explorer, decode_roofline_figure, decode_roofline_grid
+from .ch04 import stall_explorer, ttft_load_explorer, ttft_load_figure, ttft_load_grid
 from .ch05 import kv_transfer_explorer
 from .ch06 import split_explorer
 from .ch07 import pools_explorer
 
-__all__ = ['explorer', 'decode_roofline_explorer', 'kv_size_explorer', 'kv_transfer_explorer', 'pools_explorer', 'split_explorer', 'stall_explorer', 'ttft_load_explorer', 'two_phases_explorer']
+__all__ = ['explorer', 'decode_roofline_explorer', 'kv_size_explorer', 'kv_transfer_explorer', 'pools_explorer', 'split_explorer', 'stall_explorer', 'ttft_load_explorer', 'two_phases_explorer',
+           # the grids the explorers share with their figures in the rendered book (chapters 1-4)
+           'timeline_grid', 'decode_step_of', 'two_phases_figure', 'kv_grid', 'kv_size_figure', 'decode_roofline_grid',
+           'decode_roofline_figure', 'ttft_load_grid', 'ttft_load_figure']
