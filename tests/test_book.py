@@ -1,9 +1,30 @@
 """The book as a whole: every chapter's install cell points at the repository in _config.yml, notebooks are
 stored without outputs, and `jupyter-book build . -W --keep-going` succeeds (every chapter executed live).
-The chapters themselves also run cell by cell under nbval (`book/` is in pytest's testpaths)."""
+The chapters themselves also run cell by cell under nbval (`book/` is in pytest's testpaths).
+
+The rendered book in a real browser (headless Chromium, driven by selenium): every page loads with no
+JavaScript error and no request to the network, every interactive figure is drawn, and moving its slider (a mouse click on
+the slider's rail) or picking a dropdown entry changes the data drawn; at 1280 px and at a 412 px phone width.
+
+Also: every chapter whose notebook calls an ipywidgets explorer (``sl.widgets.``) carries at least one interactive
+figure on its page (read from the HTML, no browser needed).
+
+The browser tests are skipped, saying why, where Chromium, chromedriver or selenium is missing (``.ci/run`` installs
+Debian's ``chromium`` and ``chromium-driver``). The book is the one the slow build test builds (``built_book``), or
+the build ``SPLITLAB_BOOK_HTML`` names.
+
+The build and the browser tests share one file so that, with tests spread over workers by file
+(pytest-xdist --dist loadfile), the book is built once."""
 from __future__ import annotations
 
+import functools
+import http.server
+import json
+import os
 import re
+import shutil
+import tempfile
+import threading
 from pathlib import Path
 
 import nbformat
@@ -55,3 +76,182 @@ def test_book_builds_without_warnings(built_book):
         assert made >= 1, f"{chapter.stem} made no figure when executed (was the inline backend selected?)"
         assert shown == made, f"{chapter.stem}: {made} figures made, {shown} on the page"
         assert made <= MAX_FIGURES, f"{chapter.stem} shows {made} figures, more than {MAX_FIGURES}"
+
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+
+
+def _need_browser() -> None:
+    """Skip, saying why, where Chromium, chromedriver or selenium is missing."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    if missing:
+        pytest.skip(f"the browser tests need {' and '.join(missing)} (Debian: apt-get install chromium "
+                    "chromium-driver)")
+    pytest.importorskip("selenium", reason="the browser tests need selenium (pip install selenium)")
+
+
+WIDTHS = (1280, 412)
+
+JS_READY = """
+const gds = Array.from(document.querySelectorAll('.plotly-graph-div'));
+return document.readyState === 'complete' && (gds.length === 0 || typeof window.Plotly === 'object') &&
+       gds.every(gd => gd._fullLayout && gd.querySelector('.main-svg') && !gd._transitioning);"""
+JS_STATE = """
+const gd = document.querySelectorAll('.plotly-graph-div')[arguments[0]];
+return JSON.stringify({sliders: (gd._fullLayout.sliders || []).map(s => s.active),
+                       menus: (gd._fullLayout.updatemenus || []).map(m => m.active),
+                       traces: gd._fullData.map(t => [t.visible, t.x ? Array.from(t.x) : null,
+                                                t.y ? Array.from(t.y) : null]),
+                       painted: Array.from(gd.querySelectorAll('.trace path, .trace .point, .ytick text, .xtick text'))
+                                     .map(p => (p.getAttribute('d') || '') + (p.getAttribute('transform') || '')
+                                               + (p.textContent || ''))});"""
+
+
+def _state(driver, i) -> dict:
+    return json.loads(driver.execute_script(JS_STATE, i))
+
+
+def _errors(driver) -> list[str]:
+    """SEVERE console entries: uncaught errors, console.error, failed loads (an unreachable CDN shows up here)."""
+    return [e["message"] for e in driver.get_log("browser")
+            if e["level"] == "SEVERE" and "/favicon.ico" not in e["message"]]
+
+
+@pytest.fixture(scope="module")
+def site(built_book):
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built_book)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def driver():
+    _need_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1280,900"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    drv.set_page_load_timeout(90)
+    yield drv
+    drv.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _open(driver, url: str, width: int) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.set_window_size(width, 900)
+    inner = driver.execute_script("return window.innerWidth")
+    if inner != width:
+        driver.set_window_size(2 * width - inner, 900)
+    driver.get_log("browser")  # forget what earlier pages logged
+    driver.get(url)
+    try:
+        WebDriverWait(driver, 60, poll_frequency=0.2).until(lambda d: d.execute_script(JS_READY))
+    except Exception:
+        pytest.fail(f"{url}: figures not drawn; console: {_errors(driver)}")
+
+
+def _click_slider(driver, i: int, step: int) -> None:
+    """A mouse click on the rail of figure ``i``'s slider, above the tick of ``step``."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    gd = driver.find_elements("css selector", ".plotly-graph-div")[i]
+    container = gd.find_element("css selector", ".slider-container")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", container)
+    rail = container.find_element("css selector", ".slider-rail-touch-rect")
+    tick = container.find_elements("css selector", ".slider-tick-rect")[step]
+    dx = driver.execute_script("const r = arguments[0].getBoundingClientRect(), t = arguments[1]"
+                               ".getBoundingClientRect(); return (t.left + t.width / 2) - (r.left + r.width / 2);",
+                               rail, tick)
+    ActionChains(driver).move_to_element_with_offset(rail, int(round(dx)), 0).click().perform()
+
+
+def _pick(driver, i: int, entry: int) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    gd = driver.find_elements("css selector", ".plotly-graph-div")[i]
+    header = gd.find_element("css selector", ".updatemenu-header")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", header)
+    ActionChains(driver).move_to_element(header).click().perform()
+    WebDriverWait(driver, 10).until(lambda d: gd.find_elements("css selector", ".updatemenu-dropdown-button"))
+    button = gd.find_elements("css selector", ".updatemenu-dropdown-button")[entry]
+    ActionChains(driver).move_to_element(button).click().perform()
+
+
+def _changed(driver, i: int, before: dict) -> dict:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 15, poll_frequency=0.1).until(lambda d: d.execute_script(JS_READY)
+                                                        and _state(d, i) != before)
+    return _state(driver, i)
+
+
+@pytest.mark.slow
+def test_pages_work_offline_and_every_interactive_figure_moves(built_book, site, driver):
+    pages = sorted(p.relative_to(built_book).as_posix() for p in built_book.rglob("*.html")
+                   if p.name not in ("genindex.html", "search.html", "index.html") and "_static" not in p.parts)
+    assert pages, f"no pages in {built_book}"
+    moved = 0
+    for width in WIDTHS:
+        for page in pages:
+            _open(driver, f"{site}/{page}", width)
+            assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1"), \
+                f"{page} scrolls sideways at {width} px"
+            for i in range(driver.execute_script("return document.querySelectorAll('.plotly-graph-div').length")):
+                before = _state(driver, i)
+                target = 1 if before["sliders"][0] != 1 else 0
+                _click_slider(driver, i, target)
+                after = _changed(driver, i, before)
+                assert after["sliders"][0] == target, f"{page} figure {i}: the slider did not move"
+                assert after["traces"] != before["traces"] and after["painted"] != before["painted"], \
+                    f"{page} figure {i}: moving the slider changed nothing drawn"
+                if after["menus"]:
+                    _pick(driver, i, 1 if after["menus"][0] != 1 else 0)
+                    assert _changed(driver, i, after)["menus"] != after["menus"]
+                moved += 1
+            errors = _errors(driver)
+            assert not errors, f"{page} at {width} px logged JavaScript errors: {errors}"
+    if not moved:
+        pytest.skip("the built book has no interactive figure yet")
+
+
+def _explorer_chapters() -> list[Path]:
+    """The chapter notebooks whose code calls an ipywidgets explorer (``sl.widgets.``)."""
+    found = []
+    for nb_path in sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        if any(c.cell_type == "code" and re.search(r"\bsl\.widgets\.", c.source) for c in nb.cells):
+            found.append(nb_path)
+    return found
+
+
+@pytest.mark.slow
+def test_every_chapter_with_an_explorer_has_an_interactive_figure(built_book):
+    """An ipywidgets explorer is dead in the static HTML: each page that has one must also carry a plotly figure
+    (moved by the test above). Read from the built HTML, so this runs without a browser too."""
+    chapters = _explorer_chapters()
+    assert chapters, "no chapter calls sl.widgets: the search for explorers is broken"
+    without = []
+    for nb_path in chapters:
+        page = Path(built_book) / nb_path.relative_to(ROOT).with_suffix(".html")
+        assert page.is_file(), f"{nb_path.name} was not built to {page}"
+        if len(re.findall(r'class="plotly-graph-div"', page.read_text(encoding="utf-8"))) < 1:
+            without.append(nb_path.name)
+    assert not without, f"pages with an ipywidgets explorer but no interactive figure: {without}"
