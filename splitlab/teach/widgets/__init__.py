@@ -12,6 +12,6 @@ from .ch03 import decode_roofline_explorer
 from .ch04 import stall_explorer, ttft_load_explorer
 from .ch05 import kv_transfer_explorer, kv_transfer_figure
 from .ch06 import split_explorer, split_figure
-from .ch07 import pools_explorer
+from .ch07 import pools_explorer, pools_figure
 
-__all__ = ['explorer', 'decode_roofline_explorer', 'kv_size_explorer', 'kv_transfer_explorer', 'kv_transfer_figure', 'pools_explorer', 'split_explorer', 'split_figure', 'stall_explorer', 'ttft_load_explorer', 'two_phases_explorer']
+__all__ = ['explorer', 'decode_roofline_explorer', 'kv_size_explorer', 'kv_transfer_explorer', 'kv_transfer_figure', 'pools_explorer', 'pools_figure', 'split_explorer', 'split_figure', 'stall_explorer', 'ttft_load_explorer', 'two_phases_explorer']
