@@ -65,7 +65,6 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
     rates = {w: [f * reference_rate_per_worker[w] for f in factors] for w in workloads}
     grid = split_figures.split_grid(cost, workloads, rates, ratios, n_requests, scale, seed, measured)
     names = list(workloads)
-    lo, hi = 0.9 * min(min(r) for r in rates.values()), 1.1 * max(max(r) for r in rates.values())
 
     def traces(workload, pd_ratio):
         p, d = pd_ratio
@@ -78,8 +77,7 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
                 r = rows[rows.label == label].sort_values("rate_per_worker")
                 out.append(Trace(f"{kind}, {label}", list(r.rate_per_worker), list(100 * r.slo_attainment), mode,
                                  color=color, dash="solid" if kind == "split" else "dash"))
-        g_all = grid[grid.workload == workload]
-        span = [min(lo, g_all.rate_per_worker.min()), max(hi, g_all.rate_per_worker.max())]
+        span = [0.9 * g.rate_per_worker.min(), 1.1 * g.rate_per_worker.max()]  # this workload's rates only
         return out + [Trace("90% target", span, [90, 90], dash="dot", color="#000000")]
 
     fig = explorer_figure(traces, ("P:D", ratios), "SLO attainment: split vs colocated", "request rate per worker "
