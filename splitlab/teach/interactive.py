@@ -18,6 +18,9 @@ from typing import Callable, Sequence
 
 __all__ = ["Trace", "explorer_figure", "room_for_legend", "show"]
 
+#: mode-bar buttons every explorer figure leaves out (download and reset stay)
+MODEBAR_REMOVED = ["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale", "togglespikelines",
+                   "hoverclosest", "hovercompare"]
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
@@ -102,6 +105,8 @@ def explorer_figure(traces_for: Callable[..., list[Trace]], slider: tuple[str, S
                    for j, g in enumerate(groups)]
         layout["updatemenus"] = [dict(buttons=buttons, active=dropdown_default, x=0, xanchor="left", y=1.03,
                                       yanchor="bottom", showactive=True, pad=dict(r=4))]
+    # a mode bar trimmed to download and reset, so that on a phone it does not cover the title
+    layout["modebar"] = dict(remove=MODEBAR_REMOVED)
     fig.update_layout(**layout)
     return fig
 
@@ -138,16 +143,13 @@ def show(fig) -> None:
 def room_for_legend(fig, rows: int, plot_px: int = 300):
     """Make an :func:`explorer_figure` fit a 412 px phone: room below the x axis for ``rows`` rows of legend (each
     about 21 px; two short names share a row on a phone) above the slider, keeping the plot itself ``plot_px``
-    tall, and a mode bar trimmed to its download and reset buttons so that it does not cover the title.
-    Returns ``fig``. Raises ValueError for rows < 1."""
+    tall. Returns ``fig``. Raises ValueError for rows < 1."""
     if rows < 1:
         raise ValueError(f"rows must be >= 1, got {rows}")
     axis_px, row_px, slider_px = 52, 21, 80  # tick labels + axis title; one legend row; the slider and its ticks
     top = fig.layout.margin.t
     bottom = axis_px + rows * row_px + slider_px
     fig.update_layout(height=top + plot_px + bottom, margin=dict(b=bottom),
-                      legend=dict(y=-axis_px / plot_px, yanchor="top"),
-                      modebar=dict(remove=["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale",
-                                           "togglespikelines", "hoverclosest", "hovercompare"]))
+                      legend=dict(y=-axis_px / plot_px, yanchor="top"))
     fig.layout.sliders[0].update(y=-(axis_px + rows * row_px + 6) / plot_px)
     return fig

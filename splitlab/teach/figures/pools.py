@@ -7,6 +7,8 @@
 - :func:`candidates`: the planner's candidates as horizontal bars of goodput per worker (best on top), each with
   its binding SLO and the closed-form first guess.
 - :func:`trap_table`: the backlog trap in numbers: attainment with and without the second-token bound.
+- :func:`pools_plan`, :func:`pools_grid`: the planner at chosen SLOs and lengths, and over a grid of them (the
+  numbers of chapter 7's explorers).
 
 Every function draws on a given Axes (or makes one at most 8 inches wide), labels both axes with units, sets a
 title and returns the Axes.
@@ -21,7 +23,8 @@ import pandas as pd
 
 from ...serving import metrics as M
 
-__all__ = ["attainment_curves", "ratio_sweep", "candidates", "trap_table", "LAYOUT_COLORS"]
+__all__ = ["attainment_curves", "ratio_sweep", "candidates", "trap_table", "pools_plan", "pools_grid", "short_name",
+           "LAYOUT_COLORS"]
 
 LAYOUT_COLORS = {"colocated": "tab:blue", "chunked": "tab:purple", "disaggregated": "tab:orange"}
 
@@ -110,3 +113,56 @@ def trap_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float)
                       "attainment, TTFT and TPOT only (%)": 100 * old,
                       "attainment with the TTST bound (%)": 100 * m["slo_attainment"]}
     return pd.DataFrame(cols).map(lambda v: float(f"{v:.3g}")).astype(object)
+
+
+_PLANS: dict = {}  # (inputs) -> Plan: the simulator is deterministic, so the same inputs give the same plan
+
+
+def pools_plan(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slo_s: float = 0.02, scale: float = 1.0,
+               max_workers: int = 4, chunk_tokens=(256,), max_requests: int = 100, tolerance: float = 0.1,
+               price_per_hour: float = 1.0):
+    """:func:`splitlab.planner.plan` on the simulator with ``cost`` (a :class:`~splitlab.costmodel.CostModel` or
+    a calibration) for the explorers: few requests per run (``max_requests``) and a coarse ``tolerance`` (each
+    goodput within 10% by default), so one plan takes about a second; remembered, so a figure and an explorer
+    asking for the same point share one search. Arguments and errors: those of :func:`~splitlab.planner.plan`."""
+    from ...planning.planner import plan
+
+    cost = getattr(cost, "cost", cost)
+    key = (repr(cost), repr(workload), ttft_slo_s, tpot_slo_s, scale, max_workers, tuple(chunk_tokens), max_requests,
+           tolerance, price_per_hour)
+    if key not in _PLANS:
+        _PLANS[key] = plan(cost, workload, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour,
+                           chunk_tokens=chunk_tokens, scale=scale, max_requests=max_requests, tolerance=tolerance,
+                           progress=False)
+    return _PLANS[key]
+
+
+def short_name(c) -> str:
+    """A candidate's name in a few characters ("4 coloc.", "4 chunked", "3P+1D")."""
+    if c.layout == "disaggregated":
+        return c.name
+    return f"{c.workers} {'chunked' if c.policy == 'chunked' else 'coloc.'}"
+
+
+def pools_grid(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slos_s=(0.02,), scales=(1.0,),
+               **options) -> pd.DataFrame:
+    """:func:`pools_plan` at every TPOT SLO of ``tpot_slos_s`` (s) x lengths ``scale`` of ``scales``
+    (``options``: its other arguments).
+
+    Returns:
+        two rows per candidate of each plan: its simulated goodput per worker (``label`` "simulated") and the
+        closed-form first guess (``label`` "predicted (closed form)"); columns ``tpot_slo_s``, ``scale``,
+        ``candidate`` (:func:`short_name`), ``layout``, ``policy``, ``workers``, ``prefill_workers``,
+        ``decode_workers``, ``binding_slo``, ``goodput_rps_per_worker`` (requests/s) and ``label``.
+    """
+    rows = []
+    for tpot in tpot_slos_s:
+        for scale in scales:
+            for c in pools_plan(cost, workload, ttft_slo_s, tpot, scale, **options).candidates:
+                common = dict(tpot_slo_s=tpot, scale=scale, candidate=short_name(c), layout=c.layout, policy=c.policy,
+                              workers=c.workers, prefill_workers=c.prefill_workers, decode_workers=c.decode_workers,
+                              binding_slo=c.binding_slo)
+                rows += [dict(common, goodput_rps_per_worker=c.goodput_rps_per_worker, label="simulated"),
+                         dict(common, goodput_rps_per_worker=c.first_guess_rps_per_worker,
+                              label="predicted (closed form)")]
+    return pd.DataFrame(rows)

@@ -5,22 +5,28 @@
 - :func:`winner`: which run met the SLOs for the most requests, in one line.
 - :func:`latency_cdfs`: TTFT and TPOT CDFs of the runs, two panels, the SLOs drawn.
 - :func:`timelines`: what each worker did, one panel per run, stacked, over the same window.
+- :func:`split_runs`: the same requests on P + D colocated workers and on the PxDy split (the explorer's runs).
+- :func:`split_grid`: SLO attainment and P90 latencies of both over rates x P:D ratios (the explorers' grid).
 
 Figures are at most 8 inches wide (the page column), with fonts of 9 pt or more.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 import pandas as pd
 
+from ... import serving
 from ...serving import metrics as M
 from . import serving as serving_plots
 
-__all__ = ["slo_table", "winner", "latency_cdfs", "timelines"]
+__all__ = ["slo_table", "winner", "latency_cdfs", "timelines", "split_runs", "split_grid", "RATIOS"]
+
+#: the P:D ratios of chapter 6's explorer in the rendered book: every split of at most four workers
+RATIOS = ((1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3))
 
 
 def slo_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) -> pd.DataFrame:
@@ -93,3 +99,68 @@ def timelines(runs: Mapping[str, object], t_range: tuple[float, float] | None = 
     fig.legend(handles, list(serving_plots.KIND_COLORS), loc="outside lower center", ncols=4, fontsize=9,
                frameon=False)
     return fig
+
+
+def split_runs(backend, workload, rate_per_s: float, splits: Sequence[tuple[int, int]], n_requests: int = 300,
+               scale: float | None = None, seed: int = 0, colocated: bool = True) -> dict:
+    """The same ``n_requests`` requests of ``workload`` arriving at ``rate_per_s`` (Poisson, ``seed``) served by
+    each split of ``splits`` ((P, D): P prefill + D decode workers, all of one size N = P + D) and, if
+    ``colocated``, by N colocated workers (prefill-first), on ``backend`` (a
+    :class:`splitlab.serving.CostModelExecutor`: simulated).
+
+    Returns:
+        name -> :class:`splitlab.serving.ServingResult` ("4 colocated", "3P+1D").
+
+    Raises:
+        ValueError: splits of different sizes or none; a bad rate or worker count (from :mod:`splitlab.serving`).
+    """
+    sizes = {p + d for p, d in splits}
+    if len(sizes) != 1:
+        raise ValueError(f"splits must all have one number of workers (P + D), got {list(splits)}")
+    reqs = serving.workload_requests(workload, n_requests, rate_per_s, backend, seed, scale)
+    n, runs = sizes.pop(), {}
+    if colocated:
+        runs[f"{n} colocated"] = serving.run(reqs, serving.ServingConfig.colocated(n, trace=False), backend)
+    for p, d in splits:
+        runs[f"{p}P+{d}D"] = serving.run(reqs, serving.ServingConfig.disaggregated(p, d, trace=False), backend)
+    return runs
+
+
+def _row(workload, res, rate_per_s: float, slos, label: str) -> dict:
+    cfg, m = res.config, res.metrics(*slos)
+    split = cfg.layout == "disaggregated"
+    return dict(workload=workload, layout="split" if split else "colocated", name=cfg.name,
+                prefill_workers=cfg.prefill_workers if split else 0, decode_workers=cfg.decode_workers if split else 0,
+                workers=len(res.workers), rate_per_s=rate_per_s, rate_per_worker=rate_per_s / len(res.workers),
+                slo_attainment=m["slo_attainment"], ttft_p90_s=m["ttft_s"]["p90"], tpot_p90_s=m["tpot_s"]["p90"],
+                label=label)
+
+
+def split_grid(cost, workloads: Mapping[str, tuple[float, float]], rates_per_worker: Mapping[str, Sequence[float]],
+               ratios: Sequence[tuple[int, int]] = RATIOS, n_requests: int = 100, scale: float | None = None,
+               seed: int = 0, measured: Mapping[str, tuple[float, Mapping[str, object]]] | None = None) -> pd.DataFrame:
+    """Chapter 6's explorer grid: for each workload (name -> its (TTFT SLO, TPOT SLO) in s), each rate per worker
+    of ``rates_per_worker[workload]`` and each (P, D) of ``ratios``, :func:`split_runs` on the simulator with
+    ``cost`` (each colocated size run once per rate), summarised; then the chapter's live runs.
+
+    Args:
+        cost: a :class:`splitlab.costmodel.CostModel` or a calibration (its ``.cost``); None: the built-in one.
+        measured: workload -> (rate_per_s, name -> ServingResult) of emulated runs (the real model timed every
+            step); colocated runs other than prefill-first are left out (the simulated line is prefill-first).
+
+    Returns:
+        one row per run: ``workload``, ``layout`` ("colocated" or "split"), ``name``, ``prefill_workers``,
+        ``decode_workers`` (0 colocated), ``workers``, ``rate_per_s``, ``rate_per_worker``, ``slo_attainment``
+        (share), ``ttft_p90_s``, ``tpot_p90_s`` and ``label`` ("simulated" or "measured").
+    """
+    ex = serving.CostModelExecutor(getattr(cost, "cost", cost))
+    rows = []
+    for workload, slos in workloads.items():
+        for rate in rates_per_worker[workload]:
+            for n in sorted({p + d for p, d in ratios}):
+                runs = split_runs(ex, workload, rate * n, [r for r in ratios if sum(r) == n], n_requests, scale, seed)
+                rows += [_row(workload, r, rate * n, slos, "simulated") for r in runs.values()]
+        rate_s, results = (measured or {}).get(workload, (None, {}))
+        rows += [_row(workload, r, rate_s, slos, "measured") for r in results.values()
+                 if r.config.layout == "disaggregated" or r.config.policy == "prefill-first"]
+    return pd.DataFrame(rows)

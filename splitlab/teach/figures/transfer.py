@@ -11,6 +11,7 @@ length on a log axis means nothing).
 - :func:`bandwidth_dots`: bandwidths measured here beside published link speeds (:data:`splitlab.sizing.LINKS`).
 - :func:`transfer_vs_bytes`: measured transfer times vs bytes with the fitted ``latency + bytes / bandwidth``.
 - :func:`handoff_dots`: one prompt's transfer time over each link vs a decode step and a prefill (DistServe).
+- :func:`handoff_grid`: the numbers behind it (and behind chapter 5's explorers): models x prompts x links.
 - :func:`streaming_timeline`: one layer-wise streamed prefill: the forward, each layer's send, what is left after.
 - :func:`streaming_overlap`: whole-transfer time vs the part streaming leaves exposed, measured and predicted.
 """
@@ -21,13 +22,14 @@ from typing import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import ticker
+import pandas as pd
 
 from ... import sizing
 from .confusions import _styled, figure
 from .phases import _minor_label
 
 __all__ = ["kv_bytes_vs_prompt", "bandwidth_dots", "transfer_vs_bytes", "handoff_dots", "streaming_timeline",
-           "streaming_overlap", "bandwidth_bars", "handoff_bars", "MEASURED", "PUBLISHED"]
+           "streaming_overlap", "bandwidth_bars", "handoff_bars", "handoff_grid", "MEASURED", "PUBLISHED"]
 
 MEASURED, PUBLISHED, PREDICTED, TRANSFER = "tab:green", "tab:gray", "black", "tab:green"
 _UNITS = {2 ** 30: "GiB", 2 ** 20: "MiB", 2 ** 10: "KiB"}
@@ -46,6 +48,36 @@ def _plain_log(axis) -> None:
     """Plain numbers (0.2, 1, 50, 1,000) on a log axis, majors and the minor ticks 2, 3 and 5 of each decade."""
     axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: _plain(v)))
     axis.set_minor_formatter(ticker.FuncFormatter(lambda v, pos: _minor_label(v, pos, _plain)))
+
+
+def handoff_grid(models: Sequence[str], prompt_tokens: Sequence[int], links: Mapping[str, float] | None = None,
+                 measured: Mapping[str, float] | None = None, gpu: str = "H100", dtype="fp16") -> pd.DataFrame:
+    """DistServe's comparison (:func:`splitlab.sizing.handoff`) over a grid: one row per model x prompt length x
+    link, the links sorted fastest first.
+
+    Args:
+        models: published models (:data:`splitlab.sizing.PUBLISHED_MODELS`). prompt_tokens: lengths (tokens).
+        links: label -> bytes/s (default: every link of :data:`splitlab.sizing.LINKS`, datasheet numbers);
+            measured: label -> bytes/s measured on this machine (chapter 5's fit to the raw buffer).
+
+    Returns:
+        columns ``model``, ``prompt_tokens``, ``link``, ``bandwidth_bytes_per_s``, ``link_source`` ("published"
+        or "measured"), ``kv_bytes``, ``transfer_s``, ``decode_step_s`` (minimum, on ``gpu``), ``prefill_s``
+        (roofline), ``decode_steps``, ``prefill_share`` and ``label`` (every time is predicted from the bytes and
+        the bandwidth: "predicted, published link" or "predicted, link measured here").
+
+    Raises:
+        KeyError: an unknown model or GPU; ValueError: a bandwidth that is not > 0 (from ``sizing``).
+    """
+    links = {k: v["bandwidth_bytes_per_s"] for k, v in sizing.LINKS.items()} if links is None else dict(links)
+    speeds = [(name, bw, "published") for name, bw in links.items()]
+    speeds += [(name, bw, "measured") for name, bw in (measured or {}).items()]
+    speeds.sort(key=lambda s: -s[1])
+    rows = [dict(model=m, prompt_tokens=int(n), link=name, bandwidth_bytes_per_s=float(bw), link_source=src,
+                 **sizing.handoff(m, int(n), bw, gpu, dtype),
+                 label="predicted, " + ("published link" if src == "published" else "link measured here"))
+            for m in models for n in prompt_tokens for name, bw, src in speeds]
+    return pd.DataFrame(rows)
 
 
 @_styled
@@ -148,11 +180,12 @@ def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16"
     model on ``gpu`` (horizontal lines). Log-scale time axis, so the transfers are dots."""
     ax = _ax(ax, (8, 4))
     links = list(sizing.LINKS) if links is None else list(links)
-    speeds = {name: sizing.LINKS[name]["bandwidth_bytes_per_s"] for name in links} | dict(extra or {})
-    speeds = dict(sorted(speeds.items(), key=lambda kv: -kv[1]))
-    h = {name: sizing.handoff(model, prompt_tokens, bw, gpu, dtype) for name, bw in speeds.items()}
-    ms = np.array([v["transfer_s"] for v in h.values()]) * 1e3
-    colors = [MEASURED if name in (extra or {}) else PUBLISHED for name in speeds]
+    grid = handoff_grid([model], [prompt_tokens], {n: sizing.LINKS[n]["bandwidth_bytes_per_s"] for n in links}, extra,
+                        gpu, dtype)
+    h = {row["link"]: row for row in grid.to_dict("records")}
+    speeds = {name: row["bandwidth_bytes_per_s"] for name, row in h.items()}
+    ms = grid.transfer_s.to_numpy() * 1e3
+    colors = [MEASURED if src == "measured" else PUBLISHED for src in grid.link_source]
     ax.scatter(range(len(ms)), ms, c=colors, s=60, zorder=3)
     any_h = next(iter(h.values()))
     lines = [any_h["decode_step_s"] * 1e3, any_h["prefill_s"] * 1e3]

@@ -12,11 +12,13 @@ from .ch01 import decode_step_of, timeline_grid, two_phases_explorer, two_phases
 from .ch02 import kv_grid, kv_size_explorer, kv_size_figure
 from .ch03 import decode_roofline_explorer, decode_roofline_figure, decode_roofline_grid
 from .ch04 import stall_explorer, ttft_load_explorer, ttft_load_figure, ttft_load_grid
-from .ch05 import kv_transfer_explorer
-from .ch06 import split_explorer
-from .ch07 import pools_explorer
+from .ch05 import kv_transfer_explorer, kv_transfer_figure
+from .ch06 import split_explorer, split_figure
+from .ch07 import pools_explorer, pools_figure
 
-__all__ = ['explorer', 'decode_roofline_explorer', 'kv_size_explorer', 'kv_transfer_explorer', 'pools_explorer', 'split_explorer', 'stall_explorer', 'ttft_load_explorer', 'two_phases_explorer',
-           # the grids the explorers share with their figures in the rendered book (chapters 1-4)
+__all__ = ['explorer', 'decode_roofline_explorer', 'kv_size_explorer', 'kv_transfer_explorer', 'pools_explorer',
+           'split_explorer', 'stall_explorer', 'ttft_load_explorer', 'two_phases_explorer',
+           # the grids the explorers share with their figures in the rendered book
            'timeline_grid', 'decode_step_of', 'two_phases_figure', 'kv_grid', 'kv_size_figure', 'decode_roofline_grid',
-           'decode_roofline_figure', 'ttft_load_grid', 'ttft_load_figure']
+           'decode_roofline_figure', 'ttft_load_grid', 'ttft_load_figure', 'kv_transfer_figure', 'split_figure',
+           'pools_figure']

@@ -5,9 +5,12 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt  # noqa: F401 (NullFormatter below)
 
 from ... import sizing
-from .base import explorer
+from .base import explorer, phone_room
 
-__all__ = ['kv_transfer_explorer']
+__all__ = ['kv_transfer_explorer', 'kv_transfer_figure']
+
+#: the prompt lengths of the rendered book's figure (tokens)
+PROMPTS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
 
 def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, link: str = "PCIe 4.0 x16",
@@ -30,13 +33,13 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
             _draw(a1, a2, model, prompt_tokens, link)
 
     def _draw(a1, a2, model: str, prompt_tokens: int, link: str) -> None:
-        tokens = np.geomspace(128, 32768, 40)
-        h = [sizing.handoff(model, int(t), speeds[link], gpu, dtype) for t in tokens]
-        a1.loglog(tokens, [x["transfer_s"] * 1e3 for x in h], color=transfer_plots.TRANSFER, lw=2,
+        tokens = np.geomspace(128, 32768, 40).astype(int)
+        h = transfer_plots.handoff_grid([model], tokens, {link: speeds[link]}, gpu=gpu, dtype=dtype)
+        a1.loglog(h.prompt_tokens, h.transfer_s * 1e3, color=transfer_plots.TRANSFER, lw=2,
                   label=f"transfer over {link}")
-        a1.loglog(tokens, [x["decode_step_s"] * 1e3 for x in h], "--", color="tab:blue",
+        a1.loglog(h.prompt_tokens, h.decode_step_s * 1e3, "--", color="tab:blue",
                   label=f"one decode step on {gpu} (minimum)")
-        a1.loglog(tokens, [x["prefill_s"] * 1e3 for x in h], ":", color="tab:orange",
+        a1.loglog(h.prompt_tokens, h.prefill_s * 1e3, ":", color="tab:orange",
                   label=f"prefill on {gpu} (roofline)")
         a1.axvline(prompt_tokens, color="grey", lw=1)
         transfer_plots._plain_log(a1.yaxis)
@@ -55,3 +58,51 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
                     prompt_tokens=widgets.IntSlider(prompt_tokens, 128, 32768, 128, description="prompt"),
                     link=widgets.Dropdown(options=list(speeds), value=link, description="link"))
 
+
+
+def _tick(link: str, source: str = "published") -> str:
+    """A link's name on two short lines (a phone's column holds six of them)."""
+    if source == "measured":
+        return link.split(" (")[0].replace("this ", "this<br>") + "<br>(measured)"
+    return link.replace(" network", "<br>network").replace(" (", "<br>(").replace(" x16", "<br>x16")
+
+
+def kv_transfer_figure(models=("Llama-2-7B", "Llama-3-8B", "Llama-3-70B", "StarCoder-15B"), model: str = "Llama-3-8B",
+                       prompt_tokens: int = 2048, gpu: str = "H100", dtype: str = "fp16",
+                       measured: dict[str, float] | None = None, prompts=PROMPTS):
+    """Ch. 5's explorer for the rendered book (no kernel): a model (dropdown) and a prompt length (slider over
+    ``prompts``); the cache's transfer time over every link of :data:`splitlab.sizing.LINKS` and over the links
+    in ``measured`` (label -> bytes/s measured here), against the model's minimum decode step and roofline
+    prefill on ``gpu``. The numbers are :func:`splitlab.teach.figures.transfer.handoff_grid`'s, the very rows the
+    ipywidgets explorer draws. Returns a plotly figure (show it with :func:`splitlab.teach.interactive.show`).
+
+    Raises:
+        ValueError: ``model`` not in ``models`` or ``prompt_tokens`` not in ``prompts``.
+    """
+    from ..figures import transfer as transfer_plots
+    from ..interactive import Trace, explorer_figure
+
+    models, prompts = list(models), [int(n) for n in prompts]
+    if model not in models or prompt_tokens not in prompts:
+        raise ValueError(f"the default {model!r}, {prompt_tokens} must be among {models} and {prompts}")
+    grid = transfer_plots.handoff_grid(models, prompts, measured=measured, gpu=gpu, dtype=dtype)
+    grid["tick"] = [_tick(link, src) for link, src in zip(grid.link, grid.link_source)]
+    ticks = list(dict.fromkeys(grid.tick))
+
+    def traces(m, n):
+        g = grid[(grid.model == m) & (grid.prompt_tokens == n)]
+        pub, here = g[g.link_source == "published"], g[g.link_source == "measured"]
+        return [Trace("published link", list(pub.tick), list(pub.transfer_s * 1e3), "markers", color="#7f7f7f"),
+                Trace("link measured here", list(here.tick), list(here.transfer_s * 1e3), "markers", color="#2ca02c"),
+                Trace(f"decode step, {gpu} (min.)", ticks, [g.decode_step_s.iloc[0] * 1e3] * len(ticks), dash="dash",
+                      color="#1f77b4"),
+                Trace(f"prefill, {gpu} (roofline)", ticks, [g.prefill_s.iloc[0] * 1e3] * len(ticks), dash="dot",
+                      color="#ff7f0e")]
+
+    fig = explorer_figure(traces, ("prompt", prompts), f"KV transfer (predicted, {dtype})", "link",
+                          "time (ms, log scale)", dropdown=("model", models), height=600,
+                          slider_default=prompts.index(prompt_tokens), dropdown_default=models.index(model),
+                          y_log=True, slider_format=lambda n: f"{n:,} tokens")
+    fig.update_xaxes(categoryorder="array", categoryarray=ticks, tickangle=0, tickfont_size=10)
+    fig.update_traces(marker_size=10, selector=dict(mode="markers"))
+    return phone_room(fig, legend_rows=3)

@@ -4,9 +4,12 @@ from __future__ import annotations
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
-from .base import explorer
+from .base import explorer, phone_room
 
-__all__ = ['split_explorer']
+__all__ = ['split_explorer', 'split_figure']
+
+#: rates of the rendered book's figure, as multiples of the chapter's live rate per worker
+FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 
 
 def split_explorer(cost, workload="research", rate_per_s: float = 8.0, prefill_workers: int = 1,
@@ -23,11 +26,8 @@ def split_explorer(cost, workload="research", rate_per_s: float = 8.0, prefill_w
     ex = serving.CostModelExecutor(getattr(cost, "cost", cost))
 
     def draw(rate_per_s: float, prefill_workers: int, decode_workers: int) -> None:
-        reqs = serving.workload_requests(workload, n_requests, rate_per_s, ex, seed, scale)
-        n = prefill_workers + decode_workers
-        runs = {f"{n} colocated": serving.run(reqs, serving.ServingConfig.colocated(n, trace=False), ex),
-                f"{prefill_workers}P+{decode_workers}D": serving.run(
-                    reqs, serving.ServingConfig.disaggregated(prefill_workers, decode_workers, trace=False), ex)}
+        runs = split_figures.split_runs(ex, workload, rate_per_s, [(prefill_workers, decode_workers)], n_requests,
+                                        scale, seed)
         att = {k: r.metrics(ttft_slo_s, tpot_slo_s)["slo_attainment"] for k, r in runs.items()}
         name = workload if isinstance(workload, str) else getattr(workload, "name", "custom")
         split_figures.latency_cdfs(runs, ttft_slo_s, tpot_slo_s,
@@ -40,3 +40,51 @@ def split_explorer(cost, workload="research", rate_per_s: float = 8.0, prefill_w
                                                    description="rate /s", readout_format=".3g"),
                     prefill_workers=widgets.IntSlider(prefill_workers, 1, 6, 1, description="prefill (P)"),
                     decode_workers=widgets.IntSlider(decode_workers, 1, 6, 1, description="decode (D)"))
+
+
+def split_figure(cost, workloads, reference_rate_per_worker, measured=None, ratios=None, factors=FACTORS,
+                 n_requests: int = 100, scale: float | None = None, seed: int = 0, ratio=None):
+    """Ch. 6's explorer for the rendered book (no kernel): SLO attainment against the request rate per worker, of
+    a P:D split (slider over ``ratios``) and of as many colocated workers, for each workload (dropdown;
+    ``workloads``: name -> (TTFT SLO, TPOT SLO) in s). Lines: simulated on ``cost`` at ``factors`` x
+    ``reference_rate_per_worker[workload]``; dots: the chapter's emulated runs (``measured``: workload ->
+    (rate_per_s, name -> ServingResult)), shown where the slider's layout is theirs. The numbers are
+    :func:`splitlab.teach.figures.split.split_grid`'s (its runs are :func:`~splitlab.teach.figures.split.split_runs`,
+    the ipywidgets explorer's). ``ratio``: the (P, D) shown first. Returns a plotly figure.
+
+    Raises:
+        ValueError: ``ratio`` not among ``ratios``.
+    """
+    from ..figures import split as split_figures
+    from ..interactive import Trace, explorer_figure
+
+    ratios = [tuple(r) for r in (ratios or split_figures.RATIOS)]
+    ratio = tuple(ratio or ratios[0])
+    if ratio not in ratios:
+        raise ValueError(f"ratio {ratio} is not among {ratios}")
+    rates = {w: [f * reference_rate_per_worker[w] for f in factors] for w in workloads}
+    grid = split_figures.split_grid(cost, workloads, rates, ratios, n_requests, scale, seed, measured)
+    names = list(workloads)
+
+    def traces(workload, pd_ratio):
+        p, d = pd_ratio
+        g = grid[grid.workload == workload]
+        split = g[(g.layout == "split") & (g.prefill_workers == p) & (g.decode_workers == d)]
+        coloc = g[(g.layout == "colocated") & (g.workers == p + d)]
+        out = []
+        for kind, rows, color in (("split", split, "#ff7f0e"), ("colocated", coloc, "#1f77b4")):
+            for label, mode in (("simulated", "lines+markers"), ("measured", "markers")):
+                r = rows[rows.label == label].sort_values("rate_per_worker")
+                out.append(Trace(f"{kind}, {label}", list(r.rate_per_worker), list(100 * r.slo_attainment), mode,
+                                 color=color, dash="solid" if kind == "split" else "dash"))
+        span = [0.9 * g.rate_per_worker.min(), 1.1 * g.rate_per_worker.max()]  # this workload's rates only
+        return out + [Trace("90% target", span, [90, 90], dash="dot", color="#000000")]
+
+    fig = explorer_figure(traces, ("P:D", ratios), "SLO attainment: split vs colocated", "request rate per worker "
+                          "(requests/s)", "requests within both SLOs (%)", dropdown=("workload", names),
+                          slider_default=ratios.index(ratio), slider_format=lambda r: f"{r[0]}P+{r[1]}D", height=600)
+    fig.update_traces(marker_size=11, marker_symbol="diamond", marker_line_width=1, marker_line_color="#000000",
+                      selector=dict(mode="markers"))
+    fig.update_traces(marker_size=5, selector=dict(mode="lines+markers"))
+    fig.update_yaxes(range=[0, 104])
+    return phone_room(fig, legend_rows=3)

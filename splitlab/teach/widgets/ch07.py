@@ -3,25 +3,22 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .base import explorer
+from .base import explorer, phone_room
 
-__all__ = ['pools_explorer']
+__all__ = ['pools_explorer', 'pools_figure']
 
 
 def pools_explorer(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slo_s: float = 0.02,
                    scale: float = 1.0, max_workers: int = 4, price_per_hour: float = 1.0,
-                   chunk_tokens=(256,), max_requests: int = 1500) -> widgets.VBox:
-    """Ch. 7: the planner (:func:`splitlab.planner.plan`, simulated on ``cost``) for chosen SLOs, prompt and
-    output lengths (``scale`` x the workload's) and a number of workers; draws every candidate's goodput per
-    worker, the winner and each one's binding SLO. A redraw takes a few seconds."""
-    from ...planning.planner import plan as run_plan
+                   chunk_tokens=(256,), max_requests: int = 100, tolerance: float = 0.1) -> widgets.VBox:
+    """Ch. 7: the planner (:func:`splitlab.teach.figures.pools.pools_plan`, simulated on ``cost``) for chosen
+    SLOs, prompt and output lengths (``scale`` x the workload's) and a number of workers; draws every candidate's
+    goodput per worker, the winner and each one's binding SLO. A redraw takes a second or a few."""
     from ..figures import pools
 
-    cost = getattr(cost, "cost", cost)
-
     def draw(ttft_slo_s: float, tpot_slo_s: float, scale: float, max_workers: int) -> None:
-        p = run_plan(cost, workload, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens=chunk_tokens,
-                     scale=scale, max_requests=max_requests, progress=False)
+        p = pools.pools_plan(cost, workload, ttft_slo_s, tpot_slo_s, scale, max_workers, chunk_tokens, max_requests,
+                             tolerance, price_per_hour)
         pools.candidates(p, title=f"TTFT <= {ttft_slo_s * 1e3:.0f} ms, TPOT <= {tpot_slo_s * 1e3:.1f} ms, "
                                   f"lengths x{scale:g}")
 
@@ -32,3 +29,50 @@ def pools_explorer(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slo_
                                                       description="TPOT SLO s", readout_format=".3g"),
                     scale=widgets.FloatSlider(value=scale, min=0.25, max=2.0, step=0.25, description="lengths x"),
                     max_workers=widgets.IntSlider(max_workers, 2, 6, 1, description="max workers"))
+
+
+def pools_figure(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slos_s=(0.02, 0.08),
+                 scales=(0.25, 0.5, 0.75, 1.0), scale: float = 0.5, tpot_slo_s: float | None = None,
+                 decode_step_s: float | None = None, max_workers: int = 4, **options):
+    """Ch. 7's explorer for the rendered book (no kernel): every candidate's goodput per worker (bars, simulated
+    on ``cost``) and the closed-form first guess (dots, predicted), for a TPOT SLO (dropdown over ``tpot_slos_s``)
+    and prompt and output lengths ``scale`` x the workload's (slider over ``scales``), at one TTFT SLO. The numbers
+    are :func:`splitlab.teach.figures.pools.pools_grid`'s, the very plans the ipywidgets explorer draws.
+    ``decode_step_s``: shows each TPOT SLO in decode steps too. Returns a plotly figure.
+
+    Raises:
+        ValueError: ``scale`` not in ``scales`` or ``tpot_slo_s`` not in ``tpot_slos_s``.
+    """
+    from ..figures import pools
+    from ..interactive import Trace, explorer_figure
+
+    tpots, scales = list(tpot_slos_s), list(scales)
+    tpot_slo_s = tpots[0] if tpot_slo_s is None else tpot_slo_s
+    if scale not in scales or tpot_slo_s not in tpots:
+        raise ValueError(f"the defaults scale={scale}, tpot_slo_s={tpot_slo_s} must be among {scales} and {tpots}")
+    grid = pools.pools_grid(cost, workload, ttft_slo_s, tpots, scales, max_workers=max_workers, **options)
+    first = grid.assign(split=grid.layout == "disaggregated", chunked=grid.policy == "chunked")
+    order = list(dict.fromkeys(first.sort_values(["split", "chunked", "workers", "prefill_workers"]).candidate))
+    label = {t: f"{t * 1e3:.3g} ms" + (f" ({t / decode_step_s:.2g} steps)" if decode_step_s else "") for t in tpots}
+
+    tpot_of = {v: t for t, v in label.items()}
+
+    ticks = [n.replace(" ", "<br>") for n in order]  # "4<br>chunked": a phone's column holds eight
+
+    def traces(tpot_label, s):
+        g = grid[(grid.tpot_slo_s == tpot_of[tpot_label]) & (grid.scale == s)].set_index("candidate")
+        sim, guess = g[g.label == "simulated"], g[g.label != "simulated"]
+        return [Trace("goodput, simulated", ticks, [sim.goodput_rps_per_worker[n] for n in order], "bar"),
+                Trace("first guess, predicted (closed form)", ticks, [guess.goodput_rps_per_worker[n] for n in order],
+                      "markers", color="#000000")]
+
+    fig = explorer_figure(traces, ("lengths", scales), f"Goodput per worker, TTFT <= {ttft_slo_s * 1e3:.0f} ms",
+                          "layout", "goodput per worker (requests/s)", dropdown=("TPOT SLO", [label[t] for t in tpots]),
+                          slider_default=scales.index(scale), dropdown_default=tpots.index(tpot_slo_s),
+                          slider_format=lambda s: f"x{s:g}", height=600)
+    kinds = {n: "disaggregated" if "P+" in n else "chunked" if "chunked" in n else "colocated" for n in order}
+    colors = {"colocated": "#1f77b4", "chunked": "#9467bd", "disaggregated": "#ff7f0e"}
+    fig.update_traces(marker_color=[colors[kinds[n]] for n in order], selector=dict(type="bar"))
+    fig.update_traces(marker_size=22, marker_symbol="line-ew-open", marker_line_width=3, selector=dict(mode="markers"))
+    fig.update_xaxes(tickangle=0, tickfont_size=10)
+    return phone_room(fig)
