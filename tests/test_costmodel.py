@@ -124,3 +124,29 @@ def test_fit_takes_the_profiling_tables():
     cost = CostModel().fit(prefill, decode)
     assert cost.prefill_s(512) == pytest.approx(1e-3 + 512e-5 + 1e-8 * 512 ** 2, rel=1e-6)
     assert cost.decode_s(4, 4 * 512) == pytest.approx(2e-3 + 4e-4 + 1e-7 * 4 * 512, rel=1e-6)
+
+
+def test_masked_prefill_and_batched_decode_terms_are_recovered_and_charged():
+    """The second kernel paths: attention through a mask (padded batches, chunks after a cached prefix) and the
+    fixed cost of a decode batch of more than one; fitted where the measurements have their columns."""
+    from splitlab.serving import CostModelExecutor
+    from splitlab.serving.executor import Slot
+    from splitlab.serving.request import Request
+    rows = [dict(tokens=b * n, squares=b * n * n, masked_pairs=b * n * n if b > 1 else 0,
+                 prefill_s=2e-3 + 1e-4 * b * n + 3e-8 * b * n * n + (2e-8 * b * n * n if b > 1 else 0))
+            for b in (1, 2, 4) for n in (16, 64, 256, 512)]
+    assert fit_prefill(rows).coef == pytest.approx((2e-3, 1e-4, 3e-8, 2e-8), rel=1e-6)
+    steps = [dict(batch=b, context_tokens=b * c, batched=int(b > 1),
+                  step_s=3e-3 + 2e-4 * b + 5e-8 * b * c + (1.5e-3 if b > 1 else 0)) for b in (1, 2, 3, 8) for c in (64, 512)]
+    fit = fit_decode(steps)
+    assert fit.terms[-1] == "batched" and fit.coef == pytest.approx((3e-3, 2e-4, 5e-8, 1.5e-3), rel=1e-6)
+    cost = CostModel().fit(rows, steps)
+    assert cost.decode_s(2, 10) - cost.decode_s(1, 10) == pytest.approx(2e-4 + 1.5e-3, rel=1e-6)
+    assert cost.decode_run_s(3, 100, 4).tolist() == [cost.decode_s(3, 100 + 3 * i) for i in range(4)]
+    sim = CostModelExecutor(cost.with_(padded_prefill=True))
+    ragged = [Slot(Request(i, 0.0, [1] * n, 4)) for i, n in enumerate((100, 60))]
+    assert sim.prefill_seconds(ragged, [100, 60]) == pytest.approx(cost.prefill_s(200, 20000, 20000))
+    even = [Slot(Request(i, 0.0, [1] * 80, 4)) for i in range(2)]
+    assert sim.prefill_seconds(even, [80, 80]) == pytest.approx(cost.prefill_s(160, 12800))
+    chunk = Slot(Request(9, 0.0, [1] * 300, 4), prefilled=200)
+    assert sim.prefill_seconds([chunk], [100]) == pytest.approx(cost.prefill_s(100, 300 ** 2 - 200 ** 2, 100 * 300))

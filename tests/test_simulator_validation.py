@@ -63,5 +63,9 @@ def test_calibrated_simulation_tracks_emulated_runs(lm):
                                  contexts=[48, 128], transfer_tokens=[64, 256], repeats=2, rounds=1)
     table = V.validate(lm, cal.cost, workloads={"chat": 6.0}, contenders=V.validation_contenders(2, max_batch=8),
                        n_requests=10, seed=1)
+    # the calibration measured the step kinds the contenders run: padded batches and chunks after a cached prefix
+    # (the masked-attention term), decode batches of one and of more (the batched term)
+    assert cal.fits["prefill"].terms[-1] == "masked_pairs" and cal.fits["decode"].terms[-1] == "batched"
+    assert any(r.get("cached") for r in cal.fits["prefill"].rows)
     assert len(table) == 3 * 4 and set(table.contender) == {"colocated prefill-first", "colocated chunked", "split"}
     assert table.abs_error.median() < 0.5, table

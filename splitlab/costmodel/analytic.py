@@ -42,7 +42,9 @@ class RooflineCostModel(CostModel):
     bandwidth_bytes_per_s: float = 1.0  # datasheet bandwidth x memory efficiency
     step_overhead_s: float = 0.0
 
-    def prefill_s(self, tokens: int, squares: int | None = None) -> float:
+    def prefill_s(self, tokens: int, squares: int | None = None, masked_pairs: int = 0) -> float:
+        """The roofline of one prefill forward; ``masked_pairs`` is ignored (a GPU server's attention kernels
+        take ragged rows and cached prefixes without an explicit mask)."""
         squares = tokens * tokens if squares is None else squares
         flops = self.flops_per_token * tokens + self.attn_flops_per_square * squares
         nbytes = self.weight_bytes + self.kv_bytes_per_token * tokens

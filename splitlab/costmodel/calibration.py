@@ -23,6 +23,7 @@ __all__ = ["Calibration", "CalibrationError", "save", "load", "FORMAT"]
 FORMAT = "splitlab-calibration/1"
 META_FIELDS = ("device", "model", "dtype", "torch", "date")
 COST_FIELDS = tuple(f.name for f in dataclasses.fields(CostModel))
+ZERO_BY_DEFAULT = ("prefill_masked_per_pair_s", "decode_batched_s")  # terms a file may lack: 0 (not measured)
 
 
 class CalibrationError(ValueError):
@@ -84,7 +85,7 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
                                f"write one with `python -m splitlab calibrate --out FILE`")
     missing = [k for k in (*META_FIELDS, "cost_model", "fits") if data.get(k) in (None, "")]
     cost = data.get("cost_model") if isinstance(data.get("cost_model"), dict) else {}
-    optional = ("memory_bytes", "source", "padded_prefill")
+    optional = ("memory_bytes", "source", "padded_prefill", *ZERO_BY_DEFAULT)
     missing += [f"cost_model.{k}" for k in COST_FIELDS if k not in cost and k not in optional]
     if missing:
         raise CalibrationError(f"{where} lacks the field(s) {', '.join(missing)}")
@@ -99,6 +100,8 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
             values[k] = None if v is None else _number(k, v, positive=True)
         elif k == "transfer_bytes_per_s":
             values[k] = math.inf if v is None else _number(k, v, positive=True)
+        elif k in ZERO_BY_DEFAULT and v is None:  # a file written before these terms existed
+            values[k] = 0.0
         elif k in ("kv_bytes_per_token", "max_context"):
             values[k] = int(_number(k, v, positive=True))
         else:

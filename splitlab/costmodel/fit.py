@@ -2,17 +2,21 @@
 
 Three linear models (the terms of :class:`~.model.CostModel`):
 
-- ``prefill``: one forward, ``prefill_s ~ a + b * tokens + c * squares`` (``tokens`` of all rows, ``squares`` the
-  sum of each row's length squared);
-- ``decode``: one step, ``step_s ~ a + b * batch + c * context_tokens`` (cached tokens of all rows);
+- ``prefill``: one forward, ``prefill_s ~ a + b * tokens + c * squares [+ d * masked_pairs]`` (``tokens`` of all
+  rows, ``squares`` the sum of each row's length squared, ``masked_pairs`` the query x key pairs attended
+  through an explicit mask: a padded batch, a chunk after a cached prefix);
+- ``decode``: one step, ``step_s ~ a + b * batch + c * context_tokens [+ d * batched]`` (cached tokens of all
+  rows; ``batched`` is 1 for a batch of more than one sequence, else 0);
 - ``transfer``: one KV copy, ``seconds ~ a + nbytes / bandwidth``.
 
 The prefill form is DistServe's (Zhong et al., OSDI'24, sec. 4.2: ``a + b*sum(l) + c*sum(l^2)``, attention
-growing with the square of the length); the decode form is its ``a + b*B + c*sum(context)``.
+growing with the square of the length); the decode form is its ``a + b*B + c*sum(context)``. The bracketed
+terms are used where the measurements have their column (:func:`splitlab.profiling.calibrate` measures them):
+they give a second kernel path its own coefficient, as Vidur (Agrawal et al., MLSys'24) profiles each kernel.
 
 Coefficients are non-negative least squares on the *relative* error (each row divided by its measured time), so
 a 1 ms prefill counts as much as a 100 ms one: the simulator must get short and long steps right alike. With three
-terms the exact non-negative solution is found by trying every subset of terms. torch-free.
+(or four) terms the exact non-negative solution is found by trying every subset of terms. torch-free.
 """
 from __future__ import annotations
 
@@ -26,12 +30,14 @@ __all__ = ["Fit", "fit_linear", "fit_prefill", "fit_decode", "fit_transfer", "co
 
 #: fit name -> (columns of the terms, measured column, CostModel field of each term)
 FORMS = {
-    "prefill": (("1", "tokens", "squares"), "prefill_s", ("prefill_base_s", "prefill_per_token_s",
-                                                         "prefill_per_token2_s")),
-    "decode": (("1", "batch", "context_tokens"), "step_s", ("decode_base_s", "decode_per_seq_s",
-                                                           "decode_per_token_s")),
+    "prefill": (("1", "tokens", "squares", "masked_pairs"), "prefill_s",
+                ("prefill_base_s", "prefill_per_token_s", "prefill_per_token2_s", "prefill_masked_per_pair_s")),
+    "decode": (("1", "batch", "context_tokens", "batched"), "step_s",
+               ("decode_base_s", "decode_per_seq_s", "decode_per_token_s", "decode_batched_s")),
     "transfer": (("1", "nbytes"), "seconds", ("transfer_base_s", "transfer_s_per_byte")),
 }
+#: terms fitted only where the measurements have their column
+OPTIONAL_TERMS = ("masked_pairs", "batched")
 
 
 @dataclass
@@ -134,23 +140,32 @@ def fit_linear(name: str, table, terms: tuple[str, ...], measured: str) -> Fit:
     return Fit(name, tuple(terms), tuple(float(c) for c in best), out)
 
 
+def _form(name: str, table) -> tuple[list[dict], tuple[str, ...], str]:
+    """The rows of ``table`` and the terms of fit ``name`` they support (optional ones where a row has them)."""
+    rows = _rows(table)
+    terms, measured, _ = FORMS[name]
+    terms = tuple(t for t in terms if t not in OPTIONAL_TERMS or (rows and t in rows[0]))
+    return rows, terms, measured
+
+
 def fit_prefill(table) -> Fit:
-    """``prefill_s ~ a + b * tokens + c * squares`` (see the module table). Also takes the table of
-    ``profiling.measure_prefill`` (``batch`` rows of ``prompt_tokens`` each: tokens = batch x prompt_tokens,
-    squares = batch x prompt_tokens^2)."""
-    terms, measured, _ = FORMS["prefill"]
+    """``prefill_s ~ a + b * tokens + c * squares [+ d * masked_pairs]`` (see the module docstring). Also takes the
+    table of ``profiling.measure_prefill`` (``batch`` rows of ``prompt_tokens`` each: tokens = batch x
+    prompt_tokens, squares = batch x prompt_tokens^2; equal lengths, so no masked pairs)."""
     rows = [r if "tokens" in r or "prompt_tokens" not in r else
             {**r, "tokens": r.get("batch", 1) * r["prompt_tokens"],
              "squares": r.get("batch", 1) * r["prompt_tokens"] ** 2} for r in _rows(table)]
+    rows, terms, measured = _form("prefill", rows)
     return fit_linear("prefill", rows, terms, measured)
 
 
 def fit_decode(table) -> Fit:
-    """``step_s ~ a + b * batch + c * context_tokens``. Also takes the table of ``profiling.measure_decode``
-    (``batch`` rows of ``context`` cached tokens each: context_tokens = batch x context)."""
-    terms, measured, _ = FORMS["decode"]
+    """``step_s ~ a + b * batch + c * context_tokens [+ d * batched]`` (see the module docstring). Also takes the
+    table of ``profiling.measure_decode`` (``batch`` rows of ``context`` cached tokens each: context_tokens =
+    batch x context)."""
     rows = [r if "context_tokens" in r or "context" not in r else {**r, "context_tokens": r["batch"] * r["context"]}
             for r in _rows(table)]
+    rows, terms, measured = _form("decode", rows)
     return fit_linear("decode", rows, terms, measured)
 
 
@@ -165,7 +180,8 @@ def coefficients(fits) -> dict:
     zero slope, a link too fast to measure, becomes an infinite one)."""
     out = {}
     for f in fits:
-        for field_name, c in zip(FORMS[f.name][2], f.coef):
+        fields = dict(zip(FORMS[f.name][0], FORMS[f.name][2]))
+        for field_name, c in zip((fields[t] for t in f.terms), f.coef):
             if field_name == "transfer_s_per_byte":
                 out["transfer_bytes_per_s"] = 1.0 / c if c > 0 else math.inf
             else:

@@ -2,9 +2,17 @@
 
 - a prefill forward over rows that add ``n_i`` tokens each after ``p_i`` cached ones: ``prefill_base_s +
   prefill_per_token_s * sum(n_i) + prefill_per_token2_s * sum((p_i + n_i)^2 - p_i^2)`` (the matmuls grow with
-  the tokens, attention with the square of the length: DistServe's ``a + b*sum(l) + c*sum(l^2)``, OSDI'24)
+  the tokens, attention with the square of the length: DistServe's ``a + b*sum(l) + c*sum(l^2)``, OSDI'24),
+  plus ``prefill_masked_per_pair_s * masked_pairs`` where the forward attends through an explicit mask:
+  ``masked_pairs`` = query x key pairs of such a forward (a left-padded batch of ``B`` ragged prompts:
+  ``B * longest^2``; a chunk of ``n`` tokens after ``p`` cached ones: ``n * (p + n)``), 0 for a fresh prompt
+  alone, which takes the causal kernel. Vidur (MLSys'24) profiles attention per kernel for the same reason:
+  one formula per kernel path, not one for all.
 - one decode step of ``B`` sequences holding ``C`` cached tokens in all: ``decode_base_s + decode_per_seq_s * B
-  + decode_per_token_s * C`` (weights are read once per step; each sequence reads its own KV).
+  + decode_per_token_s * C`` (weights are read once per step; each sequence reads its own KV; DistServe's
+  ``a + b*B + c*sum(context)``), plus ``decode_batched_s`` once when ``B > 1``: a batch of one runs
+  matrix-vector products, a larger batch matrix-matrix kernels and (ragged rows) the masked attention path,
+  a step up in fixed cost that a line through batches 1 to 16 would spread over every batch.
 - a KV transfer of ``b`` bytes: ``transfer_base_s + b / transfer_bytes_per_s``
 
 Defaults are round numbers of the tiny model on a 2-thread laptop CPU (measured on the development machine: prefill
@@ -35,9 +43,11 @@ class CostModel:
     prefill_base_s: float = 2e-3
     prefill_per_token_s: float = 7e-5
     prefill_per_token2_s: float = 0.0
+    prefill_masked_per_pair_s: float = 0.0
     decode_base_s: float = 3e-3
     decode_per_seq_s: float = 2e-4
     decode_per_token_s: float = 5e-8
+    decode_batched_s: float = 0.0
     transfer_base_s: float = 1e-4
     transfer_bytes_per_s: float = 2e9
     kv_bytes_per_token: int = 2048
@@ -47,21 +57,25 @@ class CostModel:
     padded_prefill: bool = False
     source: str = "built-in (tiny model, laptop CPU)"
 
-    def prefill_s(self, tokens: int, squares: int | None = None) -> float:
+    def prefill_s(self, tokens: int, squares: int | None = None, masked_pairs: int = 0) -> float:
         """Seconds of one prefill forward adding ``tokens`` tokens in all; ``squares`` = sum over its rows of
-        (cached + new)^2 - cached^2 (default ``tokens ** 2``: one fresh row)."""
+        (cached + new)^2 - cached^2 (default ``tokens ** 2``: one fresh row); ``masked_pairs``: query x key
+        pairs it attends through an explicit mask (0: the causal kernel; see the module docstring)."""
         squares = tokens * tokens if squares is None else squares
-        return self.prefill_base_s + self.prefill_per_token_s * tokens + self.prefill_per_token2_s * squares
+        return (self.prefill_base_s + self.prefill_per_token_s * tokens + self.prefill_per_token2_s * squares
+                + self.prefill_masked_per_pair_s * masked_pairs)
 
     def decode_s(self, batch: int, context_tokens: int) -> float:
         """Seconds of one decode step of ``batch`` sequences holding ``context_tokens`` cached tokens in all."""
-        return self.decode_base_s + self.decode_per_seq_s * batch + self.decode_per_token_s * context_tokens
+        base = self.decode_base_s + self.decode_per_seq_s * batch + (self.decode_batched_s if batch > 1 else 0.0)
+        return base + self.decode_per_token_s * context_tokens  # the operations of decode_run_s, in its order
 
     def decode_run_s(self, batch: int, context_tokens: int, steps: int) -> np.ndarray:
         """Seconds of ``steps`` decode steps in a row of the same batch (each adds ``batch`` cached tokens):
         element ``i`` equals ``decode_s(batch, context_tokens + i * batch)`` exactly (same operations)."""
         context = context_tokens + batch * np.arange(steps, dtype=np.float64)
-        return self.decode_base_s + self.decode_per_seq_s * batch + self.decode_per_token_s * context
+        base = self.decode_base_s + self.decode_per_seq_s * batch + (self.decode_batched_s if batch > 1 else 0.0)
+        return base + self.decode_per_token_s * context
 
     def transfer_s(self, nbytes: int) -> float:
         """Seconds to move ``nbytes`` of KV cache between the pools."""
@@ -73,8 +87,9 @@ class CostModel:
 
     def fit(self, prefill_df, decode_df, transfer_df=None) -> "CostModel":
         """A copy with coefficients fitted (non-negative least squares on relative error, :mod:`.fit`) to
-        measurements: ``prefill_df`` with columns tokens, squares, prefill_s; ``decode_df`` with batch,
-        context_tokens, step_s; ``transfer_df`` (optional) with nbytes, seconds."""
+        measurements: ``prefill_df`` with columns tokens, squares, prefill_s (and masked_pairs, optional);
+        ``decode_df`` with batch, context_tokens, step_s (and batched, optional: 1 where batch > 1);
+        ``transfer_df`` (optional) with nbytes, seconds."""
         from .fit import coefficients, fit_decode, fit_prefill, fit_transfer
         fits = [fit_prefill(prefill_df), fit_decode(decode_df)]
         if transfer_df is not None:

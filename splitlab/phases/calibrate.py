@@ -8,15 +8,21 @@ engine calls the emulated back end times, and fit the cost model of :mod:`splitl
     sl.costmodel.save(cal, "tiny.json")       # or: python -m splitlab calibrate --model tiny --out tiny.json
     res = sl.serving.run(reqs, cfg, sl.serving.CostModelExecutor(cal.cost))
 
-What is measured (each point is the ``statistic`` of ``repeats`` runs after a warm-up):
+What is measured (each point is the ``statistic`` of ``repeats`` runs after a warm-up): the step kinds the
+serving scheduler runs, each the way the emulated back end runs it.
 
-- prefill: one forward of one prompt of ``n`` tokens for every ``n`` of ``prompt_tokens``, and of
-  ``prefill_batch`` prompts of lengths spread from ``n / 2`` to ``n`` for the shorter ``n`` (so that rows x length
-  and length^2 separate); fitted as ``a + b * tokens + c * squares`` (:func:`splitlab.costmodel.fit_prefill`),
-  a batch counted as its rows padded to the longest, as splitlab's engine runs it.
-- decode: one step of ``b`` rows for every ``b`` of ``decode_batches`` and ``c`` of ``contexts``, the rows holding
-  from ``c / 2`` to ``c`` cached tokens (a serving batch is ragged, and a padded batch takes the engine's masked
-  path); fitted as ``a + b * batch + c * context_tokens``.
+- prefill: one forward of one prompt of ``n`` tokens for every ``n`` of ``prompt_tokens`` (the causal kernel);
+  of 2 prompts for the ``n`` from 64 to half the longest and of ``prefill_batch`` prompts for those up to an eighth,
+  their lengths spread from ``n / 2`` to ``n`` (a prefill-first batch: left-padded to the longest, so attention
+  goes through an explicit mask); and of chunks of ``n`` new tokens after ``p`` cached ones (chunked prefill:
+  the chunk's queries attend to the cached prefix through a mask), for ``n`` in ``chunk_tokens`` and ``p`` in
+  ``chunk_prefixes``. Fitted as ``a + b * tokens + c * squares + d * masked_pairs``
+  (:func:`splitlab.costmodel.fit_prefill`), a batch counted as its rows padded to the longest.
+- decode: ``b`` rows for every ``b`` of ``decode_batches`` and ``c`` of ``contexts``, the rows holding from
+  ``c / 2`` to ``c`` cached tokens (a serving batch is ragged, and a padded batch takes the engine's masked
+  path); each run is the next step of the one before (its cache appended in place, as a running batch is),
+  so a one-time copy into a fresh buffer lands only on the warm-up. Fitted as ``a + b * batch + c *
+  context_tokens + d * batched`` (``batched``: more than one row; a batch of one runs matrix-vector kernels).
 - transfer: a same-device copy (``KVCache.clone``, what the emulated hand-off does on one device) of caches of
   ``transfer_tokens`` tokens; fitted as ``a + bytes / bandwidth``.
 
@@ -36,7 +42,7 @@ from ..costmodel.fit import coefficients
 from ..kvcache import KVCache
 from ..sizing import kv_bytes_per_token
 from .device import _CPU_CLOCK, Timer, describe_device
-from .engine import decode_step, prefill
+from .engine import decode_step, forward_logits, prefill
 from .models import LoadedModel
 
 __all__ = ["calibrate"]
@@ -77,15 +83,18 @@ def _lengths(values, name: str, limit: int) -> list[int]:
 
 
 def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefill_batch: int = 4,
-              decode_batches: Sequence[int] = (1, 2, 4, 8, 16), contexts: Sequence[int] | None = None,
+              decode_batches: Sequence[int] = (1, 2, 3, 4, 6, 8, 16), contexts: Sequence[int] | None = None,
               transfer_tokens: Sequence[int] | None = None, repeats: int = 3, statistic: str = "median",
-              rounds: int = 1, seed: int = 0) -> Calibration:
+              rounds: int = 1, seed: int = 0, chunk_tokens: Sequence[int] | None = None,
+              chunk_prefixes: Sequence[int] | None = None) -> Calibration:
     """Measure ``lm`` on its device and fit a cost model (see the module docstring for what is measured).
 
     Args:
         lm: the model (from :func:`splitlab.load_model`).
-        prompt_tokens: prefill lengths (default: 8 lengths from 16 to half the context, at most 1024).
-        prefill_batch: the batch of the second prefill sweep (its lengths: those up to a quarter of the longest).
+        prompt_tokens: prefill lengths (default: powers of two from 16 to half the context, at most 1024).
+        prefill_batch: the batch of the third prefill sweep (its lengths: those up to an eighth of the longest).
+        chunk_tokens, chunk_prefixes: chunk sizes and cached prefixes of the chunk sweep (default: a sixteenth and
+            a quarter of the longest prompt length; a quarter and a half of it); ``chunk_tokens=()`` skips it.
         decode_batches, contexts: decode grid (default contexts: 3 from 64 to half the longest prompt length).
         transfer_tokens: cache sizes to copy (default: 4 up to the longest prompt length).
         repeats, statistic, rounds: each point is the "median" (or "min") of ``repeats`` runs in each of
@@ -111,29 +120,53 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
                          f"{prefill_batch}")
     summarize, ctx = _STATISTICS[statistic], lm.max_context
     top = min(1024, ctx // 2)
-    prompt_tokens = _lengths(prompt_tokens or [round(16 * (top / 16) ** (i / 7)) for i in range(8)],
-                             "prompt_tokens", ctx - 1)
+    doublings = max(1, (top // 16).bit_length() - 1)
+    prompt_tokens = _lengths(prompt_tokens or [*(16 << i for i in range(doublings)), top], "prompt_tokens", ctx - 1)
     contexts = _lengths(contexts or [64, max(65, prompt_tokens[-1] // 4), max(66, prompt_tokens[-1] // 2)],
                         "contexts", ctx - 2)
     decode_batches = _lengths(decode_batches, "decode_batches", 1 << 16)
     transfer_tokens = _lengths(transfer_tokens or [max(1, prompt_tokens[-1] >> k) for k in (3, 2, 1, 0)],
                                "transfer_tokens", ctx - 1)
+    longest = prompt_tokens[-1]
+    chunk_tokens = [] if chunk_tokens is not None and len(chunk_tokens) == 0 else _lengths(
+        chunk_tokens or [max(1, longest // 16), max(1, longest // 4)], "chunk_tokens", ctx - 2)
+    chunk_prefixes = _lengths(chunk_prefixes or [max(1, longest // 4), max(1, longest // 2)], "chunk_prefixes",
+                              ctx - 1 - max(chunk_tokens, default=0))
 
-    points = []  # (fit, row, how to time it once), measured round after round
-    shorter = [n for n in prompt_tokens if n * 4 <= prompt_tokens[-1]] if prefill_batch > 1 else []
-    for batch, lengths in ((1, prompt_tokens), (prefill_batch, shorter)):
+    points = []  # (fit, row, how to time it once, how to start a round), measured round after round
+    sweeps = [(1, prompt_tokens), (2, [n for n in prompt_tokens if 64 <= n <= longest // 2]),
+              (prefill_batch, [n for n in prompt_tokens if n * 8 <= longest] if prefill_batch > 2 else [])]
+    for batch, lengths in sweeps:
         for n in lengths:
             prompts = [_ids(lm, n - (n // 2) * b // max(1, batch - 1), seed + b) for b in range(batch)]
-            points.append(("prefill", dict(batch=batch, prompt_tokens=n, tokens=batch * n, squares=batch * n * n),
-                           lambda prompts=prompts: prefill(lm, prompts).seconds))
+            masked = batch * n * n if len({len(p) for p in prompts}) > 1 else 0  # padded: the masked kernel
+            points.append(("prefill", dict(batch=batch, prompt_tokens=n, tokens=batch * n, squares=batch * n * n,
+                                           masked_pairs=masked), lambda prompts=prompts: prefill(lm, prompts).seconds,
+                           None))
+    for p in chunk_prefixes if chunk_tokens else ():
+        cached = prefill(lm, [_ids(lm, p, seed + 7)]).cache
+        for n in chunk_tokens:
+            ids = torch.tensor([_ids(lm, n, seed + 8)], device=lm.device)
+            mask = torch.ones(1, p + n, dtype=torch.long, device=lm.device)
+            points.append(("prefill", dict(batch=1, prompt_tokens=n, cached=p, tokens=n, squares=(p + n) ** 2 - p * p,
+                                           masked_pairs=n * (p + n)),
+                           lambda ids=ids, mask=mask, cached=cached: forward_logits(lm, ids, mask, cached)[2], None))
+    batched = min(decode_batches) == 1 < max(decode_batches)  # the batched term is fitted where both kinds are
     for c in contexts:
         big = max(decode_batches)
         rows = [c - (c // 2) * j // max(1, big - 1) for j in range(big)]  # c, ..., c / 2 cached tokens
         caches = prefill(lm, [_ids(lm, n, seed + j) for j, n in enumerate(rows)]).cache.split()
         for b in decode_batches:
-            cache, tokens = KVCache.merge(caches[:b]), torch.zeros(b, dtype=torch.long)
-            points.append(("decode", dict(batch=b, context=c, context_tokens=sum(rows[:b])),
-                           lambda cache=cache, tokens=tokens: decode_step(lm, cache, tokens).seconds))
+            state = {"start": KVCache.merge(caches[:b]), "tokens": torch.zeros(b, dtype=torch.long)}
+
+            def step(state=state) -> float:  # the next step of a running batch, as serving runs it
+                out = decode_step(lm, state["cache"], state["tokens"])
+                state["cache"] = out.cache
+                return out.seconds
+
+            row = dict(batch=b, context=c, context_tokens=sum(rows[:b]) + b * (repeats + 1) // 2)
+            points.append(("decode", dict(row, batched=int(b > 1)) if batched else row, step,
+                           lambda state=state: state.update(cache=state["start"])))
     for n in transfer_tokens:
         cache = prefill(lm, [_ids(lm, n, seed)]).cache
 
@@ -142,14 +175,16 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
                 cache.clone()
             return max(t.seconds, 1e-9)
 
-        points.append(("transfer", dict(tokens=n, nbytes=cache.nbytes), copy))
+        points.append(("transfer", dict(tokens=n, nbytes=cache.nbytes), copy, None))
     times: list[list[float]] = [[] for _ in points]
     for _ in range(rounds):
-        for i, (_, _, once) in enumerate(points):
+        for i, (_, _, once, start) in enumerate(points):
+            if start is not None:
+                start()
             times[i].extend(_timed(once, repeats))
     measured = {"prefill": "prefill_s", "decode": "step_s", "transfer": "seconds"}
     rows = {"prefill": [], "decode": [], "transfer": []}
-    for (kind, row, _), t in zip(points, times):
+    for (kind, row, _, _), t in zip(points, times):
         rows[kind].append(dict(row, **{measured[kind]: float(summarize(t))}))
     prefill_rows, decode_rows, transfer_rows = rows["prefill"], rows["decode"], rows["transfer"]
     fits = {"prefill": fit_prefill(prefill_rows), "decode": fit_decode(decode_rows),

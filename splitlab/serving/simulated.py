@@ -70,13 +70,19 @@ class CostModelExecutor(Executor):
     def prefill_seconds(self, slots: list[Slot], n_tokens: list[int]) -> float:
         """Predicted seconds of the prefill forward(s) :meth:`prefill` charges (slots are not changed)."""
         whole = all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens))
-        if whole and self.cost.padded_prefill:  # one forward over the batch, every row padded to the longest
-            longest = max(n_tokens)
-            return self.cost.prefill_s(len(n_tokens) * longest, len(n_tokens) * longest * longest)
-        if whole:  # one forward over the batch of prompts
-            return self.cost.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
-        return sum(self.cost.prefill_s(n, (s.prefilled + n) ** 2 - s.prefilled ** 2)  # a forward per chunk
-                   for s, n in zip(slots, n_tokens))
+        c = self.cost
+        if whole and c.padded_prefill:  # one forward over the batch, every row padded to the longest
+            longest, b = max(n_tokens), len(n_tokens)
+            if b == 1 or min(n_tokens) == longest:  # no padding: the causal kernel
+                return c.prefill_s(b * longest, b * longest * longest)
+            return c.prefill_s(b * longest, b * longest * longest, b * longest * longest)  # the masked kernel
+        if whole:  # one forward over the batch of prompts (ragged, as a paged server runs it)
+            return c.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
+        total = 0.0  # a forward per chunk; one after cached tokens attends through a mask
+        for s, n in zip(slots, n_tokens):
+            p = s.prefilled
+            total += c.prefill_s(n, (p + n) ** 2 - p * p, n * (p + n) if p else 0)
+        return total
 
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
         seconds = self.prefill_seconds(slots, n_tokens)
@@ -98,7 +104,8 @@ class CostModelExecutor(Executor):
         c = self.cost
         if not self._linear:
             return [c.decode_s(batch_size, context_tokens + i * batch_size) for i in range(steps)]
-        base, per_token = c.decode_base_s + c.decode_per_seq_s * batch_size, c.decode_per_token_s
+        base = c.decode_base_s + c.decode_per_seq_s * batch_size + (c.decode_batched_s if batch_size > 1 else 0.0)
+        per_token = c.decode_per_token_s
         return [base + per_token * (context_tokens + i * batch_size) for i in range(steps)]
 
     def decode(self, batch: DecodeBatch) -> DecodeResult:
