@@ -60,3 +60,18 @@ def test_goodput_infinite_slo_is_refused_early(slo):
     ex = serving.CostModelExecutor(costmodel.CostModel())
     with pytest.raises(ValueError, match="duration_s must be a finite time"):
         serving.goodput("chat", serving.ServingConfig.colocated(1), ex, max_requests=50, **slo)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    import splitlab as sl
+    return sl.load_model("tiny")
+
+
+@pytest.mark.parametrize("kw", [dict(prompt_tokens=[16.5, 32]), dict(prompt_tokens=[]), dict(contexts=[]),
+                                dict(transfer_tokens=[True]), dict(decode_batches=[1, 2.5])])
+def test_calibrate_refuses_fractional_or_empty_lengths(tiny, kw):
+    """A fractional length was truncated and an empty list silently replaced by the defaults."""
+    import splitlab as sl
+    with pytest.raises(ValueError, match="whole numbers|must be integers in"):
+        sl.profiling.calibrate(tiny, repeats=1, **kw)
