@@ -75,3 +75,53 @@ def test_calibrate_refuses_fractional_or_empty_lengths(tiny, kw):
     import splitlab as sl
     with pytest.raises(ValueError, match="whole numbers|must be integers in"):
         sl.profiling.calibrate(tiny, repeats=1, **kw)
+
+
+def _prefill():
+    import pandas as pd
+    return pd.DataFrame({"prompt_tokens": [16, 64, 256], "prefill_s": [0.01, 0.03, 0.1]})
+
+
+@pytest.mark.parametrize("args, match", [((0.01, [], [4]), "at least one value"),
+                                         ((0.01, [32], []), "at least one value")])
+def test_timeline_grid_empty_lists(args, match):
+    from splitlab import widgets
+    with pytest.raises(ValueError, match=match):
+        widgets.timeline_grid(_prefill(), *args)
+
+
+def test_timeline_grid_nan_prefill_time():
+    from splitlab import widgets
+    with pytest.raises(ValueError, match="finite"):
+        widgets.timeline_grid(_prefill().assign(prefill_s=[0.01, math.nan, 0.1]), 0.01, [32], [4])
+
+
+@pytest.mark.parametrize("step, prompts, rates", [(0.01, [32], [math.nan]), (math.nan, [32], [1.0]),
+                                                  (0.01, [], [1.0]), (0.01, [32], [])])
+def test_ttft_load_grid_nan_or_empty(step, prompts, rates):
+    from splitlab import widgets
+    with pytest.raises(ValueError, match="finite|at least one value"):
+        widgets.ttft_load_grid(_prefill(), step, prompts, rates)
+
+
+def test_kv_transfer_figure_unknown_gpu():
+    from splitlab import widgets
+    with pytest.raises(ValueError, match="unknown gpu 'H900'"):
+        widgets.kv_transfer_figure(gpu="H900")
+
+
+def test_pools_figure_no_tpot_slos():
+    from splitlab import widgets
+    with pytest.raises(ValueError, match="at least one value"):
+        widgets.pools_figure(costmodel.CostModel(), tpot_slos_s=())
+
+
+@pytest.mark.parametrize("kw", [dict(workloads={}, reference_rate_per_worker={}),
+                                dict(workloads={"chat": (1.0, 0.1)}, reference_rate_per_worker=2.0),
+                                dict(workloads={"chat": (1.0, 0.1)}, reference_rate_per_worker={"chat": 0}),
+                                dict(workloads={"chat": (1.0, 0.1)}, reference_rate_per_worker={"chat": 1.0},
+                                     factors=(-1.0, 1.0))])
+def test_split_figure_bad_rates(kw):
+    from splitlab import widgets
+    with pytest.raises(ValueError, match="reference_rate_per_worker|at least one workload"):
+        widgets.split_figure(costmodel.CostModel(), **kw)
