@@ -125,3 +125,12 @@ def test_split_figure_bad_rates(kw):
     from splitlab import widgets
     with pytest.raises(ValueError, match="reference_rate_per_worker|at least one workload"):
         widgets.split_figure(costmodel.CostModel(), **kw)
+
+
+@pytest.mark.parametrize("args", [(["Llama-3-8B"], [1.5], [1]), (["Llama-3-8B"], [16], [2.5]), ([], [16], [1]),
+                                  (["Llama-3-8B"], [], [1])])
+def test_kv_grid_fractional_or_empty(args):
+    """A fractional token count was truncated (1.5 -> 1 token) and an empty model list gave an empty table."""
+    from splitlab import widgets
+    with pytest.raises(ValueError, match="integer >= 0|at least one model"):
+        widgets.kv_grid(*args)
