@@ -75,7 +75,15 @@ def _timed(fn, repeats: int) -> list[float]:
     return [fn() for _ in range(repeats)]
 
 
+def _given(values, default):
+    """``values`` unless None (an empty list is the caller's and is refused by :func:`_lengths`)."""
+    return default if values is None else values
+
+
 def _lengths(values, name: str, limit: int) -> list[int]:
+    values = list(values)
+    if any(isinstance(v, bool) or not float(v).is_integer() for v in values):
+        raise ValueError(f"{name} must be whole numbers, got {values}")
     out = sorted({int(v) for v in values})
     if not out or out[0] < 1 or out[-1] > limit:
         raise ValueError(f"{name} must be integers in 1..{limit}, got {list(values)}")
@@ -108,8 +116,8 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
         ``.meta`` (device, model, dtype, torch, date, splitlab); save it with :func:`splitlab.costmodel.save`.
 
     Raises:
-        TypeError: ``lm`` is not a LoadedModel. ValueError: lengths outside the context, batches < 1,
-        repeats < 1 or an unknown statistic.
+        TypeError: ``lm`` is not a LoadedModel. ValueError: lengths outside the context or not whole numbers, an empty list
+        of lengths, batches < 1, repeats < 1 or an unknown statistic.
     """
     if not isinstance(lm, LoadedModel):
         raise TypeError(f"calibrate needs a splitlab LoadedModel (from splitlab.load_model), got {type(lm).__name__}")
@@ -121,11 +129,12 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
     summarize, ctx = _STATISTICS[statistic], lm.max_context
     top = min(1024, ctx // 2)
     doublings = max(1, (top // 16).bit_length() - 1)
-    prompt_tokens = _lengths(prompt_tokens or [*(16 << i for i in range(doublings)), top], "prompt_tokens", ctx - 1)
-    contexts = _lengths(contexts or [64, max(65, prompt_tokens[-1] // 4), max(66, prompt_tokens[-1] // 2)],
+    prompt_tokens = _lengths(_given(prompt_tokens, [*(16 << i for i in range(doublings)), top]), "prompt_tokens",
+                             ctx - 1)
+    contexts = _lengths(_given(contexts, [64, max(65, prompt_tokens[-1] // 4), max(66, prompt_tokens[-1] // 2)]),
                         "contexts", ctx - 2)
     decode_batches = _lengths(decode_batches, "decode_batches", 1 << 16)
-    transfer_tokens = _lengths(transfer_tokens or [max(1, prompt_tokens[-1] >> k) for k in (3, 2, 1, 0)],
+    transfer_tokens = _lengths(_given(transfer_tokens, [max(1, prompt_tokens[-1] >> k) for k in (3, 2, 1, 0)]),
                                "transfer_tokens", ctx - 1)
     longest = prompt_tokens[-1]
     chunk_tokens = [] if chunk_tokens is not None and len(chunk_tokens) == 0 else _lengths(

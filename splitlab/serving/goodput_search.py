@@ -114,9 +114,9 @@ class _Runs:
         self.ex, self.cfg = backend_for(model, backend), config.with_(trace=False)
         self.workers, self.slos, self.target, self.points = self.cfg.n_workers, (ttft_slo_s, tpot_slo_s), target, []
         self.duration = 20 * (ttft_slo_s + tpot_slo_s) if duration_s is None else duration_s
-        if not (self.duration > 0 and 2 <= min_requests <= max_requests):
-            raise ValueError(f"duration_s must be > 0 and 2 <= min_requests <= max_requests, got {duration_s!r}, "
-                             f"{min_requests!r}, {max_requests!r}")
+        if not (0 < self.duration < math.inf and 2 <= min_requests <= max_requests):
+            raise ValueError(f"duration_s must be a finite time > 0 (default 20 x (TTFT SLO + TPOT SLO)) and 2 <= "
+                             f"min_requests <= max_requests, got {duration_s!r}, {min_requests!r}, {max_requests!r}")
         self.limits = (min_requests, max_requests)
         if isinstance(workload, (str, WorkloadSpec)):
             self.base, self.rate, self.fixed = workload_requests(workload, max_requests, 1.0, self.ex, seed, scale), \

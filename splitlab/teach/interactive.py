@@ -42,6 +42,18 @@ def _values(x) -> list:
     return [v.item() if hasattr(v, "item") else v for v in x]
 
 
+def _traces_at(traces_for, group, value, grouped: bool) -> list:
+    """``traces_for`` at one grid point; its own error gains a note naming the point."""
+    try:
+        traces = traces_for(group, value) if grouped else traces_for(value)
+    except Exception as err:
+        err.add_note(f"raised by traces_for at {'dropdown ' + repr(group) + ', ' if grouped else ''}slider {value!r}")
+        raise
+    if not isinstance(traces, (list, tuple)) or not all(isinstance(t, Trace) for t in traces):
+        raise TypeError(f"traces_for must return a list of Trace, got {type(traces).__name__} at slider {value!r}")
+    return list(traces)
+
+
 def explorer_figure(traces_for: Callable[..., list[Trace]], slider: tuple[str, Sequence], title: str,
                     x_title: str, y_title: str, dropdown: tuple[str, Sequence] | None = None,
                     slider_default: int = 0, dropdown_default: int = 0, x_log: bool = False, y_log: bool = False,
@@ -59,7 +71,9 @@ def explorer_figure(traces_for: Callable[..., list[Trace]], slider: tuple[str, S
         a ``plotly.graph_objects.Figure`` (show it with :func:`show`).
 
     Raises:
-        ValueError: no slider values, traces whose number differs between slider values, bars on a log axis.
+        ValueError: no slider or dropdown values, a default position out of range, traces whose number, names or
+        kinds differ between slider values, bars on a log axis. TypeError: traces_for returns no list of Trace
+        (its own errors pass through, with a note naming the grid point).
     """
     import plotly.graph_objects as go
 
@@ -67,10 +81,19 @@ def explorer_figure(traces_for: Callable[..., list[Trace]], slider: tuple[str, S
     groups = list(dropdown[1]) if dropdown else [None]
     if not values:
         raise ValueError("the slider needs at least one value")
-    grid = [[traces_for(g, v) if dropdown else traces_for(v) for v in values] for g in groups]
+    if not groups:
+        raise ValueError("the dropdown needs at least one value (or pass dropdown=None)")
+    for name, pos, n in (("slider_default", slider_default, len(values)), ("dropdown_default", dropdown_default,
+                                                                          len(groups))):
+        if isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos < n:
+            raise ValueError(f"{name} must be a position in 0..{n - 1}, got {pos!r}")
+    grid = [[_traces_at(traces_for, g, v, dropdown is not None) for v in values] for g in groups]
     for g, rows in zip(groups, grid):
         if len({len(t) for t in rows}) != 1:
             raise ValueError(f"traces_for gave a different number of traces across the slider (group {g!r})")
+        if len({tuple((t.name, t.kind) for t in ts) for ts in rows}) != 1:
+            raise ValueError(f"traces_for gave traces of different names or kinds across the slider (group {g!r}); "
+                             "a slider step only replaces their data")
         if (x_log or y_log) and any(t.kind == "bar" for t in rows[0]):
             raise ValueError("bars on a log axis mislead: use lines or linear axes")
     fig, owner = go.Figure(), []

@@ -14,7 +14,7 @@ from matplotlib import ticker
 from ... import sizing
 from ...phases.models import LoadedModel
 from ...phases.profiling import weight_bytes_read
-from .phases import DECODE, PREDICTED, PREFILL, new_ax, plain_log_ticks
+from .phases import DECODE, PREDICTED, PREFILL, fmt3, new_ax, plain_log_ticks
 
 __all__ = ["with_prefill_roofline", "with_decode_roofline", "prediction_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
            "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
@@ -100,14 +100,14 @@ def flat_up_to(dc: pd.DataFrame, within: float = 0.3) -> int:
 
 def gpu_table() -> pd.DataFrame:
     """Datasheet GPUs (``sizing.GPUS``): dense bf16/fp16 peak (TFLOP/s), memory bandwidth (TB/s), memory (GB) and
-    ridge point (FLOP/byte)."""
+    ridge point (FLOP/byte), as text of 3 significant digits (a float column would print 121.0 and 203.0)."""
     rows = [{"GPU": name, "peak (TFLOP/s)": g["peak_flops_per_s"] / 1e12, "bandwidth (TB/s)": g["bandwidth_bytes_per_s"] / 1e12,
              "memory (GB)": int(round(g["memory_bytes"] / 1e9)),
              "ridge (FLOP/B)": sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"])}
             for name, g in sizing.GPUS.items()]
     df = pd.DataFrame(rows)
     for col in ("peak (TFLOP/s)", "bandwidth (TB/s)", "ridge (FLOP/B)"):
-        df[col] = df[col].map(lambda v: float(f"{v:.3g}"))
+        df[col] = df[col].map(fmt3)
     return df.set_index("GPU")
 
 

@@ -23,6 +23,8 @@ def _check_prefill(prefill: pd.DataFrame) -> None:
     if not {"prompt_tokens", "prefill_s"} <= set(prefill.columns) or prefill.prompt_tokens.nunique() < 2:
         raise ValueError("prefill needs columns prompt_tokens and prefill_s with at least two prompt lengths "
                          "(profiling.measure_prefill)")
+    if not np.isfinite(prefill.prefill_s.astype(float)).all():
+        raise ValueError("prefill.prefill_s must be finite times (a NaN or inf would make every timeline NaN)")
 
 
 def timeline_grid(prefill: pd.DataFrame, decode_step_s: float, prompt_tokens: Sequence[int],
@@ -38,11 +40,14 @@ def timeline_grid(prefill: pd.DataFrame, decode_step_s: float, prompt_tokens: Se
         (seconds since the request started).
 
     Raises:
-        ValueError: fewer than two prefill lengths, decode_step_s <= 0, a prompt or a new-token count < 1.
+        ValueError: fewer than two prefill lengths, a prefill time that is not finite, decode_step_s <= 0, an
+        empty list, a prompt or a new-token count < 1.
     """
     _check_prefill(prefill)
     if not decode_step_s > 0:
         raise ValueError(f"decode_step_s must be > 0 seconds, got {decode_step_s}")
+    if not len(prompt_tokens) or not len(new_tokens):
+        raise ValueError("prompt_tokens and new_tokens need at least one value each")
     if min(prompt_tokens) < 1 or min(new_tokens) < 1:
         raise ValueError("prompt lengths and new-token counts must be >= 1")
     slope, intercept = np.polyfit(prefill.prompt_tokens.astype(float), prefill.prefill_s.astype(float), 1)

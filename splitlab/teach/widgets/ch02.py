@@ -28,14 +28,17 @@ def kv_grid(models: Sequence[str], tokens: Sequence[int], batches: Sequence[int]
         one row per (model, tokens, batch): columns model, attention (MHA/GQA/MQA/MLA), tokens, batch, dtype, nbytes.
 
     Raises:
-        ValueError: an unknown model or dtype, tokens or a batch that is not an integer >= 0.
+        ValueError: an unknown model or dtype, tokens or a batch that is not an integer >= 0, an empty list.
     """
+    if not len(models) or not len(tokens) or not len(batches):
+        raise ValueError("kv_grid needs at least one model, one token count and one batch")
     rows = []
     for m in models:
         cfg = sizing.resolve_config(m)
         kind = sizing.kv_geometry(cfg).attention
+        # kv_bytes checks each count (a fractional one is refused, not truncated); int() only for the table
         rows += [dict(model=m, attention=kind, tokens=int(t), batch=int(b), dtype=dtype,
-                      nbytes=sizing.kv_bytes(cfg, int(t), int(b), dtype)) for t in tokens for b in batches]
+                      nbytes=sizing.kv_bytes(cfg, t, b, dtype)) for t in tokens for b in batches]
     return pd.DataFrame(rows)
 
 

@@ -110,10 +110,14 @@ def ttft_load_grid(prefill_alone: pd.DataFrame, decode_step_s: float, prompt_tok
 
     Raises:
         ValueError: a prompt length outside the measured range (measure it instead of extrapolating), a negative
-        rate, decode_step_s < 0.
+        rate, decode_step_s < 0, a NaN or inf rate or step, an empty list.
     """
     from ...serving.interference import queueing_ttft_s
 
+    if not len(prompt_tokens) or not len(rates_per_s):
+        raise ValueError("prompt_tokens and rates_per_s need at least one value each")
+    if not all(np.isfinite(r) for r in [*rates_per_s, decode_step_s]):
+        raise ValueError(f"rates and decode_step_s must be finite, got {list(rates_per_s)} and {decode_step_s}")
     lo, hi = prefill_alone.prompt_tokens.min(), prefill_alone.prompt_tokens.max()
     if any(not lo <= t <= hi for t in prompt_tokens):
         raise ValueError(f"prompt lengths must lie within the measured {lo}..{hi} tokens, got {list(prompt_tokens)}")

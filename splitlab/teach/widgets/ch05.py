@@ -77,7 +77,7 @@ def kv_transfer_figure(models=("Llama-2-7B", "Llama-3-8B", "Llama-3-70B", "StarC
     ipywidgets explorer draws. Returns a plotly figure (show it with :func:`splitlab.teach.interactive.show`).
 
     Raises:
-        ValueError: ``model`` not in ``models`` or ``prompt_tokens`` not in ``prompts``.
+        ValueError: ``model`` not in ``models`` or ``prompt_tokens`` not in ``prompts``, an unknown ``gpu``.
     """
     from ..figures import transfer as transfer_plots
     from ..interactive import Trace, explorer_figure
@@ -85,6 +85,8 @@ def kv_transfer_figure(models=("Llama-2-7B", "Llama-3-8B", "Llama-3-70B", "StarC
     models, prompts = list(models), [int(n) for n in prompts]
     if model not in models or prompt_tokens not in prompts:
         raise ValueError(f"the default {model!r}, {prompt_tokens} must be among {models} and {prompts}")
+    if gpu not in sizing.GPUS:
+        raise ValueError(f"unknown gpu {gpu!r}; choose one of {list(sizing.GPUS)}")
     grid = transfer_plots.handoff_grid(models, prompts, measured=measured, gpu=gpu, dtype=dtype)
     grid["tick"] = [_tick(link, src) for link, src in zip(grid.link, grid.link_source)]
     ticks = list(dict.fromkeys(grid.tick))

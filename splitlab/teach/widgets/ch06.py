@@ -53,7 +53,8 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
     the ipywidgets explorer's). ``ratio``: the (P, D) shown first. Returns a plotly figure.
 
     Raises:
-        ValueError: ``ratio`` not among ``ratios``.
+        ValueError: ``ratio`` not among ``ratios``, no workload or rate factor, a factor <= 0, a workload without
+        a reference rate > 0.
     """
     from ..figures import split as split_figures
     from ..interactive import Trace, explorer_figure
@@ -62,6 +63,13 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
     ratio = tuple(ratio or ratios[0])
     if ratio not in ratios:
         raise ValueError(f"ratio {ratio} is not among {ratios}")
+    if not len(workloads) or not len(factors) or not all(f > 0 for f in factors):
+        raise ValueError(f"split_figure needs at least one workload and rate factors > 0, got {list(workloads)}, "
+                         f"{list(factors)}")
+    if not hasattr(reference_rate_per_worker, "keys") or not all(
+            w in reference_rate_per_worker and reference_rate_per_worker[w] > 0 for w in workloads):
+        raise ValueError("reference_rate_per_worker must map every workload to a rate > 0 (requests/s per worker), "
+                         f"got {reference_rate_per_worker!r} for {list(workloads)}")
     rates = {w: [f * reference_rate_per_worker[w] for f in factors] for w in workloads}
     grid = split_figures.split_grid(cost, workloads, rates, ratios, n_requests, scale, seed, measured)
     names = list(workloads)

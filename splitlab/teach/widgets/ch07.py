@@ -41,12 +41,14 @@ def pools_figure(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slos_s
     ``decode_step_s``: shows each TPOT SLO in decode steps too. Returns a plotly figure.
 
     Raises:
-        ValueError: ``scale`` not in ``scales`` or ``tpot_slo_s`` not in ``tpot_slos_s``.
+        ValueError: ``scale`` not in ``scales`` or ``tpot_slo_s`` not in ``tpot_slos_s``, either list empty.
     """
     from ..figures import pools
     from ..interactive import Trace, explorer_figure
 
     tpots, scales = list(tpot_slos_s), list(scales)
+    if not tpots or not scales:
+        raise ValueError("tpot_slos_s and scales need at least one value each")
     tpot_slo_s = tpots[0] if tpot_slo_s is None else tpot_slo_s
     if scale not in scales or tpot_slo_s not in tpots:
         raise ValueError(f"the defaults scale={scale}, tpot_slo_s={tpot_slo_s} must be among {scales} and {tpots}")
