@@ -98,6 +98,21 @@ def built_book(tmp_path_factory) -> Path:
     return out / "_build" / "html"
 
 
+def cli(*args: str) -> tuple[int, str, str]:
+    """``python -m splitlab ...`` in this process: (status, stdout, stderr); argparse's usage errors give their
+    exit status instead of raising SystemExit."""
+    import contextlib
+    import io
+    from splitlab.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as stop:  # argparse usage errors
+            status = stop.code
+    return status, out.getvalue(), err.getvalue()
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The book build (tests/test_book.py, the longest file by far) is handed out first, so that under
     ``-n auto --dist loadfile`` the other worker(s) run everything else meanwhile instead of waiting for it at

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import cli
 import torch
 
 import splitlab as sl
@@ -305,21 +306,7 @@ def test_header_with_an_unknown_dtype_has_no_size(pre2):
         dataclasses.replace(make_header(pre2.cache), dtype="nope").nbytes
 
 
-# --- command line --------------------------------------------------------------------------------------------------
-
-def cli(*args: str) -> tuple[int, str, str]:
-    """``python -m splitlab ...`` in this process: (status, stdout, stderr)."""
-    import contextlib
-    import io
-    from splitlab.cli import main
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main(list(args))
-        except SystemExit as stop:  # argparse usage errors
-            status = stop.code
-    return status, out.getvalue(), err.getvalue()
-
+# --- command line (cli() from conftest) -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, message", [
     (("demo", "--seed", "-1"), "argument --seed: must be an integer in 0 .. 2**63 - 1, got -1"),

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from conftest import cli
 from splitlab.cli import main
 
 
@@ -60,14 +61,10 @@ def test_calibrate_writes_a_file_simulate_and_plan_read(capsys, tmp_path):
     (("simulate", "--model-config", "Llama-3-70B", "--gpu", "T4"), 1),  # weights do not fit the GPU
     (("calibrate", "--out", "/no/such/dir/cal.json"), 1), (("calibrate",), 2),
 ])
-def test_bad_arguments_fail_in_one_line(capsys, tmp_path, args, status):
-    try:
-        got = main(list(args))
-    except SystemExit as exit_:  # argparse
-        got = exit_.code
-    out = capsys.readouterr()
-    assert got == status and out.out == ""
-    assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
+def test_bad_arguments_fail_in_one_line(tmp_path, args, status):
+    got, out, err = cli(*args)
+    assert got == status and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_a_corrupt_calibration_is_one_line(capsys, tmp_path):

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from conftest import cli
 from splitlab.cli import main
 
 SMALL = ("--workload", "chat", "--requests", "3", "--rate", "20", "--scale", "0.05")
@@ -75,18 +76,14 @@ def test_serve_text_and_rejections(capsys):
     (("serve", "--device", "cuda", "--requests", "1"), 1),  # a device this machine does not have
     (("serve", "--backend", "distributed", "--model", "./no/such/model"), 1),
 ])
-def test_bad_arguments_fail_in_one_line(capsys, args, status):
+def test_bad_arguments_fail_in_one_line(args, status):
     """Exit 2: the command line is malformed; exit 1: it is fine, but what it names cannot be used."""
     import torch
     if "cuda" in args and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    try:
-        got = main(list(args))
-    except SystemExit as exit_:  # argparse
-        got = exit_.code
-    out = capsys.readouterr()
-    assert got == status and out.out == ""
-    assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
+    got, out, err = cli(*args)
+    assert got == status and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_every_backend_prints_the_same_json(capsys):
