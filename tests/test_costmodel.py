@@ -150,3 +150,31 @@ def test_masked_prefill_and_batched_decode_terms_are_recovered_and_charged():
     assert sim.prefill_seconds(even, [80, 80]) == pytest.approx(cost.prefill_s(160, 12800))
     chunk = Slot(Request(9, 0.0, [1] * 300, 4), prefilled=200)
     assert sim.prefill_seconds([chunk], [100]) == pytest.approx(cost.prefill_s(100, 300 ** 2 - 200 ** 2, 100 * 300))
+
+
+def _measured(scale: float, model: str = "tiny") -> costmodel.Calibration:
+    """A calibration of a machine running ``scale`` x slower than the known coefficients."""
+    pre = [dict(tokens=n, squares=n * n, prefill_s=scale * (1e-3 + 1e-5 * n + 1e-8 * n * n)) for n in (8, 64, 512)]
+    dec = [dict(batch=b, context_tokens=b * c, step_s=scale * (3e-3 + 2e-4 * b + 5e-8 * b * c))
+           for b in (1, 4, 16) for c in (64, 512)]
+    mov = [dict(nbytes=n, seconds=scale * (1e-5 + n / 4e9)) for n in (2 ** 16, 2 ** 24)]
+    fits = {"prefill": fit_prefill(pre), "decode": fit_decode(dec), "transfer": fit_transfer(mov)}
+    meta = dict(device="cpu", model=model, dtype="float32", torch="2.x", date=f"2026-01-0{int(scale * 2)}", splitlab="x")
+    return costmodel.Calibration(CostModel(**costmodel.fit.coefficients(fits.values()), max_context=777), fits, meta)
+
+
+def test_combine_fits_calibrations_again_as_one_and_refuses_mixed_models():
+    slow, fast = _measured(1.5), _measured(1.0)
+    both = costmodel.combine([fast, slow])
+    # the machine ran at 1x and 1.5x: the combined fit lies between, every measurement of both counted
+    for name in ("decode_base_s", "prefill_per_token_s"):
+        assert getattr(fast.cost, name) < getattr(both.cost, name) < getattr(slow.cost, name)
+    assert len(both.fits["decode"].rows) == 2 * len(fast.fits["decode"].rows)
+    assert both.cost.max_context == 777 and both.meta["combined"] == 2 and ".." in both.meta["date"]
+    assert costmodel.combine([fast]).cost.decode_base_s == pytest.approx(fast.cost.decode_base_s)
+    with pytest.raises(ValueError, match="different models"):
+        costmodel.combine([fast, _measured(1.0, model="gpt2")])
+    with pytest.raises(ValueError, match="one or more"):
+        costmodel.combine([])
+    with pytest.raises(ValueError, match="holds no measurements"):
+        costmodel.combine([_calibration()])

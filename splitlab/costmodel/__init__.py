@@ -3,15 +3,16 @@ measurements or derived from datasheets; torch-free, so the simulator and the pl
 
 - :mod:`.model`: :class:`CostModel` (linear in tokens, squares, batch and context; the built-in default).
 - :mod:`.fit`: least-squares fits with their residuals (:func:`fit_prefill`, :func:`fit_decode`, :func:`fit_transfer`).
-- :mod:`.calibration`: :class:`Calibration` (a fitted model + what it was measured on), :func:`save`, :func:`load`.
+- :mod:`.calibration`: :class:`Calibration` (a fitted model + what it was measured on), :func:`save`, :func:`load`,
+  :func:`combine` (several calibrations fitted again as one).
 - :mod:`.analytic`: :func:`roofline_cost_model`, a published model on a datasheet GPU (everything predicted).
 
 Measuring lives with the model code: :func:`splitlab.profiling.calibrate`.
 """
 from .analytic import RooflineCostModel, roofline_cost_model
-from .calibration import Calibration, CalibrationError, load, save
+from .calibration import Calibration, CalibrationError, combine, load, save
 from .fit import Fit, fit_decode, fit_prefill, fit_transfer
 from .model import CostModel
 
 __all__ = ["CostModel", "Fit", "fit_prefill", "fit_decode", "fit_transfer", "Calibration", "CalibrationError", "save",
-           "load", "RooflineCostModel", "roofline_cost_model"]
+           "load", "combine", "RooflineCostModel", "roofline_cost_model"]

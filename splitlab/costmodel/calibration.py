@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .fit import Fit
+from .fit import Fit, coefficients, fit_decode, fit_prefill, fit_transfer
 from .model import CostModel
 
-__all__ = ["Calibration", "CalibrationError", "save", "load", "FORMAT"]
+__all__ = ["Calibration", "CalibrationError", "save", "load", "combine", "FORMAT"]
 
 FORMAT = "splitlab-calibration/1"
 META_FIELDS = ("device", "model", "dtype", "torch", "date")
@@ -60,6 +60,42 @@ class Calibration:
     def __repr__(self) -> str:
         fits = ", ".join(f"{n} max residual {f.max_abs_residual:.1%}" for n, f in self.fits.items())
         return f"Calibration({self.meta.get('model')} on {self.meta.get('device')}, {self.meta.get('date')}: {fits})"
+
+
+def combine(calibrations) -> Calibration:
+    """One calibration from several of the same model on the same device: every fit made again on all their
+    measurements together. Calibrating before and after a run and combining the two brackets the run: on a
+    machine whose speed drifts (a shared CPU), the fit then sees the speeds of the whole span, not of one moment.
+
+    Args:
+        calibrations: :class:`Calibration` objects (at least one) with their measurement rows (as
+            :func:`splitlab.profiling.calibrate` returns them or :func:`load` reads them).
+
+    Returns:
+        a Calibration: the refitted cost model (its other fields from the first), the new fits, the first one's
+        meta with ``date`` the span of dates and ``combined`` the number of calibrations.
+
+    Raises:
+        ValueError: no calibrations, calibrations of different models or devices, or a fit without measurements.
+    """
+    cals = list(calibrations)
+    if not cals or not all(isinstance(c, Calibration) for c in cals):
+        raise ValueError("combine needs one or more Calibration objects")
+    for key in ("model", "device"):
+        seen = {c.meta.get(key) for c in cals}
+        if len(seen) > 1:
+            raise ValueError(f"cannot combine calibrations of different {key}s: {sorted(map(str, seen))}")
+    fitters = {"prefill": fit_prefill, "decode": fit_decode, "transfer": fit_transfer}
+    fits = {}
+    for name, fitter in fitters.items():
+        rows = [r for c in cals for r in c.fits[name].rows] if all(name in c.fits for c in cals) else []
+        if not rows:
+            raise ValueError(f"the {name} fit of a calibration holds no measurements to fit again")
+        fits[name] = fitter(rows)
+    dates = [str(c.meta.get("date")) for c in cals]
+    meta = dict(cals[0].meta, date=dates[0] if len(set(dates)) == 1 else f"{min(dates)}..{max(dates)}",
+                combined=len(cals))
+    return Calibration(dataclasses.replace(cals[0].cost, **coefficients(fits.values())), fits, meta)
 
 
 def save(calibration: Calibration, path: str | Path) -> Path:
