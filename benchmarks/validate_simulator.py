@@ -3,10 +3,13 @@ real model times every step) and simulated (the calibrated cost model predicts t
 contenders (colocated prefill-first, colocated chunked, split), and compare TTFT and TPOT P50 / P90.
 
     python benchmarks/validate_simulator.py [--model tiny] [--requests 32] [--workers 2] [--scale 0.5]
-                                            [--clock thread] [--json]
+                                            [--clock thread] [--repeats 2] [--no-bracket] [--json]
 
-Goal: every |simulated / emulated - 1| <= 15%. The device is calibrated again before each workload (a shared
-machine's speed drifts over minutes). Rates: each workload at a rate that keeps the colocated workers
+Goal: every |simulated / emulated - 1| <= 15%. A shared machine's speed drifts (the same decode step of the
+tiny model runs 1.5-1.75x slower in some seconds than in others on this 2-core VM), so by default each contender
+is emulated ``--repeats`` times, interleaved, and compared by its median; the spread of those real runs is
+printed beside the error, as the check's noise floor; and each workload is simulated on the calibration before
+its emulated runs and the one after, fitted as one (``--no-bracket``: only the one before). Rates: each workload at a rate that keeps the colocated workers
 about half busy by the calibrated cost model (``splitlab.serving.validation.default_rates``). On a CPU, one torch
 thread, and by default every step (of the calibration and of the emulated runs alike) is timed by that thread's
 CPU time (``--clock thread``), so other programs on a shared machine do not stretch the steps; ``--clock wall``
@@ -33,6 +36,8 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=None, help="workload lengths (default: the model's)")
     ap.add_argument("--clock", choices=("thread", "wall"), default="thread")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=2, help="emulated runs of each contender (median compared)")
+    ap.add_argument("--no-bracket", action="store_true", help="simulate on the calibration before the runs only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -42,29 +47,39 @@ def main() -> None:
         sl.phases.device.set_cpu_clock(args.clock)
     cal = sl.profiling.calibrate(lm)
     rates = V.default_rates(cal.cost, lm, n_workers=args.workers, scale=args.scale)
-    parts = []
-    for name, rate in rates.items():  # calibrate again right before each workload: the machine's speed drifts
-        cal = sl.profiling.calibrate(lm) if parts else cal
-        parts.append(V.validate(lm, cal.cost, workloads={name: rate}, contenders=V.validation_contenders(args.workers),
-                                n_requests=args.requests, seed=args.seed, scale=args.scale))
-    table = pd.concat(parts, ignore_index=True)
+    contenders = V.validation_contenders(args.workers)
+    options = dict(contenders=contenders, n_requests=args.requests, seed=args.seed, scale=args.scale,
+                   repeats=args.repeats)
+    if args.no_bracket:  # calibrate again right before each workload
+        parts = [V.validate(lm, cal if not i else sl.profiling.calibrate(lm), workloads={name: rate}, **options)
+                 for i, (name, rate) in enumerate(rates.items())]
+        table = pd.concat(parts, ignore_index=True)
+    else:  # calibrations before and after each workload, fitted as one; the one after is the next one's before
+        table = V.validate(lm, cal, workloads=rates, recalibrate=lambda: sl.profiling.calibrate(lm), **options)
+    verdict = V.verdict(table)
     if args.json:
         print(json.dumps(dict(model=lm.name, device=cal.meta["device"], load_average=load, clock=cal.meta["clock"],
-                              fits={k: f.summary() for k, f in cal.fits.items()},
-                              rows=table.to_dict("records"), max_abs_error=float(table.abs_error.max()))))
+                              repeats=args.repeats, bracket=not args.no_bracket,
+                              fits={k: f.summary() for k, f in cal.fits.items()}, verdict=verdict,
+                              rows=table.to_dict("records"), max_abs_error=verdict["largest"])))
         return
     print(f"{lm.name} on {cal.meta['device']}, steps timed by {cal.meta['clock']} clock, load average {load:.2f} "
-          f"before the runs")
+          f"before the runs; {args.repeats} emulated run(s) per contender, "
+          f"{'calibrations before and after each workload' if not args.no_bracket else 'calibrated before each'}")
     for f in cal.fits.values():
-        print(f"  {f!r}")
-    wide = table.pivot_table(index=["workload", "contender"], columns="metric", values="error", sort=False)
+        print(f"  first calibration {f!r}")
     with pd.option_context("display.width", 160, "display.float_format", "{:+.1%}".format):
-        print("simulated / emulated - 1:")
-        print(wide)
-    worst = table.loc[table.abs_error.idxmax()]
-    print(f"largest error {worst.abs_error:.1%} ({worst.workload}, {worst.contender}, {worst.metric}); "
-          f"{(table.abs_error <= 0.15).mean():.0%} of the {len(table)} values within 15%")
-
+        for values, title in (("error", "simulated / emulated - 1:"),
+                              ("emulated_spread", "emulated runs of the same requests, max / min - 1:")):
+            if table[values].notna().any():
+                print(title)
+                print(table.pivot_table(index=["workload", "contender"], columns="metric", values=values, sort=False))
+    v = verdict
+    print(f"largest error {v['largest']:.1%} ({v['where']}); {v['within']} of the {v['values']} values within "
+          f"{v['tolerance']:.0%}")
+    if args.repeats > 1:
+        print(f"real runs of the same requests disagreed by {v['spread_median']:.1%} (median) and up to "
+              f"{v['spread_max']:.1%}; {v['within_spread']} of the {v['values']} errors are within that spread")
 
 if __name__ == "__main__":
     main()

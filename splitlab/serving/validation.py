@@ -5,24 +5,30 @@ TTFT and TPOT percentiles side by side.
     cal = sl.profiling.calibrate(lm)
     table = serving.validate(lm, cal.cost)            # 3 workloads x 3 contenders
     table[["workload", "contender", "metric", "emulated_s", "simulated_s", "error"]]
+    # on a machine whose speed drifts: real runs repeated, calibrations before and after each workload
+    table = serving.validate(lm, cal, repeats=2, recalibrate=lambda: sl.profiling.calibrate(lm))
+    serving.validation.verdict(table)                 # within 15%? and how far real runs disagree
 
 Vidur (Agrawal et al., MLSys'24) validates its simulator the same way, against real runs of the same traces
-(within 9% there). Only what runs the steps differs, so a large error says the cost model is wrong (or the
-device was busy with something else while the emulated run measured it).
+(within 9% there). Only what runs the steps differs, so a large error says the cost model is wrong, or the
+device ran at another speed while the emulated run measured it: repeated emulated runs of the same requests
+(``repeats``) measure that second cause, the noise floor of the check itself.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import math
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..costmodel import Calibration, combine
 from . import metrics as M
 from .config import ServingConfig
 from .runner import run
 from .workload import make_workload
 
-__all__ = ["validate", "validation_contenders", "summary", "default_rates", "METRICS"]
+__all__ = ["validate", "validation_contenders", "summary", "verdict", "default_rates", "METRICS"]
 
 #: (metric, percentile) pairs compared
 METRICS = (("ttft", 50), ("ttft", 90), ("tpot", 50), ("tpot", 90))
@@ -39,41 +45,76 @@ def validation_contenders(workers: int = 2, chunk_tokens: int = 256, **options) 
 
 
 def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders: Mapping[str, ServingConfig] |
-             None = None, n_requests: int = 24, seed: int = 0, executor=None, scale: float | None = None
-             ) -> pd.DataFrame:
+             None = None, n_requests: int = 24, seed: int = 0, executor=None, scale: float | None = None,
+             repeats: int = 1, recalibrate: Callable[[], Calibration] | None = None) -> pd.DataFrame:
     """Serve each workload's requests on each contender, emulated and simulated, and compare percentiles.
 
     Args:
         lm: the model (a :class:`splitlab.LoadedModel`) the emulated runs use and ``cost`` was calibrated on.
-        cost: a :class:`~splitlab.costmodel.CostModel` (``calibrate(lm).cost``).
+        cost: a :class:`~splitlab.costmodel.CostModel` (``calibrate(lm).cost``), or the
+            :class:`~splitlab.costmodel.Calibration` itself (needed with ``recalibrate``).
         workloads: workload name -> request rate (requests/s); default research, chat and code, each at a rate
             that keeps the cost model's colocated workers about half busy.
         contenders: name -> config (default :func:`validation_contenders`).
         n_requests, seed, scale: of every workload (``scale``: its lengths, default the model's).
         executor: an emulated executor to reuse (default: a new, warmed ``ModelExecutor(lm)``).
+        repeats: emulated runs of each contender (all contenders once, then again: interleaved in time).
+            ``emulated_s`` is their median; ``emulated_spread`` (max / min - 1 over the runs) is how far real runs
+            of the very same requests disagree: the noise floor below which no simulator can be checked.
+        recalibrate: a function returning a new Calibration of ``lm`` (e.g. ``lambda: sl.profiling.calibrate(lm)``),
+            called after each workload's emulated runs; that workload is then simulated on the calibration
+            before and the one after fitted as one (:func:`splitlab.costmodel.combine`): a shared machine whose
+            speed drifts is measured over the span of the runs, not at one moment. The one after is the next
+            workload's before.
 
     Returns:
         one row per workload, contender and metric: ``emulated_s``, ``simulated_s``, ``error`` (simulated /
-        emulated - 1) and ``abs_error``. :func:`summary` turns it into a table that fits a page.
+        emulated - 1), ``abs_error``, ``emulated_spread`` (NaN with one repeat) and ``within_spread`` (|error|
+        <= the spread). :func:`summary` turns it into a table that fits a page.
+
+    Raises:
+        ValueError: repeats < 1, or ``recalibrate`` without a Calibration as ``cost``.
     """
     from .emulated import ModelExecutor  # the real model: torch
     from .simulated import CostModelExecutor
-    emu, sim = executor or ModelExecutor(lm), CostModelExecutor(cost)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    if recalibrate is not None and not isinstance(cost, Calibration):
+        raise ValueError("recalibrate combines calibrations: pass the Calibration (calibrate(lm)) as cost, "
+                         f"not a {type(cost).__name__}")
+    before = cost if isinstance(cost, Calibration) else None
+    cost = before.cost if before is not None else cost
+    emu = executor or ModelExecutor(lm)
     contenders = contenders or validation_contenders()
     workloads = workloads or default_rates(cost, lm, n_workers=min(c.n_workers for c in contenders.values()),
                                            scale=scale)
     rows = []
     for name, rate in workloads.items():
         reqs = make_workload(name, n_requests, rate, seed=seed, model=lm, scale=scale)
+        emulated = {label: [] for label in contenders}
+        for _ in range(repeats):
+            for label, cfg in contenders.items():
+                emulated[label].append(_percentiles(run(reqs, cfg, emu)))
+        if recalibrate is not None:
+            after = recalibrate()
+            cost, before = combine([before, after]).cost, after
+        sim = CostModelExecutor(cost)
         for label, cfg in contenders.items():
-            runs = {"emulated": run(reqs, cfg, emu), "simulated": run(reqs, cfg.with_(trace=False), sim)}
-            values = {k: {m: [f(r) for r in res.completed] for m, f in (("ttft", M.ttft_s), ("tpot", M.tpot_s))}
-                      for k, res in runs.items()}
-            for metric, q in METRICS:
-                e, s = (M.percentiles(values[k][metric], (q,))[f"p{q}"] for k in ("emulated", "simulated"))
-                rows.append(dict(workload=name, rate_per_s=rate, contender=label, metric=f"{metric}_p{q}",
-                                 emulated_s=e, simulated_s=s, error=s / e - 1, abs_error=abs(s / e - 1)))
+            simulated = _percentiles(run(reqs, cfg.with_(trace=False), sim))
+            for metric, s in simulated.items():
+                runs = [e[metric] for e in emulated[label]]
+                e = float(np.median(runs))
+                spread = max(runs) / min(runs) - 1 if repeats > 1 else math.nan
+                rows.append(dict(workload=name, rate_per_s=rate, contender=label, metric=metric, emulated_s=e,
+                                 simulated_s=s, error=s / e - 1, abs_error=abs(s / e - 1), emulated_spread=spread,
+                                 within_spread=abs(s / e - 1) <= spread))
     return pd.DataFrame(rows)
+
+
+def _percentiles(result) -> dict[str, float]:
+    """TTFT and TPOT P50 and P90 (s) of a run's completed requests, keyed ``ttft_p50`` ... (:data:`METRICS`)."""
+    values = {m: [f(r) for r in result.completed] for m, f in (("ttft", M.ttft_s), ("tpot", M.tpot_s))}
+    return {f"{m}_p{q}": M.percentiles(values[m], (q,))[f"p{q}"] for m, q in METRICS}
 
 
 def default_rates(cost, lm=None, n_workers: int = 2, busy: float = 0.5,
@@ -94,8 +135,23 @@ def default_rates(cost, lm=None, n_workers: int = 2, busy: float = 0.5,
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """The validation ``table`` as one row per workload, contender and metric: emulated and simulated (ms, 3
-    significant digits) and the error (%, 1 decimal)."""
-    out = table.assign(**{"emulated (ms)": table.emulated_s * 1e3, "simulated (ms)": table.simulated_s * 1e3,
-                          "error (%)": 100 * table.error})
-    out = out.set_index(["workload", "contender", "metric"])[["emulated (ms)", "simulated (ms)", "error (%)"]]
-    return out.apply(lambda col: col.map(lambda v: float(f"{v:.3g}")) if col.name != "error (%)" else col.round(1))
+    significant digits), the error and, with repeated emulated runs, their spread (%, 1 decimal)."""
+    cols = {"emulated (ms)": table.emulated_s * 1e3, "simulated (ms)": table.simulated_s * 1e3,
+            "error (%)": 100 * table.error}
+    if "emulated_spread" in table and table.emulated_spread.notna().any():
+        cols["spread (%)"] = 100 * table.emulated_spread
+    out = table.assign(**cols).set_index(["workload", "contender", "metric"])[list(cols)]
+    return out.apply(lambda col: col.map(lambda v: float(f"{v:.3g}")) if "(ms)" in col.name else col.round(1))
+
+
+def verdict(table: pd.DataFrame, tolerance: float = 0.15) -> dict:
+    """What a validation ``table`` says, as numbers: ``values`` (how many compared), ``within`` (how many with
+    |error| <= ``tolerance``), ``largest`` (the largest |error|, with its ``where``: workload, contender, metric),
+    and, with repeated emulated runs, ``spread_median`` / ``spread_max`` (how far the real runs disagreed with
+    each other) and ``within_spread`` (how many errors are no larger than that disagreement); else NaN / 0."""
+    worst = table.loc[table.abs_error.idxmax()]
+    spread = table.emulated_spread if "emulated_spread" in table else pd.Series(math.nan, index=table.index)
+    return dict(values=len(table), tolerance=tolerance, within=int((table.abs_error <= tolerance).sum()),
+                largest=float(worst.abs_error), where=f"{worst.workload}, {worst.contender}, {worst.metric}",
+                spread_median=float(spread.median()), spread_max=float(spread.max()),
+                within_spread=int((table.abs_error <= spread).sum()))
