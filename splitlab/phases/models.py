@@ -137,8 +137,8 @@ class LoadedModel:
                   str(self.dtype).replace("torch.", ""), f"attention {self.attn_implementation}"]
         return f"LoadedModel({', '.join(parts)})"
 
-    def __str__(self) -> str:  # the repr on lines of <= 60 characters (a phone's column), broken between items
-        return textwrap.fill(repr(self).replace(" ", "\0").replace(",\0", ", "), 60, subsequent_indent="  ").replace("\0", " ")
+    def __str__(self) -> str:  # the repr on lines of <= 40 characters (a phone's column), broken between items
+        return textwrap.fill(repr(self).replace(" ", "\0").replace(",\0", ", "), 40, subsequent_indent="  ").replace("\0", " ")
 
 
 def require_loaded(lm: Any, where: str) -> "LoadedModel":
