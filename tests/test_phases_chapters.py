@@ -83,6 +83,8 @@ def test_decode_roofline_columns_and_notes(lm):
     note = roofline.prediction_note(dc, tolerance=0.35)
     ratio = dc["step_s"] / dc["predicted_s"]
     assert f"{ratio.min():.2f} to {ratio.max():.2f}" in note
+    missed = int(((ratio > 1.35) | (ratio < 1 / 1.35)).sum())
+    assert "misses here" in note and f"at {missed} of 4 batches" in note
     rate1 = sl.profiling.weight_bytes_read(lm) / 0.006
     assert f"{rate1 / 1e9:.3g} GB/s" in note and "slow to" in note  # 0.009 s at batch 2: slower per byte
     for ax in (roofline.decode_vs_batch(dc), roofline.latency_throughput(dc),
@@ -91,7 +93,7 @@ def test_decode_roofline_columns_and_notes(lm):
     batches, curves, ceiling = roofline.predicted_decode_curves("Llama-3-8B", "H100", contexts=(2048,))
     _labelled(roofline.decode_throughput(batches, curves, ceiling))
     assert ceiling == pytest.approx(989e12 / (2 * 8.03e9))
-    assert float(roofline.gpu_table().loc["H100", "ridge (FLOP/B)"]) == float(f"{989 / 3.35:.3g}")
+    assert float(roofline.gpu_table().loc["H100", "ridge FLOP/B"]) == float(f"{989 / 3.35:.3g}")
 
 
 def test_weight_matmuls_alone(lm):
@@ -142,3 +144,89 @@ def test_chapter_3_checkers():
     measured = pd.DataFrame({"step_s": [0.040]})
     assert sl.check.decode_step_prediction(0.045, measured) and not sl.check.decode_step_prediction(0.08, measured)
     assert not sl.check.decode_step_prediction(None, measured)
+
+
+def test_prefill_flops_count_the_output_layer_once(lm):
+    """The engine asks for the last position's logits only (logits_to_keep=1): the output layer runs once per
+    sequence, the untied input embedding is a lookup."""
+    head = lm.model.get_output_embeddings().weight.numel()
+    body = lm.n_params - head - lm.model.get_input_embeddings().weight.numel()
+    g = lm.geometry
+    expected = 2 * body * 100 + 2 * g.layers * g.heads * g.head_dim * 100 ** 2 + 2 * head
+    assert sl.profiling.flops_of_prefill(lm, 100) == pytest.approx(expected)
+    assert sl.profiling.flops_of_prefill(lm, 100, batch=3) == pytest.approx(3 * expected)
+    assert sl.profiling.flops_of_decode(lm, 2, 10) == pytest.approx(sizing.decode_flops(body + head, 2, 10, g))
+    ridge = 3.0
+    t = roofline.prefill_crossing(lm, ridge)
+    kv, w = sizing.kv_bytes_per_token(lm.config, lm.dtype), sl.profiling.weight_bytes_read(lm)
+    intensity = lambda n: sl.profiling.flops_of_prefill(lm, n) / sizing.prefill_bytes(w, n, kv)  # noqa: E731
+    assert intensity(t) > ridge >= intensity(t - 1)
+
+
+def _prefill_table(lm, seconds):
+    pf = pd.DataFrame({"prompt_tokens": [8, 64, 256], "batch": 1, "prefill_s": seconds})
+    return roofline.with_prefill_roofline(lm, pf, peak=1e10, bandwidth=1e9)
+
+
+def test_prefill_note_follows_the_printed_efficiency(lm):
+    pf = _prefill_table(lm, [0.01, 0.05, 0.2])
+    text, e = roofline.prefill_note(pf, ridge=pf["intensity"].iloc[0] * 1.01)
+    assert e == pytest.approx(pf["efficiency"].iloc[-1]) and e < 1
+    assert f"{e:.0%} of the measured peak" in text and "Prompts of 64 tokens and longer" in text
+    fast = _prefill_table(lm, [0.01, 0.05, pf["flops"].iloc[-1] / 1.2e10])  # 120% of the peak
+    text, e = roofline.prefill_note(fast, ridge=0.1)
+    assert e == 1.0 and "120%" in text and "faster than the peak" in text and "Every prompt" in text
+    note = roofline.ridge_note(_decode_table(lm), pf, ridge=pf["intensity"].iloc[1] * 1.01)
+    assert "The prefill of 256 tokens sits right of it" in note and "shorter prompts sit left" in note
+
+
+def test_ridge_note_names_the_batches_on_each_side(lm):
+    dc = _decode_table(lm)
+    ridge = float(dc["intensity"].iloc[2]) * 1.01  # batches 1, 2, 4 left; 8 right
+    note = roofline.ridge_note(dc, _prefill_table(lm, [0.01, 0.05, 0.2]), ridge)
+    assert "Decode at batch 1, 2 and 4 sits left of the ridge" in note
+    assert f"at batch 8 ({dc['intensity'].iloc[3]:.3g} FLOP/B) it has crossed" in note
+
+
+def test_ops_note_names_only_printed_operators():
+    shares = pd.DataFrame({"operator": ["aten::mm", "aten::_scaled_dot_product…", "aten::mul"],
+                           "ms_per_call": [20.0, 1.0, 0.5], "share": [0.8, 0.04, 0.02]})
+    shares.attrs.update(step_s=0.030, profiled_step_s=0.036, ops_s=0.025)
+    note = roofline.ops_note(shares)
+    assert "`aten::mm`, 80%" in note and "`aten::_scaled_dot_product…` (4%)" in note and "`aten::mul`" in note
+    assert "addmm" not in note and "cat" not in note
+    assert "36 ms, without it 30 ms (+20%)" in note and "inflated" in note and "25 ms" in note
+
+
+def test_gpu_ridge_note_rounds_the_ratios_from_the_table():
+    ridges = [float(v) for v in roofline.gpu_table()["ridge FLOP/B"]]
+    note = roofline.gpu_ridge_note(4.6)
+    assert min(ridges) / 4.6 > 30 and max(ridges) / 4.6 < 90 and "30-90x this CPU core's (4.6 FLOP/B)" in note
+
+
+def test_itl_note_follows_the_gaps():
+    even = SimpleNamespace(token_time_s=[0.1, 0.2, 0.3, 0.4, 0.5])
+    assert "within 0% of the median" in phases.itl_note(even) and "close to it" in phases.itl_note(even)
+    paused = SimpleNamespace(token_time_s=[0.1, 0.2, 0.3, 0.6, 0.7])
+    assert "3.0x the median" in phases.itl_note(paused) and "pause of this machine" in phases.itl_note(paused)
+
+
+def test_decode_op_shares_time_the_step_with_and_without_the_profiler(lm):
+    shares = sl.profiling.decode_op_shares(lm, batch=1, context=8, top=3, repeats=2)
+    assert len(shares) == 3 and shares["share"].is_monotonic_decreasing and (shares["share"] <= 1).all()
+    a = shares.attrs
+    assert a["step_s"] > 0 and a["profiled_step_s"] > 0 and 0 < a["ops_s"]
+    assert shares["ms_per_call"].sum() <= a["ops_s"] * 1e3 + 1e-9
+    with pytest.raises(ValueError, match="repeats"):
+        sl.profiling.op_shares(lambda: None, "cpu", repeats=0)
+
+
+def test_printouts_fit_a_phone(lm, capsys):
+    lines = str(lm).splitlines()
+    assert len(lines) > 1 and max(map(len, lines)) <= 40 and "\n" not in repr(lm)
+    assert " ".join(line.strip() for line in lines) == repr(lm)
+    sl.check.decode_step_prediction(None, 0.1)
+    sl.check.compute_bound_batch(None, peak_flops_per_s=400e12, bandwidth_bytes_per_s=1.6e12)
+    sl.check.tpot(0.5, ttft_s=0.35, e2e_s=4.33, output_tokens=200)
+    out = capsys.readouterr().out
+    assert "Not answered yet" in out and "Not yet" in out and max(map(len, out.splitlines())) <= 40

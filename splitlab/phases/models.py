@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,15 +129,16 @@ class LoadedModel:
             self.tokenizer, ByteTokenizer) else self.tokenizer.decode(ids)
 
     def __repr__(self) -> str:
-        g = self.geometry
-        kind = "random weights" if self.random_weights else "trained weights"
-        windows = sorted({w for w in g.windows if w is not None})
-        sliding = f", {g.sliding_layers} sliding-window layers (window {', '.join(map(str, windows))})" \
-            if windows else ""
-        return (f"LoadedModel({self.name!r}, {self.config.model_type}, {self.n_params / 1e6:.1f}M params, "
-                f"{g.layers} layers, {g.heads} heads, {g.kv_heads} KV heads ({g.attention}), head_dim {g.head_dim}"
-                f"{sliding}, {kind}, {self.device}, {str(self.dtype).replace('torch.', '')}, "
-                f"attention {self.attn_implementation})")
+        g, windows = self.geometry, sorted({w for w in self.geometry.windows if w is not None})
+        parts = [repr(self.name), self.config.model_type, f"{self.n_params / 1e6:.1f}M params", f"{g.layers} layers",
+                 f"{g.heads} heads", f"{g.kv_heads} KV heads ({g.attention})", f"head_dim {g.head_dim}"]
+        parts += [f"{g.sliding_layers} sliding-window layers (window {'/'.join(map(str, windows))})"] * bool(windows)
+        parts += ["random weights" if self.random_weights else "trained weights", str(self.device),
+                  str(self.dtype).replace("torch.", ""), f"attention {self.attn_implementation}"]
+        return f"LoadedModel({', '.join(parts)})"
+
+    def __str__(self) -> str:  # the repr on lines of <= 40 characters (a phone's column), broken between items
+        return textwrap.fill(repr(self).replace(" ", "\0").replace(",\0", ", "), 40, subsequent_indent="  ").replace("\0", " ")
 
 
 def require_loaded(lm: Any, where: str) -> "LoadedModel":

@@ -9,26 +9,25 @@ Python's ``timeit``). Results are pandas DataFrames with units in the column nam
 """
 from __future__ import annotations
 
-import contextlib
 import numbers
 import os
 import statistics
-import sys
-from typing import Callable
 
 import pandas as pd
 import torch
 
+from .. import sizing
 from ..sizing import kv_bytes
 from .calibrate import calibrate  # noqa: F401  (splitlab.profiling.calibrate: measure this device, fit a cost model)
 from .device import Timer
-from .engine import decode_step, forward_logits, prefill
+from .engine import accepts_logits_to_keep, decode_step, forward_logits, prefill
 from .hardware import last_level_cache, measure_matmul_flops, measure_memory_bandwidth, measure_peak_flops
 from .models import LoadedModel, require_loaded
+from .op_profile import op_shares
 
 __all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
            "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
-           "last_level_cache", "weight_bytes_read", "op_shares", "decode_op_shares", "measure_weight_matmuls"]
+           "last_level_cache", "weight_bytes_read", "flops_of_prefill", "flops_of_decode", "op_shares", "decode_op_shares", "measure_weight_matmuls"]
 
 
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:
@@ -216,6 +215,33 @@ def weight_bytes_read(lm: LoadedModel) -> int:
     return int(total)
 
 
+def _matmul_params(lm: LoadedModel) -> tuple[int, int]:
+    """(parameters every token is multiplied by except the output layer's, the output layer's): an input
+    embedding not tied to the output layer is a table lookup and counts in neither."""
+    embed, head = lm.model.get_input_embeddings(), lm.model.get_output_embeddings()
+    head_n = sum(p.numel() for p in head.parameters()) if head is not None else 0
+    untied = embed is not None and (head is None or embed.weight is not head.weight)
+    return lm.n_params - head_n - (embed.weight.numel() if untied else 0), head_n
+
+
+def flops_of_prefill(lm: LoadedModel, prompt_tokens: int, batch: int = 1) -> float:
+    """FLOPs of one prefill as splitlab's engine runs it (``sizing.prefill_flops``: 2 x params x tokens plus
+    causal attention): the output layer only at the last position, since the engine asks for the last logits
+    alone (transformers' ``logits_to_keep=1``; a model without that argument gets every position counted), and
+    an untied input embedding as a lookup (no FLOPs). With a large vocabulary the difference is large: counting
+    ``2 x n_params`` per prompt token overstates stories42m's prefill by 60%."""
+    body, head = _matmul_params(lm)
+    head_tokens = 1 if accepts_logits_to_keep(type(lm.model)) else prompt_tokens
+    return sizing.prefill_flops(body, prompt_tokens, lm.geometry, batch) + batch * 2 * head * head_tokens
+
+
+def flops_of_decode(lm: LoadedModel, batch: int, context: int) -> float:
+    """FLOPs of one decode step of ``batch`` sequences at ``context`` cached tokens (``sizing.decode_flops``),
+    with an untied input embedding counted as a lookup (no FLOPs)."""
+    body, head = _matmul_params(lm)
+    return sizing.decode_flops(body + head, batch, context, lm.geometry)
+
+
 def measure_weight_matmuls(lm: LoadedModel, batch_sizes: list[int], repeats: int = 5) -> pd.DataFrame:
     """The matmuls of one decode step alone: every ``nn.Linear`` weight of the model (the output layer included)
     multiplied by ``batch`` random rows, one after another, with nothing else in between; the fastest of
@@ -246,10 +272,13 @@ def measure_weight_matmuls(lm: LoadedModel, batch_sizes: list[int], repeats: int
     return pd.DataFrame(rows)
 
 
-def decode_op_shares(lm: LoadedModel, batch: int = 1, context: int = 64, top: int = 5) -> pd.DataFrame:
+def decode_op_shares(lm: LoadedModel, batch: int = 1, context: int = 64, top: int = 5,
+                     repeats: int = 3) -> pd.DataFrame:
     """:func:`op_shares` of steady decode steps: ``batch`` prompts of ``context`` tokens are prefilled, then every
-    profiled call is the next step of the same chain (as in a real decode loop, so the cache appends in place)."""
-    pre = prefill(lm, [random_prompt(lm, context, seed=j) for j in range(batch)], max_new_tokens=16)
+    call, profiled or not, is the next step of the same chain (as in a real decode loop, so the cache appends in
+    place). ``attrs`` holds the step's wall-clock seconds with and without the profiler (see :func:`op_shares`)."""
+    require_loaded(lm, "decode_op_shares()")
+    pre = prefill(lm, [random_prompt(lm, context, seed=j) for j in range(batch)], max_new_tokens=4 + 2 * repeats)
     state = [pre.cache, pre.logits.argmax(-1)]
 
     def step() -> None:
@@ -257,44 +286,4 @@ def decode_op_shares(lm: LoadedModel, batch: int = 1, context: int = 64, top: in
         state[0], state[1] = out.cache, out.logits.argmax(-1)
 
     step()
-    return op_shares(step, lm.device, top=top)
-
-
-@contextlib.contextmanager
-def _quiet_native_stderr():
-    """Send the process's file descriptor 2 to /dev/null for a moment (the profiler's C++ side prints
-    start/stop lines there); Python-level errors still show."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def op_shares(fn: Callable[[], object], device: torch.device | str, repeats: int = 3, top: int = 5) -> pd.DataFrame:
-    """Where the time of ``fn()`` goes: run it once to warm up, then ``repeats`` times under ``torch.profiler``.
-
-    ATen operators are ranked by self time (time of the GPU kernels they launch on CUDA devices, CPU time
-    elsewhere).
-    Returns the ``top`` operators with columns ``operator`` (aten name), ``ms_per_call`` (self time per call
-    of ``fn``, milliseconds) and ``share`` (fraction of all operators' self time).
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    on_gpu = torch.device(device).type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    fn()
-    with _quiet_native_stderr(), profile(activities=activities) as prof:
-        for _ in range(repeats):
-            fn()
-    # aten operators only (on CUDA the kernels they launch appear as rows of their own); times in microseconds
-    ops = [(e.key, e.self_device_time_total if on_gpu else e.self_cpu_time_total) for e in prof.key_averages()
-           if e.key.startswith("aten::")]
-    total = sum(t for _, t in ops) or 1.0
-    ops.sort(key=lambda op: -op[1])
-    return pd.DataFrame([dict(operator=name, ms_per_call=t / 1e3 / repeats, share=t / total)
-                         for name, t in ops[:top]])
+    return op_shares(step, lm.device, repeats=repeats, top=top)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .verdict import verdict
+from .verdict import say, verdict
 
 __all__ = ['forward_passes', 'recompute_tokens', 'tpot', 'prompt_doubling']
 
@@ -51,12 +51,12 @@ def prompt_doubling(ttft_ratio: Any, tpot_ratio: Any, before: Any, after: Any, r
     very runs, within ``rel_tol`` (timings vary by a few percent from run to run). The measured ratios are printed
     once both predictions are given."""
     if ttft_ratio is None or tpot_ratio is None:
-        print("Not answered yet: set both predicted ratios, then run the cell again.")
+        say("Not answered yet: set both predicted ratios, then run the cell again.")
         return False
     (ttft0, tpot0), (ttft1, tpot1) = _ttft_tpot(before), _ttft_tpot(after)
     ok = [verdict(ttft_ratio, ttft1 / ttft0, rel_tol, "the measured TTFT ratio",
                   "the prefill's FLOPs, about 2 x parameters x prompt tokens, set TTFT."),
           verdict(tpot_ratio, tpot1 / tpot0, rel_tol, "the measured TPOT ratio",
                   "a decode step reads every weight once, whatever the prompt; the cache it reads is a small part.")]
-    print(f"measured: TTFT {ttft0 * 1e3:.3g} -> {ttft1 * 1e3:.3g} ms, TPOT {tpot0 * 1e3:.3g} -> {tpot1 * 1e3:.3g} ms")
+    say(f"measured: TTFT {ttft0 * 1e3:.3g} -> {ttft1 * 1e3:.3g} ms, TPOT {tpot0 * 1e3:.3g} -> {tpot1 * 1e3:.3g} ms")
     return all(ok)

@@ -5,7 +5,7 @@ import math
 from typing import Any
 
 from ... import sizing
-from .verdict import verdict
+from .verdict import say, verdict
 
 __all__ = ['ridge_point', 'decode_intensity', 'compute_bound_batch', 'decode_floor', 'max_batch_for_tpot',
            'decode_step_prediction']
@@ -82,12 +82,12 @@ def decode_step_prediction(predicted_s: Any, measured: Any, rel_tol: float = 0.3
     ``profiling.measure_decode`` table of one row, or seconds), within ``rel_tol``; the measurement is printed
     once a prediction is given."""
     if predicted_s is None:
-        print("Not answered yet: set your predicted step time in seconds, then run the cell again.")
+        say("Not answered yet: set your predicted step time in seconds, then run the cell again.")
         return False
     seconds = float(measured["step_s"].iloc[0]) if hasattr(measured, "columns") else float(measured)
     ok = verdict(predicted_s, seconds, rel_tol, "the measured decode step in seconds",
                  "bytes read per step (weights + batch x context x KV bytes per token) over the bandwidth a "
                  "memory-bound step achieved.")
-    print(f"measured: {seconds * 1e3:.3g} ms; predicted {float(predicted_s) * 1e3:.3g} ms "
+    say(f"measured: {seconds * 1e3:.3g} ms; predicted {float(predicted_s) * 1e3:.3g} ms "
           f"({float(predicted_s) / seconds:.2f}x)")
     return ok

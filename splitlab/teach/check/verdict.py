@@ -1,25 +1,36 @@
 """How every checker answers: prints whether the answer is right and returns True/False; ``None`` means "not
-answered yet"."""
+answered yet". Every line a checker prints goes through :func:`say`, wrapped to fit a phone's column."""
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
-__all__ = ["verdict"]
+__all__ = ["verdict", "say", "WIDTH"]
+
+#: The longest line a checker prints (characters): a cell's output on a 412 px phone shows 41 characters of the
+#: book's monospace font (8.4 px each in a 348 px box); 60 would scroll sideways.
+WIDTH = 40
+
+
+def say(text: str) -> None:
+    """Print ``text`` wrapped at :data:`WIDTH` characters (each of its own lines wrapped separately)."""
+    print("\n".join(textwrap.fill(line, WIDTH, break_long_words=False, break_on_hyphens=False) or line
+                    for line in text.split("\n")))
 
 
 def verdict(answer: Any, expected: float, rel_tol: float, what: str, hint: str) -> bool:
     if answer is None:
-        print(f"Not answered yet: set your answer for {what} and run the cell again.")
+        say(f"Not answered yet: set your answer for {what} and run the cell again.")
         return False
     try:
         value = float(answer)
     except (TypeError, ValueError):
-        print(f"Not a number: {answer!r}. {what} is a number.")
+        say(f"Not a number: {answer!r}. {what} is a number.")
         return False
     if math.isclose(value, expected, rel_tol=rel_tol, abs_tol=1e-12):
-        print(f"Correct: {what} = {expected:,.6g}.")
+        say(f"Correct: {what} = {expected:,.6g}.")
         return True
-    print(f"Not yet: {value:,.6g} is not {what} (tolerance {rel_tol:.0%}). Hint: {hint}")
+    say(f"Not yet: {value:,.6g} is not {what} (tolerance {rel_tol:.0%}). Hint: {hint}")
     return False
 

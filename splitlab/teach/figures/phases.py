@@ -12,7 +12,7 @@ from matplotlib import ticker
 
 from ...phases.engine import Generation
 
-__all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks", "request_latencies", "phase_rates", "token_timeline",
+__all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks", "request_latencies", "itl_note", "ttft_tpot_s", "off_note", "phase_rates", "token_timeline",
            "cached_vs_recompute"]
 
 PREFILL, DECODE, PREDICTED = "tab:orange", "tab:blue", "black"
@@ -93,6 +93,42 @@ def request_latencies(gen: Generation) -> pd.DataFrame:
             ("TPOT", (t[-1] - t[0]) / (len(t) - 1), "(E2E - TTFT) / (n - 1): the mean ITL"),
             ("E2E", t[-1], f"start -> last (n = {len(t)}) output token")]
     return pd.DataFrame([dict(metric=m, ms=fmt3(s * 1e3), meaning=d) for m, s, d in rows]).set_index("metric")
+
+
+def itl_note(gen: Generation) -> str:
+    """What the gaps of one request say, as Markdown computed from its times: TPOT beside the median ITL, and the
+    longest gap against the median (on a shared machine a long one is another program's pause, not the model's:
+    every decode step of a request does nearly the same work)."""
+    t = _times(gen)
+    itl = np.diff(t) * 1e3
+    med, longest, tpot = float(np.median(itl)), float(itl.max()), (t[-1] - t[0]) / (len(t) - 1) * 1e3
+    text = f"Here the median ITL is {med:.3g} ms and TPOT {tpot:.3g} ms"
+    text += ", close to it" if abs(tpot / med - 1) <= 0.2 else f", {tpot / med:.2f}x it"
+    if longest <= 1.5 * med:
+        return text + (f"; even the longest gap, {longest:.3g} ms, is within {longest / med - 1:.0%} of the median: "
+                       "on an idle worker the gaps stay even, which chapter 4 will change.")
+    return text + (f"; the longest gap, {longest:.3g} ms, is {longest / med:.1f}x the median. Every decode step of "
+                   "this request does nearly the same work, so that gap is a pause of this machine (another program "
+                   "held the core for a moment), not of the model; in chapter 4 other requests' prefills make such "
+                   "gaps on purpose.")
+
+
+def ttft_tpot_s(gen: Generation) -> tuple[float, float]:
+    """(TTFT, TPOT) of one request in seconds: its first token's time and (E2E - TTFT) / (n - 1)."""
+    t = _times(gen)
+    return float(t[0]), float((t[-1] - t[0]) / (len(t) - 1))
+
+
+def off_note(pairs: dict, within: float = 0.15) -> str:
+    """``{name: (measured, predicted)}`` -> a sentence saying which measured ratios miss their prediction by more
+    than ``within``, by how much, and why that happens to a single run on a shared machine ('' if none do)."""
+    off = {name: m / p - 1 for name, (m, p) in pairs.items() if abs(m / p - 1) > within}
+    if not off:
+        return f"Both are within {within:.0%} of their prediction."
+    misses = " and ".join(f"{name} {v:+.0%}" for name, v in off.items())
+    return (f"Off by more than {within:.0%}: {misses}. Each is the fastest of a few wall-clock runs, and on a "
+            "shared machine other programs slow such runs (taking the core, or sharing its caches and memory) by "
+            "different amounts at different moments: rerun the cell to see it move.")
 
 
 def phase_rates(gen: Generation) -> pd.DataFrame:

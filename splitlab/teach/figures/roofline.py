@@ -13,20 +13,23 @@ from matplotlib import ticker
 
 from ... import sizing
 from ...phases.models import LoadedModel
-from ...phases.profiling import weight_bytes_read
+from ...phases.profiling import flops_of_decode, flops_of_prefill, weight_bytes_read
 from .phases import DECODE, PREDICTED, PREFILL, fmt3, new_ax, plain_log_ticks
+from .roofline_notes import gpu_ridge_note, ops_note, prediction_note, prefill_note, ridge_note  # noqa: F401
 
-__all__ = ["with_prefill_roofline", "with_decode_roofline", "prediction_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
+__all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note", "ridge_note",
+           "ops_note", "gpu_ridge_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
            "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
 
 
 def with_prefill_roofline(lm: LoadedModel, pf: pd.DataFrame, peak: float, bandwidth: float) -> pd.DataFrame:
-    """``pf`` (``profiling.measure_prefill``) with ``flops`` (sizing.prefill_flops), ``bytes`` (weights read +
+    """``pf`` (``profiling.measure_prefill``) with ``flops`` (``profiling.flops_of_prefill``: the FLOPs the engine
+    does, the output layer at the last position only), ``bytes`` (weights read +
     KV written), ``intensity`` (FLOP/B), ``roofline_s`` = max(F / peak, M / bandwidth), ``efficiency`` =
     achieved FLOP/s / peak."""
     kv = sizing.kv_bytes_per_token(lm.config, lm.dtype)
     out = pf.copy()
-    out["flops"] = [sizing.prefill_flops(lm.n_params, t, lm.geometry, b) for t, b in zip(pf["prompt_tokens"], pf["batch"])]
+    out["flops"] = [flops_of_prefill(lm, t, b) for t, b in zip(pf["prompt_tokens"], pf["batch"])]
     out["bytes"] = [sizing.prefill_bytes(weight_bytes_read(lm), t, kv, b) for t, b in zip(pf["prompt_tokens"], pf["batch"])]
     out["intensity"] = out["flops"] / out["bytes"]
     out["roofline_s"] = np.maximum(out["flops"] / peak, out["bytes"] / bandwidth)
@@ -34,9 +37,20 @@ def with_prefill_roofline(lm: LoadedModel, pf: pd.DataFrame, peak: float, bandwi
     return out
 
 
+def prefill_crossing(lm: LoadedModel, ridge: float, max_tokens: int = 1 << 16) -> int | None:
+    """The shortest prompt whose prefill intensity (``profiling.flops_of_prefill`` over the weights read plus the
+    KV written) exceeds ``ridge``: where prefill turns compute-bound on this device; None if no prompt up to
+    ``max_tokens`` does."""
+    kv, weights = sizing.kv_bytes_per_token(lm.config, lm.dtype), weight_bytes_read(lm)
+    for t in range(1, max_tokens + 1):
+        if flops_of_prefill(lm, t) / sizing.prefill_bytes(weights, t, kv) > ridge:
+            return t
+    return None
+
+
 def with_decode_roofline(lm: LoadedModel, dc: pd.DataFrame, peak: float, bandwidth: float,
                          efficiency: float = 1.0) -> pd.DataFrame:
-    """``dc`` (``profiling.measure_decode``) with, per row: ``flops`` (sizing.decode_flops), ``bytes`` (weights a
+    """``dc`` (``profiling.measure_decode``) with, per row: ``flops`` (``profiling.flops_of_decode``), ``bytes`` (weights a
     step reads, ``profiling.weight_bytes_read``, plus batch x context x KV bytes per token), ``intensity``,
     ``floor_s`` = bytes / bandwidth (the memory roof), ``compute_s`` = FLOPs / (efficiency x peak) (the compute
     roof at the efficiency the model's kernels reach), ``predicted_s`` = the larger of the two,
@@ -44,7 +58,7 @@ def with_decode_roofline(lm: LoadedModel, dc: pd.DataFrame, peak: float, bandwid
     ``weight_bytes`` and ``bandwidth`` themselves."""
     kv = sizing.kv_bytes_per_token(lm.config, lm.dtype)
     out = dc.copy()
-    out["flops"] = [sizing.decode_flops(lm.n_params, b, c, lm.geometry) for b, c in zip(dc["batch"], dc["context"])]
+    out["flops"] = [flops_of_decode(lm, b, c) for b, c in zip(dc["batch"], dc["context"])]
     out["bytes"] = [sizing.decode_bytes(weight_bytes_read(lm), b, c, kv) for b, c in zip(dc["batch"], dc["context"])]
     out["weight_bytes"] = weight_bytes_read(lm)
     out["bandwidth"] = bandwidth
@@ -55,35 +69,6 @@ def with_decode_roofline(lm: LoadedModel, dc: pd.DataFrame, peak: float, bandwid
     out["achieved_bytes_per_s"] = out["bytes"] / out["step_s"]
     out["share_of_bandwidth"] = out["achieved_bytes_per_s"] / bandwidth
     return out
-
-
-def prediction_note(dc: pd.DataFrame, tolerance: float = 0.35) -> str:
-    """What the measured decode steps of :func:`with_decode_roofline` (with ``matmul_s`` from
-    ``profiling.measure_weight_matmuls``, and ``bandwidth`` the copy bandwidth used there) say about the roofline
-    prediction, as Markdown: measured / bound per batch against ``tolerance``, and how much of the step the
-    weight matmuls alone take and at what rate, at batch 1 and at the next batch."""
-    ratio = dc["step_s"] / dc["predicted_s"]
-    within = int(((ratio <= 1 + tolerance) & (ratio >= 1 / (1 + tolerance))).sum())
-    text = (f"Every step takes at least its roofline bound, {ratio.min():.2f} to {ratio.max():.2f} times it, so the "
-            f"bound is within its {tolerance:.0%} tolerance at {within} of {len(dc)} batches. "
-            if ratio.min() >= 0.95 else
-            f"A step beat its roofline bound (measured / bound {ratio.min():.2f}): the bandwidth measurement was "
-            "slowed by another program; rerun the device cell. ")
-    if "matmul_s" not in dc or len(dc) < 2:
-        return text
-    copy = float(dc["bandwidth"].iloc[0])
-    one, two = dc.iloc[0], dc.iloc[1]
-    rate = lambda r: r["weight_bytes"] / r["matmul_s"]  # noqa: E731  the matmuls read the weights only
-    text += (f"The weight matmuls alone take {one['matmul_s'] * 1e3:.3g} ms of the {one['step_s'] * 1e3:.3g} ms "
-             f"batch-1 step and stream the weights at {rate(one) / 1e9:.3g} GB/s, {rate(one) / copy:.0%} of the "
-             "copy bandwidth: at batch 1 they are most of the gap to the bound. ")
-    if rate(two) < 0.8 * rate(one):
-        text += (f"At batch {int(two['batch'])} the matmuls alone slow to {rate(two) / 1e9:.3g} GB/s: with more "
-                 "than one row the BLAS library leaves its matrix-vector kernel for a matrix-matrix one, which on "
-                 "this processor reads the weights more slowly, so the step is not flat here.")
-    else:
-        text += f"At batch {int(two['batch'])} they keep their rate ({rate(two) / 1e9:.3g} GB/s)."
-    return text
 
 
 def flat_up_to(dc: pd.DataFrame, within: float = 0.3) -> int:
@@ -99,14 +84,15 @@ def flat_up_to(dc: pd.DataFrame, within: float = 0.3) -> int:
 
 
 def gpu_table() -> pd.DataFrame:
-    """Datasheet GPUs (``sizing.GPUS``): dense bf16/fp16 peak (TFLOP/s), memory bandwidth (TB/s), memory (GB) and
-    ridge point (FLOP/byte), as text of 3 significant digits (a float column would print 121.0 and 203.0)."""
-    rows = [{"GPU": name, "peak (TFLOP/s)": g["peak_flops_per_s"] / 1e12, "bandwidth (TB/s)": g["bandwidth_bytes_per_s"] / 1e12,
-             "memory (GB)": int(round(g["memory_bytes"] / 1e9)),
-             "ridge (FLOP/B)": sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"])}
+    """Datasheet GPUs (``sizing.GPUS``): dense bf16/fp16 peak (TFLOP/s), memory bandwidth (TB/s), memory size (GB)
+    and ridge point (FLOP/byte), as text of 3 significant digits (a float column would print 121.0 and 203.0).
+    Short headers, so that the table fits a phone's column (412 px)."""
+    rows = [{"GPU": name, "peak TFLOP/s": g["peak_flops_per_s"] / 1e12, "mem. TB/s": g["bandwidth_bytes_per_s"] / 1e12,
+             "mem. GB": int(round(g["memory_bytes"] / 1e9)),
+             "ridge FLOP/B": sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"])}
             for name, g in sizing.GPUS.items()]
     df = pd.DataFrame(rows)
-    for col in ("peak (TFLOP/s)", "bandwidth (TB/s)", "ridge (FLOP/B)"):
+    for col in ("peak TFLOP/s", "mem. TB/s", "ridge FLOP/B"):
         df[col] = df[col].map(fmt3)
     return df.set_index("GPU")
 
