@@ -90,3 +90,73 @@ def test_chapter_6_and_7_checkers():
     n = M.slo_misses(res.requests, 2.0, 0.2)["ttst"]
     assert n > 0 and check.second_token_misses(n, res.requests, 2.0, 0.2)
     assert not check.second_token_misses(n + 1, res.requests, 2.0, 0.2)
+
+
+def _phone_readable(fig):
+    """Every text of ``fig`` at 9 pt or more once the figure is shrunk to a 412 px phone's column (~3.85 in)."""
+    import matplotlib.text
+
+    width_in = fig.get_size_inches()[0]
+    sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip()]
+    return width_in <= 5 and min(sizes) * 3.85 / width_in >= 9
+
+
+def test_chapter_6_figures_read_on_a_phone():
+    import matplotlib.pyplot as plt
+
+    from splitlab.serving import ServingConfig, run
+    from splitlab.teach import widgets
+    from splitlab.teach.figures import split as split_figures
+
+    reqs = make_workload(SPEC, 20, 8.0, seed=0)
+    runs = {"1P+1D": run(reqs, ServingConfig.disaggregated(1, 1), CostModelExecutor(COST)),
+            "2 colocated (chunked, 256-token chunks)": run(reqs, ServingConfig.colocated(2), CostModelExecutor(COST))}
+    assert _phone_readable(split_figures.latency_cdfs(runs, 0.5, 0.05, title="a title"))
+    assert _phone_readable(split_figures.timelines(runs, (0.0, 1.0)))
+    box = widgets.split_explorer(COST, SPEC, rate_per_s=8, ttft_slo_s=0.5, tpot_slo_s=0.05, n_requests=20)
+    assert _phone_readable(plt.gcf())
+    assert set(box.attainment) == {"2 colocated", "1P+1D"} and all(0 <= v <= 1 for v in box.attainment.values())
+    plt.close("all")
+
+
+def test_chapter_6_tables_are_narrow_and_measured():
+    import splitlab as sl
+    from splitlab.serving import ServingConfig, run
+    from splitlab.teach.figures import split_tables as T
+
+    assert T.short_name("4 colocated (chunked, 256-token chunks)") == "4 chunked 256"
+    assert T.short_name("4 colocated (prefill-first)") == "4 colocated" and T.short_name("3P+1D") == "3P+1D"
+    plan = sl.planner.plan(COST, SPEC, ttft_slo_s=0.5, tpot_slo_s=0.05, max_workers=2, chunk_tokens=(256,),
+                           progress=False, max_requests=300)
+    table = T.plan_table(plan)
+    assert list(table.index) == [T.short_name(c.name) for c in plan.candidates]
+    assert all(len(line) <= 62 for line in T.plan_summary(plan).splitlines())
+    reqs = make_workload(SPEC, 20, 8.0, seed=0)
+    res = run(reqs, ServingConfig.disaggregated(1, 1), CostModelExecutor(COST))
+    steps = T.decode_steps(res, COST)
+    assert len(steps) and (steps.predicted_s == 0.01).all()  # the cost model's step: 10 ms whatever the batch
+    assert steps.measured_s.to_numpy() == pytest.approx(0.01)  # the simulator charges exactly that
+    st = T.step_table({"1P+1D": res}, COST, 8.0, 0.1)
+    assert st.loc["step, measured (ms)", "1P+1D"] == pytest.approx(10.0)
+    assert st.loc["TPOT, predicted (ms)", "1P+1D"] == pytest.approx(10.0)  # a split: no stretch
+    assert isinstance(st.loc["largest decode batch", "1P+1D"], int)
+
+
+def test_fit_table_and_formulas():
+    from splitlab.costmodel.calibration import Calibration
+    from splitlab.costmodel.fit import Fit
+    from splitlab.teach.figures import split_tables as T
+
+    def fit(name, terms, coef, residuals):
+        return Fit(name, terms, coef, [dict(measured_s=1.0, predicted_s=1 + r, residual=r) for r in residuals])
+
+    fits = {"prefill": fit("prefill", ("1", "tokens", "squares"), (5e-3, 1e-4, 6e-8), [0.1, -0.25, 0.05]),
+            "decode": fit("decode", ("1", "batch", "context_tokens", "batched"), (5e-3, 2.4e-4, 2.2e-7, 1.9e-3),
+                          [0.2, -0.1])}
+    table = T.fit_table(Calibration(COST, fits))
+    assert list(table.index) == ["prefill", "decode"] and list(table["points"]) == [3, 2]
+    assert all(isinstance(v, int) for v in table["points"])
+    assert table.loc["prefill", "max |res.| (%)"] == 25.0 and table.loc["decode", "max |res.| (%)"] == 20.0
+    text = T.fit_formulas(Calibration(COST, fits))
+    assert all(len(line) <= 56 for line in text.splitlines()) and "x context_tokens" in text
+    assert text.startswith("prefill = 5 ms + 100 us x tokens")

@@ -8,7 +8,8 @@
 - :func:`split_runs`: the same requests on P + D colocated workers and on the PxDy split (the explorer's runs).
 - :func:`split_grid`: SLO attainment and P90 latencies of both over rates x P:D ratios (the explorers' grid).
 
-Figures are at most 8 inches wide (the page column), with fonts of 9 pt or more.
+Figures are 4.8 inches wide with fonts of 12 pt or more (:data:`PHONE`), panels stacked: shown at a 412 px
+phone's text column (about 3.85 in), their labels stay at 9.6 pt or more.
 """
 from __future__ import annotations
 
@@ -22,11 +23,17 @@ import pandas as pd
 from ... import serving
 from ...serving import metrics as M
 from . import serving as serving_plots
+from .split_tables import short_name
 
 __all__ = ["slo_table", "winner", "latency_cdfs", "timelines", "split_runs", "split_grid", "RATIOS"]
 
 #: the P:D ratios of chapter 6's explorer in the rendered book: every split of at most four workers
 RATIOS = ((1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3))
+
+#: width (in) and font sizes (pt) of this module's figures: 12 pt at 4.8 in reads as 9.6 pt on a phone's column
+WIDTH_IN = 4.8
+PHONE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 12,
+         "ytick.labelsize": 12, "legend.fontsize": 12, "figure.titlesize": 12}
 
 
 def slo_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) -> pd.DataFrame:
@@ -36,7 +43,7 @@ def slo_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) 
     for name, res in runs.items():
         m = res.metrics(ttft_slo_s, tpot_slo_s)
         miss = M.slo_misses(res.requests, ttft_slo_s, tpot_slo_s)
-        cols[name] = {"workers": len(res.workers), "TTFT P50 (ms)": m["ttft_s"]["p50"] * 1e3,
+        cols[short_name(name)] = {"workers": len(res.workers), "TTFT P50 (ms)": m["ttft_s"]["p50"] * 1e3,
                       "TTFT P90 (ms)": m["ttft_s"]["p90"] * 1e3, "TTST P90 (ms)": m["ttst_s"]["p90"] * 1e3,
                       "TPOT P50 (ms)": m["tpot_s"]["p50"] * 1e3, "TPOT P90 (ms)": m["tpot_s"]["p90"] * 1e3,
                       "ITL P99 (ms)": m["itl_s"]["p99"] * 1e3, "SLO attainment (%)": 100 * m["slo_attainment"],
@@ -51,53 +58,57 @@ def slo_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) 
 
 
 def winner(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) -> str:
-    """``"<name> wins: x% of requests within both SLOs against y% (<other>) ..."``: the runs ranked by SLO
-    attainment (a tie says so)."""
+    """``"<name> wins: x% within both SLOs\nagainst y% (<other>) ..."``: the runs ranked by SLO attainment, short
+    names, two lines (a tie says so)."""
     att = {name: res.metrics(ttft_slo_s, tpot_slo_s)["slo_attainment"] for name, res in runs.items()}
     ranked = sorted(att, key=att.get, reverse=True)
     best = ranked[0]
-    others = ", ".join(f"{att[k]:.0%} ({k})" for k in ranked[1:])
+    others = ", ".join(f"{att[k]:.0%} ({short_name(k)})" for k in ranked[1:])
     if len(ranked) > 1 and att[ranked[1]] == att[best]:
-        return f"a tie on SLO attainment at {att[best]:.0%}: " + ", ".join(ranked)
-    return f"{best} wins: {att[best]:.0%} of requests within both SLOs, against {others}"
+        return f"a tie on SLO attainment at {att[best]:.0%}:\n" + ", ".join(map(short_name, ranked))
+    return f"{short_name(best)} wins: {att[best]:.0%} within both SLOs\nagainst {others}"
 
 
 def latency_cdfs(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float, title: str | None = None,
                  log_ttft: bool = False):
-    """TTFT (left) and TPOT (right) CDFs of every run, the SLOs as dotted lines. Returns the figure."""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(8, 3.6), layout="constrained")
-    serving_plots.ttft_cdf(dict(runs), ax=a1, slo_s=ttft_slo_s, title="Time to first token", log=log_ttft)
-    serving_plots.latency_cdf(dict(runs), "tpot", ax=a2, slo_s=tpot_slo_s, title="Time per output token")
-    for ax in (a1, a2):
-        ax.set_xlabel(ax.get_xlabel().replace("time to first token, ", "").replace("time per output token, ", ""))
-        if log_ttft and ax is a1:
-            ax.xaxis.set_major_formatter(ScalarFormatter())
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.get_legend().remove()
-    handles, labels = a1.get_legend_handles_labels()
-    labels = [lab.replace("SLO", "the SLOs (dotted)") if lab.startswith("SLO") else lab for lab in labels]
-    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
-    if title:
-        fig.suptitle(title, fontsize=11)
+    """TTFT (top) and TPOT (bottom) CDFs of every run, stacked, the SLOs as dotted lines, one legend below (short
+    names). Returns the figure (:data:`WIDTH_IN` wide, :data:`PHONE` fonts)."""
+    runs = {short_name(k): v for k, v in runs.items()}
+    with plt.rc_context(PHONE):
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(WIDTH_IN, 6.4), layout="constrained")
+        serving_plots.ttft_cdf(runs, ax=a1, slo_s=ttft_slo_s, title="Time to first token", log=log_ttft)
+        serving_plots.latency_cdf(runs, "tpot", ax=a2, slo_s=tpot_slo_s, title="Time per output token")
+        for ax in (a1, a2):
+            ax.set_xlabel(ax.get_xlabel().replace("time to first token, ", "").replace("time per output token, ",
+                                                                                         ""))
+            if log_ttft and ax is a1:
+                ax.xaxis.set_major_formatter(ScalarFormatter())
+                ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.get_legend().remove()
+        handles, labels = a1.get_legend_handles_labels()
+        labels = ["SLO (dotted)" if lab.startswith("SLO") else lab for lab in labels]
+        fig.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
+        if title:
+            fig.suptitle(title)
     return fig
 
 
 def timelines(runs: Mapping[str, object], t_range: tuple[float, float] | None = None):
     """One worker timeline per run, stacked, sharing the time axis (``t_range`` in s zooms in). Returns the
-    figure."""
+    figure (:data:`WIDTH_IN` wide, :data:`PHONE` fonts)."""
     rows = [len(res.workers) + 0.6 * sum(1 for w in res.timeline.worker.unique() if "->" in w)
             for res in runs.values()]
-    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 0.45 * sum(rows) + 1.2 * len(runs)), sharex=True,
-                             layout="constrained", height_ratios=rows)
-    axes = np.atleast_1d(axes)
-    for ax, (name, res) in zip(axes, runs.items()):
-        serving_plots.worker_timeline(res, ax=ax, t_range=t_range, title=name)
-        ax.get_legend().remove()
-        ax.set_xlabel("")
-    axes[-1].set_xlabel("time on the virtual clock (s)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for k, c in serving_plots.KIND_COLORS.items()]
-    fig.legend(handles, list(serving_plots.KIND_COLORS), loc="outside lower center", ncols=4, fontsize=9,
-               frameon=False)
+    with plt.rc_context(PHONE):
+        fig, axes = plt.subplots(len(runs), 1, figsize=(WIDTH_IN, 0.42 * sum(rows) + 1.3 * len(runs)),
+                                 sharex=True, layout="constrained", height_ratios=rows)
+        axes = np.atleast_1d(axes)
+        for ax, (name, res) in zip(axes, runs.items()):
+            serving_plots.worker_timeline(res, ax=ax, t_range=t_range, title=short_name(name))
+            ax.get_legend().remove()
+            ax.set_xlabel("")
+        axes[-1].set_xlabel("time on the virtual clock (s)")
+        handles = [plt.Rectangle((0, 0), 1, 1, color=c) for k, c in serving_plots.KIND_COLORS.items()]
+        fig.legend(handles, list(serving_plots.KIND_COLORS), loc="outside lower center", ncols=4, frameon=False)
     return fig
 
 

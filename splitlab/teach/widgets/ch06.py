@@ -19,27 +19,32 @@ def split_explorer(cost, workload="research", rate_per_s: float = 8.0, prefill_w
     """Ch. 6: the same requests served by P + D colocated workers (prefill-first) and by the split into P
     prefill + D decode workers, at a chosen rate and P:D ratio, on the simulator with ``cost`` (a
     :class:`splitlab.costmodel.CostModel`, e.g. a calibration's ``.cost``: each redraw takes a fraction of a
-    second). Draws the TTFT and TPOT CDFs with the SLOs and each layout's SLO attainment."""
+    second). Draws the TTFT and TPOT CDFs with the SLOs and each layout's SLO attainment. The returned box's
+    ``attainment`` holds the static figure's (name -> share within both SLOs), for prose computed from it."""
     from ... import serving
     from ..figures import split as split_figures
 
     ex = serving.CostModelExecutor(getattr(cost, "cost", cost))
+    drawn = []
 
     def draw(rate_per_s: float, prefill_workers: int, decode_workers: int) -> None:
         runs = split_figures.split_runs(ex, workload, rate_per_s, [(prefill_workers, decode_workers)], n_requests,
                                         scale, seed)
         att = {k: r.metrics(ttft_slo_s, tpot_slo_s)["slo_attainment"] for k, r in runs.items()}
+        drawn.append(att)
         name = workload if isinstance(workload, str) else getattr(workload, "name", "custom")
         split_figures.latency_cdfs(runs, ttft_slo_s, tpot_slo_s,
-                                   title=f"{name} at {rate_per_s:.3g}/s (simulated). Within both SLOs: "
+                                   title=f"{name} at {rate_per_s:.3g}/s, simulated\nwithin both SLOs: "
                                          + ", ".join(f"{k} {v:.0%}" for k, v in att.items()))
 
     top = max_rate_per_s or 3 * rate_per_s
-    return explorer(draw,
+    box = explorer(draw,
                     rate_per_s=widgets.FloatSlider(value=rate_per_s, min=top / 30, max=top, step=top / 30,
                                                    description="rate /s", readout_format=".3g"),
                     prefill_workers=widgets.IntSlider(prefill_workers, 1, 6, 1, description="prefill (P)"),
                     decode_workers=widgets.IntSlider(decode_workers, 1, 6, 1, description="decode (D)"))
+    box.attainment = drawn[0]
+    return box
 
 
 def split_figure(cost, workloads, reference_rate_per_worker, measured=None, ratios=None, factors=FACTORS,

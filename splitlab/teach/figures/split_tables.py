@@ -1,0 +1,120 @@
+"""Chapter 6's tables, each narrow enough for a 412 px phone (short names, units in headers, 3 significant
+digits), and the numbers its prose is computed from.
+
+- :func:`short_name`: "4 colocated (chunked, 256-token chunks)" -> "4 chunked 256" (a column or legend label).
+- :func:`fit_table` / :func:`fit_formulas`: a calibration's residuals (one row per fit) and its fitted formulas
+  (wrapped lines).
+- :func:`plan_table` / :func:`plan_summary`: a plan's ranking (layout, goodput, closed form, binding SLO) and its
+  verdict in two short lines.
+- :func:`decode_steps`: every decode step of a run, measured against the cost model's seconds for it.
+- :func:`step_table`: per run, the decode batch, the measured and predicted step and TPOT (the chapter's
+  measured-against-predicted table).
+"""
+from __future__ import annotations
+
+import textwrap
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table"]
+
+
+def short_name(name: str) -> str:
+    """A layout's name short enough for a table column: "4 colocated (prefill-first)" -> "4 colocated",
+    "4 colocated (chunked, 256-token chunks)" -> "4 chunked 256"; a split ("3P+1D") is kept."""
+    if " colocated (" not in name:
+        return name
+    n, rest = name.split(" colocated (", 1)
+    if rest.startswith("chunked"):
+        chunk = rest.split(", ")[1].split("-token")[0] if ", " in rest else ""
+        return f"{n} chunked {chunk}".strip()
+    return f"{n} colocated"
+
+
+def _sig(v: float) -> float:
+    return float(f"{v:.3g}")
+
+
+def fit_table(calibration) -> pd.DataFrame:
+    """One row per fit of ``calibration`` (prefill, decode, transfer): the largest and the rms relative residual
+    (%, predicted / measured - 1), R^2 and the number of measurements (an integer)."""
+    rows = {name: {"max |res.| (%)": _sig(100 * f.max_abs_residual), "rms res. (%)": _sig(100 * f.rms_residual),
+                   "R²": _sig(f.r2), "points": int(len(f.rows))} for name, f in calibration.fits.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").astype(object)  # as is: 3 digits, points an integer
+
+
+def fit_formulas(calibration, width: int = 56) -> str:
+    """The fitted formulas of ``calibration``, one per fit, wrapped at ``width`` characters (seconds of one
+    forward or copy)."""
+    lines = []
+    for name, f in calibration.fits.items():  # a term ("215 ns x context_tokens") is never split
+        terms = f.formula().replace(" x ", "\xa0x\xa0").replace(" / ", "\xa0/\xa0").replace(" ", "\xa0")
+        terms = terms.replace("\xa0+\xa0", " + ")
+        lines += [line.replace("\xa0", " ") for line in textwrap.wrap(
+            f"{name} = {terms}", width, subsequent_indent=" " * (len(name) + 1), break_on_hyphens=False)]
+    return "\n".join(lines)
+
+
+def plan_table(plan) -> pd.DataFrame:
+    """A :class:`splitlab.planning.Plan`'s candidates, best first: short layout name, simulated goodput and the
+    closed form's first guess (requests/s per worker, 3 significant digits), the binding SLO."""
+    rows = [{"layout": short_name(c.name), "goodput (/s/worker)": _sig(c.goodput_rps_per_worker),
+             "closed form (/s/worker)": _sig(c.first_guess_rps_per_worker), "binds": c.binding_slo.upper()}
+            for c in plan.candidates]
+    return pd.DataFrame(rows).set_index("layout").astype(object)
+
+
+def plan_summary(plan) -> str:
+    """The plan's verdict in two lines of at most ~60 characters: the winner, then the best of the other kind
+    and how much less it serves per worker."""
+    best = plan.best
+    text = (f"best: {short_name(best.name)}, {best.goodput_rps_per_worker:.3g} req/s per worker "
+            f"({best.binding_slo.upper()} binds)")
+    other = next((c for c in plan.candidates if (c.layout == "colocated") != (best.layout == "colocated")), None)
+    if other is not None and best.goodput_rps_per_worker > 0:
+        less = 1 - other.goodput_rps_per_worker / best.goodput_rps_per_worker
+        text += (f"\nbest {'colocated' if other.layout == 'colocated' else 'split'}: {short_name(other.name)}, "
+                 f"{other.goodput_rps_per_worker:.3g} ({other.binding_slo.upper()} binds), {less:.0%} less")
+    return text
+
+
+def decode_steps(res, cost) -> pd.DataFrame:
+    """Every decode step of ``res`` (a :class:`splitlab.serving.ServingResult` with a timeline): ``worker``,
+    ``batch``, ``context_tokens`` (prompt + tokens already out, summed over the batch), ``measured_s`` (its
+    duration) and ``predicted_s`` (``cost.decode_s`` at that batch and context)."""
+    prompts = {r.id: r.prompt_len for r in res.requests}
+    tok = res.token_table()
+    times = {rid: np.sort(g.time_s.to_numpy()) for rid, g in tok.groupby("request_id")}
+    steps = res.timeline[res.timeline.kind == "decode"]
+    rows = []
+    for s in steps.itertuples():
+        ids = list(s.request_ids)
+        ctx = sum(prompts[i] + int(np.searchsorted(times.get(i, np.array([])), s.start_s, side="right"))
+                  for i in ids)
+        rows.append(dict(worker=s.worker, batch=int(s.batch), context_tokens=int(ctx),
+                         measured_s=float(s.end_s - s.start_s), predicted_s=float(cost.decode_s(len(ids), ctx))))
+    return pd.DataFrame(rows, columns=["worker", "batch", "context_tokens", "measured_s", "predicted_s"])
+
+
+def step_table(runs: Mapping[str, object], cost, rate_per_s: float, mean_prefill_s: float) -> pd.DataFrame:
+    """Measured against predicted, one column per run (short names): mean and largest decode batch, the mean
+    decode step measured and predicted by ``cost`` at the same batches and contexts (ms), the mean TPOT
+    measured, and predicted (ms): the predicted step stretched by ``1 / (1 - rho)`` on a colocated worker
+    (``rho = rate_per_s x mean_prefill_s / N``; NaN when rho >= 1), the predicted step alone on a split."""
+    cols = {}
+    for name, res in runs.items():
+        steps = decode_steps(res, cost)
+        n = len(res.workers)
+        rho = rate_per_s * mean_prefill_s / n
+        stretch = (1 / (1 - rho) if rho < 1 else np.nan) if res.config.layout == "colocated" else 1.0
+        cols[short_name(name)] = {
+            "mean decode batch": _sig(steps.batch.mean()), "largest decode batch": int(steps.batch.max()),
+            "step, measured (ms)": _sig(1e3 * steps.measured_s.mean()),
+            "step, predicted (ms)": _sig(1e3 * steps.predicted_s.mean()),
+            "TPOT, measured (ms)": _sig(1e3 * res.metrics()["tpot_s"]["mean"]),
+            "TPOT, predicted (ms)": _sig(1e3 * steps.predicted_s.mean() * stretch)}
+    out = pd.DataFrame(cols).astype(object)
+    out.loc["largest decode batch"] = [int(v) for v in out.loc["largest decode batch"]]
+    return out
