@@ -4,7 +4,9 @@ The chapters themselves also run cell by cell under nbval (`book/` is in pytest'
 
 The rendered book in a real browser (headless Chromium, driven by selenium): every page loads with no
 JavaScript error and no request to the network, every interactive figure is drawn, and moving its slider (a mouse click on
-the slider's rail) or picking a dropdown entry changes the data drawn; at 1280 px and at a 412 px phone width.
+the slider's rail) or picking a dropdown entry changes the data drawn; at 1280 px and at a 412 px phone width. No page
+scrolls sideways at either width (the failure names the elements past the right edge), and no printout of a cell
+scrolls sideways in its own box (``splitlab-book.css`` wraps them).
 
 Also: every chapter whose notebook calls an ipywidgets explorer (``sl.widgets.``) carries at least one interactive
 figure on its page (read from the HTML, no browser needed).
@@ -106,6 +108,31 @@ return JSON.stringify({sliders: (gd._fullLayout.sliders || []).map(s => s.active
                        painted: Array.from(gd.querySelectorAll('.trace path, .trace .point, .ytick text, .xtick text'))
                                      .map(p => (p.getAttribute('d') || '') + (p.getAttribute('transform') || '')
                                                + (p.textContent || ''))});"""
+
+#: How wide the page is, and what makes it so: ``scroll``/``inner``: the document's scroll width and the window's
+#: width; ``past``: the elements whose right edge lies beyond the window and that no ancestor clips (a box that
+#: scrolls on its own, overflow other than visible, keeps what is inside it), each as tag.class, its right edge and
+#: the start of its text; ``text``: cell printouts (pre) that scroll sideways inside their own box (the book's CSS
+#: wraps them).
+JS_WIDE = """
+const W = window.innerWidth, past = [], text = [];
+const name = e => e.tagName.toLowerCase() + (typeof e.className === 'string' && e.className.trim()
+    ? '.' + e.className.trim().split(/\\s+/).slice(0, 2).join('.') : '');
+const clipped = e => { for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) {
+    if (getComputedStyle(p).overflowX !== 'visible' && p.getBoundingClientRect().right <= W + 1) return true; }
+  return false; };
+for (const e of document.querySelectorAll('body *')) {
+  const r = e.getBoundingClientRect();
+  if (r.width > 0 && r.right > W + 1 && getComputedStyle(e).visibility !== 'hidden' && !clipped(e)
+      && !(e.parentElement && e.parentElement.getBoundingClientRect().right > W + 1 && !clipped(e.parentElement)))
+    past.push(name(e) + ' right=' + Math.round(r.right) + ' "'
+              + Array.from(e.innerText || '').slice(0, 40).join('') + '"');
+}
+for (const e of document.querySelectorAll('div.cell_output pre'))
+  if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)
+    text.push(e.scrollWidth + ' > ' + e.clientWidth + ' px "' + Array.from(e.innerText).slice(0, 40).join('') + '"');
+return JSON.stringify({scroll: document.documentElement.scrollWidth, inner: W, past: past.slice(0, 10),
+                       text: text.slice(0, 10)});"""
 
 
 def _state(driver, i) -> dict:
@@ -212,8 +239,11 @@ def test_pages_work_offline_and_every_interactive_figure_moves(built_book, site,
     for width in WIDTHS:
         for page in pages:
             _open(driver, f"{site}/{page}", width)
-            assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1"), \
-                f"{page} scrolls sideways at {width} px"
+            wide = json.loads(driver.execute_script(JS_WIDE))
+            assert wide["scroll"] <= wide["inner"] + 1, \
+                f"{page} scrolls sideways at {width} px ({wide['scroll']} px of content in {wide['inner']} px); " \
+                f"past the right edge: {wide['past']}"
+            assert not wide["text"], f"{page} at {width} px: printed text scrolls sideways in its box: {wide['text']}"
             for i in range(driver.execute_script("return document.querySelectorAll('.plotly-graph-div').length")):
                 before = _state(driver, i)
                 target = 1 if before["sliders"][0] != 1 else 0

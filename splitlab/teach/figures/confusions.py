@@ -24,10 +24,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from .confusions_tables import chunked_verdict, headline, quant_table, sig3, summary_table, waste_table
+from .confusions_tables import (chunked_verdict, fmt3, headline, quant_table, reuse_table, routing_table, sig3,
+                                speculative_tables, summary_table, waste_table)
 
 __all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes", "speculative_sweep", "prefix_reuse",
-           "headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "sig3"]
+           "headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "speculative_tables",
+           "reuse_table", "routing_table", "sig3", "fmt3"]
 
 WIDTH = 5.6  # inches: a 412 px screen shows the figure at about 0.65 of its size, so 12 pt reads as ~8-9 pt
 PHONE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11,

@@ -1,6 +1,7 @@
 """Chapter 8's tables and printed verdicts (re-exported by :mod:`.confusions`). Every table has one column per
-configuration or scheme and units in its row names, so that it fits a phone's column; numbers are rounded to
-three significant digits."""
+configuration or scheme and units in its row names (or, where rows are runs, few columns with short headers), so
+that it fits a phone's column; numbers are shown as text of three significant digits (:func:`.phases.fmt3`: no
+padding such as 2050.000000), counts as integers."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -10,7 +11,10 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-__all__ = ["headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "sig3"]
+from .phases import fmt3
+
+__all__ = ["headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "speculative_tables",
+           "reuse_table", "routing_table", "sig3", "fmt3"]
 
 TOLERANCE = 0.25  # a prediction within 25% of the measurement counts as met
 
@@ -50,15 +54,15 @@ def headline(runs: Mapping[str, object], simulated: Mapping[str, object], prefil
     for name, res in runs.items():
         m, s = res.metrics(ttft_slo_s, tpot_slo_s), simulated[name].metrics(ttft_slo_s, tpot_slo_s)
         worst = longest_gap(res)
-        rows[name] = {"longest gap (ms)": sig3(worst["gap_s"] * 1e3),
-                      "its steps, timed alone (ms)": sig3(_predicted_s(worst["steps"], prefill_s, decode_s) * 1e3),
-                      "ITL P99 (ms)": sig3(m["itl_s"]["p99"] * 1e3),
-                      "ITL P99, simulated (ms)": sig3(s["itl_s"]["p99"] * 1e3),
-                      "TTFT mean (ms)": sig3(m["ttft_s"]["mean"] * 1e3),
-                      "TTFT mean, simulated (ms)": sig3(s["ttft_s"]["mean"] * 1e3),
-                      "TPOT mean (ms)": sig3(m["tpot_s"]["mean"] * 1e3),
-                      "SLO attainment (%)": sig3(m["slo_attainment"] * 100),
-                      "tokens/s per worker": sig3(m["throughput_tokens_per_s_per_worker"])}
+        rows[name] = {"longest gap (ms)": fmt3(worst["gap_s"] * 1e3),
+                      "its steps, timed alone (ms)": fmt3(_predicted_s(worst["steps"], prefill_s, decode_s) * 1e3),
+                      "ITL P99 (ms)": fmt3(m["itl_s"]["p99"] * 1e3),
+                      "ITL P99, simulated (ms)": fmt3(s["itl_s"]["p99"] * 1e3),
+                      "TTFT mean (ms)": fmt3(m["ttft_s"]["mean"] * 1e3),
+                      "TTFT mean, simulated (ms)": fmt3(s["ttft_s"]["mean"] * 1e3),
+                      "TPOT mean (ms)": fmt3(m["tpot_s"]["mean"] * 1e3),
+                      "SLO attainment (%)": fmt3(m["slo_attainment"] * 100),
+                      "tokens/s per worker": fmt3(m["throughput_tokens_per_s_per_worker"])}
     return pd.DataFrame(rows)
 
 
@@ -104,7 +108,7 @@ def waste_table(waste: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({labels[s]: {"mean held (MiB)": w.mean_bytes / 2 ** 20, "peak held (MiB)": w.peak_bytes / 2 ** 20,
                                     "waste (% of held)": w.waste_share * 100}
                         for s, w in waste.iterrows()})
-    return out.map(sig3)
+    return out.map(fmt3)
 
 
 def quant_table(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> pd.DataFrame:
@@ -122,7 +126,7 @@ def quant_table(variants: Mapping[str, object], moved_s: Mapping[str, float]) ->
                       "relative error": relative_error(reference, back),
                       "transfer (ms)": moved_s[name] * 1e3,
                       "transfer vs fp16": moved_s[name] / moved_s["fp16"] if "fp16" in moved_s else float("nan")}
-    return pd.DataFrame(cols).map(sig3)
+    return pd.DataFrame(cols).map(fmt3)
 
 
 def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, routing, total_tokens) -> pd.DataFrame:
@@ -161,3 +165,40 @@ def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, rou
     with pd.option_context("display.max_colwidth", None):
         display(table)
     return table
+
+
+def speculative_tables(spec: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The speculative runs (rows of ``draft``, ``k``, ``acceptance``, ``tokens_per_step``,
+    ``predicted_tokens_per_step``, ``tpot_ms``, ``verify_ms``, ``draft_ms``), averaged per draft and k, as two
+    phone-wide tables: what was accepted (acceptance rate, tokens per verify step measured and predicted) and what
+    it cost (TPOT, one verify forward, one draft's proposals, in ms)."""
+    mean = spec.groupby(["draft", "k"], sort=False).mean(numeric_only=True)
+    accepted = pd.DataFrame({"acceptance": mean.acceptance, "tokens per step": mean.tokens_per_step,
+                             "predicted": mean.predicted_tokens_per_step}).map(fmt3)
+    cost = pd.DataFrame({"TPOT (ms)": mean.tpot_ms, "verify (ms)": mean.verify_ms,
+                         "draft (ms)": mean.draft_ms}).map(fmt3)
+    return accepted, cost
+
+
+def reuse_table(reuse: pd.DataFrame) -> pd.DataFrame:
+    """Prefix reuse (rows of ``prefix_tokens``, ``cached_tokens``, ``computed_tokens``, ``cold_s``, ``warm_s``,
+    ``suffix_alone_s``, ``saved``, ``same_logits``), one column per prefix length (transposed: three columns fit a
+    phone, eight do not)."""
+    cols = {}
+    for r in reuse.itertuples():
+        cols[f"{int(r.prefix_tokens):,}-token prefix"] = {
+            "cached (tokens)": f"{int(r.cached_tokens):,}", "computed (tokens)": f"{int(r.computed_tokens):,}",
+            "prefill, cold (ms)": fmt3(r.cold_s * 1e3), "prefill, warm (ms)": fmt3(r.warm_s * 1e3),
+            "new tokens alone (ms)": fmt3(r.suffix_alone_s * 1e3), "saved (%)": fmt3(r.saved * 100),
+            "same logits": str(bool(r.same_logits))}
+    return pd.DataFrame(cols)
+
+
+def routing_table(routing: pd.DataFrame, total_tokens: int) -> pd.DataFrame:
+    """Prompt tokens the prefill pool computed under each routing policy (rows: ``computed_tokens`` and the list
+    ``per_worker``), with the share of all ``total_tokens`` prompt tokens."""
+    per_worker = [" / ".join(f"{int(n):,}" for n in w) or "-" for w in routing.per_worker]
+    return pd.DataFrame({"computed (tokens)": [f"{int(n):,}" for n in routing.computed_tokens],
+                         "per worker (tokens)": per_worker,
+                         "share computed": [fmt3(n / total_tokens) for n in routing.computed_tokens]},
+                        index=routing.index)

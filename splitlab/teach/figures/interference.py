@@ -2,7 +2,7 @@
 runs at several prompt lengths or rates (:func:`ttft_sweep`), each request's TTFT beside a prediction
 (:func:`ttft_by_request`), and the chapter's composite figures (:func:`stall_run`, :func:`ttft_sweeps`,
 :func:`memory_waves`, :func:`policies`, :func:`ttft_load`), each a phone-legible figure of at most three panels
-stacked vertically (:mod:`.confusions`' page style)."""
+stacked vertically (:mod:`.confusions`' page style). Its tables come from :mod:`.interference_tables`."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -13,10 +13,11 @@ from matplotlib.ticker import MaxNLocator
 
 from . import serving as serving_plots
 from .confusions import _styled, figure
+from .interference_tables import prefill_alone_table, remedies_table, stall_table, ttft_table
 from .serving import KIND_COLORS, _as_results
 
 __all__ = ["itl_spikes", "ttft_sweep", "ttft_by_request", "stall_run", "ttft_sweeps", "memory_waves", "policies",
-           "ttft_load"]
+           "ttft_load", "prefill_alone_table", "stall_table", "ttft_table", "remedies_table"]
 
 
 def _ax(ax, size=(8, 3.5)):

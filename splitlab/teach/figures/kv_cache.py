@@ -66,12 +66,12 @@ def measure_attention_variants(names: list[str], prompt_tokens: int = 256, new_t
 
 def published_shapes(models: list[str]) -> pd.DataFrame:
     """Attention shape of published configs (``sizing.PUBLISHED_MODELS``): attention kind, layers, query heads,
-    KV heads, head_dim (counts as integers)."""
+    KV heads, head dim (counts as integers; short headers that wrap, so the table fits a phone's column)."""
     rows = []
     for name in models:
         g = sizing.kv_geometry(sizing.resolve_config(name))
         rows.append({"model": name, "attention": g.attention, "layers": g.layers, "query heads": g.heads,
-                     "KV heads": g.kv_heads, "head_dim": g.head_dim})
+                     "KV heads": g.kv_heads, "head dim": g.head_dim})
     return pd.DataFrame(rows).set_index("model")
 
 

@@ -14,6 +14,8 @@ length on a log axis means nothing).
 - :func:`handoff_grid`: the numbers behind it (and behind chapter 5's explorers): models x prompts x links.
 - :func:`streaming_timeline`: one layer-wise streamed prefill: the forward, each layer's send, what is left after.
 - :func:`streaming_overlap`: whole-transfer time vs the part streaming leaves exposed, measured and predicted.
+
+The chapter's tables (phone-wide: few columns, 3 significant digits) come from :mod:`.transfer_tables`.
 """
 from __future__ import annotations
 
@@ -27,9 +29,11 @@ import pandas as pd
 from ... import sizing
 from .confusions import _styled, figure
 from .phases import _minor_label
+from .transfer_tables import bench_table, overlap_table, published_kv_table, sweep_table
 
 __all__ = ["kv_bytes_vs_prompt", "bandwidth_dots", "transfer_vs_bytes", "handoff_dots", "streaming_timeline",
-           "streaming_overlap", "bandwidth_bars", "handoff_bars", "handoff_grid", "MEASURED", "PUBLISHED"]
+           "streaming_overlap", "bandwidth_bars", "handoff_bars", "handoff_grid", "MEASURED", "PUBLISHED",
+           "published_kv_table", "bench_table", "sweep_table", "overlap_table"]
 
 MEASURED, PUBLISHED, PREDICTED, TRANSFER = "tab:green", "tab:gray", "black", "tab:green"
 _UNITS = {2 ** 30: "GiB", 2 ** 20: "MiB", 2 ** 10: "KiB"}
