@@ -19,11 +19,13 @@ from splitlab.teach.figures import transfer as transfer_plots  # noqa: E402
 
 def test_links_one_direction_with_sources():
     gbps = {k: v["bandwidth_bytes_per_s"] / 1e9 for k, v in sizing.LINKS.items()}
-    assert gbps == {"PCIe 4.0 x16": 32, "PCIe 5.0 x16": 64, "NVLink 4 (H100)": 450, "100 Gb/s network": 12.5,
+    assert gbps == {"PCIe 4.0 x16": 32, "PCIe 5.0 x16": 64, "NVLink 3 (A100)": 300,
+                    "NVLink 4 (H100)": 450, "100 Gb/s network": 12.5,
                     "400 Gb/s network": 50}
     for name, link in sizing.LINKS.items():
         assert link["source"] and link["note"] and link["kind"], name
     assert "900" in sizing.LINKS["NVLink 4 (H100)"]["note"]  # the datasheet's total of both directions
+    assert "600" in sizing.LINKS["NVLink 3 (A100)"]["note"]
     assert sizing.LINKS["100 Gb/s network"]["bandwidth_bytes_per_s"] == 100e9 / 8  # bits -> bytes
 
 

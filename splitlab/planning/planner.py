@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +33,12 @@ __all__ = ["plan", "Plan", "Candidate"]
 
 @dataclass
 class Candidate:
-    """One layout the planner tried, with its search (``result``: a :class:`~splitlab.serving.GoodputResult`)."""
+    """One layout the planner tried, with its search (``result``: a :class:`~splitlab.serving.GoodputResult`).
+
+    ``goodput_rps_per_worker`` is simulated; ``first_guess_rps_per_worker`` is the closed form of
+    :mod:`.closed_form` for this layout (``colocated_rps``, or ``min(x mu_p, y mu_d) / (x + y)``) on the very
+    request set, SLOs, ``max_batch`` and ``max_prefill_tokens`` of the simulation; it is where the goodput search
+    starts, never copied from its result."""
 
     layout: str
     policy: str
@@ -95,15 +101,20 @@ class Plan:
 
     def table(self) -> pd.DataFrame:
         """One row per candidate, best first: goodput per worker (simulated and closed-form guess, requests/s),
-        cost per million output tokens, the binding SLO."""
+        cost per million output tokens, the binding SLO.
+
+        Each goodput search starts at its candidate's first guess (a good start saves runs), so the goodput is a
+        rate the search tested: it equals the guess exactly where the guess passed and every rate tried above it
+        (up to the search's tolerance, 3%) failed, i.e. the true boundary lies within that tolerance above it."""
         rows = [{"layout": c.name, "workers": c.workers, "goodput (req/s per worker)": c.goodput_rps_per_worker,
                  "first guess (req/s per worker)": c.first_guess_rps_per_worker,
                  "cost per 1M tokens": c.cost_per_million_tokens, "binding SLO": c.binding_slo}
                 for c in self.candidates]
         return pd.DataFrame(rows).set_index("layout")
 
-    def why(self) -> str:
-        """Why the winner wins: its goodput against the best of the other kind, and the SLO binding each."""
+    def why(self, width: int | None = None) -> str:
+        """Why the winner wins: its goodput against the best of the other kind, and the SLO binding each; on
+        lines of at most ``width`` characters if given (a phone's column holds about 60)."""
         best = self.best
         other = next((c for c in self.candidates if (c.layout == "colocated") != (best.layout == "colocated")), None)
         text = (f"{best.name} wins: {best.goodput_rps_per_worker:.3g} requests/s per worker within TTFT <= "
@@ -113,7 +124,8 @@ class Plan:
             less = 1 - other.goodput_rps_per_worker / best.goodput_rps_per_worker if best.goodput_rps_per_worker else 0
             text += (f"; the best {kind} layout, {other.name}, serves {other.goodput_rps_per_worker:.3g} (binding: "
                      f"{other.binding_slo}), {less:.0%} less per worker")
-        return text + "."
+        text += "."
+        return text if width is None else textwrap.fill(text, width, break_on_hyphens=False)
 
     def to_json(self) -> dict:
         return dict(candidates=[c.to_json() for c in self.candidates], best=self.best.to_json(),

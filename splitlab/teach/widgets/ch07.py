@@ -76,5 +76,5 @@ def pools_figure(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slos_s
     colors = {"colocated": "#1f77b4", "chunked": "#9467bd", "disaggregated": "#ff7f0e"}
     fig.update_traces(marker_color=[colors[kinds[n]] for n in order], selector=dict(type="bar"))
     fig.update_traces(marker_size=22, marker_symbol="line-ew-open", marker_line_width=3, selector=dict(mode="markers"))
-    fig.update_xaxes(tickangle=0, tickfont_size=10)
+    fig.update_xaxes(tickangle=0, tickfont_size=12)
     return phone_room(fig)
