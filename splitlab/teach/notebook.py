@@ -13,9 +13,11 @@ It makes three things the same wherever a chapter runs (the book build, Jupyter,
 """
 from __future__ import annotations
 
+import contextlib
+
 import matplotlib
 
-__all__ = ["setup", "BOOK_STYLE", "inline_figures", "md"]
+__all__ = ["setup", "BOOK_STYLE", "inline_figures", "md", "rc_style"]
 
 #: matplotlib settings of every figure in the book (sizes in inches and points).
 BOOK_STYLE = {
@@ -77,3 +79,17 @@ def md(text: str) -> None:
     from IPython.display import Markdown, display
 
     display(Markdown(text))
+
+
+@contextlib.contextmanager
+def rc_style(rc: dict):
+    """Matplotlib settings ``rc`` for the figures made inside. Interactive mode is kept as it is at the end: a
+    notebook's inline backend, loaded by the first figure, switches it on, and a plain ``rc_context`` would switch
+    it back off on exit, after which the figures of later cells would silently not be shown."""
+    import matplotlib.pyplot as plt
+    with plt.rc_context(rc):
+        try:
+            yield
+        finally:
+            interactive = plt.isinteractive()
+    plt.interactive(interactive)

@@ -15,7 +15,6 @@ verdicts: :func:`headline`, :func:`chunked_verdict`, :func:`waste_table`, :func:
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Mapping
 
@@ -24,6 +23,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from ..notebook import rc_style
 from .confusions_tables import (chunked_verdict, fmt3, headline, quant_table, reuse_table, routing_table, sig3,
                                 speculative_tables, summary_table, waste_table)
 
@@ -38,17 +38,9 @@ COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red", "tab:b
 PREDICTED = "black"
 
 
-@contextlib.contextmanager
 def phone():
-    """:data:`PHONE` for the figures made inside. Interactive mode is kept as it is at the end: a notebook's
-    inline backend, loaded by the first figure, switches it on, and a plain ``rc_context`` would switch it back
-    off on exit, after which the figures of later cells would silently not be shown."""
-    with plt.rc_context(PHONE):
-        try:
-            yield
-        finally:
-            interactive = plt.isinteractive()
-    plt.interactive(interactive)
+    """:data:`PHONE` for the figures made inside (interactive mode kept: :func:`splitlab.teach.notebook.rc_style`)."""
+    return rc_style(PHONE)
 
 
 def figure(rows: int = 1, height: float = 3.2, sharex: bool = False):

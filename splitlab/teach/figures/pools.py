@@ -17,7 +17,6 @@ Each function draws on a given Axes (or makes one), labels both axes with units,
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Mapping
 
@@ -25,6 +24,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..notebook import rc_style
 from .pools_tables import (fit_table, guess_verdict, kinds_table, plan_table, ratio_verdict, short_name,
                            trap_table, validation_verdict)
 
@@ -40,16 +40,9 @@ STYLE = {"font.size": 13, "axes.titlesize": 12, "axes.labelsize": 13, "xtick.lab
          "ytick.labelsize": 12, "legend.fontsize": 12, "legend.frameon": False}
 
 
-@contextlib.contextmanager
 def _style():
-    """:data:`STYLE` for the figures made inside, keeping interactive mode as it was (an ``rc_context`` would
-    switch the inline backend's interactive mode back off on exit)."""
-    with plt.rc_context(STYLE):
-        try:
-            yield
-        finally:
-            interactive = plt.isinteractive()
-    plt.interactive(interactive)
+    """:data:`STYLE` for the figures made inside (interactive mode kept: :func:`splitlab.teach.notebook.rc_style`)."""
+    return rc_style(STYLE)
 
 
 def _styled(fn):
