@@ -69,8 +69,8 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
 
     Returns:
         one row per workload, contender and metric: ``emulated_s``, ``simulated_s``, ``error`` (simulated /
-        emulated - 1), ``abs_error``, ``emulated_spread`` (NaN with one repeat) and ``within_spread`` (|error|
-        <= the spread). :func:`summary` turns it into a table that fits a page.
+        emulated - 1), ``abs_error`` and ``emulated_spread`` (NaN with one repeat). :func:`summary` turns it into
+        a table that fits a page; :func:`verdict` counts what it says.
 
     Raises:
         ValueError: repeats < 1, or ``recalibrate`` without a Calibration as ``cost``.
@@ -106,8 +106,7 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
                 e = float(np.median(runs))
                 spread = max(runs) / min(runs) - 1 if repeats > 1 else math.nan
                 rows.append(dict(workload=name, rate_per_s=rate, contender=label, metric=metric, emulated_s=e,
-                                 simulated_s=s, error=s / e - 1, abs_error=abs(s / e - 1), emulated_spread=spread,
-                                 within_spread=abs(s / e - 1) <= spread))
+                                 simulated_s=s, error=s / e - 1, abs_error=abs(s / e - 1), emulated_spread=spread))
     return pd.DataFrame(rows)
 
 
@@ -152,6 +151,7 @@ def verdict(table: pd.DataFrame, tolerance: float = 0.15) -> dict:
     worst = table.loc[table.abs_error.idxmax()]
     spread = table.emulated_spread if "emulated_spread" in table else pd.Series(math.nan, index=table.index)
     return dict(values=len(table), tolerance=tolerance, within=int((table.abs_error <= tolerance).sum()),
-                largest=float(worst.abs_error), where=f"{worst.workload}, {worst.contender}, {worst.metric}",
+                largest=float(worst.abs_error),
+                where=", ".join(str(worst[c]) for c in ("workload", "contender", "metric") if c in table),
                 spread_median=float(spread.median()), spread_max=float(spread.max()),
                 within_spread=int((table.abs_error <= spread).sum()))

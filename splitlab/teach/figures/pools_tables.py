@@ -133,16 +133,16 @@ def _share(n: int, total: int) -> str:
 def validation_verdict(table: pd.DataFrame, tolerance: float = 0.15) -> str:
     """A sentence on a :func:`splitlab.serving.validate` table (columns ``error`` = simulated / emulated - 1 and
     ``abs_error``): the goal, how many values miss it, the largest error, and on which side the misses fall."""
-    n, miss = len(table), int((table.abs_error > tolerance).sum())
+    v = verdict(table, tolerance)  # serving.validation's counts
+    n, miss = v["values"], v["values"] - v["within"]
     text = (f"The goal is {tolerance:.0%} on every value; {_share(miss, n)} printed values "
-            f"{'miss' if miss != 1 else 'misses'} it (largest error {table.abs_error.max():.0%})")
+            f"{'miss' if miss != 1 else 'misses'} it (largest error {v['largest']:.0%})")
     if miss:
         low = int(((table.abs_error > tolerance) & (table.error < 0)).sum())
         text += (f"; in {low} of the {miss} misses the simulator is faster than the emulated run (a negative "
                  f"error), in {miss - low} slower")
     text += "."
     if "emulated_spread" in table and table.emulated_spread.notna().any():  # repeated emulated runs
-        v = verdict(table, tolerance)  # serving.validation's counts
         text += (f" Two emulated runs of the very same requests disagreed with each other by {v['spread_median']:.0%}"
                  f" (median) and up to {v['spread_max']:.0%}; {_share(v['within_spread'], n)} errors are no larger"
                  " than that disagreement: the check cannot be sharper than the machine it runs on.")
