@@ -178,3 +178,19 @@ def test_combine_fits_calibrations_again_as_one_and_refuses_mixed_models():
         costmodel.combine([])
     with pytest.raises(ValueError, match="holds no measurements"):
         costmodel.combine([_calibration()])
+
+
+def test_plain_fit_predicts_the_mean_of_noisy_steps_where_a_relative_fit_predicts_low():
+    """Single decode steps with right-skewed noise (lognormal, sigma 0.4) around a known cost: the plain fit's
+    predictions sum to the measured total (what a queue adds up); the relative fit's fall short of it."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for b in (1, 2, 4, 8):
+        for c in (64, 256, 512):
+            for noise in rng.lognormal(0.0, 0.4, 40):
+                rows.append(dict(batch=b, context_tokens=b * c, step_s=(4e-3 + 2e-4 * b + 1e-6 * b * c) * noise))
+    total = sum(r["step_s"] for r in rows)
+    for relative, low, high in ((False, 0.99, 1.01), (True, 0.6, 0.9)):
+        fit = fit_decode(rows, relative=relative)
+        predicted = sum(fit.predict(batch=r["batch"], context_tokens=r["context_tokens"]) for r in rows)
+        assert low < predicted / total < high, (relative, predicted / total)

@@ -108,3 +108,26 @@ def test_validate_repeats_and_brackets_on_a_deterministic_executor(lm):
         V.validate(lm, cal, workloads={"chat": 30.0}, contenders=contenders, repeats=0)
     with pytest.raises(ValueError, match="pass the Calibration"):
         V.validate(lm, cost, workloads={"chat": 30.0}, contenders=contenders, recalibrate=again)
+
+
+def test_in_run_fit_takes_the_device_speed_out_of_the_error(lm):
+    """A device 1.3x slower during the runs than when it was calibrated: the calibration's simulation is ~23% fast,
+    the in-run fit (on the steps the runs recorded) recovers the runs' own speed and its error is ~0."""
+    cost = COST.with_(kv_bytes_per_token=ModelExecutor(lm, warm=False).kv_bytes_per_token, max_context=lm.max_context)
+    slow = cost.with_(**{f: 1.3 * getattr(cost, f) for f in ("prefill_base_s", "prefill_per_token_s",
+                                                             "prefill_per_token2_s", "decode_base_s",
+                                                             "decode_per_seq_s", "decode_per_token_s")})
+    contenders = {"split": ServingConfig.disaggregated(1, 1, max_batch=4, kv_budget_bytes=None),
+                  "chunked": ServingConfig.colocated(2, policy="chunked", chunk_tokens=32, max_batch=4,
+                                                     kv_budget_bytes=None)}
+    emu = Charged(lm, slow)
+    table = V.validate(lm, cost, workloads={"chat": 30.0}, contenders=contenders, n_requests=8, seed=3,
+                       executor=emu, scale=0.3, in_run=True)
+    assert emu.step_log is None  # the record is the validation's, not left on the executor
+    assert table.error.max() < -0.1  # the calibration's speed: too fast
+    assert table.in_run_error.abs().max() < 1e-6  # the runs' own speed: exact
+    v = V.verdict(table)
+    assert v["in_run_within"] == v["values"] == 8 and v["in_run_largest"] < 1e-6
+    assert "in-run error (%)" in V.summary(table).columns
+    with pytest.raises(ValueError, match="at least 4 prefill"):
+        V.in_run_cost(cost, [dict(kind="decode", batch=1, context_tokens=9, batched=0, step_s=1e-3)] * 5)

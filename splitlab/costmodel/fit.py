@@ -106,8 +106,14 @@ def _rows(table) -> list[dict]:
     return [dict(r) for r in table]
 
 
-def fit_linear(name: str, table, terms: tuple[str, ...], measured: str) -> Fit:
-    """Non-negative least squares of ``measured`` on ``terms`` (relative error), with residuals.
+def fit_linear(name: str, table, terms: tuple[str, ...], measured: str, relative: bool = True) -> Fit:
+    """Non-negative least squares of ``measured`` on ``terms``, with residuals.
+
+    ``relative``: minimise the squared *relative* error (each row divided by its measured time: short and long
+    steps count alike; right for a few points that are each a median of repeats). ``relative=False``: the plain
+    squared error, whose fit is the *mean* time at given terms: right for many single noisy steps, where the
+    relative fit leans to the fast ones (it weights each step by 1 / time squared) and so predicts below the mean
+    time that queues and TPOT add up.
 
     Raises:
         ValueError: fewer measurements than terms, a missing column, or a measured time that is not > 0.
@@ -122,7 +128,7 @@ def fit_linear(name: str, table, terms: tuple[str, ...], measured: str) -> Fit:
     if not (np.isfinite(y).all() and (y > 0).all()):
         raise ValueError(f"the {name} measurements hold a time that is not > 0: {y.min()}")
     x = np.array([[1.0 if t == "1" else float(r[t]) for t in terms] for r in rows])
-    xw, yw = x / y[:, None], np.ones_like(y)  # relative error: each row divided by its measured time
+    xw, yw = (x / y[:, None], np.ones_like(y)) if relative else (x, y)  # relative: each row / its measured time
     best, best_err = np.zeros(len(terms)), math.inf
     for k in range(1, len(terms) + 1):
         for subset in itertools.combinations(range(len(terms)), k):
@@ -148,7 +154,7 @@ def _form(name: str, table) -> tuple[list[dict], tuple[str, ...], str]:
     return rows, terms, measured
 
 
-def fit_prefill(table) -> Fit:
+def fit_prefill(table, relative: bool = True) -> Fit:
     """``prefill_s ~ a + b * tokens + c * squares [+ d * masked_pairs]`` (see the module docstring). Also takes the
     table of ``profiling.measure_prefill`` (``batch`` rows of ``prompt_tokens`` each: tokens = batch x
     prompt_tokens, squares = batch x prompt_tokens^2; equal lengths, so no masked pairs)."""
@@ -156,17 +162,17 @@ def fit_prefill(table) -> Fit:
             {**r, "tokens": r.get("batch", 1) * r["prompt_tokens"],
              "squares": r.get("batch", 1) * r["prompt_tokens"] ** 2} for r in _rows(table)]
     rows, terms, measured = _form("prefill", rows)
-    return fit_linear("prefill", rows, terms, measured)
+    return fit_linear("prefill", rows, terms, measured, relative)
 
 
-def fit_decode(table) -> Fit:
+def fit_decode(table, relative: bool = True) -> Fit:
     """``step_s ~ a + b * batch + c * context_tokens [+ d * batched]`` (see the module docstring). Also takes the
     table of ``profiling.measure_decode`` (``batch`` rows of ``context`` cached tokens each: context_tokens =
     batch x context)."""
     rows = [r if "context_tokens" in r or "context" not in r else {**r, "context_tokens": r["batch"] * r["context"]}
             for r in _rows(table)]
     rows, terms, measured = _form("decode", rows)
-    return fit_linear("decode", rows, terms, measured)
+    return fit_linear("decode", rows, terms, measured, relative)
 
 
 def fit_transfer(table) -> Fit:

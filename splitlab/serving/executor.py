@@ -26,7 +26,7 @@ from typing import Any
 from .request import Request
 
 __all__ = ["Slot", "DecodeBatch", "PrefillResult", "DecodeResult", "TransferResult", "StepOutcome", "Executor",
-           "run_step"]
+           "run_step", "prefill_forwards"]
 
 
 @dataclass(eq=False, slots=True)
@@ -136,6 +136,10 @@ class Executor(ABC):
     weight_bytes: int = 0
     overhead_s: float = 0.0
     name: str = "executor"
+    #: a whole-prompt batch runs padded to its longest prompt (splitlab's engine does; see :func:`prefill_forwards`)
+    padded_prefill: bool = True
+    #: a list to record every step :func:`run_step` runs on this executor in (None: no record); see there
+    step_log: list | None = None
 
     @abstractmethod
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult: ...
@@ -161,15 +165,50 @@ class Executor(ABC):
         return budget
 
 
+def prefill_forwards(slots: list[Slot], n_tokens: list[int], padded: bool) -> list[tuple[int, int, int]]:
+    """The forwards one prefill call runs, each as the terms of ``CostModel.prefill_s``: ``(tokens, squares,
+    masked_pairs)``. Call it before the prefill (it reads ``slot.prefilled``).
+
+    Whole prompts from scratch run as one forward over the batch: padded to the longest (``padded``: squares and
+    masked pairs of the padded rectangle; a batch of one, or of equal lengths, runs the causal kernel, no masked
+    pairs) or ragged (a paged server). Chunks (or continuations) run one forward per slot, on top of its cached
+    ``p`` tokens: ``(p + n)^2 - p^2`` squares and ``n x (p + n)`` pairs through a mask when ``p > 0``.
+    """
+    if all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens)):
+        if padded:
+            longest, b = max(n_tokens), len(n_tokens)
+            return [(b * longest, b * longest * longest,
+                     0 if b == 1 or min(n_tokens) == longest else b * longest * longest)]
+        return [(sum(n_tokens), sum(n * n for n in n_tokens), 0)]
+    return [(n, (s.prefilled + n) ** 2 - s.prefilled ** 2, n * (s.prefilled + n) if s.prefilled else 0)
+            for s, n in zip(slots, n_tokens)]
+
+
 def run_step(executor: Executor, batch: DecodeBatch, decode: list[Slot], prefill: list[Slot],
              prefill_tokens: list[int]) -> StepOutcome:
     """One worker step: a decode forward over ``decode`` (which is ``batch.slots``), then prefill forwards over
-    ``prefill`` (the i-th slot's next ``prefill_tokens[i]`` tokens); the step lasts the sum of both."""
+    ``prefill`` (the i-th slot's next ``prefill_tokens[i]`` tokens); the step lasts the sum of both.
+
+    With a list as ``executor.step_log``, each decode forward is appended as ``dict(kind="decode", batch,
+    context_tokens, batched, step_s)`` and each prefill call of one forward as ``dict(kind="prefill", tokens,
+    squares, masked_pairs, prefill_s)``: the columns :func:`splitlab.costmodel.fit_decode` and ``fit_prefill``
+    fit (a call of several chunk forwards reports only their sum, so it is not recorded).
+    """
     out = StepOutcome()
+    log = executor.step_log
     if decode:
+        context = sum(s.context for s in decode) if log is not None else 0
         res = executor.decode(batch)
         out.decode_s, out.tokens = res.seconds, res.tokens
+        if log is not None:
+            log.append(dict(kind="decode", batch=len(decode), context_tokens=context, batched=int(len(decode) > 1),
+                            step_s=res.seconds))
     if prefill:
+        forwards = prefill_forwards(prefill, prefill_tokens, executor.padded_prefill) if log is not None else ()
         res = executor.prefill(prefill, prefill_tokens)
         out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
+        if len(forwards) == 1:
+            tokens, squares, masked = forwards[0]
+            log.append(dict(kind="prefill", tokens=tokens, squares=squares, masked_pairs=masked,
+                            prefill_s=res.seconds))
     return out

@@ -8,7 +8,7 @@ import numbers
 from dataclasses import fields
 
 from ..costmodel import CostModel
-from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, TransferResult
+from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, TransferResult, prefill_forwards
 
 __all__ = ["CostModelExecutor", "check_cost"]
 
@@ -65,24 +65,13 @@ class CostModelExecutor(Executor):
         self.memory_bytes = self.cost.memory_bytes  # None: unlimited KV memory ("auto" budget)
         self.weight_bytes = int(self.cost.weight_bytes)
         self.overhead_s = 0.0
+        self.padded_prefill = self.cost.padded_prefill
         self._linear = type(self.cost).decode_s is CostModel.decode_s  # the short-run loop below may inline it
 
     def prefill_seconds(self, slots: list[Slot], n_tokens: list[int]) -> float:
-        """Predicted seconds of the prefill forward(s) :meth:`prefill` charges (slots are not changed)."""
-        whole = all(s.prefilled == 0 and n == s.prefill_len for s, n in zip(slots, n_tokens))
-        c = self.cost
-        if whole and c.padded_prefill:  # one forward over the batch, every row padded to the longest
-            longest, b = max(n_tokens), len(n_tokens)
-            if b == 1 or min(n_tokens) == longest:  # no padding: the causal kernel
-                return c.prefill_s(b * longest, b * longest * longest)
-            return c.prefill_s(b * longest, b * longest * longest, b * longest * longest)  # the masked kernel
-        if whole:  # one forward over the batch of prompts (ragged, as a paged server runs it)
-            return c.prefill_s(sum(n_tokens), sum(n * n for n in n_tokens))
-        total = 0.0  # a forward per chunk; one after cached tokens attends through a mask
-        for s, n in zip(slots, n_tokens):
-            p = s.prefilled
-            total += c.prefill_s(n, (p + n) ** 2 - p * p, n * (p + n) if p else 0)
-        return total
+        """Predicted seconds of the prefill forward(s) :meth:`prefill` charges (slots are not changed): the cost
+        model's ``prefill_s`` of each forward of :func:`~.executor.prefill_forwards`."""
+        return sum(self.cost.prefill_s(*f) for f in prefill_forwards(slots, n_tokens, self.cost.padded_prefill))
 
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
         seconds = self.prefill_seconds(slots, n_tokens)
