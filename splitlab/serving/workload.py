@@ -34,6 +34,9 @@ __all__ = ["random_ids", "Fixed", "Uniform", "LogNormal", "WorkloadSpec", "WORKL
            "gamma_arrivals", "make_workload", "workload_scale"]
 
 BASE_CONTEXT = 2048  # context the named workloads' sizes are written for (the tiny model's)
+#: most requests one workload holds: a million chat requests take ~2 GB of prompt ids and minutes to simulate
+#: (100k took 13-24 s here); 1e11 asked numpy for 745 GiB of arrival times
+MAX_REQUESTS = 1_000_000
 
 
 def random_ids(n: int, seed, vocab: int = 256) -> list[int]:
@@ -100,8 +103,9 @@ WORKLOADS: dict[str, WorkloadSpec] = {w.name: w for w in [
 def _check_rate(n: int, rate_per_s: float) -> None:
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
         raise TypeError(f"number of requests must be an integer, got {n!r}")
-    if n < 0:
-        raise ValueError(f"number of requests must be >= 0, got {n}")
+    if not 0 <= n <= MAX_REQUESTS:
+        raise ValueError(f"number of requests must be in 0 .. {MAX_REQUESTS:,} (a workload holds at most "
+                         f"{MAX_REQUESTS:,} requests: their prompts are built in memory), got {n:,}")
     if isinstance(rate_per_s, bool) or not isinstance(rate_per_s, numbers.Real):
         raise TypeError(f"rate_per_s must be a number of requests/s, got {rate_per_s!r}")
     if not (rate_per_s > 0 and math.isfinite(rate_per_s)):
