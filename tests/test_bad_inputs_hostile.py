@@ -28,3 +28,18 @@ def test_a_request_count_no_machine_could_hold_is_refused_at_once():
         make_workload("chat", 10 ** 11, 2.0)
     err = _one_line(*cli("serve", "--backend", "simulated", "--requests", "100000000000"))
     assert "at most 1,000,000 requests" in err and time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("rate", [1e-300, 1e-12])
+def test_arrivals_too_late_for_the_clock_to_resolve_a_step_are_refused(rate):
+    # at 1e300 s every step of 4 ms rounded to 0: TTFT 0.0 ms and TPOT 0.0 ms, SLO attainment 100%
+    with pytest.raises(ValueError, match="arrival_s .* is past 1e\\+09 s"):
+        make_workload("chat", 3, rate)
+    err = _one_line(*cli("serve", "--backend", "simulated", "--requests", "3", "--rate", str(rate)))
+    assert "raise the arrival rate" in err
+
+
+def test_a_late_but_resolvable_arrival_is_served():
+    res = serving.run([Request(0, 9.9e8, [1, 2, 3], 4)], ServingConfig(), CostModelExecutor())
+    (r,) = res.completed
+    assert r.token_times_s[1] - r.token_times_s[0] > 1e-3  # a decode step of the built-in model, not rounded away
