@@ -43,3 +43,11 @@ def test_a_late_but_resolvable_arrival_is_served():
     res = serving.run([Request(0, 9.9e8, [1, 2, 3], 4)], ServingConfig(), CostModelExecutor())
     (r,) = res.completed
     assert r.token_times_s[1] - r.token_times_s[0] > 1e-3  # a decode step of the built-in model, not rounded away
+
+
+@pytest.mark.parametrize("cv", [1e-200, 1e200, 1e4])
+def test_gamma_arrivals_whose_cv_breaks_the_gamma_shape_are_refused(cv):
+    # 1e-200: ZeroDivisionError (cv**2 underflows); 1e200: OverflowError; both tracebacks on the command line
+    with pytest.raises(ValueError, match="cv must be in \\[0.001, 100\\]"):
+        gamma_arrivals(4, 2.0, cv)
+    _one_line(*cli("serve", "--backend", "simulated", "--requests", "3", "--arrival", "gamma", "--cv", str(cv)))

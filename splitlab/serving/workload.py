@@ -121,12 +121,17 @@ def poisson_arrivals(n: int, rate_per_s: float, seed: int = 0) -> np.ndarray:
 def gamma_arrivals(n: int, rate_per_s: float, cv: float = 2.0, seed: int = 0) -> np.ndarray:
     """``n`` arrival times with gamma gaps of mean ``1/rate_per_s`` and coefficient of variation ``cv``.
 
+    ``cv`` is kept in [0.001, 100]: below, the gaps are evenly spaced to a millionth (and ``cv ** 2`` underflows
+    to 0 at 1e-200); above, the gamma shape ``1 / cv^2`` is so small that a run's whole span is one or two draws,
+    so the rate it realises is no longer the rate asked (and ``cv ** 2`` overflows at 1e200).
+
     Raises:
-        ValueError: cv <= 0, rate <= 0 or n < 0.
+        ValueError: cv outside [0.001, 100], rate <= 0 or n < 0.
     """
     _check_rate(n, rate_per_s)
-    if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not (cv > 0 and math.isfinite(cv)):
-        raise ValueError(f"cv must be a finite number > 0 (1 = Poisson, > 1 = bursty), got {cv!r}")
+    if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not 1e-3 <= cv <= 100:
+        raise ValueError(f"cv must be in [0.001, 100] (1 = Poisson, > 1 = bursty; below 0.001 the gaps are even, "
+                         f"above 100 a run is one or two bursts and misses its rate), got {cv!r}")
     shape = 1.0 / cv ** 2
     return np.cumsum(np.random.default_rng(seed).gamma(shape, 1.0 / (rate_per_s * shape), size=n))
 
