@@ -51,3 +51,20 @@ def test_gamma_arrivals_whose_cv_breaks_the_gamma_shape_are_refused(cv):
     with pytest.raises(ValueError, match="cv must be in \\[0.001, 100\\]"):
         gamma_arrivals(4, 2.0, cv)
     _one_line(*cli("serve", "--backend", "simulated", "--requests", "3", "--arrival", "gamma", "--cv", str(cv)))
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e18, 100.0])
+def test_a_scale_that_pushes_every_prompt_past_the_context_is_refused(scale):
+    # 1e18: "high is out of bounds for int64" after a RuntimeWarning; 100: every prompt clipped to 2047 tokens
+    # and every answer to 1 token, served without a word
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="scale .* stretches every chat prompt past the context of 2048"):
+            make_workload("chat", 3, 1.0, scale=scale)
+    err = _one_line(*cli("serve", "--backend", "simulated", "--requests", "3", "--scale", str(scale)))
+    assert "use a scale <= " in err
+
+
+def test_a_scale_that_leaves_some_prompts_inside_the_context_still_clips_the_rest():
+    reqs = make_workload("chat", 50, 1.0, scale=5.0)  # chat prompts 32..600 tokens x 5: some fit
+    assert max(r.prompt_len for r in reqs) == 2047 and min(r.prompt_len for r in reqs) < 2047

@@ -141,6 +141,17 @@ def workload_scale(max_context: int) -> float:
     return float(np.clip(max_context / BASE_CONTEXT, 0.25, 4.0))
 
 
+def _check_scale(spec: WorkloadSpec, scale: float, context: int) -> None:
+    """A scale that makes even the shortest prompt reach the context would clip every prompt to ``context - 1``
+    and every answer to one token (and past 2**63 tokens numpy cannot draw the lengths at all): refused."""
+    shortest = getattr(spec.prompt, "low", getattr(spec.prompt, "n", 1))
+    if round(shortest * scale) >= context - 1:
+        raise ValueError(f"scale {scale:g} stretches every {spec.name} prompt past the context of {context} tokens "
+                         f"(the shortest, {shortest} tokens, becomes {shortest * scale:,.0f}): every prompt would be "
+                         f"cut to {context - 1} tokens and every answer to 1; use a scale <= "
+                         f"{(context - 2) / shortest:.3g}")
+
+
 def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, seed: int = 0, model=None,
                   arrival: str = "poisson", cv: float = 2.0, scale: float | None = None,
                   sampling: SamplingParams | None = None) -> list[Request]:
@@ -157,12 +168,12 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
         sampling: None (greedy) or sampling settings; each request gets seed ``sampling.seed + id``.
 
     Every request fits the context: output lengths are cut to ``context - prompt`` and prompts to
-    ``context - 1``.
+    ``context - 1``. A ``scale`` that would cut every prompt (the shortest already reaches the context) is refused.
 
     Raises:
         KeyError: unknown workload name (the message lists the known ones).
         TypeError: a count, rate, name, model or sampling of the wrong kind.
-        ValueError: bad rate, cv, count, scale (must be finite and > 0), seed (an integer >= 0) or arrival kind.
+        ValueError: bad rate, cv, count, scale (finite, > 0, leaving some prompt inside the context), seed (an integer >= 0) or arrival kind.
     """
     if scale is not None and not (isinstance(scale, numbers.Real) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a finite number > 0 (or None: from the model's context), got {scale!r}")
@@ -184,6 +195,8 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
                         f"{type(model).__name__}")
     context = int(model.max_context) if model is not None else BASE_CONTEXT
     vocab = min(256, int(model.vocab_size)) if model is not None else 256
+    if scale is not None:
+        _check_scale(spec, scale, context)
     scale = workload_scale(context) if scale is None else scale
     if arrival == "poisson":
         times = poisson_arrivals(n_requests, rate_per_s, seed)
