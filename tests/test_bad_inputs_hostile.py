@@ -68,3 +68,15 @@ def test_a_scale_that_pushes_every_prompt_past_the_context_is_refused(scale):
 def test_a_scale_that_leaves_some_prompts_inside_the_context_still_clips_the_rest():
     reqs = make_workload("chat", 50, 1.0, scale=5.0)  # chat prompts 32..600 tokens x 5: some fit
     assert max(r.prompt_len for r in reqs) == 2047 and min(r.prompt_len for r in reqs) < 2047
+
+
+# --- pools and planner sizes -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs", [dict(workers=10 ** 7), dict(layout="disaggregated", prefill_workers=10 ** 6),
+                                    dict(layout="disaggregated", decode_workers=10 ** 5 + 1)])
+def test_more_workers_than_a_run_can_build_is_refused(kwargs):
+    t0 = time.perf_counter()  # 10**7 workers: building them took longer than any test waits
+    with pytest.raises(ValueError, match="at most 100,000 workers"):
+        ServingConfig(**kwargs)
+    err = _one_line(*cli("serve", "--backend", "simulated", "--workers", "10000000", "--requests", "2"))
+    assert "at most 100,000 workers" in err and time.perf_counter() - t0 < 10
