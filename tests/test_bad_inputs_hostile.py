@@ -80,3 +80,12 @@ def test_more_workers_than_a_run_can_build_is_refused(kwargs):
         ServingConfig(**kwargs)
     err = _one_line(*cli("serve", "--backend", "simulated", "--workers", "10000000", "--requests", "2"))
     assert "at most 100,000 workers" in err and time.perf_counter() - t0 < 10
+
+
+def test_a_plan_over_more_workers_than_it_can_search_is_refused():
+    from splitlab.planning.planner import plan
+    t0 = time.perf_counter()  # max_workers 100000: ~5e9 xPyD splits, each a goodput search; ran for hours
+    with pytest.raises(ValueError, match="max_workers must be <= 16"):
+        plan(None, "chat", 1.0, 0.1, max_workers=17)
+    err = _one_line(*cli("plan", "--max-workers", "100000"), expected_status=2)
+    assert "--max-workers must be >= 2" in err and "and <= 16" in err and time.perf_counter() - t0 < 10
