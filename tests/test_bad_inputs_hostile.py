@@ -89,3 +89,14 @@ def test_a_plan_over_more_workers_than_it_can_search_is_refused():
         plan(None, "chat", 1.0, 0.1, max_workers=17)
     err = _one_line(*cli("plan", "--max-workers", "100000"), expected_status=2)
     assert "--max-workers must be >= 2" in err and "and <= 16" in err and time.perf_counter() - t0 < 10
+
+
+# --- cost models -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["compute_efficiency", "memory_efficiency"])
+def test_a_roofline_at_a_vanishing_efficiency_is_refused(name):
+    # 1e-300 of the bandwidth: TTFT printed as a 300-digit number of milliseconds
+    with pytest.raises(ValueError, match=f"{name} must be in \\[0.01, 1\\]"):
+        costmodel.roofline_cost_model("Llama-3-8B", "H100", **{name: 1e-300})
+    flag = "--" + name.replace("_", "-")
+    _one_line(*cli("simulate", "--gpu", "H100", "--model-config", "Llama-3-8B", flag, "1e-300", "--requests", "2"))
