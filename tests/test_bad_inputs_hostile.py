@@ -100,3 +100,18 @@ def test_a_roofline_at_a_vanishing_efficiency_is_refused(name):
         costmodel.roofline_cost_model("Llama-3-8B", "H100", **{name: 1e-300})
     flag = "--" + name.replace("_", "-")
     _one_line(*cli("simulate", "--gpu", "H100", "--model-config", "Llama-3-8B", flag, "1e-300", "--requests", "2"))
+
+
+@pytest.mark.parametrize("kwargs", [dict(decode_base_s=1e300), dict(prefill_per_token_s=1e6),
+                                    dict(decode_per_token_s=100.0)])
+def test_a_cost_model_whose_steps_take_longer_than_a_day_is_refused(kwargs):
+    with pytest.raises(ValueError, match="longer than a day"):
+        CostModelExecutor(CostModel(**kwargs))
+
+
+def test_a_calibration_whose_steps_take_longer_than_a_day_is_one_line(tmp_path):
+    from splitlab.costmodel.calibration import Calibration, save
+    meta = dict(device="cpu", model="tiny", dtype="float32", torch="2", date="2026-12-02")
+    path = save(Calibration(CostModel(decode_base_s=1e300), {}, meta), tmp_path / "slow.json")
+    err = _one_line(*cli("simulate", "--cost", str(path), "--requests", "2"))
+    assert "longer than a day" in err
