@@ -115,3 +115,29 @@ def test_a_calibration_whose_steps_take_longer_than_a_day_is_one_line(tmp_path):
     path = save(Calibration(CostModel(decode_base_s=1e300), {}, meta), tmp_path / "slow.json")
     err = _one_line(*cli("simulate", "--cost", str(path), "--requests", "2"))
     assert "longer than a day" in err
+
+
+# --- subcommands that found out too late ------------------------------------------------------------------------
+
+def _never(what):
+    def fail(*args, **kwargs):
+        raise AssertionError(what)
+    return fail
+
+
+def test_demo_refuses_a_prompt_beyond_a_presets_context_before_loading_it(monkeypatch):
+    import splitlab.phases.models as models
+    monkeypatch.setattr(models, "load_model", _never("the model was loaded before the lengths were checked"))
+    err = _one_line(*cli("demo", "--prompt-tokens", "2000", "--new-tokens", "100", "--no-reference"))
+    assert "--prompt-tokens 2000 + --new-tokens 100 = 2100 tokens, beyond the context of tiny (2048 tokens)" in err
+    err = _one_line(*cli("demo", "--model", "tiny-gpt2", "--prompt-tokens", "500", "--new-tokens", "13"))
+    assert "beyond the context of tiny-gpt2 (512 tokens)" in err
+
+
+def test_demo_checks_a_loaded_models_context_before_building_the_prompt(monkeypatch):
+    import splitlab.cli.demo as demo
+    import splitlab.phases.profiling as profiling
+    monkeypatch.setattr(demo, "list_presets", lambda: [])  # as for a hub model: its context is known once loaded
+    monkeypatch.setattr(profiling, "text_prompt", _never("the prompt was built before its length was checked"))
+    err = _one_line(*cli("demo", "--prompt-tokens", "2000", "--new-tokens", "100", "--no-reference"))
+    assert "= 2100 tokens, beyond the context of tiny (2048 tokens)" in err
