@@ -141,3 +141,10 @@ def test_demo_checks_a_loaded_models_context_before_building_the_prompt(monkeypa
     monkeypatch.setattr(profiling, "text_prompt", _never("the prompt was built before its length was checked"))
     err = _one_line(*cli("demo", "--prompt-tokens", "2000", "--new-tokens", "100", "--no-reference"))
     assert "= 2100 tokens, beyond the context of tiny (2048 tokens)" in err
+
+
+def test_calibrate_refuses_an_output_path_that_is_a_directory_before_measuring(monkeypatch, tmp_path):
+    import splitlab.phases.calibrate as calibrate
+    monkeypatch.setattr(calibrate, "calibrate", _never("measured before the output path was checked"))  # failed after a whole calibration with [Errno 21]
+    err = _one_line(*cli("calibrate", "--out", str(tmp_path)))
+    assert f"cannot write {tmp_path}: it is a directory" in err
