@@ -2,6 +2,7 @@
 naming the problem (before: a traceback, a hang, or numbers that mean nothing)."""
 from __future__ import annotations
 
+import json
 import time
 import warnings
 
@@ -115,6 +116,47 @@ def test_a_calibration_whose_steps_take_longer_than_a_day_is_one_line(tmp_path):
     path = save(Calibration(CostModel(decode_base_s=1e300), {}, meta), tmp_path / "slow.json")
     err = _one_line(*cli("simulate", "--cost", str(path), "--requests", "2"))
     assert "longer than a day" in err
+
+
+def _calibration_file(tmp_path, change):
+    from splitlab.costmodel.calibration import Calibration, save
+    meta = dict(device="cpu", model="tiny", dtype="float32", torch="2", date="2026-12-02")
+    path = save(Calibration(CostModel(), {}, meta), tmp_path / "cal.json")
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    return path
+
+
+ROW = dict(measured_s=1.0, predicted_s=1.0, residual=0.0)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(fits=[]), "fits must be an object of fit name -> fit, got list"),  # AttributeError
+    (lambda d: d.update(fits="prefill"), "fits must be an object"),                        # AttributeError
+    (lambda d: d.update(fits={"prefill": 3}), "fit 'prefill' is malformed \\(an object"),
+    (lambda d: d.update(fits={"prefill": dict(terms=["1"], coef=[1.0, 2.0])}), "coef must be 1 finite numbers"),
+    (lambda d: d.update(fits={"prefill": dict(terms=["1"], coef=[1.0], rows="abc")}),  # TypeError on repr
+     "rows must be a list of measurements"),
+    (lambda d: d.update(fits={"prefill": dict(terms=["1"], coef=[1.0], rows=[dict(ROW, residual="x")])}),
+     "rows must be a list of measurements"),
+    (lambda d: d["cost_model"].update(padded_prefill="no"), "padded_prefill must be true or false, got 'no'"),
+    (lambda d: d["cost_model"].update(max_context=100.7), "max_context must be a whole number, got 100.7"),
+])
+def test_a_calibration_file_with_malformed_fits_or_flags_is_refused_in_one_line(tmp_path, change, message):
+    path = _calibration_file(tmp_path, change)
+    with pytest.raises(costmodel.CalibrationError, match=message):
+        costmodel.load(path)
+    _one_line(*cli("simulate", "--cost", str(path), "--requests", "2"))
+
+
+def test_a_calibration_file_with_well_formed_fits_loads():
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        fits = {"decode": dict(terms=["1", "batch"], coef=[1e-3, 2e-4], rows=[ROW, dict(ROW, residual=0.5)])}
+        cal = costmodel.load(_calibration_file(Path(tmp), lambda d: d.update(fits=fits)))
+    assert cal.fits["decode"].max_abs_residual == 0.5 and cal.cost.padded_prefill is False
 
 
 # --- subcommands that found out too late ------------------------------------------------------------------------
