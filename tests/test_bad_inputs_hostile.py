@@ -190,3 +190,13 @@ def test_calibrate_refuses_an_output_path_that_is_a_directory_before_measuring(m
     monkeypatch.setattr(calibrate, "calibrate", _never("measured before the output path was checked"))  # failed after a whole calibration with [Errno 21]
     err = _one_line(*cli("calibrate", "--out", str(tmp_path)))
     assert f"cannot write {tmp_path}: it is a directory" in err
+
+
+def test_running_out_of_memory_is_one_line_not_a_traceback(monkeypatch):
+    import splitlab.serving as serving_pkg
+
+    def too_big(*args, **kwargs):
+        raise MemoryError("Unable to allocate 745. GiB for an array with shape (100000000000,)")
+    monkeypatch.setattr(serving_pkg, "run", too_big)  # whatever a huge input exhausts, the CLI says so in one line
+    err = _one_line(*cli("serve", "--backend", "simulated", "--requests", "2"))
+    assert "out of memory: Unable to allocate 745. GiB" in err
