@@ -156,7 +156,7 @@ def test_contenders_with_zero_workers_is_refused():
     (dict(name=None), TypeError, "name must be a workload name"),                          # AttributeError
     (dict(sampling="x"), TypeError, "sampling must be None \\(greedy\\) or a splitlab.SamplingParams"),
     (dict(model="tiny"), TypeError, "model must be a splitlab LoadedModel \\(lm = splitlab.load_model\\('tiny'\\)\\)"),
-    (dict(arrival="gamma", cv=math.nan), ValueError, "cv must be a finite number > 0"),
+    (dict(arrival="gamma", cv=math.nan), ValueError, "cv must be in \\[0.001, 100\\]"),
 ])
 def test_make_workload_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):

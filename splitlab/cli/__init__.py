@@ -9,7 +9,7 @@ in :mod:`.args`. Exit status, the same for every subcommand:
 - 1: the command line is fine but what it names cannot be used or the run fails: a file that does not exist or
   holds no config, a model that cannot be loaded, a device this machine does not have, a worker that dies
   (``ModelLoadError``, ``ContextLengthError``, ``CacheMismatchError`` and other ``ValueError``/``RuntimeError``/
-  ``OSError``);
+  ``OSError``; running out of memory);
 - 130 interrupted; 141 the reader of stdout went away.
 """
 from __future__ import annotations
@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (ValueError, RuntimeError, OSError) as err:  # splitlab's errors subclass ValueError / RuntimeError
         print(f"splitlab {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return 1
+    except MemoryError as err:  # numpy's ArrayMemoryError says how much it asked for
+        print(f"splitlab {args.command}: error: out of memory: {one_line(err) or 'ask for less'}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"splitlab {args.command}: interrupted", file=sys.stderr)

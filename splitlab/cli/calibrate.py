@@ -17,10 +17,15 @@ __all__ = ["calibrate"]
          arg("--threads", type=positive_int, default=None, help="CPU threads for torch (default: torch's)"),
          arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompts (default 0)"))
 def calibrate(args):
+    import os
     from pathlib import Path
     out = Path(args.out)
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {args.out}: directory {str(out.parent)!r} does not exist")
+    if out.is_dir():  # found before measuring, not after (a whole calibration, then "[Errno 21] Is a directory")
+        raise ValueError(f"cannot write {args.out}: it is a directory; give a file name, e.g. {out / 'tiny.json'}")
+    if not os.access(out if out.exists() else out.parent, os.W_OK):
+        raise ValueError(f"cannot write {args.out}: permission denied")
     from .demo import check_loadable, quiet_hub
     check_loadable(args.model)
     quiet_hub()

@@ -18,9 +18,9 @@ COST_OPTIONS = (
     arg("--link", choices=sorted(LINKS), default="400 Gb/s network",
         help="analytic cost model: the link KV caches cross (default 400 Gb/s network)"),
     arg("--compute-efficiency", type=positive_float, default=None,
-        help="analytic cost model: share of peak FLOP/s reached (default 0.6)"),
+        help="analytic cost model: share of peak FLOP/s reached, 0.01 to 1 (default 0.6)"),
     arg("--memory-efficiency", type=positive_float, default=None,
-        help="analytic cost model: share of memory bandwidth reached (default 0.8)"),
+        help="analytic cost model: share of memory bandwidth reached, 0.01 to 1 (default 0.8)"),
 )
 
 

@@ -6,11 +6,25 @@ from __future__ import annotations
 import math
 
 from .. import sizing
+from ..common.presets import list_presets
 from ..phases.locate import ModelNotFound, check_loadable
 from .args import device_name, human_bytes, number, positive_int, seed_int, weight_dtype
 from .registry import arg, command
 
-__all__ = ["demo", "check_loadable", "ModelNotFound", "quiet_hub"]
+__all__ = ["demo", "check_loadable", "check_context", "ModelNotFound", "quiet_hub"]
+
+
+def check_context(model: str, prompt_tokens: int, new_tokens: int, context: int | None = None) -> None:
+    """Refuse ``--prompt-tokens`` + ``--new-tokens`` beyond the model's context: ``context`` once the model is
+    loaded, or before (no torch, no load) a preset's from its config."""
+    if context is None:
+        if model not in list_presets():
+            return
+        config = sizing.resolve_config(model)
+        context = config.get("max_position_embeddings") or config.get("n_positions") or 2048
+    if prompt_tokens + new_tokens > context:
+        raise ValueError(f"--prompt-tokens {prompt_tokens} + --new-tokens {new_tokens} = {prompt_tokens + new_tokens}"
+                         f" tokens, beyond the context of {model} ({context} tokens)")
 
 
 def quiet_hub() -> None:
@@ -30,11 +44,13 @@ def quiet_hub() -> None:
          arg("--no-reference", action="store_true", help="skip the check against transformers' generate"))
 def demo(args) -> tuple[dict, list[str]]:
     check_loadable(args.model)  # before importing torch: bad names fail in a fraction of a second
+    check_context(args.model, args.prompt_tokens, args.new_tokens)  # a preset's context is known without torch
     from ..phases.device import describe_device
     from ..phases.engine import as_token_batch, generate, reference_generate
     from ..phases.models import load_model
     quiet_hub()
     lm = load_model(args.model, device=args.device, dtype=args.dtype, seed=args.seed)
+    check_context(args.model, args.prompt_tokens, args.new_tokens, lm.max_context)
     from ..phases.profiling import text_prompt, warm_up
     ids = text_prompt(lm, args.prompt_tokens, args.seed)
     as_token_batch(lm, [ids], args.new_tokens)  # raises ContextLengthError before any work

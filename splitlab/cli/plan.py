@@ -19,7 +19,7 @@ __all__ = ["plan"]
          arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
          arg("--ttft-slo", type=positive_float, default=1.0, metavar="S", help="TTFT SLO in seconds (default 1.0)"),
          arg("--tpot-slo", type=positive_float, default=0.1, metavar="S", help="TPOT SLO in seconds (default 0.1)"),
-         arg("--max-workers", type=int, default=4, metavar="N", help="at most this many workers, >= 2 (default 4)"),
+         arg("--max-workers", type=int, default=4, metavar="N", help="at most this many workers, 2 to 16 (default 4)"),
          arg("--price-per-hour", type=positive_float, default=2.0, metavar="PRICE",
              help="price of one worker per hour (default 2.0; the cost column is in the same currency)"),
          arg("--chunk-tokens", type=token_list, default=[128, 256, 512], metavar="LIST",
@@ -31,10 +31,10 @@ __all__ = ["plan"]
          arg("--model", default=None, help="with --cost: the model you mean to plan for (checked against the file)"),
          *COST_OPTIONS)
 def plan(args):
-    from ..planning.planner import plan as run_plan
-    if args.max_workers < 2:
-        raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker), got "
-                       f"{args.max_workers}")
+    from ..planning.planner import MAX_WORKERS, plan as run_plan
+    if not 2 <= args.max_workers <= MAX_WORKERS:
+        raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker) and <= "
+                       f"{MAX_WORKERS} (every xPyD split up to it is a goodput search), got {args.max_workers}")
     if any(c <= args.max_batch for c in args.chunk_tokens):
         raise CLIError(f"every --chunk-tokens must exceed --max-batch ({args.max_batch}), got {args.chunk_tokens}")
     cost = cost_model(args, args.model)

@@ -33,7 +33,7 @@ COMMON = (
     arg("--rate", type=positive_float, default=2.0, metavar="REQ_PER_S", help="mean arrival rate (default 2)"),
     arg("--requests", type=positive_int, default=16, metavar="N", help="requests to send (default 16)"),
     arg("--arrival", choices=("poisson", "gamma"), default="poisson", help="arrival process (default poisson)"),
-    arg("--cv", type=positive_float, default=2.0, help="gamma arrivals: coefficient of variation (default 2)"),
+    arg("--cv", type=positive_float, default=2.0, help="gamma arrivals: coefficient of variation, 0.001 to 100 (default 2)"),
     arg("--scale", type=positive_float, default=None,
         help="multiply the workload's prompt and output lengths (default: from the model's context)"),
     arg("--policy", choices=POLICIES, default="prefill-first", help="colocated batching policy"),

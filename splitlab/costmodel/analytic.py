@@ -29,6 +29,7 @@ __all__ = ["RooflineCostModel", "roofline_cost_model", "COMPUTE_EFFICIENCY", "ME
 
 COMPUTE_EFFICIENCY = 0.6  # share of the datasheet dense peak reached by prefill GEMMs (assumed)
 MEMORY_EFFICIENCY = 0.8   # share of the datasheet memory bandwidth reached by a decode step's reads (assumed)
+MIN_EFFICIENCY = 0.01     # lowest share accepted: below 1% of peak a roofline predicts nothing a GPU serving an LLM does
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,16 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
 
     Raises:
         ValueError: an unknown model, GPU or link (the message lists the known ones), a config without
-            ``n_params``, efficiencies outside (0, 1], a negative overhead, or weights that do not fit the GPU.
+            ``n_params``, efficiencies outside [0.01, 1], a negative overhead, or weights that do not fit the GPU.
     """
     if gpu not in GPUS:
         raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
     if link not in LINKS:
         raise ValueError(f"unknown link {link!r}; choose one of {', '.join(LINKS)}")
     for name, x in (("compute_efficiency", compute_efficiency), ("memory_efficiency", memory_efficiency)):
-        if not 0 < x <= 1:
-            raise ValueError(f"{name} must be in (0, 1], got {x!r}")
+        if not MIN_EFFICIENCY <= x <= 1:  # 1e-300 of the bandwidth printed a TTFT of 300 digits of milliseconds
+            raise ValueError(f"{name} must be in [{MIN_EFFICIENCY:g}, 1] (a share of the datasheet's peak; served "
+                             f"LLMs reach 0.3-0.8), got {x!r}")
     if not step_overhead_s >= 0:
         raise ValueError(f"step_overhead_s must be >= 0 s, got {step_overhead_s!r}")
     cfg = resolve_config(model)

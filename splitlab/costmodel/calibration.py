@@ -113,6 +113,26 @@ def _number(name: str, value, positive: bool = False) -> float:
     return float(value)
 
 
+def _fit(name: str, f, where: str) -> Fit:
+    """One fit of a file: ``terms`` (names), ``coef`` (one finite number each) and ``rows`` (measurements, each
+    an object with numbers ``measured_s``, ``predicted_s`` and ``residual``), or a CalibrationError naming it."""
+    def bad(why: str):
+        return CalibrationError(f"{where}: fit {name!r} is malformed ({why})")
+    if not isinstance(f, dict):
+        raise bad(f"an object with terms, coef and rows, got {type(f).__name__}")
+    terms, coef, rows = f.get("terms"), f.get("coef"), f.get("rows", [])
+    if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+        raise bad(f"terms must be a list of names, got {terms!r:.60}")
+    if not isinstance(coef, list) or len(coef) != len(terms) or not all(
+            isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) for c in coef):
+        raise bad(f"coef must be {len(terms)} finite numbers, one per term, got {coef!r:.60}")
+    keys = ("measured_s", "predicted_s", "residual")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(
+            isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) for k in keys) for r in rows):
+        raise bad(f"rows must be a list of measurements, each with numbers {', '.join(keys)}")
+    return Fit(name, tuple(terms), tuple(float(c) for c in coef), rows)
+
+
 def from_json(data: dict, where: str = "calibration") -> Calibration:
     """A :class:`Calibration` from the dict :meth:`Calibration.to_json` wrote; see :func:`load` for the checks."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -128,8 +148,10 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
     values = {}
     for k in COST_FIELDS:
         v = cost.get(k)
-        if k == "padded_prefill":
-            values[k] = bool(cost.get(k, False))
+        if k == "padded_prefill":  # bool("no") is True: a string must not pass for a flag
+            values[k] = cost.get(k, False)
+            if not isinstance(values[k], bool):
+                raise CalibrationError(f"field cost_model.padded_prefill must be true or false, got {values[k]!r}")
         elif k == "source":
             values[k] = str(v or f"measured: {data['model']} on {data['device']}")
         elif k == "memory_bytes":
@@ -139,15 +161,16 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
         elif k in ZERO_BY_DEFAULT and v is None:  # a file written before these terms existed
             values[k] = 0.0
         elif k in ("kv_bytes_per_token", "max_context"):
-            values[k] = int(_number(k, v, positive=True))
+            values[k] = _number(k, v, positive=True)
+            if not values[k].is_integer():  # int(100.7) was 100 tokens of context, said nowhere
+                raise CalibrationError(f"field cost_model.{k} must be a whole number, got {v!r}")
+            values[k] = int(values[k])
         else:
             values[k] = _number(k, v)
-    fits = {}
-    for name, f in data["fits"].items():
-        try:
-            fits[name] = Fit(name, tuple(f["terms"]), tuple(float(c) for c in f["coef"]), list(f.get("rows", [])))
-        except (KeyError, TypeError, ValueError) as err:
-            raise CalibrationError(f"{where}: fit {name!r} is malformed ({err})") from None
+    if not isinstance(data["fits"], dict):
+        raise CalibrationError(f"{where}: fits must be an object of fit name -> fit, got "
+                               f"{type(data['fits']).__name__}")
+    fits = {name: _fit(name, f, where) for name, f in data["fits"].items()}
     meta = {k: data.get(k) for k in (*META_FIELDS, "splitlab", "clock") if data.get(k) is not None}
     return Calibration(CostModel(**values), fits, meta)
 

@@ -134,6 +134,16 @@ class Plan:
                     mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source)
 
 
+#: most workers :func:`plan` searches: every xPyD split up to it is a goodput search of its own (120 splits at 16;
+#: 8 workers took 15-95 s of the built-in cost model on a shared 2-core CPU, 16 more than 5 minutes)
+MAX_WORKERS = 16
+
+
+def _splits(n: int) -> int:
+    """xPyD splits with x + y <= n (x, y >= 1)."""
+    return n * (n - 1) // 2
+
+
 def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, max_batch) -> None:
     for name, v in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s), ("price_per_hour", price_per_hour)):
         if not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
@@ -141,6 +151,10 @@ def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, ma
     if not isinstance(max_workers, numbers.Integral) or isinstance(max_workers, bool) or max_workers < 2:
         raise ValueError(f"max_workers must be an integer >= 2 (a split needs a prefill and a decode worker), got "
                          f"{max_workers!r}")
+    if max_workers > MAX_WORKERS:
+        raise ValueError(f"max_workers must be <= {MAX_WORKERS}: the planner runs a goodput search for every xPyD "
+                         f"split up to it ({_splits(MAX_WORKERS)} at {MAX_WORKERS}, {_splits(max_workers):,} at "
+                         f"{max_workers}), got {max_workers}")
     bad = [c for c in chunk_tokens if not isinstance(c, numbers.Integral) or c <= max_batch]
     if bad:
         raise ValueError(f"chunk sizes must be integers above max_batch ({max_batch}), got {bad}")
@@ -158,7 +172,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
             :func:`~splitlab.costmodel.roofline_cost_model`); None: the built-in one.
         workload: a workload name or :class:`~splitlab.serving.WorkloadSpec` (lengths scaled to the cost
             model's context unless ``scale``).
-        ttft_slo_s, tpot_slo_s: the SLOs (s). max_workers: at most this many workers (>= 2).
+        ttft_slo_s, tpot_slo_s: the SLOs (s). max_workers: at most this many workers (2 .. :data:`MAX_WORKERS`).
         price_per_hour: of one worker (any currency; the cost column is in the same).
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout.
@@ -169,7 +183,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
         a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``.
 
     Raises:
-        ValueError: SLOs or price that are not > 0, max_workers < 2, chunk sizes <= max_batch, or a bad option.
+        ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, or a bad option.
     """
     chunk_tokens = tuple(chunk_tokens or ())
     _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, max_batch)

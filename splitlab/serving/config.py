@@ -12,6 +12,9 @@ __all__ = ["ServingConfig", "LAYOUTS", "POLICIES", "TRANSFER_MODES"]
 LAYOUTS = ("colocated", "disaggregated")
 POLICIES = ("prefill-first", "decode-first", "chunked")
 TRANSFER_MODES = ("whole", "layerwise")
+#: most workers of one run (both pools): a run builds every worker up front, ~80 us each on the simulator, so
+#: 1e5 take ~8 s and 1e7 ran for a quarter of an hour before serving a request
+MAX_WORKERS = 100_000
 
 
 def _positive(x) -> bool:
@@ -51,7 +54,8 @@ class ServingConfig:
         trace: keep the per-step timeline and the memory log (off for large simulated searches: metrics only).
 
     Raises:
-        ValueError: an unknown layout, policy, first_token_on or transfer_mode; a pool without workers; a count
+        ValueError: an unknown layout, policy, first_token_on or transfer_mode; a pool without workers or more than
+            :data:`MAX_WORKERS` workers in all; a count
             that is not an integer; a budget, bandwidth, latency or timeout out of range.
     """
 
@@ -83,6 +87,9 @@ class ServingConfig:
                 raise ValueError(f"{name} must be an integer, got {getattr(self, name)!r}")
         if min(self.workers, self.prefill_workers, self.decode_workers) < 1:
             raise ValueError("every pool needs at least one worker")
+        if max(self.workers, self.prefill_workers, self.decode_workers, self.n_workers) > MAX_WORKERS:
+            raise ValueError(f"a run has at most {MAX_WORKERS:,} workers (each is built before the first request), "
+                             f"got {self.name}")
         for name in ("max_batch", "max_prefill_tokens", "chunk_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

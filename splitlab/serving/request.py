@@ -15,7 +15,11 @@ from enum import Enum
 
 from ..phases.sampling_params import SamplingParams
 
-__all__ = ["Request", "State", "check_unique_ids"]
+__all__ = ["Request", "State", "check_unique_ids", "MAX_ARRIVAL_S"]
+
+#: latest arrival a run accepts (s, about 32 years): float64 resolves 1.2e-7 s there; at 1e12 s only 1.2e-4 s, and
+#: at 1e300 s (a rate of 1e-300/s) every step rounded to 0 s, so TTFT and TPOT printed 0.0 ms
+MAX_ARRIVAL_S = 1e9
 
 
 class State(str, Enum):
@@ -57,7 +61,8 @@ class Request:
     Raises:
         TypeError: an id, prompt ids or max_new_tokens that are not integers; an arrival time that is not a number;
             sampling that is not a SamplingParams.
-        ValueError: an empty prompt, max_new_tokens < 1, or an arrival time that is not finite and >= 0. (Ids
+        ValueError: an empty prompt, max_new_tokens < 1, or an arrival time that is not finite, >= 0 and at most
+            :data:`MAX_ARRIVAL_S` (1e9 s: later, the clock could not resolve a step). (Ids
             outside the model's vocabulary, negative ones included, are rejected when the request arrives.)
     """
 
@@ -101,6 +106,10 @@ class Request:
             raise TypeError(f"request {self.id}: arrival_s must be a time in seconds, got {self.arrival_s!r}")
         if not math.isfinite(self.arrival_s) or self.arrival_s < 0:
             raise ValueError(f"request {self.id}: arrival_s must be a finite time >= 0, got {self.arrival_s}")
+        if self.arrival_s > MAX_ARRIVAL_S:
+            raise ValueError(f"request {self.id}: arrival_s {self.arrival_s:.3g} s is past {MAX_ARRIVAL_S:g} s: a "
+                             f"clock that late resolves only {math.ulp(self.arrival_s):.2g} s, so its step times "
+                             f"would round away; raise the arrival rate")
 
     # --- sizes -----------------------------------------------------------------------------------------
     @property

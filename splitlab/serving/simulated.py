@@ -13,10 +13,15 @@ from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, 
 __all__ = ["CostModelExecutor", "check_cost"]
 
 
+#: the longest step a simulator runs on (s): a cost model predicting more is out of scale, not a slow device
+DAY_S = 86_400.0
+
+
 def check_cost(cost) -> CostModel:
     """``cost`` if a simulator can run on it, else an error naming the field: every coefficient a finite number
     >= 0, a positive link bandwidth (inf: a free link), a prefill or a decode step that takes time (both free
-    would make every latency 0 and every throughput infinite; one free phase is an idealisation tests use), a positive KV size per token and a positive
+    would make every latency 0 and every throughput infinite; one free phase is an idealisation tests use), no step
+    of 2,048 tokens longer than a day (:data:`DAY_S`: a coefficient out of scale), a positive KV size per token and a positive
     whole context.
 
     Raises:
@@ -42,6 +47,13 @@ def check_cost(cost) -> CostModel:
             raise ValueError(f"CostModel.{name} must be > 0, got {getattr(cost, name)!r}")
     if not float(cost.max_context).is_integer():
         raise ValueError(f"CostModel.max_context must be a whole number of tokens, got {cost.max_context!r}")
+    n = min(int(cost.max_context), 2048)  # not the whole context: a 128k-token prefill on a CPU may take hours
+    for what, seconds in ((f"prefill of {n:,} tokens", cost.prefill_s(n)),
+                          (f"decode step at {n:,} cached tokens", cost.decode_s(1, n)),
+                          ("KV transfer of one token", cost.transfer_s(cost.kv_bytes_per_token))):
+        if not seconds <= DAY_S:  # decode_base_s = 1e300 printed TTFTs of 300 digits
+            raise ValueError(f"this CostModel predicts a {what} of {seconds:.3g} s, longer than a day: a coefficient "
+                             f"is out of scale (they are seconds: {cost.source})")
     if cost.prefill_s(1) <= 0 and cost.decode_s(1, 1) <= 0:
         raise ValueError("this CostModel predicts a prefill and a decode step of 0 s (every latency 0, every "
                          "throughput infinite): give prefill_base_s or prefill_per_token_s, or decode_base_s, "

@@ -34,6 +34,9 @@ __all__ = ["random_ids", "Fixed", "Uniform", "LogNormal", "WorkloadSpec", "WORKL
            "gamma_arrivals", "make_workload", "workload_scale"]
 
 BASE_CONTEXT = 2048  # context the named workloads' sizes are written for (the tiny model's)
+#: most requests one workload holds: a million chat requests take ~2 GB of prompt ids and minutes to simulate
+#: (100k took 13-24 s here); 1e11 asked numpy for 745 GiB of arrival times
+MAX_REQUESTS = 1_000_000
 
 
 def random_ids(n: int, seed, vocab: int = 256) -> list[int]:
@@ -100,8 +103,9 @@ WORKLOADS: dict[str, WorkloadSpec] = {w.name: w for w in [
 def _check_rate(n: int, rate_per_s: float) -> None:
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
         raise TypeError(f"number of requests must be an integer, got {n!r}")
-    if n < 0:
-        raise ValueError(f"number of requests must be >= 0, got {n}")
+    if not 0 <= n <= MAX_REQUESTS:
+        raise ValueError(f"number of requests must be in 0 .. {MAX_REQUESTS:,} (a workload holds at most "
+                         f"{MAX_REQUESTS:,} requests: their prompts are built in memory), got {n:,}")
     if isinstance(rate_per_s, bool) or not isinstance(rate_per_s, numbers.Real):
         raise TypeError(f"rate_per_s must be a number of requests/s, got {rate_per_s!r}")
     if not (rate_per_s > 0 and math.isfinite(rate_per_s)):
@@ -117,12 +121,17 @@ def poisson_arrivals(n: int, rate_per_s: float, seed: int = 0) -> np.ndarray:
 def gamma_arrivals(n: int, rate_per_s: float, cv: float = 2.0, seed: int = 0) -> np.ndarray:
     """``n`` arrival times with gamma gaps of mean ``1/rate_per_s`` and coefficient of variation ``cv``.
 
+    ``cv`` is kept in [0.001, 100]: below, the gaps are evenly spaced to a millionth (and ``cv ** 2`` underflows
+    to 0 at 1e-200); above, the gamma shape ``1 / cv^2`` is so small that a run's whole span is one or two draws,
+    so the rate it realises is no longer the rate asked (and ``cv ** 2`` overflows at 1e200).
+
     Raises:
-        ValueError: cv <= 0, rate <= 0 or n < 0.
+        ValueError: cv outside [0.001, 100], rate <= 0 or n < 0.
     """
     _check_rate(n, rate_per_s)
-    if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not (cv > 0 and math.isfinite(cv)):
-        raise ValueError(f"cv must be a finite number > 0 (1 = Poisson, > 1 = bursty), got {cv!r}")
+    if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not 1e-3 <= cv <= 100:
+        raise ValueError(f"cv must be in [0.001, 100] (1 = Poisson, > 1 = bursty; below 0.001 the gaps are even, "
+                         f"above 100 a run is one or two bursts and misses its rate), got {cv!r}")
     shape = 1.0 / cv ** 2
     return np.cumsum(np.random.default_rng(seed).gamma(shape, 1.0 / (rate_per_s * shape), size=n))
 
@@ -130,6 +139,17 @@ def gamma_arrivals(n: int, rate_per_s: float, cv: float = 2.0, seed: int = 0) ->
 def workload_scale(max_context: int) -> float:
     """How much to stretch the named workloads' lengths for a model of ``max_context`` tokens (0.25x..4x)."""
     return float(np.clip(max_context / BASE_CONTEXT, 0.25, 4.0))
+
+
+def _check_scale(spec: WorkloadSpec, scale: float, context: int) -> None:
+    """A scale that makes even the shortest prompt reach the context would clip every prompt to ``context - 1``
+    and every answer to one token (and past 2**63 tokens numpy cannot draw the lengths at all): refused."""
+    shortest = getattr(spec.prompt, "low", getattr(spec.prompt, "n", 1))
+    if round(shortest * scale) >= context - 1:
+        raise ValueError(f"scale {scale:g} stretches every {spec.name} prompt past the context of {context} tokens "
+                         f"(the shortest, {shortest} tokens, becomes {shortest * scale:,.0f}): every prompt would be "
+                         f"cut to {context - 1} tokens and every answer to 1; use a scale <= "
+                         f"{(context - 2) / shortest:.3g}")
 
 
 def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, seed: int = 0, model=None,
@@ -148,12 +168,12 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
         sampling: None (greedy) or sampling settings; each request gets seed ``sampling.seed + id``.
 
     Every request fits the context: output lengths are cut to ``context - prompt`` and prompts to
-    ``context - 1``.
+    ``context - 1``. A ``scale`` that would cut every prompt (the shortest already reaches the context) is refused.
 
     Raises:
         KeyError: unknown workload name (the message lists the known ones).
         TypeError: a count, rate, name, model or sampling of the wrong kind.
-        ValueError: bad rate, cv, count, scale (must be finite and > 0), seed (an integer >= 0) or arrival kind.
+        ValueError: bad rate, cv, count, scale (finite, > 0, leaving some prompt inside the context), seed (an integer >= 0) or arrival kind.
     """
     if scale is not None and not (isinstance(scale, numbers.Real) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a finite number > 0 (or None: from the model's context), got {scale!r}")
@@ -175,6 +195,8 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
                         f"{type(model).__name__}")
     context = int(model.max_context) if model is not None else BASE_CONTEXT
     vocab = min(256, int(model.vocab_size)) if model is not None else 256
+    if scale is not None:
+        _check_scale(spec, scale, context)
     scale = workload_scale(context) if scale is None else scale
     if arrival == "poisson":
         times = poisson_arrivals(n_requests, rate_per_s, seed)
