@@ -5,8 +5,8 @@ It makes three things the same wherever a chapter runs (the book build, Jupyter,
 - **Figures show.** It selects matplotlib's inline backend when running in a Jupyter kernel. Without it, a
   kernel started with ``MPLBACKEND=Agg`` in its environment (common on headless build servers) draws every figure
   into memory and shows none: ``jupyter-book build -W`` then succeeds with every figure missing from the pages.
-- **Figures read on a phone.** The book's figure style: one panel 6.4 x 3.8 inches, fonts of 10-11 pt, so that a
-  figure shown at the text column's width keeps its labels at 9 pt or more.
+- **Figures read on a phone.** The book's figure style: one panel 4.8 x 3.4 inches, every text 12 pt, so that a
+  figure shrunk to a 412 px phone's text column (about 3.85 in) keeps its labels at 9 pt or more.
 - **Timings are steady on a CPU.** Without a CUDA GPU, torch runs on one thread (``cpu_threads``): several threads
   wait for each other after every operator, and on a machine shared with other programs each wait can cost a
   whole scheduler slice.
@@ -19,16 +19,20 @@ import matplotlib
 
 __all__ = ["setup", "BOOK_STYLE", "inline_figures", "md", "rc_style"]
 
-#: matplotlib settings of every figure in the book (sizes in inches and points).
+#: matplotlib settings of every figure in the book (sizes in inches and points): 4.8 in wide, every text 12 pt, so
+#: that on a 412 px phone, whose text column (~3.85 in) shrinks the figure 0.8x, it still reads as 9.6 pt
+#: (:func:`splitlab.teach.figures.phone.phone_font_pt` measures it; tests/test_phone_figures.py holds every
+#: chapter's figures to it).
 BOOK_STYLE = {
-    "figure.figsize": (6.4, 3.8),
+    "figure.figsize": (4.8, 3.4),
     "figure.dpi": 100,
-    "font.size": 11,
-    "axes.titlesize": 11,
-    "axes.labelsize": 11,
-    "xtick.labelsize": 10,
-    "ytick.labelsize": 10,
-    "legend.fontsize": 10,
+    "font.size": 12,
+    "axes.titlesize": 12,
+    "axes.labelsize": 12,
+    "xtick.labelsize": 12,
+    "ytick.labelsize": 12,
+    "legend.fontsize": 12,
+    "figure.titlesize": 12,
     "axes.grid": True,
     "grid.alpha": 0.3,
     "axes.spines.top": False,

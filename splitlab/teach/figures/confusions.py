@@ -1,8 +1,7 @@
 """Chapter 8's figures and tables (what the split is not), and the page style the serving chapters' figures share.
 
-:data:`PHONE` is a matplotlib style for figures that stay legible when the page is a 412 px phone screen: a
-figure at most :data:`WIDTH` inches wide (so the browser scales it down by less than a half), fonts of 11-12 pt,
-and two panels stacked rather than side by side. :func:`figure` makes such a figure.
+:data:`PHONE`, :data:`WIDTH`, :func:`phone` and :func:`figure` (stacked panels) are the page style of
+:mod:`.phone`: figures that stay legible when the page is a 412 px phone screen (every text 9 pt or more there).
 
 - :func:`chunked_vs_split`: every gap between tokens of several runs (CDF), and SLO attainment against the rate.
 - :func:`kv_schemes`: KV bytes held over a served run by padded, reserved and paged memory.
@@ -15,7 +14,6 @@ verdicts: :func:`headline`, :func:`chunked_verdict`, :func:`waste_table`, :func:
 """
 from __future__ import annotations
 
-import functools
 from typing import Mapping
 
 import matplotlib.pyplot as plt
@@ -23,7 +21,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from ..notebook import rc_style
+from .phone import PHONE, WIDTH, figure, legend_below, phone, styled as _styled
 from .confusions_tables import (chunked_verdict, fmt3, headline, quant_table, reuse_table, routing_table, sig3,
                                 speculative_tables, summary_table, waste_table)
 
@@ -31,33 +29,8 @@ __all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes"
            "headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "speculative_tables",
            "reuse_table", "routing_table", "sig3", "fmt3"]
 
-WIDTH = 5.6  # inches: a 412 px screen shows the figure at about 0.65 of its size, so 12 pt reads as ~8-9 pt
-PHONE = {"font.size": 12, "axes.titlesize": 12, "axes.labelsize": 12, "xtick.labelsize": 11,
-         "ytick.labelsize": 11, "legend.fontsize": 10.5, "legend.frameon": False, "axes.titleweight": "bold"}
 COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red", "tab:brown"]
 PREDICTED = "black"
-
-
-def phone():
-    """:data:`PHONE` for the figures made inside (interactive mode kept: :func:`splitlab.teach.notebook.rc_style`)."""
-    return rc_style(PHONE)
-
-
-def figure(rows: int = 1, height: float = 3.2, sharex: bool = False):
-    """A phone-legible figure of ``rows`` panels stacked vertically: ``(fig, [axes])``."""
-    with phone():
-        fig, axes = plt.subplots(rows, 1, figsize=(WIDTH, height * rows), sharex=sharex, layout="constrained",
-                                 squeeze=False)
-    return fig, list(axes[:, 0])
-
-
-def _styled(fn):
-    """Run a drawing function under :data:`PHONE`, so that every text it makes has the page's sizes."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with phone():
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 @_styled
@@ -77,15 +50,14 @@ def chunked_vs_split(runs: Mapping[str, object], sweep: pd.DataFrame, ttft_slo_s
     a1.set_xlabel("gap between two tokens, ITL (ms, log)")
     a1.set_ylabel("share of gaps (%)")
     a1.set_title("Inter-token gaps (dotted: P99)")
-    a1.legend(loc="lower right")
     for color, (name, g) in zip(COLORS, sweep.groupby("config", sort=False)):
         a2.plot(g.rate_per_s, g.slo_attainment * 100, "o-", color=color, ms=4, label=name)
     a2.axhline(target * 100, color=PREDICTED, ls="--", lw=1, label=f"{target:.0%}: goodput")
     a2.set_ylim(-3, 103)
     a2.set_xlabel("request rate (requests/s)")
     a2.set_ylabel("within both SLOs (%)")
-    a2.set_title(f"SLO attainment (TTFT ≤ {ttft_slo_s * 1e3:.0f} ms, TPOT ≤ {tpot_slo_s * 1e3:.0f} ms)")
-    a2.legend(loc="lower left")
+    a2.set_title(f"SLOs: TTFT ≤ {ttft_slo_s * 1e3:.0f} ms, TPOT ≤ {tpot_slo_s * 1e3:.0f} ms")
+    legend_below(fig, a2, ncols=2)  # the runs' colours are the same in both panels
     return fig
 
 
@@ -94,7 +66,7 @@ def kv_schemes(schemes: pd.DataFrame, worker: str, unit: float = 2 ** 20, unit_n
                title: str | None = None):
     """KV bytes one ``worker`` holds over a served run under each scheme of
     :func:`splitlab.serving.paged.memory_schemes` (``used``, ``paged``, ``reserved``, ``padded``)."""
-    fig, (ax,) = figure(1, 3.4)
+    fig, (ax,) = figure(1, 4.2)  # the legend below takes ~1 in of it
     g = schemes[schemes.worker == worker]
     styles = {"padded": ("tab:red", "-"), "reserved": ("tab:purple", "--"), "paged": ("tab:green", "-"),
               "used": ("black", ":")}
@@ -106,7 +78,7 @@ def kv_schemes(schemes: pd.DataFrame, worker: str, unit: float = 2 ** 20, unit_n
     ax.set_xlabel("time in the run (s)")
     ax.set_ylabel(f"KV memory held ({unit_name})")
     ax.set_title(title or f"KV memory of worker {worker}")
-    ax.legend(loc="upper left", fontsize=10)
+    legend_below(fig, ax)
     return fig
 
 
@@ -126,11 +98,12 @@ def speculative_sweep(table: pd.DataFrame, baseline_tpot_s: float):
     a2.set_ylim(bottom=0)
     a1.set_ylabel("tokens per verify")
     a1.set_title("Tokens out of one target forward")
-    a1.legend(fontsize=9.5, loc="upper left", ncol=2)
     a2.set_ylabel("TPOT (ms)")
     a2.set_xlabel("draft tokens proposed per step, k")
     a2.set_title("Time per output token")
-    a2.legend(fontsize=9.5, loc="upper left", ncol=3)
+    h1, l1 = a1.get_legend_handles_labels()
+    h2, l2 = a2.get_legend_handles_labels()
+    legend_below(fig, h1 + h2[-1:], l1 + l2[-1:], ncols=2)  # bottom: the same colours, joined
     a2.set_xticks(sorted(table.k.unique()))
     return fig
 
@@ -150,10 +123,10 @@ def prefix_reuse(timings: pd.DataFrame, routing: pd.DataFrame):
     a1.set_xlabel("shared prefix (tokens)")
     a1.set_ylabel("prefill (ms)")
     a1.set_title("Prefill with and without the prefix's KV")
-    a1.legend(loc="upper left", fontsize=10)
+    legend_below(fig, a1)
     names = list(routing.index)
     a2.barh(names, routing.computed_tokens / 1e3, color=COLORS[:len(names)])
     a2.invert_yaxis()
-    a2.set_xlabel("prompt tokens prefilled (thousands)")
+    a2.set_xlabel("tokens prefilled (thousands)")
     a2.set_title("Where the prefix cache lives")
     return fig

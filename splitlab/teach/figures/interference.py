@@ -13,6 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from . import serving as serving_plots
 from .confusions import _styled, figure
+from .phone import legend_below, wrap
 from .interference_tables import prefill_alone_table, remedies_table, stall_table, ttft_table
 from .serving import KIND_COLORS, _as_results
 
@@ -27,9 +28,9 @@ PREDICTED = "black"
 
 
 def _legend_below(ax, ncol: int = 1) -> None:
-    """Legend under the axes (one column: a phone-wide figure has no room for two), so that it never hides a
-    measured point (noisy runs put them anywhere)."""
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=ncol, frameon=False)
+    """The panel's legend under its figure's panels (one column: a phone-wide figure has no room for two), so
+    that it never hides a measured point (noisy runs put them anywhere)."""
+    legend_below(ax.figure, ax, ncols=ncol)
 
 
 def _predicted_lines(ax, predicted, scale: float = 1e3) -> None:
@@ -110,15 +111,18 @@ def ttft_by_request(results, predicted_s=None, ax=None, title: str | None = None
 def stall_run(res, long_id: int, pad_s: float, title: str):
     """Run 1: the streams' inter-token gaps over time with the long prompt's arrival marked (top), and the
     worker's steps around it (bottom)."""
-    fig, (a1, a2) = figure(2, 2.9)
-    fig.get_layout_engine().set(h_pad=0.08)
+    fig, (a1, a2) = figure(2, 2.6, height_ratios=[3, 2])
     serving_plots.itl_over_time(res, marked=[long_id], ax=a1, title=title)
     r = res.requests[long_id]
     serving_plots.worker_timeline(res, ax=a2, t_range=(max(0.0, r.prefill_start_s - pad_s), r.token_times_s[-1] + pad_s),
                                   title="The worker around the arrival")
-    for ax in (a1, a2):
-        if ax.get_legend() is not None and ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="x-small", loc="upper right")
+    a2.set_ylabel("worker")
+    handles, labels = a1.get_legend_handles_labels()
+    labels = [lab.replace("its prefill runs", "prefill (of the long prompt)").replace("ITL", "gaps") for lab in labels]
+    decode = [h for h in a2.get_legend().legend_handles if h.get_label() == "decode"]
+    a1.get_legend().remove()
+    a2.get_legend().remove()
+    legend_below(fig, handles + decode, labels + ["decode steps"])
     return fig
 
 
@@ -140,6 +144,7 @@ def ttft_sweeps(by_length: pd.DataFrame, by_rate: pd.DataFrame, prefill_s: Mappi
         "predicted mean (M/D/1 queue)": (grid, queueing_ttft_s(grid, prefill_s[sweep_prompt], decode_step_s)),
         "prefill timed alone": (grid, np.full_like(grid, prefill_s[sweep_prompt]))},
         ax=a2, title=f"TTFT vs request rate, {sweep_prompt}-token prompts")
+    del fig.legends[1:]  # both panels have the same entries: one legend under them
     return fig
 
 
@@ -149,10 +154,14 @@ def memory_waves(with_budget, no_budget, predicted_ttft_s, fit: int, budget_toke
     without the budget beside the waves prediction (bottom)."""
     fig, (a1, a2) = figure(2, 3.1)
     serving_plots.kv_memory(with_budget, ax=a1, title=f"KV memory with a budget of {budget_tokens} positions")
-    if a1.get_legend() is not None and a1.get_legend_handles_labels()[0]:
-        a1.legend(fontsize="x-small", loc="upper right")
+    h1, l1 = a1.get_legend_handles_labels()
+    a1.get_legend().remove()
     ttft_by_request({"with the KV budget": with_budget, "no budget": no_budget}, predicted_ttft_s, ax=a2,
                     predicted_label=f"predicted: waves of {fit}", title="Requests arriving at once: TTFT of each")
+    h2, l2 = a2.get_legend_handles_labels()
+    fig.legends.clear()  # one legend for both panels, under them
+    legend_below(fig, h1 + h2, [lab.replace(" per worker", "") if lab.startswith("KV") else "KV " + lab.split(": ")[-1]
+                                for lab in l1] + l2, ncols=2)
     return fig
 
 
@@ -196,6 +205,6 @@ def ttft_load(runs, prefill_alone_s: float, predicted_mean_s: float, title: str)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("arrival time (s)")
     ax.set_ylabel("time to first token (ms)")
-    ax.set_title(title)
+    ax.set_title(wrap(title))
     _legend_below(ax)
     return fig

@@ -12,10 +12,12 @@ from ...phases import profiling
 from ...phases.engine import generate
 from ...phases.models import load_model
 from .phases import DECODE, PREDICTED, fmt3, new_ax
+from .phone import styled
 
 __all__ = ["kv_growth", "cache_by_attention", "measure_attention_variants", "published_shapes", "published_sizes", "mla_comparison"]
 
 
+@styled
 def kv_growth(growth: pd.DataFrame, ax=None):
     """Cache bytes measured after the prefill and after each decode step (``profiling.measure_kv_growth``)
     against the formula tokens x KV bytes per token."""
@@ -30,6 +32,7 @@ def kv_growth(growth: pd.DataFrame, ax=None):
     return ax
 
 
+@styled
 def cache_by_attention(variants: pd.DataFrame, tokens: int, ax=None):
     """Measured and formula cache sizes of models that differ only in their KV heads: one pair of bars per row of
     ``variants`` (columns ``attention``, ``KV heads``, ``cache (KiB)``, ``formula (KiB)``), each cache holding

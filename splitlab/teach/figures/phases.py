@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib import ticker
 
 from ...phases.engine import Generation
+from .phone import legend_below
 
 __all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks", "request_latencies", "itl_note", "ttft_tpot_s", "off_note", "phase_rates", "token_timeline",
            "cached_vs_recompute"]
@@ -19,8 +20,9 @@ PREFILL, DECODE, PREDICTED = "tab:orange", "tab:blue", "black"
 
 
 def new_ax(ax=None, figsize=None):
-    """``ax``, or a new Axes of the book's default size (``notebook.BOOK_STYLE``) or ``figsize``."""
-    return ax if ax is not None else plt.subplots(figsize=figsize)[1]
+    """``ax``, or a new Axes of the book's default size (``notebook.BOOK_STYLE``) or ``figsize``, laid out by
+    constrained layout (so that a legend below it, :func:`.phone.legend_below`, takes room of its own)."""
+    return ax if ax is not None else plt.subplots(figsize=figsize, layout="constrained")[1]
 
 
 def _minor_label(value: float, _pos=None, fmt=lambda v: f"{v:g}") -> str:
@@ -182,5 +184,5 @@ def cached_vs_recompute(df: pd.DataFrame, prefill_df: pd.DataFrame | None = None
     ax.set_yscale("log")
     plain_log_ticks(ax.yaxis)
     ax.set_title("Without a cache, every token is a prefill")
-    ax.legend(loc="center right")
+    legend_below(ax.figure, ax)
     return ax

@@ -15,6 +15,7 @@ from ... import sizing
 from ...phases.models import LoadedModel
 from ...phases.profiling import flops_of_decode, flops_of_prefill, weight_bytes_read
 from .phases import DECODE, PREDICTED, PREFILL, fmt3, new_ax, plain_log_ticks
+from .phone import legend_below
 from .roofline_notes import gpu_ridge_note, ops_note, prediction_note, prefill_note, ridge_note  # noqa: F401
 
 __all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note", "ridge_note",
@@ -148,7 +149,7 @@ def latency_throughput(dc: pd.DataFrame, ax=None, title: str | None = None):
     tps, tpot = dc["batch"] / dc["step_s"], dc["step_s"] * 1e3
     ax.plot(tps, tpot, "o-", color=DECODE)
     for b, x, y in zip(dc["batch"], tps, tpot):
-        ax.annotate(f"B={int(b)}", (x, y), textcoords="offset points", xytext=(4, 6), fontsize=10)
+        ax.annotate(f"B={int(b)}", (x, y), textcoords="offset points", xytext=(4, 6))
     ax.set_xlim(0, tps.max() * 1.18)
     ax.set_ylim(0, tpot.max() * 1.2)
     ax.set_xlabel("decode throughput (output tokens/s)")
@@ -157,11 +158,18 @@ def latency_throughput(dc: pd.DataFrame, ax=None, title: str | None = None):
     return ax
 
 
+def _legend_under(ax, made: bool) -> None:
+    """The panel's legend under the figure, off the points; a figure made here grows by the legend's rows."""
+    if made:
+        ax.figure.set_figheight(ax.figure.get_figheight() + 0.22 * len(ax.get_legend_handles_labels()[1]))
+    legend_below(ax.figure, ax)
+
+
 def roofline(peak_flops_per_s: float, bandwidth_bytes_per_s: float, points: Mapping[str, tuple] | None = None,
              efficiency: float | None = None, ax=None, title: str = "Roofline"):
     """Attainable FLOP/s vs arithmetic intensity (log-log), the ridge point marked; ``points`` maps a label to
     (intensities, achieved FLOP/s); ``efficiency`` also draws the compute roof lowered to e x peak."""
-    ax = new_ax(ax)
+    made, ax = ax is None, new_ax(ax)
     x = np.logspace(-1, 3, 200)
     ax.loglog(x, np.minimum(peak_flops_per_s, x * bandwidth_bytes_per_s), color=PREDICTED, label="roofline")
     if efficiency is not None:
@@ -178,7 +186,7 @@ def roofline(peak_flops_per_s: float, bandwidth_bytes_per_s: float, points: Mapp
     ax.set_xlabel("arithmetic intensity (FLOP per byte)")
     ax.set_ylabel("FLOP/s")
     ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=9)
+    _legend_under(ax, made)
     return ax
 
 
@@ -186,7 +194,7 @@ def decode_throughput(batches, tokens_per_s: Mapping[str, np.ndarray], ceiling_t
                       ax=None, title: str = "Predicted decode throughput"):
     """Predicted decode tokens/s vs batch (log-log), one curve per label (NaN where a batch does not fit in memory;
     the last point that fits is marked with an x). ``ceiling_tokens_per_s`` draws the compute-bound limit."""
-    ax = new_ax(ax)
+    made, ax = ax is None, new_ax(ax)
     batches = np.asarray(batches)
     full = False
     for label, tps in tokens_per_s.items():
@@ -205,5 +213,5 @@ def decode_throughput(batches, tokens_per_s: Mapping[str, np.ndarray], ceiling_t
     ax.set_xlabel("decode batch (sequences)")
     ax.set_ylabel("output tokens/s")
     ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=9)
+    _legend_under(ax, made)
     return ax

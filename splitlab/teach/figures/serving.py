@@ -79,13 +79,13 @@ def worker_timeline(res, ax=None, title: str | None = None, t_range: tuple[float
             ax.broken_barh(spans, (y - 0.38, 0.76), facecolors=color, edgecolors=edge, linewidth=0.2)
         if annotate_tokens:
             for row in mine[mine.kind == "prefill"].itertuples():
-                ax.text((row.start_s + row.end_s) / 2, y, f"{row.tokens}", ha="center", va="center", fontsize=7)
+                ax.text((row.start_s + row.end_s) / 2, y, f"{row.tokens}", ha="center", va="center")
     ax.set_yticks(range(len(rows)), rows)
     ax.set_ylim(len(rows) - 0.5, -0.5)  # first worker on top
     ax.set_xlim(*(t_range or (0.0, max(res.end_s, 1e-9))))
     kinds = [k for k in KIND_COLORS if (k != "idle" or show_idle) and (tl.kind == k).any()]
     ax.legend(handles=[Patch(color=KIND_COLORS[k], label=k) for k in kinds], loc="upper left",
-              bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+              bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.set_xlabel("time on the virtual clock (s)")
     ax.set_ylabel("worker / link")
     ax.set_title(title or f"What each worker did ({res.config.layout})")
@@ -122,7 +122,7 @@ def kv_memory(res, ax=None, title: str | None = None, workers: Sequence[str] | N
     ax.set_xlabel("time on the virtual clock (s)")
     ax.set_ylabel(f"KV cache ({unit})")
     ax.set_title(title or "KV-cache memory per worker")
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(loc="best")
     return ax
 
 
@@ -163,7 +163,7 @@ def latency_cdf(results, metric: str = "ttft", ax=None, title: str | None = None
     ax.set_xlabel(f"{_METRIC_NAMES[metric]} (ms)")
     ax.set_ylabel("share of " + ("requests" if metric != "itl" else "token gaps"))
     ax.set_title(title or f"CDF of {metric.upper()}")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(loc="lower right")
     return ax
 
 
@@ -202,12 +202,12 @@ def request_tokens(res, request_id: int, ax=None, title: str | None = None):
                 label=f"output tokens (TTFT {(t[0] - r.arrival_s) * 1e3:.0f} ms{itl})")
         ax.plot(t[0], 1, "o", mfc="none", mec=BUDGET, ms=9, label="first token")
     if r.reject_reason:
-        ax.text(0.02, 0.5, f"rejected: {r.reject_reason}", transform=ax.transAxes, fontsize=8, wrap=True)
+        ax.text(0.02, 0.5, f"rejected: {r.reject_reason}", transform=ax.transAxes, wrap=True)
     ax.set_xlabel("time on the virtual clock (s)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("output tokens received")
     ax.set_title(title or f"Request {r.id}: arrival, prefill, then its tokens")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(loc="upper left")
     return ax
 
 
@@ -233,7 +233,7 @@ def itl_over_time(res, ax=None, title: str | None = None, streams: Iterable[int]
         r = by_id[i]
         ax.axvline(r.arrival_s, color=ARRIVAL, lw=1, ls="--", label="long prompt arrives" if k == 0 else None)
         ax.text(r.arrival_s, 1.0, f" {r.prompt_len}", transform=ax.get_xaxis_transform(), color=ARRIVAL,
-                fontsize=8, va="top", ha="left")
+                va="top", ha="left")
         if show_prefills and r.prefill_start_s is not None and r.prefill_end_s is not None:
             ax.axvspan(r.prefill_start_s, r.prefill_end_s, color=KIND_COLORS["prefill"], alpha=0.25,
                        label="its prefill runs" if k == 0 else None)
@@ -245,5 +245,5 @@ def itl_over_time(res, ax=None, title: str | None = None, streams: Iterable[int]
     ax.set_xlabel("time on the virtual clock (s)")
     ax.set_ylabel("gap before this token (ms)")
     ax.set_title(title or "Inter-token latency of running streams")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # outside: spikes stay visible
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # outside: spikes stay visible
     return ax

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ... import sizing
 from .confusions import _styled, figure
+from .phone import legend_below
 from .phases import _minor_label
 from .transfer_tables import bench_table, overlap_table, published_kv_table, sweep_table
 
@@ -48,10 +49,15 @@ def _plain(v: float) -> str:
     return f"{v:,.0f}" if v >= 1 else f"{v:g}"
 
 
-def _plain_log(axis) -> None:
-    """Plain numbers (0.2, 1, 50, 1,000) on a log axis, majors and the minor ticks 2, 3 and 5 of each decade."""
+def _plain_log(axis, minor: bool = True) -> None:
+    """Plain numbers (0.2, 1, 50, 1,000) on a log axis: the decades, and with ``minor`` the minor ticks 2 and 5
+    of each decade (3 too would touch its neighbours at 12 pt on a phone-wide panel)."""
     axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: _plain(v)))
-    axis.set_minor_formatter(ticker.FuncFormatter(lambda v, pos: _minor_label(v, pos, _plain)))
+    if not minor:
+        axis.set_minor_formatter(ticker.NullFormatter())
+        return
+    axis.set_minor_formatter(ticker.FuncFormatter(
+        lambda v, pos: "" if round(v / 10 ** np.floor(np.log10(v) + 1e-9)) == 3 else _minor_label(v, pos, _plain)))
 
 
 def handoff_grid(models: Sequence[str], prompt_tokens: Sequence[int], links: Mapping[str, float] | None = None,
@@ -103,18 +109,21 @@ def kv_bytes_vs_prompt(models: Sequence[str] | Mapping[str, str], dtype="fp16", 
         g = sizing.kv_geometry(cfg)
         per_token = sizing.kv_bytes_per_token(cfg, dt)
         line, = ax.plot(tokens, tokens * per_token / unit, lw=2,
-                        label=f"{name}: {g.attention}, {g.kv_heads} KV heads, {per_token / 2 ** 10:g} KiB/token ({dt})")
+                        label=f"{name} ({g.attention}): {per_token / 2 ** 10:g} KiB/token")
         if measured and name in measured:
             t, b = measured[name]
             ax.plot(t, np.asarray(b, dtype=float) / unit, "o", color=line.get_color(), mec="black", ms=6)
     if measured:
-        ax.plot([], [], "o", color="white", mec="black", label="measured: bytes of a real cache")
+        ax.plot([], [], "o", color="white", mec="black", label="measured: a real cache's bytes")
     ax.set_xlim(0, max_tokens)
-    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(4, integer=True))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    top = max_tokens * max(sizing.kv_bytes_per_token(sizing.resolve_config(n), dt) for n, dt in dtypes.items()) / unit
+    ax.set_ylim(0, top * (1.25 + 0.12 * (len(dtypes) + bool(measured))))  # room above the lines for the legend
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel(f"KV cache to move ({_UNITS.get(unit, f'{unit} B')})")
     ax.set_title(title or "Bytes to move grow linearly with the prompt")
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(loc="upper left", borderaxespad=0.2, handlelength=1.5)
     return ax
 
 
@@ -123,8 +132,8 @@ def bandwidth_bars(measured: Mapping[str, float], links: Mapping[str, dict] | No
                    title: str = "Bandwidth: measured here vs published links"):
     """Dots on a log scale: ``measured`` (label -> bytes/s, green) below the published ``links`` (default
     :data:`splitlab.sizing.LINKS`, grey), each labelled with its GB/s."""
-    ax = _ax(ax, (8, 4))
     links = sizing.LINKS if links is None else links
+    ax = ax if ax is not None else figure(1, height=0.27 * (len(measured) + len(links)) + 1.3)[1][0]
     rows = [(k, v["bandwidth_bytes_per_s"], PUBLISHED) for k, v in sorted(links.items(),
                                                                         key=lambda kv: kv[1]["bandwidth_bytes_per_s"])]
     rows = [(k, v, MEASURED) for k, v in sorted(measured.items(), key=lambda kv: kv[1])] + rows
@@ -134,17 +143,17 @@ def bandwidth_bars(measured: Mapping[str, float], links: Mapping[str, dict] | No
     ax.hlines(y, gbps.min() / 3, gbps, color="#dddddd", lw=1, zorder=0)  # guides to the labels, not bars
     ax.scatter(gbps, y, c=colors, s=60, zorder=2)
     for yi, v in zip(y, gbps):
-        ax.annotate(f"{v:,.3g}", (v, yi), xytext=(6, 0), textcoords="offset points", va="center", fontsize="small")
+        ax.annotate(f"{v:,.3g}", (v, yi), xytext=(6, 0), textcoords="offset points", va="center")
     ax.set_yticks(y, labels)
     ax.set_xscale("log")
     _plain_log(ax.xaxis)
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # decades only: the bars carry their own numbers
     ax.set_xlim(gbps.min() / 3, gbps.max() * 8)
-    ax.set_xlabel("bandwidth, one direction (GB/s, log scale)")
+    ax.set_xlabel("bandwidth, one direction (GB/s, log)")
     ax.set_ylabel("path")
-    ax.legend(handles=[plt.Line2D([], [], marker="o", ls="", color=MEASURED),
-                       plt.Line2D([], [], marker="o", ls="", color=PUBLISHED)],
-              labels=["measured on this machine", "published (sizing.LINKS)"], fontsize="small", loc="upper left")
+    legend_below(ax.figure, [plt.Line2D([], [], marker="o", ls="", color=MEASURED),
+                             plt.Line2D([], [], marker="o", ls="", color=PUBLISHED)],
+                 ["measured here", "published"], ncols=2)
     ax.set_title(title)
     return ax
 
@@ -163,15 +172,16 @@ def transfer_vs_bytes(series: Mapping[str, tuple], latency_s: float, bandwidth_b
         lo, hi = min(lo, nbytes.min()), max(hi, nbytes.max())
     x = np.geomspace(lo / 1.5, hi * 1.5, 100)
     ax.plot(x / 2 ** 20, (latency_s + x / bandwidth_bytes_per_s) * 1e3, "--", color=PREDICTED,
-            label=f"predicted: {latency_s * 1e3:.2f} ms + bytes / {bandwidth_bytes_per_s / 1e9:.2f} GB/s")
+            label=f"{latency_s * 1e3:.2f} ms + bytes / {bandwidth_bytes_per_s / 1e9:.2f} GB/s")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the legend above the points
     _plain_log(ax.xaxis)
     _plain_log(ax.yaxis)
     ax.set_xlabel("bytes moved (MiB, log scale)")
     ax.set_ylabel("transfer time (ms, log scale)")
     ax.set_title(title or "Transfer time = latency + bytes / bandwidth")
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(loc="upper left", borderaxespad=0.2, handlelength=1.5)
     return ax
 
 
@@ -179,37 +189,35 @@ def transfer_vs_bytes(series: Mapping[str, tuple], latency_s: float, bandwidth_b
 def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16",
                  extra: Mapping[str, float] | None = None, links: Sequence[str] | None = None, ax=None,
                  title: str | None = None):
-    """DistServe's comparison for one prompt: its cache's transfer time over each link (bars; ``extra`` adds
-    label -> bytes/s, e.g. measured here) against the minimum decode step and the roofline prefill of the same
-    model on ``gpu`` (horizontal lines). Log-scale time axis, so the transfers are dots."""
+    """DistServe's comparison for one prompt: its cache's transfer time over each link (one dot per row, fastest
+    on top; ``extra`` adds label -> bytes/s, e.g. measured here) against the minimum decode step and the
+    roofline prefill of the same model on ``gpu`` (vertical lines). Log-scale time axis, so the transfers are
+    dots, each labelled with its ms."""
     ax = _ax(ax, (8, 4))
     links = list(sizing.LINKS) if links is None else list(links)
     grid = handoff_grid([model], [prompt_tokens], {n: sizing.LINKS[n]["bandwidth_bytes_per_s"] for n in links}, extra,
                         gpu, dtype)
-    h = {row["link"]: row for row in grid.to_dict("records")}
-    speeds = {name: row["bandwidth_bytes_per_s"] for name, row in h.items()}
     ms = grid.transfer_s.to_numpy() * 1e3
+    y = np.arange(len(ms))
     colors = [MEASURED if src == "measured" else PUBLISHED for src in grid.link_source]
-    ax.scatter(range(len(ms)), ms, c=colors, s=60, zorder=3)
-    any_h = next(iter(h.values()))
-    lines = [any_h["decode_step_s"] * 1e3, any_h["prefill_s"] * 1e3]
-    for i, v in enumerate(ms):  # a label just above the bar, or inside its top where a line would cross it
-        inside = any(v <= line <= v * 2.2 for line in lines)
-        ax.annotate(f"{v:,.3g}", (i, v), xytext=(0, -7 if inside else 6), textcoords="offset points",
-                    ha="center", va="top" if inside else "bottom", fontsize="small")
-    ax.set_xticks(range(len(ms)), [n.replace(" network", "\nnetwork").replace(" (", "\n(").replace(", ", ",\n")
-                                   for n in speeds], fontsize="x-small")
-    ax.axhline(any_h["decode_step_s"] * 1e3, color="tab:blue", ls="--",
-               label=f"decode step on {gpu} (min.): {any_h['decode_step_s'] * 1e3:.2f} ms")
-    ax.axhline(any_h["prefill_s"] * 1e3, color="tab:orange", ls=":",
-               label=f"prefill on {gpu} (roofline): {any_h['prefill_s'] * 1e3:.1f} ms")
-    ax.set_yscale("log")
-    _plain_log(ax.yaxis)
-    ax.set_ylim(min(ms.min(), lines[0]) / 3, max(ms.max(), any_h["prefill_s"] * 1e3) * 6)
-    ax.set_xlabel("link")
-    ax.set_ylabel("transfer time (ms, log scale)")
-    ax.set_title(title or f"{model}, {prompt_tokens:,} tokens: {any_h['kv_bytes'] / 2 ** 20:,.0f} MiB ({dtype})")
-    ax.legend(fontsize="small", loc="upper left")
+    row = grid.iloc[0]
+    decode_ms, prefill_ms = row["decode_step_s"] * 1e3, row["prefill_s"] * 1e3
+    lo, hi = min(ms.min(), decode_ms) / 3, max(ms.max(), prefill_ms) * 8
+    ax.hlines(y, lo, ms, color="#dddddd", lw=1, zorder=0)  # guides to the labels, not bars
+    ax.scatter(ms, y, c=colors, s=60, zorder=3)
+    for yi, v in zip(y, ms):
+        ax.annotate(f"{v:,.3g}", (v, yi), xytext=(6, 0), textcoords="offset points", va="center")
+    ax.set_yticks(y, [n.split(" (")[0] if src == "measured" else n for n, src in zip(grid.link, grid.link_source)])
+    ax.invert_yaxis()
+    ax.axvline(decode_ms, color="tab:blue", ls="--", label=f"decode step (min.): {decode_ms:.2f} ms")
+    ax.axvline(prefill_ms, color="tab:orange", ls=":", lw=2, label=f"prefill (roofline): {prefill_ms:.1f} ms")
+    ax.set_xscale("log")
+    _plain_log(ax.xaxis, minor=False)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel(f"transfer time (ms, log); lines: {gpu}")
+    ax.set_ylabel("link")
+    ax.set_title(title or f"{model}, {prompt_tokens:,} tokens: {row['kv_bytes'] / 2 ** 20:,.0f} MiB ({dtype})")
+    legend_below(ax.figure, ax)
     return ax
 
 
@@ -217,23 +225,25 @@ def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16"
 def streaming_timeline(stream: dict, layers: int, ax=None, title: str | None = None):
     """One streamed prefill (:meth:`splitlab.peer.Peer.stream`): the forward as a bar, a tick where each layer's
     KV was handed to the link, and the transfer still running after the forward (until the receiver had it)."""
-    ax = _ax(ax, (9, 2.6))
+    ax = ax if ax is not None else figure(1, height=2.8)[1][0]
     stats = stream["stats"]
     end = stream["total_s"] - stream["exposed_s"]
     start = max(0.0, end - stats.compute_s)
     ax.broken_barh([(start * 1e3, stats.compute_s * 1e3)], (1.6, 0.8), color="tab:orange", label="prefill forward")
     ax.broken_barh([(end * 1e3, stream["exposed_s"] * 1e3)], (0.6, 0.8), color=TRANSFER,
                    label=f"exposed transfer: {stream['exposed_s'] * 1e3:.2f} ms")
+    every = max(1, int(np.ceil(len(stats.layer_s[:layers]) / 6)))  # at most ~6 labels: 12 pt ones must not touch
     for i, t in enumerate(stats.layer_s[:layers]):
         ax.plot([t * 1e3] * 2, [0.6, 2.4], color="black", lw=1)
-        ax.annotate(f"L{i}", (t * 1e3, 2.45), ha="center", va="bottom", fontsize="x-small")
+        if i % every == 0 or i == layers - 1:
+            ax.annotate(f"L{i}", (t * 1e3, 2.45), ha="center", va="bottom")
     ax.plot([], [], color="black", lw=1, label="layer's KV handed to the link")
     ax.set_yticks([1, 2], ["link", "compute"])
-    ax.set_ylim(0.3, 3.0)
+    ax.set_ylim(0.3, 3.3)
     ax.set_xlabel("time since the streamed prefill began (ms)")
     ax.set_ylabel("")
     ax.set_title(title or "Layer-wise streaming: each layer leaves while the later layers compute")
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2, frameon=False)
+    legend_below(ax.figure, ax)
     return ax
 
 
@@ -244,10 +254,10 @@ def streaming_overlap(prompt_tokens, whole_s, exposed_s, predicted_exposed_s=Non
     after a streamed prefill (measured) and, if given, its prediction (:func:`splitlab.sizing.streamed_exposed_s`)."""
     ax = _ax(ax)
     x = np.arange(len(prompt_tokens))
-    groups = [("whole transfer after prefill (measured)", whole_s, PUBLISHED),
-              ("left after a streamed prefill (measured)", exposed_s, MEASURED)]
+    groups = [("whole transfer, after the prefill", whole_s, PUBLISHED),
+              ("left after a streamed prefill", exposed_s, MEASURED)]
     if predicted_exposed_s is not None:
-        groups.append(("left after a streamed prefill (predicted)", predicted_exposed_s, "white"))
+        groups.append(("left after it, predicted", predicted_exposed_s, "white"))
     w = 0.8 / len(groups)
     for i, (label, values, color) in enumerate(groups):
         ax.bar(x + (i - (len(groups) - 1) / 2) * w, np.asarray(values, dtype=float) * 1e3, w, color=color,
@@ -256,7 +266,7 @@ def streaming_overlap(prompt_tokens, whole_s, exposed_s, predicted_exposed_s=Non
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel("transfer time on the critical path (ms)")
     ax.set_title(title)
-    ax.legend(fontsize="small", loc="upper left")
+    legend_below(ax.figure, ax)
     return ax
 
 

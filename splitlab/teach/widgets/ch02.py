@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -45,14 +44,19 @@ def kv_grid(models: Sequence[str], tokens: Sequence[int], batches: Sequence[int]
 def kv_size_explorer(models: list[str], context: int = 4096, batch: int = 8, dtype: str = "fp16") -> widgets.VBox:
     """Ch. 2: KV-cache GiB of several published models for a chosen context, batch and dtype (bar chart; the
     numbers of :func:`kv_grid`)."""
+    from ..figures.phone import figure, fit_titles, phone
+
     def draw(context: int, batch: int, dtype: str) -> None:
-        ax = plt.subplots()[1]
-        gib = kv_grid(models, [context], [batch], dtype).nbytes / 2 ** 30
-        bars = ax.barh(models, gib, color="tab:blue")
-        ax.bar_label(bars, fmt="%.3g", padding=2)
-        ax.margins(x=0.15)
-        ax.set_xlabel("KV cache (GiB)")
-        ax.set_title(f"KV cache for batch {batch} x {context} tokens in {dtype}")
+        fig, (ax,) = figure(1, 0.3 * len(models) + 1.6)
+        with phone():
+            gib = kv_grid(models, [context], [batch], dtype).nbytes / 2 ** 30
+            bars = ax.barh(models, gib, color="tab:blue")
+            ax.bar_label(bars, fmt="%.3g", padding=2)
+            ax.margins(x=0.2)
+            ax.invert_yaxis()
+            ax.set_xlabel("KV cache (GiB)")
+            ax.set_title(f"Batch {batch} x {context:,} tokens, {dtype}")
+            fit_titles(fig)
 
     return explorer(draw,
                     context=widgets.IntSlider(context, 512, 32768, 512, description="context"),

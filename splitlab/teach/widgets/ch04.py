@@ -42,7 +42,7 @@ def stall_explorer(lm: LoadedModel, prompt_tokens: int = 512, n_streams: int = 4
                                                                chunk_tokens=chunk_tokens), backend)
                     for p in POLICIES}
         worst = {p: r.request_table().max_itl_s[:n_streams].max() * 1e3 for p, r in runs.items()}
-        plots.policies({f"{p}: longest gap {worst[p]:.0f} ms, TTFT "
+        plots.policies({f"{p}: max gap {worst[p]:.0f} ms, TTFT "
                         f"{r.request_table().ttft_s.iloc[-1] * 1e3:.0f} ms": r for p, r in runs.items()}, n_streams,
                        f"A {prompt_tokens}-token arrival, chunks of {chunk_tokens}")
 

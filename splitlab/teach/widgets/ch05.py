@@ -24,6 +24,7 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
     import numpy as np
 
     from ..figures import confusions, transfer as transfer_plots
+    from ..figures.phone import fit_titles, legend_below
 
     speeds = {k: v["bandwidth_bytes_per_s"] for k, v in sizing.LINKS.items()} | dict(measured or {})
 
@@ -31,6 +32,7 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
         fig, (a1, a2) = confusions.figure(2, 3.5)
         with confusions.phone():
             _draw(a1, a2, model, prompt_tokens, link)
+            fit_titles(fig)
 
     def _draw(a1, a2, model: str, prompt_tokens: int, link: str) -> None:
         tokens = np.geomspace(128, 32768, 40).astype(int)
@@ -38,20 +40,23 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
         a1.loglog(h.prompt_tokens, h.transfer_s * 1e3, color=transfer_plots.TRANSFER, lw=2,
                   label=f"transfer over {link}")
         a1.loglog(h.prompt_tokens, h.decode_step_s * 1e3, "--", color="tab:blue",
-                  label=f"one decode step on {gpu} (minimum)")
+                  label=f"decode step on {gpu} (min.)")
         a1.loglog(h.prompt_tokens, h.prefill_s * 1e3, ":", color="tab:orange",
                   label=f"prefill on {gpu} (roofline)")
         a1.axvline(prompt_tokens, color="grey", lw=1)
-        transfer_plots._plain_log(a1.yaxis)
+        transfer_plots._plain_log(a1.yaxis, minor=False)
         a1.set_xticks([128, 512, 2048, 8192, 32768], ["128", "512", "2,048", "8,192", "32,768"])
         a1.xaxis.set_minor_formatter(plt.NullFormatter())  # unlabelled minor ticks: the labels overlapped
         a1.set_xlabel("prompt length (tokens, log scale)")
         a1.set_ylabel("time (ms, log scale)")
         here = sizing.handoff(model, prompt_tokens, speeds[link], gpu, dtype)
         a1.set_title(f"{prompt_tokens:,} tokens, {link}: {here['decode_steps']:.2g} decode steps, "
-                     f"{here['prefill_share']:.0%} of the prefill", fontsize="medium")
-        a1.legend(fontsize="x-small", loc="upper left")
+                     f"{here['prefill_share']:.0%} of the prefill")
         transfer_plots.handoff_dots(model, prompt_tokens, gpu, dtype, extra=measured, ax=a2)
+        handles, labels = a2.figure.legends[0].legend_handles, [t.get_text() for t in a2.figure.legends[0].texts]
+        a2.figure.legends.clear()  # one legend under both panels: the lines are the same in both
+        legend_below(a2.figure, a1.get_lines()[:1] + handles, [f"transfer over {link}"] +
+                     [lab.replace(" (", f" on {gpu} (", 1) for lab in labels])
 
     return explorer(draw,
                     model=widgets.Dropdown(options=list(sizing.PUBLISHED_MODELS), value=model, description="model"),
