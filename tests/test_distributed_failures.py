@@ -84,7 +84,7 @@ def test_a_killed_decode_worker_s_request_completes_on_the_other_one(lm):
         res = serving.run(reqs, ServingConfig.disaggregated(1, 2), b,
                           faults=KillWorker("D0", "step", after=2, request=victim))
         codes = b.close()
-    assert time.time() - t0 < 60
+    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s)
     by_id = {r.id: r for r in res.requests}
     assert all(r.state == serving.State.FINISHED for r in res.requests)
     assert by_id[victim].decode_worker == "D1" and by_id[victim].retries == 1
@@ -96,10 +96,10 @@ def test_a_killed_decode_worker_s_request_completes_on_the_other_one(lm):
 def test_a_silent_worker_is_lost_after_the_timeout_and_its_requests_are_served_elsewhere(lm):
     reqs = serving.make_workload("chat", 3, rate_per_s=20, model=lm, seed=4, scale=0.05)
     t0 = time.time()
-    with serving.DistributedBackend("tiny", timeout_s=3) as b:
+    with serving.DistributedBackend("tiny", timeout_s=3, join_timeout_s=60) as b:
         res = serving.run(reqs, ServingConfig.disaggregated(2, 1), b,
                           faults=KillWorker("P0", "step", request=reqs[0].id, hang=True))
-    assert time.time() - t0 < 60
+    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s)
     assert all(r.state == serving.State.FINISHED for r in res.requests)
     assert any("P0 lost" in n and "no answer for 3 s" in n for n in res.notes)
     assert {r.prefill_worker for r in res.requests} == {"P1"}
@@ -118,7 +118,7 @@ def test_queueing_is_not_a_stall(lm):
     """Many long prompts at once with a short timeout: requests wait for the prefill worker and for batch places
     far longer than the timeout, and none of them fails (only a worker that holds work and says nothing stalls)."""
     reqs = [serving.Request(i, 0.0, sl.profiling.random_prompt(lm, 1000, seed=i), 4) for i in range(24)]
-    with serving.DistributedBackend("tiny", timeout_s=2) as b:
+    with serving.DistributedBackend("tiny", timeout_s=2, join_timeout_s=60) as b:
         res = serving.run(reqs, ServingConfig.disaggregated(1, 1, max_batch=2, max_prefill_tokens=1000), b)
     assert res.metrics()["completed"] == len(reqs) and res.notes == []
     assert max(r.token_times_s[0] - r.arrival_s for r in res.requests) > 2  # the last ones waited past the timeout
