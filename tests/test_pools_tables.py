@@ -55,13 +55,14 @@ def test_plan_table_keeps_the_best_of_each_kind(plan):
     best_colocated = plan.best_of("colocated", "prefill-first")
     chunked = plan.best_of("colocated", "chunked")
     assert pools.short_name(best_colocated) in t.index and f"4 chunked {chunked.chunk_tokens}" in t.index
-    assert t.loc[pools.short_name(best_colocated), "rank"] == plan.candidates.index(best_colocated) + 1
-    assert all(isinstance(r, int) for r in t["rank"])
-    assert list(t.columns) == ["rank", "goodput (/s/worker)", "first guess (/s/worker)", "cost /1M tokens", "binds"]
+    assert t.loc[pools.short_name(best_colocated), "#"] == plan.candidates.index(best_colocated) + 1
+    assert all(isinstance(r, int) for r in t["#"])
+    assert list(t.columns) == ["#", "goodput (req/s per worker)", "first guess (req/s per worker)",
+                               "cost per 1M tokens", "binds"]
     assert set(t["binds"]) <= {"TTFT", "TTST", "TPOT", "UNFINISHED", "NONE"}
     assert len(t.columns) + t.index.nlevels <= 6  # fits a 412 px phone's column (tests/test_page_tables.py)
     full = pools.plan_table(plan, top=len(plan.candidates))
-    assert list(full["rank"]) == list(range(1, len(plan.candidates) + 1))
+    assert list(full["#"]) == list(range(1, len(plan.candidates) + 1))
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="top"):
             pools.plan_table(plan, top=bad)
@@ -79,7 +80,7 @@ def test_validation_tables_one_narrow_table_per_workload():
     assert list(tables) == ["research", "code"]
     r = tables["research"]
     assert r.index.names[0] == "research" and list(r.index) == [("coloc.", "TTFT P50"), ("split", "TPOT P90")]
-    assert list(r.columns) == ["emulated (ms)", "simulated (ms)", "error (%)", "spread (%)"]
+    assert list(r.columns) == ["emul. (ms)", "sim. (ms)", "error (%)", "spread (%)"]
     assert r.loc[("coloc.", "TTFT P50")].tolist() == [64.2, 70.0, 9.0, 10.4]  # 3 significant digits
     assert tables["code"].index[0] == ("chunked", "TTFT P90")
     assert len(r.columns) + r.index.nlevels <= 6

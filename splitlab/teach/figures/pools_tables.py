@@ -86,9 +86,10 @@ def plan_table(plan, top: int = 5) -> pd.DataFrame:
     """The ``top`` candidates of ``plan`` (a :class:`splitlab.planner.Plan`), then the best colocated
     prefill-first, the best chunked and the best split where they rank lower, so that every kind the page
     compares is in the table. Index: :func:`short_name` (with the chunk size where several were tried); columns
-    ``rank`` (1 = best), ``goodput (/s/worker)`` (simulated, requests/s per worker), ``first guess (/s/worker)``
-    (closed form), ``cost /1M tokens`` (at the plan's price per worker-hour) and ``binds`` (the binding SLO);
-    three significant digits; five short columns, narrow enough for a 412 px phone.
+    ``#`` (the rank, 1 = best), ``goodput (req/s per worker)`` (simulated), ``first guess (req/s per worker)``
+    (closed form), ``cost per 1M tokens`` (at the plan's price per worker-hour) and ``binds`` (the binding SLO,
+    "TTFT"); three significant digits; headers that wrap between words, so that the table fits the 380 px column
+    of a 412 px phone.
 
     Raises:
         ValueError: ``top`` is not a positive integer.
@@ -103,9 +104,9 @@ def plan_table(plan, top: int = 5) -> pd.DataFrame:
             shown.append(best)
     chunks = len({c.chunk_tokens for c in plan.candidates if c.policy == "chunked"})
     name = lambda c: f"{short_name(c)} {c.chunk_tokens}" if c.policy == "chunked" and chunks > 1 else short_name(c)
-    rows = {name(c): {"rank": i, "goodput (/s/worker)": sig3(c.goodput_rps_per_worker),
-                      "first guess (/s/worker)": sig3(c.first_guess_rps_per_worker),
-                      "cost /1M tokens": sig3(c.cost_per_million_tokens), "binds": c.binding_slo.upper()}
+    rows = {name(c): {"#": i, "goodput (req/s per worker)": sig3(c.goodput_rps_per_worker),
+                      "first guess (req/s per worker)": sig3(c.first_guess_rps_per_worker),
+                      "cost per 1M tokens": sig3(c.cost_per_million_tokens), "binds": c.binding_slo.upper()}
             for i, c in shown}
     return pd.DataFrame.from_dict(rows, orient="index", dtype=object).rename_axis("layout")
 
@@ -116,7 +117,7 @@ _CONTENDER = {"colocated prefill-first": "coloc.", "colocated chunked": "chunked
 def validation_tables(table: pd.DataFrame) -> dict:
     """A :func:`splitlab.serving.validate` ``table`` as one narrow table per workload (a 412 px phone's column):
     rows (contender, metric) with short names ("coloc.", "chunked", "split"; "TTFT P50"), columns
-    ``emulated (ms)``, ``simulated (ms)``, ``error (%)`` (simulated / emulated - 1) and, with repeated emulated
+    ``emul. (ms)``, ``sim. (ms)``, ``error (%)`` (simulated / emulated - 1) and, with repeated emulated
     runs, ``spread (%)`` (how far those runs disagreed); three significant digits. The workload's name heads the
     index. Returns ``{workload: DataFrame}`` in the table's order.
 
@@ -129,7 +130,7 @@ def validation_tables(table: pd.DataFrame) -> dict:
     spread = "emulated_spread" in table and table.emulated_spread.notna().any()
     out = {}
     for workload, t in table.groupby("workload", sort=False):
-        cols = {"emulated (ms)": 1e3 * t.emulated_s, "simulated (ms)": 1e3 * t.simulated_s, "error (%)": 100 * t.error}
+        cols = {"emul. (ms)": 1e3 * t.emulated_s, "sim. (ms)": 1e3 * t.simulated_s, "error (%)": 100 * t.error}
         if spread:
             cols["spread (%)"] = 100 * t.emulated_spread
         index = pd.MultiIndex.from_arrays(
