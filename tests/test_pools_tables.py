@@ -55,15 +55,38 @@ def test_plan_table_keeps_the_best_of_each_kind(plan):
     best_colocated = plan.best_of("colocated", "prefill-first")
     chunked = plan.best_of("colocated", "chunked")
     assert pools.short_name(best_colocated) in t.index and f"4 chunked {chunked.chunk_tokens}" in t.index
-    assert t.loc[pools.short_name(best_colocated), "rank"] == plan.candidates.index(best_colocated) + 1
-    assert all(isinstance(r, int) for r in t["rank"])
-    assert list(t.columns) == ["rank", "goodput (req/s per worker)", "first guess (req/s per worker)",
-                               "cost per 1M tokens", "binding SLO"]
+    assert t.loc[pools.short_name(best_colocated), "#"] == plan.candidates.index(best_colocated) + 1
+    assert all(isinstance(r, int) for r in t["#"])
+    assert list(t.columns) == ["#", "goodput (req/s per worker)", "first guess (req/s per worker)",
+                               "cost per 1M tokens", "binds"]
+    assert set(t["binds"]) <= {"TTFT", "TTST", "TPOT", "UNFINISHED", "NONE"}
+    assert len(t.columns) + t.index.nlevels <= 6  # fits a 412 px phone's column (tests/test_page_tables.py)
     full = pools.plan_table(plan, top=len(plan.candidates))
-    assert list(full["rank"]) == list(range(1, len(plan.candidates) + 1))
+    assert list(full["#"]) == list(range(1, len(plan.candidates) + 1))
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="top"):
             pools.plan_table(plan, top=bad)
+
+
+def test_validation_tables_one_narrow_table_per_workload():
+    from splitlab.teach.figures.pools_tables import validation_tables
+    check = pd.DataFrame({"workload": ["research", "research", "code"],
+                          "contender": ["colocated prefill-first", "split", "colocated chunked"],
+                          "metric": ["ttft_p50", "tpot_p90", "ttft_p90"], "emulated_s": [0.06423, 0.0104, 0.0182],
+                          "simulated_s": [0.07001, 0.00785, 0.0137]})
+    check["error"] = check.simulated_s / check.emulated_s - 1
+    check["emulated_spread"] = [0.10412, 0.421, 0.0123]
+    tables = validation_tables(check)
+    assert list(tables) == ["research", "code"]
+    r = tables["research"]
+    assert r.index.names[0] == "research" and list(r.index) == [("coloc.", "TTFT P50"), ("split", "TPOT P90")]
+    assert list(r.columns) == ["emul. (ms)", "sim. (ms)", "error (%)", "spread (%)"]
+    assert r.loc[("coloc.", "TTFT P50")].tolist() == [64.2, 70.0, 9.0, 10.4]  # 3 significant digits
+    assert tables["code"].index[0] == ("chunked", "TTFT P90")
+    assert len(r.columns) + r.index.nlevels <= 6
+    assert "spread (%)" not in validation_tables(check.drop(columns="emulated_spread"))["code"]
+    with pytest.raises(ValueError, match="missing"):
+        validation_tables(check.drop(columns="error"))
 
 
 def test_kinds_table_and_guess_and_ratio_sentences(plan):

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .verdict import say, verdict
 
-__all__ = ['forward_passes', 'recompute_tokens', 'tpot', 'prompt_doubling']
+__all__ = ['forward_passes', 'recompute_tokens', 'tpot', 'prompt_doubling', 'doubling_ratios']
 
 
 def forward_passes(answer: Any, new_tokens: int) -> bool:
@@ -38,25 +40,78 @@ def tpot(answer: Any, ttft_s: float, e2e_s: float, output_tokens: int) -> bool:
                    "the time after the first token, shared by the n - 1 gaps that follow it.")
 
 
-def _ttft_tpot(gen: Any) -> tuple[float, float]:
+def _phase_times(gen: Any) -> tuple[float, float]:
+    """(TTFT, TPOT) of one request in seconds: its prefill's forward time and its mean decode step, as the engine's
+    Timer measured them (on a CPU after ``set_cpu_clock("thread")``: this thread's CPU time, which another program
+    on the machine cannot stretch by taking the core); from its token times when it has no step times."""
+    steps = list(getattr(gen, "decode_step_s", None) or [])
+    if steps:
+        return float(gen.prefill_s), float(np.mean(steps))
     t = list(gen.token_time_s)
     if len(t) < 2:
         raise ValueError("each run needs at least two output tokens")
     return t[0], (t[-1] - t[0]) / (len(t) - 1)
 
 
-def prompt_doubling(ttft_ratio: Any, tpot_ratio: Any, before: Any, after: Any, rel_tol: float = 0.35) -> bool:
-    """Ch. 1 experiment: the reader's predicted ratios TTFT(after)/TTFT(before) and TPOT(after)/TPOT(before) for
-    two :func:`splitlab.generate` results whose prompts differ, checked against the ratios measured in those
-    very runs, within ``rel_tol`` (timings vary by a few percent from run to run). The measured ratios are printed
-    once both predictions are given."""
+def doubling_ratios(before: Any, after: Any, floor: float = 0.35, cap: float = 0.4) -> dict:
+    """What :func:`prompt_doubling` measures from runs of two prompt lengths: ``before`` and ``after`` are one
+    :func:`splitlab.generate` result each, or equally long lists of them run in interleaved pairs.
+
+    Returns a dict: ``ttft_ratio`` and ``tpot_ratio`` (the fastest ``after`` run over the fastest ``before`` run:
+    contention on a shared machine only ever adds time), ``ttft_s`` and ``tpot_s`` (the fastest of each length,
+    (before, after)), ``pairs`` (how many), ``spread`` (per ratio: the largest distance of a pair's own ratio from
+    the median pair ratio, relative to it; 0 for one pair) and ``tolerance`` (per ratio: that spread, but at least
+    ``floor`` and at most ``cap``: a machine that disagrees with itself by more than ``floor`` widens it, never
+    so far that a wrong answer passes).
+
+    Raises:
+        ValueError: the two lists differ in length or are empty; a run has fewer than two output tokens.
+    """
+    before = list(before) if isinstance(before, (list, tuple)) else [before]
+    after = list(after) if isinstance(after, (list, tuple)) else [after]
+    if not before or len(before) != len(after):
+        raise ValueError(f"need as many runs before as after (>= 1), got {len(before)} and {len(after)}")
+    b, a = np.array([_phase_times(g) for g in before]), np.array([_phase_times(g) for g in after])
+    out = {"pairs": len(before), "ttft_s": (b[:, 0].min(), a[:, 0].min()), "tpot_s": (b[:, 1].min(), a[:, 1].min()),
+           "spread": {}, "tolerance": {}}
+    for i, name in enumerate(("ttft", "tpot")):
+        out[f"{name}_ratio"] = float(a[:, i].min() / b[:, i].min())
+        pair = a[:, i] / b[:, i]
+        spread = float(np.max(np.abs(pair / np.median(pair) - 1)))
+        out["spread"][name], out["tolerance"][name] = spread, float(min(max(spread, floor), cap))
+    return out
+
+
+def _ratio_verdict(answer: Any, measured: float, tol: float, what: str, hint: str) -> bool:
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        say(f"Not a number: {answer!r}. {what} is a number.")
+        return False
+    if abs(value / measured - 1) <= tol:
+        say(f"Correct: {what} = {measured:.3g} (yours {value:.3g}, within {tol:.0%}).")
+        return True
+    say(f"Not yet: {value:.3g} is not {what}, {measured:.3g} (tolerance {tol:.0%}). Hint: {hint}")
+    return False
+
+
+def prompt_doubling(ttft_ratio: Any, tpot_ratio: Any, before: Any, after: Any) -> bool:
+    """Ch. 1 experiment: the reader's predicted ratios TTFT(after)/TTFT(before) and TPOT(after)/TPOT(before),
+    checked against the ratios measured in the reader's own runs (:func:`doubling_ratios`: the fastest run of
+    each length, a tolerance of 35%, wider where the reader's own pairs disagree more, at most 40%).
+    ``before`` / ``after``: one :func:`splitlab.generate` result each, or lists of them run in interleaved pairs.
+    The measured values are printed once both predictions are given."""
     if ttft_ratio is None or tpot_ratio is None:
         say("Not answered yet: set both predicted ratios, then run the cell again.")
         return False
-    (ttft0, tpot0), (ttft1, tpot1) = _ttft_tpot(before), _ttft_tpot(after)
-    ok = [verdict(ttft_ratio, ttft1 / ttft0, rel_tol, "the measured TTFT ratio",
-                  "the prefill's FLOPs, about 2 x parameters x prompt tokens, set TTFT."),
-          verdict(tpot_ratio, tpot1 / tpot0, rel_tol, "the measured TPOT ratio",
-                  "a decode step reads every weight once, whatever the prompt; the cache it reads is a small part.")]
-    say(f"measured: TTFT {ttft0 * 1e3:.3g} -> {ttft1 * 1e3:.3g} ms, TPOT {tpot0 * 1e3:.3g} -> {tpot1 * 1e3:.3g} ms")
+    m = doubling_ratios(before, after)
+    ok = [_ratio_verdict(ttft_ratio, m["ttft_ratio"], m["tolerance"]["ttft"], "the measured TTFT ratio",
+                         "the prefill's FLOPs, about 2 x parameters x prompt tokens, set TTFT."),
+          _ratio_verdict(tpot_ratio, m["tpot_ratio"], m["tolerance"]["tpot"], "the measured TPOT ratio",
+                         "a decode step reads every weight once, whatever the prompt; the cache it reads is a "
+                         "small part.")]
+    (t0, t1), (d0, d1) = m["ttft_s"], m["tpot_s"]
+    say(f"measured (fastest of {m['pairs']} each): TTFT {t0 * 1e3:.3g} -> {t1 * 1e3:.3g} ms, "
+        f"TPOT {d0 * 1e3:.3g} -> {d1 * 1e3:.3g} ms; the pairs' own ratios spread by "
+        f"{m['spread']['ttft']:.0%} (TTFT) and {m['spread']['tpot']:.0%} (TPOT)")
     return all(ok)

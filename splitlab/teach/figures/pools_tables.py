@@ -4,6 +4,7 @@ integers; every sentence states what the numbers of this run say, so the page ca
 
 - :func:`fit_table`: what a calibration was measured on, each fitted step form on short lines, its residuals.
 - :func:`trap_table`: the backlog trap in numbers: attainment with and without the second-token bound.
+- :func:`validation_tables`: the simulator against the emulated runs, one narrow table per workload.
 - :func:`plan_table`: the planner's best candidates, with the best of each kind even when it ranks lower.
 - :func:`kinds_table`: the best split against the best colocated layout of several plans.
 - :func:`validation_verdict`, :func:`guess_verdict`, :func:`ratio_verdict`: sentences from a validation table
@@ -19,7 +20,7 @@ import pandas as pd
 from ...planning.closed_form import split_capacity
 from ...serving.validation import verdict
 
-__all__ = ["fit_table", "trap_table", "plan_table", "kinds_table", "short_name", "validation_verdict", "guess_verdict",
+__all__ = ["fit_table", "trap_table", "validation_tables", "plan_table", "kinds_table", "short_name", "validation_verdict", "guess_verdict",
            "ratio_verdict", "sig3"]
 
 
@@ -84,9 +85,11 @@ def short_name(c) -> str:
 def plan_table(plan, top: int = 5) -> pd.DataFrame:
     """The ``top`` candidates of ``plan`` (a :class:`splitlab.planner.Plan`), then the best colocated
     prefill-first, the best chunked and the best split where they rank lower, so that every kind the page
-    compares is in the table. Index: :func:`short_name` (with the chunk size where several were tried); columns ``rank`` (1 = best), ``goodput (req/s per
-    worker)`` (simulated), ``first guess (req/s per worker)`` (closed form), ``cost per 1M tokens`` and
-    ``binding SLO``; three significant digits.
+    compares is in the table. Index: :func:`short_name` (with the chunk size where several were tried); columns
+    ``#`` (the rank, 1 = best), ``goodput (req/s per worker)`` (simulated), ``first guess (req/s per worker)``
+    (closed form), ``cost per 1M tokens`` (at the plan's price per worker-hour) and ``binds`` (the binding SLO,
+    "TTFT"); three significant digits; headers that wrap between words, so that the table fits the 380 px column
+    of a 412 px phone.
 
     Raises:
         ValueError: ``top`` is not a positive integer.
@@ -101,11 +104,41 @@ def plan_table(plan, top: int = 5) -> pd.DataFrame:
             shown.append(best)
     chunks = len({c.chunk_tokens for c in plan.candidates if c.policy == "chunked"})
     name = lambda c: f"{short_name(c)} {c.chunk_tokens}" if c.policy == "chunked" and chunks > 1 else short_name(c)
-    rows = {name(c): {"rank": i, "goodput (req/s per worker)": sig3(c.goodput_rps_per_worker),
-                            "first guess (req/s per worker)": sig3(c.first_guess_rps_per_worker),
-                            "cost per 1M tokens": sig3(c.cost_per_million_tokens), "binding SLO": c.binding_slo}
+    rows = {name(c): {"#": i, "goodput (req/s per worker)": sig3(c.goodput_rps_per_worker),
+                      "first guess (req/s per worker)": sig3(c.first_guess_rps_per_worker),
+                      "cost per 1M tokens": sig3(c.cost_per_million_tokens), "binds": c.binding_slo.upper()}
             for i, c in shown}
     return pd.DataFrame.from_dict(rows, orient="index", dtype=object).rename_axis("layout")
+
+
+_CONTENDER = {"colocated prefill-first": "coloc.", "colocated chunked": "chunked"}
+
+
+def validation_tables(table: pd.DataFrame) -> dict:
+    """A :func:`splitlab.serving.validate` ``table`` as one narrow table per workload (a 412 px phone's column):
+    rows (contender, metric) with short names ("coloc.", "chunked", "split"; "TTFT P50"), columns
+    ``emul. (ms)``, ``sim. (ms)``, ``error (%)`` (simulated / emulated - 1) and, with repeated emulated
+    runs, ``spread (%)`` (how far those runs disagreed); three significant digits. The workload's name heads the
+    index. Returns ``{workload: DataFrame}`` in the table's order.
+
+    Raises:
+        ValueError: ``table`` lacks a column a validation table has.
+    """
+    need = {"workload", "contender", "metric", "emulated_s", "simulated_s", "error"}
+    if not need <= set(table.columns):
+        raise ValueError(f"not a validation table: missing {sorted(need - set(table.columns))}")
+    spread = "emulated_spread" in table and table.emulated_spread.notna().any()
+    out = {}
+    for workload, t in table.groupby("workload", sort=False):
+        cols = {"emul. (ms)": 1e3 * t.emulated_s, "sim. (ms)": 1e3 * t.simulated_s, "error (%)": 100 * t.error}
+        if spread:
+            cols["spread (%)"] = 100 * t.emulated_spread
+        index = pd.MultiIndex.from_arrays(
+            [t.contender.map(lambda c: _CONTENDER.get(c, c)), t.metric.map(lambda m: m.upper().replace("_", " "))],
+            names=[workload, ""])
+        out[workload] = pd.DataFrame({k: [sig3(float(v)) for v in col] for k, col in cols.items()}, index=index,
+                                     dtype=object)
+    return out
 
 
 def kinds_table(plans: Mapping[str, object], caps: Mapping[str, float] | None = None) -> pd.DataFrame:
