@@ -50,7 +50,9 @@ def test_kv_transfer_explorer_and_figure_draw_the_grid(monkeypatch):
     shown = _shown(monkeypatch)
     widgets.kv_transfer_explorer("Llama-3-8B", 2048, "PCIe 4.0 x16", measured={"here": 2e9})
     g = transfer_plots.handoff_grid(["Llama-3-8B"], [2048], measured={"here": 2e9})
-    dots = shown[0].axes[1].collections[0].get_offsets()[:, 1]  # the explorer's right panel: one dot per link
+    from matplotlib.collections import PathCollection
+    dots = [c for c in shown[0].axes[1].collections if isinstance(c, PathCollection)]  # the lower panel's dots
+    dots = dots[0].get_offsets()[:, 0]  # one per link, time on the x axis
     np.testing.assert_allclose(dots, g.transfer_s * 1e3)
     fig = widgets.kv_transfer_figure(measured={"here": 2e9})
     assert list(_visible(fig, "published link").y) == list(g.transfer_s[g.link_source == "published"] * 1e3)
