@@ -127,3 +127,23 @@ def test_chapter_4_widget_and_figure_draw_the_grid(lm, monkeypatch):
     assert x.max() * 3e-3 == pytest.approx(0.9)  # up to load 0.9
     assert list(_step(fig, 1, "measured mean")[1]) == pytest.approx([4.0, 5.0]) and len(_step(fig, 0, "measured mean")[1]) == 0
     plt.close("all")
+
+
+@pytest.mark.parametrize("rows, plot_px, dropdown", [(1, 300, False), (3, None, True)])
+def test_room_for_legend_puts_the_legend_between_the_axis_and_the_slider(rows, plot_px, dropdown):
+    from splitlab.teach.interactive import Trace, explorer_figure, room_for_legend
+
+    def traces(*args):
+        return [Trace(f"curve {k}", [0, 1], [k, k + args[-1]]) for k in range(3)]
+
+    fig = explorer_figure(traces, ("n", [1, 2]), "t", "x (s)", "y (s)", dropdown=("d", ["a"]) if dropdown else None)
+    before = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    room_for_legend(fig, rows, plot_px, axis_px=52)
+    plot = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert plot == (plot_px or before)
+    legend_top_px, slider_top_px = -fig.layout.legend.y * plot, -fig.layout.sliders[0].y * plot
+    assert legend_top_px == pytest.approx(52)  # below the tick labels and the axis title
+    assert slider_top_px >= legend_top_px + rows * 21  # below the legend's rows
+    assert fig.layout.margin.b - slider_top_px >= 70  # the slider, its value and its ticks inside the figure
+    with pytest.raises(ValueError, match="rows must be >= 1"):
+        room_for_legend(fig, 0)

@@ -163,14 +163,24 @@ def show(fig) -> None:
         display(_Bundle(fig))
 
 
-def room_for_legend(fig, rows: int, plot_px: int = 300):
+def room_for_legend(fig, rows: int, plot_px: int | None = None, axis_px: int = 52):
     """Make an :func:`explorer_figure` fit a 412 px phone: room below the x axis for ``rows`` rows of legend (each
-    about 21 px; two short names share a row on a phone) above the slider, keeping the plot itself ``plot_px``
-    tall. Returns ``fig``. Raises ValueError for rows < 1."""
+    about 21 px; a phone's column wraps a legend that fits one row on a wide page) above the slider, so the two
+    never overlap.
+
+    Args:
+        rows: legend rows to leave room for (>= 1).
+        plot_px: height of the plot itself (px); None keeps the figure's.
+        axis_px: room for the tick labels and the axis title under the plot (px): 52 for one line of tick
+            labels, about 57 for two short lines.
+
+    Returns ``fig``. Raises ValueError for rows < 1."""
     if rows < 1:
         raise ValueError(f"rows must be >= 1, got {rows}")
-    axis_px, row_px, slider_px = 52, 21, 80  # tick labels + axis title; one legend row; the slider and its ticks
     top = fig.layout.margin.t
+    if plot_px is None:
+        plot_px = fig.layout.height - top - fig.layout.margin.b
+    row_px, slider_px = 21, 80  # one legend row; the slider and its ticks
     bottom = axis_px + rows * row_px + slider_px
     fig.update_layout(height=top + plot_px + bottom, margin=dict(b=bottom),
                       legend=dict(y=-axis_px / plot_px, yanchor="top"))

@@ -8,7 +8,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-__all__ = ["explorer", "phone_room"]
+__all__ = ["explorer"]
 
 
 def explorer(draw: Callable[..., None], **controls: widgets.ValueWidget) -> widgets.VBox:
@@ -28,15 +28,3 @@ def explorer(draw: Callable[..., None], **controls: widgets.ValueWidget) -> widg
     box = widgets.VBox([widgets.HBox(list(controls.values())), out])
     display(box)
     return box
-
-
-
-def phone_room(fig, legend_rows: int = 2):
-    """Room below a :func:`splitlab.teach.interactive.explorer_figure` for a legend of ``legend_rows`` rows (a
-    phone's column wraps a legend that fits one row on a wide page) above its slider, so the two never overlap.
-    Returns ``fig``."""
-    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    extra = 24 * (legend_rows - 1)
-    fig.update_layout(margin_b=fig.layout.margin.b + extra, height=fig.layout.height + extra)
-    fig.layout.sliders[0].y = -(fig.layout.margin.b - 88) / plot_px  # the slider keeps its 88 px
-    return fig

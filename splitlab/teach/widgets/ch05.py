@@ -5,7 +5,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt  # noqa: F401 (NullFormatter below)
 
 from ... import sizing
-from .base import explorer, phone_room
+from .base import explorer
 
 __all__ = ['kv_transfer_explorer', 'kv_transfer_figure']
 
@@ -85,7 +85,7 @@ def kv_transfer_figure(models=("Llama-2-7B", "Llama-3-8B", "Llama-3-70B", "StarC
         ValueError: ``model`` not in ``models`` or ``prompt_tokens`` not in ``prompts``, an unknown ``gpu``.
     """
     from ..figures import transfer as transfer_plots
-    from ..interactive import Trace, explorer_figure
+    from ..interactive import Trace, explorer_figure, room_for_legend
 
     models, prompts = list(models), [int(n) for n in prompts]
     if model not in models or prompt_tokens not in prompts:
@@ -112,4 +112,4 @@ def kv_transfer_figure(models=("Llama-2-7B", "Llama-3-8B", "Llama-3-70B", "StarC
                           y_log=True, slider_format=lambda n: f"{n:,} tokens")
     fig.update_xaxes(categoryorder="array", categoryarray=ticks, tickangle=0, tickfont_size=10)
     fig.update_traces(marker_size=10, selector=dict(mode="markers"))
-    return phone_room(fig, legend_rows=3)
+    return room_for_legend(fig, 3, axis_px=57)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 
-from .base import explorer, phone_room
+from .base import explorer
 
 __all__ = ['split_explorer', 'split_figure']
 
@@ -62,7 +62,7 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
         a reference rate > 0.
     """
     from ..figures import split as split_figures
-    from ..interactive import Trace, explorer_figure
+    from ..interactive import Trace, explorer_figure, room_for_legend
 
     ratios = [tuple(r) for r in (ratios or split_figures.RATIOS)]
     ratio = tuple(ratio or ratios[0])
@@ -100,4 +100,4 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
                       selector=dict(mode="markers"))
     fig.update_traces(marker_size=5, selector=dict(mode="lines+markers"))
     fig.update_yaxes(range=[0, 104])
-    return phone_room(fig, legend_rows=3)
+    return room_for_legend(fig, 3, axis_px=57)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from .base import explorer, phone_room
+from .base import explorer
 
 __all__ = ['pools_explorer', 'pools_figure']
 
@@ -44,7 +44,7 @@ def pools_figure(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slos_s
         ValueError: ``scale`` not in ``scales`` or ``tpot_slo_s`` not in ``tpot_slos_s``, either list empty.
     """
     from ..figures import pools
-    from ..interactive import Trace, explorer_figure
+    from ..interactive import Trace, explorer_figure, room_for_legend
 
     tpots, scales = list(tpot_slos_s), list(scales)
     if not tpots or not scales:
@@ -77,4 +77,4 @@ def pools_figure(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slos_s
     fig.update_traces(marker_color=[colors[kinds[n]] for n in order], selector=dict(type="bar"))
     fig.update_traces(marker_size=22, marker_symbol="line-ew-open", marker_line_width=3, selector=dict(mode="markers"))
     fig.update_xaxes(tickangle=0, tickfont_size=12)
-    return phone_room(fig)
+    return room_for_legend(fig, 2, axis_px=57)
