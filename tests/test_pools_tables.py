@@ -127,6 +127,24 @@ def test_trap_table_prints_output_lengths_and_integer_counts():
     assert sig3(0.0070812) == 0.00708 and sig3(float("nan")) != sig3(float("nan"))
 
 
+
+def test_trap_verdict_states_the_table_numbers_and_their_direction():
+    t = pd.DataFrame({"4 colocated (prefill-first)": {"TTFT P90 (s)": 3.01, "E2E P90 (s)": 3.85,
+                                                      "output tokens per request (mean)": 126, "output tokens/s": 8630,
+                                                      "attainment, TTFT and TPOT only (%)": 63.2,
+                                                      "attainment with the TTST bound (%)": 63.2},
+                      "1P+3D": {"TTFT P90 (s)": 0.074, "E2E P90 (s)": 4.76, "output tokens per request (mean)": 126,
+                                "output tokens/s": 7290, "attainment, TTFT and TPOT only (%)": 100,
+                                "attainment with the TTST bound (%)": 50.5}})
+    text = pools.trap_verdict(t)
+    assert "TTFT P90 is 0.074 s against 3.01 s" in text and "for 100% of requests against 63.2%" in text
+    assert "fewer (7,290 against 8,630)" in text and "longer (4.76 s against 3.85 s)" in text
+    assert text.endswith("1P+3D reaches 50.5% against 63.2%.")
+    flipped = pools.trap_verdict(t.assign(**{"1P+3D": t["1P+3D"].replace({7290: 9000, 4.76: 3.0})}))
+    assert "more (9,000 against 8,630)" in flipped and "shorter (3 s against 3.85 s)" in flipped
+    with pytest.raises(ValueError, match="one split and one colocated"):
+        pools.trap_verdict(t[["1P+3D"]])
+
 def test_fit_table_lines_fit_a_phone(capsys):
     class Cal:  # what fit_table reads of a Calibration
         meta = dict(model="tiny", device="CPU (1 thread)", dtype="float32", clock="thread")

@@ -26,9 +26,9 @@ import pandas as pd
 
 from ..notebook import rc_style
 from .pools_tables import (fit_table, guess_verdict, kinds_table, plan_table, ratio_verdict, short_name,
-                           trap_table, validation_verdict)
+                           trap_table, trap_verdict, validation_verdict)
 
-__all__ = ["attainment_curves", "ratio_sweep", "candidates", "trap_table", "pools_plan", "pools_grid", "short_name",
+__all__ = ["attainment_curves", "ratio_sweep", "candidates", "trap_table", "trap_verdict", "pools_plan", "pools_grid", "short_name",
            "LAYOUT_COLORS", "fit_table", "plan_table", "kinds_table", "validation_verdict", "guess_verdict", "ratio_verdict",
            "WIDTH", "STYLE"]
 

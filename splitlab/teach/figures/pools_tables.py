@@ -20,7 +20,7 @@ import pandas as pd
 from ...planning.closed_form import split_capacity
 from ...serving.validation import verdict
 
-__all__ = ["fit_table", "trap_table", "validation_tables", "plan_table", "kinds_table", "short_name", "validation_verdict", "guess_verdict",
+__all__ = ["fit_table", "trap_table", "trap_verdict", "validation_tables", "plan_table", "kinds_table", "short_name", "validation_verdict", "guess_verdict",
            "ratio_verdict", "sig3"]
 
 
@@ -73,6 +73,37 @@ def trap_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float)
                       "attainment with the TTST bound (%)": 100 * m["slo_attainment"]}
     return pd.DataFrame({name: pd.Series({k: sig3(v) for k, v in col.items()}, dtype=object)
                          for name, col in cols.items()})
+
+
+def trap_verdict(table: pd.DataFrame) -> str:
+    """Sentences on a :func:`trap_table` of one colocated and one split run (the split's column is the one named
+    xPyD): the split's TTFT P90 against the colocated one, the attainment each reaches counted by TTFT and TPOT
+    alone, their tokens/s and E2E P90, and the attainment once the second-token bound counts.
+
+    Raises:
+        ValueError: the table has not exactly one split column and one other.
+    """
+    split = [c for c in table.columns if "P+" in str(c)]
+    other = [c for c in table.columns if c not in split]
+    if len(split) != 1 or len(other) != 1:
+        raise ValueError(f"a trap table compares one split and one colocated run, got columns {list(table.columns)}")
+    s, c = table[split[0]], table[other[0]]
+
+    def num(v) -> str:  # three significant digits, thousands as 8,630
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+    def than(key, more, less, unit=""):  # the split's value against the colocated one's: a word and both numbers
+        word = more if s[key] > c[key] else less if s[key] < c[key] else "the same"
+        return f"{word} ({num(s[key])}{unit} against {num(c[key])}{unit})"
+
+    ttft_old, ttst = "attainment, TTFT and TPOT only (%)", "attainment with the TTST bound (%)"
+    return (f"The split's prefill worker answers every first token at once: its TTFT P90 is {s['TTFT P90 (s)']:.3g} s "
+            f"against {c['TTFT P90 (s)']:.3g} s on {other[0]}. Then the request waits for a decode slot, and that "
+            f"wait is averaged into a TPOT over all of its output tokens ({s['output tokens per request (mean)']:.3g} "
+            f"on average). Counted by TTFT and TPOT alone, {split[0]} meets the SLOs for {s[ttft_old]:.3g}% of "
+            f"requests against {c[ttft_old]:.3g}%, while its output tokens/s are {than('output tokens/s', 'more', 'fewer')}"
+            f" and its E2E P90 is {than('E2E P90 (s)', 'longer', 'shorter', ' s')}. With the second-token bound, "
+            f"{split[0]} reaches {s[ttst]:.3g}% against {c[ttst]:.3g}%.")
 
 
 def short_name(c) -> str:
