@@ -200,3 +200,17 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(monkeypatch):
     monkeypatch.setattr(serving_pkg, "run", too_big)  # whatever a huge input exhausts, the CLI says so in one line
     err = _one_line(*cli("serve", "--backend", "simulated", "--requests", "2"))
     assert "out of memory: Unable to allocate 745. GiB" in err
+
+
+@pytest.mark.parametrize("call, kind, words", [
+    (lambda: costmodel.save(None, "never.json"), TypeError, "save writes a Calibration"),
+    (lambda: costmodel.save(CostModel(), "never.json"), TypeError, "got CostModel"),
+    (lambda: costmodel.load(None), TypeError, "path must be a file name"),
+    (lambda: costmodel.combine(None), TypeError, "a list of Calibration objects"),
+    (lambda: costmodel.combine([1, 2]), ValueError, r"got \['int', 'int'\]"),
+])
+def test_calibration_files_refuse_what_is_not_a_calibration_or_a_path(call, kind, words, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(kind, match=words):
+        call()
+    assert not (tmp_path / "never.json").exists()

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from .fit import Fit, coefficients, fit_decode, fit_prefill, fit_transfer
 from .model import CostModel
@@ -76,11 +77,15 @@ def combine(calibrations) -> Calibration:
         meta with ``date`` the span of dates and ``combined`` the number of calibrations.
 
     Raises:
+        TypeError: ``calibrations`` is not a list (or other iterable) of them.
         ValueError: no calibrations, calibrations of different models or devices, or a fit without measurements.
     """
+    if isinstance(calibrations, Calibration) or not isinstance(calibrations, Iterable):
+        raise TypeError(f"combine needs a list of Calibration objects, got {type(calibrations).__name__}")
     cals = list(calibrations)
     if not cals or not all(isinstance(c, Calibration) for c in cals):
-        raise ValueError("combine needs one or more Calibration objects")
+        raise ValueError(f"combine needs one or more Calibration objects, got "
+                         f"{[type(c).__name__ for c in cals][:4]}")
     for key in ("model", "device"):
         seen = {c.meta.get(key) for c in cals}
         if len(seen) > 1:
@@ -99,7 +104,17 @@ def combine(calibrations) -> Calibration:
 
 
 def save(calibration: Calibration, path: str | Path) -> Path:
-    """Write ``calibration`` as JSON to ``path`` (parent directories must exist). Returns the path."""
+    """Write ``calibration`` as JSON to ``path`` (parent directories must exist). Returns the path.
+
+    Raises:
+        TypeError: ``calibration`` is not a :class:`Calibration` (a bare CostModel has no fits to save), or
+            ``path`` is not a path.
+    """
+    if not isinstance(calibration, Calibration):
+        raise TypeError(f"save writes a Calibration (as profiling.calibrate returns it), got "
+                        f"{type(calibration).__name__}")
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a file name, got {type(path).__name__}")
     path = Path(path)
     path.write_text(json.dumps(calibration.to_json(), indent=1, allow_nan=False))
     return path
@@ -185,7 +200,10 @@ def load(path: str | Path, model: str | None = None) -> Calibration:
     Raises:
         CalibrationError (a ValueError): the file does not exist, is not JSON (a corrupt or truncated file), is
             not a calibration, lacks a field, has a coefficient out of range, or was measured on another model.
+        TypeError: ``path`` is not a path.
     """
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a file name, got {type(path).__name__}")
     path = Path(path)
     try:
         text = path.read_text()
