@@ -112,11 +112,6 @@ def _ch05_stream():
                                    title="Streaming a 1,024-token prefill, layer by layer")
 
 
-def _ch05_overlap():
-    return ch05.streaming_overlap([128, 512, 1024], [1e-3, 2.5e-3, 4.5e-3], [0.6e-3, 0.9e-3, 1.2e-3],
-                                  [0.5e-3, 0.8e-3, 1.1e-3], title="Transfer left on the critical path")
-
-
 def _ch08_sweep():
     rows = [dict(config=c, rate_per_s=r, slo_attainment=max(0.0, 1 - r / (k * 20)))
             for k, c in ((1.2, "prefill-first"), (0.6, "chunked"), (0.9, "split 1P+1D")) for r in range(3, 27, 3)]
@@ -186,7 +181,6 @@ CASES = {
     "ch05 transfer_vs_bytes": _ch05_vs_bytes,
     "ch05 bandwidth_dots": _ch05_bandwidth,
     "ch05 streaming_timeline": _ch05_stream,
-    "ch05 streaming_overlap": _ch05_overlap,
     "ch05 kv_transfer_explorer": lambda: _widget(lambda: widgets.kv_transfer_explorer(
         "Llama-3-8B", 2048, "PCIe 4.0 x16", "H100", measured=LINK)),
     "ch08 chunked_vs_split": _ch08_sweep,

@@ -103,7 +103,6 @@ def test_transfer_figures_draw_with_labels():
     n = np.array([1, 4, 16]) * 2**20
     _labelled(transfer_plots.transfer_vs_bytes({"raw": (n, 1e-4 + n / 2e9)}, 1e-4, 2e9))
     _labelled(transfer_plots.handoff_bars("Llama-3-8B", 2048, extra={"here": 2e9}))
-    _labelled(transfer_plots.streaming_overlap([128, 512], [1e-3, 2e-3], [5e-4, 6e-4], [4e-4, 5e-4]))
     plt.close("all")
 
 

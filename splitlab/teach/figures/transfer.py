@@ -13,7 +13,6 @@ length on a log axis means nothing).
 - :func:`handoff_dots`: one prompt's transfer time over each link vs a decode step and a prefill (DistServe).
 - :func:`handoff_grid`: the numbers behind it (and behind chapter 5's explorers): models x prompts x links.
 - :func:`streaming_timeline`: one layer-wise streamed prefill: the forward, each layer's send, what is left after.
-- :func:`streaming_overlap`: whole-transfer time vs the part streaming leaves exposed, measured and predicted.
 
 The chapter's tables (phone-wide: few columns, 3 significant digits) come from :mod:`.transfer_tables`.
 """
@@ -33,7 +32,7 @@ from .phases import _minor_label
 from .transfer_tables import bench_table, overlap_table, published_kv_table, sweep_table
 
 __all__ = ["kv_bytes_vs_prompt", "bandwidth_dots", "transfer_vs_bytes", "handoff_dots", "streaming_timeline",
-           "streaming_overlap", "bandwidth_bars", "handoff_bars", "handoff_grid", "MEASURED", "PUBLISHED",
+           "bandwidth_bars", "handoff_bars", "handoff_grid", "MEASURED", "PUBLISHED",
            "published_kv_table", "bench_table", "sweep_table", "overlap_table"]
 
 MEASURED, PUBLISHED, PREDICTED, TRANSFER = "tab:green", "tab:gray", "black", "tab:green"
@@ -243,29 +242,6 @@ def streaming_timeline(stream: dict, layers: int, ax=None, title: str | None = N
     ax.set_xlabel("time since the streamed prefill began (ms)")
     ax.set_ylabel("")
     ax.set_title(title or "Layer-wise streaming: each layer leaves while the later layers compute")
-    legend_below(ax.figure, ax)
-    return ax
-
-
-@_styled
-def streaming_overlap(prompt_tokens, whole_s, exposed_s, predicted_exposed_s=None, ax=None,
-                      title: str = "What streaming leaves on the critical path"):
-    """Grouped bars per prompt length: the whole-request transfer (after the prefill), the transfer still exposed
-    after a streamed prefill (measured) and, if given, its prediction (:func:`splitlab.sizing.streamed_exposed_s`)."""
-    ax = _ax(ax)
-    x = np.arange(len(prompt_tokens))
-    groups = [("whole transfer, after the prefill", whole_s, PUBLISHED),
-              ("left after a streamed prefill", exposed_s, MEASURED)]
-    if predicted_exposed_s is not None:
-        groups.append(("left after it, predicted", predicted_exposed_s, "white"))
-    w = 0.8 / len(groups)
-    for i, (label, values, color) in enumerate(groups):
-        ax.bar(x + (i - (len(groups) - 1) / 2) * w, np.asarray(values, dtype=float) * 1e3, w, color=color,
-               edgecolor="black", lw=0.6, label=label)
-    ax.set_xticks(x, [f"{n:,}" for n in prompt_tokens])
-    ax.set_xlabel("prompt length (tokens)")
-    ax.set_ylabel("transfer time on the critical path (ms)")
-    ax.set_title(title)
     legend_below(ax.figure, ax)
     return ax
 
