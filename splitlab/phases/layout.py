@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..kvcache import CacheMismatchError, KVCache, cache_kwarg, output_cache
+from ..kvcache import CacheMismatchError, KVCache, output_cache
 from ..sizing import KVGeometry, LayerKV, UnsupportedCacheError, kv_geometry
 
 __all__ = ["unsupported_reason", "probe_geometry"]

@@ -10,7 +10,6 @@ Python's ``timeit``). Results are pandas DataFrames with units in the column nam
 from __future__ import annotations
 
 import numbers
-import os
 import statistics
 
 import pandas as pd

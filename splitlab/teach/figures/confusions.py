@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter

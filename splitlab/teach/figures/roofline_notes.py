@@ -5,7 +5,6 @@ chapter prints (``roofline.with_prefill_roofline``, ``with_decode_roofline``, ``
 so the prose says what this run measured, whatever the machine."""
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 
@@ -139,16 +138,10 @@ def ops_note(shares: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
-def _one_digit(x: float, up: bool) -> float:
-    """``x`` rounded to one significant digit, up or down: 33 -> 30 (down), 88 -> 90 (up)."""
-    scale = 10 ** math.floor(math.log10(x))
-    return (math.ceil if up else math.floor)(x / scale) * scale
-
-
 def gpu_ridge_note(cpu_ridge: float, here: str = "this CPU core") -> str:
     """How the datasheet GPUs' ridge points (``sizing.GPUS``) compare with ``cpu_ridge``, the ridge of ``here``."""
     ridges = [sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"]) for g in sizing.GPUS.values()]
     lo, hi = min(ridges) / cpu_ridge, max(ridges) / cpu_ridge
     return (f"Their ridge points, {min(ridges):.3g} to {max(ridges):.3g} FLOP/B, are "
-            f"{_one_digit(lo, False):,g}-{_one_digit(hi, True):,g}x {here}'s ({cpu_ridge:.3g} FLOP/B); "
+            f"{lo:.2g}x to {hi:.2g}x {here}'s ({cpu_ridge:.3g} FLOP/B); "
             "the table's `mem.` columns are the memory bandwidth and size.")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 
 from .base import explorer
 
