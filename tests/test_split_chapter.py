@@ -160,3 +160,23 @@ def test_fit_table_and_formulas():
     text = T.fit_formulas(Calibration(COST, fits))
     assert all(len(line) <= 56 for line in text.splitlines()) and "x context_tokens" in text
     assert text.startswith("prefill = 5 ms + 100 us x tokens")
+
+
+def test_stream_prefill_share_and_the_tpot_note_read_the_timeline():
+    import pandas as pd
+
+    from splitlab.serving import Request, ServingConfig, run
+    from splitlab.teach.figures import split_tables as T
+
+    # one worker: request 0 prefills 0-0.1 s and streams; request 1's prefill (0.21-0.31 s) lands in its life
+    reqs = [Request(0, 0.0, list(range(100)), 40), Request(1, 0.205, list(range(100)), 40)]
+    res = run(reqs, ServingConfig.colocated(1), CostModelExecutor(COST))
+    life0 = 0.39 + 0.1  # 39 steps of 10 ms after its first token, one of them stalled by a 0.1 s prefill
+    assert T.stream_prefill_share(res) == pytest.approx((0.1 / life0 + 0.0) / 2, rel=1e-6)
+    steps = pd.DataFrame({"1P+1D": {"TPOT, measured (ms)": 10.0, "TPOT, predicted (ms)": 10.0},
+                          "1 colocated": {"TPOT, measured (ms)": 5.0, "TPOT, predicted (ms)": 10.0}})
+    note = T.tpot_prediction_note({"1 colocated (prefill-first)": res}, steps, 0.5, "1P+1D")
+    assert "1 colocated: 5 ms measured, 10 predicted (-50%)" in note and "rho = 50%" in note
+    assert "they spent 10% of those lives prefilling" in note and "fewer prefills" in note
+    close = T.tpot_prediction_note({}, steps.assign(**{"1 colocated": [9.0, 10.0]}), 0.5, "1P+1D")
+    assert close.endswith("Each is within the 20% we allow a formula here.") and "(-10%)" in close

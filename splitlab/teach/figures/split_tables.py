@@ -18,7 +18,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table"]
+__all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table",
+           "tpot_prediction_note"]
 
 
 def short_name(name: str) -> str:
@@ -118,3 +119,49 @@ def step_table(runs: Mapping[str, object], cost, rate_per_s: float, mean_prefill
     out = pd.DataFrame(cols).astype(object)
     out.loc["largest decode batch"] = [int(v) for v in out.loc["largest decode batch"]]
     return out
+
+
+
+def stream_prefill_share(res) -> float:
+    """The share of its streams' lives that a run's decode workers spent prefilling (0..1): for every finished
+    request with a second token, the prefill time on its decode worker between its first and its last token over
+    that span, averaged over the requests. The colocated TPOT formula assumes ``rho`` here."""
+    t = res.request_table()
+    t = t[(t.state == "finished") & (t.output_tokens > 1)]
+    prefills = res.timeline[res.timeline.kind == "prefill"]
+    shares = []
+    for r in t.itertuples():
+        lo, hi = r.arrival_s + r.ttft_s, r.arrival_s + r.e2e_s
+        mine = prefills[prefills.worker == r.decode_worker]
+        overlap = (np.minimum(mine.end_s, hi) - np.maximum(mine.start_s, lo)).clip(lower=0).sum()
+        shares.append(overlap / (hi - lo) if hi > lo else 0.0)
+    return float(np.mean(shares)) if shares else float("nan")
+
+
+def tpot_prediction_note(runs: Mapping[str, object], steps: pd.DataFrame, rho: float, split: str,
+                         tolerance: float = 0.2) -> str:
+    """A sentence on a :func:`step_table` of ``runs``: how far each colocated run's measured mean TPOT is from the
+    formula's (its predicted step stretched by ``1 / (1 - rho)``) and, where it misses by more than
+    ``tolerance``, why, from the run: the share of its streams' lives its workers really spent prefilling
+    (:func:`stream_prefill_share`) against ``rho``. ``split``: the split's column (short name), left out."""
+    measured, predicted = steps.loc["TPOT, measured (ms)"].drop(split), steps.loc["TPOT, predicted (ms)"].drop(split)
+    errors = {name: float(measured[name]) / float(predicted[name]) - 1 for name in measured.index}
+    text = "Against the formula, " + "; ".join(
+        f"{name}: {float(measured[name]):.3g} ms measured, {float(predicted[name]):.3g} predicted ({e:+.0%})"
+        for name, e in errors.items()) + "."
+    missed = [name for name, e in errors.items() if abs(e) > tolerance]
+    if not missed:
+        return text + f" Each is within the {tolerance:.0%} we allow a formula here."
+    by_short = {short_name(name): res for name, res in runs.items()}
+    for name in missed:
+        share = stream_prefill_share(by_short[name])
+        text += (f" {name} misses by more than the {tolerance:.0%} we allow: the formula assumes its workers spend "
+                 f"rho = {rho:.0%} of every stream's life prefilling, and in this run they spent {share:.0%} of "
+                 "those lives prefilling (measured on the timeline). " + (
+                     "Two things the steady-state formula leaves out put fewer prefills inside its streams' lives: a "
+                     "short run starts on idle workers and ends draining them, and the router sends each new prompt "
+                     "to the worker that owes the least work, which is the one with the fewest streams left to "
+                     "serve." if share < rho else
+                     "Its prefills came in bursts, so more of them landed inside its streams' lives than a steady "
+                     "trickle would give."))
+    return text
