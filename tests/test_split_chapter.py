@@ -180,3 +180,5 @@ def test_stream_prefill_share_and_the_tpot_note_read_the_timeline():
     assert "they spent 10% of those lives prefilling" in note and "fewer prefills" in note
     close = T.tpot_prediction_note({}, steps.assign(**{"1 colocated": [9.0, 10.0]}), 0.5, "1P+1D")
     assert close.endswith("Each is within the 20% we allow a formula here.") and "(-10%)" in close
+    edge = T.tpot_prediction_note({}, steps.assign(**{"1 colocated": [7.996, 10.0]}), 0.5, "1P+1D")
+    assert "(-20%)" in edge and "Each is within the 20%" in edge  # printed -20% is not a miss of 20%
