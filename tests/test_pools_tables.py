@@ -110,7 +110,7 @@ def test_kinds_table_and_guess_and_ratio_sentences(plan):
 def test_validation_verdict_counts_the_misses():
     table = pd.DataFrame({"error": [0.05, -0.2, 0.3, -0.01]}).assign(abs_error=lambda d: d.error.abs())
     text = pools.validation_verdict(table)
-    assert text.startswith("The goal is 15% on every value; 2 of the 4 printed values miss it (largest error 30%)")
+    assert text.startswith("The goal is 15% on every value; 2 of the 4 printed values miss it (largest error 30.0%)")
     assert "in 1 of the 2 misses the simulator is faster" in text
     ok = pools.validation_verdict(table.assign(abs_error=0.01))
     assert "none of the 4 printed values miss it" in ok and "simulator is faster" not in ok

@@ -200,7 +200,7 @@ def validation_verdict(table: pd.DataFrame, tolerance: float = 0.15) -> str:
     v = verdict(table, tolerance)  # serving.validation's counts
     n, miss = v["values"], v["values"] - v["within"]
     text = (f"The goal is {tolerance:.0%} on every value; {_share(miss, n)} printed values "
-            f"{'miss' if miss != 1 else 'misses'} it (largest error {v['largest']:.0%})")
+            f"{'miss' if miss != 1 else 'misses'} it (largest error {v['largest']:.1%})")
     if miss:
         low = int(((table.abs_error > tolerance) & (table.error < 0)).sum())
         text += (f"; in {low} of the {miss} misses the simulator is faster than the emulated run (a negative "
@@ -213,7 +213,7 @@ def validation_verdict(table: pd.DataFrame, tolerance: float = 0.15) -> str:
     if "in_run_error" in table:  # validate(..., in_run=True): simulated on the runs' own step times
         text += (f" Simulated again on a cost model fitted to the steps those emulated runs measured (the speed the"
                  f" device had while they ran), {_share(v['in_run_within'], n)} values are within {tolerance:.0%}"
-                 f" (largest error {v['in_run_largest']:.0%}): that is the simulator's own error, the rest of the"
+                 f" (largest error {v['in_run_largest']:.1%}): that is the simulator's own error, the rest of the"
                  " first error was the machine's drift.")
     return text
 
