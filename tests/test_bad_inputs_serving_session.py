@@ -8,7 +8,8 @@ import math
 import pytest
 
 from conftest import cli
-from splitlab.serving import ServingConfig, make_workload
+from splitlab.costmodel import CostModel
+from splitlab.serving import CostModelExecutor, ServingConfig, make_workload
 from splitlab.serving.workload import Fixed, WorkloadSpec
 
 
@@ -88,3 +89,69 @@ def test_no_scale_fits_a_context_of_two_tokens():
         make_workload("chat", 3, 1.0, model=_Context(2), scale=0.5)
     with pytest.raises(ValueError, match="use a scale <= 0.0312"):  # a context of 3: the old message, positive
         make_workload("chat", 3, 1.0, model=_Context(3), scale=1.0)
+
+
+# --- 4. validate(): nothing to compare, empty mappings, in-run too small, a recalibrate that returns nothing -----
+
+def _validate(**kw):
+    """validate() with the cost model standing in for the emulated executor: no model is loaded."""
+    from splitlab.serving import validation as V
+    options = dict(workloads={"chat": 5.0}, contenders={"split": ServingConfig.disaggregated(1, 1,
+                                                                                            kv_budget_bytes=None)},
+                   n_requests=6, executor=CostModelExecutor(CostModel()))
+    return V.validate(_Context(2048), kw.pop("cost", CostModel()), **dict(options, **kw))
+
+
+def test_validate_runs_on_a_stand_in_executor():
+    table = _validate()
+    assert len(table) == 4 and table.abs_error.max() < 1e-9  # the same cost model twice
+
+
+@pytest.mark.parametrize("n", [0, -3, 2.5, True])
+def test_validate_refuses_a_request_count_below_one_up_front(n):
+    # 0 returned all-NaN rows and verdict() failed with pandas' "Encountered all NA values"
+    with pytest.raises(ValueError, match=f"n_requests must be a whole number >= 1 \\(requests served per workload\\), "
+                                         f"got {n!r}"):
+        _validate(n_requests=n, executor=object())  # refused before the executor is touched
+
+
+def test_validate_says_which_contender_completed_nothing():
+    starved = {"starved": ServingConfig.colocated(1, kv_budget_bytes=1)}
+    with pytest.raises(ValueError, match="contender 'starved' completed none of the 6 chat requests \\(request 0 "
+                                         "rejected: needs .* bytes of KV cache .*\\): no TTFT or TPOT to compare"):
+        _validate(contenders=starved)
+
+
+@pytest.mark.parametrize("what, default", [("workloads", "default_rates"), ("contenders", "validation_contenders")])
+def test_validate_refuses_an_empty_mapping_instead_of_the_default(what, default):
+    with pytest.raises(ValueError, match=f"{what} must be a non-empty mapping \\(or None: {default}\\(\\)\\), got {{}}"):
+        _validate(**{what: {}}, executor=object())
+
+
+def test_validate_checks_every_workload_before_the_first_run():
+    # a misspelt second workload failed only after the first one's runs
+    with pytest.raises(KeyError, match="unknown workload 'nope'"):
+        _validate(workloads={"chat": 5.0, "nope": 1.0}, executor=object())
+    with pytest.raises(TypeError, match="contender 'x' must be a ServingConfig, got dict"):
+        _validate(contenders={"x": {}}, executor=object())
+
+
+def test_validate_in_run_with_too_few_requests_fails_before_the_runs():
+    # "an in-run fit needs at least 4 prefill forwards" came only after the emulated runs
+    with pytest.raises(ValueError, match="in_run=True fits the cost model again on the emulated runs' steps, which "
+                                         "needs at least 4 prefill and 4 decode forwards: n_requests must be >= 4, "
+                                         "got 3"):
+        _validate(n_requests=3, in_run=True, executor=object())
+
+
+def test_validate_names_what_recalibrate_returned():
+    # "combine needs one or more Calibration objects", after the runs
+    from splitlab import costmodel
+    cost = CostModel()
+    pre = [dict(tokens=n, squares=n * n, prefill_s=cost.prefill_s(n, n * n)) for n in (16, 64, 160)]
+    dec = [dict(batch=b, context_tokens=b * c, batched=int(b > 1), step_s=cost.decode_s(b, b * c))
+           for b in (1, 2, 4) for c in (32, 96)]
+    cal = costmodel.Calibration(cost, {"prefill": costmodel.fit_prefill(pre), "decode": costmodel.fit_decode(dec)},
+                                dict(model="tiny", device="cpu", date="2026-12-02"))
+    with pytest.raises(TypeError, match="recalibrate returned a NoneType, not a Calibration"):
+        _validate(cost=cal, recalibrate=lambda: None)
