@@ -155,3 +155,61 @@ def test_validate_names_what_recalibrate_returned():
                                 dict(model="tiny", device="cpu", date="2026-12-02"))
     with pytest.raises(TypeError, match="recalibrate returned a NoneType, not a Calibration"):
         _validate(cost=cal, recalibrate=lambda: None)
+
+
+# --- 5. goodput SLOs: bools, infinities, and SLOs no rate meets or breaks ----------------------------------------
+
+def _goodput(**slos):
+    from splitlab import serving
+    return serving.goodput("chat", ServingConfig.colocated(1), max_requests=100, **slos)
+
+
+@pytest.mark.parametrize("slos, name", [(dict(ttft_slo_s=True, tpot_slo_s=0.1), "ttft_slo_s"),
+                                        (dict(ttft_slo_s=1.0, tpot_slo_s=False), "tpot_slo_s")])
+def test_goodput_and_plan_refuse_a_bool_slo(slos, name):
+    # True was taken for 1 s
+    with pytest.raises(ValueError, match=f"{name} must be a time > 0 s .*got (True|False)"):
+        _goodput(**slos)
+    from splitlab.planning.planner import plan
+    with pytest.raises(ValueError, match=f"{name} must be a number > 0, got (True|False)"):
+        plan(**slos, max_workers=2)
+
+
+@pytest.mark.parametrize("slos, name", [(dict(ttft_slo_s=math.inf, tpot_slo_s=0.1), "ttft_slo_s"),
+                                        (dict(ttft_slo_s=1.0, tpot_slo_s=math.inf), "tpot_slo_s")])
+def test_goodput_refuses_an_infinite_slo_naming_it(slos, name):
+    # was "duration_s must be a finite time > 0 ... got None, 100, 4000": a parameter never passed
+    with pytest.raises(ValueError, match=f"{name} must be a finite time > 0 s") as info:
+        _goodput(**slos)
+    assert "duration_s" not in str(info.value)
+
+
+def test_goodput_and_plan_say_no_rate_meets_a_ttft_slo_one_prefill_breaks():
+    # goodput() returned 0 requests/s; plan "did not converge in 40 runs ...: raise max_runs or tolerance"
+    message = r"no rate meets a TTFT SLO of 1e-09 s: one prefill of the workload's shortest prompt \(\d+ tokens\) " \
+              r"takes [0-9.e-]+ s on this cost model"
+    with pytest.raises(ValueError, match=message):
+        _goodput(ttft_slo_s=1e-9, tpot_slo_s=0.1)
+    err = _one_line(*cli("plan", "--ttft-slo", "1e-9", "--max-workers", "2", "--json"))
+    assert "no rate meets a TTFT SLO of 1e-09 s" in err and "max_runs" not in err
+
+
+def test_goodput_says_no_rate_meets_a_tpot_slo_one_decode_step_breaks():
+    with pytest.raises(ValueError, match=r"no rate meets a TPOT SLO of 1e-09 s: one decode step of a single request "
+                                         r"after the workload's shortest prompt \(\d+ tokens\) takes"):
+        _goodput(ttft_slo_s=1.0, tpot_slo_s=1e-9)
+
+
+def test_goodput_says_slos_no_rate_breaks_are_too_loose():
+    with pytest.raises(ValueError, match=r"the SLOs \(TTFT 1e\+09 s, TPOT 1e\+09 s\) are so loose that even .* "
+                                         r"requests/s per worker meets them .*tighten the SLOs") as info:
+        _goodput(ttft_slo_s=1e9, tpot_slo_s=1e9)
+    assert "max_runs" not in str(info.value)
+
+
+def test_a_search_out_of_runs_names_max_runs_as_an_argument_of_goodput():
+    from splitlab import serving
+    with pytest.raises(ValueError, match=r"did not converge in 3 runs .*: pass goodput\(\) a larger max_runs or "
+                                         r"tolerance"):
+        serving.goodput("chat", ServingConfig.colocated(1), max_requests=100, ttft_slo_s=1.0, tpot_slo_s=0.1,
+                        max_runs=3)
