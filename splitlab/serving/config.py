@@ -15,6 +15,12 @@ TRANSFER_MODES = ("whole", "layerwise")
 #: most workers of one run (both pools): a run builds every worker up front, ~80 us each on the simulator, so
 #: 1e5 take ~8 s and 1e7 ran for a quarter of an hour before serving a request
 MAX_WORKERS = 100_000
+#: slowest link a run accepts (bytes/s): 1 kB/s, seven orders of magnitude below the slowest link the book discusses
+#: (100 Gb/s = 12.5 GB/s); at 1e-291 bytes/s (``--link-gbps 1e-300``) a TPOT printed as 300 digits of ms
+MIN_LINK_BYTES_PER_S = 1e3
+#: longest link latency a run accepts (s): an hour, far past any network (us to ms); beyond it a run's clock
+#: drifts toward values at which float64 no longer resolves a step (see request.MAX_ARRIVAL_S)
+MAX_LINK_LATENCY_S = 3600.0
 
 
 def _positive(x) -> bool:
@@ -45,7 +51,9 @@ class ServingConfig:
             "decode" (when the cache has arrived; TTFT then includes the transfer).
         transfer_mode: "whole" (the cache in one go) or "layerwise" (layer by layer after the prefill).
         link_bytes_per_s, link_latency_s: model the link between the pools as latency + bytes / bandwidth instead
-            of charging the measured copy (virtual-clock back ends only); None = charge what was measured.
+            of charging the measured copy (virtual-clock back ends only); None = charge what was measured (or, on
+            the simulated back end, the cost model's transfer, which may be a free link). Finite, at least
+            :data:`MIN_LINK_BYTES_PER_S` bytes/s, and a latency of at most :data:`MAX_LINK_LATENCY_S`.
         max_retries: how often a request whose worker died is served again elsewhere (its cache re-sent when the
             prefill side still holds it, else its prefill recomputed) before it fails.
         timeout_s: distributed back end: limit of every exchange with a worker process (a worker that holds work
@@ -56,7 +64,9 @@ class ServingConfig:
     Raises:
         ValueError: an unknown layout, policy, first_token_on or transfer_mode; a pool without workers or more than
             :data:`MAX_WORKERS` workers in all; a count
-            that is not an integer; a budget, bandwidth, latency or timeout out of range.
+            that is not an integer; a budget or timeout out of range; a link bandwidth that is not finite or below
+            :data:`MIN_LINK_BYTES_PER_S` (1 kB/s); a link latency that is negative, not finite or above
+            :data:`MAX_LINK_LATENCY_S` (an hour).
     """
 
     layout: str = "colocated"
@@ -104,11 +114,22 @@ class ServingConfig:
         if budget is not None and budget != "auto" and not _positive(budget):
             raise ValueError(f"kv_budget_bytes must be a number of bytes > 0, 'auto' or None (unlimited), got "
                              f"{budget!r}")
-        if self.link_bytes_per_s is not None and not _positive(self.link_bytes_per_s):
-            raise ValueError(f"link_bytes_per_s must be > 0 bytes/s (or None to charge the measured time), got "
-                             f"{self.link_bytes_per_s!r}")
-        if not (_positive(self.link_latency_s) or self.link_latency_s == 0):
-            raise ValueError(f"link_latency_s must be >= 0 s, got {self.link_latency_s!r}")
+        bandwidth = self.link_bytes_per_s
+        if bandwidth is not None and not _positive(bandwidth):
+            raise ValueError(f"link_bytes_per_s must be > 0 and finite, in bytes/s (or None to charge the measured "
+                             f"time), got {bandwidth!r}")
+        if bandwidth is not None and bandwidth < MIN_LINK_BYTES_PER_S:
+            raise ValueError(f"link_bytes_per_s must be >= {MIN_LINK_BYTES_PER_S:g} bytes/s (1 kB/s, 7 orders of "
+                             f"magnitude below the slowest link the book discusses), got {bandwidth:.3g} bytes/s "
+                             f"({bandwidth / 1e9:.3g} GB/s)")
+        latency = self.link_latency_s
+        if isinstance(latency, bool) or not isinstance(latency, numbers.Real) or not math.isfinite(latency):
+            raise ValueError(f"link_latency_s must be a finite time >= 0 s, got {latency!r}")
+        if latency < 0:
+            raise ValueError(f"link_latency_s must be >= 0 s, got {latency!r}")
+        if latency > MAX_LINK_LATENCY_S:
+            raise ValueError(f"link_latency_s must be <= {MAX_LINK_LATENCY_S:g} s (an hour; real links take us to "
+                             f"ms), got {latency:.3g} s")
         if not _positive(self.timeout_s):
             raise ValueError(f"timeout_s must be a time > 0 s, got {self.timeout_s!r}")
 

@@ -111,6 +111,10 @@ class _Runs:
         M._check_slos(ttft_slo_s, tpot_slo_s)
         if ttft_slo_s is None or tpot_slo_s is None:
             raise ValueError("goodput needs both a TTFT and a TPOT SLO")
+        for name, slo in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
+            if not math.isfinite(slo):  # it also sets the runs' length: 20 x (TTFT SLO + TPOT SLO)
+                raise ValueError(f"{name} must be a finite time > 0 s (goodput needs an SLO that some rate breaks), "
+                                 f"got {slo!r}")
         self.ex, self.cfg = backend_for(model, backend), config.with_(trace=False)
         self.workers, self.slos, self.target, self.points = self.cfg.n_workers, (ttft_slo_s, tpot_slo_s), target, []
         self.duration = 20 * (ttft_slo_s + tpot_slo_s) if duration_s is None else duration_s
@@ -127,10 +131,19 @@ class _Runs:
                 raise ValueError("goodput needs at least 2 requests arriving at different times")
             self.rate = (len(self.base) - 1) / (self.base[-1].arrival_s - self.base[0].arrival_s)
 
+    def span_s(self, rate_per_worker: float) -> float:
+        """Seconds from the first to the last arrival of the run at ``rate_per_worker``."""
+        reqs = self.base if self.fixed else self.base[:self.n(rate_per_worker)]
+        return (reqs[-1].arrival_s - reqs[0].arrival_s) * self.rate / (rate_per_worker * self.workers)
+
+    def n(self, rate_per_worker: float) -> int:
+        """Requests of the run at ``rate_per_worker``: rate x duration, within the limits."""
+        return len(self.base) if self.fixed else min(self.limits[1], max(
+            self.limits[0], math.ceil(rate_per_worker * self.workers * self.duration)))
+
     def __call__(self, rate_per_worker: float) -> dict:
         workers, (ttft, tpot) = self.workers, self.slos
-        n = len(self.base) if self.fixed else min(self.limits[1], max(
-            self.limits[0], math.ceil(rate_per_worker * workers * self.duration)))
+        n = self.n(rate_per_worker)
         res = run(_rescaled(self.base[:n], self.rate / (rate_per_worker * workers)), self.cfg, self.ex)
         att = M.slo_attainment(res.requests, ttft, tpot)
         done = res.completed
@@ -155,6 +168,24 @@ def attainment_curve(workload, config: ServingConfig, backend=None, *, rates_per
             raise ValueError(f"rates must be > 0 requests/s per worker, got {rate!r}")
         runs(rate)
     return pd.DataFrame(runs.points).assign(layout=runs.cfg.name)
+
+
+def _lone_request(runs: "_Runs") -> float | None:
+    """Refuse SLOs that no rate can meet, by the cost model (None for back ends without one): the shortest prompt's
+    prefill alone longer than the TTFT SLO, or one decode step of one request longer than the TPOT SLO. Returns that
+    prefill's seconds (the burst below which the arrivals of a run are all at once)."""
+    cost = getattr(runs.ex, "cost", None)
+    if not hasattr(cost, "prefill_s") or not hasattr(cost, "decode_s"):
+        return None
+    (ttft, tpot), shortest = runs.slos, min(r.prompt_len for r in runs.base)
+    prefill, step = cost.prefill_s(shortest), cost.decode_s(1, shortest + 1)
+    if prefill > ttft:
+        raise ValueError(f"no rate meets a TTFT SLO of {ttft:g} s: one prefill of the workload's shortest prompt "
+                         f"({shortest} tokens) takes {prefill:.3g} s on this cost model")
+    if step > tpot and any(r.max_new_tokens > 1 for r in runs.base):
+        raise ValueError(f"no rate meets a TPOT SLO of {tpot:g} s: one decode step of a single request after the "
+                         f"workload's shortest prompt ({shortest} tokens) takes {step:.3g} s on this cost model")
+    return prefill
 
 
 def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingConfig, backend=None, *,
@@ -185,8 +216,11 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         a :class:`GoodputResult`.
 
     Raises:
-        ValueError: SLOs that are not times > 0, target outside (0, 1], tolerance outside (0, 1), a start rate
-            that is not > 0, fewer than 2 requests, or a search that did not converge within ``max_runs``.
+        ValueError: SLOs that are not finite times > 0 (True is no time), target outside (0, 1], tolerance outside
+            (0, 1), a start rate that is not > 0, fewer than 2 requests; on a cost model, SLOs that no rate meets
+            (the shortest prompt's prefill alone longer than the TTFT SLO, one decode step longer than the TPOT
+            SLO) or that no rate breaks (a burst of every request of a run meets them); or a search that did not
+            converge within ``max_runs``.
     """
     if not 0 < target <= 1 or not 0 < tolerance < 1:
         raise ValueError(f"target must be in (0, 1] and tolerance in (0, 1), got {target} and {tolerance}")
@@ -196,17 +230,26 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     runs = _Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
                  max_requests, seed, scale, prefixes)
     cfg, workers, points = runs.cfg, runs.workers, runs.points
+    lone = _lone_request(runs)
 
     def attempt(rate_per_worker: float) -> bool:
         if len(points) >= max_runs:
+            passed = (f"; every rate tried passed the SLOs (TTFT {ttft_slo_s:g} s, TPOT {tpot_slo_s:g} s), up to "
+                      f"{lo:.4g} requests/s per worker" if hi == math.inf and lo > 0 else "")
             raise ValueError(f"goodput of {cfg.name} did not converge in {max_runs} runs (last rate "
-                             f"{rate_per_worker:.4g}/s per worker): raise max_runs or tolerance")
+                             f"{rate_per_worker:.4g}/s per worker{passed}): pass goodput() a larger max_runs or "
+                             f"tolerance, or a start_rate_per_worker nearer the answer")
         return runs(rate_per_worker)["passed"]
 
     lo, hi, rate = 0.0, math.inf, start_rate_per_worker
     if attempt(rate):  # double until a rate fails ...
         lo = rate
         while hi == math.inf:
+            if lone is not None and runs.span_s(rate) <= lone:  # one burst passed: no higher rate can fail
+                raise ValueError(f"goodput of {cfg.name}: the SLOs (TTFT {ttft_slo_s:g} s, TPOT {tpot_slo_s:g} s) "
+                                 f"are so loose that even {rate:.4g} requests/s per worker meets them (every request "
+                                 f"of the run arriving within {runs.span_s(rate):.3g} s, one prefill's time): no "
+                                 f"rate breaks them; tighten the SLOs")
             rate *= step
             lo, hi = (rate, hi) if attempt(rate) else (lo, rate)
     else:  # ... or halve until one passes (or the rate is a trickle: goodput 0)

@@ -79,7 +79,7 @@ def percentiles(values: Iterable[float], qs: Sequence[float] = (50, 90, 99)) -> 
 
 def _check_slos(ttft_slo_s: float | None, tpot_slo_s: float | None) -> None:
     for name, slo in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
-        if slo is not None and not (isinstance(slo, numbers.Real) and slo > 0):  # NaN fails too
+        if slo is not None and not (isinstance(slo, numbers.Real) and not isinstance(slo, bool) and slo > 0):  # NaN too
             raise ValueError(f"{name} must be a time > 0 s (or None for no limit), got {slo!r}")
 
 

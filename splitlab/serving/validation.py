@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -36,6 +37,9 @@ __all__ = ["validate", "validation_contenders", "summary", "verdict", "default_r
 
 #: (metric, percentile) pairs compared
 METRICS = (("ttft", 50), ("ttft", 90), ("tpot", 50), ("tpot", 90))
+#: fewest requests per workload ``validate(..., in_run=True)`` accepts: the in-run fit needs 4 prefill and 4
+#: decode forwards (more requests may still be needed when prompts share a prefill forward)
+IN_RUN_MIN_REQUESTS = 4
 
 
 def validation_contenders(workers: int = 2, chunk_tokens: int = 256, **options) -> dict[str, ServingConfig]:
@@ -82,35 +86,59 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
         a table that fits a page; :func:`verdict` counts what it says.
 
     Raises:
-        ValueError: repeats < 1, or ``recalibrate`` without a Calibration as ``cost``.
+        ValueError: n_requests < 1 (or < :data:`IN_RUN_MIN_REQUESTS` with ``in_run``), repeats < 1, an empty
+            ``workloads`` or ``contenders`` (None keeps the default), ``recalibrate`` without a Calibration as
+            ``cost``, a bad workload (see :func:`~.workload.make_workload`: checked for every workload before
+            any run), a contender that completes none of a workload's requests (nothing to compare), or, with
+            ``in_run``, emulated runs that recorded fewer than 4 prefill or decode forwards (:func:`in_run_cost`).
+        TypeError: a contender that is not a ServingConfig, or ``recalibrate`` returning no Calibration.
     """
     from .emulated import ModelExecutor  # the real model: torch
     from .simulated import CostModelExecutor
+    if isinstance(n_requests, bool) or not isinstance(n_requests, numbers.Integral) or n_requests < 1:
+        raise ValueError(f"n_requests must be a whole number >= 1 (requests served per workload), got "
+                         f"{n_requests!r}")
+    if in_run and n_requests < IN_RUN_MIN_REQUESTS:
+        raise ValueError(f"in_run=True fits the cost model again on the emulated runs' steps, which needs at least "
+                         f"4 prefill and 4 decode forwards: n_requests must be >= {IN_RUN_MIN_REQUESTS}, got "
+                         f"{n_requests}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
     if recalibrate is not None and not isinstance(cost, Calibration):
         raise ValueError("recalibrate combines calibrations: pass the Calibration (calibrate(lm)) as cost, "
                          f"not a {type(cost).__name__}")
+    for what, given, default in (("workloads", workloads, "default_rates()"),
+                                 ("contenders", contenders, "validation_contenders()")):
+        if given is not None and (not isinstance(given, Mapping) or not given):
+            raise ValueError(f"{what} must be a non-empty mapping (or None: {default}), got {given!r}")
+    for label, cfg in (contenders or {}).items():
+        if not isinstance(cfg, ServingConfig):
+            raise TypeError(f"contender {label!r} must be a ServingConfig, got {type(cfg).__name__}")
     before = cost if isinstance(cost, Calibration) else None
     cost = before.cost if before is not None else cost
+    contenders = validation_contenders() if contenders is None else contenders
+    if workloads is None:
+        workloads = default_rates(cost, lm, n_workers=min(c.n_workers for c in contenders.values()), scale=scale)
+    requests = {name: make_workload(name, n_requests, rate, seed=seed, model=lm, scale=scale)  # all checked first
+                for name, rate in workloads.items()}
     emu = executor or ModelExecutor(lm)
-    contenders = contenders or validation_contenders()
-    workloads = workloads or default_rates(cost, lm, n_workers=min(c.n_workers for c in contenders.values()),
-                                           scale=scale)
     rows = []
     for name, rate in workloads.items():
-        reqs = make_workload(name, n_requests, rate, seed=seed, model=lm, scale=scale)
+        reqs = requests[name]
         emulated = {label: [] for label in contenders}
         emu.step_log = [] if in_run else None
         try:
             for _ in range(repeats):
                 for label, cfg in contenders.items():
-                    emulated[label].append(_percentiles(run(reqs, cfg, emu)))
+                    emulated[label].append(_percentiles(_served(run(reqs, cfg, emu), name, label)))
         finally:
             steps, emu.step_log = emu.step_log, None
         in_run_sim = CostModelExecutor(in_run_cost(cost, steps)) if in_run else None
         if recalibrate is not None:
             after = recalibrate()
+            if not isinstance(after, Calibration):
+                raise TypeError(f"recalibrate returned a {type(after).__name__}, not a Calibration (it should "
+                                f"return a new calibration of lm, e.g. lambda: sl.profiling.calibrate(lm))")
             cost, before = combine([before, after]).cost, after
         sim = CostModelExecutor(cost)
         for label, cfg in contenders.items():
@@ -125,6 +153,16 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
                 if in_run:
                     rows[-1].update(in_run_s=again[metric], in_run_error=again[metric] / e - 1)
     return pd.DataFrame(rows)
+
+
+def _served(result, workload: str, contender: str):
+    """``result`` if it completed a request; else why not (its percentiles would all be NaN)."""
+    if not result.completed:
+        first = next((r for r in result.requests if r.reject_reason), None)
+        why = f" (request {first.id} {first.state.value}: {first.reject_reason})" if first is not None else ""
+        raise ValueError(f"contender {contender!r} completed none of the {len(result.requests)} {workload} "
+                         f"requests{why}: no TTFT or TPOT to compare")
+    return result
 
 
 def in_run_cost(cost: CostModel, steps: Sequence[Mapping]) -> CostModel:

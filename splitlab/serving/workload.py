@@ -141,15 +141,48 @@ def workload_scale(max_context: int) -> float:
     return float(np.clip(max_context / BASE_CONTEXT, 0.25, 4.0))
 
 
+#: fewest tokens of context a workload fits in: a prompt token and one answer token
+MIN_CONTEXT = 2
+
+
+def _longest(lengths: Fixed | Uniform | LogNormal) -> int:
+    return getattr(lengths, "high", getattr(lengths, "n", 1))
+
+
+def _round_up(x: float) -> float:
+    """``x`` rounded up to 3 significant digits (a smallest scale printed with .3g must still work)."""
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return math.ceil(x / step) * step
+
+
+def _check_context(context: int) -> None:
+    if context < MIN_CONTEXT:
+        raise ValueError(f"a context of {context} token{'s' if context != 1 else ''} cannot hold a prompt and one "
+                         f"answer token: a workload needs a model (or cost model) with max_context >= {MIN_CONTEXT}")
+
+
 def _check_scale(spec: WorkloadSpec, scale: float, context: int) -> None:
     """A scale that makes even the shortest prompt reach the context would clip every prompt to ``context - 1``
-    and every answer to one token (and past 2**63 tokens numpy cannot draw the lengths at all): refused."""
+    and every answer to one token (and past 2**63 tokens numpy cannot draw the lengths at all): refused. So is one
+    that shrinks the longest prompt below one token, or the longest answer (of a workload whose answers have two
+    tokens or more) below two: every request would get one answer token, and no TPOT could be measured."""
+    if context < 3:  # a prompt token and two answer tokens: the fewest that measure a TPOT
+        raise ValueError(f"no scale fits a context of {context} tokens: every {spec.name} prompt would be cut to "
+                         f"{context - 1} token and every answer to 1 (no TPOT); a scale needs max_context >= 3")
     shortest = getattr(spec.prompt, "low", getattr(spec.prompt, "n", 1))
     if round(shortest * scale) >= context - 1:
         raise ValueError(f"scale {scale:g} stretches every {spec.name} prompt past the context of {context} tokens "
                          f"(the shortest, {shortest} tokens, becomes {shortest * scale:,.0f}): every prompt would be "
                          f"cut to {context - 1} tokens and every answer to 1; use a scale <= "
                          f"{(context - 2) / shortest:.3g}")
+    prompt, answer = _longest(spec.prompt), _longest(spec.output)
+    smallest = _round_up(max(0.5 / prompt * (1 + 1e-9), 1.5 / answer if answer >= 2 else 0.0))
+    if answer >= 2 and round(answer * scale) < 2:
+        raise ValueError(f"scale {scale:g} cuts every {spec.name} answer to one token (the longest, {answer} tokens, "
+                         f"becomes {answer * scale:.3g}): no TPOT could be measured; use a scale >= {smallest:.3g}")
+    if round(prompt * scale) < 1:
+        raise ValueError(f"scale {scale:g} shrinks every {spec.name} prompt below one token (the longest, {prompt} "
+                         f"tokens, becomes {prompt * scale:.3g}); use a scale >= {smallest:.3g}")
 
 
 def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, seed: int = 0, model=None,
@@ -168,12 +201,15 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
         sampling: None (greedy) or sampling settings; each request gets seed ``sampling.seed + id``.
 
     Every request fits the context: output lengths are cut to ``context - prompt`` and prompts to
-    ``context - 1``. A ``scale`` that would cut every prompt (the shortest already reaches the context) is refused.
+    ``context - 1``. A ``scale`` that would cut every prompt (the shortest already reaches the context) is refused,
+    and so is one that leaves every request a single answer token (no TPOT): the message gives the scales that work.
 
     Raises:
         KeyError: unknown workload name (the message lists the known ones).
         TypeError: a count, rate, name, model or sampling of the wrong kind.
-        ValueError: bad rate, cv, count, scale (finite, > 0, leaving some prompt inside the context), seed (an integer >= 0) or arrival kind.
+        ValueError: bad rate, cv, count, scale (finite, > 0, leaving some prompt inside the context and the longest
+            answer two tokens or more), seed (an integer >= 0) or arrival kind; a context below
+            :data:`MIN_CONTEXT` (2) tokens, or below 3 with a ``scale``.
     """
     if scale is not None and not (isinstance(scale, numbers.Real) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a finite number > 0 (or None: from the model's context), got {scale!r}")
@@ -195,6 +231,7 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
                         f"{type(model).__name__}")
     context = int(model.max_context) if model is not None else BASE_CONTEXT
     vocab = min(256, int(model.vocab_size)) if model is not None else 256
+    _check_context(context)
     if scale is not None:
         _check_scale(spec, scale, context)
     scale = workload_scale(context) if scale is None else scale
