@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["positive_int", "seed_int", "positive_float", "token_list", "device_name", "kv_dtype", "weight_dtype",
+__all__ = ["positive_int", "thread_count", "seed_int", "positive_float", "token_list", "device_name", "kv_dtype", "weight_dtype",
            "check_chunking", "check_torchrun", "human_bytes", "number"]
 
 
@@ -18,6 +18,18 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return value
+
+
+def thread_count(text: str) -> int:
+    """A ``--threads`` value: an integer in 1 .. this machine's CPU count (:func:`splitlab.common.threads.max_threads`;
+    torch took 100000 and segfaulted)."""
+    from ..common.threads import check_threads, max_threads
+    value = positive_int(text)
+    try:
+        return check_threads(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in 1 .. {max_threads()} (this machine's CPU count), "
+                                         f"got {value}") from None
 
 
 def seed_int(text: str) -> int:

@@ -3,7 +3,7 @@ calibration JSON that ``simulate --cost FILE`` and ``plan --cost FILE`` read (:f
 the file records device, model, dtype, torch version and date)."""
 from __future__ import annotations
 
-from .args import device_name, positive_int, seed_int
+from .args import device_name, positive_int, seed_int, thread_count
 from .registry import arg, command
 
 __all__ = ["calibrate"]
@@ -14,7 +14,7 @@ __all__ = ["calibrate"]
          arg("--out", required=True, metavar="FILE", help="where to write the calibration JSON"),
          arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
          arg("--repeats", type=positive_int, default=3, help="runs per point, median kept (default 3)"),
-         arg("--threads", type=positive_int, default=None, help="CPU threads for torch (default: torch's)"),
+         arg("--threads", type=thread_count, default=None, help="CPU threads for torch (default: torch's)"),
          arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompts (default 0)"))
 def calibrate(args):
     import os
