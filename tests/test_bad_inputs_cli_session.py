@@ -57,3 +57,91 @@ def test_the_python_apis_that_set_torch_threads_share_the_check(bad):
     if bad is not None:  # None: leave torch's threads alone
         with pytest.raises(ValueError, match="^cpu_threads " + words):
             notebook.setup(cpu_threads=bad, style=False)
+
+
+# --- 2-4. calibration files ------------------------------------------------------------------------------------
+
+def _calibration_file(tmp_path, change=None, name="cal.json"):
+    from splitlab.costmodel import CostModel
+    from splitlab.costmodel.calibration import Calibration, save
+    meta = dict(device="cpu", model="tiny", dtype="float32", torch="2", date="2026-12-02", splitlab="0.1",
+                clock="wall")
+    path = save(Calibration(CostModel(), {}, meta), tmp_path / name)
+    if change is not None:
+        text = change(path.read_text())
+        path.write_text(text) if isinstance(text, str) else path.write_bytes(text)
+    return path
+
+
+def _field(key, value, inside=None):
+    import json
+
+    def change(text):
+        data = json.loads(text)
+        (data[inside] if inside else data)[key] = value
+        return json.dumps(data)
+    return change
+
+
+def _big(text):  # a JSON integer no float holds: json.dumps of a Python int, as a hand-edited file might have
+    import json
+    data = json.loads(text)
+    data["cost_model"]["decode_base_s"] = 10 ** 400
+    return json.dumps(data)
+
+
+def test_a_cost_field_too_large_for_a_float_is_a_calibration_error_naming_it(tmp_path):
+    from splitlab import costmodel
+    path = _calibration_file(tmp_path, _big)
+    with pytest.raises(costmodel.CalibrationError,  # was OverflowError: int too large to convert to float
+                       match="field cost_model.decode_base_s must be a finite number >= 0, got an integer of 401 "
+                             "digits, too large for a float"):
+        costmodel.load(path)
+    err = _one_line(*cli("simulate", "--cost", str(path), "--requests", "2"))
+    assert "cost_model.decode_base_s" in err and "OverflowError" not in err
+
+
+def test_a_fit_coefficient_too_large_for_a_float_is_refused(tmp_path):
+    from splitlab import costmodel
+    fits = {"decode": dict(terms=["1"], coef=[10 ** 400], rows=[])}
+    path = _calibration_file(tmp_path, _field("fits", fits))
+    with pytest.raises(costmodel.CalibrationError, match="fit 'decode' is malformed \\(coef must be 1 finite"):
+        costmodel.load(path)
+
+
+@pytest.mark.parametrize("key, value, inside", [
+    ("model", 5, None), ("dtype", [1], None), ("date", 123, None), ("device", True, None), ("torch", 2.1, None),
+    ("splitlab", {"v": 1}, None), ("clock", 0, None), ("source", {"a": 1}, "cost_model"),
+])
+def test_a_text_field_that_is_not_a_string_is_refused(tmp_path, key, value, inside):
+    from splitlab import costmodel
+    path = _calibration_file(tmp_path, _field(key, value, inside))
+    name = f"{inside}.{key}" if inside else key
+    with pytest.raises(costmodel.CalibrationError,
+                       match=f"cal.json: field {name} must be a string, got {type(value).__name__} "):
+        costmodel.load(path)
+    err = _one_line(*cli("simulate", "--cost", str(path), "--requests", "2"))
+    assert f"field {name} must be a string" in err  # "source": {...} printed "cost model: {'a': 1}"
+
+
+def test_a_calibration_file_that_is_not_utf8_is_a_calibration_error_naming_the_file(tmp_path):
+    from splitlab import costmodel
+    path = _calibration_file(tmp_path, lambda text: b"\xff\xfe" + text.encode())
+    with pytest.raises(costmodel.CalibrationError, match="cal.json is not a calibration JSON: not UTF-8 text "
+                                                         "\\(byte 0xff at offset 0\\)"):
+        costmodel.load(path)
+    err = _one_line(*cli("simulate", "--cost", str(path), "--requests", "2"))
+    assert str(path) in err and "not UTF-8 text" in err and "codec" not in err
+
+
+def test_files_that_save_writes_still_load(lm, tmp_path):
+    import splitlab as sl
+    from splitlab import costmodel
+    path = _calibration_file(tmp_path)  # every text field a string, cost_model.source null
+    assert costmodel.load(path, model="tiny").meta["clock"] == "wall"
+    cal = sl.profiling.calibrate(lm, prompt_tokens=[16, 32, 64, 128], decode_batches=[1, 2], contexts=[32, 64],
+                                 transfer_tokens=[16, 64], chunk_tokens=(), repeats=1)
+    back = costmodel.load(costmodel.save(cal, tmp_path / "real.json"), model="tiny")
+    assert back.cost == cal.cost and back.meta == cal.meta
+    status, out, err = cli("simulate", "--cost", str(tmp_path / "real.json"), "--requests", "2")
+    assert status == 0 and f"cost model: {cal.cost.source}" in out, err
