@@ -145,3 +145,47 @@ def test_files_that_save_writes_still_load(lm, tmp_path):
     assert back.cost == cal.cost and back.meta == cal.meta
     status, out, err = cli("simulate", "--cost", str(tmp_path / "real.json"), "--requests", "2")
     assert status == 0 and f"cost model: {cal.cost.source}" in out, err
+
+
+# --- 5. calibrate --out ----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def no_measuring(monkeypatch):
+    import splitlab.phases.calibrate as calibrate
+    import splitlab.phases.models as models
+    monkeypatch.setattr(models, "load_model", _never("the model was loaded before the output path was checked"))
+    monkeypatch.setattr(calibrate, "calibrate", _never("measured before the output path was checked"))
+
+
+def test_calibrate_refuses_an_empty_out_as_a_usage_error(no_measuring):
+    err = _one_line(*cli("calibrate", "--out", ""), expected_status=2)  # was "cannot write : it is a directory"
+    assert "error: --out needs a file name" in err
+
+
+@pytest.mark.parametrize("path, reason", [
+    ("/proc/x.json", "No such file or directory"),                      # a bare [Errno 2] after measuring
+    ("/dev/full", "it is not a regular file (a device or a pipe)"),      # opens, then every write fails
+    ("/no/such/dir/x.json", "directory '/no/such/dir' does not exist"),
+])
+def test_calibrate_refuses_an_out_it_cannot_write_before_measuring(no_measuring, path, reason):
+    if not os.path.exists(os.path.dirname(path)) and path.startswith(("/proc", "/dev")):
+        pytest.skip(f"no {os.path.dirname(path)} here")
+    err = _one_line(*cli("calibrate", "--out", path))
+    assert f"error: cannot write calibration to {path}: {reason}" in err
+
+
+def test_calibrate_out_checks_leave_no_file_behind_and_keep_an_existing_one(no_measuring, tmp_path):
+    from splitlab.cli.calibrate import check_writable
+    new = tmp_path / "new.json"
+    assert check_writable(str(new)) == new and not new.exists()
+    old = tmp_path / "old.json"
+    old.write_text("{}")
+    assert check_writable(str(old)) == old and old.read_text() == "{}"
+    os.chmod(tmp_path, 0o500)
+    try:
+        if os.access(tmp_path, os.W_OK):  # root writes anywhere
+            pytest.skip("running as root: a read-only directory is still writable")
+        with pytest.raises(ValueError, match=f"cannot write calibration to {tmp_path}/x.json: Permission denied"):
+            check_writable(str(tmp_path / "x.json"))
+    finally:
+        os.chmod(tmp_path, 0o700)

@@ -189,7 +189,7 @@ def test_calibrate_refuses_an_output_path_that_is_a_directory_before_measuring(m
     import splitlab.phases.calibrate as calibrate
     monkeypatch.setattr(calibrate, "calibrate", _never("measured before the output path was checked"))  # failed after a whole calibration with [Errno 21]
     err = _one_line(*cli("calibrate", "--out", str(tmp_path)))
-    assert f"cannot write {tmp_path}: it is a directory" in err
+    assert f"cannot write calibration to {tmp_path}: it is a directory" in err
 
 
 def test_running_out_of_memory_is_one_line_not_a_traceback(monkeypatch):
