@@ -189,3 +189,35 @@ def test_calibrate_out_checks_leave_no_file_behind_and_keep_an_existing_one(no_m
             check_writable(str(tmp_path / "x.json"))
     finally:
         os.chmod(tmp_path, 0o700)
+
+
+# --- 6. --model-config for the roofline ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["tiny", "llama-3.2-1b"])
+def test_a_preset_without_a_parameter_count_says_what_the_roofline_takes_instead(name):
+    from splitlab import costmodel
+    from splitlab.costmodel.analytic import roofline_models
+    usable = roofline_models()
+    assert "Llama-3-8B" in usable and name not in usable
+    words = f"the preset '{name}' has no n_params .*: give a published model \\({', '.join(usable)}\\) or a config.json"
+    with pytest.raises(ValueError, match=words):
+        costmodel.roofline_cost_model(name, "H100")
+    err = _one_line(*cli("simulate", "--gpu", "H100", "--model-config", name))
+    assert "Llama-3-8B" in err and "or a config.json path with n_params" in err
+
+
+def test_an_unknown_model_config_lists_only_what_the_roofline_can_use():
+    err = _one_line(*cli("simulate", "--gpu", "H100", "--model-config", "no-such-model"))
+    assert "unknown model 'no-such-model' for the roofline cost model: give a published model (Llama-2-7B" in err
+    assert "tiny" not in err  # the presets were listed as valid, then refused for lacking n_params
+
+
+def test_a_config_json_with_n_params_still_works(tmp_path):
+    import json
+
+    from splitlab import costmodel
+    from splitlab.sizing import PUBLISHED_MODELS
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(PUBLISHED_MODELS["Llama-3-8B"]))
+    assert costmodel.roofline_cost_model(str(path), "H100").weight_bytes == \
+        costmodel.roofline_cost_model("Llama-3-8B", "H100").weight_bytes
