@@ -221,3 +221,23 @@ def test_a_config_json_with_n_params_still_works(tmp_path):
     path.write_text(json.dumps(PUBLISHED_MODELS["Llama-3-8B"]))
     assert costmodel.roofline_cost_model(str(path), "H100").weight_bytes == \
         costmodel.roofline_cost_model("Llama-3-8B", "H100").weight_bytes
+
+
+# --- 7. --link-gbps --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, words", [
+    ("1e308", "must be a finite number of GB/s > 0 (at most 1.8e+299), got 1e308"),  # was "..., got inf" bytes/s
+    ("1e300", "must be a finite number of GB/s > 0"),
+    ("inf", "must be a positive number, got inf"), ("nan", "must be a positive number, got nan"),
+    ("0", "must be a positive number, got 0"), ("fast", "'fast' is not a number"),
+])
+def test_a_link_speed_that_is_not_a_finite_number_of_bytes_per_second_is_a_usage_error(value, words):
+    err = _one_line(*cli("simulate", "--layout", "disaggregated", "--link-gbps", value, "--requests", "2"),
+                    expected_status=2)
+    assert f"argument --link-gbps: {words}" in err and "link_bytes_per_s" not in err
+
+
+def test_a_fast_but_finite_link_still_runs():
+    import json
+    status, out, err = cli("simulate", "--layout", "disaggregated", "--link-gbps", "1e6", "--requests", "2", "--json")
+    assert status == 0 and json.loads(out)["disaggregated"]["completed"] == 2, err

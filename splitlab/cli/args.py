@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
-__all__ = ["positive_int", "thread_count", "seed_int", "positive_float", "token_list", "device_name", "kv_dtype", "weight_dtype",
+__all__ = ["positive_int", "thread_count", "seed_int", "positive_float", "link_gbps", "token_list", "device_name", "kv_dtype", "weight_dtype",
            "check_chunking", "check_torchrun", "human_bytes", "number"]
 
 
@@ -52,6 +53,17 @@ def positive_float(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def link_gbps(text: str) -> float:
+    """A link speed in GB/s: a finite number > 0 whose bytes/s (x 1e9) is finite too (1e308 GB/s was inf bytes/s)."""
+    value = positive_float(text)
+    if not math.isfinite(value * 1e9):
+        raise argparse.ArgumentTypeError(f"must be a finite number of GB/s > 0 (at most {_MAX_GBPS:.3g}), got {text}")
+    return value
+
+
+_MAX_GBPS = sys.float_info.max / 1e9  # the largest float of bytes/s
 
 
 def device_name(text: str) -> str:

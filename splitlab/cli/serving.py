@@ -21,7 +21,7 @@ import math
 
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import check_chunking, check_torchrun, device_name, positive_float, positive_int, seed_int
+from .args import check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int, seed_int
 from .demo import check_loadable, quiet_hub
 from .registry import arg, command
 
@@ -45,7 +45,7 @@ COMMON = (
     arg("--first-token-on", choices=("prefill", "decode"), default="prefill",
         help="disaggregated: which side emits the first token (default prefill)"),
     arg("--transfer-mode", choices=TRANSFER_MODES, default="whole", help="disaggregated: how the cache moves"),
-    arg("--link-gbps", type=positive_float, default=None,
+    arg("--link-gbps", type=link_gbps, default=None,
         help="disaggregated, virtual clocks: model a KV link of this many GB/s instead of charging the measured copy"),
     arg("--backend", choices=BACKENDS, default="emulated", help="emulated (default), simulated or distributed"),
     arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
