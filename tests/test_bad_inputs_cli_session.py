@@ -241,3 +241,41 @@ def test_a_fast_but_finite_link_still_runs():
     import json
     status, out, err = cli("simulate", "--layout", "disaggregated", "--link-gbps", "1e6", "--requests", "2", "--json")
     assert status == 0 and json.loads(out)["disaggregated"]["completed"] == 2, err
+
+
+# --- 8. the bounds the SLO attainment counts, in the text --------------------------------------------------------
+
+README_SIMULATE = ("simulate", "--gpu", "H100", "--model-config", "Llama-3-8B", "--layout", "disaggregated",
+                   "--prefill-workers", "2", "--decode-workers", "2", "--requests", "2000", "--rate", "20")
+
+
+def test_the_text_shows_the_ttst_and_how_many_requests_missed_each_bound():
+    import json
+
+    from splitlab.cli.serving import lines
+    status, out, err = cli(*README_SIMULATE, "--json")
+    assert status == 0, err
+    m = json.loads(out)["disaggregated"]
+    miss = m["slo_misses"]  # a key added; every earlier key kept
+    assert {"slo_attainment", "ttft_s", "ttst_s", "tpot_s", "rejections", "notes"} <= set(m)
+    assert set(miss) == {"unfinished", "ttft", "ttst", "tpot"}
+    assert sum(miss.values()) == round((1 - m["slo_attainment"]) * m["submitted"])
+    # the README's example: every TTFT and TPOT inside its SLO, the attainment low because of the second token
+    assert miss["ttft"] == miss["tpot"] == 0 < miss["ttst"] and m["ttst_s"]["p50"] > 1.1
+    text = "\n".join(lines("disaggregated", m))
+    assert (f"SLO attainment {m['slo_attainment']:.0%} (missed: TTFT 0, TTST {miss['ttst']}, TPOT 0)" in text)
+    assert f"TTST ms  p50 {m['ttst_s']['p50'] * 1e3:8.1f}  p90 {m['ttst_s']['p90'] * 1e3:8.1f}" in text
+    assert "(second token; SLO TTFT + TPOT = 1100 ms)" in text
+    status, out, _ = cli(*README_SIMULATE)
+    assert status == 0 and text in out
+
+
+def test_the_text_says_how_many_did_not_finish():
+    from splitlab.cli.serving import lines
+    m = dict(workers=["W0"], completed=1, submitted=3, rejected=2, failed=0, slo_attainment=1 / 3,
+             throughput_tokens_per_s=1.0, ttft_s=dict(p50=0.1, p90=0.1, p99=0.1),
+             ttst_s=dict(p50=None, p90=None, p99=None), tpot_s=dict(p50=None, p90=None, p99=None),
+             rejections=[], slo_misses=dict(unfinished=2, ttft=0, ttst=0, tpot=0), ttft_slo_s=1.0, tpot_slo_s=0.1)
+    text = "\n".join(lines("colocated", m))
+    assert "SLO attainment 33% (missed: TTFT 0, TTST 0, TPOT 0, not finished 2)" in text
+    assert "TTST ms  p50 n/a  p90 n/a  p99 n/a" in text

@@ -132,16 +132,35 @@ def _rejections(res) -> list[dict]:
 
 
 def metrics(res, args) -> dict:
-    return clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res)))
+    """The run's metrics (:meth:`~splitlab.serving.Result.metrics`) plus ``rejections`` and ``slo_misses``: how
+    many requests missed each bound the attainment counts (``unfinished``, ``ttft``, ``ttst``: the second token
+    later than TTFT SLO + TPOT SLO, ``tpot``; each request under the first it misses)."""
+    from ..serving.metrics import slo_misses
+    return clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res),
+                      slo_misses=slo_misses(res.requests, args.ttft_slo, args.tpot_slo)))
+
+
+def _misses(m: dict) -> str:
+    """' (missed: TTFT 0, TTST 11, TPOT 0)' next to the attainment: the text shows every bound it counts."""
+    miss = m.get("slo_misses")
+    if not miss:
+        return ""
+    parts = [f"{name.upper()} {miss[name]}" for name in ("ttft", "ttst", "tpot")]
+    if miss.get("unfinished"):
+        parts.append(f"not finished {miss['unfinished']}")
+    return f" (missed: {', '.join(parts)})"
 
 
 def lines(name: str, m: dict) -> list[str]:
     ms = lambda d, k: "n/a" if d[k] is None else f"{d[k] * 1e3:8.1f}"  # noqa: E731
-    t, p = m["ttft_s"], m["tpot_s"]
+    t, s, p = m["ttft_s"], m["ttst_s"], m["tpot_s"]
+    slo = m.get("ttft_slo_s"), m.get("tpot_slo_s")
+    bound = f"  (second token; SLO TTFT + TPOT = {(slo[0] + slo[1]) * 1e3:g} ms)" if None not in slo else ""
     out = [f"{name:<14} workers {','.join(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
-           f"rejected {m['rejected']}, failed {m['failed']}, SLO attainment {m['slo_attainment'] or 0:.0%}, "
-           f"{m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
+           f"rejected {m['rejected']}, failed {m['failed']}, SLO attainment {m['slo_attainment'] or 0:.0%}"
+           f"{_misses(m)}, {m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
            f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
+           f"{'':<14} TTST ms  p50 {ms(s, 'p50')}  p90 {ms(s, 'p90')}  p99 {ms(s, 'p99')}{bound}",
            f"{'':<14} TPOT ms  p50 {ms(p, 'p50')}  p90 {ms(p, 'p90')}  p99 {ms(p, 'p99')}"]
     if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
         first, more = m["rejections"][0], len(m["rejections"]) - 1
