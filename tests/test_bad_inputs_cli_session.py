@@ -279,3 +279,22 @@ def test_the_text_says_how_many_did_not_finish():
     text = "\n".join(lines("colocated", m))
     assert "SLO attainment 33% (missed: TTFT 0, TTST 0, TPOT 0, not finished 2)" in text
     assert "TTST ms  p50 n/a  p90 n/a  p99 n/a" in text
+
+
+# --- 9. --requests says the range the CLI takes -------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["99999999999999999", "1000001", "0"])
+def test_a_request_count_outside_what_the_cli_takes_states_that_range(value):
+    err = _one_line(*cli("simulate", "--requests", value), expected_status=2)
+    if value == "0":
+        assert "argument --requests: must be a positive integer, got 0" in err
+    else:  # was "must be in 0 .. 1,000,000", while the CLI refuses 0
+        assert f"argument --requests: must be an integer in 1 .. 1,000,000 (a workload holds at most " \
+               f"1,000,000 requests: their prompts are built in memory), got {int(value):,}" in err
+        assert "0 .. " not in err
+
+
+def test_the_largest_request_count_is_accepted_by_the_parser():
+    from splitlab.cli import build_parser
+    args = build_parser().parse_args(["simulate", "--requests", "1000000"])
+    assert args.requests == 1_000_000

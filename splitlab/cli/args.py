@@ -7,7 +7,7 @@ import argparse
 import math
 import sys
 
-__all__ = ["positive_int", "thread_count", "seed_int", "positive_float", "link_gbps", "token_list", "device_name", "kv_dtype", "weight_dtype",
+__all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "link_gbps", "token_list", "device_name", "kv_dtype", "weight_dtype",
            "check_chunking", "check_torchrun", "human_bytes", "number"]
 
 
@@ -18,6 +18,18 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def request_count(text: str) -> int:
+    """A ``--requests`` value: an integer in 1 .. :data:`splitlab.serving.workload.MAX_REQUESTS` (the CLI sends at
+    least one; the workload API also takes 0)."""
+    from ..serving.workload import MAX_REQUESTS
+    value = positive_int(text)
+    if value > MAX_REQUESTS:
+        raise argparse.ArgumentTypeError(f"must be an integer in 1 .. {MAX_REQUESTS:,} (a workload holds at most "
+                                         f"{MAX_REQUESTS:,} requests: their prompts are built in memory), got "
+                                         f"{value:,}")
     return value
 
 

@@ -21,7 +21,8 @@ import math
 
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int, seed_int
+from .args import (check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
+                   request_count, seed_int)
 from .demo import check_loadable, quiet_hub
 from .registry import arg, command
 
@@ -31,7 +32,7 @@ BACKENDS = ("emulated", "simulated", "distributed")
 COMMON = (
     arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
     arg("--rate", type=positive_float, default=2.0, metavar="REQ_PER_S", help="mean arrival rate (default 2)"),
-    arg("--requests", type=positive_int, default=16, metavar="N", help="requests to send (default 16)"),
+    arg("--requests", type=request_count, default=16, metavar="N", help="requests to send (default 16)"),
     arg("--arrival", choices=("poisson", "gamma"), default="poisson", help="arrival process (default poisson)"),
     arg("--cv", type=positive_float, default=2.0, help="gamma arrivals: coefficient of variation, 0.001 to 100 (default 2)"),
     arg("--scale", type=positive_float, default=None,
