@@ -298,3 +298,22 @@ def test_the_largest_request_count_is_accepted_by_the_parser():
     from splitlab.cli import build_parser
     args = build_parser().parse_args(["simulate", "--requests", "1000000"])
     assert args.requests == 1_000_000
+
+
+# --- 11. long worker lists ---------------------------------------------------------------------------------------
+
+def test_a_long_worker_list_is_cut_in_the_text_and_kept_whole_in_the_json():
+    import json
+    status, out, err = cli("serve", "--backend", "simulated", "--workers", "10000", "--requests", "2")
+    assert status == 0, err
+    assert "workers W0,W1,W2,W3,W4,W5,W6,W7 ... and 9992 more: completed 2/2" in out and "W8," not in out
+    status, out, _ = cli("serve", "--backend", "simulated", "--workers", "10000", "--requests", "2", "--json")
+    assert status == 0 and len(json.loads(out)["colocated"]["workers"]) == 10000
+
+
+def test_each_pool_is_cut_on_its_own_and_short_lists_are_whole():
+    from splitlab.cli.serving import _workers
+    assert _workers(["P0", "P1", "D0"]) == "P0,P1,D0"
+    names = [f"P{i}" for i in range(50)] + [f"D{i}" for i in range(3)]
+    assert _workers(names) == "P0,P1,P2,P3,P4,P5,P6,P7 ... and 42 more; D0,D1,D2"
+    assert _workers([f"W{i}" for i in range(8)]) == ",".join(f"W{i}" for i in range(8))

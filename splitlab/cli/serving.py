@@ -141,6 +141,20 @@ def metrics(res, args) -> dict:
                       slo_misses=slo_misses(res.requests, args.ttft_slo, args.tpot_slo)))
 
 
+SHOWN_WORKERS = 8  # worker names the text lists before "... and N more" (--json lists them all)
+
+
+def _workers(names: list[str]) -> str:
+    """The worker names, each pool (W, P, D) cut to its first :data:`SHOWN_WORKERS`: 'W0,...,W7 ... and 9992
+    more' (10,000 names on one line told nothing; ``--json`` holds every one)."""
+    pools: dict[str, list[str]] = {}
+    for n in names:
+        pools.setdefault(n.rstrip("0123456789"), []).append(n)
+    parts = [",".join(p) if len(p) <= SHOWN_WORKERS else
+             f"{','.join(p[:SHOWN_WORKERS])} ... and {len(p) - SHOWN_WORKERS} more" for p in pools.values()]
+    return ("; " if any(len(p) > SHOWN_WORKERS for p in pools.values()) else ",").join(parts)
+
+
 def _misses(m: dict) -> str:
     """' (missed: TTFT 0, TTST 11, TPOT 0)' next to the attainment: the text shows every bound it counts."""
     miss = m.get("slo_misses")
@@ -157,7 +171,7 @@ def lines(name: str, m: dict) -> list[str]:
     t, s, p = m["ttft_s"], m["ttst_s"], m["tpot_s"]
     slo = m.get("ttft_slo_s"), m.get("tpot_slo_s")
     bound = f"  (second token; SLO TTFT + TPOT = {(slo[0] + slo[1]) * 1e3:g} ms)" if None not in slo else ""
-    out = [f"{name:<14} workers {','.join(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
+    out = [f"{name:<14} workers {_workers(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
            f"rejected {m['rejected']}, failed {m['failed']}, SLO attainment {m['slo_attainment'] or 0:.0%}"
            f"{_misses(m)}, {m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
            f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
