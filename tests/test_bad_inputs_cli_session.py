@@ -317,3 +317,53 @@ def test_each_pool_is_cut_on_its_own_and_short_lists_are_whole():
     names = [f"P{i}" for i in range(50)] + [f"D{i}" for i in range(3)]
     assert _workers(names) == "P0,P1,P2,P3,P4,P5,P6,P7 ... and 42 more; D0,D1,D2"
     assert _workers([f"W{i}" for i in range(8)]) == ",".join(f"W{i}" for i in range(8))
+
+
+# --- 10. profiling.calibrate's arguments, checked before measuring ------------------------------------------------
+
+@pytest.fixture
+def never_measure(monkeypatch):
+    import splitlab.phases.calibrate as calibrate
+    monkeypatch.setattr(calibrate, "prefill", _never("measured before the arguments were checked"))
+    monkeypatch.setattr(calibrate, "decode_step", _never("measured before the arguments were checked"))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(repeats=2.5), "repeats must be an integer >= 1, got 2.5"),   # TypeError after 2 s of measuring
+    (dict(repeats=float("nan")), "repeats must be an integer >= 1, got nan"),
+    (dict(repeats="3"), "repeats must be an integer >= 1, got '3'"),    # TypeError: '<' not supported
+    (dict(repeats=True), "repeats must be an integer >= 1, got True"),
+    (dict(rounds=0), "rounds must be an integer >= 1, got 0"),
+    (dict(prefill_batch=1.5), "prefill_batch must be an integer >= 1, got 1.5"),
+    (dict(seed=-1), "seed must be an integer in 0 .. 2\\*\\*63 - 1, got -1"),
+    (dict(seed="0"), "seed must be an integer"),
+    (dict(contexts=64), "contexts must be a list of whole numbers, got int 64"),
+    (dict(prompt_tokens=["16"]), "prompt_tokens must be whole numbers, got \\['16'\\]"),
+    (dict(decode_batches=[float("inf")]), "decode_batches must be whole numbers"),
+    (dict(prefill_batch=100000),  # ran > 110 s
+     "prefill_batch 100000 x 128 prompt tokens = 12,800,000 tokens in one forward, more than the 65,536 calibrate "
+     "measures: use a prefill_batch <= 512"),
+    (dict(decode_batches=[65536], contexts=[2000]),  # 134 GB asked for after 32 s
+     "decode_batches up to 65536 x contexts up to 2000 tokens = 131,072,000 cached tokens built in one forward"),
+])
+def test_calibrate_refuses_bad_arguments_before_measuring(lm, never_measure, kwargs, words):
+    import splitlab as sl
+    with pytest.raises(ValueError, match=words):
+        sl.profiling.calibrate(lm, **kwargs)
+
+
+def test_calibrate_refuses_a_decode_grid_whose_kv_cache_exceeds_its_budget(lm, never_measure, monkeypatch):
+    import splitlab as sl
+    import splitlab.phases.calibrate as calibrate
+    monkeypatch.setattr(calibrate, "MAX_KV_BYTES", 1 << 20)  # tiny's 2 KiB per token: 64 x 64 tokens = 8 MiB
+    with pytest.raises(ValueError, match="decode_batches up to 64 x contexts up to 64 tokens need 8.0 MiB of KV "
+                                         "cache \\(2,048 bytes per token\\), more than the 1.0 MiB calibrate "
+                                         "allows \\(1.0 MiB or half the device's memory\\)"):
+        sl.profiling.calibrate(lm, decode_batches=[1, 64], contexts=[64])
+
+
+def test_calibrate_refuses_a_decode_grid_of_more_tokens_than_one_forward_may_hold(lm, never_measure):
+    import splitlab as sl
+    with pytest.raises(ValueError, match="64 x contexts up to 2000 tokens = 128,000 cached tokens built in one "
+                                         "forward, more than the 65,536 calibrate measures"):
+        sl.profiling.calibrate(lm, decode_batches=[64], contexts=[2000])  # minutes of one prefill on a CPU
