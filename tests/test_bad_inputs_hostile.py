@@ -27,7 +27,7 @@ def test_a_request_count_no_machine_could_hold_is_refused_at_once():
     t0 = time.perf_counter()
     with pytest.raises(ValueError, match="at most 1,000,000 requests"):  # numpy's MemoryError (745 GiB)
         make_workload("chat", 10 ** 11, 2.0)
-    err = _one_line(*cli("serve", "--backend", "simulated", "--requests", "100000000000"))
+    err = _one_line(*cli("serve", "--backend", "simulated", "--requests", "100000000000"), expected_status=2)
     assert "at most 1,000,000 requests" in err and time.perf_counter() - t0 < 10
 
 
@@ -189,7 +189,7 @@ def test_calibrate_refuses_an_output_path_that_is_a_directory_before_measuring(m
     import splitlab.phases.calibrate as calibrate
     monkeypatch.setattr(calibrate, "calibrate", _never("measured before the output path was checked"))  # failed after a whole calibration with [Errno 21]
     err = _one_line(*cli("calibrate", "--out", str(tmp_path)))
-    assert f"cannot write {tmp_path}: it is a directory" in err
+    assert f"cannot write calibration to {tmp_path}: it is a directory" in err
 
 
 def test_running_out_of_memory_is_one_line_not_a_traceback(monkeypatch):

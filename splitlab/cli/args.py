@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
-__all__ = ["positive_int", "seed_int", "positive_float", "token_list", "device_name", "kv_dtype", "weight_dtype",
+__all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "link_gbps", "token_list", "device_name", "kv_dtype", "weight_dtype",
            "check_chunking", "check_torchrun", "human_bytes", "number"]
 
 
@@ -18,6 +19,30 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return value
+
+
+def request_count(text: str) -> int:
+    """A ``--requests`` value: an integer in 1 .. :data:`splitlab.serving.workload.MAX_REQUESTS` (the CLI sends at
+    least one; the workload API also takes 0)."""
+    from ..serving.workload import MAX_REQUESTS
+    value = positive_int(text)
+    if value > MAX_REQUESTS:
+        raise argparse.ArgumentTypeError(f"must be an integer in 1 .. {MAX_REQUESTS:,} (a workload holds at most "
+                                         f"{MAX_REQUESTS:,} requests: their prompts are built in memory), got "
+                                         f"{value:,}")
+    return value
+
+
+def thread_count(text: str) -> int:
+    """A ``--threads`` value: an integer in 1 .. this machine's CPU count (:func:`splitlab.common.threads.max_threads`;
+    torch took 100000 and segfaulted)."""
+    from ..common.threads import check_threads, max_threads
+    value = positive_int(text)
+    try:
+        return check_threads(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in 1 .. {max_threads()} (this machine's CPU count), "
+                                         f"got {value}") from None
 
 
 def seed_int(text: str) -> int:
@@ -40,6 +65,17 @@ def positive_float(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def link_gbps(text: str) -> float:
+    """A link speed in GB/s: a finite number > 0 whose bytes/s (x 1e9) is finite too (1e308 GB/s was inf bytes/s)."""
+    value = positive_float(text)
+    if not math.isfinite(value * 1e9):
+        raise argparse.ArgumentTypeError(f"must be a finite number of GB/s > 0 (at most {_MAX_GBPS:.3g}), got {text}")
+    return value
+
+
+_MAX_GBPS = sys.float_info.max / 1e9  # the largest float of bytes/s
 
 
 def device_name(text: str) -> str:

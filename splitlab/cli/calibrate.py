@@ -3,10 +3,47 @@ calibration JSON that ``simulate --cost FILE`` and ``plan --cost FILE`` read (:f
 the file records device, model, dtype, torch version and date)."""
 from __future__ import annotations
 
-from .args import device_name, positive_int, seed_int
-from .registry import arg, command
+from .args import device_name, positive_int, seed_int, thread_count
+from .registry import CLIError, arg, command
 
-__all__ = ["calibrate"]
+__all__ = ["calibrate", "check_writable"]
+
+
+def check_writable(path: str):
+    """``path`` as a Path if a calibration can be written there, found before measuring (not after a whole
+    calibration, with a bare "[Errno 21] Is a directory"): the file is opened for appending and closed, and
+    removed again if this made it.
+
+    Raises:
+        CLIError: ``path`` is empty.
+        ValueError: "cannot write calibration to PATH: reason": its directory does not exist, it is a directory
+            or not a regular file (a device such as /dev/full, a pipe), or the system refuses to create or open it
+            (/proc/x.json, permission denied).
+    """
+    import os
+    import stat
+    from pathlib import Path
+    if not path:
+        raise CLIError("--out needs a file name, e.g. --out tiny.json")
+    out = Path(path)
+
+    def refuse(reason: str):
+        return ValueError(f"cannot write calibration to {path}: {reason}")
+    if not out.parent.is_dir():
+        raise refuse(f"directory {str(out.parent)!r} does not exist")
+    if out.is_dir():
+        raise refuse(f"it is a directory; give a file name, e.g. {out / 'tiny.json'}")
+    if out.exists() and not stat.S_ISREG(out.stat().st_mode):  # /dev/full opens, then every write fails
+        raise refuse("it is not a regular file (a device or a pipe); give a file name")
+    existed = out.exists()
+    try:
+        with open(out, "a"):
+            pass
+    except OSError as err:
+        raise refuse(err.strerror or str(err)) from None
+    if not existed:
+        os.unlink(out)  # no empty file left behind if the run fails
+    return out
 
 
 @command("calibrate", "measure prefill, decode and KV copies on this device and fit the simulator's cost model",
@@ -14,18 +51,10 @@ __all__ = ["calibrate"]
          arg("--out", required=True, metavar="FILE", help="where to write the calibration JSON"),
          arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
          arg("--repeats", type=positive_int, default=3, help="runs per point, median kept (default 3)"),
-         arg("--threads", type=positive_int, default=None, help="CPU threads for torch (default: torch's)"),
+         arg("--threads", type=thread_count, default=None, help="CPU threads for torch (default: torch's)"),
          arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompts (default 0)"))
 def calibrate(args):
-    import os
-    from pathlib import Path
-    out = Path(args.out)
-    if not out.parent.is_dir():
-        raise ValueError(f"cannot write {args.out}: directory {str(out.parent)!r} does not exist")
-    if out.is_dir():  # found before measuring, not after (a whole calibration, then "[Errno 21] Is a directory")
-        raise ValueError(f"cannot write {args.out}: it is a directory; give a file name, e.g. {out / 'tiny.json'}")
-    if not os.access(out if out.exists() else out.parent, os.W_OK):
-        raise ValueError(f"cannot write {args.out}: permission denied")
+    out = check_writable(args.out)
     from .demo import check_loadable, quiet_hub
     check_loadable(args.model)
     quiet_hub()
@@ -38,7 +67,10 @@ def calibrate(args):
         torch.set_num_threads(args.threads)
     lm = load_model(args.model, device=args.device, seed=args.seed)
     cal = measure(lm, repeats=args.repeats, seed=args.seed)
-    costmodel.save(cal, out)
+    try:
+        costmodel.save(cal, out)
+    except OSError as err:  # the disk filled up while measuring
+        raise ValueError(f"cannot write calibration to {args.out}: {err.strerror or err}") from None
     data = dict(path=str(out), **{k: v for k, v in cal.to_json().items() if k != "fits"},
                 fits={name: f.summary() for name, f in cal.fits.items()})
     text = [f"splitlab calibrate: {lm.name} ({cal.meta['dtype']}) on {cal.meta['device']} -> {out}"]

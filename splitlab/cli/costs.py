@@ -13,7 +13,7 @@ COST_OPTIONS = (
     arg("--cost", metavar="FILE", default=None, help="a calibration JSON (python -m splitlab calibrate --out FILE)"),
     arg("--gpu", choices=sorted(GPUS), default=None, help="analytic cost model: a datasheet GPU (with --model-config)"),
     arg("--model-config", metavar="NAME", default=None,
-        help="analytic cost model: a published model, preset or config.json (e.g. Llama-3-8B)"),
+        help="analytic cost model: a published model (e.g. Llama-3-8B) or a config.json with n_params"),
     arg("--dtype", default="bf16", help="analytic cost model: weight and KV dtype (default bf16)"),
     arg("--link", choices=sorted(LINKS), default="400 Gb/s network",
         help="analytic cost model: the link KV caches cross (default 400 Gb/s network)"),

@@ -21,7 +21,8 @@ import math
 
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import check_chunking, check_torchrun, device_name, positive_float, positive_int, seed_int
+from .args import (check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
+                   request_count, seed_int)
 from .demo import check_loadable, quiet_hub
 from .registry import arg, command
 
@@ -31,7 +32,7 @@ BACKENDS = ("emulated", "simulated", "distributed")
 COMMON = (
     arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
     arg("--rate", type=positive_float, default=2.0, metavar="REQ_PER_S", help="mean arrival rate (default 2)"),
-    arg("--requests", type=positive_int, default=16, metavar="N", help="requests to send (default 16)"),
+    arg("--requests", type=request_count, default=16, metavar="N", help="requests to send (default 16)"),
     arg("--arrival", choices=("poisson", "gamma"), default="poisson", help="arrival process (default poisson)"),
     arg("--cv", type=positive_float, default=2.0, help="gamma arrivals: coefficient of variation, 0.001 to 100 (default 2)"),
     arg("--scale", type=positive_float, default=None,
@@ -45,7 +46,7 @@ COMMON = (
     arg("--first-token-on", choices=("prefill", "decode"), default="prefill",
         help="disaggregated: which side emits the first token (default prefill)"),
     arg("--transfer-mode", choices=TRANSFER_MODES, default="whole", help="disaggregated: how the cache moves"),
-    arg("--link-gbps", type=positive_float, default=None,
+    arg("--link-gbps", type=link_gbps, default=None,
         help="disaggregated, virtual clocks: model a KV link of this many GB/s instead of charging the measured copy"),
     arg("--backend", choices=BACKENDS, default="emulated", help="emulated (default), simulated or distributed"),
     arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
@@ -132,16 +133,49 @@ def _rejections(res) -> list[dict]:
 
 
 def metrics(res, args) -> dict:
-    return clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res)))
+    """The run's metrics (:meth:`~splitlab.serving.Result.metrics`) plus ``rejections`` and ``slo_misses``: how
+    many requests missed each bound the attainment counts (``unfinished``, ``ttft``, ``ttst``: the second token
+    later than TTFT SLO + TPOT SLO, ``tpot``; each request under the first it misses)."""
+    from ..serving.metrics import slo_misses
+    return clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res),
+                      slo_misses=slo_misses(res.requests, args.ttft_slo, args.tpot_slo)))
+
+
+SHOWN_WORKERS = 8  # worker names the text lists before "... and N more" (--json lists them all)
+
+
+def _workers(names: list[str]) -> str:
+    """The worker names, each pool (W, P, D) cut to its first :data:`SHOWN_WORKERS`: 'W0,...,W7 ... and 9992
+    more' (10,000 names on one line told nothing; ``--json`` holds every one)."""
+    pools: dict[str, list[str]] = {}
+    for n in names:
+        pools.setdefault(n.rstrip("0123456789"), []).append(n)
+    parts = [",".join(p) if len(p) <= SHOWN_WORKERS else
+             f"{','.join(p[:SHOWN_WORKERS])} ... and {len(p) - SHOWN_WORKERS} more" for p in pools.values()]
+    return ("; " if any(len(p) > SHOWN_WORKERS for p in pools.values()) else ",").join(parts)
+
+
+def _misses(m: dict) -> str:
+    """' (missed: TTFT 0, TTST 11, TPOT 0)' next to the attainment: the text shows every bound it counts."""
+    miss = m.get("slo_misses")
+    if not miss:
+        return ""
+    parts = [f"{name.upper()} {miss[name]}" for name in ("ttft", "ttst", "tpot")]
+    if miss.get("unfinished"):
+        parts.append(f"not finished {miss['unfinished']}")
+    return f" (missed: {', '.join(parts)})"
 
 
 def lines(name: str, m: dict) -> list[str]:
     ms = lambda d, k: "n/a" if d[k] is None else f"{d[k] * 1e3:8.1f}"  # noqa: E731
-    t, p = m["ttft_s"], m["tpot_s"]
-    out = [f"{name:<14} workers {','.join(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
-           f"rejected {m['rejected']}, failed {m['failed']}, SLO attainment {m['slo_attainment'] or 0:.0%}, "
-           f"{m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
+    t, s, p = m["ttft_s"], m["ttst_s"], m["tpot_s"]
+    slo = m.get("ttft_slo_s"), m.get("tpot_slo_s")
+    bound = f"  (second token; SLO TTFT + TPOT = {(slo[0] + slo[1]) * 1e3:g} ms)" if None not in slo else ""
+    out = [f"{name:<14} workers {_workers(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
+           f"rejected {m['rejected']}, failed {m['failed']}, SLO attainment {m['slo_attainment'] or 0:.0%}"
+           f"{_misses(m)}, {m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
            f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
+           f"{'':<14} TTST ms  p50 {ms(s, 'p50')}  p90 {ms(s, 'p90')}  p99 {ms(s, 'p99')}{bound}",
            f"{'':<14} TPOT ms  p50 {ms(p, 'p50')}  p90 {ms(p, 'p90')}  p99 {ms(p, 'p99')}"]
     if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
         first, more = m["rejections"][0], len(m["rejections"]) - 1

@@ -10,7 +10,7 @@ Registered into :mod:`splitlab.cli`.
 from __future__ import annotations
 
 from ..common.presets import list_presets
-from .args import human_bytes, positive_int, token_list, weight_dtype
+from .args import human_bytes, positive_int, thread_count, token_list, weight_dtype
 from .demo import check_loadable, quiet_hub
 from .registry import CLIError, arg, command
 
@@ -25,7 +25,7 @@ __all__ = ["transfer"]
          arg("--repeats", type=positive_int, default=7, help="timed repeats per method; the median is shown (7)"),
          arg("--dtype", type=weight_dtype, default=None, help="float32 (default), bfloat16 or float16"),
          arg("--timeout", type=positive_int, default=60, metavar="S", help="timeout of every exchange (60 s)"),
-         arg("--threads", type=positive_int, default=1, help="torch threads in each process (default 1)"))
+         arg("--threads", type=thread_count, default=1, help="torch threads in each process (default 1)"))
 def transfer(args) -> tuple[list[dict], list[str]]:
     if args.model not in list_presets():
         check_loadable(args.model)

@@ -19,13 +19,15 @@ memory-bound), no per-step overhead. Measure your own with :func:`splitlab.profi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from ..sizing import GPUS, LINKS, dtype_bytes, kv_bytes_per_token, kv_geometry, resolve_config
+from ..common.presets import is_preset
+from ..sizing import GPUS, LINKS, PUBLISHED_MODELS, dtype_bytes, kv_bytes_per_token, kv_geometry, resolve_config
 from .model import CostModel
 
-__all__ = ["RooflineCostModel", "roofline_cost_model", "COMPUTE_EFFICIENCY", "MEMORY_EFFICIENCY"]
+__all__ = ["RooflineCostModel", "roofline_cost_model", "roofline_models", "COMPUTE_EFFICIENCY", "MEMORY_EFFICIENCY"]
 
 COMPUTE_EFFICIENCY = 0.6  # share of the datasheet dense peak reached by prefill GEMMs (assumed)
 MEMORY_EFFICIENCY = 0.8   # share of the datasheet memory bandwidth reached by a decode step's reads (assumed)
@@ -63,6 +65,26 @@ class RooflineCostModel(CostModel):
         return self.step_overhead_s + np.maximum(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
 
 
+def roofline_models() -> list[str]:
+    """The names :func:`roofline_cost_model` takes: the published models with a parameter count (the presets'
+    configs carry none; a config.json path with ``n_params`` works too)."""
+    return [name for name, cfg in PUBLISHED_MODELS.items() if cfg.get("n_params")]
+
+
+def _roofline_config(model) -> dict:
+    """The config of ``model`` if the roofline can use it (it has ``n_params``), or a ValueError saying what to
+    give instead."""
+    instead = f"give a published model ({', '.join(roofline_models())}) or a config.json path with n_params"
+    if isinstance(model, str) and model not in PUBLISHED_MODELS and not is_preset(model) and not Path(model).exists():
+        raise ValueError(f"unknown model {model!r} for the roofline cost model: {instead}")
+    cfg = resolve_config(model)
+    if not cfg.get("n_params"):
+        kind = "the preset" if is_preset(model) else "the config of"
+        raise ValueError(f"{kind} {model!r} has no n_params (the parameter count the roofline cost model needs): "
+                         f"{instead}")
+    return cfg
+
+
 def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str = "bf16",
                         compute_efficiency: float = COMPUTE_EFFICIENCY, memory_efficiency: float = MEMORY_EFFICIENCY,
                         link: str = "400 Gb/s network", step_overhead_s: float = 0.0) -> RooflineCostModel:
@@ -72,8 +94,8 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
     weights (the simulator's "auto" budget).
 
     Raises:
-        ValueError: an unknown model, GPU or link (the message lists the known ones), a config without
-            ``n_params``, efficiencies outside [0.01, 1], a negative overhead, or weights that do not fit the GPU.
+        ValueError: an unknown model, GPU or link (the message lists the known ones: for the model, those of
+            :func:`roofline_models`), a preset or config without ``n_params`` (the message says what to give), efficiencies outside [0.01, 1], a negative overhead, or weights that do not fit the GPU.
     """
     if gpu not in GPUS:
         raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
@@ -85,9 +107,7 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
                              f"LLMs reach 0.3-0.8), got {x!r}")
     if not step_overhead_s >= 0:
         raise ValueError(f"step_overhead_s must be >= 0 s, got {step_overhead_s!r}")
-    cfg = resolve_config(model)
-    if not cfg.get("n_params"):
-        raise ValueError(f"config of {model!r} has no n_params: the roofline needs the parameter count")
+    cfg = _roofline_config(model)
     g, geo = GPUS[gpu], kv_geometry(cfg)
     weights = float(cfg["n_params"]) * dtype_bytes(dtype)
     if weights >= 0.9 * g["memory_bytes"]:

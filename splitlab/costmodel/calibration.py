@@ -23,6 +23,7 @@ __all__ = ["Calibration", "CalibrationError", "save", "load", "combine", "FORMAT
 
 FORMAT = "splitlab-calibration/1"
 META_FIELDS = ("device", "model", "dtype", "torch", "date")
+OPTIONAL_META = ("splitlab", "clock")  # strings too, where a file has them (older files lack them)
 COST_FIELDS = tuple(f.name for f in dataclasses.fields(CostModel))
 ZERO_BY_DEFAULT = ("prefill_masked_per_pair_s", "decode_batched_s")  # terms a file may lack: 0 (not measured)
 
@@ -55,8 +56,8 @@ class Calibration:
         cost = {k: (None if isinstance(v, float) and math.isinf(v) else v)
                 for k, v in dataclasses.asdict(self.cost).items()}
         fits = {name: dict(f.summary(), rows=f.rows) for name, f in self.fits.items()}
-        return dict(format=FORMAT, **{k: self.meta.get(k) for k in META_FIELDS}, splitlab=self.meta.get("splitlab"),
-                    clock=self.meta.get("clock"), cost_model=cost, fits=fits)
+        return dict(format=FORMAT, **{k: self.meta.get(k) for k in (*META_FIELDS, *OPTIONAL_META)}, cost_model=cost,
+                    fits=fits)
 
     def __repr__(self) -> str:
         fits = ", ".join(f"{n} max residual {f.max_abs_residual:.1%}" for n, f in self.fits.items())
@@ -120,11 +121,24 @@ def save(calibration: Calibration, path: str | Path) -> Path:
     return path
 
 
+def _finite(value) -> bool:
+    """A JSON number a float holds: not a bool, not inf/nan, not an integer too large for a float (10**400 made
+    ``math.isfinite`` raise OverflowError)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _number(name: str, value, positive: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = _finite(value)
     if not ok or value < 0 or (positive and value == 0):
+        got = (f"an integer of {len(str(abs(value)))} digits, too large for a float" if ok is False and
+               isinstance(value, int) and not isinstance(value, bool) else repr(value))
         raise CalibrationError(f"field cost_model.{name} must be a finite number {'> 0' if positive else '>= 0'}, "
-                               f"got {value!r}")
+                               f"got {got}")
     return float(value)
 
 
@@ -138,13 +152,12 @@ def _fit(name: str, f, where: str) -> Fit:
     terms, coef, rows = f.get("terms"), f.get("coef"), f.get("rows", [])
     if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
         raise bad(f"terms must be a list of names, got {terms!r:.60}")
-    if not isinstance(coef, list) or len(coef) != len(terms) or not all(
-            isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) for c in coef):
+    if not isinstance(coef, list) or len(coef) != len(terms) or not all(_finite(c) for c in coef):
         raise bad(f"coef must be {len(terms)} finite numbers, one per term, got {coef!r:.60}")
     keys = ("measured_s", "predicted_s", "residual")
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(
-            isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) for k in keys) for r in rows):
-        raise bad(f"rows must be a list of measurements, each with numbers {', '.join(keys)}")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and all(_finite(r.get(k)) for k in keys)
+                                             for r in rows):
+        raise bad(f"rows must be a list of measurements, each with finite numbers {', '.join(keys)}")
     return Fit(name, tuple(terms), tuple(float(c) for c in coef), rows)
 
 
@@ -160,6 +173,10 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
     missing += [f"cost_model.{k}" for k in COST_FIELDS if k not in cost and k not in optional]
     if missing:
         raise CalibrationError(f"{where} lacks the field(s) {', '.join(missing)}")
+    texts = [(k, data.get(k)) for k in (*META_FIELDS, *OPTIONAL_META)] + [("cost_model.source", cost.get("source"))]
+    for k, v in texts:  # "source": {"a": 1} printed "cost model: {'a': 1}"; "model": 5 matched no --model
+        if v is not None and not isinstance(v, str):
+            raise CalibrationError(f"{where}: field {k} must be a string, got {type(v).__name__} {v!r:.60}")
     values = {}
     for k in COST_FIELDS:
         v = cost.get(k)
@@ -186,7 +203,7 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
         raise CalibrationError(f"{where}: fits must be an object of fit name -> fit, got "
                                f"{type(data['fits']).__name__}")
     fits = {name: _fit(name, f, where) for name, f in data["fits"].items()}
-    meta = {k: data.get(k) for k in (*META_FIELDS, "splitlab", "clock") if data.get(k) is not None}
+    meta = {k: data.get(k) for k in (*META_FIELDS, *OPTIONAL_META) if data.get(k) is not None}
     return Calibration(CostModel(**values), fits, meta)
 
 
@@ -198,20 +215,27 @@ def load(path: str | Path, model: str | None = None) -> Calibration:
         model: if given, the model the caller is about to simulate: a file measured on another model is refused.
 
     Raises:
-        CalibrationError (a ValueError): the file does not exist, is not JSON (a corrupt or truncated file), is
-            not a calibration, lacks a field, has a coefficient out of range, or was measured on another model.
+        CalibrationError (a ValueError): the file does not exist, is not UTF-8 text, is not JSON (a corrupt or
+            truncated file), is not a calibration, lacks a field, has a coefficient out of range or too large for a
+            float (an integer such as 10**400), a text field (device, model, dtype, torch, date, splitlab, clock,
+            cost_model.source) that is not a string, or was measured on another model.
         TypeError: ``path`` is not a path.
     """
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a file name, got {type(path).__name__}")
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as err:
         raise CalibrationError(f"cannot read calibration {path}: {err.strerror or err}") from None
     try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:  # read_text raised it bare, naming neither the file nor a calibration
+        raise CalibrationError(f"{path} is not a calibration JSON: not UTF-8 text (byte {raw[err.start]:#04x} at "
+                               f"offset {err.start})") from None
+    try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except ValueError as err:  # JSONDecodeError, or an integer of more digits than Python converts
         raise CalibrationError(f"{path} is not valid JSON (corrupt or truncated?): {err}") from None
     cal = from_json(data, str(path))
     if model is not None and cal.meta["model"] != model:

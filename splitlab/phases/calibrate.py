@@ -31,9 +31,11 @@ splitlab's engine pads a batch of prompts to the longest, so the calibration set
 from __future__ import annotations
 
 import datetime
+import math
+import numbers
 import os
 import statistics
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import torch
 
@@ -80,14 +82,60 @@ def _given(values, default):
     return default if values is None else values
 
 
+#: the most tokens one measured forward may hold (rows x tokens): a prefill of prefill_batch prompts, or the
+#: prefill that builds the caches of the largest decode batch (prefill_batch=100000 ran for minutes)
+MAX_FORWARD_TOKENS = 1 << 16
+#: the most KV cache the decode grid may build (its largest batch x its longest context x KV bytes per token):
+#: decode_batches=[65536], contexts=[2000] asked for 134 GB after 32 s of measuring
+MAX_KV_BYTES = 8 << 30
+
+
+def _count(name: str, value) -> int:
+    """An integer >= 1 (not a bool, a float such as 2.5 or nan, or a string such as '3')."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
 def _lengths(values, name: str, limit: int) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValueError(f"{name} must be a list of whole numbers, got {type(values).__name__} {values!r:.40}")
     values = list(values)
-    if any(isinstance(v, bool) or not float(v).is_integer() for v in values):
-        raise ValueError(f"{name} must be whole numbers, got {values}")
+    if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)
+           or not float(v).is_integer() for v in values):
+        raise ValueError(f"{name} must be whole numbers, got {values!r:.80}")
     out = sorted({int(v) for v in values})
     if not out or out[0] < 1 or out[-1] > limit:
         raise ValueError(f"{name} must be integers in 1..{limit}, got {list(values)}")
     return out
+
+
+def _check_size(lm: LoadedModel, prompt_tokens: list[int], prefill_batch: int, decode_batches: list[int],
+                contexts: list[int]) -> None:
+    """Refuse, before anything is measured, a forward of more than :data:`MAX_FORWARD_TOKENS` tokens or a decode
+    grid whose caches exceed :data:`MAX_KV_BYTES` (or half this device's memory)."""
+    longest = prompt_tokens[-1]
+    batched = [n for n in prompt_tokens if n * 8 <= longest] if prefill_batch > 2 else []
+    if batched and prefill_batch * batched[-1] > MAX_FORWARD_TOKENS:
+        raise ValueError(f"prefill_batch {prefill_batch} x {batched[-1]} prompt tokens = "
+                         f"{prefill_batch * batched[-1]:,} tokens in one forward, more than the {MAX_FORWARD_TOKENS:,} "
+                         f"calibrate measures: use a prefill_batch <= {max(1, MAX_FORWARD_TOKENS // batched[-1])}")
+    rows, context = max(decode_batches), max(contexts)
+    if rows * context > MAX_FORWARD_TOKENS:
+        raise ValueError(f"decode_batches up to {rows} x contexts up to {context} tokens = {rows * context:,} cached "
+                         f"tokens built in one forward, more than the {MAX_FORWARD_TOKENS:,} calibrate measures: use "
+                         f"fewer rows or shorter contexts")
+    per_token = kv_bytes_per_token(lm.geometry, lm.dtype)
+    budget = min(MAX_KV_BYTES, _memory_bytes(lm.device) // 2)
+    need = rows * context * per_token
+    if need > budget:
+        raise ValueError(f"decode_batches up to {rows} x contexts up to {context} tokens need {_size(need)} of KV "
+                         f"cache ({per_token:,.0f} bytes per token), more than the {_size(budget)} calibrate allows "
+                         f"({_size(MAX_KV_BYTES)} or half the device's memory): use fewer rows or shorter contexts")
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2 ** 30:.1f} GiB" if nbytes >= 2 ** 29 else f"{nbytes / 2 ** 20:.1f} MiB"
 
 
 def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefill_batch: int = 4,
@@ -116,16 +164,21 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
         ``.meta`` (device, model, dtype, torch, date, splitlab); save it with :func:`splitlab.costmodel.save`.
 
     Raises:
-        TypeError: ``lm`` is not a LoadedModel. ValueError: lengths outside the context or not whole numbers, an empty list
-        of lengths, batches < 1, repeats < 1 or an unknown statistic.
+        TypeError: ``lm`` is not a LoadedModel. ValueError (all before anything is measured): lengths outside the
+        context, not a list or not whole numbers, an empty list of lengths, batches < 1, ``repeats``, ``rounds`` or
+        ``prefill_batch`` not an integer >= 1 (2.5, nan, '3'), a seed outside 0 .. 2**63 - 1, an unknown
+        statistic, a forward of more than :data:`MAX_FORWARD_TOKENS` tokens (``prefill_batch`` x its prompt
+        length, or the largest decode batch x the longest context), or a decode grid whose KV cache exceeds
+        :data:`MAX_KV_BYTES` or half the device's memory.
     """
     if not isinstance(lm, LoadedModel):
         raise TypeError(f"calibrate needs a splitlab LoadedModel (from splitlab.load_model), got {type(lm).__name__}")
     if statistic not in _STATISTICS:
         raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
-    if repeats < 1 or prefill_batch < 1 or rounds < 1:
-        raise ValueError(f"repeats, rounds and prefill_batch must be >= 1, got {repeats}, {rounds} and "
-                         f"{prefill_batch}")
+    repeats, rounds, prefill_batch = (_count(n, v) for n, v in (("repeats", repeats), ("rounds", rounds),
+                                                                  ("prefill_batch", prefill_batch)))
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 63:
+        raise ValueError(f"seed must be an integer in 0 .. 2**63 - 1, got {seed!r}")
     summarize, ctx = _STATISTICS[statistic], lm.max_context
     top = min(1024, ctx // 2)
     doublings = max(1, (top // 16).bit_length() - 1)
@@ -141,6 +194,8 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
         chunk_tokens or [max(1, longest // 16), max(1, longest // 4)], "chunk_tokens", ctx - 2)
     chunk_prefixes = _lengths(chunk_prefixes or [max(1, longest // 4), max(1, longest // 2)], "chunk_prefixes",
                               ctx - 1 - max(chunk_tokens, default=0))
+
+    _check_size(lm, prompt_tokens, prefill_batch, decode_batches, contexts)
 
     points = []  # (fit, row, how to time it once, how to start a round), measured round after round
     sweeps = [(1, prompt_tokens), (2, [n for n in prompt_tokens if 64 <= n <= longest // 2]),

@@ -17,6 +17,8 @@ import contextlib
 
 import matplotlib
 
+from ..common.threads import check_threads
+
 __all__ = ["setup", "BOOK_STYLE", "inline_figures", "md", "rc_style"]
 
 #: matplotlib settings of every figure in the book (sizes in inches and points): 4.8 in wide, every text 12 pt, so
@@ -62,11 +64,10 @@ def setup(cpu_threads: int | None = 1, style: bool = True) -> None:
     ``cpu_threads`` is None.
 
     Raises:
-        ValueError: ``cpu_threads`` is not None and not a positive integer.
+        ValueError: ``cpu_threads`` is not None and not an integer in 1 .. this machine's CPU count.
     """
-    if cpu_threads is not None and (isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int)
-                                    or cpu_threads < 1):
-        raise ValueError(f"cpu_threads must be a positive integer or None, got {cpu_threads!r}")
+    if cpu_threads is not None:
+        check_threads(cpu_threads, "cpu_threads")
     inline_figures()
     if style:
         matplotlib.rcParams.update(BOOK_STYLE)

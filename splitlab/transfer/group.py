@@ -34,6 +34,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ..common.faults import obey
+from ..common.threads import check_threads
 from .mailbox import Mailbox
 
 __all__ = ["DistributedError", "PeerJoinTimeout", "WorkerDied", "free_port", "make_store", "pick_backend",
@@ -184,9 +185,12 @@ def spawn_group(worker: Callable, n_workers: int, args: tuple = (), *, backend: 
             worker calls with "join" before it joins (worker "rank<N>"), and may call again later.
 
     Raises:
+        ValueError: ``threads`` is not an integer in 1 .. this machine's CPU count (checked before any process
+            starts).
         PeerJoinTimeout: a worker did not join in time, or exited while starting (every worker is stopped first).
         DistributedError: this process already is in a process group (one :class:`Peer` or Cluster at a time).
     """
+    check_threads(threads)
     if dist.is_initialized():
         raise DistributedError("this process already is rank 0 of a process group (another Peer or Cluster is "
                                "running): close that one first; torch allows one default group per process")

@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from ..common.threads import check_threads
 from ..kvcache import CacheMismatchError, KVCache
 from . import link as L
 from . import wire as W
@@ -51,7 +52,7 @@ class Peer:
         fault: a fault hook (:mod:`splitlab.common.faults`), e.g. ``KillWorker("rank1", "join", hang=True)`` (the
             child never joins) or ``KillWorker("peer", "op", after=2)`` (it dies during its 2nd operation).
 
-    Raises: ValueError/TypeError for a timeout, thread count, device or fault hook the child could not use (here,
+    Raises: ValueError/TypeError for a timeout, thread count (an integer in 1 .. this machine's CPU count), device or fault hook the child could not use (here,
     before any process starts); from ``start``/``with``: :class:`splitlab.transfer.group.PeerJoinTimeout`.
     """
 
@@ -220,8 +221,7 @@ def _check_options(device, timeout_s, join_timeout_s, threads, fault) -> None:
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a time > 0 s, got {value!r}")
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
-        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    check_threads(threads)  # 100000 segfaulted the child, 10000 starved the machine
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (where the child keeps caches), got {device!r}")
     if fault is not None and not callable(fault):
