@@ -367,3 +367,23 @@ def test_calibrate_refuses_a_decode_grid_of_more_tokens_than_one_forward_may_hol
     with pytest.raises(ValueError, match="64 x contexts up to 2000 tokens = 128,000 cached tokens built in one "
                                          "forward, more than the 65,536 calibrate measures"):
         sl.profiling.calibrate(lm, decode_batches=[64], contexts=[2000])  # minutes of one prefill on a CPU
+
+
+@pytest.mark.parametrize("command", ["simulate", "plan"])
+@pytest.mark.parametrize("options, named", [
+    (["--dtype", "fp8"], "--dtype sets the analytic cost model"),
+    (["--link", "PCIe 4.0 x16", "--compute-efficiency", "0.5"], "--link, --compute-efficiency set the analytic"),
+    (["--memory-efficiency", "0.5"], "--memory-efficiency sets"),
+    (["--model", "tiny"], "--model checks a calibration file's model: give it with --cost FILE"),
+])
+def test_an_option_that_would_be_ignored_is_refused(command, options, named):
+    extra = ["--max-workers", "2"] if command == "plan" else ["--requests", "5"]
+    status, out, err = cli(command, *extra, *options)
+    assert status == 2 and out == "" and named in err and len(err.strip().splitlines()) == 1, (status, err)
+
+
+def test_the_analytic_options_still_reach_the_roofline():
+    status, out, err = cli("simulate", "--requests", "5", "--gpu", "H100", "--model-config", "Llama-3-8B",
+                           "--dtype", "fp8", "--link", "PCIe 4.0 x16")
+    assert status == 0, err
+    assert "roofline of Llama-3-8B (fp8) on H100" in out and "KV over PCIe 4.0 x16" in out

@@ -14,8 +14,8 @@ COST_OPTIONS = (
     arg("--gpu", choices=sorted(GPUS), default=None, help="analytic cost model: a datasheet GPU (with --model-config)"),
     arg("--model-config", metavar="NAME", default=None,
         help="analytic cost model: a published model (e.g. Llama-3-8B) or a config.json with n_params"),
-    arg("--dtype", default="bf16", help="analytic cost model: weight and KV dtype (default bf16)"),
-    arg("--link", choices=sorted(LINKS), default="400 Gb/s network",
+    arg("--dtype", default=None, help="analytic cost model: weight and KV dtype (default bf16)"),
+    arg("--link", choices=sorted(LINKS), default=None,
         help="analytic cost model: the link KV caches cross (default 400 Gb/s network)"),
     arg("--compute-efficiency", type=positive_float, default=None,
         help="analytic cost model: share of peak FLOP/s reached, 0.01 to 1 (default 0.6)"),
@@ -26,15 +26,33 @@ COST_OPTIONS = (
 
 def cost_model(args, model: str | None = None):
     """The CostModel the options name, or None (the built-in one); ``model``: the model the caller simulates,
-    checked against a calibration file's."""
+    checked against a calibration file's.
+
+    Raises:
+        CLIError: both --cost and --gpu, only one of --gpu and --model-config, ``model`` without --cost, or an
+            option of the analytic model (--dtype, --link, --compute-efficiency, --memory-efficiency) without
+            --gpu: each would be ignored without a word.
+        CalibrationError, ValueError: from :func:`splitlab.costmodel.load` and ``roofline_cost_model``.
+    """
     from .. import costmodel
     if args.cost and (args.gpu or args.model_config):
         raise CLIError("give either --cost FILE or --gpu NAME --model-config NAME, not both")
     if bool(args.gpu) != bool(args.model_config):
         raise CLIError("the analytic cost model needs both --gpu NAME and --model-config NAME")
+    if model is not None and not args.cost:  # it would be ignored without a word
+        raise CLIError("--model checks a calibration file's model: give it with --cost FILE (or leave it out)")
+    analytic = [f"--{k.replace('_', '-')}" for k in ANALYTIC_ONLY if getattr(args, k) is not None]
+    if analytic and not args.gpu:  # they would be ignored without a word
+        raise CLIError(f"{', '.join(analytic)} set{'s' if len(analytic) == 1 else ''} the analytic cost model: give "
+                       "--gpu NAME --model-config NAME too (or leave it out)")
     if args.cost:
         return costmodel.load(args.cost, model=model).cost
     if args.gpu:
         kw = {k: getattr(args, k) for k in ("compute_efficiency", "memory_efficiency") if getattr(args, k)}
-        return costmodel.roofline_cost_model(args.model_config, args.gpu, args.dtype, link=args.link, **kw)
+        return costmodel.roofline_cost_model(args.model_config, args.gpu, args.dtype or "bf16",
+                                             link=args.link or "400 Gb/s network", **kw)
     return None
+
+
+#: options that only the analytic cost model reads
+ANALYTIC_ONLY = ("dtype", "link", "compute_efficiency", "memory_efficiency")
