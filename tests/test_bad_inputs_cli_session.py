@@ -228,8 +228,8 @@ def test_a_config_json_with_n_params_still_works(tmp_path):
 @pytest.mark.parametrize("value, words", [
     ("1e308", "must be a finite number of GB/s > 0 (at most 1.8e+299), got 1e308"),  # was "..., got inf" bytes/s
     ("1e300", "must be a finite number of GB/s > 0"),
-    ("inf", "must be a positive number, got inf"), ("nan", "must be a positive number, got nan"),
-    ("0", "must be a positive number, got 0"), ("fast", "'fast' is not a number"),
+    ("inf", "must be a finite positive number, got inf"), ("nan", "must be a finite positive number, got nan"),
+    ("0", "must be a finite positive number, got 0"), ("fast", "'fast' is not a number"),
 ])
 def test_a_link_speed_that_is_not_a_finite_number_of_bytes_per_second_is_a_usage_error(value, words):
     err = _one_line(*cli("simulate", "--layout", "disaggregated", "--link-gbps", value, "--requests", "2"),

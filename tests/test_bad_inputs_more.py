@@ -369,7 +369,7 @@ def test_cli_output_into_a_closed_pipe_is_no_traceback():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--rate", "0"], "argument --rate: must be a positive number, got 0"),
+    (["--rate", "0"], "argument --rate: must be a finite positive number, got 0"),
     (["--workload", "nope"], "argument --workload: invalid choice: 'nope'"),
     (["--requests", "0"], "argument --requests: must be a positive integer, got 0"),
     (["--seed", "-1"], "argument --seed: must be an integer in 0 .. 2**63 - 1"),

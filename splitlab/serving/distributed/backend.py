@@ -23,6 +23,7 @@ import numbers
 import time
 
 from ...common import dtypes
+from ...common.threads import check_threads
 from ...phases.locate import check_loadable
 from ...sizing import RequestKVBytes
 from ...transfer.group import DEFAULT_TIMEOUT_S, DistributedError, Group, pick_backend, spawn_group
@@ -68,9 +69,9 @@ class DistributedBackend:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         if dtype is not None:
             dtypes.canonical(dtype, dtypes.WEIGHT_DTYPES)  # a bad name fails here, not in every worker
-        for name, value, low in (("threads", threads, 1), ("seed", seed, -2 ** 63)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        check_threads(threads)  # 1 .. this machine's CPU count, in each worker process
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < -2 ** 63:
+            raise ValueError(f"seed must be an integer >= {-2 ** 63}, got {seed!r}")
         if group is None:  # the workers start here: a name no worker could load fails now, not in every worker
             check_loadable(model)
         self.timeout_s = _positive("timeout_s", timeout_s)
