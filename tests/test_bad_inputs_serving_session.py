@@ -212,4 +212,14 @@ def test_a_search_out_of_runs_names_max_runs_as_an_argument_of_goodput():
     with pytest.raises(ValueError, match=r"did not converge in 3 runs .*: pass goodput\(\) a larger max_runs or "
                                          r"tolerance"):
         serving.goodput("chat", ServingConfig.colocated(1), max_requests=100, ttft_slo_s=1.0, tpot_slo_s=0.1,
-                        max_runs=3)
+                        max_runs=3, start_rate_per_worker=1e4)  # fails at once: a boundary, not yet found
+    with pytest.raises(ValueError, match=r"every rate tried met the SLOs .* in 3 runs: SLOs this loose may be met at any rate"):
+        serving.goodput("chat", ServingConfig.colocated(1), max_requests=100, ttft_slo_s=1.0, tpot_slo_s=0.1,
+                        max_runs=3)  # passes three times: no failing rate seen
+
+
+def test_plan_with_slos_no_rate_breaks_says_so_not_max_runs():
+    from conftest import cli
+    status, out, err = cli("plan", "--ttft-slo", "1e9", "--tpot-slo", "1e9", "--max-workers", "2")
+    assert status == 1 and "every rate tried met the SLOs" in err and "may be met at any rate" in err
+    assert "Traceback" not in err and len(err.strip().split("\n")) == 1  # the progress bar, then one line

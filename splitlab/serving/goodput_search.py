@@ -234,11 +234,14 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
 
     def attempt(rate_per_worker: float) -> bool:
         if len(points) >= max_runs:
-            passed = (f"; every rate tried passed the SLOs (TTFT {ttft_slo_s:g} s, TPOT {tpot_slo_s:g} s), up to "
-                      f"{lo:.4g} requests/s per worker" if hi == math.inf and lo > 0 else "")
+            if hi == math.inf and lo > 0:  # never a failing rate: the SLOs are the problem, not the search
+                raise ValueError(f"goodput of {cfg.name}: every rate tried met the SLOs (TTFT {ttft_slo_s:g} s, TPOT "
+                                 f"{tpot_slo_s:g} s), up to {lo:.4g} requests/s per worker in {max_runs} runs: SLOs "
+                                 f"this loose may be met at any rate (tighten them), or the search needs more runs "
+                                 f"(goodput()'s max_runs)")
             raise ValueError(f"goodput of {cfg.name} did not converge in {max_runs} runs (last rate "
-                             f"{rate_per_worker:.4g}/s per worker{passed}): pass goodput() a larger max_runs or "
-                             f"tolerance, or a start_rate_per_worker nearer the answer")
+                             f"{rate_per_worker:.4g}/s per worker): pass goodput() a larger max_runs or tolerance, "
+                             f"or a start_rate_per_worker nearer the answer")
         return runs(rate_per_worker)["passed"]
 
     lo, hi, rate = 0.0, math.inf, start_rate_per_worker
