@@ -90,13 +90,6 @@ MAX_FORWARD_TOKENS = 1 << 16
 MAX_KV_BYTES = 8 << 30
 
 
-def _count(name: str, value) -> int:
-    """An integer >= 1 (not a bool, a float such as 2.5 or nan, or a string such as '3')."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
 def _lengths(values, name: str, limit: int) -> list[int]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise ValueError(f"{name} must be a list of whole numbers, got {type(values).__name__} {values!r:.40}")
@@ -173,10 +166,8 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
     """
     if not isinstance(lm, LoadedModel):
         raise TypeError(f"calibrate needs a splitlab LoadedModel (from splitlab.load_model), got {type(lm).__name__}")
-    if statistic not in _STATISTICS:
-        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
-    repeats, rounds, prefill_batch = (_count(n, v) for n, v in (("repeats", repeats), ("rounds", rounds),
-                                                                  ("prefill_batch", prefill_batch)))
+    from .profiling import _check  # the measurements' own check (profiling imports this module)
+    _check(statistic, repeats=repeats, rounds=rounds, prefill_batch=prefill_batch)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 63:
         raise ValueError(f"seed must be an integer in 0 .. 2**63 - 1, got {seed!r}")
     summarize, ctx = _STATISTICS[statistic], lm.max_context
