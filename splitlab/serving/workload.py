@@ -149,6 +149,10 @@ def _longest(lengths: Fixed | Uniform | LogNormal) -> int:
     return getattr(lengths, "high", getattr(lengths, "n", 1))
 
 
+def _shortest(lengths: Fixed | Uniform | LogNormal) -> int:
+    return getattr(lengths, "low", getattr(lengths, "n", 1))
+
+
 def _round_up(x: float) -> float:
     """``x`` rounded up to 3 significant digits (a smallest scale printed with .3g must still work)."""
     step = 10.0 ** (math.floor(math.log10(x)) - 2)
@@ -169,7 +173,7 @@ def _check_scale(spec: WorkloadSpec, scale: float, context: int) -> None:
     if context < 3:  # a prompt token and two answer tokens: the fewest that measure a TPOT
         raise ValueError(f"no scale fits a context of {context} tokens: every {spec.name} prompt would be cut to "
                          f"{context - 1} token and every answer to 1 (no TPOT); a scale needs max_context >= 3")
-    shortest = getattr(spec.prompt, "low", getattr(spec.prompt, "n", 1))
+    shortest = _shortest(spec.prompt)
     if round(shortest * scale) >= context - 1:
         raise ValueError(f"scale {scale:g} stretches every {spec.name} prompt past the context of {context} tokens "
                          f"(the shortest, {shortest} tokens, becomes {shortest * scale:,.0f}): every prompt would be "
