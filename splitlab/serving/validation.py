@@ -37,9 +37,11 @@ __all__ = ["validate", "validation_contenders", "summary", "verdict", "default_r
 
 #: (metric, percentile) pairs compared
 METRICS = (("ttft", 50), ("ttft", 90), ("tpot", 50), ("tpot", 90))
-#: fewest requests per workload ``validate(..., in_run=True)`` accepts: the in-run fit needs 4 prefill and 4
-#: decode forwards (more requests may still be needed when prompts share a prefill forward)
-IN_RUN_MIN_REQUESTS = 4
+#: fewest prefill and fewest decode forwards an in-run fit takes (:func:`in_run_cost`)
+IN_RUN_MIN_FORWARDS = 4
+#: fewest requests per workload ``validate(..., in_run=True)`` accepts: one prefill forward each at best (more
+#: requests may still be needed when prompts share a prefill forward)
+IN_RUN_MIN_REQUESTS = IN_RUN_MIN_FORWARDS
 
 
 def validation_contenders(workers: int = 2, chunk_tokens: int = 256, **options) -> dict[str, ServingConfig]:
@@ -90,7 +92,8 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
             ``workloads`` or ``contenders`` (None keeps the default), ``recalibrate`` without a Calibration as
             ``cost``, a bad workload (see :func:`~.workload.make_workload`: checked for every workload before
             any run), a contender that completes none of a workload's requests (nothing to compare), or, with
-            ``in_run``, emulated runs that recorded fewer than 4 prefill or decode forwards (:func:`in_run_cost`).
+            ``in_run``, emulated runs that recorded fewer than :data:`IN_RUN_MIN_FORWARDS` prefill or decode
+            forwards (:func:`in_run_cost`).
         TypeError: a contender that is not a ServingConfig, or ``recalibrate`` returning no Calibration.
     """
     from .emulated import ModelExecutor  # the real model: torch
@@ -100,8 +103,8 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
                          f"{n_requests!r}")
     if in_run and n_requests < IN_RUN_MIN_REQUESTS:
         raise ValueError(f"in_run=True fits the cost model again on the emulated runs' steps, which needs at least "
-                         f"4 prefill and 4 decode forwards: n_requests must be >= {IN_RUN_MIN_REQUESTS}, got "
-                         f"{n_requests}")
+                         f"{IN_RUN_MIN_FORWARDS} prefill and {IN_RUN_MIN_FORWARDS} decode forwards: n_requests must "
+                         f"be >= {IN_RUN_MIN_REQUESTS}, got {n_requests}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
     if recalibrate is not None and not isinstance(cost, Calibration):
@@ -181,9 +184,9 @@ def in_run_cost(cost: CostModel, steps: Sequence[Mapping]) -> CostModel:
     prefills = [r for r in steps if r.get("kind") == "prefill"]
     decodes = [r for r in steps if r.get("kind") == "decode"]
     for kind, rows in (("prefill", prefills), ("decode", decodes)):
-        if len(rows) < 4:
-            raise ValueError(f"an in-run fit needs at least 4 {kind} forwards from the emulated runs, got "
-                             f"{len(rows)}: serve more requests")
+        if len(rows) < IN_RUN_MIN_FORWARDS:
+            raise ValueError(f"an in-run fit needs at least {IN_RUN_MIN_FORWARDS} {kind} forwards from the emulated "
+                             f"runs, got {len(rows)}: serve more requests")
     fits = [fit_prefill(prefills, relative=False), fit_decode(decodes, relative=False)]  # the mean step
     return dataclasses.replace(cost, **coefficients(fits))
 
