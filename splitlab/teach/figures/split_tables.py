@@ -154,15 +154,18 @@ def tpot_prediction_note(runs: Mapping[str, object], steps: pd.DataFrame, rho: f
     if not missed:
         return text + f" Each is within the {tolerance:.0%} we allow a formula here."
     by_short = {short_name(name): res for name, res in runs.items()}
-    for name in missed:
-        share = stream_prefill_share(by_short[name])
-        text += (f" {name} misses by more than the {tolerance:.0%} we allow: the formula assumes its workers spend "
-                 f"rho = {rho:.0%} of every stream's life prefilling, and in this run they spent {share:.0%} of "
-                 "those lives prefilling (measured on the timeline). " + (
-                     "Two things the steady-state formula leaves out put fewer prefills inside its streams' lives: a "
-                     "short run starts on idle workers and ends draining them, and the router sends each new prompt "
-                     "to the worker that owes the least work, which is the one with the fewest streams left to "
-                     "serve." if share < rho else
-                     "Its prefills came in bursts, so more of them landed inside its streams' lives than a steady "
-                     "trickle would give."))
+    shares = {name: stream_prefill_share(by_short[name]) for name in missed}
+    spent = (f"{next(iter(shares.values())):.0%}" if len(shares) == 1 else
+             " and ".join(f"{v:.0%} ({name})" for name, v in shares.items()))
+    text += (f" {' and '.join(missed)} {'misses' if len(missed) == 1 else 'miss'} by more than the {tolerance:.0%} we "
+             f"allow: the formula assumes {'its' if len(missed) == 1 else 'their'} workers spend rho = {rho:.0%} of "
+             f"every stream's life prefilling, and in this run they spent {spent} of those lives prefilling "
+             "(measured on the timeline).")
+    if any(v < rho for v in shares.values()):
+        text += (" Two things the steady-state formula leaves out put fewer prefills inside the streams' lives: a "
+                 "short run starts on idle workers and ends draining them, and the router sends each new prompt to "
+                 "the worker that owes the least work, which is the one with the fewest streams left to serve.")
+    if any(v >= rho for v in shares.values()):
+        text += (" Where they spent more, the prefills came in bursts, so more of them landed inside the streams' "
+                 "lives than a steady trickle would give.")
     return text
