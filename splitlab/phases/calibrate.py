@@ -34,7 +34,6 @@ import datetime
 import math
 import numbers
 import os
-import statistics
 from typing import Iterable, Sequence
 
 import torch
@@ -43,13 +42,12 @@ from ..costmodel import Calibration, CostModel, fit_decode, fit_prefill, fit_tra
 from ..costmodel.fit import coefficients
 from ..kvcache import KVCache
 from ..sizing import kv_bytes_per_token
-from .device import _CPU_CLOCK, Timer, describe_device
+from .device import _CPU_CLOCK, STATISTICS, Timer, check_measurement, describe_device
 from .engine import decode_step, forward_logits, prefill
 from .models import LoadedModel
 
 __all__ = ["calibrate"]
 
-_STATISTICS = {"median": statistics.median, "min": min}
 
 
 def _ids(lm: LoadedModel, n: int, seed: int) -> list[int]:
@@ -166,11 +164,10 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
     """
     if not isinstance(lm, LoadedModel):
         raise TypeError(f"calibrate needs a splitlab LoadedModel (from splitlab.load_model), got {type(lm).__name__}")
-    from .profiling import _check  # the measurements' own check (profiling imports this module)
-    _check(statistic, repeats=repeats, rounds=rounds, prefill_batch=prefill_batch)
+    check_measurement(statistic, repeats=repeats, rounds=rounds, prefill_batch=prefill_batch)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 63:
         raise ValueError(f"seed must be an integer in 0 .. 2**63 - 1, got {seed!r}")
-    summarize, ctx = _STATISTICS[statistic], lm.max_context
+    summarize, ctx = STATISTICS[statistic], lm.max_context
     top = min(1024, ctx // 2)
     doublings = max(1, (top // 16).bit_length() - 1)
     prompt_tokens = _lengths(_given(prompt_tokens, [*(16 << i for i in range(doublings)), top]), "prompt_tokens",

@@ -7,6 +7,8 @@ the calling thread (other programs on a shared CPU then cannot stretch a measure
 """
 from __future__ import annotations
 
+import numbers
+import statistics
 import time
 
 import torch
@@ -14,7 +16,25 @@ import torch
 from ..common import dtypes
 
 __all__ = ["pick_device", "pick_dtype", "synchronize", "Timer", "describe_device", "set_cpu_clock",
-           "runnable"]
+           "runnable", "STATISTICS", "check_measurement"]
+
+#: how the measurements summarise their repeats: the median (noise on both sides) or the fastest ("min": other
+#: programs on a shared machine only ever add time)
+STATISTICS = {"median": statistics.median, "min": min}
+
+
+def check_measurement(statistic: str, **counts) -> None:
+    """Refuse, before anything is measured, a statistic not in :data:`STATISTICS` or a count (name=value) that is
+    not an integer >= 1 (a count < 1 measured nothing and ended in 'no median for empty data').
+
+    Raises:
+        ValueError: naming the statistic or the count.
+    """
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {statistic!r}")
+    for name, n in counts.items():
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
 
 _CPU_CLOCK = {"clock": "wall"}
 

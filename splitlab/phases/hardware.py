@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import glob
 import os
-import statistics
 
 import torch
 
-from .device import Timer
+from .device import STATISTICS, Timer, check_measurement
 
 __all__ = ["measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth", "last_level_cache",
            "FALLBACK_LLC_BYTES"]
@@ -21,16 +20,14 @@ __all__ = ["measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwid
 #: Assumed when the machine does not say (32 MiB: the L3 of one CPU complex of a current server CPU).
 FALLBACK_LLC_BYTES = 32 * 2 ** 20
 
-_STATISTICS = {"median": statistics.median, "min": min}
 
 
 def _best_seconds(fn, repeats: int, statistic: str) -> float:
-    if statistic not in _STATISTICS:
-        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
+    check_measurement(statistic)
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     fn()  # warm-up: allocator, page faults, kernel selection
-    return _STATISTICS[statistic]([fn() for _ in range(repeats)])
+    return STATISTICS[statistic]([fn() for _ in range(repeats)])
 
 
 def measure_matmul_flops(device: torch.device | str, dtype: torch.dtype = torch.float32, n: int = 1024,

@@ -9,7 +9,6 @@ Python's ``timeit``). Results are pandas DataFrames with units in the column nam
 """
 from __future__ import annotations
 
-import numbers
 import statistics
 
 import pandas as pd
@@ -18,7 +17,7 @@ import torch
 from .. import sizing
 from ..sizing import kv_bytes
 from .calibrate import calibrate  # noqa: F401  (splitlab.profiling.calibrate: measure this device, fit a cost model)
-from .device import Timer
+from .device import STATISTICS, Timer, check_measurement
 from .engine import accepts_logits_to_keep, decode_step, forward_logits, prefill
 from .hardware import last_level_cache, measure_matmul_flops, measure_memory_bandwidth, measure_peak_flops
 from .models import LoadedModel, require_loaded
@@ -74,23 +73,11 @@ def warm_up(lm: LoadedModel, prompt_tokens: int = 512, new_tokens: int = 32) -> 
         cache, token = out.cache, out.logits.argmax(-1)
 
 
-_STATISTICS = {"median": statistics.median, "min": min}
 
 
 def _summarize(times, statistic: str) -> float:
-    if statistic not in _STATISTICS:
-        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
-    return _STATISTICS[statistic](list(times))
-
-
-def _check(statistic: str, **counts) -> None:
-    """Refuse, before anything is measured, a statistic it does not know or a count < 1 (which measured nothing
-    and ended in 'no median for empty data')."""
-    if statistic not in _STATISTICS:
-        raise ValueError(f"statistic must be one of {sorted(_STATISTICS)}, got {statistic!r}")
-    for name, n in counts.items():
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
+    check_measurement(statistic)
+    return STATISTICS[statistic](list(times))
 
 
 def measure_prefill(lm: LoadedModel, prompt_tokens: list[int], batch: int = 1, repeats: int = 3,
@@ -102,7 +89,7 @@ def measure_prefill(lm: LoadedModel, prompt_tokens: list[int], batch: int = 1, r
     Returns columns ``prompt_tokens``, ``batch``, ``prefill_s``, ``tokens_per_s`` (prompt tokens x batch / s).
     """
     require_loaded(lm, "measure_prefill()")
-    _check(statistic, batch=batch, repeats=repeats, rounds=rounds)
+    check_measurement(statistic, batch=batch, repeats=repeats, rounds=rounds)
     times: list[list[float]] = [[] for _ in prompt_tokens]
     for _ in range(rounds):
         for i, n in enumerate(prompt_tokens):
@@ -126,7 +113,7 @@ def measure_decode(lm: LoadedModel, batch_sizes: list[int], context: int, steps:
     Returns columns ``batch``, ``context``, ``step_s``, ``tokens_per_s`` (batch / step_s).
     """
     require_loaded(lm, "measure_decode()")
-    _check(statistic, steps=steps, rounds=rounds, **{f"batch size {b}": b for b in batch_sizes})
+    check_measurement(statistic, steps=steps, rounds=rounds, **{f"batch size {b}": b for b in batch_sizes})
     times: list[list[float]] = [[] for _ in batch_sizes]
     for _ in range(rounds):
         # one prefill of the largest batch per round; each batch size decodes from the cache of its first rows
@@ -158,7 +145,7 @@ def measure_cached_vs_recompute(lm: LoadedModel, prompt_tokens: int, new_tokens:
     ``same_token`` (both ways chose the same greedy token).
     """
     require_loaded(lm, "measure_cached_vs_recompute()")
-    _check("median", repeats=repeats)
+    check_measurement("median", repeats=repeats)
     ids = random_prompt(lm, prompt_tokens, seed)
     pre = prefill(lm, [ids], max_new_tokens=new_tokens)
     cached: list[list[float]] = []
