@@ -174,8 +174,23 @@ class WallClock:
                 return
             raise M.ProtocolError(f"unmatched Failed {msg.what} for request {msg.ref} (hand-off {msg.tid}) from "
                                   f"{w.name}")
-        self.call_off(t, msg.ref, f"{w.name} could not {msg.what} its cache: {msg.reason}",
-                      final=msg.reason.startswith("CacheMismatchError"))
+        final = msg.reason.startswith("CacheMismatchError")
+        if not final and self._exited(t, entry[1] if w is entry[0] else entry[0]):
+            return  # the other side's process went away: its loss (on_lost) re-routes or fails the request
+        self.call_off(t, msg.ref, f"{w.name} could not {msg.what} its cache: {msg.reason}", final=final)
+
+    def _exited(self, t: float, w, wait_s: float = 0.5) -> bool:
+        """Whether ``w``'s process has exited, waiting up to ``wait_s`` for it to be seen (a send fails with
+        "connection reset" the moment the receiver dies, a moment before its exit code is known); a worker found
+        dead is lost (:meth:`check`). Without this the cache was sent again to the dead worker until the request
+        ran out of retries, and failed as a send error instead of "no decode worker left"."""
+        rank, deadline = self.rank[w.name], time.perf_counter() + wait_s
+        while rank not in self.b.dead():
+            if time.perf_counter() >= deadline:
+                return False
+            time.sleep(0.01)
+        self.check(t)
+        return True
 
     def call_off(self, t: float, rid: int, reason: str, final: bool = False) -> None:
         """Cancel the hand-off of ``rid``: its cache goes again from the prefill worker, or, ``final`` (it can
