@@ -387,3 +387,10 @@ def test_the_analytic_options_still_reach_the_roofline():
                            "--dtype", "fp8", "--link", "PCIe 4.0 x16")
     assert status == 0, err
     assert "roofline of Llama-3-8B (fp8) on H100" in out and "KV over PCIe 4.0 x16" in out
+
+
+def test_calibrate_out_below_a_file_says_it_is_a_file(tmp_path):
+    f = tmp_path / "real.json"
+    f.write_text("{}")
+    status, out, err = cli("calibrate", "--out", str(f / "x.json"))
+    assert status == 1 and f"cannot write calibration to {f / 'x.json'}: '{f}' is a file, not a directory" in err

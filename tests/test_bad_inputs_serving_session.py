@@ -223,3 +223,38 @@ def test_plan_with_slos_no_rate_breaks_says_so_not_max_runs():
     status, out, err = cli("plan", "--ttft-slo", "1e9", "--tpot-slo", "1e9", "--max-workers", "2")
     assert status == 1 and "every rate tried met the SLOs" in err and "may be met at any rate" in err
     assert "Traceback" not in err and len(err.strip().split("\n")) == 1  # the progress bar, then one line
+
+
+@pytest.mark.parametrize("scale, words", [(1e308, "becomes inf"), (1e300, "becomes 3.2e+301)")])
+def test_a_scale_too_large_for_a_float_is_refused_in_one_line(scale, words):
+    from splitlab.serving import make_workload
+    with pytest.raises(ValueError, match=r"stretches every chat prompt past the context") as info:
+        make_workload("chat", 3, 1.0, scale=scale)
+    assert words in str(info.value)
+
+
+def test_a_context_out_of_scale_is_refused():
+    import dataclasses
+
+    from splitlab.costmodel import CostModel
+    from splitlab.serving import CostModelExecutor, workload_requests
+    from splitlab.serving.workload import MAX_CONTEXT
+
+    def on(context):
+        return CostModelExecutor(dataclasses.replace(CostModel(), max_context=context))
+    with pytest.raises(ValueError, match=r"a context of 1e\+20 tokens is out of scale: .* <= 2\*\*31"):
+        workload_requests("chat", 3, 1.0, on(10 ** 20))
+    assert len(workload_requests("chat", 3, 1.0, on(MAX_CONTEXT))) == 3
+
+
+@pytest.mark.parametrize("max_runs", [0, -1, 1.5, True])
+def test_goodput_refuses_a_max_runs_that_is_no_count(max_runs):
+    from splitlab import serving
+    with pytest.raises(ValueError, match=r"max_runs must be an integer >= 1"):
+        serving.goodput("chat", ServingConfig.colocated(1), ttft_slo_s=1.0, tpot_slo_s=0.1, max_runs=max_runs)
+
+
+def test_validate_refuses_a_cost_that_is_no_cost_model_before_any_run():
+    from splitlab import serving
+    with pytest.raises(TypeError, match=r"cost must be a CostModel or a Calibration .*got NoneType"):
+        serving.validate(object(), None, n_requests=2)

@@ -29,6 +29,8 @@ def check_writable(path: str):
 
     def refuse(reason: str):
         return ValueError(f"cannot write calibration to {path}: {reason}")
+    if out.parent.exists() and not out.parent.is_dir():
+        raise refuse(f"{str(out.parent)!r} is a file, not a directory")
     if not out.parent.is_dir():
         raise refuse(f"directory {str(out.parent)!r} does not exist")
     if out.is_dir():

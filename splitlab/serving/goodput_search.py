@@ -19,6 +19,7 @@ the highest rate that passed.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -217,13 +218,15 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
 
     Raises:
         ValueError: SLOs that are not finite times > 0 (True is no time), target outside (0, 1], tolerance outside
-            (0, 1), a start rate that is not > 0, fewer than 2 requests; on a cost model, SLOs that no rate meets
+            (0, 1), a start rate that is not > 0, max_runs not an integer >= 1, fewer than 2 requests; on a cost model, SLOs that no rate meets
             (the shortest prompt's prefill alone longer than the TTFT SLO, one decode step longer than the TPOT
             SLO) or that no rate breaks (a burst of every request of a run meets them); or a search that did not
             converge within ``max_runs``.
     """
     if not 0 < target <= 1 or not 0 < tolerance < 1:
         raise ValueError(f"target must be in (0, 1] and tolerance in (0, 1), got {target} and {tolerance}")
+    if isinstance(max_runs, bool) or not isinstance(max_runs, numbers.Integral) or max_runs < 1:
+        raise ValueError(f"max_runs must be an integer >= 1 (runs the search may make), got {max_runs!r}")
     if not (start_rate_per_worker > 0 and math.isfinite(start_rate_per_worker)) or not step > 1:
         raise ValueError(f"start_rate_per_worker must be a rate > 0 and step > 1, got {start_rate_per_worker!r} "
                          f"and {step!r}")

@@ -94,7 +94,8 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
             any run), a contender that completes none of a workload's requests (nothing to compare), or, with
             ``in_run``, emulated runs that recorded fewer than :data:`IN_RUN_MIN_FORWARDS` prefill or decode
             forwards (:func:`in_run_cost`).
-        TypeError: a contender that is not a ServingConfig, or ``recalibrate`` returning no Calibration.
+        TypeError: ``cost`` that is no CostModel or Calibration, a contender that is not a ServingConfig, or
+            ``recalibrate`` returning no Calibration.
     """
     from .emulated import ModelExecutor  # the real model: torch
     from .simulated import CostModelExecutor
@@ -105,6 +106,9 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
         raise ValueError(f"in_run=True fits the cost model again on the emulated runs' steps, which needs at least "
                          f"{IN_RUN_MIN_FORWARDS} prefill and {IN_RUN_MIN_FORWARDS} decode forwards: n_requests must "
                          f"be >= {IN_RUN_MIN_REQUESTS}, got {n_requests}")
+    if not isinstance(cost, (Calibration, CostModel)):  # None failed deep inside as 'has no attribute prefill_s'
+        raise TypeError(f"cost must be a CostModel or a Calibration (sl.profiling.calibrate(lm)), got "
+                        f"{type(cost).__name__}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
     if recalibrate is not None and not isinstance(cost, Calibration):

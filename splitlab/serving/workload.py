@@ -143,6 +143,9 @@ def workload_scale(max_context: int) -> float:
 
 #: fewest tokens of context a workload fits in: a prompt token and one answer token
 MIN_CONTEXT = 2
+#: most tokens of context a workload is drawn for: 2**31 (past 2**63 numpy cannot even clip the lengths to it; the
+#: longest published contexts are about 1e7)
+MAX_CONTEXT = 2 ** 31
 
 
 def _longest(lengths: Fixed | Uniform | LogNormal) -> int:
@@ -159,7 +162,15 @@ def _round_up(x: float) -> float:
     return math.ceil(x / step) * step
 
 
+def _tokens(x: float) -> str:
+    """A token count as text: 3,200; past 1e15 (a scale of 1e300) 3.2e+301, not 300 digits."""
+    return f"{x:,.0f}" if x < 1e15 else f"{x:.3g}"
+
+
 def _check_context(context: int) -> None:
+    if context > MAX_CONTEXT:
+        raise ValueError(f"a context of {context:.3g} tokens is out of scale: a workload is drawn for a model (or "
+                         f"cost model) with max_context <= 2**31 ({MAX_CONTEXT:,})")
     if context < MIN_CONTEXT:
         raise ValueError(f"a context of {context} token{'s' if context != 1 else ''} cannot hold a prompt and one "
                          f"answer token: a workload needs a model (or cost model) with max_context >= {MIN_CONTEXT}")
@@ -174,9 +185,9 @@ def _check_scale(spec: WorkloadSpec, scale: float, context: int) -> None:
         raise ValueError(f"no scale fits a context of {context} tokens: every {spec.name} prompt would be cut to "
                          f"{context - 1} token and every answer to 1 (no TPOT); a scale needs max_context >= 3")
     shortest = _shortest(spec.prompt)
-    if round(shortest * scale) >= context - 1:
+    if not shortest * scale < context - 1 - 0.5:  # round(); inf (scale 1e308) could not be rounded
         raise ValueError(f"scale {scale:g} stretches every {spec.name} prompt past the context of {context} tokens "
-                         f"(the shortest, {shortest} tokens, becomes {shortest * scale:,.0f}): every prompt would be "
+                         f"(the shortest, {shortest} tokens, becomes {_tokens(shortest * scale)}): every prompt would be "
                          f"cut to {context - 1} tokens and every answer to 1; use a scale <= "
                          f"{(context - 2) / shortest:.3g}")
     prompt, answer = _longest(spec.prompt), _longest(spec.output)
