@@ -7,8 +7,8 @@ import argparse
 import math
 import sys
 
-__all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "link_gbps", "token_list", "device_name", "kv_dtype", "weight_dtype",
-           "check_chunking", "check_torchrun", "human_bytes", "number"]
+__all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "link_gbps", "token_list",
+           "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun", "human_bytes", "number"]
 
 
 def positive_int(text: str) -> int:

@@ -95,7 +95,8 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
 
     Raises:
         ValueError: an unknown model, GPU or link (the message lists the known ones: for the model, those of
-            :func:`roofline_models`), a preset or config without ``n_params`` (the message says what to give), efficiencies outside [0.01, 1], a negative overhead, or weights that do not fit the GPU.
+            :func:`roofline_models`), a preset or config without ``n_params`` (the message says what to give),
+            efficiencies outside [0.01, 1], a negative overhead, or weights that do not fit the GPU.
     """
     if gpu not in GPUS:
         raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")

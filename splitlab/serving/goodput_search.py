@@ -218,8 +218,8 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
 
     Raises:
         ValueError: SLOs that are not finite times > 0 (True is no time), target outside (0, 1], tolerance outside
-            (0, 1), a start rate that is not > 0, max_runs not an integer >= 1, fewer than 2 requests; on a cost model, SLOs that no rate meets
-            (the shortest prompt's prefill alone longer than the TTFT SLO, one decode step longer than the TPOT
+            (0, 1), a start rate that is not > 0, max_runs not an integer >= 1, fewer than 2 requests; on a cost
+            model, SLOs that no rate meets (the shortest prompt's prefill alone longer than the TTFT SLO, one decode step longer than the TPOT
             SLO) or that no rate breaks (a burst of every request of a run meets them); or a search that did not
             converge within ``max_runs``.
     """

@@ -187,8 +187,8 @@ def _check_scale(spec: WorkloadSpec, scale: float, context: int) -> None:
     shortest = _shortest(spec.prompt)
     if not shortest * scale < context - 1 - 0.5:  # round(); inf (scale 1e308) could not be rounded
         raise ValueError(f"scale {scale:g} stretches every {spec.name} prompt past the context of {context} tokens "
-                         f"(the shortest, {shortest} tokens, becomes {_tokens(shortest * scale)}): every prompt would be "
-                         f"cut to {context - 1} tokens and every answer to 1; use a scale <= "
+                         f"(the shortest, {shortest} tokens, becomes {_tokens(shortest * scale)}): every prompt would "
+                         f"be cut to {context - 1} tokens and every answer to 1; use a scale <= "
                          f"{(context - 2) / shortest:.3g}")
     prompt, answer = _longest(spec.prompt), _longest(spec.output)
     smallest = _round_up(max(0.5 / prompt * (1 + 1e-9), 1.5 / answer if answer >= 2 else 0.0))
