@@ -1,5 +1,6 @@
 """Whether a model name can be loaded here, found out in a fraction of a second: a preset, a local directory, a
-model in the Hugging Face cache, or a hub name while the hub can be reached. Without this check a name that is
+model in the Hugging Face cache, a trained model with an offline source (:mod:`splitlab.phases.trained`), or a hub
+name while the hub can be reached. Without this check a name that is
 none of those waits for the Hugging Face client to retry an unreachable hub for half a minute, in every process
 that tries it. torch-free, so that the command line checks a name before importing torch."""
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from ..common.presets import list_presets
 from .tokenizer import ModelLoadError
+from .trained import converted_dir, find_gguf, in_hub_cache, is_converted, missing_message, offline_model
 
 __all__ = ["ModelNotFound", "check_loadable"]
 
@@ -21,9 +23,18 @@ class ModelNotFound(ModelLoadError, ValueError):
 def check_loadable(name: str) -> None:
     """Return if ``name`` may load here; raise :class:`ModelNotFound` at once, naming why, when it cannot: a
     path that does not exist or is a file, an entry of the sizing table (a datasheet, not weights), or a hub name
-    that is not in the local cache while the hub cannot be reached (offline mode, or its host does not resolve)."""
+    that is not in the local cache while the hub cannot be reached (offline mode, or its host does not resolve);
+    for a model with an offline source (``smollm2-135m-instruct``), none of its sources here either."""
     presets = ", ".join(list_presets())
     if name in list_presets() or Path(name).expanduser().is_dir():
+        return
+    spec = offline_model(name)
+    if spec is not None:
+        if in_hub_cache(spec) or find_gguf(spec) is not None or is_converted(converted_dir(spec)):
+            return
+        why = _unreachable()
+        if why:
+            raise ModelNotFound(missing_message(spec, why))
         return
     if Path(name).expanduser().exists():
         raise ModelNotFound(f"model path {name!r} is a file, not a directory saved with save_pretrained (presets: "
@@ -34,17 +45,24 @@ def check_loadable(name: str) -> None:
                             f"'splitlab kv-size {name}', or a preset ({presets})")
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
         raise ModelNotFound(f"model path {name!r} does not exist (presets: {presets})")
-    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache
     try:
         if isinstance(try_to_load_from_cache(name, "config.json"), str):
             return  # in the local Hugging Face cache
     except ValueError:  # not a valid repo id
         raise ModelNotFound(f"model {name!r} is not a preset, a local directory or a Hugging Face name "
                             f"(presets: {presets})") from None
-    host = constants.ENDPOINT.split("://")[-1].split("/")[0].split(":")[0]
-    if constants.HF_HUB_OFFLINE or not _resolves(host):
+    why = _unreachable()
+    if why:
         raise ModelNotFound(f"model {name!r} is not a preset, not a local directory and not in the Hugging Face "
-                            f"cache, and {host} cannot be reached; use a preset: {presets}")
+                            f"cache, and {why}; use a preset: {presets}")
+
+
+def _unreachable() -> str | None:
+    """"<host> cannot be reached" in offline mode or when the hub's host does not resolve; None when it may be."""
+    from huggingface_hub import constants
+    host = constants.ENDPOINT.split("://")[-1].split("/")[0].split(":")[0]
+    return f"{host} cannot be reached" if constants.HF_HUB_OFFLINE or not _resolves(host) else None
 
 
 def _resolves(host: str, timeout: float = 3.0) -> bool:

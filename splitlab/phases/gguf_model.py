@@ -1,0 +1,100 @@
+"""A GGUF file dequantized once into a safetensors folder under splitlab's cache, so that later loads take
+seconds, not the half minute transformers' GGUF reader takes.
+
+Several processes may load the model at once for the first time (pytest-xdist workers, the book's chapters run
+in parallel): one converts while the others wait on a file lock, and the conversion is written to a temporary
+folder and renamed into place, so no process ever reads a half-written folder, even after a crash.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from .tokenizer import ModelLoadError
+from .trained import OfflineModel, converted_dir, is_converted
+
+__all__ = ["converted", "SOURCE_FILE"]
+
+#: What a converted folder was made from, written beside its weights.
+SOURCE_FILE = "splitlab_source.json"
+
+
+def converted(spec: OfflineModel, gguf: Path) -> Path:
+    """The folder of ``spec``'s weights dequantized from ``gguf`` to float32 safetensors (with its tokenizer and
+    chat template), converting them first when no process has yet.
+
+    Raises:
+        ModelLoadError: the GGUF reader is not installed (``gguf``; transformers 5 also needs ``accelerate``), the
+            file cannot be read, or the cache folder cannot be written (``SPLITLAB_CACHE`` chooses another).
+    """
+    target = converted_dir(spec, gguf)
+    if is_converted(target):
+        return target
+    from filelock import FileLock
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target) + ".lock", timeout=900):
+            if is_converted(target):  # another process converted it while this one waited
+                return target
+            for stale in target.parent.glob(f".{target.name}.tmp-*"):  # left by a killed conversion
+                shutil.rmtree(stale, ignore_errors=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+            try:
+                _convert(spec, gguf, tmp)
+                os.rename(tmp, target)  # atomic: the folder appears whole
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as err:
+        raise ModelLoadError(f"could not write the weights converted from {gguf.name} to {target.parent} "
+                             f"({type(err).__name__}: {err}); set SPLITLAB_CACHE to a writable folder") from None
+    return target
+
+
+@contextlib.contextmanager
+def _no_bar(module):
+    """``module.tqdm`` replaced by a pass-through while the block runs (in a notebook it would draw a widget)."""
+    saved = getattr(module, "tqdm", None)
+    module.tqdm = lambda iterable=None, *args, **kwargs: iterable
+    try:
+        yield
+    finally:
+        module.tqdm = saved
+
+
+def _convert(spec: OfflineModel, gguf: Path, out: Path) -> None:
+    """Dequantize ``gguf`` with transformers' GGUF reader and save the model and tokenizer to ``out``."""
+    import torch
+    import transformers
+    from transformers.utils import logging
+    print(f"splitlab: dequantizing {gguf.name} ({spec.quantization}) to float32 safetensors once, in {out.parent} "
+          f"(about half a minute; later loads take seconds)", file=sys.stderr, flush=True)
+    bar = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()  # transformers' own bars; the GGUF reader's plain tqdm is passed over below
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+        with _no_bar(gguf_utils):
+            tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                                      dtype=torch.float32)
+        # The weights are plain float32 tensors now; without the GGUF quantizer's marks it saves as any model.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+    except ImportError as err:  # gguf missing, or accelerate under transformers 5
+        raise ModelLoadError(f"reading {gguf.name} needs a library that is not installed: "
+                             f"{str(err).strip().splitlines()[0][:200]} (pip install gguf accelerate)") from None
+    except ValueError as err:
+        raise ModelLoadError(f"could not read {gguf}: {type(err).__name__}: {err}") from None
+    finally:
+        if bar:
+            logging.enable_progress_bar()
+    source = {"gguf_file": gguf.name, "quantization": spec.quantization, "distribution": spec.distribution,
+              "hub_name": spec.hub_name}
+    (out / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n")
