@@ -72,6 +72,8 @@ def load_pretrained(name: str, device: torch.device, dtype: torch.dtype, attn_im
     except ValueError as err:
         raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
     attn = attention_for(config, attn_implementation, name)
+    bar = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # a "Loading weights" bar per load, in every notebook cell
     try:
         try:
             model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attn)
@@ -83,6 +85,9 @@ def load_pretrained(name: str, device: torch.device, dtype: torch.dtype, attn_im
                              f"local copy, {fallback}") from None
     except (ValueError, ImportError) as err:
         raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
+    finally:
+        if bar:
+            transformers.utils.logging.enable_progress_bar()
     model = model.to(device).eval()
     tok = tokenizer if tokenizer is not None else load_tokenizer(source, model.config.vocab_size)
     return model, tok, dequantized_from

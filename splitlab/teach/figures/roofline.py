@@ -16,10 +16,10 @@ from ...phases.models import LoadedModel
 from ...phases.profiling import flops_of_decode, flops_of_prefill, weight_bytes_read
 from .phases import DECODE, PREDICTED, PREFILL, fmt3, new_ax, plain_log_ticks
 from .phone import legend_below
-from .roofline_notes import gpu_ridge_note, ops_note, prediction_note, prefill_note, ridge_note  # noqa: F401
+from .roofline_notes import gpu_ridge_note, ops_note, prediction_note, prefill_note, ridge_note, trained_note  # noqa: F401
 
 __all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note", "ridge_note",
-           "ops_note", "gpu_ridge_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
+           "ops_note", "gpu_ridge_note", "trained_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
            "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
 
 

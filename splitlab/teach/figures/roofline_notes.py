@@ -10,7 +10,7 @@ import pandas as pd
 
 from ... import sizing
 
-__all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "gpu_ridge_note", "listing"]
+__all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "gpu_ridge_note", "listing", "trained_note"]
 
 
 def listing(values) -> str:
@@ -145,3 +145,26 @@ def gpu_ridge_note(cpu_ridge: float, here: str = "this CPU core") -> str:
     return (f"Their ridge points, {min(ridges):.3g} to {max(ridges):.3g} FLOP/B, are "
             f"{lo:.2g}x to {hi:.2g}x {here}'s ({cpu_ridge:.3g} FLOP/B); "
             "the table's `mem.` columns are the memory bandwidth and size.")
+
+
+def trained_note(trained: pd.DataFrame, dc: pd.DataFrame, name: str, big: str) -> str:
+    """Markdown on the decode steps of a trained model (``trained``, :func:`roofline.with_decode_roofline`) beside
+    those of ``big`` (``dc``, random weights): the share of the copy bandwidth its batch-1 step achieved against
+    big's (within 25%: about the same), its step against its memory floor, and how much longer its largest batch's
+    step is than batch 1's against the batch's growth (under half of it: memory-bound)."""
+    one, last, ref = trained.iloc[0], trained.iloc[-1], dc.iloc[0]
+    share, ref_share = float(one["share_of_bandwidth"]), float(ref["share_of_bandwidth"])
+    grow, batch = float(last["step_s"] / one["step_s"]), int(last["batch"])
+    text = (f"At batch 1 {name}'s step reads {one['bytes'] / 1e6:.0f} MB in {one['step_s'] * 1e3:.3g} ms "
+            f"({one['step_s'] / one['floor_s']:.2f}x its memory floor): {one['achieved_bytes_per_s'] / 1e9:.3g} GB/s, "
+            f"{share:.0%} of the copy bandwidth, against {ref_share:.0%} for {big}'s random weights at batch 1")
+    if abs(share / ref_share - 1) <= 0.25:
+        text += ": about the same share. The bytes, not what they hold, set a decode step's time. "
+    else:
+        text += (": another share. Besides the bytes, the number of layers and the shapes of the matrices set how "
+                 "fast a step streams them (the decode note above). ")
+    if grow < batch / 2:
+        return text + (f"Batch {batch} takes {grow:.2f}x batch 1's step for {batch}x the tokens: memory-bound, the "
+                       f"weights read once serve every sequence of the batch.")
+    return text + (f"Batch {batch} takes {grow:.2f}x batch 1's step for {batch}x the tokens: the step grew nearly "
+                   f"with the batch here, so the work per sequence, not the weights read once, set its time.")

@@ -1,0 +1,54 @@
+"""Chapter 1's trained model beside the tiny one: one real question answered token by token, and the two models'
+TTFT and TPOT on the same question, with a note computed from them."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ...phases.engine import Generation
+from ...phases.models import LoadedModel
+from ...phases.profiling import weight_bytes_read
+from .phases import fmt3, ttft_tpot_s
+
+__all__ = ["token_stream", "side_by_side", "side_by_side_note"]
+
+
+def token_stream(lm: LoadedModel, gen: Generation) -> pd.DataFrame:
+    """Each output token of ``gen``'s first request: its text (``repr``, so spaces show; special tokens such as
+    the end of the turn show their own name) and when it arrived, in ms from the call's start."""
+    rows = []
+    for i, (t, at) in enumerate(zip(gen.tokens[0], gen.token_time_s), start=1):
+        text = lm.decode([t]) or lm.tokenizer.convert_ids_to_tokens(t)  # a special token decodes to ''
+        rows.append({"#": i, "token": repr(text), "arrived (ms)": fmt3(at * 1e3)})
+    return pd.DataFrame(rows).set_index("#")
+
+
+def _row(lm: LoadedModel, gen: Generation) -> dict:
+    ttft, tpot = ttft_tpot_s(gen)
+    return {"model": lm.name, "weights": "random" if lm.random_weights else "trained",
+            "params_m": lm.n_params / 1e6, "weight_mb": weight_bytes_read(lm) / 1e6,
+            "prompt_tokens": gen.prompt_lengths[0], "new_tokens": len(gen.tokens[0]), "ttft_s": ttft, "tpot_s": tpot}
+
+
+def side_by_side(runs: list[tuple[LoadedModel, Generation]]) -> pd.DataFrame:
+    """One row per (model, its answer to the same question): model, weights, parameters (millions), weight bytes a
+    decode step reads (MB), prompt and output tokens, TTFT and TPOT (s). Raises ValueError for an answer of one
+    token."""
+    return pd.DataFrame([_row(lm, gen) for lm, gen in runs])
+
+
+def side_by_side_note(table: pd.DataFrame) -> str:
+    """Markdown computed from :func:`side_by_side` of two models (the first the trained one): how much longer its
+    decode step is, beside how many more weight bytes it reads, and its TTFT against the other's."""
+    real, tiny = table.iloc[0], table.iloc[1]
+    names = list(table["model"])
+    step, nbytes = real["tpot_s"] / tiny["tpot_s"], real["weight_mb"] / tiny["weight_mb"]
+    first = real["ttft_s"] / tiny["ttft_s"]
+    tracks = ("about in proportion to them" if 0.67 <= step / nbytes <= 1.5 else
+              "far less than the bytes: most of tiny's step is the fixed cost of a forward pass, not reading "
+              "(chapter 3)" if step < nbytes else "more than the bytes")
+    return (f"{names[0]} takes {fmt3(real['tpot_s'] * 1e3)} ms per output token, {step:.3g}x "
+            f"{names[1]}'s {fmt3(tiny['tpot_s'] * 1e3)} ms, while a decode step reads {nbytes:.3g}x the weight "
+            f"bytes ({real['weight_mb']:.0f} MB against {tiny['weight_mb']:.2g} MB): the step grows {tracks}. "
+            f"Its first token took {fmt3(real['ttft_s'] * 1e3)} ms, {first:.3g}x {names[1]}'s, "
+            f"for a prompt of {int(real['prompt_tokens'])} tokens ({names[1]}'s byte tokenizer makes "
+            f"{int(tiny['prompt_tokens'])} of the same text).")
