@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import huggingface_hub
+import pandas as pd
 import pytest
 
 import splitlab as sl
@@ -168,3 +169,53 @@ def test_without_the_package_or_a_copy_the_error_says_how_to_get_either(tmp_path
 def test_a_model_without_a_chat_template_says_so(lm):
     with pytest.raises(ValueError, match="'tiny' has no chat template"):
         lm.encode_chat(QUESTION)
+
+
+# --- what chapter 8 calls on the trained model ------------------------------------------------------------------
+
+def test_kv_quantization_is_judged_by_the_output_beside_the_bytes(real):
+    from splitlab.phases.kv_quality import kv_quant_quality
+    q = kv_quant_quality(real, [real.encode_chat(QUESTION)], n_tokens=4).set_index("scheme")
+    assert list(q.index) == ["full", "int8", "fp8"] and (q.tokens == 4).all()
+    assert q.loc["full", ["tokens_differ", "kl_max", "logit_err_max"]].tolist() == [0, 0.0, 0.0]
+    assert 0.25 < q.loc["int8", "bytes_ratio"] == q.loc["fp8", "bytes_ratio"] < 0.3  # 1 byte + scales, of fp32
+    assert q.loc["int8", "tokens_differ"] == 0 and q.loc["int8", "step_agreement"] == 1.0
+    assert 0 < q.loc["int8", "logit_err_max"] < q.loc["fp8", "logit_err_max"]  # 127 levels vs a 3-bit mantissa
+    assert (q.kl_mean >= 0).all() and (q.kl_max >= q.kl_mean).all()
+
+
+def test_prompt_lookup_accepts_tokens_of_real_text_and_keeps_the_targets(real):
+    from splitlab.phases.prompt_lookup import prompt_lookup_runs
+    prompt = real.encode_chat("Repeat this sentence exactly: the quick brown fox jumps over the lazy dog.")
+    runs = prompt_lookup_runs(real, [prompt], ks=(3,), n_tokens=10).set_index("k")
+    assert runs.same_tokens.all() and runs.loc[0, "speedup"] == 1.0 and runs.loc[0, "steps"] == 9
+    assert runs.loc[3, "accepted"] > 0 and runs.loc[3, "tokens_per_step"] > 1 and runs.loc[3, "steps"] < 9
+    assert 0 < runs.loc[3, "acceptance"] <= 1 and runs.loc[3, "tpot_s"] > 0
+
+
+def test_a_shared_system_prompt_is_prefilled_once(real):
+    from splitlab.serving.prefix_chat import chat_prefix_reuse
+    reuse = chat_prefix_reuse(real, [QUESTION, "Name three colors of the rainbow."], block_tokens=16)
+    assert reuse.shared_tokens.iloc[0] >= 16  # the template's system turn
+    assert reuse.cached_tokens.tolist()[0] == 0 and 16 <= reuse.cached_tokens.iloc[1] <= reuse.shared_tokens.iloc[1]
+    assert reuse.cached_tokens.iloc[1] % 16 == 0 and (reuse.cached_tokens + reuse.computed_tokens ==
+                                                      reuse.prompt_tokens).all()
+    assert reuse.same_token.all() and (reuse.logit_err < 1e-3).all()
+
+
+def test_chapter_notes_follow_their_tables(real, answer):
+    from splitlab.teach.figures import real_model, roofline_notes
+    stream = real_model.token_stream(real, sl.generate(real, real.encode_chat(QUESTION), N_NEW))
+    assert len(stream) == N_NEW and "'Paris'" in set(stream.token.str.strip().str.replace(" ", ""))
+    table = pd.DataFrame([dict(model="real", weight_mb=540.0, prompt_tokens=37, ttft_s=0.5, tpot_s=0.08),
+                          dict(model="tiny", weight_mb=11.0, prompt_tokens=179, ttft_s=0.1, tpot_s=0.01)])
+    note = real_model.side_by_side_note(table)
+    assert "80 ms per output token, 8x tiny's 10 ms" in note and "49.1x the weight bytes" in note
+    assert "far less than the bytes" in note and "5x tiny's" in note
+    rows = lambda share, steps: pd.DataFrame(dict(batch=[1, 4], bytes=[5.4e8, 5.5e8], step_s=steps, floor_s=[0.02] * 2,
+                                                  achieved_bytes_per_s=[7e9, 2e10], share_of_bandwidth=[share, 0.5]))
+    note = roofline_notes.trained_note(rows(0.3, [0.07, 0.09]), rows(0.28, [0.02, 0.03]), "real", "big")
+    assert "30% of the copy bandwidth, against 28% for big's" in note and "about the same share" in note
+    assert "Batch 4 takes 1.29x batch 1's step for 4x the tokens: memory-bound" in note
+    note = roofline_notes.trained_note(rows(0.6, [0.07, 0.25]), rows(0.28, [0.02, 0.03]), "real", "big")
+    assert "another share" in note and "grew nearly with the batch" in note
