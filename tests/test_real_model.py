@@ -219,3 +219,21 @@ def test_chapter_notes_follow_their_tables(real, answer):
     assert "Batch 4 takes 1.29x batch 1's step for 4x the tokens: memory-bound" in note
     note = roofline_notes.trained_note(rows(0.6, [0.07, 0.25]), rows(0.28, [0.02, 0.03]), "real", "big")
     assert "another share" in note and "grew nearly with the batch" in note
+
+
+def test_locate_knows_the_offline_sources_without_torch():
+    code = ("import sys\nfrom splitlab.phases.locate import check_loadable\n"
+            "check_loadable('smollm2-135m-instruct'); check_loadable('HuggingFaceTB/SmolLM2-135M-Instruct')\n"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_cache_folder_that_cannot_be_written_is_named(tmp_path, monkeypatch, offline):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("SPLITLAB_CACHE", str(tmp_path / "a-file" / "cache"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(sl.ModelLoadError, match=r"could not write the weights converted from "
+                                                r"SmolLM2-135M-Instruct.Q4_1.gguf to .*a-file.*set SPLITLAB_CACHE"):
+        sl.load_model("smollm2-135m-instruct")

@@ -2,8 +2,7 @@
 
 ``name|model_type|L<layers>|H<heads>|KV<kv heads>|D<head_dim>|dtype``; a preset built from a seed other than 0 is
 named ``name@seed<seed>``, since other random weights make another model, and trained weights dequantized from a
-quantized file ``name@<file>``. This module is the one place that
-writes or edits the string.
+quantized file ``name@<file>``. This module is the one place that writes or edits the string.
 """
 from __future__ import annotations
 

@@ -35,10 +35,11 @@ def converted(spec: OfflineModel, gguf: Path) -> Path:
     target = converted_dir(spec, gguf)
     if is_converted(target):
         return target
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
+    lock = str(target) + ".lock"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(target) + ".lock", timeout=900):
+        with FileLock(lock, timeout=900):
             if is_converted(target):  # another process converted it while this one waited
                 return target
             for stale in target.parent.glob(f".{target.name}.tmp-*"):  # left by a killed conversion
@@ -49,6 +50,9 @@ def converted(spec: OfflineModel, gguf: Path) -> Path:
                 os.rename(tmp, target)  # atomic: the folder appears whole
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
+    except Timeout:  # a TimeoutError, hence an OSError: caught first
+        raise ModelLoadError(f"waited 15 minutes for another process converting {gguf.name} into {target.parent}; if "
+                             f"none is, delete {lock} and load again") from None
     except OSError as err:
         raise ModelLoadError(f"could not write the weights converted from {gguf.name} to {target.parent} "
                              f"({type(err).__name__}: {err}); set SPLITLAB_CACHE to a writable folder") from None
@@ -76,22 +80,23 @@ def _convert(spec: OfflineModel, gguf: Path, out: Path) -> None:
     bar = logging.is_progress_bar_enabled()
     logging.disable_progress_bar()  # transformers' own bars; the GGUF reader's plain tqdm is passed over below
     try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_utils
-        with _no_bar(gguf_utils):
-            tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                                      dtype=torch.float32)
+        try:
+            from transformers import modeling_gguf_pytorch_utils as gguf_utils
+            with _no_bar(gguf_utils):
+                tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+                model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                                          dtype=torch.float32)
+        except ImportError as err:  # gguf missing, or accelerate under transformers 5
+            raise ModelLoadError(f"reading {gguf.name} needs a library that is not installed: "
+                                 f"{str(err).strip().splitlines()[0][:200]} (pip install gguf accelerate)") from None
+        except (OSError, ValueError) as err:
+            raise ModelLoadError(f"could not read {gguf}: {type(err).__name__}: {err}") from None
         # The weights are plain float32 tensors now; without the GGUF quantizer's marks it saves as any model.
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        model.save_pretrained(out)
+        model.save_pretrained(out)  # an OSError here (a full disk) is the caller's "could not write"
         tokenizer.save_pretrained(out)
-    except ImportError as err:  # gguf missing, or accelerate under transformers 5
-        raise ModelLoadError(f"reading {gguf.name} needs a library that is not installed: "
-                             f"{str(err).strip().splitlines()[0][:200]} (pip install gguf accelerate)") from None
-    except ValueError as err:
-        raise ModelLoadError(f"could not read {gguf}: {type(err).__name__}: {err}") from None
     finally:
         if bar:
             logging.enable_progress_bar()

@@ -47,7 +47,7 @@ class OfflineModel:
     module: str
     gguf_file: str
     quantization: str
-    weight_files: tuple[str, ...] = ("config.json", "model.safetensors")
+    weight_files: tuple[str, ...] = ("config.json", "model.safetensors", "tokenizer.json")
 
 
 OFFLINE_MODELS = {m.short_name: m for m in [
@@ -93,8 +93,8 @@ def _version(spec: OfflineModel) -> str:
 
 def converted_dir(spec: OfflineModel, gguf: Path | None = None) -> Path:
     """The folder the safetensors converted from ``spec``'s GGUF live in (whether or not it exists yet): one per
-    version of the package. Without ``gguf`` (the package uninstalled since), the newest folder converted before,
-    if any."""
+    version of the package. Without ``gguf`` (the package uninstalled since), a folder converted before (the last
+    by name), if any."""
     base = cache_root() / "models"
     if gguf is not None:
         return base / f"{spec.short_name}-{Path(spec.gguf_file).stem.split('.')[-1]}-{_version(spec)}"
@@ -108,7 +108,8 @@ def is_converted(folder: Path) -> bool:
 
 
 def in_hub_cache(spec: OfflineModel) -> bool:
-    """Whether the hub's config and weights of ``spec`` are in the local Hugging Face cache (``HF_HUB_CACHE``)."""
+    """Whether the hub's config, weights and tokenizer of ``spec`` are in the local Hugging Face cache
+    (``HF_HUB_CACHE``)."""
     from huggingface_hub import try_to_load_from_cache
     return all(isinstance(try_to_load_from_cache(spec.hub_name, f), str) for f in spec.weight_files)
 
