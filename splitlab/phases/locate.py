@@ -1,7 +1,8 @@
 """Whether a model name can be loaded here, found out in a fraction of a second: a preset, a local directory, a
 model in the Hugging Face cache, a trained model with an offline source (:mod:`splitlab.phases.trained`), or a hub
 name while the hub can be reached. Without this check a name that is none of those waits for the Hugging Face
-client to retry an unreachable hub for half a minute, in every process that tries it. torch-free, so that the command line checks a name before importing torch."""
+client to retry an unreachable hub for half a minute, in every process that tries it. torch-free, so that the
+command line checks a name before importing torch."""
 from __future__ import annotations
 
 import os
