@@ -244,3 +244,11 @@ def test_a_cache_folder_that_cannot_be_written_is_named(tmp_path, monkeypatch, o
     with pytest.raises(sl.ModelLoadError, match=r"could not write the weights converted from "
                                                 r"SmolLM2-135M-Instruct.Q4_1.gguf to .*a-file.*set SPLITLAB_CACHE"):
         sl.load_model("smollm2-135m-instruct")
+
+
+def test_the_trained_note_calls_big_random_only_when_it_is():
+    from splitlab.teach.figures import roofline_notes
+    rows = pd.DataFrame(dict(batch=[1, 4], bytes=[5.4e8, 5.5e8], step_s=[0.07, 0.09], floor_s=[0.02] * 2,
+                             achieved_bytes_per_s=[7e9, 2e10], share_of_bandwidth=[0.3, 0.5]))
+    note = roofline_notes.trained_note(rows, rows, "real", "real", big_random=False)
+    assert "for real's weights at batch 1: about the same share. Batch 4" in note and "random" not in note

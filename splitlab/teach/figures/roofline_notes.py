@@ -147,9 +147,9 @@ def gpu_ridge_note(cpu_ridge: float, here: str = "this CPU core") -> str:
             "the table's `mem.` columns are the memory bandwidth and size.")
 
 
-def trained_note(trained: pd.DataFrame, dc: pd.DataFrame, name: str, big: str) -> str:
+def trained_note(trained: pd.DataFrame, dc: pd.DataFrame, name: str, big: str, big_random: bool = True) -> str:
     """Markdown on the decode steps of a trained model (``trained``, :func:`roofline.with_decode_roofline`) beside
-    those of ``big`` (``dc``, random weights): the share of the copy bandwidth its batch-1 step achieved against
+    those of ``big`` (``dc``; ``big_random``: its weights are random): the share of the copy bandwidth its batch-1 step achieved against
     big's (within 25%: about the same), its step against its memory floor, and how much longer its largest batch's
     step is than batch 1's against the batch's growth (under half of it: memory-bound)."""
     one, last, ref = trained.iloc[0], trained.iloc[-1], dc.iloc[0]
@@ -157,9 +157,11 @@ def trained_note(trained: pd.DataFrame, dc: pd.DataFrame, name: str, big: str) -
     grow, batch = float(last["step_s"] / one["step_s"]), int(last["batch"])
     text = (f"At batch 1 {name}'s step reads {one['bytes'] / 1e6:.0f} MB in {one['step_s'] * 1e3:.3g} ms "
             f"({one['step_s'] / one['floor_s']:.2f}x its memory floor): {one['achieved_bytes_per_s'] / 1e9:.3g} GB/s, "
-            f"{share:.0%} of the copy bandwidth, against {ref_share:.0%} for {big}'s random weights at batch 1")
+            f"{share:.0%} of the copy bandwidth, against {ref_share:.0%} for {big}'s {'random ' * big_random}weights "
+            f"at batch 1")
     if abs(share / ref_share - 1) <= 0.25:
-        text += ": about the same share. The bytes, not what they hold, set a decode step's time. "
+        text += ": about the same share" + (". The bytes, not what they hold, set a decode step's time. " if big_random
+                                            else ". ")
     else:
         text += (": another share. Besides the bytes, the number of layers and the shapes of the matrices set how "
                  "fast a step streams them (the decode note above). ")
