@@ -2,7 +2,8 @@
 every xPyD split up to ``--max-workers`` by simulated goodput per worker (:func:`splitlab.planner.plan`), on the
 cost model of ``simulate`` (``--cost FILE``, ``--gpu NAME --model-config NAME``, or the built-in one). No model
 is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, ``workers``, ``prefill_workers``,
-``decode_workers``, ``goodput_rps_per_worker``, ``cost_per_million_tokens``, ``binding_slo``, ...), ``best``,
+``decode_workers``, ``goodput_rps_per_worker``, ``cost_per_million_tokens``, ``binding_slo``, ``outcome``,
+``reason``, ...), ``best``,
 ``first_guess`` (the closed form) and the inputs."""
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def plan(args):
             f"{'layout':<40} {'goodput/worker':>15} {'first guess':>12} {'cost/1M tok':>12}  binding SLO"]
     for c in p.candidates:
         text.append(f"{c.name:<40} {c.goodput_rps_per_worker:>13.3g}/s {c.first_guess_rps_per_worker:>10.3g}/s "
-                    f"{c.cost_per_million_tokens:>12.4g}  {c.binding_slo}")
+                    f"{c.cost_per_million_tokens:>12.4g}  {c.binding_slo}{'' if c.outcome == 'found' else ' *'}")
+    text += [f"* {c.name}: {c.reason}" for c in p.candidates if c.outcome != "found"]
     text += [f"closed form: a prefill worker {g['prefill_rps']:.3g} req/s at the TTFT SLO, a decode worker "
              f"{g['decode_rps']:.3g} req/s at the TPOT SLO -> {g['prefill_workers']}P+{g['decode_workers']}D; "
              f"colocated {g['colocated_rps']:.3g} req/s per worker", p.why()]

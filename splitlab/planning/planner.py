@@ -54,6 +54,17 @@ class Candidate:
     result: object = field(repr=False, default=None)
 
     @property
+    def outcome(self) -> str:
+        """How its goodput search ended: "found", "unmet" (no rate meets the SLOs: goodput 0) or "unbounded" (no
+        rate breaks them: the goodput is a lower bound); see :mod:`splitlab.serving.goodput_result`."""
+        return getattr(self.result, "outcome", "found")
+
+    @property
+    def reason(self) -> str:
+        """Why its goodput is what it is, in one sentence (the search's ``reason``)."""
+        return getattr(self.result, "reason", "")
+
+    @property
     def name(self) -> str:
         if self.layout == "disaggregated":
             return f"{self.prefill_workers}P+{self.decode_workers}D"
@@ -64,7 +75,7 @@ class Candidate:
         keys = ("layout", "policy", "workers", "prefill_workers", "decode_workers", "chunk_tokens",
                 "goodput_rps_per_worker", "cost_per_million_tokens", "binding_slo", "first_guess_rps_per_worker")
         out = {k: getattr(self, k) for k in keys}
-        return dict(out, name=self.name, cost_per_million_tokens=None if math.isinf(self.cost_per_million_tokens)
+        return dict(out, name=self.name, outcome=self.outcome, reason=self.reason, cost_per_million_tokens=None if math.isinf(self.cost_per_million_tokens)
                     else self.cost_per_million_tokens)
 
 
@@ -101,14 +112,15 @@ class Plan:
 
     def table(self) -> pd.DataFrame:
         """One row per candidate, best first: goodput per worker (simulated and closed-form guess, requests/s),
-        cost per million output tokens, the binding SLO.
+        cost per million output tokens, the binding SLO, and why (the search's reason: the rates either side of
+        the boundary, or why no rate meets the SLOs or none breaks them).
 
         Each goodput search starts at its candidate's first guess (a good start saves runs), so the goodput is a
         rate the search tested: it equals the guess exactly where the guess passed and every rate tried above it
         (up to the search's tolerance, 3%) failed, i.e. the true boundary lies within that tolerance above it."""
         rows = [{"layout": c.name, "workers": c.workers, "goodput (req/s per worker)": c.goodput_rps_per_worker,
                  "first guess (req/s per worker)": c.first_guess_rps_per_worker,
-                 "cost per 1M tokens": c.cost_per_million_tokens, "binding SLO": c.binding_slo}
+                 "cost per 1M tokens": c.cost_per_million_tokens, "binding SLO": c.binding_slo, "why": c.reason}
                 for c in self.candidates]
         return pd.DataFrame(rows).set_index("layout")
 
@@ -116,6 +128,12 @@ class Plan:
         """Why the winner wins: its goodput against the best of the other kind, and the SLO binding each; on
         lines of at most ``width`` characters if given (a phone's column holds about 60)."""
         best = self.best
+        if best.outcome != "found":  # every search ended "unmet", or the winner's SLOs break at no rate
+            text = (f"No layout meets TTFT <= {self.ttft_slo_s:g} s and TPOT <= {self.tpot_slo_s:g} s at any rate; "
+                    f"{best.name}: {best.reason}." if best.goodput_rps_per_worker == 0 else
+                    f"{best.name} ranks first at {best.goodput_rps_per_worker:.3g} requests/s per worker, which says "
+                    f"little: {best.reason}.")
+            return text if width is None else textwrap.fill(text, width, break_on_hyphens=False)
         other = next((c for c in self.candidates if (c.layout == "colocated") != (best.layout == "colocated")), None)
         text = (f"{best.name} wins: {best.goodput_rps_per_worker:.3g} requests/s per worker within TTFT <= "
                 f"{self.ttft_slo_s:g} s and TPOT <= {self.tpot_slo_s:g} s (binding: {best.binding_slo})")
@@ -180,7 +198,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
         progress: a tqdm bar on stderr (default: when more than 4 candidates).
 
     Returns:
-        a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``.
+        a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``. A layout that meets
+        the SLOs at no rate ranks last with goodput 0 and its reason (``Candidate.reason``); none is an error.
 
     Raises:
         ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, or a bad option.
