@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..serving.workload import WORKLOADS
 from .args import positive_float, positive_int, seed_int, token_list
 from .costs import COST_OPTIONS, cost_model
+from .defaults import OPTIONS_HELP, chosen_lines
 from .registry import CLIError, arg, command
 from .serving import clean
 
@@ -18,8 +19,10 @@ __all__ = ["plan"]
 
 @command("plan", "rank layouts (colocated, chunked, every xPyD split) by goodput per worker and cost",
          arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
-         arg("--ttft-slo", type=positive_float, default=1.0, metavar="S", help="TTFT SLO in seconds (default 1.0)"),
-         arg("--tpot-slo", type=positive_float, default=0.1, metavar="S", help="TPOT SLO in seconds (default 0.1)"),
+         arg("--ttft-slo", type=positive_float, default=None, metavar="S",
+             help=f"TTFT SLO in seconds ({OPTIONS_HELP})"),
+         arg("--tpot-slo", type=positive_float, default=None, metavar="S",
+             help=f"TPOT SLO in seconds ({OPTIONS_HELP})"),
          arg("--max-workers", type=int, default=4, metavar="N", help="at most this many workers, 2 to 16 (default 4)"),
          arg("--price-per-hour", type=positive_float, default=2.0, metavar="PRICE",
              help="price of one worker per hour (default 2.0; the cost column is in the same currency)"),
@@ -44,9 +47,9 @@ def plan(args):
                  progress=not args.json)
     data = dict(workload=args.workload, **p.to_json())
     g = p.first_guess
-    text = [f"splitlab plan: {args.workload}, TTFT <= {args.ttft_slo:g} s, TPOT <= {args.tpot_slo:g} s, at most "
+    text = [f"splitlab plan: {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= {p.tpot_slo_s:g} s, at most "
             f"{args.max_workers} workers at {args.price_per_hour:g}/hour",
-            f"cost model: {p.cost_source}",
+            f"cost model: {p.cost_source}", *chosen_lines(p.chosen),
             f"{'layout':<40} {'goodput/worker':>15} {'first guess':>12} {'cost/1M tok':>12}  binding SLO"]
     for c in p.candidates:
         text.append(f"{c.name:<40} {c.goodput_rps_per_worker:>13.3g}/s {c.first_guess_rps_per_worker:>10.3g}/s "

@@ -27,6 +27,7 @@ import pandas as pd
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from .closed_form import first_guess, split_capacity
+from .defaults import choose_defaults
 
 __all__ = ["plan", "Plan", "Candidate"]
 
@@ -75,15 +76,16 @@ class Candidate:
         keys = ("layout", "policy", "workers", "prefill_workers", "decode_workers", "chunk_tokens",
                 "goodput_rps_per_worker", "cost_per_million_tokens", "binding_slo", "first_guess_rps_per_worker")
         out = {k: getattr(self, k) for k in keys}
-        return dict(out, name=self.name, outcome=self.outcome, reason=self.reason, cost_per_million_tokens=None if math.isinf(self.cost_per_million_tokens)
-                    else self.cost_per_million_tokens)
+        cost = None if math.isinf(self.cost_per_million_tokens) else self.cost_per_million_tokens
+        return dict(out, name=self.name, outcome=self.outcome, reason=self.reason, cost_per_million_tokens=cost)
 
 
 @dataclass
 class Plan:
     """What :func:`plan` found: ``candidates`` (best first), ``best``, ``first_guess`` (the closed form) and the
     inputs (``ttft_slo_s``, ``tpot_slo_s``, ``max_workers``, ``price_per_hour``, ``mean_output_tokens``,
-    ``cost_source``)."""
+    ``cost_source``); ``chosen``: the SLOs left out, chosen, and why (:meth:`.defaults.Chosen.to_json`; None if
+    both were given)."""
 
     candidates: list[Candidate]
     first_guess: dict
@@ -93,6 +95,7 @@ class Plan:
     price_per_hour: float
     mean_output_tokens: float
     cost_source: str
+    chosen: dict | None = None
 
     @property
     def best(self) -> Candidate:
@@ -149,7 +152,7 @@ class Plan:
         return dict(candidates=[c.to_json() for c in self.candidates], best=self.best.to_json(),
                     first_guess=self.first_guess, ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s,
                     max_workers=self.max_workers, price_per_hour=self.price_per_hour,
-                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source)
+                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source, chosen=self.chosen)
 
 
 #: most workers :func:`plan` searches: every xPyD split up to it is a goodput search of its own (120 splits at 16;
@@ -178,7 +181,8 @@ def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, ma
         raise ValueError(f"chunk sizes must be integers above max_batch ({max_batch}), got {bad}")
 
 
-def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0, tpot_slo_s: float = 0.1,
+def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | None = None,
+         tpot_slo_s: float | None = None,
          max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int = 16,
          max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03, seed: int = 0,
          scale: float | None = None, max_requests: int = 3000, progress: bool | None = None,
@@ -190,7 +194,9 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
             :func:`~splitlab.costmodel.roofline_cost_model`); None: the built-in one.
         workload: a workload name or :class:`~splitlab.serving.WorkloadSpec` (lengths scaled to the cost
             model's context unless ``scale``).
-        ttft_slo_s, tpot_slo_s: the SLOs (s). max_workers: at most this many workers (2 .. :data:`MAX_WORKERS`).
+        ttft_slo_s, tpot_slo_s: the SLOs (s); None: chosen from the cost model by chapter 6's rule (5 mean
+            prefills, 2.5 lone decode steps: :func:`~.defaults.choose_defaults`; ``Plan.chosen`` says so).
+        max_workers: at most this many workers (2 .. :data:`MAX_WORKERS`).
         price_per_hour: of one worker (any currency; the cost column is in the same).
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout.
@@ -205,6 +211,10 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
         ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, or a bad option.
     """
     chunk_tokens = tuple(chunk_tokens or ())
+    chosen = None
+    if ttft_slo_s is None or tpot_slo_s is None:
+        slos = choose_defaults(cost, workload, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, seed=seed, scale=scale)
+        ttft_slo_s, tpot_slo_s, chosen = slos.ttft_slo_s, slos.tpot_slo_s, slos.to_json()
     _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, max_batch)
     ex = CostModelExecutor(cost)
     common = dict(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens, **options)
@@ -237,4 +247,4 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
                                     cfg, res))
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
-                ex.cost.source)
+                ex.cost.source, chosen)
