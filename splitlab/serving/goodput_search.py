@@ -180,17 +180,18 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             model=None, prefixes: bool = False, step: float = 2.0) -> GoodputResult:
     """Bisect the request rate to the highest rate per worker at which ``target`` of requests meet their SLOs.
 
-    The search steps the rate by ``step`` from ``start_rate_per_worker`` until one rate passes and one fails,
-    then bisects between them (by their geometric mean while they are more than ``max(2, step)`` apart, then
-    their mean) until they are within ``tolerance``. It always ends with an answer (``GoodputResult.outcome``):
+    The search steps the rate by ``step`` from ``start_rate_per_worker`` (each step after :data:`WIDEN_AFTER` in
+    one direction squares the factor) until one rate passes and one fails, then bisects between them (by their
+    geometric mean while they are more than ``max(2, step)`` apart, then their mean) until they are within
+    ``tolerance``. It always ends with an answer (``GoodputResult.outcome``):
 
     - rates keep failing: after two failures it runs a *trickle* (arrivals so far apart that each request is
       served alone, :meth:`_Runs.trickle_rate`); if that fails too, no rate meets the SLOs: goodput 0, with the
       SLO most requests missed ("unmet"). A cost model can say so before any run (one prefill of the shortest
       prompt longer than the TTFT SLO, one decode step longer than the TPOT SLO).
     - rates keep passing: once two runs in a row hold every request they can (a higher rate only brings the
-      same requests closer), or after :data:`WIDEN_AFTER` passes, it runs a *burst* (every request at once); if
-      that passes, no rate breaks the SLOs ("unbounded": goodput is the highest rate stepped to, a lower bound).
+      same requests closer), it runs a *burst* (every request at once); if that passes, no rate breaks the SLOs
+      ("unbounded": goodput is the highest rate stepped to, a lower bound).
 
     Args:
         workload: a workload name, a :class:`WorkloadSpec`, or requests (their arrival times are scaled to each
