@@ -35,6 +35,7 @@ def test_the_slos_are_chapter_6s_five_mean_prefills_and_two_and_a_half_decode_st
     assert chosen.ttft_slo_s == pytest.approx(TTFT_PREFILLS * t_p, rel=5e-3)   # 3 significant digits
     assert chosen.tpot_slo_s == pytest.approx(TPOT_STEPS * SLOW.decode_s(1, prompts.mean()), rel=5e-3)
     assert chosen.rate_per_s is None and chosen.derived == ["ttft_slo_s", "tpot_slo_s"]
+    assert sl.planning.choose_defaults is choose_defaults  # as the README's quick tour calls it
     kept = choose_defaults(SLOW, "research", ttft_slo_s=2.0)
     assert kept.ttft_slo_s == 2.0 and kept.derived == ["tpot_slo_s"] and len(kept.why) == 1
 
