@@ -3,7 +3,8 @@ from this device's costs by chapter 6's rule (:mod:`splitlab.planning.defaults`)
 
 The cost model is the one the run uses: a simulated run's (``--cost``, ``--gpu``, the built-in one); for the real
 model (emulated and distributed back ends) a quick measurement of it on this device, :func:`probe`: a few prefills
-and decode steps, fitted as ``calibrate`` fits them (1-3 s for the tiny model on a CPU)."""
+and decode steps, fitted as ``calibrate`` fits them (measured for the tiny model on one thread of this 2-core
+machine: 4-6 s at a load average of 5, 18 s at 13)."""
 from __future__ import annotations
 
 import time
@@ -16,8 +17,7 @@ OPTIONS_HELP = "default: from this device's costs (chapter 6: 5 mean prefills, 2
 
 def probe(lm):
     """A small calibration of ``lm`` on its device (4 prompt lengths up to half its context, at most 1024 tokens;
-    decode batches 1, 4 and 16 at 2 contexts; 2 repeats; no chunks: 3-4 s for the tiny model on one busy CPU
-    thread), its cost model returned. A noisy fit is not said here: the run that follows shows its own times."""
+    decode batches 1, 4 and 16 at 2 contexts; 2 repeats; no chunks), its cost model returned. A noisy fit is not said here: the run that follows shows its own times."""
     from ..phases.calibrate import NoisyCalibrationWarning, calibrate
     top = max(32, min(1024, lm.max_context // 2))
     with warnings.catch_warnings():
