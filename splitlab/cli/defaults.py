@@ -17,7 +17,8 @@ OPTIONS_HELP = "default: from this device's costs (chapter 6: 5 mean prefills, 2
 
 def probe(lm):
     """A small calibration of ``lm`` on its device (4 prompt lengths up to half its context, at most 1024 tokens;
-    decode batches 1, 4 and 16 at 2 contexts; 2 repeats; no chunks), its cost model returned. A noisy fit is not said here: the run that follows shows its own times."""
+    decode batches 1, 4 and 16 at 2 contexts; 2 repeats; no chunks), its cost model returned. A noisy fit is not
+    said here: the run that follows shows its own times."""
     from ..phases.calibrate import NoisyCalibrationWarning, calibrate
     top = max(32, min(1024, lm.max_context // 2))
     with warnings.catch_warnings():
