@@ -255,7 +255,8 @@ def test_the_text_shows_the_ttst_and_how_many_requests_missed_each_bound():
     from splitlab.cli.serving import lines
     status, out, err = cli(*README_SIMULATE, "--json")
     assert status == 0, err
-    m = json.loads(out)["disaggregated"]
+    data = json.loads(out)
+    m = data["disaggregated"]
     miss = m["slo_misses"]  # a key added; every earlier key kept
     assert {"slo_attainment", "ttft_s", "ttst_s", "tpot_s", "rejections", "notes"} <= set(m)
     assert set(miss) == {"unfinished", "ttft", "ttst", "tpot"}
@@ -265,7 +266,9 @@ def test_the_text_shows_the_ttst_and_how_many_requests_missed_each_bound():
     text = "\n".join(lines("disaggregated", m))
     assert (f"SLO attainment {m['slo_attainment']:.0%} (missed: TTFT 0, TTST {miss['ttst']}, TPOT 0)" in text)
     assert f"TTST ms  p50 {m['ttst_s']['p50'] * 1e3:8.1f}  p90 {m['ttst_s']['p90'] * 1e3:8.1f}" in text
-    assert "(second token; SLO TTFT + TPOT = 1100 ms)" in text
+    # the SLOs now come from the cost model (chapter 6's rule), and the header says so
+    assert data["chosen"]["derived"] == ["ttft_slo_s", "tpot_slo_s"]
+    assert f"(second token; SLO TTFT + TPOT = {(data['ttft_slo_s'] + data['tpot_slo_s']) * 1e3:g} ms)" in text
     status, out, _ = cli(*README_SIMULATE)
     assert status == 0 and text in out
 

@@ -1,7 +1,12 @@
 """``python -m splitlab calibrate``: measure this device with a model (prefill, decode, KV copies) and write the
 calibration JSON that ``simulate --cost FILE`` and ``plan --cost FILE`` read (:func:`splitlab.profiling.calibrate`;
-the file records device, model, dtype, torch version and date)."""
+the file records device, model, dtype, torch version and date). A fit that misses one of its own measurements by
+more than half (:data:`splitlab.phases.calibrate.NOISY_RESIDUAL`) is a warning on stderr (the machine was busy:
+calibrate again idle, with one thread); ``--json`` lists them under ``warnings``."""
 from __future__ import annotations
+
+import sys
+import warnings
 
 from .args import device_name, positive_int, seed_int, thread_count
 from .registry import CLIError, arg, command
@@ -63,18 +68,23 @@ def calibrate(args):
     import torch
 
     from .. import costmodel
+    from ..phases.calibrate import NoisyCalibrationWarning, fit_warnings
     from ..phases.calibrate import calibrate as measure
     from ..phases.models import load_model
     if args.threads:
         torch.set_num_threads(args.threads)
     lm = load_model(args.model, device=args.device, seed=args.seed)
-    cal = measure(lm, repeats=args.repeats, seed=args.seed)
+    with warnings.catch_warnings():  # said once below, on one line each, not as Python's two-line warning
+        warnings.simplefilter("ignore", NoisyCalibrationWarning)
+        cal = measure(lm, repeats=args.repeats, seed=args.seed)
+    for message in fit_warnings(cal):  # on stderr, with --json too (which also lists them)
+        print(f"splitlab calibrate: warning: {message}", file=sys.stderr)
     try:
         costmodel.save(cal, out)
     except OSError as err:  # the disk filled up while measuring
         raise ValueError(f"cannot write calibration to {args.out}: {err.strerror or err}") from None
     data = dict(path=str(out), **{k: v for k, v in cal.to_json().items() if k != "fits"},
-                fits={name: f.summary() for name, f in cal.fits.items()})
+                fits={name: f.summary() for name, f in cal.fits.items()}, warnings=fit_warnings(cal))
     text = [f"splitlab calibrate: {lm.name} ({cal.meta['dtype']}) on {cal.meta['device']} -> {out}"]
     for name, f in cal.fits.items():
         text.append(f"  {f!r}")

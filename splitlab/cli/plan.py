@@ -2,13 +2,15 @@
 every xPyD split up to ``--max-workers`` by simulated goodput per worker (:func:`splitlab.planner.plan`), on the
 cost model of ``simulate`` (``--cost FILE``, ``--gpu NAME --model-config NAME``, or the built-in one). No model
 is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, ``workers``, ``prefill_workers``,
-``decode_workers``, ``goodput_rps_per_worker``, ``cost_per_million_tokens``, ``binding_slo``, ...), ``best``,
+``decode_workers``, ``goodput_rps_per_worker``, ``cost_per_million_tokens``, ``binding_slo``, ``outcome``,
+``reason``, ...), ``best``,
 ``first_guess`` (the closed form) and the inputs."""
 from __future__ import annotations
 
 from ..serving.workload import WORKLOADS
 from .args import positive_float, positive_int, seed_int, token_list
 from .costs import COST_OPTIONS, cost_model
+from .defaults import OPTIONS_HELP, chosen_lines
 from .registry import CLIError, arg, command
 from .serving import clean
 
@@ -17,8 +19,10 @@ __all__ = ["plan"]
 
 @command("plan", "rank layouts (colocated, chunked, every xPyD split) by goodput per worker and cost",
          arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
-         arg("--ttft-slo", type=positive_float, default=1.0, metavar="S", help="TTFT SLO in seconds (default 1.0)"),
-         arg("--tpot-slo", type=positive_float, default=0.1, metavar="S", help="TPOT SLO in seconds (default 0.1)"),
+         arg("--ttft-slo", type=positive_float, default=None, metavar="S",
+             help=f"TTFT SLO in seconds ({OPTIONS_HELP})"),
+         arg("--tpot-slo", type=positive_float, default=None, metavar="S",
+             help=f"TPOT SLO in seconds ({OPTIONS_HELP})"),
          arg("--max-workers", type=int, default=4, metavar="N", help="at most this many workers, 2 to 16 (default 4)"),
          arg("--price-per-hour", type=positive_float, default=2.0, metavar="PRICE",
              help="price of one worker per hour (default 2.0; the cost column is in the same currency)"),
@@ -43,13 +47,14 @@ def plan(args):
                  progress=not args.json)
     data = dict(workload=args.workload, **p.to_json())
     g = p.first_guess
-    text = [f"splitlab plan: {args.workload}, TTFT <= {args.ttft_slo:g} s, TPOT <= {args.tpot_slo:g} s, at most "
+    text = [f"splitlab plan: {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= {p.tpot_slo_s:g} s, at most "
             f"{args.max_workers} workers at {args.price_per_hour:g}/hour",
-            f"cost model: {p.cost_source}",
+            f"cost model: {p.cost_source}", *chosen_lines(p.chosen),
             f"{'layout':<40} {'goodput/worker':>15} {'first guess':>12} {'cost/1M tok':>12}  binding SLO"]
     for c in p.candidates:
         text.append(f"{c.name:<40} {c.goodput_rps_per_worker:>13.3g}/s {c.first_guess_rps_per_worker:>10.3g}/s "
-                    f"{c.cost_per_million_tokens:>12.4g}  {c.binding_slo}")
+                    f"{c.cost_per_million_tokens:>12.4g}  {c.binding_slo}{'' if c.outcome == 'found' else ' *'}")
+    text += [f"* {c.name}: {c.reason}" for c in p.candidates if c.outcome != "found"]
     text += [f"closed form: a prefill worker {g['prefill_rps']:.3g} req/s at the TTFT SLO, a decode worker "
              f"{g['decode_rps']:.3g} req/s at the TPOT SLO -> {g['prefill_workers']}P+{g['decode_workers']}D; "
              f"colocated {g['colocated_rps']:.3g} req/s per worker", p.why()]

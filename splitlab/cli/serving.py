@@ -23,6 +23,7 @@ from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
 from .args import (check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
                    request_count, seed_int)
+from .defaults import OPTIONS_HELP, chosen_lines, fill
 from .demo import check_loadable, quiet_hub
 from .registry import arg, command
 
@@ -31,7 +32,8 @@ __all__ = ["serve", "compare", "COMMON", "setup", "clean"]
 BACKENDS = ("emulated", "simulated", "distributed")
 COMMON = (
     arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
-    arg("--rate", type=positive_float, default=2.0, metavar="REQ_PER_S", help="mean arrival rate (default 2)"),
+    arg("--rate", type=positive_float, default=None, metavar="REQ_PER_S",
+        help="mean arrival rate (default: below the layouts' simulated capacity within the SLOs)"),
     arg("--requests", type=request_count, default=16, metavar="N", help="requests to send (default 16)"),
     arg("--arrival", choices=("poisson", "gamma"), default="poisson", help="arrival process (default poisson)"),
     arg("--cv", type=positive_float, default=2.0, help="gamma arrivals: coefficient of variation, 0.001 to 100 (default 2)"),
@@ -54,8 +56,8 @@ COMMON = (
     arg("--timeout", type=positive_float, default=30.0, metavar="S",
         help="distributed: limit of every exchange with a worker (default 30 s)"),
     arg("--torchrun", action="store_true", help="distributed: join the processes torchrun started"),
-    arg("--ttft-slo", type=positive_float, default=1.0, metavar="S", help="TTFT SLO in seconds (default 1.0)"),
-    arg("--tpot-slo", type=positive_float, default=0.1, metavar="S", help="TPOT SLO in seconds (default 0.1)"),
+    arg("--ttft-slo", type=positive_float, default=None, metavar="S", help=f"TTFT SLO in seconds ({OPTIONS_HELP})"),
+    arg("--tpot-slo", type=positive_float, default=None, metavar="S", help=f"TPOT SLO in seconds ({OPTIONS_HELP})"),
     arg("--seed", type=seed_int, default=0, help="seeds arrivals, lengths, prompts and random weights (default 0)"),
 )
 POOLS = (
@@ -85,11 +87,14 @@ def options(args) -> dict:
                 link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None)
 
 
-def setup(args, n_workers: int, cost=None):
-    """``(backend, requests, close)`` for the parsed options; ``cost``: the simulated back end's cost model (None:
-    the built-in one). Under ``--torchrun`` a worker rank serves here and gets ``(None, None, None)``."""
+def setup(args, configs: dict, cost=None):
+    """``(backend, requests, close)`` for the parsed options and layouts (name -> ServingConfig); ``cost``: the
+    simulated back end's cost model (None: the built-in one). SLOs and a rate the command line left out are chosen
+    first (:func:`.defaults.fill`). Under ``--torchrun`` a worker rank serves here and gets ``(None, None, None)``."""
     from .. import serving
+    n_workers, args.chosen = max(c.n_workers for c in configs.values()), None
     if args.backend == "simulated":  # the workload sized to the cost model's context (2048 for the built-in one)
+        fill(args, configs, cost)
         backend = serving.CostModelExecutor(cost)
         reqs = serving.workload_requests(args.workload, args.requests, args.rate, backend, args.seed, args.scale,
                                          args.arrival, args.cv)
@@ -99,6 +104,7 @@ def setup(args, n_workers: int, cost=None):
     if args.backend == "emulated":
         from ..phases.models import load_model
         lm = load_model(args.model, device=args.device, seed=args.seed)
+        fill(args, configs, lm=lm)
         return serving.ModelExecutor(lm), _workload(args, lm), lambda: None
     from ..serving.distributed import launch
     device = args.device or "cpu"
@@ -107,6 +113,10 @@ def setup(args, n_workers: int, cost=None):
         if group.rank:
             launch.work(group, args.model, device=device, seed=args.seed)
             return None, None, None
+    if None in (args.rate, args.ttft_slo, args.tpot_slo):  # measured on a copy of the workers' model, here
+        from ..phases.models import load_model
+        fill(args, configs, lm=load_model(args.model, device=device, seed=args.seed))
+    if args.torchrun:
         backend = launch.backend(group, args.model, device=device, seed=args.seed, timeout_s=args.timeout)
     else:
         backend = serving.DistributedBackend(args.model, device=device, seed=args.seed, timeout_s=args.timeout)
@@ -124,7 +134,7 @@ def header(args) -> dict:
     return dict(workload=args.workload, rate_per_s=args.rate, requests=args.requests, arrival=args.arrival,
                 seed=args.seed, policy=args.policy, backend=args.backend,
                 model=None if args.backend == "simulated" else args.model, ttft_slo_s=args.ttft_slo,
-                tpot_slo_s=args.tpot_slo)
+                tpot_slo_s=args.tpot_slo, chosen=args.chosen)
 
 
 def _rejections(res) -> list[dict]:
@@ -198,7 +208,7 @@ def serve(args):
     from .. import serving
     cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
                                 decode_workers=args.decode_workers, **options(args))
-    backend, reqs, close = setup(args, cfg.n_workers)
+    backend, reqs, close = setup(args, {args.layout: cfg})
     if backend is None:
         return None
     try:
@@ -206,7 +216,8 @@ def serve(args):
     finally:
         close()
     m = metrics(res, args)
-    return dict(header(args), layout=args.layout, **{args.layout: m}), [title("serve", args), *lines(args.layout, m)]
+    text = [title("serve", args), *chosen_lines(args.chosen), *lines(args.layout, m)]
+    return dict(header(args), layout=args.layout, **{args.layout: m}), text
 
 
 @command("compare", "serve the same workload colocated and disaggregated, side by side",
@@ -216,7 +227,7 @@ def serve(args):
 def compare(args):
     from .. import serving
     configs = serving.contenders(args.workers, args.prefill_workers, args.decode_workers, **options(args))
-    backend, reqs, close = setup(args, max(c.n_workers for c in configs.values()))
+    backend, reqs, close = setup(args, configs)
     if backend is None:
         return None
     try:
@@ -231,6 +242,6 @@ def compare(args):
         same = "nothing to compare: no request completed in both layouts"
     else:
         same = f"{'yes' if cmp.tokens_identical else 'NO'} ({cmp.tokens_compared} requests completed in both)"
-    text = [title("compare", args), *lines("colocated", data["colocated"]),
+    text = [title("compare", args), *chosen_lines(args.chosen), *lines("colocated", data["colocated"]),
             *lines("disaggregated", data["disaggregated"]), f"tokens identical in both layouts: {same}"]
     return data, text

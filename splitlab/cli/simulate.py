@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .args import positive_int
 from .costs import COST_OPTIONS, cost_model
+from .defaults import chosen_lines
 from .registry import arg, command
 from .serving import COMMON, POOLS, clean, header, lines, metrics, options, setup, title
 
@@ -27,11 +28,12 @@ def simulate(args):
     cost = cost_model(args, args.model)
     cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
                                 decode_workers=args.decode_workers, trace=False, **options(args))
-    backend, reqs, _ = setup(args, cfg.n_workers, cost)
+    backend, reqs, _ = setup(args, {args.layout: cfg}, cost)
     res = serving.run(reqs, cfg, backend)
     m = metrics(res, args)
     data = dict(header(args), layout=args.layout, **{args.layout: m}, wall_s=res.wall_s,
                 cost_source=backend.cost.source)
-    text = [title("simulate", args), f"cost model: {backend.cost.source}", *lines(args.layout, m),
+    text = [title("simulate", args), f"cost model: {backend.cost.source}", *chosen_lines(args.chosen),
+            *lines(args.layout, m),
             f"simulated {len(reqs)} requests in {res.wall_s:.3f} s of wall time"]
     return clean(data), text

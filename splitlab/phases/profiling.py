@@ -16,7 +16,7 @@ import torch
 
 from .. import sizing
 from ..sizing import kv_bytes
-from .calibrate import calibrate  # noqa: F401  (splitlab.profiling.calibrate: measure this device, fit a cost model)
+from .calibrate import calibrate, fit_warnings  # noqa: F401  (sl.profiling.calibrate: measure, fit a cost model)
 from .device import STATISTICS, Timer, check_measurement
 from .engine import accepts_logits_to_keep, decode_step, forward_logits, prefill
 from .hardware import last_level_cache, measure_matmul_flops, measure_memory_bandwidth, measure_peak_flops

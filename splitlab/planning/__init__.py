@@ -4,6 +4,7 @@
   per worker and cost per million output tokens (``sl.planner.plan``).
 - :mod:`.closed_form`: the first guess from the cost model alone (prefill throughput at the TTFT SLO, decode
   throughput at the TPOT SLO).
+- :mod:`.defaults`: SLOs and a rate from the device's costs where the user gives none (chapter 6's rule).
 
 The goodput search itself is :func:`splitlab.serving.goodput`. Names are imported on first use.
 """
@@ -13,7 +14,8 @@ import importlib
 
 _EXPORTS = {"planner": ["plan", "Plan", "Candidate"],
             "closed_form": ["first_guess", "prefill_capacity", "decode_capacity", "colocated_capacity",
-                            "split_capacity"]}
+                            "split_capacity"],
+            "defaults": ["choose_defaults", "Chosen"]}
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
 

@@ -27,6 +27,7 @@ import pandas as pd
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from .closed_form import first_guess, split_capacity
+from .defaults import choose_defaults
 
 __all__ = ["plan", "Plan", "Candidate"]
 
@@ -54,6 +55,17 @@ class Candidate:
     result: object = field(repr=False, default=None)
 
     @property
+    def outcome(self) -> str:
+        """How its goodput search ended: "found", "unmet" (no rate meets the SLOs: goodput 0) or "unbounded" (no
+        rate breaks them: the goodput is a lower bound); see :mod:`splitlab.serving.goodput_result`."""
+        return getattr(self.result, "outcome", "found")
+
+    @property
+    def reason(self) -> str:
+        """Why its goodput is what it is, in one sentence (the search's ``reason``)."""
+        return getattr(self.result, "reason", "")
+
+    @property
     def name(self) -> str:
         if self.layout == "disaggregated":
             return f"{self.prefill_workers}P+{self.decode_workers}D"
@@ -64,15 +76,16 @@ class Candidate:
         keys = ("layout", "policy", "workers", "prefill_workers", "decode_workers", "chunk_tokens",
                 "goodput_rps_per_worker", "cost_per_million_tokens", "binding_slo", "first_guess_rps_per_worker")
         out = {k: getattr(self, k) for k in keys}
-        return dict(out, name=self.name, cost_per_million_tokens=None if math.isinf(self.cost_per_million_tokens)
-                    else self.cost_per_million_tokens)
+        cost = None if math.isinf(self.cost_per_million_tokens) else self.cost_per_million_tokens
+        return dict(out, name=self.name, outcome=self.outcome, reason=self.reason, cost_per_million_tokens=cost)
 
 
 @dataclass
 class Plan:
     """What :func:`plan` found: ``candidates`` (best first), ``best``, ``first_guess`` (the closed form) and the
     inputs (``ttft_slo_s``, ``tpot_slo_s``, ``max_workers``, ``price_per_hour``, ``mean_output_tokens``,
-    ``cost_source``)."""
+    ``cost_source``); ``chosen``: the SLOs left out, chosen, and why (:meth:`.defaults.Chosen.to_json`; None if
+    both were given)."""
 
     candidates: list[Candidate]
     first_guess: dict
@@ -82,6 +95,7 @@ class Plan:
     price_per_hour: float
     mean_output_tokens: float
     cost_source: str
+    chosen: dict | None = None
 
     @property
     def best(self) -> Candidate:
@@ -101,14 +115,15 @@ class Plan:
 
     def table(self) -> pd.DataFrame:
         """One row per candidate, best first: goodput per worker (simulated and closed-form guess, requests/s),
-        cost per million output tokens, the binding SLO.
+        cost per million output tokens, the binding SLO, and why (the search's reason: the rates either side of
+        the boundary, or why no rate meets the SLOs or none breaks them).
 
         Each goodput search starts at its candidate's first guess (a good start saves runs), so the goodput is a
         rate the search tested: it equals the guess exactly where the guess passed and every rate tried above it
         (up to the search's tolerance, 3%) failed, i.e. the true boundary lies within that tolerance above it."""
         rows = [{"layout": c.name, "workers": c.workers, "goodput (req/s per worker)": c.goodput_rps_per_worker,
                  "first guess (req/s per worker)": c.first_guess_rps_per_worker,
-                 "cost per 1M tokens": c.cost_per_million_tokens, "binding SLO": c.binding_slo}
+                 "cost per 1M tokens": c.cost_per_million_tokens, "binding SLO": c.binding_slo, "why": c.reason}
                 for c in self.candidates]
         return pd.DataFrame(rows).set_index("layout")
 
@@ -116,6 +131,12 @@ class Plan:
         """Why the winner wins: its goodput against the best of the other kind, and the SLO binding each; on
         lines of at most ``width`` characters if given (a phone's column holds about 60)."""
         best = self.best
+        if best.outcome != "found":  # every search ended "unmet", or the winner's SLOs break at no rate
+            text = (f"No layout meets TTFT <= {self.ttft_slo_s:g} s and TPOT <= {self.tpot_slo_s:g} s at any rate; "
+                    f"{best.name}: {best.reason}." if best.goodput_rps_per_worker == 0 else
+                    f"{best.name} ranks first at {best.goodput_rps_per_worker:.3g} requests/s per worker, which says "
+                    f"little: {best.reason}.")
+            return text if width is None else textwrap.fill(text, width, break_on_hyphens=False)
         other = next((c for c in self.candidates if (c.layout == "colocated") != (best.layout == "colocated")), None)
         text = (f"{best.name} wins: {best.goodput_rps_per_worker:.3g} requests/s per worker within TTFT <= "
                 f"{self.ttft_slo_s:g} s and TPOT <= {self.tpot_slo_s:g} s (binding: {best.binding_slo})")
@@ -131,7 +152,7 @@ class Plan:
         return dict(candidates=[c.to_json() for c in self.candidates], best=self.best.to_json(),
                     first_guess=self.first_guess, ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s,
                     max_workers=self.max_workers, price_per_hour=self.price_per_hour,
-                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source)
+                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source, chosen=self.chosen)
 
 
 #: most workers :func:`plan` searches: every xPyD split up to it is a goodput search of its own (120 splits at 16;
@@ -160,7 +181,8 @@ def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, ma
         raise ValueError(f"chunk sizes must be integers above max_batch ({max_batch}), got {bad}")
 
 
-def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0, tpot_slo_s: float = 0.1,
+def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | None = None,
+         tpot_slo_s: float | None = None,
          max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int = 16,
          max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03, seed: int = 0,
          scale: float | None = None, max_requests: int = 3000, progress: bool | None = None,
@@ -172,7 +194,9 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
             :func:`~splitlab.costmodel.roofline_cost_model`); None: the built-in one.
         workload: a workload name or :class:`~splitlab.serving.WorkloadSpec` (lengths scaled to the cost
             model's context unless ``scale``).
-        ttft_slo_s, tpot_slo_s: the SLOs (s). max_workers: at most this many workers (2 .. :data:`MAX_WORKERS`).
+        ttft_slo_s, tpot_slo_s: the SLOs (s); None: chosen from the cost model by chapter 6's rule (5 mean
+            prefills, 2.5 lone decode steps: :func:`~.defaults.choose_defaults`; ``Plan.chosen`` says so).
+        max_workers: at most this many workers (2 .. :data:`MAX_WORKERS`).
         price_per_hour: of one worker (any currency; the cost column is in the same).
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout.
@@ -180,12 +204,17 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
         progress: a tqdm bar on stderr (default: when more than 4 candidates).
 
     Returns:
-        a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``.
+        a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``. A layout that meets
+        the SLOs at no rate ranks last with goodput 0 and its reason (``Candidate.reason``); none is an error.
 
     Raises:
         ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, or a bad option.
     """
     chunk_tokens = tuple(chunk_tokens or ())
+    chosen = None
+    if ttft_slo_s is None or tpot_slo_s is None:
+        slos = choose_defaults(cost, workload, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, seed=seed, scale=scale)
+        ttft_slo_s, tpot_slo_s, chosen = slos.ttft_slo_s, slos.tpot_slo_s, slos.to_json()
     _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, max_batch)
     ex = CostModelExecutor(cost)
     common = dict(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens, **options)
@@ -218,4 +247,4 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float = 1.0
                                     cfg, res))
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
-                ex.cost.source)
+                ex.cost.source, chosen)

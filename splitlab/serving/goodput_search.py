@@ -12,66 +12,29 @@ its rate ends before a backlog can build, and a burst of requests the cluster dr
 any rate. (Requests arriving above capacity wait (rate - capacity) / capacity x t after t seconds, so with 20
 SLOs of arrivals a rate passes at most about 1 / (0.9 x 20) = 6% above the true capacity.) Every run takes the
 first requests of one seeded request set, their arrival times scaled by 1 / rate (Poisson gaps are exponential
-draws times 1 / rate), so every rate sees the same lengths and prompts. The search doubles or halves the rate
+draws times 1 / rate), so every rate sees the same lengths and prompts. The search steps the rate up or down
 until one passes and one fails, then bisects until the two are within ``tolerance`` of each other: the answer is
-the highest rate that passed.
+the highest rate that passed. A search that finds no such pair still ends with an answer (:mod:`.goodput_result`):
+goodput 0 when even a trickle of requests, each served alone, misses the SLOs, and a lower bound when even a
+burst of every request at once meets them.
 """
 from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import pandas as pd
 
 from . import metrics as M
 from .config import ServingConfig
+from .goodput_result import (BINDING, GoodputResult, binding_of, found_reason, lone_request_reason, unbounded_reason,
+                             unmet_reason)
 from .request import Request
 from .runner import backend_for, run
 from .workload import WorkloadSpec, make_workload, workload_scale
 
 __all__ = ["goodput", "attainment_curve", "GoodputResult", "workload_requests", "BINDING"]
-
-#: what ``binding_slo`` may be: the SLO most requests missed at the lowest failing rate
-BINDING = ("ttft", "ttst", "tpot", "unfinished", "none")
-
-
-@dataclass
-class GoodputResult:
-    """What :func:`goodput` found for one configuration.
-
-    Attributes:
-        name: the configuration's name; workers: its workers (both pools).
-        goodput_rps_per_worker: the highest tested rate per worker that passed (0.0 if none did).
-        goodput_rps: the same for the whole cluster (x workers).
-        binding_slo: at the lowest failing rate, the SLO most requests missed: "ttft", "ttst" (the second
-            token later than TTFT SLO + TPOT SLO), "tpot" or "unfinished"; "none" if no tested rate failed.
-        points: every run of the search, in the order walked (see :meth:`curve`).
-        target, tolerance, duration_s: the search's settings.
-    """
-
-    name: str
-    workers: int
-    goodput_rps_per_worker: float
-    binding_slo: str
-    points: list[dict] = field(default_factory=list)
-    target: float = 0.9
-    tolerance: float = 0.03
-    duration_s: float = 0.0
-
-    @property
-    def goodput_rps(self) -> float:
-        return self.goodput_rps_per_worker * self.workers
-
-    def curve(self) -> pd.DataFrame:
-        """The attainment curve the search walked, sorted by rate: rate_per_worker, rate_per_s, attainment,
-        passed, the misses of each SLO and TTFT / TTST / TPOT P90 (s)."""
-        return pd.DataFrame(self.points).sort_values("rate_per_worker").reset_index(drop=True)
-
-    def __repr__(self) -> str:
-        return (f"GoodputResult({self.name}: {self.goodput_rps_per_worker:.4g} requests/s per worker x "
-                f"{self.workers} workers, binding {self.binding_slo}, {len(self.points)} runs)")
 
 
 class _Shape:
@@ -137,6 +100,23 @@ class _Runs:
         reqs = self.base if self.fixed else self.base[:self.n(rate_per_worker)]
         return (reqs[-1].arrival_s - reqs[0].arrival_s) * self.rate / (rate_per_worker * self.workers)
 
+    def capped(self, rate_per_worker: float) -> bool:
+        """True if the run at ``rate_per_worker`` already serves every request it can: any higher rate serves
+        the same requests, only closer together."""
+        return self.n(rate_per_worker) >= min(len(self.base), self.limits[1])
+
+    def rate_for_span(self, span_s: float) -> float:
+        """The rate per worker at which the largest run's arrivals span ``span_s`` seconds."""
+        return self.span_s(1.0) / span_s
+
+    def trickle_rate(self) -> float:
+        """A rate per worker so low that requests are served one at a time: arrivals on average 1000 x apart
+        the longest any request may take within its SLOs (TTFT SLO + TPOT SLO x (output tokens - 1)), at most
+        1e6 s apart (arrival times stay far below the precision a double loses at 1e9 s)."""
+        ttft, tpot = self.slos
+        longest = ttft + tpot * max(max(r.max_new_tokens for r in self.base) - 1, 1)
+        return 1.0 / (self.workers * min(1000 * longest, 1e6))
+
     def n(self, rate_per_worker: float) -> int:
         """Requests of the run at ``rate_per_worker``: rate x duration, within the limits."""
         return len(self.base) if self.fixed else min(self.limits[1], max(
@@ -171,22 +151,26 @@ def attainment_curve(workload, config: ServingConfig, backend=None, *, rates_per
     return pd.DataFrame(runs.points).assign(layout=runs.cfg.name)
 
 
-def _lone_request(runs: "_Runs") -> float | None:
-    """Refuse SLOs that no rate can meet, by the cost model (None for back ends without one): the shortest prompt's
-    prefill alone longer than the TTFT SLO, or one decode step of one request longer than the TPOT SLO. Returns that
-    prefill's seconds (the burst below which the arrivals of a run are all at once)."""
+def _burst_span_s(runs: "_Runs") -> float:
+    """How close together a burst's arrivals are: a thousandth of the shortest prompt's prefill on a cost model,
+    else a millionth of the tighter SLO."""
     cost = getattr(runs.ex, "cost", None)
-    if not hasattr(cost, "prefill_s") or not hasattr(cost, "decode_s"):
-        return None
-    (ttft, tpot), shortest = runs.slos, min(r.prompt_len for r in runs.base)
-    prefill, step = cost.prefill_s(shortest), cost.decode_s(1, shortest + 1)
-    if prefill > ttft:
-        raise ValueError(f"no rate meets a TTFT SLO of {ttft:g} s: one prefill of the workload's shortest prompt "
-                         f"({shortest} tokens) takes {prefill:.3g} s on this cost model")
-    if step > tpot and any(r.max_new_tokens > 1 for r in runs.base):
-        raise ValueError(f"no rate meets a TPOT SLO of {tpot:g} s: one decode step of a single request after the "
-                         f"workload's shortest prompt ({shortest} tokens) takes {step:.3g} s on this cost model")
-    return prefill
+    if hasattr(cost, "prefill_s"):
+        lone = cost.prefill_s(min(r.prompt_len for r in runs.base))
+        if lone > 0:
+            return 1e-3 * lone
+    return 1e-6 * min(runs.slos)
+
+
+#: same-direction steps of the search at ``step``; each one after them squares the factor (a far start is
+#: left in a few runs)
+WIDEN_AFTER = 8
+
+
+def _factor(step: float, steps: int) -> float:
+    """The factor of the search's ``steps``-th step in one direction: ``step``, squared for each step after
+    :data:`WIDEN_AFTER`."""
+    return step ** (2 ** max(0, steps - WIDEN_AFTER))
 
 
 def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingConfig, backend=None, *,
@@ -196,12 +180,25 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             model=None, prefixes: bool = False, step: float = 2.0) -> GoodputResult:
     """Bisect the request rate to the highest rate per worker at which ``target`` of requests meet their SLOs.
 
+    The search steps the rate by ``step`` from ``start_rate_per_worker`` (each step after :data:`WIDEN_AFTER` in
+    one direction squares the factor) until one rate passes and one fails, then bisects between them (by their
+    geometric mean while they are more than ``max(2, step)`` apart, then their mean) until they are within
+    ``tolerance``. It always ends with an answer (``GoodputResult.outcome``):
+
+    - rates keep failing: after two failures it runs a *trickle* (arrivals so far apart that each request is
+      served alone, :meth:`_Runs.trickle_rate`); if that fails too, no rate meets the SLOs: goodput 0, with the
+      SLO most requests missed ("unmet"). A cost model can say so before any run (one prefill of the shortest
+      prompt longer than the TTFT SLO, one decode step longer than the TPOT SLO).
+    - rates keep passing: once two runs in a row hold every request they can (a higher rate only brings the
+      same requests closer), it runs a *burst* (every request at once); if that passes, no rate breaks the SLOs
+      ("unbounded": goodput is the highest rate stepped to, a lower bound).
+
     Args:
         workload: a workload name, a :class:`WorkloadSpec`, or requests (their arrival times are scaled to each
             tested rate; their mean rate is taken as measured from the first to the last arrival).
         config: the layout (its ``trace`` is switched off: metrics only).
         backend, model: as :func:`splitlab.serving.run` (default: the built-in cost model).
-        ttft_slo_s, tpot_slo_s: the SLOs (s, > 0).
+        ttft_slo_s, tpot_slo_s: the SLOs (s, finite, > 0).
         target: SLO attainment that passes (DistServe: 0.9).
         tolerance: stop when the failing rate is within this share above the passing one.
         duration_s: seconds of arrivals per run (default 20 x (TTFT SLO + TPOT SLO)); each run serves
@@ -211,17 +208,16 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         start_rate_per_worker: the first rate tried (requests/s per worker); ``step``: the factor by which the
             rate grows or shrinks until one rate passes and one fails (a good start deserves a small step).
         seed, scale: of the workload (see :func:`workload_requests`).
-        max_runs: give up after this many runs (a ValueError says so).
+        max_runs: give up after this many runs (a ValueError says so; the search above ends within about 25
+            runs at the default tolerance, so only a smaller ``max_runs`` is reached).
 
     Returns:
-        a :class:`GoodputResult`.
+        a :class:`GoodputResult` (``outcome``, ``reason``: why the goodput is what it is).
 
     Raises:
         ValueError: SLOs that are not finite times > 0 (True is no time), target outside (0, 1], tolerance outside
-            (0, 1), a start rate that is not > 0, max_runs not an integer >= 1, fewer than 2 requests; on a cost
-            model, SLOs that no rate meets (the shortest prompt's prefill alone longer than the TTFT SLO, one decode step longer than the TPOT
-            SLO) or that no rate breaks (a burst of every request of a run meets them); or a search that did not
-            converge within ``max_runs``.
+            (0, 1), a start rate that is not > 0, step not > 1, max_runs not an integer >= 1, fewer than 2
+            requests; or ``max_runs`` runs made before the search ended.
     """
     if not 0 < target <= 1 or not 0 < tolerance < 1:
         raise ValueError(f"target must be in (0, 1] and tolerance in (0, 1), got {target} and {tolerance}")
@@ -232,47 +228,65 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
                          f"and {step!r}")
     runs = _Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
                  max_requests, seed, scale, prefixes)
-    cfg, workers, points = runs.cfg, runs.workers, runs.points
-    lone = _lone_request(runs)
+    cfg, points = runs.cfg, runs.points
 
-    def attempt(rate_per_worker: float) -> bool:
+    def answer(rate: float, outcome: str, reason: str, binding: str | None = None) -> GoodputResult:
+        failing = [p for p in points if not p["passed"]]
+        if binding is None:
+            binding = binding_of(min(failing, key=lambda p: p["rate_per_worker"])) if failing else "none"
+        return GoodputResult(cfg.name, runs.workers, rate, binding, points, target, tolerance, runs.duration,
+                             outcome, reason)
+
+    unmet = lone_request_reason(getattr(runs.ex, "cost", None), runs.base, runs.slos, target)
+    if unmet is not None:
+        return answer(0.0, "unmet", unmet[1], unmet[0])
+
+    def attempt(rate_per_worker: float) -> dict:
         if len(points) >= max_runs:
-            if hi == math.inf and lo > 0:  # never a failing rate: the SLOs are the problem, not the search
-                raise ValueError(f"goodput of {cfg.name}: every rate tried met the SLOs (TTFT {ttft_slo_s:g} s, TPOT "
-                                 f"{tpot_slo_s:g} s), up to {lo:.4g} requests/s per worker in {max_runs} runs: SLOs "
-                                 f"this loose may be met at any rate (tighten them), or the search needs more runs "
-                                 f"(goodput()'s max_runs)")
-            raise ValueError(f"goodput of {cfg.name} did not converge in {max_runs} runs (last rate "
-                             f"{rate_per_worker:.4g}/s per worker): pass goodput() a larger max_runs or tolerance, "
-                             f"or a start_rate_per_worker nearer the answer")
-        return runs(rate_per_worker)["passed"]
+            raise ValueError(f"goodput of {cfg.name} did not end in {max_runs} runs (highest rate passed {lo:.4g}, "
+                             f"lowest failed {hi:.4g} requests/s per worker): pass goodput() a larger max_runs or "
+                             f"tolerance, or a start_rate_per_worker nearer the answer")
+        return runs(rate_per_worker)
 
     lo, hi, rate = 0.0, math.inf, start_rate_per_worker
-    if attempt(rate):  # double until a rate fails ...
-        lo = rate
+    if attempt(rate)["passed"]:  # step up until a rate fails ...
+        lo, capped, ups = rate, int(runs.capped(rate)), 0
         while hi == math.inf:
-            if lone is not None and runs.span_s(rate) <= lone:  # one burst passed: no higher rate can fail
-                raise ValueError(f"goodput of {cfg.name}: the SLOs (TTFT {ttft_slo_s:g} s, TPOT {tpot_slo_s:g} s) "
-                                 f"are so loose that even {rate:.4g} requests/s per worker meets them (every request "
-                                 f"of the run arriving within {runs.span_s(rate):.3g} s, one prefill's time): no "
-                                 f"rate breaks them; tighten the SLOs")
-            rate *= step
-            lo, hi = (rate, hi) if attempt(rate) else (lo, rate)
-    else:  # ... or halve until one passes (or the rate is a trickle: goodput 0)
-        hi = rate
-        while lo == 0.0 and rate > start_rate_per_worker * 1e-4:
-            rate /= step
-            lo, hi = (rate, hi) if attempt(rate) else (lo, rate)
-    while lo > 0 and hi - lo > tolerance * hi:
-        mid = (lo + hi) / 2
-        if attempt(mid):
+            if capped >= 2:  # the same requests ever closer: does even a burst of them meet the SLOs?
+                point = attempt(max(runs.rate_for_span(_burst_span_s(runs)), lo * step))
+                if point["passed"]:
+                    return answer(lo, "unbounded", unbounded_reason(lo, point))
+                hi = point["rate_per_worker"]
+                break
+            ups += 1
+            rate *= _factor(step, ups)
+            if attempt(rate)["passed"]:
+                lo, capped = rate, (capped + 1 if runs.capped(rate) else 0)
+            else:
+                hi = rate
+    else:  # ... or down until one passes; a trickle that fails says no rate does
+        hi, floor, downs = rate, None, 0
+        while lo == 0.0:
+            if downs == 1 and floor is None:  # two failures: does a trickle (each request alone) pass at all?
+                trickle = runs.trickle_rate()
+                point = attempt(trickle) if trickle < rate else points[-1]
+                if not point["passed"]:
+                    return answer(0.0, "unmet", unmet_reason(point, target, ttft_slo_s, tpot_slo_s))
+                floor = trickle
+            downs += 1
+            if floor is not None and rate / _factor(step, downs) <= floor:
+                lo = floor  # bisect down to the trickle
+                break
+            rate /= _factor(step, downs)
+            if attempt(rate)["passed"]:
+                lo = rate
+            else:
+                hi = rate
+    while hi - lo > tolerance * hi:
+        mid = math.sqrt(lo * hi) if hi > max(2.0, step) * lo else (lo + hi) / 2
+        if attempt(mid)["passed"]:
             lo = mid
         else:
             hi = mid
-    failing = [p for p in points if not p["passed"]]
-    binding = "none"
-    if failing:
-        worst = min(failing, key=lambda p: p["rate_per_worker"])
-        counts = {k: worst[k] for k in ("ttft", "ttst", "tpot", "unfinished")}
-        binding = max(counts, key=counts.get)
-    return GoodputResult(cfg.name, workers, lo, binding, points, target, tolerance, runs.duration)
+    at = {p["rate_per_worker"]: p for p in points}
+    return answer(lo, "found", found_reason(at[lo], at[hi], ttft_slo_s, tpot_slo_s))
