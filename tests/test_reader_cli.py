@@ -218,3 +218,19 @@ def test_the_readmes_calibration_file_is_ignored_by_git():
     out = subprocess.run(["git", "check-ignore", "-q", "tiny.json"], cwd=ROOT, env=dict(os.environ))
     assert out.returncode == 0
     assert "--out tiny.json" in (ROOT / "README.md").read_text()
+
+
+def test_validate_draws_a_bar_of_its_emulated_runs(lm, capsys):
+    table = serving.validate(lm, serving.CostModelExecutor().cost, workloads={"chat": 2.0},
+                             contenders={"one": serving.ServingConfig.colocated(1)}, n_requests=2, scale=0.05,
+                             progress=True)
+    assert len(table) == 4 and "validate: emulated runs" in capsys.readouterr().err
+
+
+def test_the_demo_draws_a_bar_of_its_stages_when_stderr_is_a_terminal(monkeypatch):
+    """demo ran 56 s without a word (two threads on a busy machine)."""
+    monkeypatch.setattr("splitlab.cli.demo.progress", lambda args: not args.json)  # as on a terminal
+    status, _, err = cli("demo", "--prompt-tokens", "8", "--new-tokens", "3")
+    assert status == 0 and "demo:" in err and "stage" in err and "transformers generate" in err
+    status, _, err = cli("demo", "--prompt-tokens", "8", "--new-tokens", "3", "--json")
+    assert status == 0 and err == ""
