@@ -61,20 +61,21 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
 
     Raises:
         TypeError: requests that are not Requests, a config that is not a ServingConfig, a back end that runs no
-            steps, a fault hook that is not callable. ValueError: two requests with the same id; both ``model``
-            and ``backend`` given; a KillWorker naming no worker of the layout.
+            steps, a fault hook that is not callable, ``progress`` that is not True, False or None. ValueError: two
+            requests with the same id; both ``model`` and ``backend`` given; a KillWorker naming no worker of the
+            layout.
     """
+    show = show_progress(progress)  # a bad value is refused before any worker starts
     cluster = Cluster(backend_for(model, backend), config, faults)
     requests = fresh_requests(requests)
-    with _token_bar(cluster.backend, requests, cluster.cfg.name, progress):
+    with _token_bar(cluster.backend, requests, cluster.cfg.name, show):
         return cluster.run(requests)
 
 
 @contextmanager
-def _token_bar(ex, requests: list[Request], name: str, progress: bool | None):
+def _token_bar(ex, requests: list[Request], name: str, show: bool):
     """A bar of the output tokens an emulated run emits (an executor with a ``progress`` attribute: the real
     model's steps are the slow ones); other back ends run as they are."""
-    show = show_progress(progress)  # a bad value is refused whatever the back end
     if not hasattr(ex, "progress"):
         yield
         return
