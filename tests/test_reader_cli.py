@@ -42,7 +42,7 @@ def torch_default_threads(monkeypatch):
     for name in cpu_threads.THREAD_ENV:
         monkeypatch.delenv(name, raising=False)
     torch.set_num_threads(physical_cores())
-    cpu_threads._LAST["set"] = None
+    cpu_threads._LAST.update(set=None, pinned=None)
     yield physical_cores()
     torch.set_num_threads(before)
     cpu_threads._LAST.update(last)
@@ -70,6 +70,14 @@ def test_load_model_keeps_the_users_threads(torch_default_threads, monkeypatch):
         torch.set_num_threads(max_threads() - 1)
         lm = sl.load_model("tiny")
         assert lm.threads == max_threads() - 1 and "torch.set_num_threads" in lm.threads_note
+
+
+def test_a_pinned_count_is_kept_even_when_it_equals_torchs_default(torch_default_threads):
+    """The worker processes, the chapters, the tests and transfer --threads pin their count: a count equal to
+    torch's default (2 on a 2-core machine) was otherwise taken for the default and replaced by the choice."""
+    cpu_threads.pin_threads(torch_default_threads)
+    lm = sl.load_model("tiny")
+    assert lm.threads == torch_default_threads and "kept" in lm.threads_note
 
 
 @pytest.mark.parametrize("threads", [0, max_threads() + 1, 1.5, "2", True])

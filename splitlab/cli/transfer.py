@@ -37,9 +37,9 @@ def transfer(args) -> tuple[list[dict], list[str]]:
                        f"choose one of {', '.join(list_presets())}")
     lengths = [n for group in args.prompt_tokens for n in group]
     quiet_hub()
-    import torch
+    from ..phases.cpu_threads import pin_threads
     from ..transfer.bench import measure_transfers
-    torch.set_num_threads(args.threads)  # the same as the other process: spinning OpenMP threads starve the sends
+    pin_threads(args.threads)  # the same as the other process: spinning OpenMP threads starve the sends
     rows = measure_transfers(args.model, lengths, batch=args.batch, repeats=args.repeats, dtype=args.dtype,
                              timeout_s=args.timeout, threads=args.threads)
     lines = [f"splitlab transfer: {args.model}, {rows[0]['dtype']}, batch {args.batch}, backend {rows[0]['backend']}"

@@ -5,8 +5,9 @@ outcome on the model (``lm.threads``, ``lm.threads_note``); nothing is set per c
 
 A count is the user's when ``threads=`` is given, when ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` is set, or when
 torch runs a count that is neither its own default (the physical cores or the CPUs) nor the one splitlab set last
-(``torch.set_num_threads(3)`` before loading). A ``torch.set_num_threads`` call that happens to equal torch's
-default cannot be told from the default: pass ``threads=`` to keep it.
+(``torch.set_num_threads(3)`` before loading), or when it was set with :func:`pin_threads` (what the chapters'
+``notebook.setup``, the worker processes and ``transfer --threads`` call). A ``torch.set_num_threads`` call that
+happens to equal torch's default cannot be told from the default: pass ``threads=`` or call :func:`pin_threads`.
 """
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ import torch
 
 from ..common.threads import check_threads, choose_threads, max_threads, physical_cores
 
-__all__ = ["settle_threads", "THREAD_ENV"]
+__all__ = ["settle_threads", "pin_threads", "THREAD_ENV"]
 
 #: environment variables that set OpenMP's thread count before torch starts
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-_LAST = {"set": None}  # the count splitlab itself set last (not the user's)
+_LAST = {"set": None, "pinned": None}  # the count splitlab chose last (not the user's); the one pinned
 log = logging.getLogger("splitlab")
 
 
@@ -29,8 +30,23 @@ def _plural(n: int) -> str:
     return f"{n} CPU thread{'' if n == 1 else 's'}"
 
 
+def pin_threads(threads: int) -> int:
+    """``torch.set_num_threads(threads)`` as the caller's own choice, which :func:`settle_threads` then keeps (even
+    when it equals torch's default). Returns ``threads``.
+
+    Raises:
+        ValueError: ``threads`` is not an integer in 1 .. this machine's CPU count.
+    """
+    n = check_threads(threads)
+    torch.set_num_threads(n)
+    _LAST["pinned"] = n
+    return n
+
+
 def _users(current: int) -> str | None:
     """Where the user set torch's current count, or None when it is torch's default or splitlab's own."""
+    if current == _LAST["pinned"]:
+        return f"set to {current} before loading"
     for name in THREAD_ENV:
         if os.environ.get(name, "").strip():
             return f"{name}={os.environ[name].strip()} is set"
@@ -57,10 +73,7 @@ def settle_threads(device: torch.device, weight_bytes: int, threads: int | None 
         ValueError: ``threads`` is not an integer in 1 .. this machine's CPU count.
     """
     if threads is not None:
-        n = check_threads(threads)
-        torch.set_num_threads(n)
-        _LAST["set"] = n
-        return n, f"{_plural(n)}, as asked"
+        return pin_threads(threads), f"{_plural(threads)}, as asked"
     current = torch.get_num_threads()
     if torch.device(device).type != "cpu":
         return current, f"{_plural(current)} (left as they are: the model runs on {torch.device(device).type})"
