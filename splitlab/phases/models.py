@@ -153,11 +153,13 @@ def _is_tokenizer(x: Any) -> bool:
 
 
 def _loaded(name, model, tokenizer, device, dtype, threads=None, **kw) -> LoadedModel:
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    chosen = settle_threads(device, weight_bytes, threads)  # before the first forward (the geometry probe)
     try:
         lm = LoadedModel(name, model, tokenizer, device, dtype, **kw)
     except (ValueError, TypeError) as err:  # CacheMismatchError: a cache layer kind splitlab cannot hold
         raise ModelLoadError(f"splitlab cannot serve {name!r}: {err}") from None
-    lm.threads, lm.threads_note = settle_threads(device, lm.weight_bytes, threads)
+    lm.threads, lm.threads_note = chosen
     return lm
 
 
