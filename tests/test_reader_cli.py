@@ -150,7 +150,7 @@ def test_calibrate_draws_a_bar_of_its_points(lm, capsys):
 def test_the_cli_draws_no_bar_with_json_and_none_into_a_pipe():
     from splitlab.cli.args import progress
     assert progress(type("Args", (), {"json": True})) is False
-    assert progress(type("Args", (), {"json": False})) is None  # a bar when stderr is a terminal
+    assert progress(type("Args", (), {"json": False})) is False  # stderr is no terminal here
 
 
 # --- options that were ignored without a word ---------------------------------------------------------------------

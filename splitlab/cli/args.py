@@ -52,10 +52,11 @@ THREADS = (("--threads",), dict(type=thread_count, default=None, metavar="N",
                                      "1 for the tiny presets, else the idle CPUs; the output says which)"))
 
 
-def progress(args) -> bool | None:
+def progress(args) -> bool:
     """The ``progress`` a subcommand passes on: no bar with ``--json``, else a bar when stderr is a terminal
-    (:mod:`splitlab.common.progress`)."""
-    return False if args.json else None
+    (:func:`splitlab.common.progress.show_progress`), resolved here to True or False."""
+    from ..common.progress import show_progress
+    return False if args.json else show_progress(None)
 
 
 def threads_fields(lm) -> dict:
