@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    lm = sl.load_model(args.model)
+    lm = sl.load_model(args.model, threads=args.threads)
     prompts = [profiling.text_prompt(lm, args.context, seed=b) for b in range(args.batch)]
     reference = sl.reference_generate(lm, prompts[0], args.steps + 1)
     weights = profiling.weight_bytes_read(lm)

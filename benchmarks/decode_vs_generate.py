@@ -53,13 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: load_model's choice)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    lm = sl.load_model(args.model, device=args.device, dtype=args.dtype)
+    lm = sl.load_model(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
     ids = text_prompt(lm, args.prompt_tokens)
     n = args.new_tokens
     run_splitlab = lambda: sl.generate(lm, [ids], max_new_tokens=n)  # noqa: E731

@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    lm = sl.load_model(args.model)
+    lm = sl.load_model(args.model, threads=args.threads)
     ex = serving.ModelExecutor(lm)
     spec = serving.WorkloadSpec("bench", serving.Fixed(args.prompt_tokens), serving.Fixed(args.new_tokens))
     out = dict(model=lm.name, device=sl.describe_device(lm.device), batch=args.batch, threads=args.threads,

@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    lm = sl.load_model(args.model, device="cpu")
+    lm = sl.load_model(args.model, device="cpu", threads=args.threads)
     results = []
     with Peer(timeout_s=120, threads=args.threads) as peer:
         for batch in args.batch:

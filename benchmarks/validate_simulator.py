@@ -46,7 +46,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
-    lm = sl.load_model(args.model)
+    lm = sl.load_model(args.model, threads=1)
     if lm.device.type == "cpu":
         sl.phases.device.set_cpu_clock(args.clock)
     cal = sl.profiling.calibrate(lm)

@@ -15,10 +15,11 @@ import torch
 import transformers
 
 import splitlab as sl
+from splitlab.phases.cpu_threads import pin_threads
 
 # Tiny models gain nothing from a second thread, and OpenMP threads spinning against other busy processes made
 # decode 20-40x slower on a loaded 2-core machine: one thread unless SPLITLAB_TEST_THREADS says otherwise.
-torch.set_num_threads(int(os.environ.get("SPLITLAB_TEST_THREADS", "1")))
+pin_threads(int(os.environ.get("SPLITLAB_TEST_THREADS", "1")))  # torch.set_num_threads, kept by load_model
 
 #: Presets covering the attention layouts and architectures of DESIGN.md section 6.
 ARCH_PRESETS = ["tiny", "tiny-gpt2", "tiny-bigcode-mqa", "tiny-qwen2", "tiny-mistral", "tiny-mha", "tiny-mqa"]

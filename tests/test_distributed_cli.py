@@ -16,7 +16,7 @@ def test_transfer_cli_json_rows(capsys):
         (n, m) for n in (16, 48) for m in ("in-process", "whole", "layerwise", "raw")]
     for r in rows:
         assert r["nbytes"] == r["prompt_tokens"] * 2048 and r["seconds"] > 0
-        assert r["gbps"] == pytest.approx(r["nbytes"] / r["seconds"] / 1e9)
+        assert r["gb_per_s"] == pytest.approx(r["nbytes"] / r["seconds"] / 1e9)  # GB/s, not gigabits
     lw = [r for r in rows if r["method"] == "layerwise"]
     assert all({"prefill_s", "exposed_s", "hidden_fraction"} <= set(r) for r in lw)
 

@@ -11,6 +11,10 @@ in :mod:`.args`. Exit status, the same for every subcommand:
   (``ModelLoadError``, ``ContextLengthError``, ``CacheMismatchError`` and other ``ValueError``/``RuntimeError``/
   ``OSError``; running out of memory);
 - 130 interrupted; 141 the reader of stdout went away.
+
+Subcommands that run a model say how many CPU threads torch ran and why (``--threads N`` to set them); those that
+can run long draw a progress bar on stderr when it is a terminal, never with ``--json``
+(:mod:`splitlab.common.progress`).
 """
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ import math
 import sys
 
 __all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "link_gbps", "token_list",
-           "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun", "human_bytes", "number"]
+           "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun", "human_bytes", "number",
+           "THREADS", "progress", "threads_fields"]
 
 
 def positive_int(text: str) -> int:
@@ -43,6 +44,25 @@ def thread_count(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer in 1 .. {max_threads()} (this machine's CPU count), "
                                          f"got {value}") from None
+
+
+#: ``--threads`` of every subcommand that runs a model on the CPU (:func:`splitlab.load_model`'s ``threads``)
+THREADS = (("--threads",), dict(type=thread_count, default=None, metavar="N",
+                                help="CPU threads for torch (default: OMP_NUM_THREADS if set, else splitlab's choice: "
+                                     "1 for the tiny presets, else the idle CPUs; the output says which)"))
+
+
+def progress(args) -> bool:
+    """The ``progress`` a subcommand passes on: no bar with ``--json``, else a bar when stderr is a terminal
+    (:func:`splitlab.common.progress.show_progress`), resolved here to True or False."""
+    from ..common.progress import show_progress
+    return False if args.json else show_progress(None)
+
+
+def threads_fields(lm) -> dict:
+    """``cpu_threads`` and ``cpu_threads_note`` of a loaded model (the JSON and text of every command that runs
+    one): how many CPU threads torch ran and who chose them."""
+    return dict(cpu_threads=lm.threads, cpu_threads_note=lm.threads_note)
 
 
 def seed_int(text: str) -> int:

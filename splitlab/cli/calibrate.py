@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from .args import device_name, positive_int, seed_int, thread_count
+from .args import THREADS, device_name, positive_int, progress, seed_int, threads_fields
 from .registry import CLIError, arg, command
 
 __all__ = ["calibrate", "check_writable"]
@@ -58,25 +58,21 @@ def check_writable(path: str):
          arg("--out", required=True, metavar="FILE", help="where to write the calibration JSON"),
          arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
          arg("--repeats", type=positive_int, default=3, help="runs per point, median kept (default 3)"),
-         arg("--threads", type=thread_count, default=None, help="CPU threads for torch (default: torch's)"),
+         THREADS,
          arg("--seed", type=seed_int, default=0, help="seeds the random weights and the prompts (default 0)"))
 def calibrate(args):
     out = check_writable(args.out)
     from .demo import check_loadable, quiet_hub
     check_loadable(args.model)
     quiet_hub()
-    import torch
-
     from .. import costmodel
     from ..phases.calibrate import NoisyCalibrationWarning, fit_warnings
     from ..phases.calibrate import calibrate as measure
     from ..phases.models import load_model
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    lm = load_model(args.model, device=args.device, seed=args.seed)
+    lm = load_model(args.model, device=args.device, seed=args.seed, threads=args.threads)
     with warnings.catch_warnings():  # said once below, on one line each, not as Python's two-line warning
         warnings.simplefilter("ignore", NoisyCalibrationWarning)
-        cal = measure(lm, repeats=args.repeats, seed=args.seed)
+        cal = measure(lm, repeats=args.repeats, seed=args.seed, progress=progress(args))
     for message in fit_warnings(cal):  # on stderr, with --json too (which also lists them)
         print(f"splitlab calibrate: warning: {message}", file=sys.stderr)
     try:
@@ -84,8 +80,10 @@ def calibrate(args):
     except OSError as err:  # the disk filled up while measuring
         raise ValueError(f"cannot write calibration to {args.out}: {err.strerror or err}") from None
     data = dict(path=str(out), **{k: v for k, v in cal.to_json().items() if k != "fits"},
-                fits={name: f.summary() for name, f in cal.fits.items()}, warnings=fit_warnings(cal))
-    text = [f"splitlab calibrate: {lm.name} ({cal.meta['dtype']}) on {cal.meta['device']} -> {out}"]
+                fits={name: f.summary() for name, f in cal.fits.items()}, warnings=fit_warnings(cal),
+                **threads_fields(lm))
+    text = [f"splitlab calibrate: {lm.name} ({cal.meta['dtype']}) on {cal.meta['device']} -> {out}",
+            f"threads: {lm.threads_note}"]
     for name, f in cal.fits.items():
         text.append(f"  {f!r}")
     return data, text

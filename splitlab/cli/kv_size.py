@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from .. import sizing
+from ..common.presets import list_presets
 from .args import human_bytes, kv_dtype, number, positive_int
 from .registry import arg, command
 
@@ -40,13 +41,28 @@ def _window_lines(g, tokens: int) -> list[str]:
     return lines
 
 
+def _default_dtype(args) -> str:
+    """Set ``args.dtype`` when not given: the dtype ``demo`` and ``serve`` run a preset in (fp32: the ``tiny*``
+    presets everywhere, the others on a CPU), else fp16; return a note saying so ('' when given)."""
+    if args.dtype is not None:
+        return ""
+    if args.model in list_presets():
+        args.dtype = "fp32"
+        where = "everywhere" if args.model.startswith("tiny") else "on a CPU, bf16 on a GPU"
+        return f" (the preset's dtype: load_model gives it fp32 {where}; --dtype to change)"
+    args.dtype = "fp16"
+    return " (the default for a model that is not a preset; --dtype to change)"
+
+
 @command("kv-size", "KV-cache bytes of a model from its config (no model is loaded)",
          arg("model", help="a splitlab preset, a published model (e.g. Llama-3-8B) or a config.json path"),
          arg("--tokens", type=positive_int, default=4096, help="tokens per sequence (default 4096)"),
          arg("--batch", type=positive_int, default=1, help="sequences (default 1)"),
-         arg("--dtype", type=kv_dtype, default="fp16",
-             help="KV element type: fp32, fp16, bf16, fp8, int8, int4 (default fp16)"))
+         arg("--dtype", type=kv_dtype, default=None,
+             help="KV element type: fp32, fp16, bf16, fp8, int8, int4 (default: a preset's fp32, what load_model "
+                  "gives it on a CPU; fp16 for other models)"))
 def kv_size(args) -> tuple[dict, list[str]]:
+    dtype_note = _default_dtype(args)
     element = sizing.dtype_bytes(args.dtype)
     looks_like_path = args.model.endswith(".json") or os.sep in args.model or "/" in args.model
     if looks_like_path and args.model not in sizing.PUBLISHED_MODELS and not Path(args.model).exists():
@@ -64,11 +80,11 @@ def kv_size(args) -> tuple[dict, list[str]]:
                 layers=g.layers, heads=g.heads, kv_heads=g.kv_heads, head_dim=g.head_dim, attention=g.attention,
                 dtype_bytes=number(element), kv_bytes_per_token=number(per_token), kv_bytes_total=number(total),
                 max_context=context, sliding_layers=g.sliding_layers, sliding_windows=windows,
-                kv_bytes_without_windows=number(linear))
+                kv_bytes_without_windows=number(linear), dtype_source=dtype_note.strip(" ()") or "--dtype")
     kind = "MLA (one latent per token, shared by every head)" if g.attention == "MLA" else \
         f"{g.kv_heads} KV heads ({g.attention}), head_dim {g.head_dim}"
     per_line = _per_token_line(g, config, args.dtype, element, per_token)
-    lines = [f"{args.model}: {g.layers} layers, {g.heads} heads, {kind}, KV in {args.dtype}",
+    lines = [f"{args.model}: {g.layers} layers, {g.heads} heads, {kind}, KV in {args.dtype}{dtype_note}",
              per_line + (" (while within every window)" if windows else ""), *_window_lines(g, args.tokens)]
     if g.attention == "MLA":
         data.update(kv_lora_rank=config["kv_lora_rank"], qk_rope_head_dim=config["qk_rope_head_dim"])

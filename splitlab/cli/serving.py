@@ -21,13 +21,13 @@ import math
 
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import (check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
-                   request_count, seed_int)
+from .args import (THREADS, check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
+                   progress, request_count, seed_int, threads_fields)
 from .defaults import OPTIONS_HELP, chosen_lines, fill
 from .demo import check_loadable, quiet_hub
-from .registry import arg, command
+from .registry import CLIError, arg, command
 
-__all__ = ["serve", "compare", "COMMON", "setup", "clean"]
+__all__ = ["serve", "compare", "COMMON", "setup", "clean", "resolve"]
 
 BACKENDS = ("emulated", "simulated", "distributed")
 COMMON = (
@@ -39,20 +39,22 @@ COMMON = (
     arg("--cv", type=positive_float, default=2.0, help="gamma arrivals: coefficient of variation, 0.001 to 100 (default 2)"),
     arg("--scale", type=positive_float, default=None,
         help="multiply the workload's prompt and output lengths (default: from the model's context)"),
-    arg("--policy", choices=POLICIES, default="prefill-first", help="colocated batching policy"),
-    arg("--chunk-tokens", type=positive_int, default=256, help="chunked policy: token budget per step (256)"),
+    arg("--policy", choices=POLICIES, default=None, help="colocated batching policy (default prefill-first)"),
+    arg("--chunk-tokens", type=positive_int, default=None, help="chunked policy: token budget per step (256)"),
     arg("--max-batch", type=positive_int, default=16, help="requests resident per worker (default 16)"),
     arg("--max-prefill-tokens", type=positive_int, default=2048, help="prompt tokens per prefill forward (2048)"),
     arg("--kv-budget-bytes", type=positive_int, default=None,
         help="KV budget per worker (default: device memory minus weights; unlimited for a cost model)"),
-    arg("--first-token-on", choices=("prefill", "decode"), default="prefill",
+    arg("--first-token-on", choices=("prefill", "decode"), default=None,
         help="disaggregated: which side emits the first token (default prefill)"),
-    arg("--transfer-mode", choices=TRANSFER_MODES, default="whole", help="disaggregated: how the cache moves"),
+    arg("--transfer-mode", choices=TRANSFER_MODES, default=None,
+        help="disaggregated: how the cache moves (default whole)"),
     arg("--link-gbps", type=link_gbps, default=None,
         help="disaggregated, virtual clocks: model a KV link of this many GB/s instead of charging the measured copy"),
     arg("--backend", choices=BACKENDS, default="emulated", help="emulated (default), simulated or distributed"),
-    arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
+    arg("--model", default=None, help="emulated, distributed: preset, Hugging Face name or local path (default: tiny)"),
     arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
+    THREADS,
     arg("--timeout", type=positive_float, default=30.0, metavar="S",
         help="distributed: limit of every exchange with a worker (default 30 s)"),
     arg("--torchrun", action="store_true", help="distributed: join the processes torchrun started"),
@@ -61,9 +63,50 @@ COMMON = (
     arg("--seed", type=seed_int, default=0, help="seeds arrivals, lengths, prompts and random weights (default 0)"),
 )
 POOLS = (
-    arg("--prefill-workers", type=positive_int, default=1, metavar="P", help="disaggregated prefill workers (1)"),
-    arg("--decode-workers", type=positive_int, default=1, metavar="D", help="disaggregated decode workers (1)"),
+    arg("--prefill-workers", type=positive_int, default=None, metavar="P", help="disaggregated prefill workers (1)"),
+    arg("--decode-workers", type=positive_int, default=None, metavar="D", help="disaggregated decode workers (1)"),
 )
+
+
+#: the defaults of options that only some runs read (None on the command line: not given)
+DEFAULTS = dict(workers=1, prefill_workers=1, decode_workers=1, policy="prefill-first", chunk_tokens=256,
+                first_token_on="prefill", transfer_mode="whole", model="tiny")
+#: options only one layout reads
+ONLY = {"colocated": ("workers", "policy"),
+        "disaggregated": ("prefill_workers", "decode_workers", "first_token_on", "transfer_mode", "link_gbps")}
+
+
+def _flags(names) -> str:
+    return ", ".join(f"--{n.replace('_', '-')}" for n in names)
+
+
+def resolve(args, layouts: tuple[str, ...]) -> None:
+    """Refuse an option that no run of this command reads (it would be ignored without a word: ``--workers 3``
+    with ``--layout disaggregated`` ran 1P+1D; ``--model`` on the simulated back end ran no model), then fill in
+    the defaults of :data:`DEFAULTS`.
+
+    Raises:
+        CLIError: an option of a layout that does not run, ``--chunk-tokens`` without ``--policy chunked``, or
+            ``--model``, ``--device`` or ``--threads`` on the simulated back end.
+    """
+    for layout, names in ONLY.items():
+        given = [n for n in names if layout not in layouts and getattr(args, n, None) is not None]
+        if given:
+            one = len(given) == 1
+            raise CLIError(f"{_flags(given)} only {'applies' if one else 'apply'} to the {layout} layout, and this "
+                           f"run is {' and '.join(layouts)}: leave {'it' if one else 'them'} out or use --layout "
+                           f"{layout}")
+    if args.chunk_tokens is not None and (args.policy or "prefill-first") != "chunked":
+        raise CLIError(f"--chunk-tokens sets the chunked policy's budget, but --policy is "
+                       f"{args.policy or 'prefill-first (the default)'}: add --policy chunked or leave it out")
+    unused = [n for n in ("model", "device", "threads") if getattr(args, n, None) is not None]
+    if args.backend == "simulated" and unused:
+        raise CLIError(f"{_flags(unused)} only {'applies' if len(unused) == 1 else 'apply'} to the back ends that run "
+                       f"a model (emulated, distributed); the simulated back end runs a cost model (one measured on "
+                       f"a model: simulate --cost FILE --model NAME)")
+    for name, value in DEFAULTS.items():
+        if getattr(args, name, None) is None and not (name == "workers" and len(layouts) > 1):  # compare: P + D
+            setattr(args, name, value)
 
 
 def clean(x):
@@ -103,12 +146,14 @@ def setup(args, configs: dict, cost=None):
     quiet_hub()
     if args.backend == "emulated":
         from ..phases.models import load_model
-        lm = load_model(args.model, device=args.device, seed=args.seed)
+        lm = load_model(args.model, device=args.device, seed=args.seed, threads=args.threads)
         fill(args, configs, lm=lm)
         return serving.ModelExecutor(lm), _workload(args, lm), lambda: None
     from ..serving.distributed import launch
     device = args.device or "cpu"
     if args.torchrun:
+        if args.threads is not None:
+            raise CLIError("--threads is not passed to the processes torchrun starts: set OMP_NUM_THREADS for them")
         group = launch.join(device, args.timeout)
         if group.rank:
             launch.work(group, args.model, device=device, seed=args.seed)
@@ -119,7 +164,8 @@ def setup(args, configs: dict, cost=None):
     if args.torchrun:
         backend = launch.backend(group, args.model, device=device, seed=args.seed, timeout_s=args.timeout)
     else:
-        backend = serving.DistributedBackend(args.model, device=device, seed=args.seed, timeout_s=args.timeout)
+        backend = serving.DistributedBackend(args.model, device=device, seed=args.seed, timeout_s=args.timeout,
+                                             threads=args.threads or 1)
     backend.prepare(n_workers)  # the workers' model shapes the workload (context, vocabulary)
     return backend, _workload(args, backend), backend.close
 
@@ -202,22 +248,34 @@ def title(verb: str, args) -> str:
 
 @command("serve", "serve a workload on a cluster (colocated or disaggregated) and report TTFT/TPOT",
          arg("--layout", choices=("colocated", "disaggregated"), default="colocated", help="(default colocated)"),
-         arg("--workers", type=positive_int, default=1, metavar="N", help="colocated workers (default 1)"),
+         arg("--workers", type=positive_int, default=None, metavar="N", help="colocated workers (default 1)"),
          *POOLS, *COMMON)
 def serve(args):
     from .. import serving
+    resolve(args, (args.layout,))
     cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
                                 decode_workers=args.decode_workers, **options(args))
     backend, reqs, close = setup(args, {args.layout: cfg})
     if backend is None:
         return None
     try:
-        res = serving.run(reqs, cfg, backend)
+        res = serving.run(reqs, cfg, backend, progress=progress(args))
     finally:
         close()
     m = metrics(res, args)
-    text = [title("serve", args), *chosen_lines(args.chosen), *lines(args.layout, m)]
-    return dict(header(args), layout=args.layout, **{args.layout: m}), text
+    extra, said = about(backend)
+    return (dict(header(args), layout=args.layout, **{args.layout: m}, **extra),
+            [title("serve", args), *chosen_lines(args.chosen), *said, *lines(args.layout, m)])
+
+
+def about(backend) -> tuple[dict, list[str]]:
+    """What ran the steps, for the JSON and the text: the cost model of the simulated back end (``cost_source``,
+    as ``simulate`` and ``plan`` say), the CPU threads of an emulated one (``cpu_threads``, ``cpu_threads_note``)."""
+    if hasattr(backend, "cost"):
+        return dict(cost_source=backend.cost.source), [f"cost model: {backend.cost.source}"]
+    if hasattr(backend, "lm"):
+        return threads_fields(backend.lm), [f"threads: {backend.lm.threads_note}"]
+    return {}, []
 
 
 @command("compare", "serve the same workload colocated and disaggregated, side by side",
@@ -226,22 +284,24 @@ def serve(args):
          *POOLS, *COMMON)
 def compare(args):
     from .. import serving
+    resolve(args, ("colocated", "disaggregated"))
     configs = serving.contenders(args.workers, args.prefill_workers, args.decode_workers, **options(args))
     backend, reqs, close = setup(args, configs)
     if backend is None:
         return None
     try:
-        cmp = serving.compare(reqs, configs, backend)
+        cmp = serving.compare(reqs, configs, backend, progress=progress(args))
     finally:
         close()
+    extra, said = about(backend)
     data = dict(header(args), **{name: metrics(res, args) for name, res in cmp.results.items()},
-                tokens_identical=cmp.tokens_identical, tokens_compared=cmp.tokens_compared)
+                tokens_identical=cmp.tokens_identical, tokens_compared=cmp.tokens_compared, **extra)
     if args.backend == "simulated":
         same = "not checked: the cost model emits no real tokens"
     elif not cmp.tokens_compared:
         same = "nothing to compare: no request completed in both layouts"
     else:
         same = f"{'yes' if cmp.tokens_identical else 'NO'} ({cmp.tokens_compared} requests completed in both)"
-    text = [title("compare", args), *chosen_lines(args.chosen), *lines("colocated", data["colocated"]),
+    text = [title("compare", args), *chosen_lines(args.chosen), *said, *lines("colocated", data["colocated"]),
             *lines("disaggregated", data["disaggregated"]), f"tokens identical in both layouts: {same}"]
     return data, text

@@ -4,32 +4,34 @@ one. No model is loaded and torch is not imported. The JSON holds the keys of ``
 the simulation itself took) and ``cost_source`` (where the step times come from)."""
 from __future__ import annotations
 
-from .args import positive_int
+from .args import positive_int, progress
 from .costs import COST_OPTIONS, cost_model
 from .defaults import chosen_lines
 from .registry import arg, command
-from .serving import COMMON, POOLS, clean, header, lines, metrics, options, setup, title
+from .serving import COMMON, POOLS, clean, header, lines, metrics, options, resolve, setup, title
 
 __all__ = ["simulate"]
 
 #: serve's options that name a real model or another back end have no meaning here
-_UNUSED = {"--backend", "--model", "--device", "--timeout", "--torchrun"}
+_UNUSED = {"--backend", "--model", "--device", "--threads", "--timeout", "--torchrun"}
 SIMULATE_OPTIONS = tuple(a for a in COMMON if a[0][0] not in _UNUSED)
 
 
 @command("simulate", "serve a workload on the simulated back end (a cost model, no model loaded)",
          arg("--layout", choices=("colocated", "disaggregated"), default="colocated", help="(default colocated)"),
-         arg("--workers", type=positive_int, default=1, metavar="N", help="colocated workers (default 1)"),
+         arg("--workers", type=positive_int, default=None, metavar="N", help="colocated workers (default 1)"),
          *POOLS, *SIMULATE_OPTIONS, *COST_OPTIONS,
          arg("--model", default=None, help="with --cost: the model you mean to simulate (checked against the file)"))
 def simulate(args):
     from .. import serving
-    args.backend, args.device, args.timeout, args.torchrun = "simulated", None, 30.0, False
-    cost = cost_model(args, args.model)
+    args.backend, args.device, args.threads, args.timeout, args.torchrun = "simulated", None, None, 30.0, False
+    cost = cost_model(args, args.model)  # --model here checks the calibration file's model
+    args.model = None
+    resolve(args, (args.layout,))
     cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
                                 decode_workers=args.decode_workers, trace=False, **options(args))
     backend, reqs, _ = setup(args, {args.layout: cfg}, cost)
-    res = serving.run(reqs, cfg, backend)
+    res = serving.run(reqs, cfg, backend, progress=progress(args))
     m = metrics(res, args)
     data = dict(header(args), layout=args.layout, **{args.layout: m}, wall_s=res.wall_s,
                 cost_source=backend.cost.source)

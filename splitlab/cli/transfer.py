@@ -4,7 +4,11 @@ For each prompt length: bytes moved, seconds and GB/s of the in-process copy, th
 and layer-wise transfers (a second process started with torch.distributed, gloo on CPU), and the raw baseline
 (one contiguous tensor of the same bytes over the same backend); plus how much of the transfer layer-wise
 streaming hides behind the prefill. ``--json`` prints a list of rows with ``prompt_tokens``, ``nbytes``,
-``method``, ``seconds``, ``gbps`` (and more, see :func:`splitlab.transfer.bench.measure_transfers`).
+``method``, ``seconds``, ``gb_per_s`` (gigabytes, 1e9 bytes, per second; the API's rows call it ``gbps``) and
+more (see :func:`splitlab.transfer.bench.measure_transfers`); each ``layerwise`` row adds ``hidden_fraction`` (1 -
+exposed_s / the whole transfer's seconds: the share of a whole transfer that streaming during the prefill took
+off the critical path; negative when the time left after the forward exceeded a whole transfer, i.e. streaming
+cost more than it hid) and ``hidden_note`` saying which in words.
 Registered into :mod:`splitlab.cli`.
 """
 from __future__ import annotations
@@ -33,9 +37,9 @@ def transfer(args) -> tuple[list[dict], list[str]]:
                        f"choose one of {', '.join(list_presets())}")
     lengths = [n for group in args.prompt_tokens for n in group]
     quiet_hub()
-    import torch
+    from ..phases.cpu_threads import pin_threads
     from ..transfer.bench import measure_transfers
-    torch.set_num_threads(args.threads)  # the same as the other process: spinning OpenMP threads starve the sends
+    pin_threads(args.threads)  # the same as the other process: spinning OpenMP threads starve the sends
     rows = measure_transfers(args.model, lengths, batch=args.batch, repeats=args.repeats, dtype=args.dtype,
                              timeout_s=args.timeout, threads=args.threads)
     lines = [f"splitlab transfer: {args.model}, {rows[0]['dtype']}, batch {args.batch}, backend {rows[0]['backend']}"
@@ -54,4 +58,19 @@ def transfer(args) -> tuple[list[dict], list[str]]:
             note = f"{r['gbps'] / raw['gbps']:.0%} of raw"
         lines.append(f"{r['prompt_tokens']:>7} {human_bytes(r['nbytes']):>10} {r['method']:<11} "
                      f"{r['seconds'] * 1e3:>9.3f} {r['gbps']:>7.2f}  {note}")
-    return rows, lines
+    return [_json_row(r, rows) for r in rows], lines
+
+
+def _json_row(r: dict, rows: list[dict]) -> dict:
+    """``r`` for ``--json``: ``gb_per_s`` for the API's ``gbps`` (which reads as gigabits), and on a layerwise row
+    ``hidden_note``: what its ``hidden_fraction`` means, negative ones above all."""
+    out = {("gb_per_s" if k == "gbps" else k): v for k, v in r.items()}
+    if r["method"] == "layerwise":
+        whole = next(x for x in rows if x["prompt_tokens"] == r["prompt_tokens"] and x["method"] == "whole")
+        h = r["hidden_fraction"]
+        out["hidden_note"] = (
+            f"streaming during the prefill hid {h:.0%} of a whole transfer ({r['exposed_s'] * 1e3:.3g} ms left "
+            f"after the forward, {whole['seconds'] * 1e3:.3g} ms for a whole one)" if h >= 0 else
+            f"negative: streaming layer by layer cost more than it hid ({r['exposed_s'] * 1e3:.3g} ms left after the "
+            f"forward, more than the {whole['seconds'] * 1e3:.3g} ms of a whole transfer)")
+    return out

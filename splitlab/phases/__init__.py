@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("agreement", "attention", "device", "engine", "inputs", "layout", "locate", "models", "profiling",
-               "sampling", "speculative", "tokenizer")
+_SUBMODULES = ("agreement", "attention", "cpu_threads", "device", "engine", "inputs", "layout", "loaded", "locate",
+               "models", "profiling", "sampling", "speculative", "tokenizer")
 
 
 def __getattr__(name: str):

@@ -39,6 +39,7 @@ from typing import Iterable, Sequence
 
 import torch
 
+from ..common.progress import progress_bar, show_progress
 from ..costmodel import Calibration, CostModel, fit_decode, fit_prefill, fit_transfer
 from ..costmodel.fit import coefficients
 from ..kvcache import KVCache
@@ -154,7 +155,7 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
               decode_batches: Sequence[int] = (1, 2, 3, 4, 6, 8, 16), contexts: Sequence[int] | None = None,
               transfer_tokens: Sequence[int] | None = None, repeats: int = 3, statistic: str = "median",
               rounds: int = 1, seed: int = 0, chunk_tokens: Sequence[int] | None = None,
-              chunk_prefixes: Sequence[int] | None = None) -> Calibration:
+              chunk_prefixes: Sequence[int] | None = None, progress: bool | None = None) -> Calibration:
     """Measure ``lm`` on its device and fit a cost model (see the module docstring for what is measured).
 
     Args:
@@ -169,6 +170,7 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
             ``rounds`` passes over all the points (a burst of other work on the machine then hits only some runs
             of each point).
         seed: prompt ids.
+        progress: a bar of the points measured on stderr: True, False or None (when stderr is a terminal).
 
     Returns:
         a :class:`splitlab.costmodel.Calibration`: ``.cost`` (a CostModel for
@@ -191,6 +193,7 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
     if not isinstance(lm, LoadedModel):
         raise TypeError(f"calibrate needs a splitlab LoadedModel (from splitlab.load_model), got {type(lm).__name__}")
     check_measurement(statistic, repeats=repeats, rounds=rounds, prefill_batch=prefill_batch)
+    show = show_progress(progress)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 63:
         raise ValueError(f"seed must be an integer in 0 .. 2**63 - 1, got {seed!r}")
     summarize, ctx = STATISTICS[statistic], lm.max_context
@@ -255,11 +258,14 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
 
         points.append(("transfer", dict(tokens=n, nbytes=cache.nbytes), copy, None))
     times: list[list[float]] = [[] for _ in points]
-    for _ in range(rounds):
-        for i, (_, _, once, start) in enumerate(points):
-            if start is not None:
-                start()
-            times[i].extend(_timed(once, repeats))
+    with progress_bar(rounds * len(points), f"calibrate {lm.name}", show, "point") as bar:
+        for _ in range(rounds):
+            for i, (kind, _, once, start) in enumerate(points):
+                bar.set_postfix_str(kind, refresh=False)
+                if start is not None:
+                    start()
+                times[i].extend(_timed(once, repeats))
+                bar.update()
     measured = {"prefill": "prefill_s", "decode": "step_s", "transfer": "seconds"}
     rows = {"prefill": [], "decode": [], "transfer": []}
     for (kind, row, _, _), t in zip(points, times):

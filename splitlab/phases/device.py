@@ -71,10 +71,12 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
+    if not isinstance(device, (str, torch.device)):  # never the repr of what came instead (a whole tokenizer)
+        raise ValueError(f"device must be a name such as 'cpu' or a torch.device, got a {type(device).__name__}")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
+        raise ValueError(f"unknown device {device!r:.60}: use cpu, cuda, cuda:N or mps") from None
     runnable(dev)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {str(device)!r} asked for, but torch sees no CUDA GPU here; use 'cpu'")

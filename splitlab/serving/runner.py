@@ -15,11 +15,13 @@ executor (:class:`~.emulated.ModelExecutor`, :class:`~.simulated.CostModelExecut
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pandas as pd
 
+from ..common.progress import progress_bar, show_progress
 from . import metrics as M
 from .cluster import Cluster
 from .config import ServingConfig
@@ -46,7 +48,7 @@ def backend_for(model=None, backend=None):
 
 
 def run(requests: Sequence[Request], config: ServingConfig | None = None, backend=None, *, model=None,
-        faults=None) -> ServingResult:
+        faults=None, progress: bool | None = None) -> ServingResult:
     """Serve fresh copies of ``requests`` (the list is not modified) and return a :class:`ServingResult`.
 
     Args:
@@ -54,13 +56,34 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
         config: the layout and its options (:class:`ServingConfig`; default: one colocated worker).
         backend, model: see the module docstring.
         faults: a fault hook (:mod:`splitlab.common.faults`), for tests and teaching.
+        progress: a real model's run (emulated) draws a bar of output tokens on stderr: True, False, or None
+            (only when stderr is a terminal; :mod:`splitlab.common.progress`).
 
     Raises:
         TypeError: requests that are not Requests, a config that is not a ServingConfig, a back end that runs no
-            steps, a fault hook that is not callable. ValueError: two requests with the same id; both ``model``
-            and ``backend`` given; a KillWorker naming no worker of the layout.
+            steps, a fault hook that is not callable, ``progress`` that is not True, False or None. ValueError: two
+            requests with the same id; both ``model`` and ``backend`` given; a KillWorker naming no worker of the
+            layout.
     """
-    return Cluster(backend_for(model, backend), config, faults).run(fresh_requests(requests))
+    show = show_progress(progress)  # a bad value is refused before any worker starts
+    cluster = Cluster(backend_for(model, backend), config, faults)
+    requests = fresh_requests(requests)
+    with _token_bar(cluster.backend, requests, cluster.cfg.name, show):
+        return cluster.run(requests)
+
+
+@contextmanager
+def _token_bar(ex, requests: list[Request], name: str, show: bool):
+    """A bar of the output tokens an emulated run emits (an executor with a ``progress`` attribute: the real
+    model's steps are the slow ones); other back ends run as they are."""
+    if not hasattr(ex, "progress"):
+        yield
+        return
+    with progress_bar(sum(r.max_new_tokens for r in requests), f"emulated {name}", show, "token") as ex.progress:
+        try:
+            yield
+        finally:
+            ex.progress = None
 
 
 def contenders(workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,
@@ -133,9 +156,9 @@ class Comparison:
 
 
 def compare(requests: Sequence[Request], configs: Mapping[str, ServingConfig] | Sequence[ServingConfig],
-            backend=None, *, model=None, faults=None) -> Comparison:
+            backend=None, *, model=None, faults=None, progress: bool | None = None) -> Comparison:
     """Serve the same ``requests`` once per configuration (``configs``: name -> config, or a list named by
-    :attr:`ServingConfig.name`), on one back end (see :func:`run`)."""
+    :attr:`ServingConfig.name`), on one back end (see :func:`run`; ``progress``: one bar per run)."""
     if configs is None or isinstance(configs, (str, ServingConfig)):
         raise TypeError(f"configs must be a dict name -> ServingConfig or a list of ServingConfigs (e.g. "
                         f"serving.contenders()), got {type(configs).__name__}")
@@ -152,4 +175,5 @@ def compare(requests: Sequence[Request], configs: Mapping[str, ServingConfig] | 
     configs = {name: check_config(c) for name, c in configs.items()}
     requests = fresh_requests(requests)  # read once (a generator), served fresh by every configuration
     ex = backend_for(model, backend)
-    return Comparison({name: run(requests, cfg, ex, faults=faults) for name, cfg in configs.items()})
+    return Comparison({name: run(requests, cfg, ex, faults=faults, progress=progress)
+                       for name, cfg in configs.items()})

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..costmodel import Calibration, CostModel, combine, fit_decode, fit_prefill
+from ..common.progress import progress_bar
 from ..costmodel.fit import coefficients
 from . import metrics as M
 from .config import ServingConfig
@@ -56,8 +57,8 @@ def validation_contenders(workers: int = 2, chunk_tokens: int = 256, **options) 
 
 def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders: Mapping[str, ServingConfig] |
              None = None, n_requests: int = 24, seed: int = 0, executor=None, scale: float | None = None,
-             repeats: int = 1, recalibrate: Callable[[], Calibration] | None = None, in_run: bool = False
-             ) -> pd.DataFrame:
+             repeats: int = 1, recalibrate: Callable[[], Calibration] | None = None, in_run: bool = False,
+             progress: bool | None = None) -> pd.DataFrame:
     """Serve each workload's requests on each contender, emulated and simulated, and compare percentiles.
 
     Args:
@@ -80,6 +81,7 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
         in_run: also simulate each workload on the cost model fitted to the steps its emulated runs measured
             (:func:`in_run_cost`): columns ``in_run_s`` and ``in_run_error``. The device's speed is then the one
             it had during those runs, so the error left is the simulator's, not the machine's drift.
+        progress: a bar of the emulated runs on stderr: True, False or None (when stderr is a terminal).
 
     Returns:
         one row per workload, contender and metric: ``emulated_s``, ``simulated_s``, ``error`` (simulated /
@@ -128,6 +130,7 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
         workloads = default_rates(cost, lm, n_workers=min(c.n_workers for c in contenders.values()), scale=scale)
     requests = {name: make_workload(name, n_requests, rate, seed=seed, model=lm, scale=scale)  # all checked first
                 for name, rate in workloads.items()}
+    bar = progress_bar(len(workloads) * repeats * len(contenders), "validate: emulated runs", progress, "run")
     emu = executor or ModelExecutor(lm)
     rows = []
     for name, rate in workloads.items():
@@ -137,7 +140,9 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
         try:
             for _ in range(repeats):
                 for label, cfg in contenders.items():
-                    emulated[label].append(_percentiles(_served(run(reqs, cfg, emu), name, label)))
+                    bar.set_postfix_str(f"{name}, {label}")
+                    emulated[label].append(_percentiles(_served(run(reqs, cfg, emu, progress=False), name, label)))
+                    bar.update()
         finally:
             steps, emu.step_log = emu.step_log, None
         in_run_sim = CostModelExecutor(in_run_cost(cost, steps)) if in_run else None
@@ -159,6 +164,7 @@ def validate(lm, cost, workloads: Mapping[str, float] | None = None, contenders:
                                  simulated_s=s, error=s / e - 1, abs_error=abs(s / e - 1), emulated_spread=spread))
                 if in_run:
                     rows[-1].update(in_run_s=again[metric], in_run_error=again[metric] / e - 1)
+    bar.close()  # (an error on the way closes it when it is collected)
     return pd.DataFrame(rows)
 
 

@@ -75,7 +75,8 @@ def setup(cpu_threads: int | None = 1, style: bool = True) -> None:
         import torch
 
         if not torch.cuda.is_available():
-            torch.set_num_threads(cpu_threads)
+            from ..phases.cpu_threads import pin_threads
+            pin_threads(cpu_threads)  # the chapter's count, which load_model keeps
 
 
 def md(text: str) -> None:

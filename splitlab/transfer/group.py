@@ -35,6 +35,7 @@ import torch.multiprocessing as mp
 
 from ..common.faults import obey
 from ..common.threads import check_threads
+from ..phases.cpu_threads import pin_threads
 from .mailbox import Mailbox
 
 __all__ = ["DistributedError", "PeerJoinTimeout", "WorkerDied", "free_port", "make_store", "pick_backend",
@@ -149,7 +150,7 @@ def _child(index: int, worker: Callable, host: str, port: int, world_size: int, 
     """Entry point of a spawned worker (rank ``index + 1``): join, run ``worker(group, *args)``, leave.
     A failure prints one line naming the rank and exits with status 1 (no hang, no traceback wall)."""
     rank = index + 1
-    torch.set_num_threads(threads)
+    pin_threads(threads)  # the parent's threads= for this process: load_model keeps it
     obey(fault, "join", f"rank{rank}")  # a fault hook may keep this worker from ever joining
     group = None
     try:
