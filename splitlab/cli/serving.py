@@ -43,8 +43,9 @@ COMMON = (
     arg("--max-prefill-tokens", type=positive_int, default=2048, help="prompt tokens per prefill forward (2048)"),
     arg("--kv-budget-bytes", type=positive_int, default=None,
         help="KV budget per worker (default: device memory minus weights; unlimited for a cost model)"),
-    arg("--first-token-on", choices=("prefill", "decode"), default="prefill",
-        help="disaggregated: which side emits the first token (default prefill)"),
+    arg("--first-token-on", choices=("prefill", "decode"), default="decode",
+        help="disaggregated: which side emits the first token (default decode: after the KV transfer; "
+             "prefill: DistServe's convention)"),
     arg("--transfer-mode", choices=TRANSFER_MODES, default="whole", help="disaggregated: how the cache moves"),
     arg("--link-gbps", type=link_gbps, default=None,
         help="disaggregated, virtual clocks: model a KV link of this many GB/s instead of charging the measured copy"),
