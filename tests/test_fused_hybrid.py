@@ -47,8 +47,8 @@ def test_linear_fused_step_is_one_prefill_form_over_every_row():
     cost = CostModel(prefill_base_s=2e-3, prefill_per_token_s=1e-4, prefill_per_token2_s=1e-8,
                      prefill_masked_per_pair_s=1e-9, decode_base_s=3e-3, decode_per_seq_s=2e-4)
     t = hybrid_terms(4, 400, [(64, 32)])
-    assert t == dict(chunk_tokens=32, chunk_squares=96 ** 2 - 64 ** 2, masked_pairs=36 * (400 + 64 + 36),
-                     decode_batch=4, decode_context_tokens=400)
+    assert t == dict(chunk_tokens=32, chunk_squares=96 ** 2 - 64 ** 2, masked_pairs=32 * 96, decode_batch=4,
+                     decode_context_tokens=400)
     # decode rows: 1 token after c cached, (c + 1)^2 - c^2 squares each; one base, no decode base or per-seq cost
     assert cost.hybrid_s(**t) == pytest.approx(2e-3 + 1e-4 * 36 + 1e-8 * (t["chunk_squares"] + 2 * 400 + 4)
                                                + 1e-9 * t["masked_pairs"])
@@ -84,9 +84,7 @@ def test_calibrated_prediction_is_the_fitted_form_measured_on_fused_forwards():
 
 def serve_chunked(lm, prompts, path: str):
     """Chunked prefill on one worker, its hybrid steps fused or in two passes; the tokens of every request."""
-    ex = ModelExecutor(lm, warm=False)
-    if path == "two-pass":
-        ex.hybrid_path = "two-pass"
+    ex = serving_two_pass(lm) if path == "two-pass" else ModelExecutor(lm, warm=False)
     ex.step_log = []
     reqs = [Request(i, 0.002 * i, list(p), 6) for i, p in enumerate(prompts)]
     res = run(reqs, ServingConfig.colocated(1, policy="chunked", chunk_tokens=9, max_batch=4, kv_budget_bytes=None),
@@ -121,3 +119,24 @@ def test_a_sliding_window_family_falls_back_to_two_passes_and_says_why():
     ex = ModelExecutor(loaded("mistral-sw"), warm=False)
     assert ex.hybrid_path == "two-pass" and "sliding-window" in ex.fused_unsupported
     assert ModelExecutor(cached_model("tiny"), warm=False).hybrid_path == "fused"
+
+
+def test_a_fused_step_is_one_row_of_the_longest_gap():
+    from splitlab.serving import interference
+    lm = cached_model("tiny")
+    reqs = interference.streams_and_long_prompts([200], [0.02], 2, 8, 30, model=lm)
+    cfg = ServingConfig(policy="chunked", chunk_tokens=64, kv_budget_bytes=None)
+    res = run(reqs, cfg, ModelExecutor(lm, warm=False))
+    assert res.hybrid_path == "fused"
+    steps = interference.longest_gap(res)["steps"]
+    assert list(steps.kind) == ["hybrid"] and steps.batch[0] == 2 and steps.tokens[0] == 62
+    assert steps.seconds[0] <= res.request_table().max_itl_s.max() + 1e-12
+    two_pass = run(reqs, cfg, serving_two_pass(lm))
+    assert two_pass.hybrid_path == "two-pass" and set(interference.longest_gap(two_pass)["steps"].kind) == {
+        "decode", "prefill"}
+
+
+def serving_two_pass(lm):
+    ex = ModelExecutor(lm, warm=False)
+    ex.hybrid_path = "two-pass"
+    return ex

@@ -116,13 +116,12 @@ class CostModel:
 def hybrid_terms(decode_batch: int, decode_context_tokens: int, chunks) -> dict:
     """The arguments of :meth:`CostModel.hybrid_s` for one fused forward over ``decode_batch`` decode rows
     holding ``decode_context_tokens`` cached tokens in all and ``chunks``, ``(cached, new)`` tokens per prompt
-    chunk: ``chunk_tokens``, ``chunk_squares`` (sum of (p + n)^2 - p^2), ``masked_pairs`` (the packed forward's
-    dense mask, :mod:`splitlab.phases.fused`: queries Q = chunk tokens + decode rows, times keys = every row's
-    cached tokens + Q), ``decode_batch`` and ``decode_context_tokens``."""
-    chunk = sum(n for _, n in chunks)
-    queries, cached = chunk + decode_batch, decode_context_tokens + sum(p for p, _ in chunks)
-    return dict(chunk_tokens=chunk, chunk_squares=sum((p + n) ** 2 - p * p for p, n in chunks),
-                masked_pairs=queries * (cached + queries), decode_batch=decode_batch,
+    chunk: ``chunk_tokens``, ``chunk_squares`` (sum of (p + n)^2 - p^2), ``masked_pairs`` (attention is per row,
+    :mod:`splitlab.phases.fused`: a chunk after ``p > 0`` cached tokens attends through a mask, ``n x (p + n)``
+    pairs, as in a two-pass step; a decode row's one query needs none), ``decode_batch`` and
+    ``decode_context_tokens``."""
+    return dict(chunk_tokens=sum(n for _, n in chunks), chunk_squares=sum((p + n) ** 2 - p * p for p, n in chunks),
+                masked_pairs=sum(n * (p + n) for p, n in chunks if p), decode_batch=decode_batch,
                 decode_context_tokens=decode_context_tokens)
 
 

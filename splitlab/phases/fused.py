@@ -3,9 +3,11 @@ the prompt chunks of a chunked-prefill step packed into one sequence, so the dec
 chunk's forward and the weights are read once.
 
 The packed sequence holds, in order, each decode row's latest token and each chunk's tokens; in front of them
-sits one cache row made of every row's own cached keys and values, one segment after the other. A block-diagonal
-attention mask (``[1, 1, Q, K + Q]``, 0 where a query may attend, the dtype's lowest value where not) lets each
-query see only its own segment and, for a chunk, the chunk's earlier tokens; explicit position ids give each token
+sits one cache row made of every row's own cached keys and values, one segment after the other. Every linear
+layer runs once over all the packed tokens; attention runs per row (ragged, as FlashAttention's variable-length
+kernel or PagedAttention do on a GPU): for each layer, a row's queries attend to its own cached segment and its
+own new keys only, through the model's own attention function (sdpa or eager), a chunk after a cached prefix
+through the causal mask aligned to its last key, as in the two-pass path. Explicit position ids give each token
 its own row's position (RoPE and learned absolute positions alike). Each row computes what it would alone, so the
 tokens equal the two-pass path's (tested on several families in fp32, greedy).
 
@@ -15,6 +17,7 @@ packing and unpacking the caches is bookkeeping, as a paged-attention server nee
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -82,17 +85,44 @@ def _packed_cache(decode_cache: KVCache | None, chunks, layers: int):
     return keys, values
 
 
-def _mask(rows: list[tuple[int, int]], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``[1, 1, Q, K + Q]`` additive mask: a query attends to its row's cached keys and its row's new keys up to
-    itself."""
-    seg_cached = torch.cat([torch.full((c,), r) for r, (c, _) in enumerate(rows)])
-    seg_new = torch.cat([torch.full((n,), r) for r, (_, n) in enumerate(rows)])
-    order = torch.cat([torch.arange(n) for _, n in rows])
-    q_seg, q_ord = seg_new[:, None], order[:, None]
-    allowed = torch.cat([seg_cached[None, :] == q_seg,
-                         (seg_new[None, :] == q_seg) & (order[None, :] <= q_ord)], dim=1)
-    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask[None, None].to(device)
+#: the rows of the fused forward in progress: (``[(cached, new)] per row``, the model's own attention function)
+_ACTIVE: dict = {}
+RAGGED = "splitlab_ragged"
+
+
+def _row_mask(cached: int, new: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
+    """``[1, 1, new, cached + new]`` additive causal mask aligned to the last key (None: a lone query, or no
+    cache, where the kernel's own causal flag serves)."""
+    if new == 1 or cached == 0:
+        return None
+    keep = torch.ones(new, cached + new, dtype=torch.bool, device=device).tril(cached)
+    return torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill_(~keep, torch.finfo(dtype).min)[None, None]
+
+
+def _ragged_attention(module, query, key, value, attention_mask, **kwargs):
+    """Attention of the packed forward, row by row (module docstring): ``query [1, heads, Q, dim]``, ``key`` and
+    ``value [1, kv_heads, K + Q, dim]`` (every row's cache, then every new token). Returns ``([1, Q, heads, dim],
+    None)`` like transformers' attention functions."""
+    rows, inner = _ACTIVE["rows"], _ACTIVE["inner"]
+    total = sum(c for c, _ in rows)
+    outs, at_c, at_q = [], 0, 0
+    for c, n in rows:
+        k = torch.cat([key[:, :, at_c:at_c + c], key[:, :, total + at_q:total + at_q + n]], dim=2)
+        v = torch.cat([value[:, :, at_c:at_c + c], value[:, :, total + at_q:total + at_q + n]], dim=2)
+        mask = _row_mask(c, n, query.dtype, query.device)
+        out, _ = inner(module, query[:, :, at_q:at_q + n], k, v, mask, **dict(kwargs, is_causal=mask is None and n > 1))
+        outs.append(out)
+        at_c, at_q = at_c + c, at_q + n
+    return torch.cat(outs, dim=1), None
+
+
+def _inner_attention(lm: LoadedModel):
+    """The model's own attention function (what its layers call for its ``_attn_implementation``)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    impl = lm.model.config._attn_implementation
+    if impl in ALL_ATTENTION_FUNCTIONS:
+        return ALL_ATTENTION_FUNCTIONS[impl]
+    return sys.modules[type(lm.model).__module__].eager_attention_forward
 
 
 def hybrid_forward(lm: LoadedModel, decode_cache: KVCache | None, decode_tokens, chunks) -> HybridOutput:
@@ -120,7 +150,9 @@ def hybrid_forward(lm: LoadedModel, decode_cache: KVCache | None, decode_tokens,
     dev, layers = lm.device, lm.geometry.layers
     ids = torch.tensor([decode_tokens + [t for _, c in chunks for t in c]], device=dev)
     positions = torch.tensor([[c + j for c, n in rows for j in range(n)]], device=dev)
-    kwargs = dict(input_ids=ids, position_ids=positions, attention_mask=_mask(rows, lm.dtype, dev), use_cache=True)
+    # a 4D mask is taken as given (no mask is built); the ragged attention above ignores it
+    kwargs = dict(input_ids=ids, position_ids=positions, attention_mask=torch.zeros(1, 1, 1, 1, device=dev),
+                  use_cache=True)
     cached = sum(c for c, _ in rows)
     if cached:
         keys, values = _packed_cache(decode_cache, chunks, layers)
@@ -128,12 +160,26 @@ def hybrid_forward(lm: LoadedModel, decode_cache: KVCache | None, decode_tokens,
     ends = torch.tensor(_ends(rows), device=dev)
     if accepts_logits_to_keep(type(lm.model)):
         kwargs["logits_to_keep"] = ends
-    with torch.inference_mode(), Timer(dev) as timer:
-        out = lm.model(**kwargs)
-        logits = out.logits if "logits_to_keep" in kwargs else out.logits[:, ends]
-        logits = logits[0].float()
+    config, inner = lm.model.config, _inner_attention(lm)
+    impl, _ACTIVE["rows"], _ACTIVE["inner"] = config._attn_implementation, rows, inner
+    _register()
+    config._attn_implementation = RAGGED
+    try:
+        with torch.inference_mode(), Timer(dev) as timer:
+            out = lm.model(**kwargs)
+            logits = out.logits if "logits_to_keep" in kwargs else out.logits[:, ends]
+            logits = logits[0].float()
+    finally:
+        config._attn_implementation = impl
+        _ACTIVE.clear()
     new_k, new_v, _, _ = read_layers(output_cache(out))
     return _unpack(lm, rows, len(decode_tokens), new_k, new_v, logits, timer.seconds)
+
+
+def _register() -> None:
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterface
+    if RAGGED not in ALL_ATTENTION_FUNCTIONS:
+        AttentionInterface.register(RAGGED, _ragged_attention)
 
 
 def _ends(rows: list[tuple[int, int]]) -> list[int]:

@@ -60,7 +60,10 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
             steps, a fault hook that is not callable. ValueError: two requests with the same id; both ``model``
             and ``backend`` given; a KillWorker naming no worker of the layout.
     """
-    return Cluster(backend_for(model, backend), config, faults).run(fresh_requests(requests))
+    backend = backend_for(model, backend)
+    result = Cluster(backend, config, faults).run(fresh_requests(requests))
+    result.hybrid_path = getattr(backend, "hybrid_path", None)
+    return result
 
 
 def contenders(workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,

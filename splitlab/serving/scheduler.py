@@ -12,7 +12,7 @@ OSDI'24, sec. 2-3):
   token of it and the rest goes to prompt chunks (continuing partial prompts first, then new ones, FCFS).
   A chunk is prefilled on top of the cache of the chunks before it, which gives the same cache as a whole
   prefill (checked in the tests). The decode tokens ride along in the chunk's forward: the step is ONE forward
-  (the emulated engine packs the rows into one sequence with a block-diagonal mask, :mod:`splitlab.phases.fused`;
+  (the emulated engine packs the rows into one sequence, attention per row, :mod:`splitlab.phases.fused`;
   cost models charge ``CostModel.hybrid_s``), or two passes where a model family cannot be packed
   (``Executor.hybrid_path`` says which).
 
