@@ -31,7 +31,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["CostModel", "hybrid_terms", "hybrid_as_prefill"]
+__all__ = ["CostModel", "hybrid_terms", "hybrid_as_prefill", "HYBRID_TERMS"]
+
+#: the arguments of :meth:`CostModel.hybrid_s`, the columns of a "hybrid" step record (``serving.run_step``)
+HYBRID_TERMS = ("chunk_tokens", "chunk_squares", "masked_pairs", "decode_batch", "decode_context_tokens")
 
 
 @dataclass(frozen=True)
