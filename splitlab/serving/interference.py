@@ -176,7 +176,8 @@ def longest_gap(res) -> dict:
     steps = rows.assign(seconds=rows.end_s - rows.start_s)[["kind", "batch", "tokens", "seconds", "start_s", "end_s"]]
     if res.hybrid_path == "fused":
         steps = _fused_rows(steps)
-    return dict(request_id=r.id, gap_s=gap, worker=worker, steps=steps.drop(columns=["start_s", "end_s"]).reset_index(drop=True))
+    steps = steps.drop(columns=["start_s", "end_s"]).reset_index(drop=True)
+    return dict(request_id=r.id, gap_s=gap, worker=worker, steps=steps)
 
 
 def _fused_rows(steps: pd.DataFrame) -> pd.DataFrame:

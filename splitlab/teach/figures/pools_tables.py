@@ -233,7 +233,8 @@ def guess_verdict(plan, reasons: bool = True) -> str:
     parts = []
     if below.any():
         lo, hi = -rel[below].max(), -rel[below].min()
-        parts.append(f"{int(below.sum())} are below it (by {lo:.0%} to {hi:.0%})" if below.sum() > 1 else
+        by = f"{lo:.0%} to {hi:.0%}" if f"{lo:.0%}" != f"{hi:.0%}" else f"{hi:.0%} each"  # not "15% to 15%"
+        parts.append(f"{int(below.sum())} are below it (by {by})" if below.sum() > 1 else
                      f"1 is below it (by {hi:.0%})")
     if above.any():
         parts.append(f"{int(above.sum())} above it (by up to {rel[above].max():.0%})" if above.sum() > 1 else
