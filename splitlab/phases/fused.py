@@ -60,10 +60,10 @@ def fused_unsupported(lm: LoadedModel) -> str | None:
     return None
 
 
-def _rows(decode_cache: KVCache, chunks) -> list[tuple[int, int]]:
+def _rows(decode_cache: KVCache | None, chunks) -> list[tuple[int, int]]:
     """``(cached, new)`` tokens of every row of the packed forward: decode rows first, then chunks."""
     lengths = decode_cache.lengths.tolist() if decode_cache is not None else []
-    return [(int(n), 1) for n in lengths] + [(0 if c is None else c.seq_len, len(ids)) for c, ids in chunks]
+    return [(int(n), 1) for n in lengths] + [(0 if c is None else int(c.lengths[0]), len(ids)) for c, ids in chunks]
 
 
 def _packed_cache(decode_cache: KVCache | None, chunks, layers: int):
