@@ -231,8 +231,8 @@ def run_step(executor: Executor, batch: DecodeBatch, decode: list[Slot], prefill
     """
     log = executor.step_log
     if decode and prefill and executor.hybrid_path == "fused":
-        terms = hybrid_terms(len(decode), sum(s.context for s in decode), prefill, prefill_tokens) if log is not None \
-            else None
+        context = sum(s.context for s in decode) if log is not None else 0
+        terms = hybrid_terms(len(decode), context, prefill, prefill_tokens) if log is not None else None
         out = executor.hybrid(batch, prefill, prefill_tokens)
         if log is not None:
             log.append(dict(kind="hybrid", **terms, step_s=out.seconds))
