@@ -45,13 +45,15 @@ def test_chunked_prefill_bounds_the_stall_by_the_token_budget():
     a, b = res.requests
     prefills = res.timeline.query("kind == 'prefill'")
     assert prefills.tokens.max() <= 101 and (prefills.request_ids.map(tuple) == (1,)).sum() == 5  # 5 chunks of 100
-    assert M.itl_s(a).max() == pytest.approx(0.11)                      # one decode + one 100-token chunk
-    assert M.ttft_s(b) == pytest.approx(0.1 + 5 * 0.11 - 0.05)
+    # one fused forward: A's decode token rides along in the 100-token chunk's pass (101 tokens x 1 ms; the
+    # 10 ms decode step is not paid on top)
+    assert M.itl_s(a).max() == pytest.approx(0.101)
+    assert M.ttft_s(b) == pytest.approx(0.1 + 5 * 0.101 - 0.05)
     assert len(b.output) == 2 and len(a.output) == 20
 
 
 def test_disaggregated_keeps_the_stream_smooth_and_charges_the_transfer():
-    res = serve(layout="disaggregated")
+    res = serve(layout="disaggregated", first_token_on="prefill")
     a, b = res.requests
     assert (a.prefill_worker, a.decode_worker) == ("P0", "D0")
     assert a.token_times_s[:2] == pytest.approx([0.1, 0.115])          # first token at prefill; transfer 5 ms
@@ -64,10 +66,17 @@ def test_disaggregated_keeps_the_stream_smooth_and_charges_the_transfer():
 
 
 def test_first_token_on_decode_puts_the_transfer_into_ttft():
-    on_prefill = serve(layout="disaggregated").requests[0]
+    on_prefill = serve(layout="disaggregated", first_token_on="prefill").requests[0]  # DistServe's convention
     on_decode = serve(layout="disaggregated", first_token_on="decode").requests[0]
     assert M.ttft_s(on_decode) - M.ttft_s(on_prefill) == pytest.approx(0.005)
     assert on_decode.output and len(on_decode.output) == 20
+
+
+def test_the_first_token_leaves_after_the_transfer_by_default():
+    assert ServingConfig().first_token_on == "decode"
+    for r in serve(layout="disaggregated").requests:
+        assert r.transfer_end_s is not None and r.token_times_s[0] >= r.transfer_end_s > r.prefill_end_s
+        assert M.ttft_s(r) == pytest.approx(r.transfer_end_s - r.arrival_s)
 
 
 def test_link_bandwidth_models_a_slower_network():

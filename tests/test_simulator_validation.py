@@ -8,6 +8,7 @@ import pytest
 from splitlab.costmodel import CostModel
 from splitlab.serving import CostModelExecutor, ModelExecutor, ServingConfig, make_workload, run
 from splitlab.serving import validation as V
+from splitlab.serving.executor import StepOutcome
 
 COST = CostModel(prefill_base_s=2e-3, prefill_per_token_s=1e-4, prefill_per_token2_s=1e-8, decode_base_s=3e-3,
                  decode_per_seq_s=2e-4, decode_per_token_s=1e-7, transfer_base_s=1e-4, transfer_bytes_per_s=1e9,
@@ -31,6 +32,11 @@ class Charged(ModelExecutor):
         out = super().decode(batch)
         out.seconds = self.sim.decode_seconds(len(batch.slots), sum(s.context for s in batch.slots))
         return out
+
+    def hybrid(self, batch, slots, n_tokens):
+        seconds = self.sim.hybrid_seconds(len(batch.slots), sum(s.context for s in batch.slots), slots, n_tokens)
+        out = super().hybrid(batch, slots, n_tokens)
+        return StepOutcome.fused_step(seconds, len(batch.slots), sum(n_tokens), out.tokens, out.first_tokens)
 
     def transfer(self, slot, mode="whole"):
         out = super().transfer(slot, mode)

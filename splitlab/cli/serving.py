@@ -46,7 +46,8 @@ COMMON = (
     arg("--kv-budget-bytes", type=positive_int, default=None,
         help="KV budget per worker (default: device memory minus weights; unlimited for a cost model)"),
     arg("--first-token-on", choices=("prefill", "decode"), default=None,
-        help="disaggregated: which side emits the first token (default prefill)"),
+        help="disaggregated: which side emits the first token (default decode: after the KV transfer; "
+             "prefill: DistServe's convention)"),
     arg("--transfer-mode", choices=TRANSFER_MODES, default=None,
         help="disaggregated: how the cache moves (default whole)"),
     arg("--link-gbps", type=link_gbps, default=None,
@@ -70,7 +71,7 @@ POOLS = (
 
 #: the defaults of options that only some runs read (None on the command line: not given)
 DEFAULTS = dict(workers=1, prefill_workers=1, decode_workers=1, policy="prefill-first", chunk_tokens=256,
-                first_token_on="prefill", transfer_mode="whole", model="tiny")
+                first_token_on="decode", transfer_mode="whole", model="tiny")
 #: options only one layout reads
 ONLY = {"colocated": ("workers", "policy"),
         "disaggregated": ("prefill_workers", "decode_workers", "first_token_on", "transfer_mode", "link_gbps")}

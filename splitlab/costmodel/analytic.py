@@ -10,6 +10,8 @@ Every forward is bounded by compute or by memory traffic (Williams, Waterman and
   :func:`splitlab.sizing.prefill_flops`); bytes = weights + sum(n_i) x KV bytes per token (the cache written).
 - a decode step of ``B`` sequences holding ``C`` cached tokens: FLOPs = 2 x params x B + 4 x layers x heads x
   head_dim x C; bytes = weights + C x KV bytes per token (every weight and cached K/V read once).
+- a hybrid step (chunked prefill): ONE forward over the chunks and the decode rows: the FLOPs of both passes
+  summed, the bytes of both less one weight read (the weights are read once for every token of the step).
 - a KV transfer: ``nbytes / link bandwidth`` over a link of :data:`splitlab.sizing.LINKS` (latency ignored).
 
 The efficiency factors are assumptions, stated in the model's ``source``: by default 0.6 of the dense
@@ -56,6 +58,16 @@ class RooflineCostModel(CostModel):
     def decode_s(self, batch: int, context_tokens: int) -> float:
         flops = self.flops_per_token * batch + 2 * self.attn_flops_per_square * context_tokens
         nbytes = self.weight_bytes + self.kv_bytes_per_token * context_tokens
+        return self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+
+    def hybrid_s(self, chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
+                 decode_context_tokens: int) -> float:
+        """The roofline of one fused hybrid forward (``CostModel.hybrid_s``'s arguments; ``masked_pairs`` is
+        ignored as in :meth:`prefill_s`): FLOPs of the chunks and of the decode rows summed; bytes = weights
+        (once) + the chunks' KV written + the decode rows' KV read."""
+        flops = (self.flops_per_token * (chunk_tokens + decode_batch) + self.attn_flops_per_square * chunk_squares
+                 + 2 * self.attn_flops_per_square * decode_context_tokens)
+        nbytes = self.weight_bytes + self.kv_bytes_per_token * (chunk_tokens + decode_context_tokens)
         return self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
 
     def decode_run_s(self, batch: int, context_tokens: int, steps: int) -> np.ndarray:

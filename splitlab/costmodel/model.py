@@ -13,6 +13,11 @@
   ``a + b*B + c*sum(context)``), plus ``decode_batched_s`` once when ``B > 1``: a batch of one runs
   matrix-vector products, a larger batch matrix-matrix kernels and (ragged rows) the masked attention path,
   a step up in fixed cost that a line through batches 1 to 16 would spread over every batch.
+- a hybrid step (chunked prefill, Sarathi-Serve, OSDI'24): ONE forward over the prompt chunks and the decode
+  rows, whose tokens ride along in the chunk's pass. It is a prefill forward whose rows are the chunks (``n_i``
+  new after ``p_i`` cached) and the decode rows (1 new after ``c_j`` cached: ``(c_j + 1)^2 - c_j^2 = 2 c_j + 1``
+  squares): ``prefill_s(sum(n_i) + B, chunk squares + 2 C + B, masked_pairs)``: the linear work of every token in
+  one pass, each row's attention, one fixed cost (``prefill_base_s``; no decode base or per-sequence cost).
 - a KV transfer of ``b`` bytes: ``transfer_base_s + b / transfer_bytes_per_s``
 
 Defaults are round numbers of the tiny model on a 2-thread laptop CPU (measured on the development machine: prefill
@@ -26,7 +31,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "hybrid_terms", "hybrid_as_prefill", "HYBRID_TERMS"]
+
+#: the arguments of :meth:`CostModel.hybrid_s`, the columns of a "hybrid" step record (``serving.run_step``)
+HYBRID_TERMS = ("chunk_tokens", "chunk_squares", "masked_pairs", "decode_batch", "decode_context_tokens")
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,17 @@ class CostModel:
         return (self.prefill_base_s + self.prefill_per_token_s * tokens + self.prefill_per_token2_s * squares
                 + self.prefill_masked_per_pair_s * masked_pairs)
 
+    def hybrid_s(self, chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
+                 decode_context_tokens: int) -> float:
+        """Seconds of one fused hybrid forward: prompt chunks adding ``chunk_tokens`` tokens in all (``chunk_squares``
+        = sum of (cached + new)^2 - cached^2 over them) and ``decode_batch`` decode rows holding
+        ``decode_context_tokens`` cached tokens in all, one token each; ``masked_pairs``: query x key pairs of
+        the forward's explicit mask (:func:`splitlab.serving.executor.hybrid_terms`). The prefill form over every
+        row of the forward (module docstring); :func:`splitlab.profiling.calibrate` fits it on real fused
+        forwards among the prefill measurements."""
+        return self.prefill_s(*hybrid_as_prefill(chunk_tokens, chunk_squares, masked_pairs, decode_batch,
+                                                 decode_context_tokens))
+
     def decode_s(self, batch: int, context_tokens: int) -> float:
         """Seconds of one decode step of ``batch`` sequences holding ``context_tokens`` cached tokens in all."""
         base = self.decode_base_s + self.decode_per_seq_s * batch + (self.decode_batched_s if batch > 1 else 0.0)
@@ -95,3 +114,22 @@ class CostModel:
         if transfer_df is not None:
             fits.append(fit_transfer(transfer_df))
         return replace(self, **coefficients(fits))
+
+
+def hybrid_terms(decode_batch: int, decode_context_tokens: int, chunks) -> dict:
+    """The arguments of :meth:`CostModel.hybrid_s` for one fused forward over ``decode_batch`` decode rows
+    holding ``decode_context_tokens`` cached tokens in all and ``chunks``, ``(cached, new)`` tokens per prompt
+    chunk: ``chunk_tokens``, ``chunk_squares`` (sum of (p + n)^2 - p^2), ``masked_pairs`` (attention is per row,
+    :mod:`splitlab.phases.fused`: a chunk after ``p > 0`` cached tokens attends through a mask, ``n x (p + n)``
+    pairs, as in a two-pass step; a decode row's one query needs none), ``decode_batch`` and
+    ``decode_context_tokens``."""
+    return dict(chunk_tokens=sum(n for _, n in chunks), chunk_squares=sum((p + n) ** 2 - p * p for p, n in chunks),
+                masked_pairs=sum(n * (p + n) for p, n in chunks if p), decode_batch=decode_batch,
+                decode_context_tokens=decode_context_tokens)
+
+
+def hybrid_as_prefill(chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
+                      decode_context_tokens: int) -> tuple[int, int, int]:
+    """A fused hybrid forward as the terms ``(tokens, squares, masked_pairs)`` of one prefill forward: a decode
+    row adds 1 token after ``c`` cached ones, ``(c + 1)^2 - c^2 = 2c + 1`` squares (module docstring)."""
+    return (chunk_tokens + decode_batch, chunk_squares + 2 * decode_context_tokens + decode_batch, masked_pairs)

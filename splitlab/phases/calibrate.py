@@ -16,8 +16,12 @@ serving scheduler runs, each the way the emulated back end runs it.
   their lengths spread from ``n / 2`` to ``n`` (a prefill-first batch: left-padded to the longest, so attention
   goes through an explicit mask); and of chunks of ``n`` new tokens after ``p`` cached ones (chunked prefill:
   the chunk's queries attend to the cached prefix through a mask), for ``n`` in ``chunk_tokens`` and ``p`` in
-  ``chunk_prefixes``. Fitted as ``a + b * tokens + c * squares + d * masked_pairs``
-  (:func:`splitlab.costmodel.fit_prefill`), a batch counted as its rows padded to the longest.
+  ``chunk_prefixes``; and, where the engine runs them (:func:`splitlab.phases.fused.fused_unsupported`), fused
+  hybrid forwards: a chunk of ``n`` tokens after the first prefix packed with a decode batch of a quarter and all
+  of the largest decode batch (rows holding the middle context down to half of it), each counted as the prefill
+  forward :func:`splitlab.costmodel.model.hybrid_as_prefill` makes of it. Fitted as ``a + b * tokens + c *
+  squares + d * masked_pairs`` (:func:`splitlab.costmodel.fit_prefill`), a batch counted as its rows padded to
+  the longest.
 - decode: ``b`` rows for every ``b`` of ``decode_batches`` and ``c`` of ``contexts``, the rows holding from
   ``c / 2`` to ``c`` cached tokens (a serving batch is ragged, and a padded batch takes the engine's masked
   path); each run is the next step of the one before (its cache appended in place, as a running batch is),
@@ -42,10 +46,12 @@ import torch
 from ..common.progress import progress_bar, show_progress
 from ..costmodel import Calibration, CostModel, fit_decode, fit_prefill, fit_transfer
 from ..costmodel.fit import coefficients
+from ..costmodel.model import hybrid_as_prefill, hybrid_terms
 from ..kvcache import KVCache
 from ..sizing import kv_bytes_per_token
 from .device import _CPU_CLOCK, STATISTICS, Timer, check_measurement, describe_device
 from .engine import decode_step, forward_logits, prefill
+from .fused import fused_unsupported, hybrid_forward
 from .models import LoadedModel
 
 __all__ = ["calibrate", "fit_warnings", "NoisyCalibrationWarning", "NOISY_RESIDUAL"]
@@ -151,6 +157,25 @@ def _size(nbytes: float) -> str:
     return f"{nbytes / 2 ** 30:.1f} GiB" if nbytes >= 2 ** 29 else f"{nbytes / 2 ** 20:.1f} MiB"
 
 
+def _hybrid_points(lm: LoadedModel, chunk_tokens, prefix: int, decode_batches, contexts, seed: int) -> list:
+    """Measurement points of fused hybrid forwards (module docstring), as prefill rows."""
+    big, c = max(decode_batches), contexts[len(contexts) // 2]
+    rows = [c - (c // 2) * j // max(1, big - 1) for j in range(big)]
+    caches = prefill(lm, [_ids(lm, n, seed + 11 + j) for j, n in enumerate(rows)]).cache.split()
+    cached = prefill(lm, [_ids(lm, prefix, seed + 7)]).cache
+    points = []
+    for b in sorted({max(1, big // 4), big}):
+        decode = KVCache.merge(caches[:b])
+        for n in chunk_tokens:
+            ids = _ids(lm, n, seed + 8)
+            tokens, squares, masked = hybrid_as_prefill(**hybrid_terms(b, sum(rows[:b]), [(prefix, n)]))
+            row = dict(batch=1, prompt_tokens=n, cached=prefix, hybrid_decode_batch=b, tokens=tokens,
+                       squares=squares, masked_pairs=masked)
+            points.append(("prefill", row, lambda decode=decode, b=b, ids=ids: hybrid_forward(
+                lm, decode, [0] * b, [(cached, ids)]).seconds, None))
+    return points
+
+
 def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefill_batch: int = 4,
               decode_batches: Sequence[int] = (1, 2, 3, 4, 6, 8, 16), contexts: Sequence[int] | None = None,
               transfer_tokens: Sequence[int] | None = None, repeats: int = 3, statistic: str = "median",
@@ -232,6 +257,8 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
             points.append(("prefill", dict(batch=1, prompt_tokens=n, cached=p, tokens=n, squares=(p + n) ** 2 - p * p,
                                            masked_pairs=n * (p + n)),
                            lambda ids=ids, mask=mask, cached=cached: forward_logits(lm, ids, mask, cached)[2], None))
+    if chunk_tokens and fused_unsupported(lm) is None:
+        points += _hybrid_points(lm, chunk_tokens, chunk_prefixes[0], decode_batches, contexts, seed)
     batched = min(decode_batches) == 1 < max(decode_batches)  # the batched term is fitted where both kinds are
     for c in contexts:
         big = max(decode_batches)

@@ -47,8 +47,10 @@ class ServingConfig:
             ``max_batch`` so that prompts always progress.
         kv_budget_bytes: KV bytes each worker may hold; "auto" = the back end's device memory minus the weights
             (unlimited for a cost model without a memory size); None = unlimited.
-        first_token_on: disaggregated: which side emits the first token, "prefill" (when the prefill ends) or
-            "decode" (when the cache has arrived; TTFT then includes the transfer).
+        first_token_on: disaggregated: which side emits the first token: "decode" (the default: only once the
+            cache has arrived at the decode worker, so TTFT includes the KV transfer, as vLLM's disaggregated
+            proxy streams every token from the decode instance) or "prefill" (DistServe's convention: when the
+            prefill ends; its simulator ends TTFT there and counts the wait for the decode side in TPOT).
         transfer_mode: "whole" (the cache in one go) or "layerwise" (layer by layer after the prefill).
         link_bytes_per_s, link_latency_s: model the link between the pools as latency + bytes / bandwidth instead
             of charging the measured copy (virtual-clock back ends only); None = charge what was measured (or, on
@@ -78,7 +80,7 @@ class ServingConfig:
     max_prefill_tokens: int = 2048
     chunk_tokens: int = 256
     kv_budget_bytes: int | str | None = "auto"
-    first_token_on: str = "prefill"
+    first_token_on: str = "decode"
     transfer_mode: str = "whole"
     link_bytes_per_s: float | None = None
     link_latency_s: float = 0.0

@@ -13,12 +13,13 @@ import torch
 
 from ..kvcache import KVCache
 from ..phases.engine import decode_step, forward_logits, generate, prefill as engine_prefill
+from ..phases.fused import fused_unsupported, hybrid_forward
 from ..phases.models import LoadedModel, require_loaded
 from ..phases.sampling import Sampler
 from ..sizing import RequestKVBytes, kv_bytes_per_token
 from ..transfer.copy import copy_cache
 from ..transfer.header import check, pack
-from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, TransferResult
+from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, StepOutcome, TransferResult
 
 __all__ = ["ModelExecutor", "derive_kv_budget", "reference_tokens"]
 
@@ -74,6 +75,9 @@ class ModelExecutor(Executor):
         self.weight_bytes = lm.weight_bytes
         self.memory_bytes = _device_memory_bytes(lm.device)
         self.overhead_s = 0.0
+        #: why this model's hybrid steps run in two passes (None: one fused forward, see :attr:`hybrid_path`)
+        self.fused_unsupported = fused_unsupported(lm)
+        self.hybrid_path = "two-pass" if self.fused_unsupported else "fused"
         if warm:
             from ..phases.profiling import warm_up
             warm_up(lm, prompt_tokens=min(256, lm.max_context // 2))
@@ -114,6 +118,22 @@ class ModelExecutor(Executor):
             firsts.append(self._pick(s, logits[0]) if s.prefilled == s.prefill_len else None)
         self._tick(sum(t is not None for t in firsts))
         return PrefillResult(seconds, [s.cache for s in slots], firsts)
+
+    def hybrid(self, batch: DecodeBatch, slots: list[Slot], n_tokens: list[int]) -> StepOutcome:
+        """A hybrid step as one real forward (:func:`splitlab.phases.fused.hybrid_forward`): the batch's decode
+        rows and the slots' next chunks packed into one sequence, each row attending only to its own cache."""
+        cache = self._batch_cache(batch)
+        t0 = time.perf_counter()
+        chunks = [(s.cache, s.prefill_ids[s.prefilled:s.prefilled + n]) for s, n in zip(slots, n_tokens)]
+        out = hybrid_forward(self.lm, cache, [s.last_token for s in batch.slots], chunks)
+        batch.state = (list(batch.slots), out.decode_cache)
+        tokens = [self._pick(s, out.decode_logits[i]) for i, s in enumerate(batch.slots)]
+        firsts: list[int | None] = []
+        for i, (s, n) in enumerate(zip(slots, n_tokens)):
+            s.cache, s.prefilled = out.chunk_caches[i], s.prefilled + n
+            firsts.append(self._pick(s, out.chunk_logits[i]) if s.prefilled == s.prefill_len else None)
+        self.overhead_s += time.perf_counter() - t0 - out.seconds  # packing and unpacking, not the forward
+        return StepOutcome.fused_step(out.seconds, len(batch.slots), sum(n_tokens), tokens, firsts)
 
     def _batch_cache(self, batch: DecodeBatch) -> KVCache:
         """The batch's merged cache in slot order: rows of departed slots dropped, new slots' caches appended.

@@ -10,8 +10,12 @@ Interface (:class:`Executor`):
 - ``kv_bytes_per_token``, ``max_context`` and ``vocab_size`` (None: any id) for admission control;
   ``memory_bytes`` (None: unknown) and ``weight_bytes`` for the "auto" KV budget.
 
-:func:`run_step` is what one worker does in one step (the decode forward, then the prefill forwards), the same
-whether the executor runs in this process (emulated, simulated) or in a worker process (distributed).
+- ``hybrid(batch, slots, n_tokens) -> StepOutcome``: a decode step and prompt chunks as ONE forward (chunked
+  prefill), where ``hybrid_path`` is "fused"; else a hybrid step runs as the two calls above.
+
+:func:`run_step` is what one worker does in one step (the decode forward, then the prefill forwards; or one fused
+forward), the same whether the executor runs in this process (emulated, simulated) or in a worker process
+(distributed).
 
 :class:`~.emulated.ModelExecutor` (the emulated back end) runs the real model through :mod:`splitlab.phases.engine`
 and returns the MEASURED, synchronised forward time; :class:`~.simulated.CostModelExecutor` (the simulated back
@@ -23,10 +27,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..costmodel.model import hybrid_terms as cost_terms
 from .request import Request
 
 __all__ = ["Slot", "DecodeBatch", "PrefillResult", "DecodeResult", "TransferResult", "StepOutcome", "Executor",
-           "run_step", "prefill_forwards"]
+           "run_step", "prefill_forwards", "hybrid_terms"]
 
 
 @dataclass(eq=False, slots=True)
@@ -114,12 +119,25 @@ class TransferResult:
 @dataclass
 class StepOutcome:
     """What one step did: seconds of its decode forward and of its prefill forwards, the decode tokens (one per
-    decode slot, in order) and the first tokens of the prefills (None where a chunk left the prompt unfinished)."""
+    decode slot, in order) and the first tokens of the prefills (None where a chunk left the prompt unfinished).
+
+    ``fused``: a hybrid step ran (or was charged) as ONE forward over the decode rows and the chunks; its seconds
+    are then split between ``decode_s`` and ``prefill_s`` in proportion to their tokens, only so that a timeline
+    can show both (:meth:`fused_step`)."""
 
     decode_s: float = 0.0
     prefill_s: float = 0.0
     tokens: list[int] = field(default_factory=list)
     first_tokens: list[int | None] = field(default_factory=list)
+    fused: bool = False
+
+    @classmethod
+    def fused_step(cls, seconds: float, decode_rows: int, chunk_tokens: int, tokens: list[int],
+                   first_tokens: list[int | None]) -> "StepOutcome":
+        """The outcome of one fused forward of ``seconds`` over ``decode_rows`` decode tokens and ``chunk_tokens``
+        prompt tokens."""
+        decode_s = seconds * decode_rows / (decode_rows + chunk_tokens)
+        return cls(decode_s, seconds - decode_s, tokens, first_tokens, True)
 
     @property
     def seconds(self) -> float:
@@ -140,6 +158,9 @@ class Executor(ABC):
     padded_prefill: bool = True
     #: a list to record every step :func:`run_step` runs on this executor in (None: no record); see there
     step_log: list | None = None
+    #: how a hybrid step (decode rows + prompt chunks, the chunked policy) runs: "fused" (one forward,
+    #: :meth:`hybrid`) or "two-pass" (the decode forward, then the chunk forwards)
+    hybrid_path: str = "two-pass"
 
     @abstractmethod
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult: ...
@@ -149,6 +170,11 @@ class Executor(ABC):
 
     @abstractmethod
     def transfer(self, slot: Slot, mode: str = "whole") -> TransferResult: ...
+
+    def hybrid(self, batch: DecodeBatch, slots: list[Slot], n_tokens: list[int]) -> StepOutcome:
+        """One hybrid step as one forward (executors whose ``hybrid_path`` is "fused" implement it): a decode
+        token for every slot of ``batch`` and the next ``n_tokens[i]`` prompt tokens of ``slots[i]``."""
+        raise NotImplementedError(f"{type(self).__name__} runs hybrid steps in two passes")
 
     def kv_bytes(self, tokens: int) -> int:
         """KV bytes of ``tokens`` cached positions of one request."""
@@ -184,18 +210,34 @@ def prefill_forwards(slots: list[Slot], n_tokens: list[int], padded: bool) -> li
             for s, n in zip(slots, n_tokens)]
 
 
+def hybrid_terms(decode_batch: int, decode_context_tokens: int, slots: list[Slot], n_tokens: list[int]) -> dict:
+    """The arguments of ``CostModel.hybrid_s`` (:func:`splitlab.costmodel.model.hybrid_terms`) for one fused
+    forward over ``decode_batch`` decode rows holding ``decode_context_tokens`` cached tokens in all and the next
+    ``n_tokens[i]`` prompt tokens of ``slots[i]`` (call it before the step: it reads ``slot.prefilled``)."""
+    return cost_terms(decode_batch, decode_context_tokens, [(s.prefilled, n) for s, n in zip(slots, n_tokens)])
+
+
 def run_step(executor: Executor, batch: DecodeBatch, decode: list[Slot], prefill: list[Slot],
              prefill_tokens: list[int]) -> StepOutcome:
     """One worker step: a decode forward over ``decode`` (which is ``batch.slots``), then prefill forwards over
-    ``prefill`` (the i-th slot's next ``prefill_tokens[i]`` tokens); the step lasts the sum of both.
+    ``prefill`` (the i-th slot's next ``prefill_tokens[i]`` tokens); the step lasts the sum of both. A hybrid
+    step (both) on an executor whose ``hybrid_path`` is "fused" is one forward instead (:meth:`Executor.hybrid`,
+    recorded as ``dict(kind="hybrid", **hybrid_terms(...), step_s)``).
 
     With a list as ``executor.step_log``, each decode forward is appended as ``dict(kind="decode", batch,
     context_tokens, batched, step_s)`` and each prefill call of one forward as ``dict(kind="prefill", tokens,
     squares, masked_pairs, prefill_s)``: the columns :func:`splitlab.costmodel.fit_decode` and ``fit_prefill``
     fit (a call of several chunk forwards reports only their sum, so it is not recorded).
     """
-    out = StepOutcome()
     log = executor.step_log
+    if decode and prefill and executor.hybrid_path == "fused":
+        context = sum(s.context for s in decode) if log is not None else 0
+        terms = hybrid_terms(len(decode), context, prefill, prefill_tokens) if log is not None else None
+        out = executor.hybrid(batch, prefill, prefill_tokens)
+        if log is not None:
+            log.append(dict(kind="hybrid", **terms, step_s=out.seconds))
+        return out
+    out = StepOutcome()
     if decode:
         context = sum(s.context for s in decode) if log is not None else 0
         res = executor.decode(batch)

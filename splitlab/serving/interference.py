@@ -155,8 +155,10 @@ def longest_gap(res) -> dict:
 
     Returns ``{"request_id", "gap_s", "worker", "steps"}``; ``steps`` is a DataFrame of the timeline rows of that
     worker overlapping the gap (``kind``, ``batch``, ``tokens``, ``seconds``), e.g. a prefill of 765 tokens and
-    a decode step of 3 sequences. A request's first gap on a split also holds the wait for its transfer and for
-    the decode step in flight when its cache arrived. ``gap_s`` is NaN when no request has two tokens.
+    a decode step of 3 sequences; a hybrid step that ran as one fused forward (``res.hybrid_path``) is one row
+    of kind "hybrid" (``batch`` decode rows, ``tokens`` chunk tokens). A request's first gap on a split also
+    holds the wait for its transfer and for the decode step in flight when its cache arrived. ``gap_s`` is NaN
+    when no request has two tokens.
     """
     best = (float("nan"), None, 0)
     for r in res.requests:
@@ -171,8 +173,30 @@ def longest_gap(res) -> dict:
     tl = res.timeline
     worker = r.decode_worker or r.prefill_worker
     rows = tl[(tl.worker == worker) & (tl.kind != "idle") & (tl.end_s > t0 + 1e-12) & (tl.start_s < t1 - 1e-12)]
-    steps = rows.assign(seconds=rows.end_s - rows.start_s)[["kind", "batch", "tokens", "seconds"]]
-    return dict(request_id=r.id, gap_s=gap, worker=worker, steps=steps.reset_index(drop=True))
+    steps = rows.assign(seconds=rows.end_s - rows.start_s)[["kind", "batch", "tokens", "seconds", "start_s", "end_s"]]
+    if res.hybrid_path == "fused":
+        steps = _fused_rows(steps)
+    steps = steps.drop(columns=["start_s", "end_s"]).reset_index(drop=True)
+    return dict(request_id=r.id, gap_s=gap, worker=worker, steps=steps)
+
+
+def _fused_rows(steps: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` with each fused hybrid step as one "hybrid" row: a decode row and the prefill row that starts
+    where it ends, their seconds split by tokens (``StepOutcome.fused_step``: decode / prefill = batch / tokens)."""
+    rows, i, recs = [], 0, steps.to_dict("records")
+    while i < len(recs):
+        a = recs[i]
+        b = recs[i + 1] if i + 1 < len(recs) else None
+        if (b is not None and a["kind"] == "decode" and b["kind"] == "prefill"
+                and b["start_s"] == a["end_s"]
+                and math.isclose(a["seconds"] * b["tokens"], b["seconds"] * a["batch"], rel_tol=1e-9)):
+            rows.append(dict(kind="hybrid", batch=a["batch"], tokens=b["tokens"], seconds=a["seconds"] + b["seconds"],
+                             start_s=a["start_s"], end_s=b["end_s"]))
+            i += 2
+        else:
+            rows.append(a)
+            i += 1
+    return pd.DataFrame(rows, columns=steps.columns)
 
 
 def ttft_runs(lm, prompt_tokens: int, rate_per_s: float, n_requests: int = 12, new_tokens: int = 4,

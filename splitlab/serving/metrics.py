@@ -1,19 +1,26 @@
 """Serving metrics, defined once (the definitions of docs/architecture.md). All times in seconds.
 
 - TTFT (time to first token): arrival -> first output token available to the client. It includes queueing,
-  prefill, and the KV transfer when the decode side emits the first token.
+  prefill, and, in a split, the KV transfer: by default the decode side emits the first token once the cache has
+  arrived (``ServingConfig.first_token_on="decode"``), as vLLM's disaggregated proxy streams every token from the
+  decode instance. ``first_token_on="prefill"`` is DistServe's convention: its simulator
+  (``simdistserve/base/organize_data.py``) ends TTFT when the prefill ends and counts the transfer and the wait
+  for a decode slot in the decode latency that it divides into TPOT.
 - ITL (inter-token latency): every gap between consecutive output tokens of one request; a request with n
   tokens has n - 1 gaps. TTFT is not one of them.
 - TPOT (time per output token): ``(E2E - TTFT) / (tokens - 1)`` per request, i.e. the mean ITL of that
   request; undefined (NaN) for a single-token request.
 - E2E: arrival -> last output token.
-- TTST (time to second token): arrival -> second output token, the TTFT plus the first ITL.
+- TTST (time to second token): arrival -> second output token, the TTFT plus the first ITL. splitlab's addition
+  to DistServe's TTFT and TPOT (not a metric of DistServe or vLLM).
 - SLO attainment: the share of *submitted* requests that finished with TTFT <= the TTFT SLO, TPOT <= the
   TPOT SLO and, when both are set, TTST <= TTFT SLO + TPOT SLO (a rejected or unfinished request is a miss; a
   one-token request meets any TPOT SLO). The TTST bound says that a stream has started only once its second token
   is out: without it a layout whose prefill side sends the first token at once, while the request then waits
   for a decode slot, would pass the TTFT SLO and average the wait away over hundreds of tokens of TPOT (the
-  "backlog trap"; DistServe, OSDI'24, counts TTFT at the decode instance for the same reason).
+  "backlog trap", which DistServe's convention falls into: its TTFT ends with the prefill and the wait for a
+  decode slot goes into TPOT). With the first token on the decode side TTFT already holds the transfer; TTST
+  still closes the trap for ``first_token_on="prefill"`` and for a first ITL held up behind a full batch.
 - Throughput: output tokens of completed requests / (last finish - first arrival); per worker divides by every
   worker of both pools (a 1P+1D split is 2 workers, like colocated --workers 2).
 - Goodput (Zhong et al., "DistServe", OSDI'24): the highest request rate at which SLO attainment >= 90%, here

@@ -36,6 +36,9 @@ class ServingResult:
             when all went well.
         admissions: request ids in the order workers admitted them (a request served again appears again).
         backend: "emulated", "simulated" or "distributed".
+        hybrid_path: how the run's hybrid steps (chunked prefill: decode rows + prompt chunks) ran: "fused" (one
+            forward each; in the timeline its decode and prefill rows abut, splitting its seconds by tokens) or
+            "two-pass"; None where the back end does not say (distributed: each worker process decides).
     """
 
     requests: list[Request]
@@ -50,6 +53,7 @@ class ServingResult:
     notes: list[str] = field(default_factory=list)
     admissions: list[int] = field(default_factory=list)
     backend: str = "executor"
+    hybrid_path: str | None = None
 
     @property
     def completed(self) -> list[Request]:

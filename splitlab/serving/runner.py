@@ -69,7 +69,9 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
     cluster = Cluster(backend_for(model, backend), config, faults)
     requests = fresh_requests(requests)
     with _token_bar(cluster.backend, requests, cluster.cfg.name, show):
-        return cluster.run(requests)
+        result = cluster.run(requests)
+    result.hybrid_path = getattr(cluster.backend, "hybrid_path", None)
+    return result
 
 
 @contextmanager

@@ -11,8 +11,10 @@ OSDI'24, sec. 2-3):
 - ``chunked`` (Sarathi-Serve): every step has a token budget ``chunk_tokens``; each decoding request takes one
   token of it and the rest goes to prompt chunks (continuing partial prompts first, then new ones, FCFS).
   A chunk is prefilled on top of the cache of the chunks before it, which gives the same cache as a whole
-  prefill (checked in the tests). Here the decode forward and the chunk forward(s) run one after the other
-  within the step (transformers cannot fuse them into one ragged batch), and the step takes their sum.
+  prefill (checked in the tests). The decode tokens ride along in the chunk's forward: the step is ONE forward
+  (the emulated engine packs the rows into one sequence, attention per row, :mod:`splitlab.phases.fused`;
+  cost models charge ``CostModel.hybrid_s``), or two passes where a model family cannot be packed
+  (``Executor.hybrid_path`` says which).
 
 Disaggregated pools: a ``prefill`` worker runs prefill-first on whole prompts and never decodes; a ``decode``
 worker decodes every step, taking in received requests as places in its batch free up.

@@ -8,7 +8,8 @@ import numbers
 from dataclasses import fields
 
 from ..costmodel import CostModel
-from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, TransferResult, prefill_forwards
+from .executor import (DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, StepOutcome, TransferResult,
+                       hybrid_terms, prefill_forwards)
 
 __all__ = ["CostModelExecutor", "check_cost"]
 
@@ -65,10 +66,12 @@ class CostModelExecutor(Executor):
     """An :class:`~.executors.Executor` whose seconds come from a :class:`CostModel`; no tensors, token id 0.
 
     ``prefill`` charges one forward for a batch of whole prompts (``n`` = their total tokens) and one forward
-    per slot for chunks, like :class:`~.executors.ModelExecutor`.
+    per slot for chunks, like :class:`~.executors.ModelExecutor`; a hybrid step (decode rows + chunks) is
+    charged as one fused forward, ``CostModel.hybrid_s``.
     """
 
     name = "simulated"
+    hybrid_path = "fused"
 
     def __init__(self, cost: CostModel | None = None):
         self.cost = check_cost(CostModel() if cost is None else cost)
@@ -92,6 +95,23 @@ class CostModelExecutor(Executor):
             s.prefilled += n
             firsts.append(0 if s.prefilled == s.prefill_len else None)
         return PrefillResult(seconds, [None] * len(slots), firsts)
+
+    def hybrid_seconds(self, decode_batch: int, decode_context_tokens: int, slots: list[Slot],
+                       n_tokens: list[int]) -> float:
+        """Predicted seconds of one fused hybrid forward (slots are not changed): ``decode_batch`` decode rows
+        holding ``decode_context_tokens`` cached tokens in all and the next ``n_tokens[i]`` prompt tokens of
+        ``slots[i]``, ``CostModel.hybrid_s`` of their :func:`~.executor.hybrid_terms`."""
+        return self.cost.hybrid_s(**hybrid_terms(decode_batch, decode_context_tokens, slots, n_tokens))
+
+    def hybrid_outcome(self, slots: list[Slot], n_tokens: list[int], decode_batch: int,
+                       decode_context_tokens: int) -> StepOutcome:
+        """One fused hybrid step (:meth:`hybrid_seconds`); the slots' prefills advance."""
+        seconds = self.hybrid_seconds(decode_batch, decode_context_tokens, slots, n_tokens)
+        firsts = self.prefill(slots, n_tokens).first_tokens
+        return StepOutcome.fused_step(seconds, decode_batch, sum(n_tokens), [0] * decode_batch, firsts)
+
+    def hybrid(self, batch: DecodeBatch, slots: list[Slot], n_tokens: list[int]) -> StepOutcome:
+        return self.hybrid_outcome(slots, n_tokens, len(batch.slots), sum(s.context for s in batch.slots))
 
     def decode_seconds(self, batch_size: int, context_tokens: int) -> float:
         """Predicted seconds of one decode step of ``batch_size`` sequences holding ``context_tokens`` in all."""

@@ -64,8 +64,12 @@ class VirtualClock:
             if plan.decode and not (plan.prefill or w.queue or w.prefilling or w.joining or w.incoming):
                 if fast.start_stretch(c, w, t):
                     return
-            out = StepOutcome(decode_s=fast.decode_seconds(c, w) if plan.decode else 0.0)
-            if plan.prefill:
+            if plan.decode and plan.prefill:  # a hybrid step: one fused forward (the batch's context as fast keeps it)
+                n = len(plan.decode)
+                out = c.backend.hybrid_outcome(plan.prefill, plan.prefill_tokens, n, w.context_base + n * len(w.clock))
+            else:
+                out = StepOutcome(decode_s=fast.decode_seconds(c, w) if plan.decode else 0.0)
+            if plan.prefill and not out.fused:
                 res = c.backend.prefill(plan.prefill, plan.prefill_tokens)
                 out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
         else:

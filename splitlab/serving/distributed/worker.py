@@ -178,8 +178,7 @@ def _step(ex, batch, slots, msg, items, mode: str):
         if not s.resumed:
             s.last_token = tok
             s.request.output.append(tok)
-        if len(s.request.output) >= s.request.max_new_tokens:
-            slots.pop(s.request.id, None)
-        else:
-            plans[str(s.request.id)] = wire.cache_plan(s.cache, mode)
+        # kept even when that was the last token: the router releases a finished request's cache (Release), and
+        # with the first token on the decode side (the default) a one-token request's cache still crosses
+        plans[str(s.request.id)] = wire.cache_plan(s.cache, mode)
     return out, plans

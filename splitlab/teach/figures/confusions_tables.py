@@ -29,17 +29,30 @@ def _max_itl_s(res) -> float:
     return float(gaps.max()) if len(gaps) else float("nan")
 
 
+def _step_text(s) -> str:
+    if s.kind == "hybrid":
+        return f"(chunk {int(s.tokens)} + decode x{int(s.batch)} in one forward)"
+    return f"prefill {int(s.tokens)}" if s.kind == "prefill" else f"decode x{int(s.batch)}" if s.kind == "decode" \
+        else f"{s.kind}"
+
+
 def _steps_text(steps: pd.DataFrame) -> str:
-    """'prefill 765 + prefill 411 + decode x3' for the steps inside a gap (prefill: prompt tokens; decode: batch)."""
-    parts = [f"prefill {int(s.tokens)}" if s.kind == "prefill" else f"decode x{int(s.batch)}" if s.kind == "decode"
-             else f"{s.kind}" for s in steps.itertuples()]
-    return " + ".join(parts) or "-"
+    """'prefill 765 + prefill 411 + decode x3' for the steps inside a gap (prefill: prompt tokens; decode: batch;
+    a fused hybrid step: its chunk's tokens and its decode rows in one forward)."""
+    return " + ".join(_step_text(s) for s in steps.itertuples()) or "-"
+
+
+def _step_s(s, prefill_s, decode_s) -> float:
+    """One step predicted from its size: a fused hybrid step as one prefill forward of its chunk and decode
+    tokens, ``prefill_s(tokens + batch)``."""
+    if s.kind == "hybrid":
+        return prefill_s(s.tokens + s.batch)
+    return prefill_s(s.tokens) if s.kind == "prefill" else decode_s(s.batch) if s.kind == "decode" else 0.0
 
 
 def _predicted_s(steps: pd.DataFrame, prefill_s, decode_s) -> float:
     """The steps inside a gap, each predicted from its size with the times measured alone."""
-    return float(sum(prefill_s(s.tokens) if s.kind == "prefill" else decode_s(s.batch) if s.kind == "decode" else 0.0
-                     for s in steps.itertuples()))
+    return float(sum(_step_s(s, prefill_s, decode_s) for s in steps.itertuples()))
 
 
 def headline(runs: Mapping[str, object], simulated: Mapping[str, object], prefill_s, decode_s,

@@ -97,7 +97,8 @@ def trap_verdict(table: pd.DataFrame) -> str:
         return f"{word} ({num(s[key])}{unit} against {num(c[key])}{unit})"
 
     ttft_old, ttst = "attainment, TTFT and TPOT only (%)", "attainment with the TTST bound (%)"
-    return (f"The split's prefill worker answers every first token at once: its TTFT P90 is {s['TTFT P90 (s)']:.3g} s "
+    return (f"The split answers every first token as soon as its cache has reached a decode worker, before that "
+            f"worker has a place for the request in its batch: its TTFT P90 is {s['TTFT P90 (s)']:.3g} s "
             f"against {c['TTFT P90 (s)']:.3g} s on {other[0]}. Then the request waits for a decode slot, and that "
             f"wait is averaged into a TPOT over all of its output tokens ({s['output tokens per request (mean)']:.3g} "
             f"on average). Counted by TTFT and TPOT alone, {split[0]} meets the SLOs for {s[ttft_old]:.3g}% of "
@@ -232,7 +233,8 @@ def guess_verdict(plan, reasons: bool = True) -> str:
     parts = []
     if below.any():
         lo, hi = -rel[below].max(), -rel[below].min()
-        parts.append(f"{int(below.sum())} are below it (by {lo:.0%} to {hi:.0%})" if below.sum() > 1 else
+        by = f"{lo:.0%} to {hi:.0%}" if f"{lo:.0%}" != f"{hi:.0%}" else f"{hi:.0%} each"  # not "15% to 15%"
+        parts.append(f"{int(below.sum())} are below it (by {by})" if below.sum() > 1 else
                      f"1 is below it (by {hi:.0%})")
     if above.any():
         parts.append(f"{int(above.sum())} above it (by up to {rel[above].max():.0%})" if above.sum() > 1 else
