@@ -72,8 +72,10 @@ class Cluster:
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
         self.dirty: set[Worker] = set(self.workers)
         self.handoff_pending, self.transfer_ids, self.measured_s = False, itertools.count(), 0.0
-        # a cost model without trace or faults takes the fast path of .fast (the same decisions, faster)
-        self.fast = not wall and not self.cfg.trace and faults is None and hasattr(backend, "decode_seconds")
+        # a cost model without faults takes the fast path of .fast (the same decisions, faster): lazy token records,
+        # and, without a trace to write step by step, decode stretches
+        self.fast = not wall and faults is None and kv is None and hasattr(backend, "decode_seconds")
+        self.stretches = self.fast and not self.trace
         self.router = Router(self.pool, self.decoders, indexed=self.fast)  # fast: loads kept in a heap
         self.senders: set[Worker] = set()  # prefill workers whose outbox is not empty
         if wall:
@@ -139,8 +141,7 @@ class Cluster:
         if w is None:
             r.fail(f"no {self.pool[0].role} worker left: all of them were lost", t)
             return
-        if w.ahead is not None:
-            fast.cut(self, w, t, inclusive=False)
+        fast.reached(self, w, t, inclusive=False)
         r.state = State.WAITING
         w.enqueue(r, front)
         self.dirty.add(w)
@@ -264,8 +265,7 @@ class Cluster:
             except WorkerFault as fault:
                 recovery.fault(self, t, p, fault)
                 return False
-        if d.ahead is not None:
-            fast.cut(self, d, t, inclusive=True)
+        fast.reached(self, d, t, inclusive=True)
         p.sending.append(p.outbox.popleft())
         d.incoming.append(slot)
         d.memory.reserve(r.id, r.max_total_tokens)

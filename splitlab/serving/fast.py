@@ -1,21 +1,27 @@
 """How the simulator stays fast without changing a decision: lazy token records and decode stretches.
 
-Both apply to cost models only (an executor with ``decode_seconds`` and ``decode_run_seconds``), without a trace and without a fault hook;
-the tests check that every result is identical, token time for token time, with them and without.
+Both apply to cost models only (an executor with ``decode_seconds`` and ``decode_run_seconds``) without a fault
+hook; stretches also need no trace (a trace writes every step). The tests check that every result is identical,
+token time for token time (and, with a trace, row for row of the timeline and the memory log), with them and step
+by step, below capacity and in overload.
 
 **Lazy token records.** A cost model's tokens are all 0 and every request of a decode batch gets its tokens at
 the same moments, the ends of the worker's decode steps. So a worker appends each step's end to its own list
-(``Worker.clock``) and a request copies its share of that list once, when it finishes (:func:`materialize`); its
-finish is found from the step index it finishes at (``Worker.finishing``), and the batch's cached tokens are a
-running sum, so a decode step costs the same whatever the batch size.
+(``Worker.clock``: one entry per step) and a request copies its share of that list once, when it finishes
+(:func:`materialize`: a slice, from where its tokens start to where they end); its finish is found from the step
+index it finishes at (``Worker.finishing``), and the batch's cached tokens are a running sum, so a decode step
+costs the same whatever the batch size. Slots parked on a worker keep their bytes as running sums too
+(:class:`~.scheduler.Parked`), so nothing walks a queue on a step or an arrival.
 
-**Decode stretches.** A worker that only decodes (nothing queued, prefilling, joining or on its way to it) runs
-the same batch step after step until a request finishes or new work reaches it. The end of every such step is
+**Decode stretches.** A worker that only decodes (nothing queued, prefilling, joining or on its way to it; or a
+*sealed* worker, :func:`sealed`: a full batch, whose steps nothing that arrives can change) runs the same batch
+step after step until a request finishes or new work reaches it. The end of every such step is
 known in advance: the stretch is computed at once (``Worker.ahead``), one event is scheduled for its last step
 (the one that finishes a request), and the steps before it are recorded when needed (:func:`commit`). A worker's
 load at time ``t`` counts the steps ended by then (:meth:`~.scheduler.Worker.load`), so the router sees what it
-would see step by step; when work reaches a worker in a stretch, the stretch is cut there (:func:`cut`): the
-step in progress ends as an ordinary event and the worker goes on the ordinary way.
+would see step by step; when work reaches a worker in a stretch that is not sealed, the stretch is cut there
+(:func:`cut`): the step in progress ends as an ordinary event and the worker goes on the ordinary way. Under
+overload a stretch lasts from one finish to the next, so a run costs about one event per request, not per step.
 """
 from __future__ import annotations
 
@@ -25,19 +31,30 @@ from .executor import StepOutcome
 from .request import State
 from .scheduler import StepPlan, Worker, steps_ended
 
-__all__ = ["register", "decode_seconds", "decoded", "materialize", "start_stretch", "commit", "cut"]
+__all__ = ["register", "batch_ids", "decode_seconds", "decoded", "materialize", "sealed", "start_stretch", "commit",
+           "cut", "reached"]
 
 
 def register(w: Worker) -> None:
     """Take the slots that joined ``w``'s batch since its last step into the lazy records."""
     slots = w.batch.slots
+    if w.registered == len(slots):
+        return
     now = len(w.clock)
+    w.batch_ids = None
     for s in slots[w.registered:]:
         s.joined = now
         s.written = now
         w.context_base += s.context - now  # its cached tokens at step index i: context + (i - now)
         w.finishing.setdefault(now + s.request.max_new_tokens - len(s.request.output), []).append(s)
     w.registered = len(slots)
+
+
+def batch_ids(w: Worker) -> tuple[int, ...]:
+    """The request ids of ``w``'s batch (kept until the batch changes: a trace's decode rows cost O(1) to make)."""
+    if w.batch_ids is None:
+        w.batch_ids = tuple(s.request.id for s in w.batch.slots)
+    return w.batch_ids
 
 
 def decode_seconds(cluster, w: Worker) -> float:
@@ -72,7 +89,18 @@ def decoded(cluster, w: Worker, t: float) -> None:
             w.context_base -= s.context - len(w.clock)
             w.memory.release(r.id)
         w.registered -= len(done)
+        w.batch_ids = None
         cluster.handoff_pending = True
+
+
+def sealed(w: Worker, cfg) -> bool:
+    """Whether nothing that reaches ``w`` can change its steps before one of its requests finishes: nothing is
+    prefilling and its batch is full (or, colocated decode-first, not empty), so each step decodes the same batch
+    whatever waits. A stretch of a sealed worker goes on when work arrives (under overload, the usual case)."""
+    if w.prefilling:
+        return False
+    n = len(w.batch.slots)
+    return n >= cfg.max_batch or (n > 0 and w.role == "colocated" and cfg.policy == "decode-first")
 
 
 def start_stretch(cluster, w: Worker, t: float) -> bool:
@@ -113,3 +141,9 @@ def cut(cluster, w: Worker, t: float, inclusive: bool) -> None:
         w.step += 1
         cluster.push_done(end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=end - begin))
     w.ahead = None
+
+
+def reached(cluster, w: Worker, t: float, inclusive: bool) -> None:
+    """Work reaches ``w`` at ``t``: a stretch it is in ends there (:func:`cut`) unless it is sealed."""
+    if w.ahead is not None and not sealed(w, cluster.cfg):
+        cut(cluster, w, t, inclusive)

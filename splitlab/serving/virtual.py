@@ -61,7 +61,8 @@ class VirtualClock:
         c = self.c
         if c.fast:
             fast.register(w)
-            if plan.decode and not (plan.prefill or w.queue or w.prefilling or w.joining or w.incoming):
+            if c.stretches and plan.decode and not plan.prefill and (
+                    fast.sealed(w, c.cfg) or not (w.queue or w.prefilling or w.joining or w.incoming)):
                 if fast.start_stretch(c, w, t):
                     return
             out = StepOutcome(decode_s=fast.decode_seconds(c, w) if plan.decode else 0.0)
@@ -71,8 +72,8 @@ class VirtualClock:
         else:
             out = run_step(c.backend, w.batch, plan.decode, plan.prefill, plan.prefill_tokens)
         if c.trace and plan.decode:
-            c.log(w.name, "decode", t, t + out.decode_s, (s.request.id for s in plan.decode), len(plan.decode),
-                  len(plan.decode))
+            c.log(w.name, "decode", t, t + out.decode_s, fast.batch_ids(w) if c.fast else
+                  (s.request.id for s in plan.decode), len(plan.decode), len(plan.decode))
         if c.trace and plan.prefill:
             c.log(w.name, "prefill", t + out.decode_s, t + out.seconds, (s.request.id for s in plan.prefill),
                   len(plan.prefill), sum(plan.prefill_tokens))
