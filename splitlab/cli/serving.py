@@ -202,7 +202,7 @@ def serve(args):
     if backend is None:
         return None
     try:
-        res = serving.run(reqs, cfg, backend)
+        res = serving.run(reqs, cfg, backend, progress=args.backend == "simulated" and not args.json)
     finally:
         close()
     m = metrics(res, args)

@@ -28,7 +28,7 @@ def simulate(args):
     cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
                                 decode_workers=args.decode_workers, trace=False, **options(args))
     backend, reqs, _ = setup(args, cfg.n_workers, cost)
-    res = serving.run(reqs, cfg, backend)
+    res = serving.run(reqs, cfg, backend, progress=not args.json)
     m = metrics(res, args)
     data = dict(header(args), layout=args.layout, **{args.layout: m}, wall_s=res.wall_s,
                 cost_source=backend.cost.source)

@@ -72,8 +72,7 @@ class Cluster:
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
         self.dirty: set[Worker] = set(self.workers)
         self.handoff_pending, self.transfer_ids, self.measured_s = False, itertools.count(), 0.0
-        # a cost model without faults takes the fast path of .fast (the same decisions, faster): lazy token records,
-        # and, without a trace to write step by step, decode stretches
+        # a cost model without faults: the fast path of .fast (same decisions): lazy token records; stretches if no trace
         self.fast = not wall and faults is None and kv is None and hasattr(backend, "decode_seconds")
         self.stretches = self.fast and not self.trace
         self.router = Router(self.pool, self.decoders, indexed=self.fast)  # fast: loads kept in a heap
@@ -91,8 +90,8 @@ class Cluster:
         return [f"P{i}" for i in range(c.prefill_workers)] + [f"D{i}" for i in range(c.decode_workers)]
 
     # --- running ---------------------------------------------------------------------------------------------
-    def run(self, requests: list[Request]) -> ServingResult:
-        """Serve ``requests`` (mutated in place) and return the result.
+    def run(self, requests: list[Request], progress: bool = False) -> ServingResult:
+        """Serve ``requests`` (mutated in place) and return the result (``progress``: a bar, on virtual clocks).
 
         Raises:
             ValueError: two requests share an id.
@@ -100,6 +99,7 @@ class Cluster:
         check_unique_ids(requests)
         self.requests = list(requests)
         wall0, over0 = time.perf_counter(), self.backend.overhead_s
+        self.progress = progress
         end = self.clock.run()
         for w in self.workers:
             for s in w.batch.slots if self.fast else ():

@@ -29,6 +29,7 @@ from . import metrics as M
 from .config import ServingConfig
 from .request import Request
 from .runner import backend_for, run
+from .virtual import progress_bar
 from .workload import WorkloadSpec, make_workload, workload_scale
 
 __all__ = ["goodput", "attainment_curve", "GoodputResult", "workload_requests", "BINDING"]
@@ -107,6 +108,8 @@ def _rescaled(requests: Sequence[Request], factor: float) -> list[Request]:
 class _Runs:
     """Runs of one configuration at chosen rates per worker, each summarised as one point of the curve."""
 
+    bar = None  # a progress bar of the runs (goodput's ``progress``)
+
     def __init__(self, workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
                  max_requests, seed, scale, prefixes):
         M._check_slos(ttft_slo_s, tpot_slo_s)
@@ -153,6 +156,9 @@ class _Runs:
         point = dict(rate_per_worker=rate_per_worker, rate_per_s=rate_per_worker * workers, requests=n,
                      attainment=att, passed=att >= self.target, **M.slo_misses(res.requests, ttft, tpot), **p90)
         self.points.append(point)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{rate_per_worker:.4g}/s per worker: {att:.1%}")
+            self.bar.update()
         return point
 
 
@@ -193,7 +199,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             ttft_slo_s: float, tpot_slo_s: float, target: float = 0.9, tolerance: float = 0.03,
             duration_s: float | None = None, min_requests: int = 100, max_requests: int = 4000,
             start_rate_per_worker: float = 1.0, seed: int = 0, scale: float | None = None, max_runs: int = 40,
-            model=None, prefixes: bool = False, step: float = 2.0) -> GoodputResult:
+            model=None, prefixes: bool = False, step: float = 2.0, progress: bool = False) -> GoodputResult:
     """Bisect the request rate to the highest rate per worker at which ``target`` of requests meet their SLOs.
 
     Args:
@@ -212,6 +218,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             rate grows or shrinks until one rate passes and one fails (a good start deserves a small step).
         seed, scale: of the workload (see :func:`workload_requests`).
         max_runs: give up after this many runs (a ValueError says so).
+        progress: a tqdm bar of the runs on stderr once the search has gone on for a few seconds.
 
     Returns:
         a :class:`GoodputResult`.
@@ -234,6 +241,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
                  max_requests, seed, scale, prefixes)
     cfg, workers, points = runs.cfg, runs.workers, runs.points
     lone = _lone_request(runs)
+    runs.bar = progress_bar(None, f"goodput of {cfg.name}", progress, unit="run")
 
     def attempt(rate_per_worker: float) -> bool:
         if len(points) >= max_runs:
@@ -275,4 +283,6 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         worst = min(failing, key=lambda p: p["rate_per_worker"])
         counts = {k: worst[k] for k in ("ttft", "ttst", "tpot", "unfinished")}
         binding = max(counts, key=counts.get)
+    if runs.bar is not None:
+        runs.bar.close()
     return GoodputResult(cfg.name, workers, lo, binding, points, target, tolerance, runs.duration)

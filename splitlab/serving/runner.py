@@ -46,7 +46,7 @@ def backend_for(model=None, backend=None):
 
 
 def run(requests: Sequence[Request], config: ServingConfig | None = None, backend=None, *, model=None,
-        faults=None) -> ServingResult:
+        faults=None, progress: bool = False) -> ServingResult:
     """Serve fresh copies of ``requests`` (the list is not modified) and return a :class:`ServingResult`.
 
     Args:
@@ -54,13 +54,15 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
         config: the layout and its options (:class:`ServingConfig`; default: one colocated worker).
         backend, model: see the module docstring.
         faults: a fault hook (:mod:`splitlab.common.faults`), for tests and teaching.
+        progress: a tqdm bar on stderr (requests arrived) when the run goes on for more than a few seconds
+            (emulated and simulated back ends).
 
     Raises:
         TypeError: requests that are not Requests, a config that is not a ServingConfig, a back end that runs no
             steps, a fault hook that is not callable. ValueError: two requests with the same id; both ``model``
             and ``backend`` given; a KillWorker naming no worker of the layout.
     """
-    return Cluster(backend_for(model, backend), config, faults).run(fresh_requests(requests))
+    return Cluster(backend_for(model, backend), config, faults).run(fresh_requests(requests), progress)
 
 
 def contenders(workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,

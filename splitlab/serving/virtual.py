@@ -17,7 +17,19 @@ from operator import attrgetter
 from . import fast
 from .executor import StepOutcome, run_step
 
-__all__ = ["VirtualClock"]
+__all__ = ["VirtualClock", "progress_bar"]
+
+#: seconds a run goes before its progress bar shows (shorter runs print nothing)
+PROGRESS_DELAY_S = 2.0
+
+
+def progress_bar(total: int | None, desc: str, progress: bool, unit: str = "req"):
+    """A tqdm bar on stderr that appears only once the work has run :data:`PROGRESS_DELAY_S` and is erased when
+    it ends, or None when ``progress`` is false (the API's default; the CLI turns it on, but not with --json)."""
+    if not progress:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, desc=desc, unit=unit, delay=PROGRESS_DELAY_S, leave=False, mininterval=0.5)
 
 
 class VirtualClock:
@@ -37,11 +49,24 @@ class VirtualClock:
     def run(self) -> float:
         """Process every event in time order; at one time, arrivals (in submission order) come first, then the
         other events in the order they were scheduled, then the cluster's decisions. Arrivals wait in a sorted
-        list rather than on the heap, so the heap holds only the events in flight."""
-        c, events, pop, t = self.c, self.events, heapq.heappop, 0.0
+        list rather than on the heap, so the heap holds only the events in flight. With the cluster's ``progress``,
+        a bar of the arrivals served (:func:`progress_bar`). Returns the time of the last event."""
+        c = self.c
         arrivals = sorted(c.requests, key=attrgetter("arrival_s"))  # stable: ties keep submission order
-        i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
+        bar = progress_bar(len(arrivals), f"serving ({getattr(c.backend, 'name', 'executor')})",
+                           getattr(c, "progress", False))
         c.record(*c.workers, t=0.0)
+        try:
+            return self._loop(arrivals, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _loop(self, arrivals: list, bar) -> float:
+        c, events, pop, t = self.c, self.events, heapq.heappop, 0.0
+        i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
+        every = max(1, n // 100)
+        mark = every if bar is not None else n + 1  # i never passes n: without a bar, never an update
         handlers = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
         while i < n or events:
             t = events[0][0] if events else inf
@@ -54,6 +79,9 @@ class VirtualClock:
                 _, _, kind, payload = pop(events)
                 handlers[kind](t, *payload)
             c.dispatch(t)
+            if i >= mark:
+                bar.update(i - bar.n)
+                mark = i + every
         return t
 
     def step(self, w, plan, t: float) -> None:
