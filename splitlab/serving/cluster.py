@@ -72,9 +72,8 @@ class Cluster:
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
         self.dirty: set[Worker] = set(self.workers)
         self.handoff_pending, self.transfer_ids, self.measured_s = False, itertools.count(), 0.0
-        # a cost model without faults: the fast path of .fast (same decisions): lazy token records; stretches if no trace
+        # a cost model without faults takes the fast path of .fast (the same decisions): lazy records, stretches
         self.fast = not wall and faults is None and kv is None and hasattr(backend, "decode_seconds")
-        self.stretches = self.fast and not self.trace
         self.router = Router(self.pool, self.decoders, indexed=self.fast)  # fast: loads kept in a heap
         self.senders: set[Worker] = set()  # prefill workers whose outbox is not empty
         if wall:
@@ -153,9 +152,7 @@ class Cluster:
         w.busy, self.measured_s = False, self.measured_s + out.seconds
         self.dirty.add(w)
         if plan.decode and self.fast:
-            if w.ahead is not None:
-                fast.commit(self, w, len(w.ahead))
-                w.ahead = None
+            fast.end_stretch(self, w, t)
             fast.decoded(self, w, t)
         elif plan.decode:
             finished = State.FINISHED

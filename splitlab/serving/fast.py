@@ -1,9 +1,10 @@
 """How the simulator stays fast without changing a decision: lazy token records and decode stretches.
 
 Both apply to cost models only (an executor with ``decode_seconds`` and ``decode_run_seconds``) without a fault
-hook; stretches also need no trace (a trace writes every step). The tests check that every result is identical,
-token time for token time (and, with a trace, row for row of the timeline and the memory log), with them and step
-by step, below capacity and in overload.
+hook. With a trace, a stretch writes each of its steps' timeline row and memory sample when it records the steps
+(:func:`commit`), and only unsealed workers run stretches. The tests check that every result is identical, token
+time for token time (with a trace, row for row of the timeline and the memory log), with them and step by step,
+below capacity and in overload.
 
 **Lazy token records.** A cost model's tokens are all 0 and every request of a decode batch gets its tokens at
 the same moments, the ends of the worker's decode steps. So a worker appends each step's end to its own list
@@ -32,7 +33,7 @@ from .request import State
 from .scheduler import StepPlan, Worker, steps_ended
 
 __all__ = ["register", "batch_ids", "decode_seconds", "decoded", "materialize", "sealed", "start_stretch", "commit",
-           "cut", "reached"]
+           "cut", "reached", "end_stretch"]
 
 
 def register(w: Worker) -> None:
@@ -113,8 +114,8 @@ def start_stretch(cluster, w: Worker, t: float) -> bool:
     seconds = cluster.backend.decode_run_seconds(n, w.context_base + n * len(w.clock), left + 1)
     last = float(seconds[left])
     ends = list(accumulate(seconds[:left], initial=t))  # sequential sums: the floats of step by step
-    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start = ends[1:], n, 0, t
-    cluster.push_done(ends[-1] + last, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=last))
+    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = ends[1:], n, 0, t, ends[-1] + last
+    cluster.push_done(w.ahead_end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=last))
     return True
 
 
@@ -124,6 +125,15 @@ def commit(cluster, w: Worker, upto: int) -> None:
     if k > 0:
         ends = w.ahead[w.ahead_done:upto]
         previous = w.ahead[w.ahead_done - 1] if w.ahead_done else w.ahead_start
+        if cluster.trace:  # each step's row and memory sample, as step by step (Cluster.log, KVMemory.record)
+            begin, ids, n, name, rows = previous, batch_ids(w), w.ahead_n, w.name, cluster.timeline
+            samples, used, reserved = w.memory.log, w.used_bytes(), w.memory.reserved_bytes
+            grow = n * w.memory.bytes_per_token  # each step caches one more token per request (never 0 bytes)
+            for end in ends:
+                rows.append((name, "decode", begin, end, list(ids), n, n))
+                used += grow
+                samples.append((end, used, reserved))
+                begin = end
         w.clock.extend(ends)
         w.output_owed -= k * w.ahead_n
         cluster.measured_s += ends[-1] - previous
@@ -140,10 +150,24 @@ def cut(cluster, w: Worker, t: float, inclusive: bool) -> None:
         end = w.ahead[j]
         w.step += 1
         cluster.push_done(end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=end - begin))
+    else:  # the step in progress is the stretch's last: its own event ends it
+        begin, end = w.ahead[-1] if w.ahead else w.ahead_start, w.ahead_end
+    if cluster.trace:
+        cluster.log(w.name, "decode", begin, end, batch_ids(w), w.ahead_n, w.ahead_n)
     w.ahead = None
+
+
+def end_stretch(cluster, w: Worker, t: float) -> None:
+    """The last step of ``w``'s stretch (if it is in one) ended at ``t``: record the steps before it and its row."""
+    if w.ahead is not None:
+        commit(cluster, w, len(w.ahead))
+        if cluster.trace:
+            begin = w.ahead[-1] if w.ahead else w.ahead_start
+            cluster.log(w.name, "decode", begin, t, batch_ids(w), w.ahead_n, w.ahead_n)
+        w.ahead = None
 
 
 def reached(cluster, w: Worker, t: float, inclusive: bool) -> None:
     """Work reaches ``w`` at ``t``: a stretch it is in ends there (:func:`cut`) unless it is sealed."""
-    if w.ahead is not None and not sealed(w, cluster.cfg):
+    if w.ahead is not None and (cluster.trace or not sealed(w, cluster.cfg)):
         cut(cluster, w, t, inclusive)

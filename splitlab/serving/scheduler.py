@@ -132,7 +132,7 @@ class Worker:
         self.finishing: dict[int, list[Slot]] = {}
         self.ahead: list[float] | None = None
         self.ahead_n = self.ahead_done = 0
-        self.ahead_start = 0.0
+        self.ahead_start = self.ahead_end = 0.0
 
     def __repr__(self) -> str:
         return (f"Worker({self.name}, {self.role}, queue={len(self.queue)}, batch={len(self.batch.slots)}, "

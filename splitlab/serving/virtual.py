@@ -89,8 +89,8 @@ class VirtualClock:
         c = self.c
         if c.fast:
             fast.register(w)
-            if c.stretches and plan.decode and not plan.prefill and (
-                    fast.sealed(w, c.cfg) or not (w.queue or w.prefilling or w.joining or w.incoming)):
+            if plan.decode and not plan.prefill and ((fast.sealed(w, c.cfg) and not c.trace) or
+                                                      not (w.queue or w.prefilling or w.joining or w.incoming)):
                 if fast.start_stretch(c, w, t):
                     return
             out = StepOutcome(decode_s=fast.decode_seconds(c, w) if plan.decode else 0.0)
