@@ -2,7 +2,8 @@
 
 Both apply to cost models only (an executor with ``decode_seconds`` and ``decode_run_seconds``) without a fault
 hook. With a trace, a stretch writes each of its steps' timeline row and memory sample when it records the steps
-(:func:`commit`), and only unsealed workers run stretches. The tests check that every result is identical, token
+(:func:`commit`), and work that reaches a worker cuts its stretch even when it is sealed (the memory samples
+of a hand-off fall between its steps). The tests check that every result is identical, token
 time for token time (with a trace, row for row of the timeline and the memory log), with them and step by step,
 below capacity and in overload.
 

@@ -10,6 +10,7 @@ link queue behind each other.
 """
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 from operator import attrgetter
@@ -56,9 +57,13 @@ class VirtualClock:
         bar = progress_bar(len(arrivals), f"serving ({getattr(c.backend, 'name', 'executor')})",
                            getattr(c, "progress", False))
         c.record(*c.workers, t=0.0)
-        try:
+        collecting = gc.isenabled()  # the loop makes millions of small acyclic objects (events, rows, samples),
+        gc.disable()                 # which the cyclic collector would walk again and again: a cost that grew
+        try:                         # faster than the run (x1.3-1.6 on traced runs of 20,000 requests)
             return self._loop(arrivals, bar)
         finally:
+            if collecting:
+                gc.enable()
             if bar is not None:
                 bar.close()
 
