@@ -131,3 +131,31 @@ def test_traced_fast_path_writes_the_step_by_step_trace(options, rate):
     for table in ("timeline", "kv_usage", "transfers"):
         a, b = getattr(slow, table), getattr(fast, table)
         assert a.astype(str).equals(b.astype(str)), table
+
+
+def test_overload_costs_events_per_request_not_per_step():
+    """Issue 19: 1P+1D at 1.5x its capacity walked the waiting requests on every event (quadratic). Now a full batch
+    runs one stretch from one finish to the next, so the events of a run grow with its requests, not its steps; and
+    the bytes a worker holds, kept as running sums, equal the sum over its resident requests at every step."""
+    from splitlab.serving import Fixed, WorkloadSpec
+    reqs = make_workload(WorkloadSpec("256/128", Fixed(256), Fixed(128)), 3000, 27.0, seed=0)
+    cluster = Cluster(CostModelExecutor(), ServingConfig.disaggregated(1, 1, trace=False))
+    res = cluster.run([r.fresh() for r in reqs])
+    steps = sum(len(w.clock) for w in cluster.workers)
+    events = next(cluster.clock.seq)
+    assert steps > 20_000 and events < 4 * len(reqs) < steps, (steps, events)
+    assert res.metrics(1.0, 0.1)["slo_attainment"] < 0.2  # overloaded indeed
+
+    traced = Cluster(StepByStep(COST), ServingConfig.disaggregated(1, 1, max_batch=4))
+    checked = []
+
+    def check(t, worker, *rest):
+        for w in traced.workers:
+            exact = w.memory.bytes_per_token * sum(s.context for s in w.slots())
+            assert w.used_bytes() == exact
+            checked.append(len(w.joining) + len(w.outbox))
+        return on_done(t, worker, *rest)
+
+    on_done, traced.on_done = traced.on_done, check
+    traced.run(make_workload("code", 300, 400.0, seed=2))
+    assert max(checked) > 100  # hundreds of requests parked while the sums were checked
