@@ -1,7 +1,9 @@
 """splitlab's own decode loop vs transformers' ``model.generate``: same model, prompt, token count, greedy.
 
     python benchmarks/decode_vs_generate.py [--model tiny] [--prompt-tokens 128] [--new-tokens 128]
-                                            [--repeats 7] [--device cpu] [--threads N] [--json]
+                                            [--repeats 7] [--device cpu] [--threads N] [--json] [--quick]
+
+``--quick``: a 16-token prompt, 8 new tokens, one repeat, no warm-up (a smoke test for CI).
 
 Both are timed as whole calls (tokens/s = new tokens / wall time of the call, prefill included); splitlab's
 decode-only rate counts the tokens after the first over the time from the first token to the last. Runs
@@ -55,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: load_model's choice)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
     args = p.parse_args(argv)
+    if args.quick:
+        args.prompt_tokens, args.new_tokens, args.repeats, args.warmup = 16, 8, 1, 0
     if args.threads:
         torch.set_num_threads(args.threads)
 

@@ -1,7 +1,9 @@
 """splitlab's cross-process KV transfer vs the raw bandwidth of the same backend, for caches of 8 MiB and more.
 
     python benchmarks/transfer_vs_raw.py [--model tiny-mha] [--prompt-tokens 1024 2048] [--batch 1 2]
-                                         [--repeats 21] [--goal 0.8] [--json]
+                                         [--repeats 21] [--goal 0.8] [--json] [--quick]
+
+``--quick``: one cache of 64 tokens, 2 repeats (a smoke test for CI: it runs every method, checks no goal).
 
 Two local processes joined over gloo (:class:`splitlab.transfer.peer.Peer`). For each cache (a real prefill of
 ``--model``: tiny-mha holds 8 KiB per token in float32, so 1024 tokens = 8 MiB):
@@ -30,7 +32,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 
 import torch
 
@@ -49,13 +50,7 @@ def run(peer: Peer, flat_cache, cache, method: str) -> float:
     if method == "whole-packed":
         return peer.transfer(cache, segments="flat")["seconds"]
     if method == "whole-unplanned":  # the receiver learns sizes from the header, then posts its receives
-        peer._ask(op="recv", then="ack", nbytes=cache.nbytes)  # size hint only: the pool is big enough
-        t0 = time.perf_counter()
-        L.send_cache(flat_cache, 1)
-        W.recv_ack(1)
-        seconds = time.perf_counter() - t0
-        peer._wait("done")
-        return seconds
+        return peer.transfer(flat_cache, planned=False)["seconds"]
     return peer.transfer(flat_cache)["seconds"]
 
 
@@ -68,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--goal", type=float, default=0.8)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
     args = p.parse_args(argv)
+    if args.quick:
+        args.prompt_tokens, args.batch, args.repeats = [64], [1], 2
     torch.set_num_threads(args.threads)
     lm = sl.load_model(args.model, device="cpu", threads=args.threads)
     results = []

@@ -3,7 +3,7 @@ real model times every step) and simulated (the calibrated cost model predicts t
 contenders (colocated prefill-first, colocated chunked, split), and compare TTFT and TPOT P50 / P90.
 
     python benchmarks/validate_simulator.py [--model tiny] [--requests 32] [--workers 2] [--scale 0.5]
-                                            [--clock thread] [--repeats 2] [--no-bracket] [--json]
+                                            [--clock thread] [--repeats 2] [--no-bracket] [--json] [--quick]
 
 Goal: every |simulated / emulated - 1| <= 15%. A shared machine's speed drifts (the same decode step of the
 tiny model runs 1.5-1.75x slower in some seconds than in others on this 2-core VM), so by default each contender
@@ -18,6 +18,9 @@ times them by the wall clock.
 Each workload is also simulated on the cost model fitted again to the steps its emulated runs measured
 (``validate(..., in_run=True)``): the device's speed during the runs, drift included, so the "in-run" error is
 the simulator's own (scheduling, queueing, the cost formula), the part a better device would not remove.
+
+``--quick``: a small calibration, one workload of 6 short requests, one emulated run (a smoke test for CI; its
+numbers mean nothing).
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ import splitlab as sl
 from splitlab.serving import validation as V
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--requests", type=int, default=32)
@@ -43,23 +46,31 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="emulated runs of each contender (median compared)")
     ap.add_argument("--no-bracket", action="store_true", help="simulate on the calibration before the runs only")
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
+    args = ap.parse_args(argv)
+    small = dict(prompt_tokens=[16, 48, 128], decode_batches=[1, 2, 4], contexts=[16, 48], transfer_tokens=[64, 256],
+                 repeats=1, rounds=1) if args.quick else {}
+    if args.quick:
+        args.requests, args.repeats, args.scale = 6, 1, args.scale or 0.3
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
     lm = sl.load_model(args.model, threads=1)
     if lm.device.type == "cpu":
         sl.phases.device.set_cpu_clock(args.clock)
-    cal = sl.profiling.calibrate(lm)
+    cal = sl.profiling.calibrate(lm, **small)
     rates = V.default_rates(cal.cost, lm, n_workers=args.workers, scale=args.scale)
+    rates = dict(list(rates.items())[:1]) if args.quick else rates
     contenders = V.validation_contenders(args.workers)
     options = dict(contenders=contenders, n_requests=args.requests, seed=args.seed, scale=args.scale,
                    repeats=args.repeats, in_run=True)
     if args.no_bracket:  # calibrate again right before each workload
-        parts = [V.validate(lm, cal if not i else sl.profiling.calibrate(lm), workloads={name: rate}, **options)
+        parts = [V.validate(lm, cal if not i else sl.profiling.calibrate(lm, **small), workloads={name: rate},
+                            **options)
                  for i, (name, rate) in enumerate(rates.items())]
         table = pd.concat(parts, ignore_index=True)
     else:  # calibrations before and after each workload, fitted as one; the one after is the next one's before
-        table = V.validate(lm, cal, workloads=rates, recalibrate=lambda: sl.profiling.calibrate(lm), **options)
+        table = V.validate(lm, cal, workloads=rates, recalibrate=lambda: sl.profiling.calibrate(lm, **small),
+                           **options)
     verdict = V.verdict(table)
     if args.json:
         print(json.dumps(dict(model=lm.name, device=cal.meta["device"], load_average=load, clock=cal.meta["clock"],

@@ -1,5 +1,7 @@
 """The simulator's fast path (lazy token records and decode stretches, splitlab.serving.fast) changes no decision:
-every token time, admission and worker of a run is the same with it (no trace) as without it (trace on)."""
+every token time, admission and worker of a run is the same with it as step by step (an executor that hides the
+cost model from the cluster), with a trace (the timeline and memory log too) and without, below capacity and in
+overload."""
 from __future__ import annotations
 
 import itertools
@@ -10,6 +12,7 @@ import pytest
 from splitlab.costmodel import CostModel
 from splitlab.serving import CostModelExecutor, Request, ServingConfig, make_workload, run
 from splitlab.serving.cluster import Cluster
+from splitlab.serving.executor import Executor
 
 COST = CostModel(decode_per_token_s=3e-7, prefill_per_token2_s=1e-9)
 # round binary numbers, so that step ends and arrivals tie exactly: ties must be broken as step by step
@@ -22,9 +25,34 @@ def outcome(res):
              for r in res.requests], res.admissions)
 
 
-def both(reqs, cost, **options):
-    slow = run(reqs, ServingConfig(trace=True, **options), CostModelExecutor(cost))
-    fast_cluster = Cluster(CostModelExecutor(cost), ServingConfig(trace=False, **options))
+class StepByStep(Executor):
+    """The cost model's seconds, one step at a time: without ``decode_seconds`` the cluster sees no cost model and
+    takes no fast path (the reference every fast run is compared with)."""
+
+    def __init__(self, cost):
+        self.sim = CostModelExecutor(cost)
+
+    def __getattr__(self, name):
+        if name in ("decode_seconds", "decode_run_seconds", "sim"):
+            raise AttributeError(name)
+        return getattr(self.sim, name)
+
+    def prefill(self, slots, n_tokens):
+        return self.sim.prefill(slots, n_tokens)
+
+    def decode(self, batch):
+        return self.sim.decode(batch)
+
+    def transfer(self, slot, mode="whole"):
+        return self.sim.transfer(slot, mode)
+
+
+def both(reqs, cost, traced=False, **options):
+    """The step-by-step run and the fast one (``traced``: with a trace)."""
+    slow = Cluster(StepByStep(cost), ServingConfig(trace=True, **options))
+    assert not slow.fast
+    slow = slow.run([r.fresh() for r in reqs])
+    fast_cluster = Cluster(CostModelExecutor(cost), ServingConfig(trace=traced, **options))
     assert fast_cluster.fast
     fast = fast_cluster.run([r.fresh() for r in reqs])
     return slow, fast
@@ -73,3 +101,61 @@ def test_router_index_picks_what_a_scan_picks_on_large_pools(options):
         reqs = make_workload("chat", 400, rate, seed=5)
         slow, fast = both(reqs, COST, **options)
         assert outcome(slow) == outcome(fast)
+
+
+OVERLOAD = [dict(workers=2, max_batch=4), dict(workers=2, policy="decode-first", max_batch=4),
+            dict(workers=2, policy="chunked", chunk_tokens=64, max_batch=6),
+            dict(layout="disaggregated", prefill_workers=1, decode_workers=1, max_batch=4),
+            dict(layout="disaggregated", prefill_workers=2, decode_workers=1, max_batch=8, first_token_on="decode"),
+            dict(layout="disaggregated", prefill_workers=1, decode_workers=2, max_batch=4, kv_budget_bytes=2048 * 900)]
+
+
+@pytest.mark.parametrize("options", OVERLOAD, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_fast_path_gives_identical_results_in_overload(options):
+    """Far above capacity (queues and joining lists of hundreds): full batches run decode stretches that arrivals
+    do not cut (fast.sealed), and every decision is still the step-by-step one."""
+    reqs = make_workload("code", 400, 400.0, seed=7)
+    slow, fast = both(reqs, COST, **options)
+    assert outcome(slow) == outcome(fast)
+    assert max(len(r.output) for r in slow.requests) > 1 and slow.metrics(1.0, 0.1)["slo_attainment"] < 0.5
+
+
+@pytest.mark.parametrize("rate", [40.0, 300.0])
+@pytest.mark.parametrize("options", CONFIGS + [OVERLOAD[0], OVERLOAD[3]], ids=str)
+def test_traced_fast_path_writes_the_step_by_step_trace(options, rate):
+    """With a trace, the fast path (its stretches writing their steps' rows) gives the same timeline, memory log and
+    transfers."""
+    reqs = make_workload("chat", 150, rate, seed=3)
+    slow, fast = both(reqs, COST, traced=True, **options)
+    assert outcome(slow) == outcome(fast)
+    for table in ("timeline", "kv_usage", "transfers"):
+        a, b = getattr(slow, table), getattr(fast, table)
+        assert a.astype(str).equals(b.astype(str)), table
+
+
+def test_overload_costs_events_per_request_not_per_step():
+    """Issue 19: 1P+1D at 1.5x its capacity walked the waiting requests on every event (quadratic). Now a full batch
+    runs one stretch from one finish to the next, so the events of a run grow with its requests, not its steps; and
+    the bytes a worker holds, kept as running sums, equal the sum over its resident requests at every step."""
+    from splitlab.serving import Fixed, WorkloadSpec
+    reqs = make_workload(WorkloadSpec("256/128", Fixed(256), Fixed(128)), 3000, 27.0, seed=0)
+    cluster = Cluster(CostModelExecutor(), ServingConfig.disaggregated(1, 1, trace=False))
+    res = cluster.run([r.fresh() for r in reqs])
+    steps = sum(len(w.clock) for w in cluster.workers)
+    events = next(cluster.clock.seq)
+    assert steps > 20_000 and events < 4 * len(reqs) < steps, (steps, events)
+    assert res.metrics(1.0, 0.1)["slo_attainment"] < 0.2  # overloaded indeed
+
+    traced = Cluster(StepByStep(COST), ServingConfig.disaggregated(1, 1, max_batch=4))
+    checked = []
+
+    def check(t, worker, *rest):
+        for w in traced.workers:
+            exact = w.memory.bytes_per_token * sum(s.context for s in w.slots())
+            assert w.used_bytes() == exact
+            checked.append(len(w.joining) + len(w.outbox))
+        return on_done(t, worker, *rest)
+
+    on_done, traced.on_done = traced.on_done, check
+    traced.run(make_workload("code", 300, 400.0, seed=2))
+    assert max(checked) > 100  # hundreds of requests parked while the sums were checked

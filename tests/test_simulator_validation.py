@@ -56,7 +56,7 @@ def test_emulated_and_simulated_make_the_same_decisions(lm, cfg):
                       max_context=lm.max_context)
     reqs = make_workload("chat", 10, 40.0, seed=2, model=lm, scale=0.3)
     emulated = run(reqs, cfg.with_(kv_budget_bytes=None), Charged(lm, cost))
-    for trace in (True, False):  # step by step, and the fast path
+    for trace in (True, False):  # the fast path's lazy records, and its decode stretches too
         simulated = run(reqs, cfg.with_(kv_budget_bytes=None, trace=trace), CostModelExecutor(cost))
         assert decisions(simulated) == decisions(emulated)
 

@@ -72,8 +72,8 @@ class Cluster:
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
         self.dirty: set[Worker] = set(self.workers)
         self.handoff_pending, self.transfer_ids, self.measured_s = False, itertools.count(), 0.0
-        # a cost model without trace or faults takes the fast path of .fast (the same decisions, faster)
-        self.fast = not wall and not self.cfg.trace and faults is None and hasattr(backend, "decode_seconds")
+        # a cost model without faults takes the fast path of .fast (the same decisions): lazy records, stretches
+        self.fast = not wall and faults is None and kv is None and hasattr(backend, "decode_seconds")
         self.router = Router(self.pool, self.decoders, indexed=self.fast)  # fast: loads kept in a heap
         self.senders: set[Worker] = set()  # prefill workers whose outbox is not empty
         if wall:
@@ -89,8 +89,8 @@ class Cluster:
         return [f"P{i}" for i in range(c.prefill_workers)] + [f"D{i}" for i in range(c.decode_workers)]
 
     # --- running ---------------------------------------------------------------------------------------------
-    def run(self, requests: list[Request]) -> ServingResult:
-        """Serve ``requests`` (mutated in place) and return the result.
+    def run(self, requests: list[Request], progress: bool = False) -> ServingResult:
+        """Serve ``requests`` (mutated in place) and return the result (``progress``: a bar, on virtual clocks).
 
         Raises:
             ValueError: two requests share an id.
@@ -98,6 +98,7 @@ class Cluster:
         check_unique_ids(requests)
         self.requests = list(requests)
         wall0, over0 = time.perf_counter(), self.backend.overhead_s
+        self.progress = progress
         end = self.clock.run()
         for w in self.workers:
             for s in w.batch.slots if self.fast else ():
@@ -139,8 +140,7 @@ class Cluster:
         if w is None:
             r.fail(f"no {self.pool[0].role} worker left: all of them were lost", t)
             return
-        if w.ahead is not None:
-            fast.cut(self, w, t, inclusive=False)
+        fast.reached(self, w, t, inclusive=False)
         r.state = State.WAITING
         w.enqueue(r, front)
         self.dirty.add(w)
@@ -152,9 +152,7 @@ class Cluster:
         w.busy, self.measured_s = False, self.measured_s + out.seconds
         self.dirty.add(w)
         if plan.decode and self.fast:
-            if w.ahead is not None:
-                fast.commit(self, w, len(w.ahead))
-                w.ahead = None
+            fast.end_stretch(self, w, t)
             fast.decoded(self, w, t)
         elif plan.decode:
             finished = State.FINISHED
@@ -264,8 +262,7 @@ class Cluster:
             except WorkerFault as fault:
                 recovery.fault(self, t, p, fault)
                 return False
-        if d.ahead is not None:
-            fast.cut(self, d, t, inclusive=True)
+        fast.reached(self, d, t, inclusive=True)
         p.sending.append(p.outbox.popleft())
         d.incoming.append(slot)
         d.memory.reserve(r.id, r.max_total_tokens)

@@ -60,8 +60,6 @@ class ModelExecutor(Executor):
     """
 
     name = "emulated"
-    #: a bar counting output tokens while :func:`splitlab.serving.run` runs (set there; None: no bar)
-    progress = None
 
     def __init__(self, lm: LoadedModel, warm: bool = True):
         require_loaded(lm, "ModelExecutor")
@@ -106,7 +104,6 @@ class ModelExecutor(Executor):
             for i, (s, c) in enumerate(zip(slots, caches)):
                 s.cache, s.prefilled = c, s.prefill_len
                 firsts.append(self._pick(s, out.logits[i]))
-            self._tick(len(firsts))
             return PrefillResult(seconds, caches, firsts)
         seconds = 0.0
         for s, n in zip(slots, n_tokens):
@@ -116,7 +113,6 @@ class ModelExecutor(Executor):
             s.prefilled += n
             seconds += sec
             firsts.append(self._pick(s, logits[0]) if s.prefilled == s.prefill_len else None)
-        self._tick(sum(t is not None for t in firsts))
         return PrefillResult(seconds, [s.cache for s in slots], firsts)
 
     def hybrid(self, batch: DecodeBatch, slots: list[Slot], n_tokens: list[int]) -> StepOutcome:
@@ -170,12 +166,7 @@ class ModelExecutor(Executor):
             tokens = out.logits.argmax(-1).tolist()
         else:
             tokens = [self._pick(s, out.logits[i]) for i, s in enumerate(batch.slots)]
-        self._tick(len(tokens))
         return DecodeResult(out.seconds, tokens)
-
-    def _tick(self, tokens: int) -> None:
-        if self.progress is not None:
-            self.progress.update(tokens)
 
     def transfer(self, slot: Slot, mode: str = "whole") -> TransferResult:
         """Pack the slot's cache with its header, check it as the receiver would, and copy it for real

@@ -1,21 +1,29 @@
 """How the simulator stays fast without changing a decision: lazy token records and decode stretches.
 
-Both apply to cost models only (an executor with ``decode_seconds`` and ``decode_run_seconds``), without a trace and without a fault hook;
-the tests check that every result is identical, token time for token time, with them and without.
+Both apply to cost models only (an executor with ``decode_seconds`` and ``decode_run_seconds``) without a fault
+hook. With a trace, a stretch writes each of its steps' timeline row and memory sample when it records the steps
+(:func:`commit`), and work that reaches a worker cuts its stretch even when it is sealed (the memory samples
+of a hand-off fall between its steps). The tests check that every result is identical, token
+time for token time (with a trace, row for row of the timeline and the memory log), with them and step by step,
+below capacity and in overload.
 
 **Lazy token records.** A cost model's tokens are all 0 and every request of a decode batch gets its tokens at
 the same moments, the ends of the worker's decode steps. So a worker appends each step's end to its own list
-(``Worker.clock``) and a request copies its share of that list once, when it finishes (:func:`materialize`); its
-finish is found from the step index it finishes at (``Worker.finishing``), and the batch's cached tokens are a
-running sum, so a decode step costs the same whatever the batch size.
+(``Worker.clock``: one entry per step) and a request copies its share of that list once, when it finishes
+(:func:`materialize`: a slice, from where its tokens start to where they end); its finish is found from the step
+index it finishes at (``Worker.finishing``), and the batch's cached tokens are a running sum, so a decode step
+costs the same whatever the batch size. Slots parked on a worker keep their bytes as running sums too
+(:class:`~.scheduler.Parked`), so nothing walks a queue on a step or an arrival.
 
-**Decode stretches.** A worker that only decodes (nothing queued, prefilling, joining or on its way to it) runs
-the same batch step after step until a request finishes or new work reaches it. The end of every such step is
+**Decode stretches.** A worker that only decodes (nothing queued, prefilling, joining or on its way to it; or a
+*sealed* worker, :func:`sealed`: a full batch, whose steps nothing that arrives can change) runs the same batch
+step after step until a request finishes or new work reaches it. The end of every such step is
 known in advance: the stretch is computed at once (``Worker.ahead``), one event is scheduled for its last step
 (the one that finishes a request), and the steps before it are recorded when needed (:func:`commit`). A worker's
 load at time ``t`` counts the steps ended by then (:meth:`~.scheduler.Worker.load`), so the router sees what it
-would see step by step; when work reaches a worker in a stretch, the stretch is cut there (:func:`cut`): the
-step in progress ends as an ordinary event and the worker goes on the ordinary way.
+would see step by step; when work reaches a worker in a stretch that is not sealed, the stretch is cut there
+(:func:`cut`): the step in progress ends as an ordinary event and the worker goes on the ordinary way. Under
+overload a stretch lasts from one finish to the next, so a run costs about one event per request, not per step.
 """
 from __future__ import annotations
 
@@ -25,19 +33,30 @@ from .executor import StepOutcome
 from .request import State
 from .scheduler import StepPlan, Worker, steps_ended
 
-__all__ = ["register", "decode_seconds", "decoded", "materialize", "start_stretch", "commit", "cut"]
+__all__ = ["register", "batch_ids", "decode_seconds", "decoded", "materialize", "sealed", "start_stretch", "commit",
+           "cut", "reached", "end_stretch"]
 
 
 def register(w: Worker) -> None:
     """Take the slots that joined ``w``'s batch since its last step into the lazy records."""
     slots = w.batch.slots
+    if w.registered == len(slots):
+        return
     now = len(w.clock)
+    w.batch_ids = None
     for s in slots[w.registered:]:
         s.joined = now
         s.written = now
         w.context_base += s.context - now  # its cached tokens at step index i: context + (i - now)
         w.finishing.setdefault(now + s.request.max_new_tokens - len(s.request.output), []).append(s)
     w.registered = len(slots)
+
+
+def batch_ids(w: Worker) -> tuple[int, ...]:
+    """The request ids of ``w``'s batch (kept until the batch changes: a trace's decode rows cost O(1) to make)."""
+    if w.batch_ids is None:
+        w.batch_ids = tuple(s.request.id for s in w.batch.slots)
+    return w.batch_ids
 
 
 def decode_seconds(cluster, w: Worker) -> float:
@@ -72,7 +91,18 @@ def decoded(cluster, w: Worker, t: float) -> None:
             w.context_base -= s.context - len(w.clock)
             w.memory.release(r.id)
         w.registered -= len(done)
+        w.batch_ids = None
         cluster.handoff_pending = True
+
+
+def sealed(w: Worker, cfg) -> bool:
+    """Whether nothing that reaches ``w`` can change its steps before one of its requests finishes: nothing is
+    prefilling and its batch is full (or, colocated decode-first, not empty), so each step decodes the same batch
+    whatever waits. A stretch of a sealed worker goes on when work arrives (under overload, the usual case)."""
+    if w.prefilling:
+        return False
+    n = len(w.batch.slots)
+    return n >= cfg.max_batch or (n > 0 and w.role == "colocated" and cfg.policy == "decode-first")
 
 
 def start_stretch(cluster, w: Worker, t: float) -> bool:
@@ -85,8 +115,8 @@ def start_stretch(cluster, w: Worker, t: float) -> bool:
     seconds = cluster.backend.decode_run_seconds(n, w.context_base + n * len(w.clock), left + 1)
     last = float(seconds[left])
     ends = list(accumulate(seconds[:left], initial=t))  # sequential sums: the floats of step by step
-    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start = ends[1:], n, 0, t
-    cluster.push_done(ends[-1] + last, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=last))
+    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = ends[1:], n, 0, t, ends[-1] + last
+    cluster.push_done(w.ahead_end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=last))
     return True
 
 
@@ -96,6 +126,15 @@ def commit(cluster, w: Worker, upto: int) -> None:
     if k > 0:
         ends = w.ahead[w.ahead_done:upto]
         previous = w.ahead[w.ahead_done - 1] if w.ahead_done else w.ahead_start
+        if cluster.trace:  # each step's row and memory sample, as step by step (Cluster.log, KVMemory.record)
+            begin, ids, n, name, rows = previous, batch_ids(w), w.ahead_n, w.name, cluster.timeline
+            samples, used, reserved = w.memory.log, w.used_bytes(), w.memory.reserved_bytes
+            grow = n * w.memory.bytes_per_token  # each step caches one more token per request (never 0 bytes)
+            for end in ends:
+                rows.append((name, "decode", begin, end, list(ids), n, n))
+                used += grow
+                samples.append((end, used, reserved))
+                begin = end
         w.clock.extend(ends)
         w.output_owed -= k * w.ahead_n
         cluster.measured_s += ends[-1] - previous
@@ -112,4 +151,24 @@ def cut(cluster, w: Worker, t: float, inclusive: bool) -> None:
         end = w.ahead[j]
         w.step += 1
         cluster.push_done(end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=end - begin))
+    else:  # the step in progress is the stretch's last: its own event ends it
+        begin, end = w.ahead[-1] if w.ahead else w.ahead_start, w.ahead_end
+    if cluster.trace:
+        cluster.log(w.name, "decode", begin, end, batch_ids(w), w.ahead_n, w.ahead_n)
     w.ahead = None
+
+
+def end_stretch(cluster, w: Worker, t: float) -> None:
+    """The last step of ``w``'s stretch (if it is in one) ended at ``t``: record the steps before it and its row."""
+    if w.ahead is not None:
+        commit(cluster, w, len(w.ahead))
+        if cluster.trace:
+            begin = w.ahead[-1] if w.ahead else w.ahead_start
+            cluster.log(w.name, "decode", begin, t, batch_ids(w), w.ahead_n, w.ahead_n)
+        w.ahead = None
+
+
+def reached(cluster, w: Worker, t: float, inclusive: bool) -> None:
+    """Work reaches ``w`` at ``t``: a stretch it is in ends there (:func:`cut`) unless it is sealed."""
+    if w.ahead is not None and (cluster.trace or not sealed(w, cluster.cfg)):
+        cut(cluster, w, t, inclusive)

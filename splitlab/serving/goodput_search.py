@@ -32,6 +32,8 @@ from .goodput_result import (BINDING, GoodputResult, binding_of, found_reason, l
                              unmet_reason)
 from .request import Request
 from .runner import backend_for, run
+from ..common.progress import show_progress
+from .virtual import progress_bar
 from .workload import WorkloadSpec, make_workload, workload_scale
 
 __all__ = ["goodput", "attainment_curve", "GoodputResult", "workload_requests", "BINDING"]
@@ -69,6 +71,8 @@ def _rescaled(requests: Sequence[Request], factor: float) -> list[Request]:
 
 class _Runs:
     """Runs of one configuration at chosen rates per worker, each summarised as one point of the curve."""
+
+    bar = None  # a progress bar of the runs (goodput's ``progress``)
 
     def __init__(self, workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
                  max_requests, seed, scale, prefixes):
@@ -133,6 +137,9 @@ class _Runs:
         point = dict(rate_per_worker=rate_per_worker, rate_per_s=rate_per_worker * workers, requests=n,
                      attainment=att, passed=att >= self.target, **M.slo_misses(res.requests, ttft, tpot), **p90)
         self.points.append(point)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{rate_per_worker:.4g}/s per worker: {att:.1%}")
+            self.bar.update()
         return point
 
 
@@ -177,7 +184,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             ttft_slo_s: float, tpot_slo_s: float, target: float = 0.9, tolerance: float = 0.03,
             duration_s: float | None = None, min_requests: int = 100, max_requests: int = 4000,
             start_rate_per_worker: float = 1.0, seed: int = 0, scale: float | None = None, max_runs: int = 40,
-            model=None, prefixes: bool = False, step: float = 2.0) -> GoodputResult:
+            model=None, prefixes: bool = False, step: float = 2.0, progress: bool | None = False) -> GoodputResult:
     """Bisect the request rate to the highest rate per worker at which ``target`` of requests meet their SLOs.
 
     The search steps the rate by ``step`` from ``start_rate_per_worker`` (each step after :data:`WIDEN_AFTER` in
@@ -210,6 +217,8 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         seed, scale: of the workload (see :func:`workload_requests`).
         max_runs: give up after this many runs (a ValueError says so; the search above ends within about 25
             runs at the default tolerance, so only a smaller ``max_runs`` is reached).
+        progress: a tqdm bar of the runs on stderr once the search has gone on for a few seconds (True, False, or
+            None: only when stderr is a terminal).
 
     Returns:
         a :class:`GoodputResult` (``outcome``, ``reason``: why the goodput is what it is).
@@ -229,11 +238,14 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     runs = _Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
                  max_requests, seed, scale, prefixes)
     cfg, points = runs.cfg, runs.points
+    runs.bar = progress_bar(None, f"goodput of {cfg.name}", show_progress(progress), unit="run")
 
     def answer(rate: float, outcome: str, reason: str, binding: str | None = None) -> GoodputResult:
         failing = [p for p in points if not p["passed"]]
         if binding is None:
             binding = binding_of(min(failing, key=lambda p: p["rate_per_worker"])) if failing else "none"
+        if runs.bar is not None:
+            runs.bar.close()
         return GoodputResult(cfg.name, runs.workers, rate, binding, points, target, tolerance, runs.duration,
                              outcome, reason)
 

@@ -82,6 +82,10 @@ class KVMemory:
         return self.bytes_per_token * sum(contexts)
 
     def record(self, time_s: float, used_bytes: int) -> None:
-        """Log the bytes held at ``time_s`` and the bytes reserved."""
+        """Log the bytes held at ``time_s`` and the bytes reserved (not again when nothing changed since the last
+        entry: the log samples changes, and so it is the same whether a decode stretch's steps were one event or
+        many, :mod:`.fast`)."""
         if self.trace:
-            self.log.append((float(time_s), used_bytes, self.reserved_bytes))
+            entry = (float(time_s), used_bytes, self.reserved_bytes)
+            if not self.log or self.log[-1] != entry:
+                self.log.append(entry)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from itertools import chain
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -78,7 +79,9 @@ def itl_s(r: Request) -> np.ndarray:
 
 def percentiles(values: Iterable[float], qs: Sequence[float] = (50, 90, 99)) -> dict[str, float]:
     """``{"p50": ..., "p90": ..., "p99": ..., "mean": ...}`` of the finite values (NaN when there are none)."""
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    x = values if isinstance(values, np.ndarray) else np.fromiter(
+        (NAN if v is None else v for v in values), dtype=float)
+    x = x[np.isfinite(x)]
     out = {f"p{q:g}": (float(np.percentile(x, q)) if x.size else NAN) for q in qs}
     out["mean"] = float(x.mean()) if x.size else NAN
     return out
@@ -210,6 +213,16 @@ _REQUEST_COLUMNS = ["id", "arrival_s", "prompt_tokens", "output_tokens", "state"
                     "max_itl_s", "prefill_worker", "decode_worker", "transfer_s", "reject_reason"]
 
 
+def _all_itl_s(requests: Sequence[Request]) -> np.ndarray:
+    """Every ITL of ``requests``, in order: their token times as one array, differenced once with numpy, the gaps
+    across two requests dropped (instead of an array per request)."""
+    counts = np.fromiter((len(r.token_times_s) for r in requests), dtype=np.int64, count=len(requests))
+    times = np.fromiter(chain.from_iterable(r.token_times_s for r in requests), dtype=float, count=int(counts.sum()))
+    gaps = np.diff(times)
+    starts = np.cumsum(counts)[:-1] - 1  # the gap from each request's last token to the next one's first
+    return np.delete(gaps, starts[(starts >= 0) & (starts < gaps.size)])
+
+
 def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float | None = DEFAULT_TTFT_SLO_S,
               tpot_slo_s: float | None = DEFAULT_TPOT_SLO_S) -> dict:
     """All metrics of a run as one JSON-friendly dict: submitted, completed, rejected, failed, ``ttft_s``,
@@ -221,7 +234,7 @@ def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float
                 failed=sum(r.state == State.FAILED for r in requests),
                 ttft_s=percentiles(ttft_s(r) for r in completed), ttst_s=percentiles(ttst_s(r) for r in completed),
                 tpot_s=percentiles(tpot_s(r) for r in completed),
-                itl_s=percentiles(np.concatenate([itl_s(r) for r in completed]) if completed else []),
+                itl_s=percentiles(_all_itl_s(completed)),
                 e2e_s=percentiles(e2e_s(r) for r in completed),
                 slo_attainment=slo_attainment(requests, ttft_slo_s, tpot_slo_s), ttft_slo_s=ttft_slo_s,
                 tpot_slo_s=tpot_slo_s, n_workers=n_workers, **throughput(requests, n_workers))

@@ -71,7 +71,8 @@ def lost(cluster, t: float, w: Worker, reason: str) -> None:
         retry(cluster, t, s, reason)
     for s in [*w.prefilling, *w.batch.slots, *w.joining, *w.outbox]:
         retry(cluster, t, s, reason)
-    w.prefilling, w.batch.slots, w.sending, w.incoming = [], [], [], []
+    w.prefilling, w.batch.slots, w.incoming = [], [], []
+    w.sending.clear()
     w.joining.clear()
     w.outbox.clear()
     w.memory.reserved.clear()

@@ -15,13 +15,12 @@ executor (:class:`~.emulated.ModelExecutor`, :class:`~.simulated.CostModelExecut
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ..common.progress import progress_bar, show_progress
+from ..common.progress import show_progress
 from . import metrics as M
 from .cluster import Cluster
 from .config import ServingConfig
@@ -56,8 +55,9 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
         config: the layout and its options (:class:`ServingConfig`; default: one colocated worker).
         backend, model: see the module docstring.
         faults: a fault hook (:mod:`splitlab.common.faults`), for tests and teaching.
-        progress: a real model's run (emulated) draws a bar of output tokens on stderr: True, False, or None
-            (only when stderr is a terminal; :mod:`splitlab.common.progress`).
+        progress: a tqdm bar on stderr of the requests arrived, once the run has gone on for a few seconds
+            (emulated and simulated back ends): True, False, or None (only when stderr is a terminal;
+            :mod:`splitlab.common.progress`).
 
     Raises:
         TypeError: requests that are not Requests, a config that is not a ServingConfig, a back end that runs no
@@ -66,26 +66,10 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
             layout.
     """
     show = show_progress(progress)  # a bad value is refused before any worker starts
-    cluster = Cluster(backend_for(model, backend), config, faults)
-    requests = fresh_requests(requests)
-    with _token_bar(cluster.backend, requests, cluster.cfg.name, show):
-        result = cluster.run(requests)
-    result.hybrid_path = getattr(cluster.backend, "hybrid_path", None)
+    backend = backend_for(model, backend)
+    result = Cluster(backend, config, faults).run(fresh_requests(requests), show)
+    result.hybrid_path = getattr(backend, "hybrid_path", None)
     return result
-
-
-@contextmanager
-def _token_bar(ex, requests: list[Request], name: str, show: bool):
-    """A bar of the output tokens an emulated run emits (an executor with a ``progress`` attribute: the real
-    model's steps are the slow ones); other back ends run as they are."""
-    if not hasattr(ex, "progress"):
-        yield
-        return
-    with progress_bar(sum(r.max_new_tokens for r in requests), f"emulated {name}", show, "token") as ex.progress:
-        try:
-            yield
-        finally:
-            ex.progress = None
 
 
 def contenders(workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,

@@ -42,7 +42,38 @@ def steps_ended(w: "Worker", t: float, inclusive: bool) -> int:
     before a step's end and comes first)."""
     return (bisect_right if inclusive else bisect_left)(w.ahead, t)
 
-__all__ = ["StepPlan", "Worker", "plan_step", "steps_ended"]
+__all__ = ["StepPlan", "Worker", "Parked", "plan_step", "steps_ended"]
+
+
+class Parked(deque):
+    """Slots parked on a worker (joining a batch, waiting to leave, leaving), whose caches do not grow while they
+    wait, with the KV bytes they hold as a running sum (:attr:`nbytes`, by ``size``: tokens -> bytes): a worker's
+    memory reads in O(1) however many wait (a walk of them on every event made an overloaded run quadratic)."""
+
+    def __init__(self, size):
+        super().__init__()
+        self.size, self.nbytes = size, 0
+
+    def append(self, s: Slot) -> None:
+        super().append(s)
+        self.nbytes += self.size(s.context)
+
+    def appendleft(self, s: Slot) -> None:
+        super().appendleft(s)
+        self.nbytes += self.size(s.context)
+
+    def popleft(self) -> Slot:
+        s = super().popleft()
+        self.nbytes -= self.size(s.context)
+        return s
+
+    def remove(self, s: Slot) -> None:
+        super().remove(s)
+        self.nbytes -= self.size(s.context)
+
+    def clear(self) -> None:
+        super().clear()
+        self.nbytes = 0
 
 
 class StepPlan:
@@ -88,9 +119,7 @@ class Worker:
         self.queue: deque[Request] = deque()
         self.prefilling: list[Slot] = []
         self.batch = DecodeBatch()
-        self.joining: deque[Slot] = deque()
-        self.outbox: deque[Slot] = deque()
-        self.sending: list[Slot] = []
+        self.joining, self.outbox, self.sending = (Parked(memory.bytes_for) for _ in range(3))
         self.incoming: list[Slot] = []
         self.busy = False
         self.alive = True
@@ -100,11 +129,12 @@ class Worker:
         # the simulator's fast path (.fast): decode step ends, lazy slots, a decode stretch's silent steps
         self.clock: list[float] = []
         self.registered = 0
+        self.batch_ids: tuple[int, ...] | None = None  # the batch's request ids while it does not change
         self.context_base = 0
         self.finishing: dict[int, list[Slot]] = {}
         self.ahead: list[float] | None = None
         self.ahead_n = self.ahead_done = 0
-        self.ahead_start = 0.0
+        self.ahead_start = self.ahead_end = 0.0
 
     def __repr__(self) -> str:
         return (f"Worker({self.name}, {self.role}, queue={len(self.queue)}, batch={len(self.batch.slots)}, "
@@ -115,8 +145,15 @@ class Worker:
         return [*self.prefilling, *self.batch.slots, *self.joining, *self.outbox, *self.sending]
 
     def used_bytes(self) -> int:
-        """KV bytes held right now by every resident request."""
-        return self.memory.used_bytes([s.context for s in self.slots()])
+        """KV bytes held right now by every resident request, in O(batch): parked slots as running sums, and the
+        batch's slots in the fast path's lazy records (:mod:`.fast`) as its running sum of cached tokens."""
+        slots, k = self.batch.slots, self.registered
+        held = self.joining.nbytes + self.outbox.nbytes + self.sending.nbytes
+        if k:
+            held += (self.context_base + k * len(self.clock)) * self.memory.bytes_per_token
+        if self.prefilling or len(slots) > k:
+            held += self.memory.used_bytes([s.context for s in (*self.prefilling, *slots[k:])])
+        return held
 
     def load(self, t: float = 0.0, inclusive: bool = False) -> int:
         """Work still owed at time ``t``, in tokens: prompt tokens not yet prefilled (not for decode workers) plus

@@ -10,14 +10,25 @@ link queue behind each other.
 """
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 from operator import attrgetter
 
+from ..common.progress import progress_bar as common_bar
 from . import fast
 from .executor import StepOutcome, run_step
 
-__all__ = ["VirtualClock"]
+__all__ = ["VirtualClock", "progress_bar"]
+
+#: seconds a run goes before its progress bar shows (shorter runs print nothing)
+PROGRESS_DELAY_S = 2.0
+
+
+def progress_bar(total: int | None, desc: str, progress: bool, unit: str = "req"):
+    """A tqdm bar on stderr that appears only once the work has run :data:`PROGRESS_DELAY_S` and is erased when
+    it ends, or None when ``progress`` is false (the API's default; the CLI turns it on, but not with --json)."""
+    return common_bar(total, desc, True, unit, delay=PROGRESS_DELAY_S) if progress else None
 
 
 class VirtualClock:
@@ -37,11 +48,28 @@ class VirtualClock:
     def run(self) -> float:
         """Process every event in time order; at one time, arrivals (in submission order) come first, then the
         other events in the order they were scheduled, then the cluster's decisions. Arrivals wait in a sorted
-        list rather than on the heap, so the heap holds only the events in flight."""
-        c, events, pop, t = self.c, self.events, heapq.heappop, 0.0
+        list rather than on the heap, so the heap holds only the events in flight. With the cluster's ``progress``,
+        a bar of the arrivals served (:func:`progress_bar`). Returns the time of the last event."""
+        c = self.c
         arrivals = sorted(c.requests, key=attrgetter("arrival_s"))  # stable: ties keep submission order
-        i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
+        bar = progress_bar(len(arrivals), f"serving ({getattr(c.backend, 'name', 'executor')})",
+                           getattr(c, "progress", False))
         c.record(*c.workers, t=0.0)
+        collecting = gc.isenabled()  # the loop makes millions of small acyclic objects (events, rows, samples),
+        gc.disable()                 # which the cyclic collector would walk again and again: a cost that grew
+        try:                         # faster than the run (x1.3-1.6 on traced runs of 20,000 requests)
+            return self._loop(arrivals, bar)
+        finally:
+            if collecting:
+                gc.enable()
+            if bar is not None:
+                bar.close()
+
+    def _loop(self, arrivals: list, bar) -> float:
+        c, events, pop, t = self.c, self.events, heapq.heappop, 0.0
+        i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
+        every = max(1, n // 100)
+        mark = every if bar is not None else n + 1  # i never passes n: without a bar, never an update
         handlers = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
         while i < n or events:
             t = events[0][0] if events else inf
@@ -54,6 +82,9 @@ class VirtualClock:
                 _, _, kind, payload = pop(events)
                 handlers[kind](t, *payload)
             c.dispatch(t)
+            if i >= mark:
+                bar.update(i - bar.n)
+                mark = i + every
         return t
 
     def step(self, w, plan, t: float) -> None:
@@ -61,7 +92,8 @@ class VirtualClock:
         c = self.c
         if c.fast:
             fast.register(w)
-            if plan.decode and not (plan.prefill or w.queue or w.prefilling or w.joining or w.incoming):
+            if plan.decode and not plan.prefill and ((fast.sealed(w, c.cfg) and not c.trace) or
+                                                      not (w.queue or w.prefilling or w.joining or w.incoming)):
                 if fast.start_stretch(c, w, t):
                     return
             if plan.decode and plan.prefill:  # a hybrid step: one fused forward (the batch's context as fast keeps it)
@@ -75,8 +107,8 @@ class VirtualClock:
         else:
             out = run_step(c.backend, w.batch, plan.decode, plan.prefill, plan.prefill_tokens)
         if c.trace and plan.decode:
-            c.log(w.name, "decode", t, t + out.decode_s, (s.request.id for s in plan.decode), len(plan.decode),
-                  len(plan.decode))
+            c.log(w.name, "decode", t, t + out.decode_s, fast.batch_ids(w) if c.fast else
+                  (s.request.id for s in plan.decode), len(plan.decode), len(plan.decode))
         if c.trace and plan.prefill:
             c.log(w.name, "prefill", t + out.decode_s, t + out.seconds, (s.request.id for s in plan.prefill),
                   len(plan.prefill), sum(plan.prefill_tokens))

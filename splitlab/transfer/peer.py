@@ -129,9 +129,10 @@ class Peer:
             raise
 
     def transfer(self, cache: KVCache, first_tokens=None, model: str | None = None, dtype: str | None = None,
-                 mode: str = "whole", segments: str = "tensors") -> dict:
+                 mode: str = "whole", segments: str = "tensors", planned: bool = True) -> dict:
         """Send ``cache`` (``mode`` "whole" or "layerwise", see :func:`splitlab.transfer.link.send_cache`); time it
-        until the receiver has a usable cache (its acknowledgement).
+        until the receiver has a usable cache (its acknowledgement). ``planned=False``: the receiver is not told
+        the cache's layout beforehand; it reads the header, then posts its receives (into its pool).
 
         Returns ``{"nbytes", "seconds", "gbps", "send": WireStats, "receiver": dict}``.
 
@@ -140,7 +141,8 @@ class Peer:
             TypeError, ValueError: a ``cache``, ``mode``, ``segments`` or ``model`` of the wrong kind (refused here).
         """
         _check_cache(cache, mode, segments, model)
-        op = PeerOp("recv", "ack", model, dtype, plan=W.cache_plan(cache, mode, segments))
+        op = PeerOp("recv", "ack", model, dtype, plan=W.cache_plan(cache, mode, segments) if planned else None,
+                    nbytes=0 if planned else cache.nbytes)
         stats, seconds, done = self._exchange(
             op, lambda: L.send_cache(cache, 1, first_tokens, mode=mode, segments=segments), wait_ack=True)
         return dict(nbytes=stats.nbytes, seconds=seconds, gbps=stats.nbytes / seconds / 1e9, send=stats,
