@@ -45,7 +45,7 @@ def test_the_cpu_count_itself_is_a_valid_thread_count():
 @pytest.mark.parametrize("bad", [0, 10 ** 5, 1.0, True, "2", None])
 def test_the_python_apis_that_set_torch_threads_share_the_check(bad):
     from splitlab.teach import notebook
-    from splitlab.transfer.group import spawn_group
+    from splitlab.transfer.spawn import spawn_group
     from splitlab.transfer.peer import Peer
     words = f"must be an integer in 1 .. {max_threads()} \\(this machine has {max_threads()} CPUs\\), got {bad!r}"
     with pytest.raises(ValueError, match="threads " + words):
