@@ -22,9 +22,9 @@ import math
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
 from .args import (check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
-                   request_count, seed_int)
+                   request_count, seed_int, timeout_seconds)
 from .demo import check_loadable, quiet_hub
-from .registry import arg, command
+from .registry import CLIError, arg, command, stage_printer
 
 __all__ = ["serve", "compare", "COMMON", "setup", "clean"]
 
@@ -51,8 +51,8 @@ COMMON = (
     arg("--backend", choices=BACKENDS, default="emulated", help="emulated (default), simulated or distributed"),
     arg("--model", default="tiny", help="preset, Hugging Face name or local path (default: tiny)"),
     arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
-    arg("--timeout", type=positive_float, default=30.0, metavar="S",
-        help="distributed: limit of every exchange with a worker (default 30 s)"),
+    arg("--timeout", type=timeout_seconds, default=30.0, metavar="S",
+        help="distributed: limit of every exchange with a worker (default 30 s; at most a week)"),
     arg("--torchrun", action="store_true", help="distributed: join the processes torchrun started"),
     arg("--ttft-slo", type=positive_float, default=1.0, metavar="S", help="TTFT SLO in seconds (default 1.0)"),
     arg("--tpot-slo", type=positive_float, default=0.1, metavar="S", help="TPOT SLO in seconds (default 0.1)"),
@@ -101,16 +101,26 @@ def setup(args, n_workers: int, cost=None):
         lm = load_model(args.model, device=args.device, seed=args.seed)
         return serving.ModelExecutor(lm), _workload(args, lm), lambda: None
     from ..serving.distributed import launch
+    from ..transfer.spawn import max_workers
     device = args.device or "cpu"
+    if not args.torchrun and n_workers > max_workers():
+        raise CLIError(f"{n_workers} workers: the distributed back end starts 1 .. {max_workers()} worker processes on "
+                       f"this machine (4 per CPU, at most 64); use the simulated back end for larger clusters")
+    say = None if args.json else stage_printer(args.command)
     if args.torchrun:
         group = launch.join(device, args.timeout)
         if group.rank:
             launch.work(group, args.model, device=device, seed=args.seed)
             return None, None, None
         backend = launch.backend(group, args.model, device=device, seed=args.seed, timeout_s=args.timeout)
+        backend.say = say
     else:
-        backend = serving.DistributedBackend(args.model, device=device, seed=args.seed, timeout_s=args.timeout)
+        backend = serving.DistributedBackend(args.model, device=device, seed=args.seed, timeout_s=args.timeout,
+                                             say=say)
     backend.prepare(n_workers)  # the workers' model shapes the workload (context, vocabulary)
+    if say is not None:
+        say(f"serving {args.requests} {args.workload} requests at {args.rate:g}/s"
+            + (" (colocated, then disaggregated)" if args.command == "compare" else ""))
     return backend, _workload(args, backend), backend.close
 
 
@@ -206,7 +216,8 @@ def serve(args):
     finally:
         close()
     m = metrics(res, args)
-    return dict(header(args), layout=args.layout, **{args.layout: m}), [title("serve", args), *lines(args.layout, m)]
+    return (dict(header(args), layout=args.layout, **{args.layout: m}), [title("serve", args), *lines(args.layout, m)],
+            failed_status(m))
 
 
 @command("compare", "serve the same workload colocated and disaggregated, side by side",
@@ -233,4 +244,13 @@ def compare(args):
         same = f"{'yes' if cmp.tokens_identical else 'NO'} ({cmp.tokens_compared} requests completed in both)"
     text = [title("compare", args), *lines("colocated", data["colocated"]),
             *lines("disaggregated", data["disaggregated"]), f"tokens identical in both layouts: {same}"]
-    return data, text
+    return data, text, max(failed_status(data[name]) for name in cmp.results)
+
+
+FAILED_REQUESTS = 3  #: the exit status of a serve or compare run in which requests failed (results printed)
+
+
+def failed_status(m: dict) -> int:
+    """:data:`FAILED_REQUESTS` when a run's metrics count failed requests (a worker lost with nobody to take its
+    requests, a cache that could not be moved), else 0: a script sees the run went wrong without reading it."""
+    return FAILED_REQUESTS if m.get("failed") else 0
