@@ -10,7 +10,7 @@ import pytest
 
 import splitlab as sl
 from splitlab import serving
-from splitlab.common.faults import KillWorker
+from splitlab.common.faults import KillWorker, SlowWorker
 from splitlab.serving import ServingConfig
 from splitlab.transfer.group import DistributedError, PeerJoinTimeout, WorkerDied, free_port, join_from_env
 from splitlab.transfer.peer import Peer, PeerBroken
@@ -115,12 +115,13 @@ def test_every_request_fails_with_its_reason_when_a_pool_is_gone(lm):
 
 
 def test_queueing_is_not_a_stall(lm):
-    """Many long prompts at once with a short timeout: requests wait for the prefill worker and for batch places
-    far longer than the timeout, and none of them fails (only a worker that holds work and says nothing stalls)."""
+    """Many long prompts at once: requests wait for the prefill worker and for batch places far longer than the
+    timeout, and none of them fails (only a worker that holds work and says nothing stalls). The prefill worker
+    pauses 0.5 s per step, so the queue outlasts the timeout however fast the machine is, while the timeout (8 s)
+    stays far above a step even on a loaded machine (at 2 s, 13 of 24 requests failed at load average 12)."""
     reqs = [serving.Request(i, 0.0, sl.profiling.random_prompt(lm, 1000, seed=i), 4) for i in range(24)]
-    with serving.DistributedBackend("tiny", timeout_s=2, join_timeout_s=120) as b:
-        res = serving.run(reqs, ServingConfig.disaggregated(1, 1, max_batch=2, max_prefill_tokens=1000), b)
+    with serving.DistributedBackend("tiny", timeout_s=8, join_timeout_s=120) as b:
+        res = serving.run(reqs, ServingConfig.disaggregated(1, 1, max_batch=2, max_prefill_tokens=1000), b,
+                          faults=SlowWorker("P0", "step", 0.5))
     assert res.metrics()["completed"] == len(reqs) and res.notes == []
-    assert max(r.token_times_s[0] - r.arrival_s for r in res.requests) > 2  # the last ones waited past the timeout
-
-
+    assert max(r.token_times_s[0] - r.arrival_s for r in res.requests) > 8  # the last ones waited past the timeout

@@ -106,13 +106,14 @@ def _check_spawnable() -> None:
 def _start(n_workers: int, args: tuple):
     """``torch.multiprocessing.start_processes`` with SIGINT ignored while the children are created: they inherit
     that, so a Ctrl-C while they import torch stops nobody half-way with a traceback (the parent, whose handler is
-    back at once, stops them)."""
+    back at once, stops them). Daemonic: a parent that exits without closing its group (an interrupt at any point)
+    terminates its children instead of waiting for them, which ignore SIGINT and would wait for work forever."""
     here = threading.current_thread() is threading.main_thread()
     old = signal.getsignal(signal.SIGINT) if here else None
     if old is not None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return mp.start_processes(_child, args=args, nprocs=n_workers, join=False, start_method="spawn")
+        return mp.start_processes(_child, args=args, nprocs=n_workers, join=False, daemon=True, start_method="spawn")
     finally:
         if old is not None:
             signal.signal(signal.SIGINT, old)
