@@ -18,7 +18,7 @@ import pytest
 from splitlab import serving
 from splitlab.cli import main
 from splitlab.common.faults import SlowWorker
-from splitlab.transfer.group import DistributedError, make_store
+from splitlab.transfer.group import make_store
 from splitlab.transfer.peer import Peer
 from splitlab.transfer.peer_child import PeerStop, _peer_worker
 from splitlab.transfer.spawn import max_workers, spawn_group

@@ -134,7 +134,7 @@ def spawn_group(worker: Callable, n_workers: int, args: tuple = (), *, backend: 
     Args:
         worker: an importable function (defined in a module, not a notebook cell).
         n_workers: 1 .. :func:`max_workers` (4 per CPU, at most 64).
-        backend: "gloo", "nccl" or "cpu:gloo,cuda:nccl" (:func:`pick_backend`).
+        backend: "gloo", "nccl" or "cpu:gloo,cuda:nccl" (:func:`~.group.pick_backend`).
         timeout_s: timeout of every send/recv of the group, in seconds. join_timeout_s: how long every worker may
             take to start and check in, and then the group to form (default: ``timeout_s``, at least
             :data:`DEFAULT_JOIN_TIMEOUT_S`). Both at most a week. port: rendezvous port (None: a free one; a taken
