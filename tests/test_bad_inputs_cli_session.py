@@ -45,7 +45,7 @@ def test_the_cpu_count_itself_is_a_valid_thread_count():
 @pytest.mark.parametrize("bad", [0, 10 ** 5, 1.0, True, "2", None])
 def test_the_python_apis_that_set_torch_threads_share_the_check(bad):
     from splitlab.teach import notebook
-    from splitlab.transfer.group import spawn_group
+    from splitlab.transfer.spawn import spawn_group
     from splitlab.transfer.peer import Peer
     words = f"must be an integer in 1 .. {max_threads()} \\(this machine has {max_threads()} CPUs\\), got {bad!r}"
     with pytest.raises(ValueError, match="threads " + words):
@@ -252,7 +252,7 @@ README_SIMULATE = ("simulate", "--gpu", "H100", "--model-config", "Llama-3-8B", 
 def test_the_text_shows_the_ttst_and_how_many_requests_missed_each_bound():
     import json
 
-    from splitlab.cli.serving import lines
+    from splitlab.cli.report import lines
     status, out, err = cli(*README_SIMULATE, "--json")
     assert status == 0, err
     data = json.loads(out)
@@ -274,7 +274,7 @@ def test_the_text_shows_the_ttst_and_how_many_requests_missed_each_bound():
 
 
 def test_the_text_says_how_many_did_not_finish():
-    from splitlab.cli.serving import lines
+    from splitlab.cli.report import lines
     m = dict(workers=["W0"], completed=1, submitted=3, rejected=2, failed=0, slo_attainment=1 / 3,
              throughput_tokens_per_s=1.0, ttft_s=dict(p50=0.1, p90=0.1, p99=0.1),
              ttst_s=dict(p50=None, p90=None, p99=None), tpot_s=dict(p50=None, p90=None, p99=None),
@@ -315,7 +315,7 @@ def test_a_long_worker_list_is_cut_in_the_text_and_kept_whole_in_the_json():
 
 
 def test_each_pool_is_cut_on_its_own_and_short_lists_are_whole():
-    from splitlab.cli.serving import _workers
+    from splitlab.cli.report import _workers
     assert _workers(["P0", "P1", "D0"]) == "P0,P1,D0"
     names = [f"P{i}" for i in range(50)] + [f"D{i}" for i in range(3)]
     assert _workers(names) == "P0,P1,P2,P3,P4,P5,P6,P7 ... and 42 more; D0,D1,D2"

@@ -10,7 +10,9 @@ in :mod:`.args`. Exit status, the same for every subcommand:
   holds no config, a model that cannot be loaded, a device this machine does not have, a worker that dies
   (``ModelLoadError``, ``ContextLengthError``, ``CacheMismatchError`` and other ``ValueError``/``RuntimeError``/
   ``OSError``; running out of memory);
-- 130 interrupted; 141 the reader of stdout went away.
+- 3: ``serve`` or ``compare`` ran to the end and printed their results, but requests failed (a worker lost with
+  nobody left to take its requests, a cache that could not be moved); rejected requests do not count;
+- 130 interrupted (worker processes are stopped first); 141 the reader of stdout went away.
 
 Subcommands that run a model say how many CPU threads torch ran and why (``--threads N`` to set them); those that
 can run long draw a progress bar on stderr when it is a terminal, never with ``--json``
@@ -30,7 +32,9 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="splitlab", description="See, measure and teach the prefill/decode split.")
+    parser = Parser(prog="splitlab", description="See, measure and teach the prefill/decode split.",
+                    epilog="exit status: 0 done, 1 the run failed, 2 a usage error, 3 serve/compare finished but "
+                           "requests failed (results printed), 130 interrupted")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (fn, help_text, arguments) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -42,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage error, 130 interrupted, 141 the
-    reader of stdout went away, as in ``splitlab kv-size tiny | head -1``)."""
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage error, 3 requests failed in a
+    serve/compare run whose results were printed, 130 interrupted, 141 the reader of stdout went away, as in
+    ``splitlab kv-size tiny | head -1``)."""
     args = build_parser().parse_args(argv)
     try:
         done = args.run(args)
@@ -61,11 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if done is None:  # a worker rank under torchrun: the router (rank 0) reports
         return 0
-    data, lines = done
+    data, lines, *status = done  # a command may add its exit status (serve, compare: 3 when requests failed)
     try:
         print(json.dumps(data) if args.json else "\n".join(lines))
         sys.stdout.flush()
     except BrokenPipeError:  # the reader closed the pipe: no traceback, and none when Python flushes at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    return 0
+    return status[0] if status else 0

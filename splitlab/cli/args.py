@@ -9,7 +9,7 @@ import sys
 
 __all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "link_gbps", "token_list",
            "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun", "human_bytes", "number",
-           "THREADS", "progress", "threads_fields"]
+           "THREADS", "progress", "threads_fields", "timeout_seconds"]
 
 
 def positive_int(text: str) -> int:
@@ -85,6 +85,17 @@ def positive_float(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite positive number, got {text}")
     return value
+
+
+def timeout_seconds(text: str) -> float:
+    """A ``--timeout`` between processes: seconds > 0, at most a week (:func:`splitlab.common.timeouts.check_timeout`;
+    1e14 overflowed deep inside torch.distributed)."""
+    from ..common.timeouts import check_timeout
+    value = positive_float(text)
+    try:
+        return check_timeout(value, "the timeout")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).replace("the timeout must be", "must be")) from None
 
 
 def link_gbps(text: str) -> float:

@@ -12,7 +12,7 @@ from .args import positive_float, positive_int, seed_int, token_list
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines
 from .registry import CLIError, arg, command
-from .serving import clean
+from .report import clean
 
 __all__ = ["plan"]
 

@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from typing import Callable
 
-__all__ = ["COMMANDS", "command", "arg", "CLIError", "Parser", "one_line"]
+__all__ = ["COMMANDS", "command", "arg", "CLIError", "Parser", "one_line", "stage_printer"]
 
 #: name -> (function, one-line help, argument specs); filled by :func:`command`.
 COMMANDS: dict[str, tuple[Callable, str, tuple]] = {}
@@ -41,3 +43,13 @@ def command(name: str, help: str, *arguments: tuple) -> Callable:
 def one_line(message: object) -> str:
     text = " ".join(str(message).split())
     return text if len(text) <= 1000 else text[:997] + "..."
+
+
+def stage_printer(name: str) -> Callable[[str], None]:
+    """A function printing one line per stage of a long run on stderr, ``splitlab NAME [12.3 s]: LINE`` (the time
+    since this call), so that a run of tens of seconds is not silent; stdout keeps only the result."""
+    t0 = time.time()
+
+    def say(line: str) -> None:
+        print(f"splitlab {name} [{time.time() - t0:.1f} s]: {line}", file=sys.stderr, flush=True)
+    return say

@@ -17,17 +17,16 @@ request that did not complete), ``notes`` (faults and what was done about them) 
 """
 from __future__ import annotations
 
-import math
-
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
 from .args import (THREADS, check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
-                   progress, request_count, seed_int, threads_fields)
+                   progress, request_count, seed_int, timeout_seconds)
 from .defaults import OPTIONS_HELP, chosen_lines, fill
 from .demo import check_loadable, quiet_hub
-from .registry import CLIError, arg, command
+from .registry import CLIError, arg, command, stage_printer
+from .report import about, clean, failed_status, header, lines, metrics, title
 
-__all__ = ["serve", "compare", "COMMON", "setup", "clean", "resolve"]
+__all__ = ["serve", "compare", "COMMON", "setup", "resolve"]
 
 BACKENDS = ("emulated", "simulated", "distributed")
 COMMON = (
@@ -56,8 +55,8 @@ COMMON = (
     arg("--model", default=None, help="emulated, distributed: preset, Hugging Face name or local path (default: tiny)"),
     arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
     THREADS,
-    arg("--timeout", type=positive_float, default=30.0, metavar="S",
-        help="distributed: limit of every exchange with a worker (default 30 s)"),
+    arg("--timeout", type=timeout_seconds, default=30.0, metavar="S",
+        help="distributed: limit of every exchange with a worker (default 30 s; at most a week)"),
     arg("--torchrun", action="store_true", help="distributed: join the processes torchrun started"),
     arg("--ttft-slo", type=positive_float, default=None, metavar="S", help=f"TTFT SLO in seconds ({OPTIONS_HELP})"),
     arg("--tpot-slo", type=positive_float, default=None, metavar="S", help=f"TPOT SLO in seconds ({OPTIONS_HELP})"),
@@ -110,17 +109,6 @@ def resolve(args, layouts: tuple[str, ...]) -> None:
             setattr(args, name, value)
 
 
-def clean(x):
-    """NaN/inf -> None, recursively, so the JSON is strict."""
-    if isinstance(x, dict):
-        return {k: clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [clean(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def options(args) -> dict:
     """The ServingConfig fields the command line sets (the layout and pool sizes aside)."""
     check_chunking(args)
@@ -151,7 +139,12 @@ def setup(args, configs: dict, cost=None):
         fill(args, configs, lm=lm)
         return serving.ModelExecutor(lm), _workload(args, lm), lambda: None
     from ..serving.distributed import launch
+    from ..transfer.spawn import max_workers
     device = args.device or "cpu"
+    if not args.torchrun and n_workers > max_workers():
+        raise CLIError(f"{n_workers} workers: the distributed back end starts 1 .. {max_workers()} worker processes on "
+                       f"this machine (4 per CPU, at most 64); use the simulated back end for larger clusters")
+    say = None if args.json else stage_printer(args.command)
     if args.torchrun:
         if args.threads is not None:
             raise CLIError("--threads is not passed to the processes torchrun starts: set OMP_NUM_THREADS for them")
@@ -164,10 +157,14 @@ def setup(args, configs: dict, cost=None):
         fill(args, configs, lm=load_model(args.model, device=device, seed=args.seed))
     if args.torchrun:
         backend = launch.backend(group, args.model, device=device, seed=args.seed, timeout_s=args.timeout)
+        backend.say = say
     else:
         backend = serving.DistributedBackend(args.model, device=device, seed=args.seed, timeout_s=args.timeout,
-                                             threads=args.threads or 1)
+                                             threads=args.threads or 1, say=say)
     backend.prepare(n_workers)  # the workers' model shapes the workload (context, vocabulary)
+    if say is not None:
+        say(f"serving {args.requests} {args.workload} requests at {args.rate:g}/s"
+            + (" (colocated, then disaggregated)" if args.command == "compare" else ""))
     return backend, _workload(args, backend), backend.close
 
 
@@ -175,76 +172,6 @@ def _workload(args, model):
     from ..serving import make_workload
     return make_workload(args.workload, args.requests, args.rate, seed=args.seed, model=model, arrival=args.arrival,
                          cv=args.cv, scale=args.scale)
-
-
-def header(args) -> dict:
-    return dict(workload=args.workload, rate_per_s=args.rate, requests=args.requests, arrival=args.arrival,
-                seed=args.seed, policy=args.policy, backend=args.backend,
-                model=None if args.backend == "simulated" else args.model, ttft_slo_s=args.ttft_slo,
-                tpot_slo_s=args.tpot_slo, chosen=args.chosen)
-
-
-def _rejections(res) -> list[dict]:
-    """``[{"id", "state", "reason"}]`` of every request that did not complete (the JSON's ``rejections``)."""
-    return [dict(id=r.id, state=r.state.value, reason=r.reject_reason) for r in res.requests if r.reject_reason]
-
-
-def metrics(res, args) -> dict:
-    """The run's metrics (:meth:`~splitlab.serving.Result.metrics`) plus ``rejections`` and ``slo_misses``: how
-    many requests missed each bound the attainment counts (``unfinished``, ``ttft``, ``ttst``: the second token
-    later than TTFT SLO + TPOT SLO, ``tpot``; each request under the first it misses)."""
-    from ..serving.metrics import slo_misses
-    return clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res),
-                      slo_misses=slo_misses(res.requests, args.ttft_slo, args.tpot_slo)))
-
-
-SHOWN_WORKERS = 8  # worker names the text lists before "... and N more" (--json lists them all)
-
-
-def _workers(names: list[str]) -> str:
-    """The worker names, each pool (W, P, D) cut to its first :data:`SHOWN_WORKERS`: 'W0,...,W7 ... and 9992
-    more' (10,000 names on one line told nothing; ``--json`` holds every one)."""
-    pools: dict[str, list[str]] = {}
-    for n in names:
-        pools.setdefault(n.rstrip("0123456789"), []).append(n)
-    parts = [",".join(p) if len(p) <= SHOWN_WORKERS else
-             f"{','.join(p[:SHOWN_WORKERS])} ... and {len(p) - SHOWN_WORKERS} more" for p in pools.values()]
-    return ("; " if any(len(p) > SHOWN_WORKERS for p in pools.values()) else ",").join(parts)
-
-
-def _misses(m: dict) -> str:
-    """' (missed: TTFT 0, TTST 11, TPOT 0)' next to the attainment: the text shows every bound it counts."""
-    miss = m.get("slo_misses")
-    if not miss:
-        return ""
-    parts = [f"{name.upper()} {miss[name]}" for name in ("ttft", "ttst", "tpot")]
-    if miss.get("unfinished"):
-        parts.append(f"not finished {miss['unfinished']}")
-    return f" (missed: {', '.join(parts)})"
-
-
-def lines(name: str, m: dict) -> list[str]:
-    ms = lambda d, k: "n/a" if d[k] is None else f"{d[k] * 1e3:8.1f}"  # noqa: E731
-    t, s, p = m["ttft_s"], m["ttst_s"], m["tpot_s"]
-    slo = m.get("ttft_slo_s"), m.get("tpot_slo_s")
-    bound = f"  (second token; SLO TTFT + TPOT = {(slo[0] + slo[1]) * 1e3:g} ms)" if None not in slo else ""
-    out = [f"{name:<14} workers {_workers(m['workers'])}: completed {m['completed']}/{m['submitted']}, "
-           f"rejected {m['rejected']}, failed {m['failed']}, SLO attainment {m['slo_attainment'] or 0:.0%}"
-           f"{_misses(m)}, {m['throughput_tokens_per_s'] or 0:.1f} output tokens/s",
-           f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
-           f"{'':<14} TTST ms  p50 {ms(s, 'p50')}  p90 {ms(s, 'p90')}  p99 {ms(s, 'p99')}{bound}",
-           f"{'':<14} TPOT ms  p50 {ms(p, 'p50')}  p90 {ms(p, 'p90')}  p99 {ms(p, 'p99')}"]
-    if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
-        first, more = m["rejections"][0], len(m["rejections"]) - 1
-        out.append(f"{'':<14} {first['state']}: request {first['id']}: {first['reason']}"
-                   + (f" (and {more} more, see --json)" if more else ""))
-    out += [f"{'':<14} note: {n}" for n in m.get("notes", [])]
-    return out
-
-
-def title(verb: str, args) -> str:
-    return (f"splitlab {verb}: {args.requests} {args.workload} requests at {args.rate:g}/s ({args.backend}, SLOs "
-            f"TTFT {args.ttft_slo:g} s, TPOT {args.tpot_slo:g} s)")
 
 
 @command("serve", "serve a workload on a cluster (colocated or disaggregated) and report TTFT/TPOT",
@@ -266,17 +193,7 @@ def serve(args):
     m = metrics(res, args)
     extra, said = about(backend)
     return (dict(header(args), layout=args.layout, **{args.layout: m}, **extra),
-            [title("serve", args), *chosen_lines(args.chosen), *said, *lines(args.layout, m)])
-
-
-def about(backend) -> tuple[dict, list[str]]:
-    """What ran the steps, for the JSON and the text: the cost model of the simulated back end (``cost_source``,
-    as ``simulate`` and ``plan`` say), the CPU threads of an emulated one (``cpu_threads``, ``cpu_threads_note``)."""
-    if hasattr(backend, "cost"):
-        return dict(cost_source=backend.cost.source), [f"cost model: {backend.cost.source}"]
-    if hasattr(backend, "lm"):
-        return threads_fields(backend.lm), [f"threads: {backend.lm.threads_note}"]
-    return {}, []
+            [title("serve", args), *chosen_lines(args.chosen), *said, *lines(args.layout, m)], failed_status(m))
 
 
 @command("compare", "serve the same workload colocated and disaggregated, side by side",
@@ -305,4 +222,8 @@ def compare(args):
         same = f"{'yes' if cmp.tokens_identical else 'NO'} ({cmp.tokens_compared} requests completed in both)"
     text = [title("compare", args), *chosen_lines(args.chosen), *said, *lines("colocated", data["colocated"]),
             *lines("disaggregated", data["disaggregated"]), f"tokens identical in both layouts: {same}"]
-    return data, text
+    return data, text, max(failed_status(data[name]) for name in cmp.results)
+
+
+
+

@@ -8,7 +8,8 @@ from .args import positive_int, progress
 from .costs import COST_OPTIONS, cost_model
 from .defaults import chosen_lines
 from .registry import arg, command
-from .serving import COMMON, POOLS, clean, header, lines, metrics, options, resolve, setup, title
+from .report import header, lines, metrics, title
+from .serving import COMMON, POOLS, options, resolve, setup
 
 __all__ = ["simulate"]
 

@@ -14,9 +14,9 @@ Registered into :mod:`splitlab.cli`.
 from __future__ import annotations
 
 from ..common.presets import list_presets
-from .args import human_bytes, positive_int, thread_count, token_list, weight_dtype
+from .args import human_bytes, positive_int, thread_count, timeout_seconds, token_list, weight_dtype
 from .demo import check_loadable, quiet_hub
-from .registry import CLIError, arg, command
+from .registry import CLIError, arg, command, stage_printer
 
 __all__ = ["transfer"]
 
@@ -28,7 +28,8 @@ __all__ = ["transfer"]
          arg("--batch", type=positive_int, default=1, help="rows per cache (default 1)"),
          arg("--repeats", type=positive_int, default=7, help="timed repeats per method; the median is shown (7)"),
          arg("--dtype", type=weight_dtype, default=None, help="float32 (default), bfloat16 or float16"),
-         arg("--timeout", type=positive_int, default=60, metavar="S", help="timeout of every exchange (60 s)"),
+         arg("--timeout", type=timeout_seconds, default=60, metavar="S",
+             help="timeout of every exchange (60 s; at most a week)"),
          arg("--threads", type=thread_count, default=1, help="torch threads in each process (default 1)"))
 def transfer(args) -> tuple[list[dict], list[str]]:
     if args.model not in list_presets():
@@ -41,7 +42,8 @@ def transfer(args) -> tuple[list[dict], list[str]]:
     from ..transfer.bench import measure_transfers
     pin_threads(args.threads)  # the same as the other process: spinning OpenMP threads starve the sends
     rows = measure_transfers(args.model, lengths, batch=args.batch, repeats=args.repeats, dtype=args.dtype,
-                             timeout_s=args.timeout, threads=args.threads)
+                             timeout_s=args.timeout, threads=args.threads,
+                             say=None if args.json else stage_printer("transfer"))
     lines = [f"splitlab transfer: {args.model}, {rows[0]['dtype']}, batch {args.batch}, backend {rows[0]['backend']}"
              f" (2 local processes), median of {args.repeats}",
              f"{'prompt':>7} {'bytes':>10} {'method':<11} {'ms':>9} {'GB/s':>7}  note"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, field
 
-__all__ = ["WorkerFault", "KillWorker", "EVENTS", "EXIT_CODE", "obey"]
+__all__ = ["WorkerFault", "KillWorker", "SlowWorker", "EVENTS", "EXIT_CODE", "obey"]
 
 EVENTS = ("join", "op", "step", "send", "receive")
 EXIT_CODE = 17  #: the exit code of a process a hook killed
@@ -69,6 +69,36 @@ class KillWorker:
             what = "stops answering" if self.hang else "dies"
             raise WorkerFault(worker, f"injected fault: {what} at its {event} #{self.after}"
                               + (f" (request {self.request})" if self.request is not None else ""), self.hang)
+
+
+@dataclass
+class SlowWorker:
+    """Make ``worker`` pause ``seconds`` (wall clock) at every ``event``, then go on: a straggler, not a failure.
+    ``SlowWorker("rank3", "join", 5)`` is a worker process that takes 5 s longer to start than the others (what a
+    loaded machine does to the last of several processes importing torch).
+
+    Raises:
+        ValueError: an unknown event, or ``seconds`` not a finite number in 0 .. 3600. TypeError: a worker that is
+            not a name.
+    """
+
+    worker: str
+    event: str = "join"
+    seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.worker, str) or not self.worker:
+            raise TypeError(f"worker must be a worker's name such as 'D0', 'W1' or 'rank1', got {self.worker!r}")
+        if self.event not in EVENTS:
+            raise ValueError(f"event must be one of {EVENTS}, got {self.event!r}")
+        if isinstance(self.seconds, bool) or not isinstance(self.seconds, numbers.Real) or \
+                not 0 <= self.seconds <= 3600:
+            raise ValueError(f"seconds must be a pause of 0 .. 3600 s, got {self.seconds!r}")
+
+    def __call__(self, event: str, worker: str, request_ids) -> None:
+        if worker == self.worker and event == self.event:
+            import time
+            time.sleep(self.seconds)
 
 
 def obey(hook, event: str, worker: str, request_ids=()) -> None:

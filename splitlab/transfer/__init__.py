@@ -5,7 +5,8 @@ plane, the two-process :class:`~.peer.Peer`, and the transfer benchmark.
 - :mod:`.header`: ``TransferHeader``, ``make_header``, ``pack``, ``check`` (what the receiver verifies first).
 - :mod:`.copy`: ``copy_cache``, ``receive`` (same process: device to device).
 - :mod:`.wire`: the byte layout and messages; :mod:`.link`: ``send_cache``, ``recv_cache``, ``prefill_streaming``.
-- :mod:`.group`, :mod:`.mailbox`: processes joined with torch.distributed and their control plane.
+- :mod:`.group`, :mod:`.mailbox`, :mod:`.spawn`: processes joined with torch.distributed, their control plane,
+  and starting them on this machine.
 - :mod:`.peer`: a second process to move caches to; :mod:`.bench`: what each way of moving costs here.
 
 Names are imported on first use (``splitlab.transfer.copy_cache`` and the like), so importing the package is cheap.
@@ -18,7 +19,7 @@ _EXPORTS = {"header": ["TransferHeader", "Packet", "make_header", "pack", "check
             "copy": ["TransferStats", "copy_cache", "receive"],
             "peer": ["Peer"]}
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-_SUBMODULES = ("header", "copy", "wire", "link", "group", "mailbox", "control", "peer", "peer_child", "bench")
+_SUBMODULES = ("header", "copy", "wire", "link", "group", "mailbox", "spawn", "control", "peer", "peer_child", "bench")
 __all__ = sorted(_WHERE)
 
 

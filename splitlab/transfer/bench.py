@@ -33,7 +33,7 @@ METHODS = ("in-process", "whole", "layerwise", "raw")
 
 def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 512, 2048), batch: int = 1,
                       repeats: int = 7, dtype: str | None = None, seed: int = 0, peer=None, lm=None,
-                      timeout_s: float = 60.0, threads: int = 1) -> list[dict]:
+                      timeout_s: float = 60.0, threads: int = 1, say=None) -> list[dict]:
     """Measure every method of the module docstring for each prompt length.
 
     Args:
@@ -42,6 +42,8 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
         peer: a started :class:`splitlab.transfer.peer.Peer` to reuse (default: one is started and stopped here, with
             ``threads`` torch threads; give this process as many, e.g. ``torch.set_num_threads(1)``: OpenMP
             threads spinning next to the other process's make both slow on a small machine).
+        say: None, or a function called with one line per stage (starting the second process, each prompt
+            length), e.g. ``print``: the whole takes tens of seconds on a busy machine.
 
     Returns:
         One dict per (prompt length, method): ``prompt_tokens``, ``batch``, ``nbytes``, ``method``, ``seconds``,
@@ -65,11 +67,16 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
     too_long = [n for n in prompt_tokens if not 1 <= n <= lm.max_context]
     if too_long:
         raise ValueError(f"prompt lengths {too_long} are outside 1..{lm.max_context} (the model's context)")
+    say = say or (lambda line: None)
     own = peer is None
+    if own:
+        say("starting the second process (it imports torch: seconds, more on a busy machine)")
     peer = Peer(timeout_s=timeout_s, threads=threads).start() if own else peer
     rows = []
     try:
-        for n in prompt_tokens:
+        for i, n in enumerate(prompt_tokens):
+            say(f"measuring {n:,}-token caches ({i + 1} of {len(prompt_tokens)}): {len(METHODS)} methods and a "
+                f"streamed prefill, {repeats} repeats after a warm-up")
             prompts = [random_prompt(lm, n, seed + b) for b in range(batch)]
             cache = prefill_flat(lm, prompts).cache
             buffer = _flat_backed([t for kv in zip(cache.keys, cache.values) for t in kv])

@@ -19,7 +19,6 @@ bytes on the wire.
 """
 from __future__ import annotations
 
-import math
 import numbers
 import time
 
@@ -30,9 +29,11 @@ from ..kvcache import CacheMismatchError, KVCache
 from . import link as L
 from . import wire as W
 from .control import Message, ProtocolError, decode
-from .group import DEFAULT_TIMEOUT_S, DistributedError, WorkerDied, spawn_group
+from ..common.timeouts import check_timeout
+from .group import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_TIMEOUT_S, DistributedError, WorkerDied
 from .header import Packet
 from .peer_child import PeerDone, PeerOp, PeerReady, PeerStop, _peer_worker
+from .spawn import spawn_group
 
 __all__ = ["Peer", "PeerBroken"]
 
@@ -47,19 +48,23 @@ class Peer:
 
     Args:
         backend: "gloo" (CPU) or "cpu:gloo,cuda:nccl"; device: where the child keeps received caches.
-        timeout_s: limit of every send/recv and of every wait for the child's answer (never a hang).
-        join_timeout_s: how long the child may take to start and join (default: timeout_s, at least 60 s).
+        timeout_s: limit of every send/recv and of every wait for the child's answer (never a hang), in seconds.
+        join_timeout_s: how long the child may take to start and join (default: timeout_s, at least 60 s). Both
+            at most a week (:func:`splitlab.common.timeouts.check_timeout`).
         fault: a fault hook (:mod:`splitlab.common.faults`), e.g. ``KillWorker("rank1", "join", hang=True)`` (the
             child never joins) or ``KillWorker("peer", "op", after=2)`` (it dies during its 2nd operation).
 
-    Raises: ValueError/TypeError for a timeout, thread count (an integer in 1 .. this machine's CPU count), device or fault hook the child could not use (here,
-    before any process starts); from ``start``/``with``: :class:`splitlab.transfer.group.PeerJoinTimeout`.
+    Raises: ValueError/TypeError for a timeout (> 0 s, at most a week), thread count (an integer in 1 .. this
+    machine's CPU count), device or fault hook the child could not use (here, before any process starts); from
+    ``start``/``with``: :class:`splitlab.transfer.group.PeerJoinTimeout` (its message names the
+    ``if __name__ == "__main__":`` guard when a script without one was why), KeyboardInterrupt after stopping
+    the child.
     """
 
     def __init__(self, backend: str = "gloo", device: str = "cpu", timeout_s: float = DEFAULT_TIMEOUT_S,
                  join_timeout_s: float | None = None, threads: int = 1, fault=None, port: int | None = None):
         _check_options(device, timeout_s, join_timeout_s, threads, fault)
-        join_timeout_s = max(60.0, timeout_s) if join_timeout_s is None else join_timeout_s
+        join_timeout_s = max(DEFAULT_JOIN_TIMEOUT_S, timeout_s) if join_timeout_s is None else join_timeout_s
         self.options = dict(backend=backend, timeout_s=timeout_s, join_timeout_s=join_timeout_s, threads=threads,
                             fault=fault, port=port)
         self.device, self.timeout_s, self.group, self.broken = device, timeout_s, None, None
@@ -218,11 +223,9 @@ class Peer:
 
 def _check_options(device, timeout_s, join_timeout_s, threads, fault) -> None:
     """Refuse, before a process is started, options the child could only fail on (or wait forever with)."""
-    for name, value in (("timeout_s", timeout_s), ("join_timeout_s", join_timeout_s)):
-        if value is None and name == "join_timeout_s":
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a time > 0 s, got {value!r}")
+    check_timeout(timeout_s)  # 1e15 s was an OverflowError from timedelta when the child started
+    if join_timeout_s is not None:
+        check_timeout(join_timeout_s, "join_timeout_s")
     check_threads(threads)  # 100000 segfaulted the child, 10000 starved the machine
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (where the child keeps caches), got {device!r}")

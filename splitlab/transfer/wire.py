@@ -41,6 +41,7 @@ import torch.distributed as dist
 from ..common import dtypes
 from ..kvcache import KVCache
 from ..phases.inputs import as_token_batch
+from .group import Timed as _Timed
 from .header import TransferHeader, make_header, model_layer_dims
 
 __all__ = ["WireStats", "ProtocolError", "plan_of", "cache_plan", "stream_header", "send_header", "recv_header",
@@ -89,16 +90,16 @@ def _wire_device(device: torch.device, group=None) -> torch.device:
     return _CPU
 
 
-def _isend(t: torch.Tensor, peer: int, group, tag: int):
+def _isend(t: torch.Tensor, peer: int, group, tag: int) -> _Timed:
     """``dist.isend`` straight on the ProcessGroup: the same backend call without the Python wrapper's checks and
     logging, which cost tens of microseconds per message (every transfer here is several messages)."""
     pg = group if group is not None else dist.group.WORLD
-    return pg.send([t], peer if group is None else dist.get_group_rank(group, peer), tag)
+    return _Timed(pg.send([t], peer if group is None else dist.get_group_rank(group, peer), tag))
 
 
-def _irecv(t: torch.Tensor, peer: int, group, tag: int):
+def _irecv(t: torch.Tensor, peer: int, group, tag: int) -> _Timed:
     pg = group if group is not None else dist.group.WORLD
-    return pg.recv([t], peer if group is None else dist.get_group_rank(group, peer), tag)
+    return _Timed(pg.recv([t], peer if group is None else dist.get_group_rank(group, peer), tag))
 
 
 # --- header ------------------------------------------------------------------------------------------------

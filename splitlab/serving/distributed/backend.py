@@ -18,25 +18,20 @@ requests are served elsewhere (:mod:`splitlab.serving.recovery`).
 """
 from __future__ import annotations
 
-import math
 import numbers
 import time
 
 from ...common import dtypes
 from ...common.threads import check_threads
+from ...common.timeouts import MAX_TIMEOUT_S, check_timeout
 from ...phases.locate import check_loadable
 from ...sizing import RequestKVBytes
-from ...transfer.group import DEFAULT_TIMEOUT_S, DistributedError, Group, pick_backend, spawn_group
+from ...transfer.group import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_TIMEOUT_S, DistributedError, Group, pick_backend
+from ...transfer.spawn import check_workers, spawn_group
 from . import messages as M
 from .worker import serve_worker
 
 __all__ = ["DistributedBackend"]
-
-
-def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a time > 0 s, got {value!r}")
-    return float(value)
 
 
 class DistributedBackend:
@@ -45,10 +40,13 @@ class DistributedBackend:
     Args:
         model, dtype, seed: what every worker loads (presets: identical random weights from ``seed``).
         device: "cpu" or "cuda" (worker i uses GPU i mod count; KV then goes over NCCL, control over gloo).
-        timeout_s: limit of every exchange with a worker (and of its send/recv operations).
+        timeout_s: limit of every exchange with a worker (and of its send/recv operations), in seconds.
         join_timeout_s: how long workers may take to start, join and load the model (default: 2 x timeout_s, at
-            least 60 s: starting processes and loading models takes seconds on a busy machine).
+            least 60 s: starting processes and loading models takes seconds on a busy machine). Both at most a week
+            (:func:`splitlab.common.timeouts.check_timeout`).
         threads: torch threads per worker. group: an existing group in which this process is rank 0 (torchrun).
+        say: None, or a function called with one line per stage of starting the workers (e.g. ``print``; the
+            CLI prints them on stderr): starting them takes seconds, tens of seconds on a busy machine.
 
     Raises:
         ValueError: a bad model name type, device, dtype, threads, seed or timeout. ModelNotFound (a ModelLoadError):
@@ -62,7 +60,7 @@ class DistributedBackend:
 
     def __init__(self, model: str = "tiny", *, dtype=None, device: str = "cpu", seed: int = 0,
                  backend: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, join_timeout_s: float | None = None,
-                 threads: int = 1, port: int | None = None, group: Group | None = None):
+                 threads: int = 1, port: int | None = None, group: Group | None = None, say=None):
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a preset name, a hub name or a path, got {model!r}")
         if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
@@ -74,14 +72,14 @@ class DistributedBackend:
             raise ValueError(f"seed must be an integer >= {-2 ** 63}, got {seed!r}")
         if group is None:  # the workers start here: a name no worker could load fails now, not in every worker
             check_loadable(model)
-        self.timeout_s = _positive("timeout_s", timeout_s)
-        self.join_timeout_s = _positive("join_timeout_s", join_timeout_s) if join_timeout_s is not None else \
-            max(60.0, 2 * self.timeout_s)
+        self.timeout_s = check_timeout(timeout_s)  # 1e15 s was an OverflowError when the workers started
+        self.join_timeout_s = check_timeout(join_timeout_s, "join_timeout_s") if join_timeout_s is not None else \
+            min(max(DEFAULT_JOIN_TIMEOUT_S, 2 * self.timeout_s), MAX_TIMEOUT_S)
         self.spec = dict(model=model, dtype=dtype, device=device, seed=seed)
         self.backend = backend or pick_backend(device)
         self.options = dict(backend=self.backend, timeout_s=self.timeout_s, threads=threads, port=port,
                             join_timeout_s=self.join_timeout_s)
-        self.group, self.torchrun, self.hello = group, group is not None, {}
+        self.group, self.torchrun, self.hello, self.say = group, group is not None, {}, say
 
     # --- processes ---------------------------------------------------------------------------------------------
     @property
@@ -89,15 +87,40 @@ class DistributedBackend:
         return len(self.hello)
 
     def prepare(self, n_workers: int) -> None:
-        """Have ``n_workers`` workers ready (start them, or restart with another number)."""
+        """Have ``n_workers`` workers ready (start them, or restart with another number). ``self.say``, when set,
+        is called with a line per stage (starting, ready), for runs that take seconds before the first request.
+
+        Raises:
+            ValueError: ``n_workers`` outside 1 .. :func:`~splitlab.transfer.spawn.max_workers` (4 per CPU, at most
+                64), before any process starts. DistributedError: a worker did not start or get ready.
+            KeyboardInterrupt: passed on after every worker was stopped.
+        """
         if self.hello and self.n_workers == n_workers and self.group is not None and not self.group.dead():
             return
+        t0 = time.time()
         if self.torchrun:
             if self.group.world_size - 1 != n_workers:
                 raise ValueError(f"torchrun started {self.group.world_size - 1} workers; this layout needs {n_workers}")
         else:
+            check_workers(n_workers)
             self.close()
-            self.group = spawn_group(serve_worker, n_workers, (self.spec,), **self.options)
+            self._say(f"starting {n_workers} worker process{'es' if n_workers > 1 else ''} ({self.spec['model']}, "
+                      f"{self.spec['device']}; importing torch takes seconds each)")
+        try:
+            if not self.torchrun:
+                self.group = spawn_group(serve_worker, n_workers, (self.spec,), **self.options)
+            self._wait_for_hello(n_workers)
+        except BaseException:  # a failed start or a Ctrl-C: no worker is left behind
+            if not self.torchrun:
+                self.close(grace_s=0.5)
+            raise
+        self._say(f"{n_workers} worker{'s' if n_workers > 1 else ''} ready after {time.time() - t0:.1f} s")
+
+    def _say(self, line: str) -> None:
+        if self.say is not None:
+            self.say(line)
+
+    def _wait_for_hello(self, n_workers: int) -> None:
         self.hello = {}
         deadline = time.time() + self.join_timeout_s
         while len(self.hello) < n_workers:

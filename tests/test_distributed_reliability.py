@@ -1,0 +1,154 @@
+"""Processes on a busy machine (issue 18): a group forms within the join window however long its slowest worker
+takes to start, while every send and receive after that keeps the short timeout; timeouts beyond a week are
+refused up front (they overflowed); too many workers are refused before any starts; a script without the main
+guard is told so in one line; a Ctrl-C stops a distributed run at once with exit status 130 and no traceback
+from the children; a run whose requests failed exits non-zero."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from splitlab import serving
+from splitlab.cli import main
+from splitlab.common.faults import SlowWorker
+from splitlab.transfer.group import make_store
+from splitlab.transfer.peer import Peer
+from splitlab.transfer.peer_child import PeerStop, _peer_worker
+from splitlab.transfer.spawn import max_workers, spawn_group
+from splitlab.transfer.wire import recv_ack
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_group_forms_within_the_join_window_and_sends_keep_the_short_timeout():
+    """Rank 2 starts 6 s after rank 1 with a 1 s step timeout: rank 1's mesh used to give up after timeout_s
+    ("the gloo group of 3 did not form within 1 s: ... Connection closed by peer")."""
+    group = spawn_group(_peer_worker, 2, ("cpu",), timeout_s=1, join_timeout_s=120,
+                        fault=SlowWorker("rank2", "join", 6))
+    try:
+        assert group.world_size == 3 and not group.dead()
+        t0 = time.time()
+        with pytest.raises(RuntimeError, match="Timed out"):  # nobody sends: it gives up after timeout_s (1 s)
+            recv_ack(1)
+        assert time.time() - t0 < 30  # not the join window (120 s)
+    finally:
+        for rank in (1, 2):
+            group.mailbox.send(rank, **PeerStop().to_dict())
+        group.close()
+
+
+@pytest.mark.parametrize("make", [lambda: Peer(timeout_s=1e15), lambda: Peer(join_timeout_s=1e308),
+                                  lambda: serving.DistributedBackend("tiny", timeout_s=1e15),
+                                  lambda: make_store(timeout_s=1e14),
+                                  lambda: spawn_group(print, 1, timeout_s=8 * 24 * 3600)])
+def test_a_timeout_beyond_a_week_is_refused_before_anything_starts(make):
+    with pytest.raises(ValueError, match=r"must be at most 604,800 s \(a week\)"):
+        make()
+
+
+@pytest.mark.parametrize("args", [["serve", "--backend", "distributed", "--timeout", "1e308", "--requests", "2"],
+                                  ["serve", "--backend", "distributed", "--timeout", "1e15"],
+                                  ["compare", "--backend", "distributed", "--timeout", "1e15"],
+                                  ["transfer", "--timeout", "1e14"]])
+def test_the_cli_refuses_a_timeout_beyond_a_week_as_a_usage_error(capsys, args):
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "at most 604,800 s (a week)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_too_many_workers_are_refused_before_any_starts(capsys):
+    too_many = max_workers() + 1
+    with pytest.raises(ValueError, match=r"1 \.\. \d+ worker processes on this machine \(4 per CPU, at most 64\)"):
+        serving.DistributedBackend("tiny").prepare(too_many)
+    assert main(["serve", "--backend", "distributed", "--workers", str(too_many)]) == 2
+    assert "worker processes on this machine" in capsys.readouterr().err
+
+
+def _run(script: str, tmp_path: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(script))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_a_script_without_the_main_guard_is_told_in_one_line(tmp_path):
+    done = _run("""
+        from splitlab.transfer.peer import Peer
+        try:
+            Peer().start()
+        except Exception as err:
+            print(type(err).__name__, err)
+    """, tmp_path)
+    assert "PeerJoinTimeout" in done.stdout and 'if __name__ == "__main__":' in done.stdout
+    assert "Traceback" not in done.stderr and "bootstrapping" not in done.stderr
+    assert 'if __name__ == "__main__":' in done.stderr  # the child's one line
+
+
+def test_a_script_read_from_stdin_is_refused_before_a_process_starts():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-"], input="from splitlab.transfer.peer import Peer\nPeer().start()\n",
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1 and "DistributedError" in done.stderr and "save it to a file" in done.stderr
+    assert "FileNotFoundError" not in done.stderr
+
+
+def test_a_ctrl_c_stops_a_distributed_run_at_once_without_tracebacks(tmp_path):
+    """SIGINT to the whole process group (a Ctrl-C in a terminal) while the workers import torch: exit 130,
+    'interrupted', no KeyboardInterrupt traceback from any child, and no wait for the children at exit."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "splitlab", "serve", "--backend", "distributed", "--layout",
+                                 "disaggregated", "--requests", "40", "--rate", "4"], stdout=subprocess.DEVNULL,
+                                stderr=err_file, env=env, start_new_session=True)
+        try:
+            deadline = time.time() + 180
+            while time.time() < deadline and "starting 2 worker processes" not in log.read_text():
+                time.sleep(0.2)
+            time.sleep(1.0)  # the children are importing torch now
+            t0 = time.time()
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
+            took = time.time() - t0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    time.sleep(2.0)  # anything a child still had to say
+    err = log.read_text()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert took < 60, took
+
+
+def test_a_run_whose_requests_failed_exits_3_after_printing_its_results(monkeypatch, capsys):
+    """Every worker lost, every request failed: the results are printed and the exit status says so (it was 0)."""
+    from splitlab.common.faults import KillWorker
+    run = serving.run
+    monkeypatch.setattr(serving, "run", lambda *a, **k: run(*a, faults=KillWorker("W0", "step"), **k))
+    assert main(["serve", "--backend", "simulated", "--requests", "4", "--json"]) == 3
+    import json
+    out = json.loads(capsys.readouterr().out)
+    assert out["colocated"]["failed"] == 4 and out["colocated"]["completed"] == 0
+    monkeypatch.setattr(serving, "run", run)
+    assert main(["serve", "--backend", "simulated", "--requests", "4", "--json"]) == 0
+
+
+def test_long_distributed_commands_say_each_stage_on_stderr(capsys):
+    assert main(["transfer", "--prompt-tokens", "16", "--repeats", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "starting the second process" in err and "measuring 16-token caches (1 of 1)" in err
+    assert main(["serve", "--backend", "distributed", "--requests", "2", "--rate", "50"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any("starting 1 worker process" in line for line in err)
+    assert any("1 worker ready after" in line for line in err)
+    assert any("serving 2 chat requests" in line for line in err)
+    assert main(["serve", "--backend", "distributed", "--requests", "2", "--rate", "50", "--json"]) == 0
+    assert capsys.readouterr().err == ""  # --json: the result only
