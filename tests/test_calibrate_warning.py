@@ -9,6 +9,7 @@ from conftest import cli
 from splitlab import costmodel
 from splitlab.costmodel import CostModel
 from splitlab.phases import calibrate as calibrate_module
+from splitlab.phases import fit_quality
 from splitlab.phases.calibrate import NOISY_RESIDUAL, NoisyCalibrationWarning, fit_warnings
 
 
@@ -41,13 +42,13 @@ def test_calibrate_warns_in_python(monkeypatch):
     lm = sl.load_model("tiny")
     small = dict(prompt_tokens=[16, 32, 64, 128], prefill_batch=1, decode_batches=(1, 2), contexts=[32, 64],
                  transfer_tokens=[16, 64], repeats=1, chunk_tokens=())
-    monkeypatch.setattr(calibrate_module, "NOISY_RESIDUAL", -1.0)  # every fit "misses": each one warns
+    monkeypatch.setattr(fit_quality, "NOISY_RESIDUAL", -1.0)  # every fit "misses": each one warns
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         cal = sl.profiling.calibrate(lm, **small)
     said = [str(w.message) for w in record if w.category is NoisyCalibrationWarning]
     assert len(said) == len(cal.fits) == 3 and said[0].startswith("the prefill fit misses")
-    monkeypatch.setattr(calibrate_module, "NOISY_RESIDUAL", 1e9)
+    monkeypatch.setattr(fit_quality, "NOISY_RESIDUAL", 1e9)
     with warnings.catch_warnings():
         warnings.simplefilter("error", NoisyCalibrationWarning)
         sl.profiling.calibrate(lm, **small)  # within the threshold: no warning

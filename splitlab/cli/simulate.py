@@ -8,7 +8,7 @@ from .args import positive_int, progress
 from .costs import COST_OPTIONS, cost_model
 from .defaults import chosen_lines
 from .registry import arg, command
-from .report import header, lines, metrics, title
+from .report import clean, header, lines, metrics, title
 from .serving import COMMON, POOLS, options, resolve, setup
 
 __all__ = ["simulate"]

@@ -51,32 +51,11 @@ from ..kvcache import KVCache
 from ..sizing import kv_bytes_per_token
 from .device import _CPU_CLOCK, STATISTICS, Timer, check_measurement, describe_device
 from .engine import decode_step, forward_logits, prefill
+from .fit_quality import NOISY_RESIDUAL, NoisyCalibrationWarning, fit_warnings  # re-exported
 from .fused import fused_unsupported, hybrid_forward
 from .models import LoadedModel
 
 __all__ = ["calibrate", "fit_warnings", "NoisyCalibrationWarning", "NOISY_RESIDUAL"]
-
-#: a fit that misses one of its own measurements by more than this share is flagged (:func:`fit_warnings`): on the
-#: 2-core development machine quiet fits miss by 10-25% at worst, fits taken at a load average of 8 by 60-95%
-NOISY_RESIDUAL = 0.5
-
-
-class NoisyCalibrationWarning(UserWarning):
-    """A fit of :func:`calibrate` misses its own measurements by more than :data:`NOISY_RESIDUAL`."""
-
-
-def fit_warnings(cal: Calibration, threshold: float | None = None) -> list[str]:
-    """One sentence per fit of ``cal`` whose largest |relative residual| exceeds ``threshold`` (default
-    :data:`NOISY_RESIDUAL`; empty: every fit within it): the machine was probably busy while it measured, and what
-    to do about it."""
-    threshold = NOISY_RESIDUAL if threshold is None else threshold
-    noisy = {name: f.max_abs_residual for name, f in cal.fits.items() if f.max_abs_residual > threshold}
-    return [f"the {name} fit misses one of its own measurements by {worst:.0%} (more than {threshold:.0%}): the "
-            f"machine was probably busy while it measured, so the simulator built on it predicts steps this much "
-            f"off; calibrate again with one thread (OMP_NUM_THREADS=1, --threads 1) when the machine is idle, or "
-            f"with more repeats" for name, worst in noisy.items()]
-
-
 
 def _ids(lm: LoadedModel, n: int, seed: int) -> list[int]:
     g = torch.Generator().manual_seed(seed)

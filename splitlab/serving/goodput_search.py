@@ -26,121 +26,16 @@ from typing import Sequence
 
 import pandas as pd
 
-from . import metrics as M
 from .config import ServingConfig
 from .goodput_result import (BINDING, GoodputResult, binding_of, found_reason, lone_request_reason, unbounded_reason,
                              unmet_reason)
-from .request import Request
-from .runner import backend_for, run
 from ..common.progress import show_progress
+from .goodput_runs import Runs, workload_requests
+from .request import Request
 from .virtual import progress_bar
-from .workload import WorkloadSpec, make_workload, workload_scale
+from .workload import WorkloadSpec
 
 __all__ = ["goodput", "attainment_curve", "GoodputResult", "workload_requests", "BINDING"]
-
-
-class _Shape:
-    """What make_workload reads of a model (context and vocabulary), for back ends that are not a model."""
-
-    def __init__(self, max_context: int, vocab_size: int | None):
-        self.max_context, self.vocab_size = int(max_context), int(vocab_size or 256)
-
-
-def workload_requests(workload, n_requests: int, rate_per_s: float, backend=None, seed: int = 0,
-                      scale: float | None = None, arrival: str = "poisson", cv: float = 2.0) -> list[Request]:
-    """``make_workload`` sized for ``backend``'s model: a model's own context and vocabulary (emulated), else the
-    cost model's context (lengths scaled by :func:`~.workload.workload_scale` of it unless ``scale`` is given)."""
-    lm = getattr(backend, "lm", None)
-    shape = lm if lm is not None else _Shape(getattr(backend, "max_context", 2048),
-                                             getattr(backend, "vocab_size", None))
-    if scale is None:
-        scale = workload_scale(shape.max_context)
-    return make_workload(workload, n_requests, rate_per_s, seed=seed, model=shape, arrival=arrival, cv=cv,
-                         scale=scale)
-
-
-def _rescaled(requests: Sequence[Request], factor: float) -> list[Request]:
-    """The same requests with arrival times multiplied by ``factor`` (a rate divided by it)."""
-    out = []
-    for r in requests:
-        c = r.fresh()
-        c.arrival_s = r.arrival_s * factor
-        out.append(c)
-    return out
-
-
-class _Runs:
-    """Runs of one configuration at chosen rates per worker, each summarised as one point of the curve."""
-
-    bar = None  # a progress bar of the runs (goodput's ``progress``)
-
-    def __init__(self, workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
-                 max_requests, seed, scale, prefixes):
-        M._check_slos(ttft_slo_s, tpot_slo_s)
-        if ttft_slo_s is None or tpot_slo_s is None:
-            raise ValueError("goodput needs both a TTFT and a TPOT SLO")
-        for name, slo in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
-            if not math.isfinite(slo):  # it also sets the runs' length: 20 x (TTFT SLO + TPOT SLO)
-                raise ValueError(f"{name} must be a finite time > 0 s (goodput needs an SLO that some rate breaks), "
-                                 f"got {slo!r}")
-        self.ex, self.cfg = backend_for(model, backend), config.with_(trace=False)
-        self.workers, self.slos, self.target, self.points = self.cfg.n_workers, (ttft_slo_s, tpot_slo_s), target, []
-        self.duration = 20 * (ttft_slo_s + tpot_slo_s) if duration_s is None else duration_s
-        if not (0 < self.duration < math.inf and 2 <= min_requests <= max_requests):
-            raise ValueError(f"duration_s must be a finite time > 0 (default 20 x (TTFT SLO + TPOT SLO)) and 2 <= "
-                             f"min_requests <= max_requests, got {duration_s!r}, {min_requests!r}, {max_requests!r}")
-        self.limits = (min_requests, max_requests)
-        if isinstance(workload, (str, WorkloadSpec)):
-            self.base, self.rate, self.fixed = workload_requests(workload, max_requests, 1.0, self.ex, seed, scale), \
-                1.0, False
-        else:
-            self.base, self.fixed = list(workload), not prefixes
-            if len(self.base) < 2 or self.base[-1].arrival_s <= self.base[0].arrival_s:
-                raise ValueError("goodput needs at least 2 requests arriving at different times")
-            self.rate = (len(self.base) - 1) / (self.base[-1].arrival_s - self.base[0].arrival_s)
-
-    def span_s(self, rate_per_worker: float) -> float:
-        """Seconds from the first to the last arrival of the run at ``rate_per_worker``."""
-        reqs = self.base if self.fixed else self.base[:self.n(rate_per_worker)]
-        return (reqs[-1].arrival_s - reqs[0].arrival_s) * self.rate / (rate_per_worker * self.workers)
-
-    def capped(self, rate_per_worker: float) -> bool:
-        """True if the run at ``rate_per_worker`` already serves every request it can: any higher rate serves
-        the same requests, only closer together."""
-        return self.n(rate_per_worker) >= min(len(self.base), self.limits[1])
-
-    def rate_for_span(self, span_s: float) -> float:
-        """The rate per worker at which the largest run's arrivals span ``span_s`` seconds."""
-        return self.span_s(1.0) / span_s
-
-    def trickle_rate(self) -> float:
-        """A rate per worker so low that requests are served one at a time: arrivals on average 1000 x apart
-        the longest any request may take within its SLOs (TTFT SLO + TPOT SLO x (output tokens - 1)), at most
-        1e6 s apart (arrival times stay far below the precision a double loses at 1e9 s)."""
-        ttft, tpot = self.slos
-        longest = ttft + tpot * max(max(r.max_new_tokens for r in self.base) - 1, 1)
-        return 1.0 / (self.workers * min(1000 * longest, 1e6))
-
-    def n(self, rate_per_worker: float) -> int:
-        """Requests of the run at ``rate_per_worker``: rate x duration, within the limits."""
-        return len(self.base) if self.fixed else min(self.limits[1], max(
-            self.limits[0], math.ceil(rate_per_worker * self.workers * self.duration)))
-
-    def __call__(self, rate_per_worker: float) -> dict:
-        workers, (ttft, tpot) = self.workers, self.slos
-        n = self.n(rate_per_worker)
-        res = run(_rescaled(self.base[:n], self.rate / (rate_per_worker * workers)), self.cfg, self.ex)
-        att = M.slo_attainment(res.requests, ttft, tpot)
-        done = res.completed
-        p90 = {f"{k}_p90_s": M.percentiles((f(r) for r in done), (90,))["p90"]
-               for k, f in (("ttft", M.ttft_s), ("ttst", M.ttst_s), ("tpot", M.tpot_s))}
-        point = dict(rate_per_worker=rate_per_worker, rate_per_s=rate_per_worker * workers, requests=n,
-                     attainment=att, passed=att >= self.target, **M.slo_misses(res.requests, ttft, tpot), **p90)
-        self.points.append(point)
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"{rate_per_worker:.4g}/s per worker: {att:.1%}")
-            self.bar.update()
-        return point
 
 
 def attainment_curve(workload, config: ServingConfig, backend=None, *, rates_per_worker: Sequence[float],
@@ -149,7 +44,7 @@ def attainment_curve(workload, config: ServingConfig, backend=None, *, rates_per
                      model=None, prefixes: bool = False) -> pd.DataFrame:
     """SLO attainment of ``config`` at each of ``rates_per_worker``, run as :func:`goodput` runs them (same
     arguments): one row per rate, the columns of :meth:`GoodputResult.curve`."""
-    runs = _Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
+    runs = Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
                  max_requests, seed, scale, prefixes)
     for rate in rates_per_worker:
         if not (rate > 0 and math.isfinite(rate)):
@@ -158,7 +53,7 @@ def attainment_curve(workload, config: ServingConfig, backend=None, *, rates_per
     return pd.DataFrame(runs.points).assign(layout=runs.cfg.name)
 
 
-def _burst_span_s(runs: "_Runs") -> float:
+def _burst_span_s(runs: "Runs") -> float:
     """How close together a burst's arrivals are: a thousandth of the shortest prompt's prefill on a cost model,
     else a millionth of the tighter SLO."""
     cost = getattr(runs.ex, "cost", None)
@@ -193,7 +88,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     ``tolerance``. It always ends with an answer (``GoodputResult.outcome``):
 
     - rates keep failing: after two failures it runs a *trickle* (arrivals so far apart that each request is
-      served alone, :meth:`_Runs.trickle_rate`); if that fails too, no rate meets the SLOs: goodput 0, with the
+      served alone, :meth:`Runs.trickle_rate`); if that fails too, no rate meets the SLOs: goodput 0, with the
       SLO most requests missed ("unmet"). A cost model can say so before any run (one prefill of the shortest
       prompt longer than the TTFT SLO, one decode step longer than the TPOT SLO).
     - rates keep passing: once two runs in a row hold every request they can (a higher rate only brings the
@@ -235,7 +130,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     if not (start_rate_per_worker > 0 and math.isfinite(start_rate_per_worker)) or not step > 1:
         raise ValueError(f"start_rate_per_worker must be a rate > 0 and step > 1, got {start_rate_per_worker!r} "
                          f"and {step!r}")
-    runs = _Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
+    runs = Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
                  max_requests, seed, scale, prefixes)
     cfg, points = runs.cfg, runs.points
     runs.bar = progress_bar(None, f"goodput of {cfg.name}", show_progress(progress), unit="run")
