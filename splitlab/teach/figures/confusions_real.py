@@ -9,12 +9,12 @@ from typing import Sequence
 
 import pandas as pd
 
+from .confusions_tables import TOLERANCE  # a prediction within 25% of the measurement counts as met
 from .phases import fmt3
 
 __all__ = ["quality_table", "quality_note", "lookup_spread", "lookup_table", "lookup_note", "chat_table",
            "chat_note", "summary_notes", "takeaway_note"]
 
-TOLERANCE = 0.25  # a prediction within 25% of the measurement counts as met
 VERDICTS = {"faster": "every repeat faster than every plain one", "slower": "every repeat slower than every plain one",
             "within the spread": "within the spread: no speed-up claimed"}
 
