@@ -215,3 +215,53 @@ def test_chapter_8_checkers(capsys):
     assert not sl.check.speculative_tpot(0.03, 0.5, 2, 0.01, 0.02)
     assert not sl.check.speculative_tpot(None, 0.5, 2, 0.01, 0.02)
     assert "Not answered yet" in capsys.readouterr().out
+
+
+# --- the trained model's notes follow their tables (model-free: made-up rows) ---------------------------------
+def _lookup_rows(plain_s, spec_s, acceptance=0.8):
+    import pandas as pd
+    rows = []
+    for r, (p, s) in enumerate(zip(plain_s, spec_s)):
+        for k, t in ((0, p), (4, s)):
+            rows.append(dict(prompt=0, k=k, acceptance=float("nan") if k == 0 else acceptance,
+                             tokens_per_step=1.0 if k == 0 else 2.2, predicted_tokens_per_step=1.0 if k == 0 else 2.1,
+                             tpot_s=t, speedup=p / t, verify_s=0.07 if k == 0 else 0.09, draft_s=0.0,
+                             same_tokens=True, repeat=r))
+    return pd.DataFrame(rows)
+
+
+def test_prompt_lookup_claims_a_speed_up_only_outside_the_spread():
+    from splitlab.teach.figures import confusions_real as notes
+    apart = notes.lookup_spread(_lookup_rows([0.070, 0.075, 0.090], [0.040, 0.045, 0.050]))
+    assert apart.set_index("k").loc[4, "verdict"] == "faster"
+    assert "1.75x (median), outside the spread" in notes.lookup_note(apart, ["copy"])
+    overlap = notes.lookup_spread(_lookup_rows([0.070, 0.075, 0.090], [0.060, 0.072, 0.095]))
+    assert overlap.set_index("k").loc[4, "verdict"] == "within the spread"
+    note = notes.lookup_note(overlap, ["copy"])
+    assert "neither a speed-up nor a slow-down is claimed" in note and "speed-up of" not in note
+    slower = notes.lookup_spread(_lookup_rows([0.070, 0.071, 0.072], [0.080, 0.085, 0.090]))
+    assert slower.set_index("k").loc[4, "verdict"] == "slower"
+    table = notes.lookup_table(apart, ["copy"])
+    assert table.loc[("copy", 4), "TPOT (ms)"] == "45 (40–50)" and table.loc[("copy", 4), "accepted"] == "80%"
+
+
+def test_kv_quality_and_chat_notes_say_what_their_tables_show():
+    import pandas as pd
+    from splitlab.teach.figures import confusions_real as notes
+    q = pd.DataFrame([dict(scheme="full", kv_bytes=4096, bytes_ratio=1.0, tokens=20, tokens_differ=0, prompts_differ=0,
+                           step_agreement=1.0, kl_mean=0.0, kl_max=0.0, logit_err_max=0.0),
+                      dict(scheme="int8", kv_bytes=1068, bytes_ratio=0.26, tokens=20, tokens_differ=0,
+                           prompts_differ=0, step_agreement=1.0, kl_mean=1e-4, kl_max=9e-4, logit_err_max=0.28),
+                      dict(scheme="fp8", kv_bytes=1068, bytes_ratio=0.26, tokens=20, tokens_differ=7, prompts_differ=1,
+                           step_agreement=0.95, kl_mean=2e-3, kl_max=0.01, logit_err_max=1.4)])
+    note = notes.quality_note(q, 2, full_name="float32")
+    assert "int8 and fp8 each hold 0.26 of the float32 cache's bytes" in note
+    assert "int8 changed none of the 20 tokens" in note and "fp8 changed 7 of the 20 tokens (in 1 prompt:" in note
+    assert "fp8's largest logit error is 5x int8's" in note
+    assert notes.quality_table(q).loc["tokens that differ", "fp8"] == "7 of 20"
+    reuse = pd.DataFrame(dict(prompt_tokens=[100, 104, 98], shared_tokens=[90] * 3, cached_tokens=[0, 80, 80],
+                              computed_tokens=[100, 24, 18], cold_s=[0.50, 0.52, 0.48], warm_s=[0.50, 0.20, 0.18],
+                              same_token=[True] * 3, logit_err=[0.0, 0.0, 1e-5]))
+    chat = notes.chat_note(reuse, 16)
+    assert "reused 80 of them" in chat and "190 ms against 500 ms cold" in chat and "62% less" in chat
+    assert "slowest warm prefill was faster than the fastest cold one" in chat and "at most 1e-05" in chat

@@ -195,6 +195,7 @@ def test_prompt_lookup_accepts_tokens_of_real_text_and_keeps_the_targets(real):
     assert runs.same_tokens.all() and runs.loc[0, "speedup"] == 1.0 and runs.loc[0, "steps"] == 9
     assert runs.loc[3, "accepted"] > 0 and runs.loc[3, "tokens_per_step"] > 1 and runs.loc[3, "steps"] < 9
     assert 0 < runs.loc[3, "acceptance"] <= 1 and runs.loc[3, "tpot_s"] > 0
+    assert (runs.verify_s > 0).all() and (runs.draft_s >= 0).all()  # per step, for the chapter's exercise
 
 
 def test_a_shared_system_prompt_is_prefilled_once(real):

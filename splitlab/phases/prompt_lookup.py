@@ -42,7 +42,8 @@ def prompt_lookup_runs(lm: LoadedModel, prompts: Sequence[Sequence[int]], ks: Se
     Returns:
         One row per (prompt, k): ``prompt`` (index), ``k``, ``tokens``, ``steps`` (target forwards after the
         prefill), ``proposed``, ``accepted``, ``acceptance`` (alpha: accepted / tried), ``tokens_per_step``,
-        ``predicted_tokens_per_step`` (Leviathan et al.'s E[tokens] at that alpha), ``tpot_s`` (from measured
+        ``predicted_tokens_per_step`` (Leviathan et al.'s E[tokens] at that alpha), ``verify_s`` and ``draft_s``
+        (seconds of one verify forward and of one step's lookup, means over the steps), ``tpot_s`` (from measured
         steps, :func:`step_tpot_s`), ``speedup`` (the prompt's plain ``tpot_s`` / this one) and ``same_tokens``
         (equal to plain decoding's: they must be, the target chooses every token).
 
@@ -67,6 +68,7 @@ def prompt_lookup_runs(lm: LoadedModel, prompts: Sequence[Sequence[int]], ks: Se
             rows.append(dict(prompt=i, k=k, tokens=len(run.tokens), steps=run.steps, proposed=sum(run.proposed),
                              accepted=sum(run.accepted), acceptance=run.acceptance_rate,
                              tokens_per_step=run.tokens_per_step,
-                             predicted_tokens_per_step=run.predicted_tokens_per_step, tpot_s=tpot,
+                             predicted_tokens_per_step=run.predicted_tokens_per_step,
+                             verify_s=sum(run.verify_s) / run.steps, draft_s=sum(run.draft_s) / run.steps, tpot_s=tpot,
                              speedup=base / tpot, same_tokens=run.tokens == plain.tokens))
     return pd.DataFrame(rows)

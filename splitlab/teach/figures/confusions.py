@@ -9,7 +9,7 @@
 - :func:`prefix_reuse`: prefill time with and without a cached prefix, and prompt tokens computed by routing.
 
 Tables (DataFrames that fit a phone's column: one column per configuration, units in the row names) and printed
-verdicts: :func:`headline`, :func:`chunked_verdict`, :func:`waste_table`, :func:`quant_table`,
+verdicts: :func:`headline`, :func:`chunked_verdict`, :func:`waste_table`, :func:`quant_table`, :func:`quant_note`,
 :func:`summary_table`.
 """
 from __future__ import annotations
@@ -21,12 +21,12 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .phone import PHONE, WIDTH, figure, legend_below, phone, styled as _styled
-from .confusions_tables import (chunked_verdict, fmt3, headline, quant_table, reuse_table, routing_table, sig3,
-                                speculative_tables, summary_table, waste_table)
+from .confusions_tables import (chunked_verdict, fmt3, headline, quant_note, quant_table, reuse_table, routing_table,
+                                sig3, speculative_tables, summary_table, waste_table)
 
 __all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes", "speculative_sweep", "prefix_reuse",
-           "headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "speculative_tables",
-           "reuse_table", "routing_table", "sig3", "fmt3"]
+           "headline", "chunked_verdict", "waste_table", "quant_table", "quant_note", "summary_table",
+           "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3"]
 
 COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red", "tab:brown"]
 PREDICTED = "black"

@@ -13,8 +13,8 @@ import pandas as pd
 
 from .phases import fmt3
 
-__all__ = ["headline", "chunked_verdict", "waste_table", "quant_table", "summary_table", "speculative_tables",
-           "reuse_table", "routing_table", "sig3", "fmt3"]
+__all__ = ["headline", "chunked_verdict", "waste_table", "quant_table", "quant_note", "summary_table",
+           "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3"]
 
 TOLERANCE = 0.25  # a prediction within 25% of the measurement counts as met
 
@@ -142,9 +142,30 @@ def quant_table(variants: Mapping[str, object], moved_s: Mapping[str, float]) ->
     return pd.DataFrame(cols).map(fmt3)
 
 
-def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, routing, total_tokens) -> pd.DataFrame:
+def quant_note(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> str:
+    """Markdown from :func:`quant_table`'s numbers (``variants`` with "fp16", "int8", "fp8" and the model's own
+    dtype first): the bytes against fp16 and the model's dtype, and whether each 8-bit transfer fell with them."""
+    first = next(iter(variants))
+    fp16 = variants["fp16"].nbytes
+    text = (f"The bytes follow the formula: 8-bit caches hold {variants['int8'].nbytes / fp16:.2f} of fp16's"
+            + (f" ({variants['int8'].nbytes / variants[first].nbytes:.2f} of {first}'s, this model's dtype)"
+               if first != "fp16" else "") + ".")
+    for s in ("int8", "fp8"):
+        b, t = variants[s].nbytes / fp16, moved_s[s] / moved_s["fp16"]
+        how = ("fell about in proportion to the bytes" if t <= b * (1 + TOLERANCE) else
+               "fell less than in proportion to the bytes: a transfer costs a fixed latency plus bytes over "
+               "bandwidth (chapter 5), and only the second part shrinks" if t < 1 else
+               "did not fall at all: at these sizes the fixed latency of a transfer and the machine's other work "
+               "outweigh the bytes saved (chapter 5)")
+        text += f" The {s} transfer took {t:.2f}x fp16's time for {b:.2f}x its bytes: it {how}."
+    return text
+
+
+def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, routing, total_tokens,
+                  real: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The chapter's result in one table (displayed with its text in full, and returned): per technique, what
-    changed (measured here) and the split's concern that it left as it was."""
+    changed (measured here) and the split's concern that it left as it was. ``real`` adds, per technique, what the
+    trained model showed (:func:`.confusions_real.summary_notes`)."""
     from IPython.display import display
 
     gap = {n: _max_itl_s(r) for n, r in runs.items()}
@@ -174,6 +195,8 @@ def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, rou
                            f"{routing.loc['prefix-aware', 'computed_tokens'] / total_tokens:.0%} of the prompt tokens",
                            "the decode side still receives every position's KV"),
     }
+    for name, line in (real or {}).items():
+        rows[name] = (f"{rows[name][0]}; {line}", rows[name][1])
     table = pd.DataFrame(rows, index=["changed (measured here)", "left alone"]).T
     with pd.option_context("display.max_colwidth", None):
         display(table)
