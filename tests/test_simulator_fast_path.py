@@ -46,6 +46,11 @@ class StepByStep(Executor):
     def transfer(self, slot, mode="whole"):
         return self.sim.transfer(slot, mode)
 
+    hybrid_path = "fused"  # a chunked step is one forward, as the cost model charges it
+
+    def hybrid(self, batch, slots, n_tokens):
+        return self.sim.hybrid(batch, slots, n_tokens)
+
 
 def both(reqs, cost, traced=False, **options):
     """The step-by-step run and the fast one (``traced``: with a trace)."""
