@@ -34,3 +34,49 @@ def test_goodput_target_as_text_is_one_clear_error():
     # "'<' not supported between instances of 'int' and 'str'"
     with pytest.raises(ValueError, match=r"target must be in \(0, 1\].*got '0.9'"):
         goodput("chat", ONE, ttft_slo_s=0.1, tpot_slo_s=0.01, target="0.9")
+
+
+@pytest.mark.parametrize("call", ["plan", "choose_defaults"])
+def test_fewer_max_requests_than_goodputs_minimum_runs(call):
+    # plan(max_requests=50) and choose_defaults(..., max_requests=50, rate=True) raised "duration_s must be ...
+    # 2 <= min_requests <= max_requests, got None, 100, 50": neither takes duration_s nor min_requests
+    if call == "plan":
+        p = sl.planner.plan(max_workers=2, max_requests=50, chunk_tokens=(), progress=False)
+        assert p.best.goodput_rps_per_worker > 0
+    else:
+        chosen = choose_defaults(None, "chat", {"one": ONE}, rate=True, max_requests=50)
+        assert chosen.rate_per_s > 0
+
+
+@pytest.mark.parametrize("max_requests", [0, 1, 2.5, True])
+def test_plan_and_choose_defaults_refuse_too_few_requests(max_requests):
+    # choose_defaults(max_requests=0) returned SLOs of nan s (the mean of no prompts); plan raised
+    # "cannot convert float NaN to integer"
+    with pytest.raises(ValueError, match="max_requests must be an integer >= 2"):
+        choose_defaults(None, "chat", max_requests=max_requests)
+    with pytest.raises(ValueError, match="max_requests must be an integer >= 2"):
+        sl.planner.plan(max_workers=2, max_requests=max_requests, chunk_tokens=(), progress=False)
+
+
+@pytest.mark.parametrize("slo", [-1, 0, float("nan"), float("inf"), "1", True])
+def test_choose_defaults_checks_the_slo_it_keeps(slo):
+    # without rate=True a given SLO of -1 or nan came back in Chosen as if it were one
+    with pytest.raises(ValueError, match="ttft_slo_s must be a finite time > 0 s"):
+        choose_defaults(None, "chat", ttft_slo_s=slo)
+
+
+@pytest.mark.parametrize("configs, kind", [([ONE], "a list"), ({"a": "colocated"}, "a dict of str")])
+def test_choose_defaults_wrong_configs(configs, kind):
+    # AttributeError: 'list' object has no attribute 'items' / 'str' object has no attribute 'with_'
+    with pytest.raises(TypeError, match=f"configs must map names to ServingConfig layouts, got {kind}$"):
+        choose_defaults(None, "chat", configs, rate=True)
+
+
+def test_choose_defaults_rate_must_be_a_bool():
+    with pytest.raises(TypeError, match="rate must be True"):
+        choose_defaults(None, "chat", {"one": ONE}, rate="yes")
+
+
+def test_a_rate_chosen_where_no_rate_breaks_the_slos_says_so():
+    chosen = choose_defaults(None, "chat", {"one": ONE}, ttft_slo_s=1e9, tpot_slo_s=1e9, rate=True)
+    assert "a lower bound: no rate breaks them" in chosen.why[-1]

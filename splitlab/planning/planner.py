@@ -208,9 +208,12 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         the SLOs at no rate ranks last with goodput 0 and its reason (``Candidate.reason``); none is an error.
 
     Raises:
-        ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, or a bad option.
+        ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, max_requests
+            not an integer >= 2, or a bad option.
     """
     chunk_tokens = tuple(chunk_tokens or ())
+    if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
+        raise ValueError(f"max_requests must be an integer >= 2 (requests of a goodput run), got {max_requests!r}")
     chosen = None
     if ttft_slo_s is None or tpot_slo_s is None:
         slos = choose_defaults(cost, workload, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, seed=seed, scale=scale)
@@ -239,7 +242,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
             cfg = ServingConfig.disaggregated(x, y, **common)
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
         res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
-                      tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(first, 1e-3),
+                      tolerance=tolerance, min_requests=min(100, max_requests), max_requests=max_requests,
+                      start_rate_per_worker=max(first, 1e-3),
                       prefixes=True, step=1.25)
         g = res.goodput_rps_per_worker
         price = price_per_hour / 3600 / (g * outputs.mean()) * 1e6 if g > 0 else math.inf
