@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import splitlab as sl
+from conftest import cli
 from splitlab.planning.defaults import choose_defaults
 from splitlab.serving import ServingConfig, goodput
 
@@ -80,3 +81,13 @@ def test_choose_defaults_rate_must_be_a_bool():
 def test_a_rate_chosen_where_no_rate_breaks_the_slos_says_so():
     chosen = choose_defaults(None, "chat", {"one": ONE}, ttft_slo_s=1e9, tpot_slo_s=1e9, rate=True)
     assert "a lower bound: no rate breaks them" in chosen.why[-1]
+
+
+def test_plan_progress_is_checked_and_off_in_a_pipe(capsys):
+    # plan(progress="no") drew a bar, and plan's default drew one into pipes and logs (the CLI too)
+    with pytest.raises(TypeError, match="progress must be True, False or None"):
+        sl.planner.plan(max_workers=2, progress="no")
+    sl.planner.plan(max_workers=3, chunk_tokens=(), max_requests=100)  # 4 splits + colocated: 5 candidates
+    assert "planner" not in capsys.readouterr().err
+    status, out, err = cli("plan", "--max-workers", "3", "--chunk-tokens", "128")
+    assert status == 0 and "planner" not in err, err

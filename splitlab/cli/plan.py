@@ -8,7 +8,7 @@ is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, `
 from __future__ import annotations
 
 from ..serving.workload import WORKLOADS
-from .args import positive_float, positive_int, seed_int, token_list
+from .args import positive_float, positive_int, progress, seed_int, token_list
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines
 from .registry import CLIError, arg, command
@@ -44,7 +44,7 @@ def plan(args):
     cost = cost_model(args, args.model)
     p = run_plan(cost, args.workload, args.ttft_slo, args.tpot_slo, args.max_workers, args.price_per_hour,
                  chunk_tokens=args.chunk_tokens, max_batch=args.max_batch, seed=args.seed, scale=args.scale,
-                 progress=not args.json)
+                 progress=progress(args))
     data = dict(workload=args.workload, **p.to_json())
     g = p.first_guess
     text = [f"splitlab plan: {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= {p.tpot_slo_s:g} s, at most "

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..common.progress import show_progress
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from .closed_form import first_guess, split_capacity
@@ -201,7 +202,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout.
         target, tolerance: of each goodput search. seed: of the request set. max_requests: per run.
-        progress: a tqdm bar on stderr (default: when more than 4 candidates).
+        progress: a tqdm bar on stderr: True, False, or None (the default: when stderr is a terminal and there are
+            more than 4 candidates).
 
     Returns:
         a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``. A layout that meets
@@ -210,8 +212,10 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     Raises:
         ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, max_requests
             not an integer >= 2, or a bad option.
+        TypeError: ``progress`` not True, False or None.
     """
     chunk_tokens = tuple(chunk_tokens or ())
+    show_progress(progress)  # a bad progress is refused before any search
     if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
         raise ValueError(f"max_requests must be an integer >= 2 (requests of a goodput run), got {max_requests!r}")
     chosen = None
@@ -231,7 +235,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     layouts += [("disaggregated", "prefill-first", n, x, n - x, None)
                 for n in range(2, max_workers + 1) for x in range(1, n)]
     from tqdm import tqdm
-    show = progress if progress is not None else len(layouts) > 4
+    show = show_progress(progress) and (progress is not None or len(layouts) > 4)
     candidates = []
     for layout, policy, n, x, y, chunk in tqdm(layouts, desc="planner: goodput of each layout", disable=not show,
                                                leave=False):
