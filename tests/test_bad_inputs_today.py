@@ -91,3 +91,11 @@ def test_plan_progress_is_checked_and_off_in_a_pipe(capsys):
     assert "planner" not in capsys.readouterr().err
     status, out, err = cli("plan", "--max-workers", "3", "--chunk-tokens", "128")
     assert status == 0 and "planner" not in err, err
+
+
+@pytest.mark.parametrize("command", ["plan", "simulate"])
+def test_cli_huge_slos_one_line_naming_the_flag(command):
+    # "error: duration_s must be a finite time > 0 ... min_requests <= max_requests, got None, 100, 3000"
+    status, out, err = cli(command, "--ttft-slo", "1e308", "--tpot-slo", "1e308")
+    assert status == 2 and "argument --ttft-slo: must be a time in seconds > 0 and <= 1e+12" in err, err
+    assert "min_requests" not in err and len(err.strip().splitlines()) <= 2  # usage line + the error

@@ -8,7 +8,7 @@ is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, `
 from __future__ import annotations
 
 from ..serving.workload import WORKLOADS
-from .args import positive_float, positive_int, progress, seed_int, token_list
+from .args import positive_float, positive_int, progress, seed_int, slo_seconds, token_list
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines
 from .registry import CLIError, arg, command
@@ -19,9 +19,9 @@ __all__ = ["plan"]
 
 @command("plan", "rank layouts (colocated, chunked, every xPyD split) by goodput per worker and cost",
          arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
-         arg("--ttft-slo", type=positive_float, default=None, metavar="S",
+         arg("--ttft-slo", type=slo_seconds, default=None, metavar="S",
              help=f"TTFT SLO in seconds ({OPTIONS_HELP})"),
-         arg("--tpot-slo", type=positive_float, default=None, metavar="S",
+         arg("--tpot-slo", type=slo_seconds, default=None, metavar="S",
              help=f"TPOT SLO in seconds ({OPTIONS_HELP})"),
          arg("--max-workers", type=int, default=4, metavar="N", help="at most this many workers, 2 to 16 (default 4)"),
          arg("--price-per-hour", type=positive_float, default=2.0, metavar="PRICE",
