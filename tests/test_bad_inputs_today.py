@@ -99,3 +99,17 @@ def test_cli_huge_slos_one_line_naming_the_flag(command):
     status, out, err = cli(command, "--ttft-slo", "1e308", "--tpot-slo", "1e308")
     assert status == 2 and "argument --ttft-slo: must be a time in seconds > 0 and <= 1e+12" in err, err
     assert "min_requests" not in err and len(err.strip().splitlines()) <= 2  # usage line + the error
+
+
+FREE = {"decode": dict(decode_base_s=0.0, decode_per_seq_s=0.0, decode_per_token_s=0.0),
+        "prefill": dict(prefill_base_s=0.0, prefill_per_token_s=0.0)}
+
+
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_plan_on_a_free_phase_with_slos_given(phase):
+    # ZeroDivisionError in the closed form's decode_capacity / prefill_capacity / colocated_capacity
+    from splitlab.costmodel import CostModel
+    p = sl.planner.plan(CostModel(**FREE[phase]), ttft_slo_s=0.5, tpot_slo_s=0.05, max_workers=2, chunk_tokens=(),
+                        max_requests=200, progress=False)
+    assert p.best.goodput_rps_per_worker > 0
+    assert p.first_guess["decode_rps" if phase == "decode" else "prefill_rps"] == float("inf")
