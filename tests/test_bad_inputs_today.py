@@ -105,6 +105,28 @@ FREE = {"decode": dict(decode_base_s=0.0, decode_per_seq_s=0.0, decode_per_token
         "prefill": dict(prefill_base_s=0.0, prefill_per_token_s=0.0)}
 
 
+def _cost_file(tmp_path, **fields):
+    from splitlab.costmodel import CostModel
+    from splitlab.costmodel.calibration import Calibration, save
+    meta = dict(device="cpu", model="tiny", dtype="float32", torch="2", date="2026-12-03")
+    return str(save(Calibration(CostModel(**fields), {}, meta), tmp_path / "free.json"))
+
+
+@pytest.mark.parametrize("phase, slo, flag", [("decode", "tpot_slo_s", "--tpot-slo"),
+                                              ("prefill", "ttft_slo_s", "--ttft-slo")])
+def test_an_slo_a_free_phase_cannot_choose_names_what_to_give(tmp_path, phase, slo, flag):
+    # a cost model with a free phase (allowed: an idealisation) gave a chosen SLO of 0 s, then refused it as if
+    # the caller had given it: "tpot_slo_s must be a time > 0 s ..., got 0.0" (the command line has --tpot-slo)
+    from splitlab.costmodel import CostModel
+    from splitlab.planning.defaults import NoDefault
+    with pytest.raises(NoDefault, match=f"^{slo} cannot be chosen from this cost model .*a {phase} of 0 s"):
+        choose_defaults(CostModel(**FREE[phase]), "chat")
+    path = _cost_file(tmp_path, **FREE[phase])
+    for command in ("simulate", "plan"):
+        status, out, err = cli(command, "--cost", path)
+        assert status == 2 and f"{flag} cannot be chosen" in err and f"give {flag}" in err and slo not in err, err
+
+
 @pytest.mark.parametrize("phase", ["decode", "prefill"])
 def test_plan_on_a_free_phase_with_slos_given(phase):
     # ZeroDivisionError in the closed form's decode_capacity / prefill_capacity / colocated_capacity

@@ -29,11 +29,15 @@ import numpy as np
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 
-__all__ = ["choose_defaults", "Chosen", "TTFT_PREFILLS", "TPOT_STEPS", "RATE_SHARE"]
+__all__ = ["choose_defaults", "Chosen", "NoDefault", "TTFT_PREFILLS", "TPOT_STEPS", "RATE_SHARE"]
 
 TTFT_PREFILLS = 5     # the TTFT SLO in mean prefills (chapter 6)
 TPOT_STEPS = 2.5      # the TPOT SLO in lone decode steps (chapter 6)
 RATE_SHARE = 0.7      # the rate: this share of the lowest simulated goodput of the layouts served
+
+
+class NoDefault(ValueError):
+    """An SLO left out that cannot be chosen from the cost model (its phase takes 0 s): the caller must give it."""
 
 
 def _sig(x: float) -> float:
@@ -87,7 +91,8 @@ def choose_defaults(cost: CostModel | None, workload, configs: Mapping[str, Serv
 
     Raises:
         ValueError: ``rate`` without ``configs``, SLOs given that are not finite times > 0, ``max_requests`` not an
-            integer >= 2; and those of :func:`~splitlab.serving.goodput`.
+            integer >= 2; and those of :func:`~splitlab.serving.goodput`. NoDefault (a ValueError): an SLO left
+            None whose phase takes 0 s on the cost model.
         TypeError: ``rate`` not a bool, ``configs`` not a mapping of names to ServingConfig.
     """
     if not isinstance(rate, bool):
@@ -109,6 +114,10 @@ def choose_defaults(cost: CostModel | None, workload, configs: Mapping[str, Serv
     outputs = np.array([r.max_new_tokens for r in requests])
     t_p = float(np.mean([ex.cost.prefill_s(int(n)) for n in prompts]))
     t_d = float(ex.cost.decode_s(1, float(prompts.mean())))
+    for name, given, t, what in (("ttft_slo_s", ttft_slo_s, t_p, "prefill"), ("tpot_slo_s", tpot_slo_s, t_d, "decode")):
+        if given is None and not t > 0:  # 5 x 0 s was an SLO of 0 s, refused as if the caller had given it
+            raise NoDefault(f"{name} cannot be chosen from this cost model ({ex.cost.source}): it predicts a {what} "
+                             f"of 0 s, free at any rate; give {name}")
     derived, why = [], []
     if ttft_slo_s is None:
         ttft_slo_s = _sig(TTFT_PREFILLS * t_p)
