@@ -135,3 +135,27 @@ def test_plan_on_a_free_phase_with_slos_given(phase):
                         max_requests=200, progress=False)
     assert p.best.goodput_rps_per_worker > 0
     assert p.first_guess["decode_rps" if phase == "decode" else "prefill_rps"] == float("inf")
+
+
+@pytest.mark.parametrize("junk", ["abc", "0", "-1", "1.5", "2,x"])
+def test_junk_omp_num_threads_is_not_the_users_count(monkeypatch, junk):
+    # OMP_NUM_THREADS=abc: libgomp ignores it and torch runs its default, but load_model said "2 CPU threads:
+    # yours (OMP_NUM_THREADS=abc is set), kept" and kept 2 threads for the tiny model (1 otherwise)
+    import torch
+    from splitlab.common.threads import physical_cores
+    from splitlab.phases import cpu_threads
+    before, last = torch.get_num_threads(), dict(cpu_threads._LAST)
+    try:
+        for name in cpu_threads.THREAD_ENV:
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("OMP_NUM_THREADS", junk)
+        torch.set_num_threads(physical_cores())  # torch's default, as in a fresh process
+        cpu_threads._LAST.update(set=None, pinned=None)
+        n, note = cpu_threads.settle_threads(torch.device("cpu"), weight_bytes=1 << 20, cache_bytes=1 << 25)
+        assert n == 1 and "chosen by splitlab" in note, note
+        assert f"OMP_NUM_THREADS={junk} is not a thread count (OpenMP ignored it)" in note
+        monkeypatch.setenv("OMP_NUM_THREADS", "1,1")  # nested levels: a count
+        assert "yours (OMP_NUM_THREADS=1,1 is set)" in cpu_threads.settle_threads(torch.device("cpu"), 1 << 20)[1]
+    finally:
+        torch.set_num_threads(before)
+        cpu_threads._LAST.update(last)
