@@ -159,3 +159,50 @@ def test_junk_omp_num_threads_is_not_the_users_count(monkeypatch, junk):
     finally:
         torch.set_num_threads(before)
         cpu_threads._LAST.update(last)
+
+
+SMOL = "smollm2-135m-instruct"
+
+
+def _spec():
+    from splitlab.phases.trained import offline_model
+    return offline_model(SMOL)
+
+
+def test_a_converted_folder_without_its_tokenizer_is_not_converted(tmp_path):
+    # a folder that lost tokenizer.json loaded with bytes for tokens; encode_chat then said that
+    # 'smollm2-135m-instruct' has no chat template and to load 'smollm2-135m-instruct'
+    from splitlab.phases.trained import CONVERTED_FILES, is_converted
+    for name in CONVERTED_FILES:
+        (tmp_path / name).write_text("{}")
+    assert is_converted(tmp_path)
+    (tmp_path / "tokenizer.json").unlink()
+    assert not is_converted(tmp_path)
+
+
+@pytest.mark.parametrize("lost", ["config.json", "model.safetensors", "tokenizer.json"])
+def test_a_damaged_conversion_is_converted_again(tmp_path, monkeypatch, capsys, lost):
+    # a converted folder missing a file (deleted, or a copy cut short) was converted again for half a minute,
+    # then the rename onto the old folder failed: "could not write the weights ... (OSError: [Errno 39] Directory
+    # not empty ...); set SPLITLAB_CACHE to a writable folder"
+    from pathlib import Path
+    from splitlab.phases import gguf_model
+    from splitlab.phases.trained import CONVERTED_FILES, converted_dir, is_converted
+    monkeypatch.setenv("SPLITLAB_CACHE", str(tmp_path))
+    gguf = Path("/nowhere") / _spec().gguf_file
+
+    def convert(spec, gguf, out):  # the half minute of dequantizing, in a few files
+        for name in CONVERTED_FILES:
+            (out / name).write_text("new")
+
+    monkeypatch.setattr(gguf_model, "_convert", convert)
+    target = converted_dir(_spec(), gguf)
+    target.mkdir(parents=True)
+    for name in CONVERTED_FILES:
+        if name != lost:
+            (target / name).write_text("old")
+    assert gguf_model.converted(_spec(), gguf) == target and is_converted(target)
+    assert all((target / name).read_text() == "new" for name in CONVERTED_FILES)
+    assert f"lacks {lost}: converting again" in capsys.readouterr().err
+    assert [p.name for p in target.parent.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
+

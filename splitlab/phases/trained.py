@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["OfflineModel", "OFFLINE_MODELS", "offline_model", "cache_root", "find_gguf", "converted_dir",
-           "is_converted", "in_hub_cache", "missing_message"]
+           "CONVERTED_FILES", "is_converted", "in_hub_cache", "missing_message"]
 
 
 @dataclass(frozen=True)
@@ -102,9 +102,14 @@ def converted_dir(spec: OfflineModel, gguf: Path | None = None) -> Path:
     return done[-1] if done else base / f"{spec.short_name}-not-converted"
 
 
+#: the files a finished conversion holds (a folder without its tokenizer would load with bytes for tokens)
+CONVERTED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
 def is_converted(folder: Path) -> bool:
-    """Whether ``folder`` holds a finished conversion (folders appear whole, by an atomic rename)."""
-    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+    """Whether ``folder`` holds a finished conversion: every file of :data:`CONVERTED_FILES` (folders appear whole,
+    by an atomic rename; one that lacks a file was damaged after, and is converted again)."""
+    return all((folder / name).is_file() for name in CONVERTED_FILES)
 
 
 def in_hub_cache(spec: OfflineModel) -> bool:
