@@ -206,3 +206,23 @@ def test_a_damaged_conversion_is_converted_again(tmp_path, monkeypatch, capsys, 
     assert f"lacks {lost}: converting again" in capsys.readouterr().err
     assert [p.name for p in target.parent.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
 
+
+def test_a_truncated_converted_weights_file_says_what_to_delete(tmp_path, monkeypatch):
+    # SafetensorError: "Error while deserializing header: incomplete metadata, file not fully covered", a
+    # traceback that named neither the file nor what to do
+    from pathlib import Path
+    import transformers
+    from splitlab.phases import pretrained
+    from splitlab.phases.tokenizer import ModelLoadError
+    from splitlab.phases.trained import converted_dir
+    monkeypatch.setenv("SPLITLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(pretrained, "in_hub_cache", lambda spec: False)
+    monkeypatch.setattr(pretrained, "find_gguf", lambda spec: Path("/nowhere") / spec.gguf_file)
+    target = converted_dir(_spec(), Path("/nowhere") / _spec().gguf_file)
+    transformers.LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             num_key_value_heads=2, vocab_size=300).save_pretrained(target)
+    (target / "model.safetensors").write_bytes(b"\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":")  # cut short
+    (target / "tokenizer.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match=f"SafetensorError.*damaged: delete {target} and load again"):
+        sl.load_model(SMOL)
+
