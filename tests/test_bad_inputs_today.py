@@ -226,3 +226,24 @@ def test_a_truncated_converted_weights_file_says_what_to_delete(tmp_path, monkey
     with pytest.raises(ModelLoadError, match=f"SafetensorError.*damaged: delete {target} and load again"):
         sl.load_model(SMOL)
 
+
+@pytest.mark.parametrize("message, system, error, text", [
+    ([], None, ValueError, "message is an empty list"),
+    (None, None, TypeError, "message must be a str .* got NoneType"),
+    (b"hi", None, TypeError, "got bytes"),  # was encoded as the text "b'hi'"
+    ({"role": "user", "content": "hi"}, None, TypeError, "got dict"),
+    (["hi"], None, ValueError, r"message\[0\] must be a dict"),
+    ([{"who": "user", "text": "hi"}], None, ValueError, r"message\[0\] must be a dict with a 'role'"),
+    ([{"role": "user", "content": 5}], None, ValueError, "and a str 'content'"),
+    ([{"role": "wizard", "content": "hi"}], None, ValueError, "'role' of system, user, assistant, tool"),
+    ("hi", 3, TypeError, "system must be a str"),
+    ([{"role": "user", "content": "hi"}], "be brief", ValueError, "system goes with a single message"),  # ignored
+])
+def test_encode_chat_messages_are_checked(message, system, error, text):
+    # jinja's UndefinedError "'dict object' has no attribute 'content'" and "can only concatenate str (not
+    # "int") to str" from inside the template, bytes encoded as their repr, a system prompt silently dropped
+    from splitlab.phases.loaded import _chat_messages
+    with pytest.raises(error, match=text):
+        _chat_messages(message, system)
+    assert _chat_messages("hi", "be brief") == [{"role": "system", "content": "be brief"},
+                                                {"role": "user", "content": "hi"}]
