@@ -247,3 +247,18 @@ def test_encode_chat_messages_are_checked(message, system, error, text):
         _chat_messages(message, system)
     assert _chat_messages("hi", "be brief") == [{"role": "system", "content": "be brief"},
                                                 {"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize("env, where", [
+    (dict(SPLITLAB_CACHE=" "), "~/.cache/splitlab"),  # was a folder named " " in the current directory
+    (dict(SPLITLAB_CACHE="", XDG_CACHE_HOME="relative/dir"), "~/.cache/splitlab"),  # XDG: relative is invalid
+    (dict(SPLITLAB_CACHE="", XDG_CACHE_HOME=" /abs/xdg "), "/abs/xdg/splitlab"),
+    (dict(SPLITLAB_CACHE="~/mine"), "~/mine"),
+])
+def test_cache_root_of_odd_environments(monkeypatch, env, where):
+    from pathlib import Path
+    from splitlab.phases.trained import cache_root
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cache_root() == Path(where).expanduser()

@@ -64,10 +64,13 @@ def offline_model(name: object) -> OfflineModel | None:
 
 def cache_root() -> Path:
     """splitlab's cache folder: ``$SPLITLAB_CACHE``, else ``$XDG_CACHE_HOME/splitlab``, else
-    ``~/.cache/splitlab``."""
-    if os.environ.get("SPLITLAB_CACHE"):
-        return Path(os.environ["SPLITLAB_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "splitlab"
+    ``~/.cache/splitlab``. Blank values count as unset (``SPLITLAB_CACHE=" "`` converted the model into a folder
+    named " " wherever Python ran), and so does a relative ``XDG_CACHE_HOME``, as the XDG base directory
+    specification says."""
+    if os.environ.get("SPLITLAB_CACHE", "").strip():
+        return Path(os.environ["SPLITLAB_CACHE"].strip()).expanduser()
+    xdg = Path(os.environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache").expanduser()
+    return (xdg if xdg.is_absolute() else Path.home() / ".cache") / "splitlab"
 
 
 def find_gguf(spec: OfflineModel) -> Path | None:
