@@ -274,3 +274,21 @@ def test_kv_size_of_the_trained_model(name):
     assert status == 0 and data["layers"] == 30 and data["kv_heads"] == 3 and data["dtype"] == "fp32"
     assert data["kv_bytes_per_token"] == 2 * 30 * 3 * 64 * 4, data
     assert "trained model's dtype" in data["dtype_source"]
+
+
+@pytest.mark.parametrize("threshold", [-1, float("nan"), "x", True])
+def test_fit_warnings_threshold_must_be_a_share(threshold):
+    # -1 flagged every fit as missing "by 50% (more than -100%)", nan flagged none, "x" raised "'>' not
+    # supported between instances of 'float' and 'str'"
+    from splitlab.costmodel import Calibration, CostModel
+    cal = Calibration(CostModel(), {}, dict(device="cpu", model="tiny"))
+    with pytest.raises(ValueError, match="threshold must be a share >= 0"):
+        sl.profiling.fit_warnings(cal, threshold)
+    assert sl.profiling.fit_warnings(cal, float("inf")) == [] == sl.profiling.fit_warnings(cal, 0)
+
+
+@pytest.mark.parametrize("cal", [None, "tiny.json"])
+def test_fit_warnings_takes_a_calibration(cal):
+    # AttributeError: 'str' object has no attribute 'fits'
+    with pytest.raises(TypeError, match="fit_warnings takes a Calibration"):
+        sl.profiling.fit_warnings(cal)
