@@ -292,3 +292,54 @@ def test_fit_warnings_takes_a_calibration(cal):
     # AttributeError: 'str' object has no attribute 'fits'
     with pytest.raises(TypeError, match="fit_warnings takes a Calibration"):
         sl.profiling.fit_warnings(cal)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return sl.load_model("tiny")
+
+
+def test_kv_quant_quality_takes_what_prefill_takes(tiny):
+    # a numpy array of prompts: "The truth value of an array ... is ambiguous"; a text prompt: "prompt 0 must
+    # hold integer token ids, got 'h'"; n_tokens=np.int64(3) refused as not an integer; schemes="int8" was the
+    # unknown schemes 'i', 'n', 't', '8'
+    import numpy as np
+    from splitlab.phases.kv_quality import kv_quant_quality
+    ids = tiny.encode("hello there")
+    rows = kv_quant_quality(tiny, np.array([ids]), np.int64(3), schemes=("int8",)).set_index("scheme")
+    assert list(rows.index) == ["full", "int8"] and rows.loc["full", "tokens"] == 3
+    assert kv_quant_quality(tiny, ["hello there"], 3, schemes=("int8",)).equals(rows.reset_index())
+    with pytest.raises(TypeError, match=r"schemes must be a list of names, e.g. \['int8'\]"):
+        kv_quant_quality(tiny, [ids], 3, schemes="int8")
+
+
+@pytest.mark.parametrize("kw, text", [(dict(max_n=1.5), "max_n must be an integer >= 1, got 1.5"),
+                                      (dict(max_n=0), "max_n must be an integer >= 1, got 0"),  # named min_n
+                                      (dict(ks="2"), "every k must be an integer >= 1"),
+                                      (dict(n_tokens=1), "n_tokens must be an integer >= 2")])
+def test_prompt_lookup_runs_arguments(tiny, kw, text):
+    # max_n=1.5: "'float' object cannot be interpreted as an integer"; max_n=0: "need 1 <= min_n <= max_n"
+    from splitlab.phases.prompt_lookup import prompt_lookup_runs
+    with pytest.raises(ValueError, match=text):
+        prompt_lookup_runs(tiny, [tiny.encode("hello there")], **{**dict(n_tokens=4), **kw})
+
+
+def test_prompt_lookup_runs_numpy_counts_and_text(tiny):
+    import numpy as np
+    from splitlab.phases.prompt_lookup import prompt_lookup_runs
+    rows = prompt_lookup_runs(tiny, "hello there hello there", ks=[np.int64(2)], n_tokens=np.int64(4))
+    assert list(rows["k"]) == [0, 2] and rows["same_tokens"].all()
+
+
+def test_chat_prefix_reuse_and_shared_prefix_arguments(tiny):
+    # a string of questions was one question per character (20 rows for "What is the capital?"); block_tokens=1.5
+    # ran as 1; shared_prefix_tokens([]) was an IndexError
+    from splitlab.serving.prefix_chat import chat_prefix_reuse, shared_prefix_tokens
+    with pytest.raises(TypeError, match="questions must be a list of user messages"):
+        chat_prefix_reuse(tiny, "What is the capital?")
+    with pytest.raises(TypeError, match="questions must be a list of user messages"):
+        chat_prefix_reuse(tiny, [1, 2])
+    with pytest.raises(ValueError, match="block_tokens must be an integer >= 1, got 1.5"):
+        chat_prefix_reuse(tiny, ["a", "b"], block_tokens=1.5)
+    with pytest.raises(ValueError, match="needs at least one prompt"):
+        shared_prefix_tokens([])
