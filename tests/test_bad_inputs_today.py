@@ -343,3 +343,16 @@ def test_chat_prefix_reuse_and_shared_prefix_arguments(tiny):
         chat_prefix_reuse(tiny, ["a", "b"], block_tokens=1.5)
     with pytest.raises(ValueError, match="needs at least one prompt"):
         shared_prefix_tokens([])
+
+
+def test_a_cost_model_of_sub_nanosecond_steps_is_refused(tmp_path):
+    # prefill and decode coefficients of 1e-300 s: choosing a rate stepped the goodput search up until its step
+    # factor overflowed (OverflowError: Numerical result out of range, a traceback from `simulate --cost`)
+    from splitlab.costmodel import CostModel
+    from splitlab.serving import CostModelExecutor
+    tiny_times = dict(prefill_base_s=1e-300, prefill_per_token_s=1e-300, decode_base_s=1e-300, decode_per_seq_s=0.0,
+                      decode_per_token_s=0.0)
+    with pytest.raises(ValueError, match="less than a nanosecond: a coefficient is out of scale"):
+        CostModelExecutor(CostModel(**tiny_times))
+    status, out, err = cli("simulate", "--cost", _cost_file(tmp_path, **tiny_times))
+    assert status == 1 and "less than a nanosecond" in err and "Traceback" not in err, err
