@@ -356,3 +356,16 @@ def test_a_cost_model_of_sub_nanosecond_steps_is_refused(tmp_path):
         CostModelExecutor(CostModel(**tiny_times))
     status, out, err = cli("simulate", "--cost", _cost_file(tmp_path, **tiny_times))
     assert status == 1 and "less than a nanosecond" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("kw, text", [(dict(load=float("nan")), "load must be a 1-minute load average"),
+                                      (dict(load=-1e308), "load must be a 1-minute load average"),
+                                      (dict(cap=0), "cap must be an integer >= 1"),
+                                      (dict(cap=1.5), "cap must be an integer >= 1")])
+def test_choose_threads_arguments(kw, text):
+    # load=nan: "cannot convert float NaN to integer"; load=-1e308: a note with a 300-digit count of idle CPUs;
+    # cap=0 or 1.5 chose 1 thread without a word
+    from splitlab.common.threads import choose_threads
+    with pytest.raises(ValueError, match=text):
+        choose_threads(10 ** 9, 10 ** 6, **kw)
+    assert choose_threads(10 ** 9, 10 ** 6, cap=64, load=0.0)[0] >= 1
