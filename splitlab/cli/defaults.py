@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 import warnings
 
-__all__ = ["fill", "probe", "chosen_lines", "OPTIONS_HELP"]
+__all__ = ["fill", "probe", "chosen_lines", "in_flags", "FLAGS", "OPTIONS_HELP"]
 
+#: the command line's flag for each value :func:`fill` may choose
+FLAGS = {"ttft_slo_s": "--ttft-slo", "tpot_slo_s": "--tpot-slo", "rate_per_s": "--rate"}
 OPTIONS_HELP = "default: from this device's costs (chapter 6: 5 mean prefills, 2.5 decode steps; a rate below capacity)"
 
 
@@ -37,12 +39,15 @@ def fill(args, configs: dict, cost=None, lm=None) -> None:
     args.chosen = None
     if args.ttft_slo is not None and args.tpot_slo is not None and not need_rate:
         return
-    from ..planning.defaults import choose_defaults
+    from ..planning.defaults import NoDefault, choose_defaults
     start = time.perf_counter()
     if lm is not None:
         cost = probe(lm)
-    chosen = choose_defaults(cost, args.workload, configs, ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo,
-                             rate=need_rate, seed=args.seed, scale=args.scale)
+    try:
+        chosen = choose_defaults(cost, args.workload, configs, ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo,
+                                 rate=need_rate, seed=args.seed, scale=args.scale)
+    except NoDefault as err:
+        raise in_flags(err) from None
     args.ttft_slo, args.tpot_slo = chosen.ttft_slo_s, chosen.tpot_slo_s
     if need_rate:
         args.rate = chosen.rate_per_s
@@ -57,6 +62,15 @@ def chosen_lines(chosen: dict | None) -> list[str]:
     None (the command line gave everything)."""
     if chosen is None:
         return []
-    flags = {"ttft_slo_s": "--ttft-slo", "tpot_slo_s": "--tpot-slo", "rate_per_s": "--rate"}
     return [f"chosen: {line}" for line in chosen["why"]] + [
-        f"chosen: set them with {', '.join(flags[name] for name in chosen['derived'])}"]
+        f"chosen: set them with {', '.join(FLAGS[name] for name in chosen['derived'])}"]
+
+
+def in_flags(err: Exception):
+    """A :class:`~.registry.CLIError` of ``err``'s message with the API's names of :data:`FLAGS` as flags (a
+    :class:`~splitlab.planning.defaults.NoDefault`: give --tpot-slo, not tpot_slo_s)."""
+    from .registry import CLIError
+    text = str(err)
+    for name, flag in FLAGS.items():
+        text = text.replace(name, flag)
+    return CLIError(text)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import sizing
 from ..common.presets import list_presets
+from ..phases.trained import offline_model
 from .args import human_bytes, kv_dtype, number, positive_int
 from .registry import arg, command
 
@@ -42,14 +43,15 @@ def _window_lines(g, tokens: int) -> list[str]:
 
 
 def _default_dtype(args) -> str:
-    """Set ``args.dtype`` when not given: the dtype ``demo`` and ``serve`` run a preset in (fp32: the ``tiny*``
-    presets everywhere, the others on a CPU), else fp16; return a note saying so ('' when given)."""
+    """Set ``args.dtype`` when not given: the dtype ``demo`` and ``serve`` run a preset or the trained model in
+    (fp32: the ``tiny*`` presets everywhere, the others on a CPU), else fp16; return a note saying so ('' when given)."""
     if args.dtype is not None:
         return ""
-    if args.model in list_presets():
+    if args.model in list_presets() or offline_model(args.model) is not None:
         args.dtype = "fp32"
         where = "everywhere" if args.model.startswith("tiny") else "on a CPU, bf16 on a GPU"
-        return f" (the preset's dtype: load_model gives it fp32 {where}; --dtype to change)"
+        whose = "the preset's dtype" if args.model in list_presets() else "the trained model's dtype"
+        return f" ({whose}: load_model gives it fp32 {where}; --dtype to change)"
     args.dtype = "fp16"
     return " (the default for a model that is not a preset; --dtype to change)"
 
@@ -64,10 +66,11 @@ def _default_dtype(args) -> str:
 def kv_size(args) -> tuple[dict, list[str]]:
     dtype_note = _default_dtype(args)
     element = sizing.dtype_bytes(args.dtype)
+    trained = offline_model(args.model)  # smollm2-135m-instruct: the shape of a preset, trained weights
     looks_like_path = args.model.endswith(".json") or os.sep in args.model or "/" in args.model
-    if looks_like_path and args.model not in sizing.PUBLISHED_MODELS and not Path(args.model).exists():
+    if looks_like_path and not trained and args.model not in sizing.PUBLISHED_MODELS and not Path(args.model).exists():
         raise ValueError(f"config file {args.model!r} does not exist")
-    config = sizing.resolve_config(args.model)
+    config = sizing.resolve_config(trained.shape_preset if trained else args.model)
     if not isinstance(config, dict):
         raise ValueError(f"{args.model!r} does not hold a config object (a JSON dict)")
     g = sizing.kv_geometry(config)

@@ -8,9 +8,9 @@ is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, `
 from __future__ import annotations
 
 from ..serving.workload import WORKLOADS
-from .args import positive_float, positive_int, seed_int, token_list
+from .args import positive_float, positive_int, progress, seed_int, slo_seconds, token_list
 from .costs import COST_OPTIONS, cost_model
-from .defaults import OPTIONS_HELP, chosen_lines
+from .defaults import OPTIONS_HELP, chosen_lines, in_flags
 from .registry import CLIError, arg, command
 from .report import clean
 
@@ -19,9 +19,9 @@ __all__ = ["plan"]
 
 @command("plan", "rank layouts (colocated, chunked, every xPyD split) by goodput per worker and cost",
          arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
-         arg("--ttft-slo", type=positive_float, default=None, metavar="S",
+         arg("--ttft-slo", type=slo_seconds, default=None, metavar="S",
              help=f"TTFT SLO in seconds ({OPTIONS_HELP})"),
-         arg("--tpot-slo", type=positive_float, default=None, metavar="S",
+         arg("--tpot-slo", type=slo_seconds, default=None, metavar="S",
              help=f"TPOT SLO in seconds ({OPTIONS_HELP})"),
          arg("--max-workers", type=int, default=4, metavar="N", help="at most this many workers, 2 to 16 (default 4)"),
          arg("--price-per-hour", type=positive_float, default=2.0, metavar="PRICE",
@@ -35,6 +35,7 @@ __all__ = ["plan"]
          arg("--model", default=None, help="with --cost: the model you mean to plan for (checked against the file)"),
          *COST_OPTIONS)
 def plan(args):
+    from ..planning.defaults import NoDefault
     from ..planning.planner import MAX_WORKERS, plan as run_plan
     if not 2 <= args.max_workers <= MAX_WORKERS:
         raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker) and <= "
@@ -42,9 +43,12 @@ def plan(args):
     if any(c <= args.max_batch for c in args.chunk_tokens):
         raise CLIError(f"every --chunk-tokens must exceed --max-batch ({args.max_batch}), got {args.chunk_tokens}")
     cost = cost_model(args, args.model)
-    p = run_plan(cost, args.workload, args.ttft_slo, args.tpot_slo, args.max_workers, args.price_per_hour,
-                 chunk_tokens=args.chunk_tokens, max_batch=args.max_batch, seed=args.seed, scale=args.scale,
-                 progress=not args.json)
+    try:
+        p = run_plan(cost, args.workload, args.ttft_slo, args.tpot_slo, args.max_workers, args.price_per_hour,
+                     chunk_tokens=args.chunk_tokens, max_batch=args.max_batch, seed=args.seed, scale=args.scale,
+                     progress=progress(args))
+    except NoDefault as err:  # an SLO left out that this cost model cannot choose: in the command line's words
+        raise in_flags(err) from None
     data = dict(workload=args.workload, **p.to_json())
     g = p.first_guess
     text = [f"splitlab plan: {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= {p.tpot_slo_s:g} s, at most "

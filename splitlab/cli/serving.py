@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
 from .args import (THREADS, check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
-                   progress, request_count, seed_int, timeout_seconds)
+                   progress, request_count, seed_int, slo_seconds, timeout_seconds)
 from .defaults import OPTIONS_HELP, chosen_lines, fill
 from .demo import check_loadable, quiet_hub
 from .registry import CLIError, arg, command, stage_printer
@@ -58,8 +58,8 @@ COMMON = (
     arg("--timeout", type=timeout_seconds, default=30.0, metavar="S",
         help="distributed: limit of every exchange with a worker (default 30 s; at most a week)"),
     arg("--torchrun", action="store_true", help="distributed: join the processes torchrun started"),
-    arg("--ttft-slo", type=positive_float, default=None, metavar="S", help=f"TTFT SLO in seconds ({OPTIONS_HELP})"),
-    arg("--tpot-slo", type=positive_float, default=None, metavar="S", help=f"TPOT SLO in seconds ({OPTIONS_HELP})"),
+    arg("--ttft-slo", type=slo_seconds, default=None, metavar="S", help=f"TTFT SLO in seconds ({OPTIONS_HELP})"),
+    arg("--tpot-slo", type=slo_seconds, default=None, metavar="S", help=f"TPOT SLO in seconds ({OPTIONS_HELP})"),
     arg("--seed", type=seed_int, default=0, help="seeds arrivals, lengths, prompts and random weights (default 0)"),
 )
 POOLS = (

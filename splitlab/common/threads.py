@@ -17,6 +17,7 @@ least 1, at most torch's own default).
 from __future__ import annotations
 
 import glob
+import math
 import numbers
 import os
 
@@ -71,7 +72,16 @@ def choose_threads(weight_bytes: int, cache_bytes: int, cap: int | None = None,
     Returns:
         1 when the weights fit in the cache; else ``round(CPUs - load)`` clamped to 1 .. ``cap``; and one
         sentence saying why.
+
+    Raises:
+        ValueError: ``cap`` not None or an integer >= 1, ``load`` not None or a finite number >= 0 (nan and inf
+            were "cannot convert float NaN to integer", -1e308 a sentence of 300 digits).
     """
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, numbers.Integral) or cap < 1):
+        raise ValueError(f"cap must be an integer >= 1 (at most this many threads) or None, got {cap!r}")
+    if load is not None and (isinstance(load, bool) or not isinstance(load, numbers.Real) or
+                             not 0 <= load < math.inf):
+        raise ValueError(f"load must be a 1-minute load average: a finite number >= 0, got {load!r}")
     cap = max(1, min(max_threads(), cap or physical_cores()))
     if weight_bytes <= cache_bytes:
         return 1, (f"its {_mib(weight_bytes)} of weights fit in the {_mib(cache_bytes)} last-level cache: each "

@@ -3,7 +3,7 @@
 else the idle CPUs). :func:`splitlab.load_model` calls :func:`settle_threads` once per model and records the
 outcome on the model (``lm.threads``, ``lm.threads_note``); nothing is set per call.
 
-A count is the user's when ``threads=`` is given, when ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` is set, or when
+A count is the user's when ``threads=`` is given, when ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` holds a count, or when
 torch runs a count that is neither its own default (the physical cores or the CPUs) nor the one splitlab set last
 (``torch.set_num_threads(3)`` before loading), or when it was set with :func:`pin_threads` (what the chapters'
 ``notebook.setup``, the worker processes and ``transfer --threads`` call). A ``torch.set_num_threads`` call that
@@ -43,12 +43,28 @@ def pin_threads(threads: int) -> int:
     return n
 
 
+def _counts(value: str) -> bool:
+    """Whether ``value`` of an environment variable of :data:`THREAD_ENV` is a thread count OpenMP takes: positive
+    integers, comma-separated for nested levels ("4" or "4,2"). libgomp ignores anything else ("abc", "0", "-1",
+    "1.5") with a warning, and torch runs its default."""
+    parts = [p.strip() for p in value.split(",")]
+    return bool(value.strip()) and all(p.isdigit() and int(p) > 0 for p in parts)
+
+
+def _ignored() -> str:
+    """"; OMP_NUM_THREADS=abc is not a thread count (OpenMP ignored it)" for each such variable set, else ""."""
+    bad = [f"{name}={os.environ[name].strip()}" for name in THREAD_ENV
+           if os.environ.get(name, "").strip() and not _counts(os.environ[name])]
+    return f"; {' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a thread count (OpenMP ignored it)" \
+        if bad else ""
+
+
 def _users(current: int) -> str | None:
     """Where the user set torch's current count, or None when it is torch's default or splitlab's own."""
     if current == _LAST["pinned"]:
         return f"set to {current} before loading"
     for name in THREAD_ENV:
-        if os.environ.get(name, "").strip():
+        if _counts(os.environ.get(name, "")):
             return f"{name}={os.environ[name].strip()} is set"
     defaults = {max_threads(), physical_cores()}
     if hasattr(os, "sched_getaffinity"):
@@ -86,6 +102,6 @@ def settle_threads(device: torch.device, weight_bytes: int, threads: int | None 
     n, why = choose_threads(weight_bytes, cache_bytes)
     torch.set_num_threads(n)
     _LAST["set"] = n
-    note = f"{_plural(n)}, chosen by splitlab: {why} (threads=N or --threads N to change)"
+    note = f"{_plural(n)}, chosen by splitlab: {why}{_ignored()} (threads=N or --threads N to change)"
     log.info(note)
     return n, note

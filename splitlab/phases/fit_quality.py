@@ -3,6 +3,8 @@ relative residual exceeds :data:`NOISY_RESIDUAL` (the machine was busy while :fu
 measured), and :func:`~.calibrate.calibrate` warns with :class:`NoisyCalibrationWarning`."""
 from __future__ import annotations
 
+import numbers
+
 from ..costmodel.calibration import Calibration
 
 __all__ = ["fit_warnings", "NoisyCalibrationWarning", "NOISY_RESIDUAL"]
@@ -19,7 +21,19 @@ class NoisyCalibrationWarning(UserWarning):
 def fit_warnings(cal: Calibration, threshold: float | None = None) -> list[str]:
     """One sentence per fit of ``cal`` whose largest |relative residual| exceeds ``threshold`` (default
     :data:`NOISY_RESIDUAL`; empty: every fit within it): the machine was probably busy while it measured, and what
-    to do about it."""
+    to do about it.
+
+    Raises:
+        TypeError: ``cal`` not a :class:`~splitlab.costmodel.Calibration`. ValueError: a ``threshold`` given that is
+            not a share >= 0 (-1 flagged every fit as missing by "more than -100%", nan none).
+    """
+    if not isinstance(cal, Calibration):
+        raise TypeError(f"fit_warnings takes a Calibration (from calibrate or splitlab.costmodel.load), got "
+                        f"{type(cal).__name__}")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or
+                                  not threshold >= 0):
+        raise ValueError(f"threshold must be a share >= 0 of a measurement (default {NOISY_RESIDUAL}), got "
+                         f"{threshold!r}")
     threshold = NOISY_RESIDUAL if threshold is None else threshold
     noisy = {name: f.max_abs_residual for name, f in cal.fits.items() if f.max_abs_residual > threshold}
     return [f"the {name} fit misses one of its own measurements by {worst:.0%} (more than {threshold:.0%}): the "

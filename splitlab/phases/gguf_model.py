@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from .tokenizer import ModelLoadError
-from .trained import OfflineModel, converted_dir, is_converted
+from .trained import CONVERTED_FILES, OfflineModel, converted_dir, is_converted
 
 __all__ = ["converted", "SOURCE_FILE"]
 
@@ -44,6 +44,8 @@ def converted(spec: OfflineModel, gguf: Path) -> Path:
                 return target
             for stale in target.parent.glob(f".{target.name}.tmp-*"):  # left by a killed conversion
                 shutil.rmtree(stale, ignore_errors=True)
+            if target.exists():  # a conversion damaged since (a file deleted): the rename below needs its place
+                _remove_damaged(target)
             tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
             try:
                 _convert(spec, gguf, tmp)
@@ -57,6 +59,16 @@ def converted(spec: OfflineModel, gguf: Path) -> Path:
         raise ModelLoadError(f"could not write the weights converted from {gguf.name} to {target.parent} "
                              f"({type(err).__name__}: {err}); set SPLITLAB_CACHE to a writable folder") from None
     return target
+
+
+def _remove_damaged(target: Path) -> None:
+    """Delete ``target``, a converted folder that lacks a file of :data:`~.trained.CONVERTED_FILES`, saying so."""
+    missing = [name for name in CONVERTED_FILES if not (target / name).is_file()]
+    print(f"splitlab: {target} lacks {', '.join(missing)}: converting again", file=sys.stderr, flush=True)
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    else:
+        target.unlink()
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ quantized. On random weights the distributions are nearly flat and the compariso
 """
 from __future__ import annotations
 
+import numbers
 from typing import Sequence
 
 import pandas as pd
@@ -25,6 +26,7 @@ import torch
 from ..kvcache.quant import SCHEMES, quantize
 from .agreement import greedy_from
 from .engine import decode_step, prefill
+from .inputs import as_token_batch
 from .models import LoadedModel, require_loaded
 
 __all__ = ["kv_quant_quality"]
@@ -35,7 +37,8 @@ def kv_quant_quality(lm: LoadedModel, prompts: Sequence[Sequence[int]], n_tokens
     """One row per scheme (and one for the full-precision cache itself) over ``prompts``, each run alone.
 
     Args:
-        prompts: token id lists (e.g. ``lm.encode_chat(question)``), at least one.
+        prompts: token id lists (e.g. ``lm.encode_chat(question)``), at least one (or what
+            :func:`~splitlab.phases.inputs.as_token_batch` takes: texts, arrays).
         n_tokens: tokens generated per prompt (>= 2: the first comes from the prefill).
         schemes: names from :data:`splitlab.kvcache.quant.SCHEMES`.
 
@@ -46,21 +49,22 @@ def kv_quant_quality(lm: LoadedModel, prompts: Sequence[Sequence[int]], n_tokens
         (nats, per step); ``logit_err_max`` (largest absolute logit difference).
 
     Raises:
-        TypeError: ``lm`` is not a LoadedModel. ValueError: no prompts, ``n_tokens`` < 2, an unknown scheme, and
-            every error of :func:`splitlab.prefill`.
+        TypeError: ``lm`` is not a LoadedModel, ``schemes`` a string. ValueError: no prompts, ``n_tokens`` < 2, an
+            unknown scheme, and every error of :func:`splitlab.prefill`.
     """
     require_loaded(lm, "kv_quant_quality()")
-    if not prompts:
-        raise ValueError("kv_quant_quality needs at least one prompt")
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 2:
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, numbers.Integral) or n_tokens < 2:
         raise ValueError(f"n_tokens must be an integer >= 2 (the first token comes from the prefill), got {n_tokens!r}")
+    prompts = as_token_batch(lm, prompts, int(n_tokens))  # text, ids, arrays; checked against the context
+    if isinstance(schemes, str):  # "int8" was the schemes 'i', 'n', 't', '8'
+        raise TypeError(f"schemes must be a list of names, e.g. [{schemes!r}], got the string {schemes!r}")
     unknown = [s for s in schemes if s not in SCHEMES]
     if unknown:
         raise ValueError(f"unknown schemes {unknown}; choose from {sorted(SCHEMES)}")
     rows = {s: dict(scheme=s, kv_bytes=0, tokens=0, tokens_differ=0, prompts_differ=0, agree=0, steps=0, kl=[],
                     logit_err_max=0.0) for s in ["full", *schemes]}
     for prompt in prompts:
-        pre = prefill(lm, [list(prompt)], max_new_tokens=n_tokens)
+        pre = prefill(lm, [prompt], max_new_tokens=n_tokens)
         reference, ref_logits, cache = [int(pre.logits[0].argmax())], [], pre.cache
         for _ in range(n_tokens - 1):  # the full-precision run, its logits kept for the teacher-forced comparison
             out = decode_step(lm, cache, [reference[-1]])

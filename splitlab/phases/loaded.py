@@ -119,14 +119,15 @@ class LoadedModel:
             system: a system prompt before a user's message (None: the template's default, if it has one).
 
         Raises:
-            ValueError: the tokenizer has no chat template (random-weight presets, base models).
+            ValueError: the tokenizer has no chat template (random-weight presets, base models); an empty list, a
+                message that is not a dict with a str ``role`` (system, user, assistant or tool) and a str
+                ``content``, or ``system`` beside a list (put it first in the list).
+            TypeError: ``message`` neither a str nor a list, ``system`` neither a str nor None.
         """
         if getattr(self.tokenizer, "chat_template", None) is None:
             raise ValueError(f"{self.name!r} has no chat template: give a plain prompt (encode) or load an "
                              f"instruct model such as 'smollm2-135m-instruct'")
-        messages = message if isinstance(message, list) else \
-            [{"role": "system", "content": system}] * (system is not None) + [{"role": "user", "content": message}]
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        ids = self.tokenizer.apply_chat_template(_chat_messages(message, system), add_generation_prompt=True)
         return list(ids["input_ids"] if hasattr(ids, "keys") else ids)  # transformers 5 returns a BatchEncoding
 
     def decode(self, ids) -> str:
@@ -149,6 +150,33 @@ class LoadedModel:
 
     def __str__(self) -> str:  # the repr on lines of <= 40 characters (a phone's column), broken between items
         return textwrap.fill(repr(self).replace(" ", "\0").replace(",\0", ", "), 40, subsequent_indent="  ").replace("\0", " ")
+
+
+#: the roles a chat message may have (those of the chat templates of transformers' models)
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _chat_messages(message, system) -> list[dict]:
+    """The messages of :meth:`LoadedModel.encode_chat`'s arguments, checked: the templates turned a dict without
+    'content' into jinja's UndefinedError, bytes into the text "b'...'", and ignored ``system`` beside a list."""
+    if system is not None and not isinstance(system, str):
+        raise TypeError(f"system must be a str (a system prompt) or None, got {type(system).__name__}")
+    if isinstance(message, str):
+        return [{"role": "system", "content": system}] * (system is not None) + [{"role": "user", "content": message}]
+    if not isinstance(message, list):
+        raise TypeError(f"message must be a str (the user's message) or a list of {{'role': ..., 'content': ...}} "
+                        f"dicts, got {type(message).__name__}")
+    if system is not None:
+        raise ValueError("system goes with a single message; with a list, make its first message "
+                         "{'role': 'system', 'content': ...}")
+    if not message:
+        raise ValueError("message is an empty list: give the user's message, or at least one {'role': ..., "
+                         "'content': ...} dict")
+    for i, m in enumerate(message):
+        if not (isinstance(m, dict) and m.get("role") in CHAT_ROLES and isinstance(m.get("content"), str)):
+            raise ValueError(f"message[{i}] must be a dict with a 'role' of {', '.join(CHAT_ROLES)} and a str "
+                             f"'content', got {repr(m)[:80]}")
+    return message
 
 
 def require_loaded(lm: Any, where: str) -> "LoadedModel":

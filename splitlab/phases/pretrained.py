@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 import transformers
+from safetensors import SafetensorError
 
 from ..common.presets import list_presets
 from .attention import attention_for
@@ -83,8 +84,10 @@ def load_pretrained(name: str, device: torch.device, dtype: torch.dtype, attn_im
     except OSError as err:
         raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}). Without network access or a "
                              f"local copy, {fallback}") from None
-    except (ValueError, ImportError) as err:
-        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
+    except (ValueError, ImportError, SafetensorError) as err:  # SafetensorError: a truncated weights file
+        again = (f"; the weights converted from {dequantized_from} before are damaged: delete {source} and load "
+                 f"again to convert them anew") if dequantized_from and isinstance(err, SafetensorError) else ""
+        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}){again}") from None
     finally:
         if bar:
             transformers.utils.logging.enable_progress_bar()

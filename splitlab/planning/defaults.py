@@ -19,6 +19,8 @@ Neither SLO is derived from any layout's predicted latency, only from single ste
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -27,16 +29,28 @@ import numpy as np
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 
-__all__ = ["choose_defaults", "Chosen", "TTFT_PREFILLS", "TPOT_STEPS", "RATE_SHARE"]
+__all__ = ["choose_defaults", "Chosen", "NoDefault", "TTFT_PREFILLS", "TPOT_STEPS", "RATE_SHARE"]
 
 TTFT_PREFILLS = 5     # the TTFT SLO in mean prefills (chapter 6)
 TPOT_STEPS = 2.5      # the TPOT SLO in lone decode steps (chapter 6)
 RATE_SHARE = 0.7      # the rate: this share of the lowest simulated goodput of the layouts served
 
 
+class NoDefault(ValueError):
+    """An SLO left out that cannot be chosen from the cost model (its phase takes 0 s): the caller must give it."""
+
+
 def _sig(x: float) -> float:
     """``x`` to 3 significant digits (an SLO printed and used as the same number)."""
     return float(f"{x:.3g}")
+
+
+def _kinds(configs) -> str:
+    """'a list' or 'a dict of str' (what a wrong ``configs`` is, without its whole repr)."""
+    kind = f"a {type(configs).__name__}"
+    if isinstance(configs, Mapping):
+        kind += " of " + ", ".join(sorted({type(c).__name__ for c in configs.values()}))
+    return kind
 
 
 @dataclass
@@ -76,17 +90,34 @@ def choose_defaults(cost: CostModel | None, workload, configs: Mapping[str, Serv
         a :class:`Chosen`.
 
     Raises:
-        ValueError: ``rate`` without ``configs``; and those of :func:`~splitlab.serving.goodput` (SLOs given that
-        are not times > 0).
+        ValueError: ``rate`` without ``configs``, SLOs given that are not finite times > 0, ``max_requests`` not an
+            integer >= 2; and those of :func:`~splitlab.serving.goodput`. NoDefault (a ValueError): an SLO left
+            None whose phase takes 0 s on the cost model.
+        TypeError: ``rate`` not a bool, ``configs`` not a mapping of names to ServingConfig.
     """
+    if not isinstance(rate, bool):
+        raise TypeError(f"rate must be True (choose a rate too) or False, got {rate!r}")
     if rate and not configs:
         raise ValueError("choosing a rate needs the layouts it is for (configs)")
+    if configs is not None and not (isinstance(configs, Mapping) and
+                                    all(isinstance(c, ServingConfig) for c in configs.values())):
+        raise TypeError(f"configs must map names to ServingConfig layouts, got {_kinds(configs)}")
+    for name, slo in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
+        if slo is not None and not (isinstance(slo, numbers.Real) and not isinstance(slo, bool) and 0 < slo < math.inf):
+            raise ValueError(f"{name} must be a finite time > 0 s (or None: chosen), got {slo!r}")
+    if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
+        raise ValueError(f"max_requests must be an integer >= 2 (the requests the SLOs are averaged over, and a "
+                         f"goodput run's most), got {max_requests!r}")
     ex = CostModelExecutor(cost)
     requests = workload_requests(workload, max_requests, 1.0, ex, seed, scale)
     prompts = np.array([r.prompt_len for r in requests])
     outputs = np.array([r.max_new_tokens for r in requests])
     t_p = float(np.mean([ex.cost.prefill_s(int(n)) for n in prompts]))
     t_d = float(ex.cost.decode_s(1, float(prompts.mean())))
+    for name, given, t, what in (("ttft_slo_s", ttft_slo_s, t_p, "prefill"), ("tpot_slo_s", tpot_slo_s, t_d, "decode")):
+        if given is None and not t > 0:  # 5 x 0 s was an SLO of 0 s, refused as if the caller had given it
+            raise NoDefault(f"{name} cannot be chosen from this cost model ({ex.cost.source}): it predicts a {what} "
+                             f"of 0 s, free at any rate; give {name}")
     derived, why = [], []
     if ttft_slo_s is None:
         ttft_slo_s = _sig(TTFT_PREFILLS * t_p)
@@ -101,7 +132,8 @@ def choose_defaults(cost: CostModel | None, workload, configs: Mapping[str, Serv
     chosen = None
     if rate:
         found = {name: goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
-                               max_requests=max_requests, prefixes=True) for name, cfg in configs.items()}
+                               min_requests=min(100, max_requests), max_requests=max_requests, prefixes=True)
+                 for name, cfg in configs.items()}
         total = {name: g.goodput_rps for name, g in found.items()}
         if max(total.values()) <= 0:  # no layout meets them: one request at a time per worker, half the time
             workers = max(cfg.n_workers for cfg in configs.values())
@@ -111,7 +143,8 @@ def choose_defaults(cost: CostModel | None, workload, configs: Mapping[str, Serv
         else:
             chosen = _sig(RATE_SHARE * min(g for g in total.values() if g > 0))
             how = (f"{RATE_SHARE:.0%} of the simulated goodput within these SLOs (" +
-                   ", ".join(f"{name} {g:.3g}/s" for name, g in total.items()) +
+                   ", ".join(f"{name} {g:.3g}/s" + (", a lower bound: no rate breaks them" if
+                             found[name].outcome == "unbounded" else "") for name, g in total.items()) +
                    (")" if len(total) == 1 else "; the lowest): every layout should meet them"))
         derived.append("rate_per_s")
         why.append(f"rate {chosen:g} requests/s: {how}")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..common.progress import show_progress
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from .closed_form import first_guess, split_capacity
@@ -201,16 +202,22 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout.
         target, tolerance: of each goodput search. seed: of the request set. max_requests: per run.
-        progress: a tqdm bar on stderr (default: when more than 4 candidates).
+        progress: a tqdm bar on stderr: True, False, or None (the default: when stderr is a terminal and there are
+            more than 4 candidates).
 
     Returns:
         a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``. A layout that meets
         the SLOs at no rate ranks last with goodput 0 and its reason (``Candidate.reason``); none is an error.
 
     Raises:
-        ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, or a bad option.
+        ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, max_requests
+            not an integer >= 2, or a bad option.
+        TypeError: ``progress`` not True, False or None.
     """
     chunk_tokens = tuple(chunk_tokens or ())
+    show_progress(progress)  # a bad progress is refused before any search
+    if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
+        raise ValueError(f"max_requests must be an integer >= 2 (requests of a goodput run), got {max_requests!r}")
     chosen = None
     if ttft_slo_s is None or tpot_slo_s is None:
         slos = choose_defaults(cost, workload, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, seed=seed, scale=scale)
@@ -228,7 +235,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     layouts += [("disaggregated", "prefill-first", n, x, n - x, None)
                 for n in range(2, max_workers + 1) for x in range(1, n)]
     from tqdm import tqdm
-    show = progress if progress is not None else len(layouts) > 4
+    show = show_progress(progress) and (progress is not None or len(layouts) > 4)
     candidates = []
     for layout, policy, n, x, y, chunk in tqdm(layouts, desc="planner: goodput of each layout", disable=not show,
                                                leave=False):
@@ -239,7 +246,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
             cfg = ServingConfig.disaggregated(x, y, **common)
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
         res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
-                      tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(first, 1e-3),
+                      tolerance=tolerance, min_requests=min(100, max_requests), max_requests=max_requests,
+                      start_rate_per_worker=max(first, 1e-3),
                       prefixes=True, step=1.25)
         g = res.goodput_rps_per_worker
         price = price_per_hour / 3600 / (g * outputs.mean()) * 1e6 if g > 0 else math.inf

@@ -4,6 +4,7 @@ curve; and :func:`workload_requests`, a workload sized to a back end's model or 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Sequence
 
 from . import metrics as M
@@ -61,6 +62,9 @@ class Runs:
         self.ex, self.cfg = backend_for(model, backend), config.with_(trace=False)
         self.workers, self.slos, self.target, self.points = self.cfg.n_workers, (ttft_slo_s, tpot_slo_s), target, []
         self.duration = 20 * (ttft_slo_s + tpot_slo_s) if duration_s is None else duration_s
+        if duration_s is None and not math.isfinite(self.duration):  # 1e308 + 1e308 is inf
+            raise ValueError(f"ttft_slo_s + tpot_slo_s must be at most {sys.float_info.max / 20:.3g} s (each run "
+                             f"lasts 20 x their sum), got {ttft_slo_s!r} and {tpot_slo_s!r}")
         if not (0 < self.duration < math.inf and 2 <= min_requests <= max_requests):
             raise ValueError(f"duration_s must be a finite time > 0 (default 20 x (TTFT SLO + TPOT SLO)) and 2 <= "
                              f"min_requests <= max_requests, got {duration_s!r}, {min_requests!r}, {max_requests!r}")
@@ -98,8 +102,8 @@ class Runs:
 
     def n(self, rate_per_worker: float) -> int:
         """Requests of the run at ``rate_per_worker``: rate x duration, within the limits."""
-        return len(self.base) if self.fixed else min(self.limits[1], max(
-            self.limits[0], math.ceil(rate_per_worker * self.workers * self.duration)))
+        wanted = min(rate_per_worker * self.workers * self.duration, self.limits[1])  # inf at a rate of 1e308
+        return len(self.base) if self.fixed else min(self.limits[1], max(self.limits[0], math.ceil(wanted)))
 
     def __call__(self, rate_per_worker: float) -> dict:
         workers, (ttft, tpot) = self.workers, self.slos

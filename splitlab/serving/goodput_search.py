@@ -119,12 +119,13 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         a :class:`GoodputResult` (``outcome``, ``reason``: why the goodput is what it is).
 
     Raises:
-        ValueError: SLOs that are not finite times > 0 (True is no time), target outside (0, 1], tolerance outside
-            (0, 1), a start rate that is not > 0, step not > 1, max_runs not an integer >= 1, fewer than 2
-            requests; or ``max_runs`` runs made before the search ended.
+        ValueError: SLOs that are not finite times > 0 (True is no time) or whose sum x 20 overflows, target
+            outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not > 1, max_runs not an
+            integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
     """
-    if not 0 < target <= 1 or not 0 < tolerance < 1:
-        raise ValueError(f"target must be in (0, 1] and tolerance in (0, 1), got {target} and {tolerance}")
+    if not all(isinstance(x, numbers.Real) for x in (target, tolerance)) or not 0 < target <= 1 or not \
+            0 < tolerance < 1:
+        raise ValueError(f"target must be in (0, 1] and tolerance in (0, 1), got {target!r} and {tolerance!r}")
     if isinstance(max_runs, bool) or not isinstance(max_runs, numbers.Integral) or max_runs < 1:
         raise ValueError(f"max_runs must be an integer >= 1 (runs the search may make), got {max_runs!r}")
     if not (start_rate_per_worker > 0 and math.isfinite(start_rate_per_worker)) or not step > 1:

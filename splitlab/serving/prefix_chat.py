@@ -8,6 +8,7 @@ and its logits differ from the cold one's only by rounding.
 """
 from __future__ import annotations
 
+import numbers
 from typing import Sequence
 
 import pandas as pd
@@ -19,7 +20,12 @@ __all__ = ["chat_prefix_reuse", "shared_prefix_tokens"]
 
 
 def shared_prefix_tokens(prompts: Sequence[Sequence[int]]) -> int:
-    """Length of the token prefix that every prompt starts with."""
+    """Length of the token prefix that every prompt starts with.
+
+    Raises:
+        ValueError: no prompts."""
+    if len(prompts) == 0:
+        raise ValueError("shared_prefix_tokens needs at least one prompt")
     first, n = list(prompts[0]), len(prompts[0])
     for p in prompts[1:]:
         n = next((i for i, (a, b) in enumerate(zip(first[:n], p)) if a != b), min(n, len(p)))
@@ -43,14 +49,18 @@ def chat_prefix_reuse(lm: LoadedModel, questions: Sequence[str], system: str | N
         absolute logit difference).
 
     Raises:
-        TypeError: ``lm`` is not a LoadedModel. ValueError: fewer than two questions, repeats < 1, a model
-            without a chat template, and every error of :func:`prefill_cached`.
+        TypeError: ``lm`` is not a LoadedModel, ``questions`` a string or holding a non-string. ValueError: fewer
+            than two questions, repeats or block_tokens not an integer >= 1, a model without a chat template, and
+            every error of :func:`prefill_cached` and :meth:`~splitlab.phases.loaded.LoadedModel.encode_chat`.
     """
     require_loaded(lm, "chat_prefix_reuse()")
+    if isinstance(questions, str) or not all(isinstance(q, str) for q in questions):  # a string: each character
+        raise TypeError(f"questions must be a list of user messages (str, at least two), got {questions!r:.60}")
     if len(questions) < 2:
         raise ValueError("chat_prefix_reuse needs at least two questions: the first fills the cache")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    for name, value in (("repeats", repeats), ("block_tokens", block_tokens)):  # block_tokens=1.5 ran as 1
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     prompts = [lm.encode_chat(q, system) for q in questions]
     shared = shared_prefix_tokens(prompts)
     cache, rows = PrefixCache(block_tokens), []

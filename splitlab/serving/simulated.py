@@ -16,14 +16,16 @@ __all__ = ["CostModelExecutor", "check_cost"]
 
 #: the longest step a simulator runs on (s): a cost model predicting more is out of scale, not a slow device
 DAY_S = 86_400.0
+#: the shortest prefill or decode step that takes time at all (s): less is out of scale, not a fast device
+NANOSECOND = 1e-9
 
 
 def check_cost(cost) -> CostModel:
     """``cost`` if a simulator can run on it, else an error naming the field: every coefficient a finite number
     >= 0, a positive link bandwidth (inf: a free link), a prefill or a decode step that takes time (both free
     would make every latency 0 and every throughput infinite; one free phase is an idealisation tests use), no step
-    of 2,048 tokens longer than a day (:data:`DAY_S`: a coefficient out of scale), a positive KV size per token and a positive
-    whole context.
+    of 2,048 tokens longer than a day (:data:`DAY_S`: a coefficient out of scale), a prefill or decode step that
+    takes time taking at least :data:`NANOSECOND`, a positive KV size per token and a positive whole context.
 
     Raises:
         TypeError: not a CostModel, or a field that is not a number. ValueError: a field out of range.
@@ -55,6 +57,9 @@ def check_cost(cost) -> CostModel:
         if not seconds <= DAY_S:  # decode_base_s = 1e300 printed TTFTs of 300 digits
             raise ValueError(f"this CostModel predicts a {what} of {seconds:.3g} s, longer than a day: a coefficient "
                              f"is out of scale (they are seconds: {cost.source})")
+        if 0 < seconds < NANOSECOND and not what.startswith("KV"):  # 1e-300 s overflowed the goodput search's steps
+            raise ValueError(f"this CostModel predicts a {what} of {seconds:.3g} s, less than a nanosecond: a "
+                             f"coefficient is out of scale (they are seconds: {cost.source}; 0 makes a phase free)")
     if cost.prefill_s(1) <= 0 and cost.decode_s(1, 1) <= 0:
         raise ValueError("this CostModel predicts a prefill and a decode step of 0 s (every latency 0, every "
                          "throughput infinite): give prefill_base_s or prefill_per_token_s, or decode_base_s, "
