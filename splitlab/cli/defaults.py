@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 import warnings
 
+from .args import progress
+
 __all__ = ["fill", "probe", "chosen_lines", "in_flags", "FLAGS", "OPTIONS_HELP"]
 
 #: the command line's flag for each value :func:`fill` may choose
@@ -17,7 +19,7 @@ FLAGS = {"ttft_slo_s": "--ttft-slo", "tpot_slo_s": "--tpot-slo", "rate_per_s": "
 OPTIONS_HELP = "default: from this device's costs (chapter 6: 5 mean prefills, 2.5 decode steps; a rate below capacity)"
 
 
-def probe(lm):
+def probe(lm, progress: bool = False):
     """A small calibration of ``lm`` on its device (4 prompt lengths up to half its context, at most 1024 tokens;
     decode batches 1, 4 and 16 at 2 contexts; 2 repeats; no chunks), its cost model returned. A noisy fit is not
     said here: the run that follows shows its own times."""
@@ -27,7 +29,7 @@ def probe(lm):
         warnings.simplefilter("ignore", NoisyCalibrationWarning)
         cal = calibrate(lm, prompt_tokens=[max(2, top >> k) for k in (6, 4, 2, 0)], prefill_batch=1,
                         decode_batches=(1, 4, 16), contexts=[max(2, top // 16), max(3, top // 4)],
-                        transfer_tokens=[16, top], repeats=2, chunk_tokens=())
+                        transfer_tokens=[16, top], repeats=2, chunk_tokens=(), progress=progress)
     return cal.cost
 
 
@@ -42,7 +44,12 @@ def fill(args, configs: dict, cost=None, lm=None) -> None:
     from ..planning.defaults import NoDefault, choose_defaults
     start = time.perf_counter()
     if lm is not None:
-        cost = probe(lm)
+        if not args.json:  # seconds on the tiny model, a minute or more on a larger one: say so before
+            from .registry import stage_printer
+            stage_printer(getattr(args, "command", "splitlab"))(
+                f"choosing the SLOs and rate you left out: measuring a few prefills and decode steps of {lm.name} "
+                f"on this device (give {', '.join(f for k, f in FLAGS.items() if _missing(args, k))} to skip this)")
+        cost = probe(lm, progress=progress(args))
     try:
         chosen = choose_defaults(cost, args.workload, configs, ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo,
                                  rate=need_rate, seed=args.seed, scale=args.scale)
@@ -55,6 +62,11 @@ def fill(args, configs: dict, cost=None, lm=None) -> None:
         f"a quick measurement of {lm.name} on this device" if lm is not None else cost.source)
     chosen.why.append(f"from {source}, in {time.perf_counter() - start:.1f} s")
     args.chosen = chosen.to_json()
+
+
+def _missing(args, key: str) -> bool:
+    """Whether the command line left out the value :data:`FLAGS` names by ``key``."""
+    return getattr(args, {"ttft_slo_s": "ttft_slo", "tpot_slo_s": "tpot_slo", "rate_per_s": "rate"}[key], 0) is None
 
 
 def chosen_lines(chosen: dict | None) -> list[str]:
