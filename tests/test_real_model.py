@@ -221,7 +221,8 @@ def test_chapter_notes_follow_their_tables(real, answer):
                                                   achieved_bytes_per_s=[7e9, 2e10], share_of_bandwidth=[share, 0.5]))
     note = roofline_notes.trained_note(rows(0.3, [0.07, 0.09]), rows(0.28, [0.02, 0.03]), "real", "big")
     assert "30% of the copy bandwidth, against 28% for big's" in note and "about the same share" in note
-    assert "Batch 4 takes 1.29x batch 1's step for 4x the tokens: memory-bound" in note
+    assert "Batch 4 takes 1.29x batch 1's step for 4x the tokens: the weights read once serve" in note
+    assert "(memory-bound by the roofline)" in note
     note = roofline_notes.trained_note(rows(0.6, [0.07, 0.25]), rows(0.28, [0.02, 0.03]), "real", "big")
     assert "another share" in note and "grew nearly with the batch" in note
 

@@ -63,9 +63,10 @@ def _child(index: int, worker: Callable, host: str, port: int, world_size: int, 
            join_timeout_s: float, prefix: str, threads: int, fault, args: tuple) -> None:
     """Entry point of a spawned worker (rank ``index + 1``): join, run ``worker(group, *args)``, leave.
     A failure prints one line naming the rank and exits with status 1 (no hang, no traceback wall). SIGINT is
-    ignored (it was already, since the process started: :func:`_start`): the parent stops its children."""
+    ignored (blocked since the process started: :func:`_start`): the parent stops its children."""
     rank = index + 1
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # then lift the block inherited from _start: a held Ctrl-C is
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # dropped (the parent got it too)
     pin_threads(threads)  # the parent's threads= for this process: load_model keeps it
     obey(fault, "join", f"rank{rank}")  # a fault hook may keep this worker from ever joining
     group = None
@@ -105,19 +106,31 @@ def _check_spawnable() -> None:
 
 
 def _start(n_workers: int, args: tuple):
-    """``torch.multiprocessing.start_processes`` with SIGINT ignored while the children are created: they inherit
-    that, so a Ctrl-C while they import torch stops nobody half-way with a traceback (the parent, whose handler is
-    back at once, stops them). Daemonic: a parent that exits without closing its group (an interrupt at any point)
-    terminates its children instead of waiting for them, which ignore SIGINT and would wait for work forever."""
-    here = threading.current_thread() is threading.main_thread()
-    old = signal.getsignal(signal.SIGINT) if here else None
-    if old is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """``torch.multiprocessing.start_processes`` with SIGINT ignored and blocked while the children are created:
+    they inherit the ignoring and keep it (:func:`_child`), so a Ctrl-C while they import torch stops
+    nobody half-way with a traceback. A Ctrl-C that came meanwhile was held, not lost: it reaches the parent as
+    soon as the block is lifted, and the parent stops the children and passes it on (it had been ignored, and on a
+    busy machine creating the children took seconds). Daemonic: a parent that exits without closing its group (an
+    interrupt at any point) terminates its children instead of waiting for them, which would wait for work."""
+    start = lambda: mp.start_processes(_child, args=args, nprocs=n_workers, join=False, daemon=True,  # noqa: E731
+                                       start_method="spawn")
+    if threading.current_thread() is not threading.main_thread():
+        return start()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # Linux keeps a blocked signal pending, ignored or not
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what the children inherit (a mask may not reach them)
     try:
-        return mp.start_processes(_child, args=args, nprocs=n_workers, join=False, daemon=True, start_method="spawn")
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
+        ctx = start()
+    except BaseException:
+        signal.signal(signal.SIGINT, old)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        raise
+    try:
+        signal.signal(signal.SIGINT, old)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a held Ctrl-C is raised here
+        return ctx
+    except BaseException:
+        _stop(ctx)
+        raise
 
 
 def _stop(ctx) -> None:

@@ -190,15 +190,20 @@ def takeaway_note(quality: pd.DataFrame, spread: pd.DataFrame, labels: Sequence[
     """Markdown: the chapter's rule of thumb for what only trained weights decide, with this page's numbers."""
     q = {r.scheme: r for r in quality.itertuples() if r.scheme != "full"}
     changed = sum(r.tokens_differ for r in q.values())
+    n = min(int(r.tokens) for r in q.values())
     quant = (f"an 8-bit cache ({' or '.join(q)}) holds {max(r.bytes_ratio for r in q.values()):.2f} of the "
-             f"{full_name} cache's bytes and changed {int(changed)} of the {int(sum(r.tokens for r in q.values()))} "
-             f"greedy tokens decoded from them (mean KL " + ", ".join(f"{r.kl_mean:.2g}" for r in q.values())
-             + " nats): " + ("on a model of this size it costs the text little" if changed == 0 else
-                             "check the text before trusting it"))
+             f"{full_name} cache's bytes and changed " + " and ".join(
+                 f"{int(r.tokens_differ)} of {int(r.tokens)} ({name})" for name, r in q.items())
+             + " greedy tokens (mean KL " + ", ".join(f"{r.kl_mean:.2g}" for r in q.values()) + " nats): "
+             + (f"{n} tokens cannot show a rate of change below about {3 / n:.0%} (the rule of three), so the KL "
+                f"is the finer measure; long contexts and many prompts are what a quality claim needs"
+                if changed == 0 else "check the text before trusting it"))
     lookup = "; ".join(f"{labels[int(r.prompt)]}, {r.acceptance:.0%} accepted: {r.speedup:.2f}x, "
                        f"{VERDICTS[r.verdict]}" for r in spread[spread.k > 0].itertuples())
     later = reuse.iloc[1:]
     saved = 1 - later.warm_s.median() / later.cold_s.median()
+    prompt = later.prompt_tokens.median()
     return (f"On the trained model, {quant}. A draft pays only where it is accepted: {lookup}. A shared system "
-            f"prompt that is {later.cached_tokens.min() / later.prompt_tokens.median():.0%} of each prompt, cached, "
-            f"saved {saved:.0%} of the later prefills.")
+            f"prompt ({reuse.shared_tokens.iloc[0] / prompt:.0%} of each prompt, "
+            f"{later.cached_tokens.min() / prompt:.0%} reused in whole blocks) saved {saved:.0%} of the later "
+            f"prefills.")

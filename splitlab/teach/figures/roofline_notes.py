@@ -166,7 +166,8 @@ def trained_note(trained: pd.DataFrame, dc: pd.DataFrame, name: str, big: str, b
         text += (": another share. Besides the bytes, the number of layers and the shapes of the matrices set how "
                  "fast a step streams them (the decode note above). ")
     if grow < batch / 2:
-        return text + (f"Batch {batch} takes {grow:.2f}x batch 1's step for {batch}x the tokens: memory-bound, the "
-                       f"weights read once serve every sequence of the batch.")
+        return text + (f"Batch {batch} takes {grow:.2f}x batch 1's step for {batch}x the tokens: the weights read "
+                       f"once serve every sequence of the batch, as a step below the ridge (memory-bound by the "
+                       f"roofline) should.")
     return text + (f"Batch {batch} takes {grow:.2f}x batch 1's step for {batch}x the tokens: the step grew nearly "
                    f"with the batch here, so the work per sequence, not the weights read once, set its time.")
