@@ -100,6 +100,9 @@ def test_a_script_read_from_stdin_is_refused_before_a_process_starts():
     assert "FileNotFoundError" not in done.stderr
 
 
+@pytest.mark.xfail(strict=False, reason="known, issue 18 open: in fresh clones whose test suites ran side by side "
+                   "(load 4-8) the SIGINT was lost and the run finished with exit 0, at 0 s and at 1 s; it passes run "
+                   "alone and beside one CPU hog. Cause not found yet")
 @pytest.mark.parametrize("after_s", [0.0, 1.0])
 def test_a_ctrl_c_stops_a_distributed_run_at_once_without_tracebacks(tmp_path, after_s):
     """SIGINT to the whole process group (a Ctrl-C in a terminal) while the workers are created (0 s: on a busy
