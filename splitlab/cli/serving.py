@@ -45,7 +45,8 @@ COMMON = (
     arg("--kv-budget-bytes", type=positive_int, default=None,
         help="KV budget per worker (default: device memory minus weights; unlimited for a cost model)"),
     arg("--first-token-on", choices=("prefill", "decode"), default=None,
-        help="disaggregated: which side emits the first token (default decode: after the KV transfer; "
+        help="disaggregated: which side emits the first token (default decode: after the KV transfer, when the "
+             "decode worker admits the request; "
              "prefill: DistServe's convention)"),
     arg("--transfer-mode", choices=TRANSFER_MODES, default=None,
         help="disaggregated: how the cache moves (default whole)"),

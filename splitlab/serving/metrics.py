@@ -3,9 +3,9 @@
 - TTFT (time to first token): arrival -> first output token available to the client. It includes queueing,
   prefill, and, in a split, the KV transfer: by default the decode side emits the first token once the cache has
   arrived and the decode worker has admitted the request into its batch (``ServingConfig.first_token_on="decode"``),
-  as vLLM's disaggregated proxy streams every token from the decode instance. ``first_token_on="prefill"`` is DistServe's convention: its simulator
-  (``simdistserve/base/organize_data.py``) ends TTFT when the prefill ends and counts the transfer and the wait
-  for a decode slot in the decode latency that it divides into TPOT.
+  as vLLM's disaggregated proxy streams every token from the decode instance. ``first_token_on="prefill"`` is
+  DistServe's convention: its simulator (``simdistserve/base/organize_data.py``) ends TTFT when the prefill ends
+  and counts the transfer and the wait for a decode slot in the decode latency that it divides into TPOT.
 - ITL (inter-token latency): every gap between consecutive output tokens of one request; a request with n
   tokens has n - 1 gaps. TTFT is not one of them.
 - TPOT (time per output token): ``(E2E - TTFT) / (tokens - 1)`` per request, i.e. the mean ITL of that
@@ -19,8 +19,9 @@
   is out: without it a layout whose prefill side sends the first token at once, while the request then waits
   for a decode slot, would pass the TTFT SLO and average the wait away over hundreds of tokens of TPOT (the
   "backlog trap", which DistServe's convention falls into: its TTFT ends with the prefill and the wait for a
-  decode slot goes into TPOT). With the first token on the decode side TTFT already holds the transfer; TTST
-  still closes the trap for ``first_token_on="prefill"`` and for a first ITL held up behind a full batch.
+  decode slot goes into TPOT). With the first token on the decode side TTFT already holds the transfer and the
+  wait for a batch slot; TTST still closes the trap for ``first_token_on="prefill"`` and for a colocated first
+  ITL held up behind prefills.
 - Link time (:func:`link_s`): a split request's KV hand-off from the moment its cache left the prefill worker's
   outbox to its arrival (queueing at the NICs and the part of the transfer no prefill hid). A TTFT or TTST miss
   is the link's (:func:`slo_misses`' ``transfer``) when the request would have met that bound without it.
