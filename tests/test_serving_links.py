@@ -167,3 +167,18 @@ def test_named_links_and_their_errors():
             link_fields(bad)
     with pytest.raises(ValueError, match="latency_s"):
         CostModel().over_link("25 Gb/s network", latency_s=-1)
+
+
+def test_plan_on_the_command_line_names_the_link_and_the_transfer_binding():
+    """`--link` sets the link of any cost model (it was refused without --gpu); over 25 Gb/s Ethernet the long
+    prompts of a Llama-3-8B on an H100 leave the split's binding column at "transfer"."""
+    from conftest import cli
+    status, out, err = cli("plan", "--max-workers", "2", "--link", "25 Gb/s network", "--chunk-tokens", "512")
+    assert status == 0, err
+    assert "KV over 25 Gb/s network" in out
+    status, out, err = cli("plan", "--gpu", "H100", "--model-config", "Llama-3-8B", "--link", "25 Gb/s network",
+                           "--workload", "research", "--scale", "4", "--ttft-slo", "0.5", "--tpot-slo", "0.05",
+                           "--max-workers", "2", "--chunk-tokens", "512")
+    assert status == 0, err
+    split = next(line for line in out.splitlines() if line.startswith("1P+1D"))
+    assert split.rstrip().endswith("transfer"), out
