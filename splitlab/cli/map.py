@@ -17,6 +17,16 @@ __all__ = ["map_command"]
 
 #: how a winner is written in a cell of the text map
 SHORT = {"split": "split", "prefill-first": "pf-first", "chunked": "chunked", "tie": "tie", "none": "none"}
+LETTER = {"split": "S", "prefill-first": "P", "chunked": "C"}
+
+
+def _cell(c) -> str:
+    """A cell of the text map: '2P+2D +53%', 'chunked +18%', 'tie S=C' or 'none'."""
+    if c.winner == "tie":
+        return "tie " + "=".join(LETTER[k] for k in LETTER if k in c.tied)
+    if c.winner == "none":
+        return "none"
+    return f"{c.names['split'] if c.winner == 'split' else SHORT[c.winner]} +{c.margin:.0%}"
 
 
 @command("map", "where the split pays off: the winning layout over prompt length and TPOT SLO, for a fixed cluster",
@@ -72,16 +82,16 @@ def map_command(args):
             f"prefills of the prompt, KV link {link}",
             f"cost model: {m.cost_source}",
             f"winner in goodput per worker, margin over the runner-up (ties: within {m.tie_tolerance:.0%}); "
-            f"{m.searches} goodput searches",
-            f"{'TPOT SLO':>13} | prefill cost in decode steps (prompt tokens)",
-            f"{'(decode steps)':>13} | " + " ".join(f"{s:>9.3g}" for s in m.prefill_steps),
-            f"{'':>13} | " + " ".join(f"{'(' + str(n) + ')':>9}" for n in m.prompt_tokens)]
-    grid = m.grid("winner")
-    margins = m.grid("margin")
-    for i, k in reversed(list(enumerate(m.tpot_steps))):  # loose SLOs on top, tight at the bottom
-        cells = [SHORT[w] if w in ("tie", "none") else f"{SHORT[w]}+{margin:.0%}"
-                 for w, margin in zip(grid[i], margins[i])]
-        text.append(f"{k:>13.3g} | " + " ".join(f"{c:>9}" for c in cells))
+            f"{m.searches} goodput searches"]
+    rows = {k: [_cell(c) for c in m.cells if c.tpot_steps == k] for k in m.tpot_steps}
+    width = max(9, *(len(c) + 1 for r in rows.values() for c in r))
+    text += [f"{'TPOT SLO':>14} | prefill cost in decode steps (prompt tokens)",
+             f"{'(decode steps)':>14} | " + "".join(f"{s:>{width}.3g}" for s in m.prefill_steps),
+             f"{'':>14} | " + "".join(f"{'(' + str(n) + ')':>{width}}" for n in m.prompt_tokens)]
+    text += [f"{k:>14.3g} | " + "".join(f"{c:>{width}}" for c in rows[k])
+             for k in reversed(m.tpot_steps)]  # loose SLOs on top, tight at the bottom
     counts = m.counts()
-    text.append("cells won: " + ", ".join(f"{SHORT[w]} {n}" for w, n in counts.items() if n))
+    text.append("cells won: " + ", ".join(f"{SHORT[w]} {n}" for w, n in counts.items() if n) +
+                " (split: its best xPyD; pf-first: colocated prefill-first; chunked: colocated chunked; tie: S=split, "
+                "P=pf-first, C=chunked)")
     return clean(m.to_json()), text

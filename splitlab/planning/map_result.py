@@ -50,6 +50,16 @@ class Cell:
         return self
 
     @property
+    def verdict(self) -> str:
+        """The split against colocated: "split" (it beats both colocated layouts by more than the tie tolerance),
+        "colocated" (the better colocated layout beats it by more), "tie", or "none" (no layout meets the SLOs)."""
+        if self.winner == "none":
+            return "none"
+        if self.winner == "split":
+            return "split"
+        return "tie" if "split" in self.tied else "colocated"
+
+    @property
     def leader(self) -> str:
         """The kind with the highest goodput (the winner, or the first of a tie)."""
         return max(KINDS, key=lambda k: self.goodput[k])
@@ -58,6 +68,7 @@ class Cell:
         lead = self.leader
         return dict(prompt_tokens=self.prompt_tokens, prefill_steps=self.prefill_steps, tpot_steps=self.tpot_steps,
                     ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s, winner=self.winner, tied=list(self.tied),
+                    verdict=self.verdict,
                     winner_layout=self.names[lead], goodput_rps_per_worker=self.goodput[lead],
                     binding_slo=self.binding[lead], runner_up=self.runner_up,
                     runner_up_layout=self.names[self.runner_up],

@@ -42,14 +42,13 @@ def cell_color(cell) -> tuple[float, float, float]:
 
 
 def cell_text(cell, multiline: str = "\n") -> str:
-    """Two short lines for a cell: the winning layout ("3P+1D", "pf-first", "chunked") and its margin ("+53%"); a
+    """Two short lines for a cell: the winning layout ("3P+1D", "pf": prefill-first, "chunk") and its margin ("+53%"); a
     tie names the tied kinds by letter ("S=C": split, chunked; P: prefill-first); "none" where no layout serves."""
     if cell.winner == "none":
         return f"none{multiline}0/s"
     if cell.winner == "tie":
-        return f"tie{multiline}" + "=".join(SHORT[k] for k in cell.tied)
-    name = cell.names["split"] if cell.winner == "split" else {"prefill-first": "pf-first",
-                                                              "chunked": "chunked"}[cell.winner]
+        return f"tie{multiline}" + "=".join(SHORT[k] for k in SHORT if k in cell.tied)
+    name = cell.names["split"] if cell.winner == "split" else {"prefill-first": "pf", "chunked": "chunk"}[cell.winner]
     return f"{name}{multiline}+{cell.margin:.0%}"
 
 
@@ -97,7 +96,7 @@ def map_heatmap(m, ax=None, title: str | None = None):
     ax.set_title(title or f"Most goodput per worker, {m.workers} workers{link}"
                           f"{' (predicted)' if predicted(m) else ''}")
     handles = [Patch(color=KIND_COLORS[k], label=label) for k, label in
-               (("split", "split (xPyD)"), ("prefill-first", "colocated pf-first"), ("chunked", "colocated chunked"))]
+               (("split", "split (xPyD)"), ("prefill-first", "colocated, pf-first"), ("chunked", "colocated, chunk"))]
     handles.append(Patch(color=TIE_COLOR, label=f"tie (within {m.tie_tolerance:.0%})"))
     if any(c.winner == "none" for c in m.cells):
         handles.append(Patch(facecolor=NONE_COLOR, edgecolor="0.6", hatch="//", label="none meets the SLOs"))
