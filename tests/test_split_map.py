@@ -19,7 +19,7 @@ import pytest
 from splitlab.costmodel import CostModel
 from splitlab.planning.map_result import Cell, SplitMap
 from splitlab.planning.rule_of_thumb import BOOK_ROWS, apply_rule, split_threshold
-from splitlab.planning.split_map import geometric_axis, split_map
+from splitlab.planning.split_map import geometric_axis, prompt_axis, split_map
 
 matplotlib.use("Agg")
 
@@ -95,6 +95,19 @@ def test_bad_input_is_refused_before_any_search(kwargs, match):
     args = dict(prompt_tokens=[64], tpot_steps=[2.0], progress=False) | kwargs
     with pytest.raises(ValueError, match=match):
         split_map(CRAFTED, **({"workers": 4} | args))
+
+
+def test_the_default_columns_space_the_prefill_cost_evenly():
+    from splitlab.costmodel import roofline_cost_model
+    cost = roofline_cost_model("Llama-3-8B", "H100")  # prefill memory-bound, 1 step, up to ~600 tokens
+    prompts = prompt_axis(cost, 16, 8128, 6)
+    steps = [cost.prefill_s(n) / cost.decode_s(1, n) for n in prompts]
+    assert prompts[0] == 16 and prompts[-1] == 8128 and len(prompts) == 6
+    ratios = [b / a for a, b in zip(steps, steps[1:])]
+    assert all(1.8 < r < 2.4 for r in ratios), steps  # 1 to 39 steps in five factors of about 2.08
+    assert prompt_axis(CRAFTED, 10, 1000, 3) == [10, 100, 1000]  # 1, 10, 100 steps
+    with pytest.raises(ValueError, match="empty range"):
+        prompt_axis(cost, 512, 64, 3)
 
 
 def test_geometric_axis():

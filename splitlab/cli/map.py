@@ -33,7 +33,8 @@ def _cell(c) -> str:
          arg("--workers", type=int, default=4, metavar="N", help="workers of the cluster, 2 to 16 (default 4)"),
          arg("--prompt-tokens", type=positive_int, nargs=2, default=None, metavar=("LOW", "HIGH"),
              help="range of prompt lengths, the columns (default 16 to the context less --output-tokens)"),
-         arg("--columns", type=int, default=6, metavar="N", help="prompt lengths, geometric in the range (default 6)"),
+         arg("--columns", type=int, default=6, metavar="N",
+             help="prompt lengths in the range, their prefill costs geometric (default 6)"),
          arg("--tpot-steps", type=positive_float, nargs=2, default=None, metavar=("LOW", "HIGH"),
              help="range of the TPOT SLO in lone decode steps, >= 1, the rows (default 1.5, 2.5, 4, 8)"),
          arg("--rows", type=int, default=4, metavar="N", help="TPOT SLOs, geometric in the range (default 4)"),
@@ -49,7 +50,7 @@ def _cell(c) -> str:
          arg("--model", default=None, help="with --cost: the model you mean to map (checked against the file)"),
          *COST_OPTIONS)
 def map_command(args):
-    from ..planning.split_map import geometric_axis, split_map
+    from ..planning.split_map import geometric_axis, prompt_axis, split_map
     if not 2 <= args.workers <= 16:
         raise CLIError(f"--workers must be 2 to 16 (a split needs a prefill and a decode worker), got {args.workers}")
     for flag, n in (("--columns", args.columns), ("--rows", args.rows)):
@@ -61,17 +62,15 @@ def map_command(args):
         raise CLIError(f"--tie-tolerance must be below 1 (a share of the winner's goodput), got {args.tie_tolerance}")
     if args.output_tokens < 2:
         raise CLIError("--output-tokens must be at least 2 (one TPOT needs two tokens)")
-    axes = {}
-    for flag, values, n, integer in (("--prompt-tokens", args.prompt_tokens, args.columns, True),
-                                     ("--tpot-steps", args.tpot_steps, args.rows, False)):
-        if values is None:
-            continue
-        if values[0] > values[1]:
+    for flag, values in (("--prompt-tokens", args.prompt_tokens), ("--tpot-steps", args.tpot_steps)):
+        if values is not None and values[0] > values[1]:
             raise CLIError(f"{flag}: an empty range, LOW {values[0]:g} is above HIGH {values[1]:g}")
-        if flag == "--tpot-steps" and values[0] < 1:
-            raise CLIError(f"--tpot-steps: a TPOT SLO below one lone decode step ({values[0]:g}) no layout meets")
-        axes[flag] = geometric_axis(values[0], values[1], n, integer)
+    if args.tpot_steps is not None and args.tpot_steps[0] < 1:
+        raise CLIError(f"--tpot-steps: a TPOT SLO below one lone decode step ({args.tpot_steps[0]:g}) no layout meets")
     cost = cost_model(args, args.model)
+    axes = {} if args.tpot_steps is None else {"--tpot-steps": geometric_axis(*args.tpot_steps, args.rows)}
+    if args.prompt_tokens is not None:
+        axes["--prompt-tokens"] = prompt_axis(cost, *args.prompt_tokens, args.columns)
     kw = dict(tpot_steps=axes["--tpot-steps"]) if "--tpot-steps" in axes else {}
     m = split_map(cost, args.workers, axes.get("--prompt-tokens"), output_tokens=args.output_tokens,
                   link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None,

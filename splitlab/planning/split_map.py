@@ -35,7 +35,7 @@ from .closed_form import first_guess, split_capacity
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
 
-__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "MAX_CELLS"]
+__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "MAX_CELLS"]
 
 #: most cells of a map: each is about 5 goodput searches (a 6 x 4 map took 28 s on 2 shared cores)
 MAX_CELLS = 400
@@ -57,6 +57,37 @@ def geometric_axis(low: float, high: float, points: int, integer: bool = False) 
         raise ValueError(f"points must be an integer >= 1, got {points!r}")
     vals = np.geomspace(low, high, points) if points > 1 else np.array([low])
     return sorted({int(round(v)) for v in vals}) if integer else [float(f"{v:.3g}") for v in vals]
+
+
+def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, points: int) -> list[int]:
+    """``points`` prompt lengths in ``[low_tokens, high_tokens]`` whose prefill costs (in lone decode steps,
+    ``prefill_s(n) / decode_s(1, n)``) are evenly spaced on a log scale: for each target cost the shortest prompt
+    that reaches it (by bisection; the cost grows with the prompt). Where the cost does not grow over the range
+    (a roofline's prefill is memory-bound, 1 step, up to a few hundred tokens), lengths evenly spaced on a log
+    scale instead. Deduplicated, so possibly fewer than ``points``.
+
+    Raises:
+        ValueError: as :func:`geometric_axis` (an empty range, points < 1), or a decode step of 0 s."""
+    cost = CostModelExecutor(cost).cost
+    geometric_axis(low_tokens, high_tokens, points, integer=True)  # the range's own checks
+
+    def steps(n: int) -> float:
+        d = cost.decode_s(1, n)
+        if not d > 0:
+            raise ValueError(f"this cost model ({cost.source}) predicts a decode step of 0 s: a map's axes are in "
+                             f"decode steps")
+        return cost.prefill_s(n) / d
+    lo, hi = steps(low_tokens), steps(high_tokens)
+    if not hi > lo * 1.01:
+        return geometric_axis(low_tokens, high_tokens, points, integer=True)
+    out = set()
+    for target in np.geomspace(lo, hi, points) if points > 1 else [lo]:
+        a, b = low_tokens, high_tokens  # steps(b) >= target
+        while b - a > 1:
+            mid = (a + b) // 2
+            a, b = (a, mid) if steps(mid) >= target else (mid, b)
+        out.add(a if steps(a) >= target else b)
+    return sorted(out)
 
 
 def _axis(name: str, values, integer: bool, lowest: float) -> list:
@@ -121,7 +152,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         cost: a :class:`~splitlab.costmodel.CostModel` (calibrated, ``roofline_cost_model``) or None (built in).
         workers: the cluster (2 .. 16); every layout of a cell has exactly this many workers.
         prompt_tokens: the columns (prompt lengths, tokens); None: 6 from 16 tokens to the context less
-            ``output_tokens``, geometric. tpot_steps: the rows (TPOT SLO in lone decode steps, each >= 1).
+            ``output_tokens``, their prefill costs evenly spaced on a log scale (:func:`prompt_axis`). tpot_steps: the rows (TPOT SLO in lone decode steps, each >= 1).
         output_tokens: answer tokens of every request. ttft_prefills: the TTFT SLO in prefills of the prompt.
         link_bytes_per_s: the KV link between the pools (bytes/s); None: the cost model's ``transfer_s``.
         tie_tolerance: margins below it are ties. chunk_tokens: chunk sizes of the chunked layout (best counts).
@@ -145,7 +176,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     ex = CostModelExecutor(cost)
     cost = ex.cost
     if prompt_tokens is None:
-        prompt_tokens = geometric_axis(16, max(16, cost.max_context - output_tokens), 6, integer=True)
+        prompt_tokens = prompt_axis(cost, 16, max(16, cost.max_context - output_tokens), 6)
     prompts, steps = _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefills,
                             link_bytes_per_s, tie_tolerance, tuple(chunk_tokens), max_batch)
     common = dict(max_batch=max_batch, **options)
