@@ -92,6 +92,7 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
             unknown model or GPU, or weights that do not fit (from ``roofline_cost_model``).
     """
     from ..costmodel import roofline_cost_model
+    from .split_map import prefill_steps
     table = split_threshold(m).set_index("tpot_steps")
     if tpot_steps is None:
         tpot_steps = TPOT_STEPS if TPOT_STEPS in m.tpot_steps else m.tpot_steps[0]
@@ -104,8 +105,7 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
             raise ValueError(f"each row must be (model, GPU, dtype, prompt tokens), got {row!r}")
         model, gpu, dtype, prompt = row
         cost = roofline_cost_model(model, gpu, dtype)
-        p, d = cost.prefill_s(prompt), cost.decode_s(1, prompt)
-        steps = p / d
+        p, d, steps = cost.prefill_s(prompt), cost.decode_s(1, prompt), prefill_steps(cost, prompt)
         says = ("split" if steps >= t.from_steps else "below the map's columns" if math.isnan(t.above_steps) else
                 "colocated" if steps <= t.above_steps else "beyond the map's columns" if math.isinf(t.from_steps)
                 else "near the threshold")

@@ -21,6 +21,7 @@ link between the pools (None: the cost model's transfer): a slow link can make t
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import Sequence
@@ -35,7 +36,8 @@ from .closed_form import first_guess, split_capacity
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
 
-__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "MAX_CELLS"]
+__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps",
+           "MAX_CELLS"]
 
 #: most cells of a map: each is about 5 goodput searches (a 6 x 4 map took 28 s on 2 shared cores)
 MAX_CELLS = 400
@@ -59,6 +61,19 @@ def geometric_axis(low: float, high: float, points: int, integer: bool = False) 
     return sorted({int(round(v)) for v in vals}) if integer else [float(f"{v:.3g}") for v in vals]
 
 
+def prefill_steps(cost: CostModel, prompt_tokens: int) -> float:
+    """The prefill of a ``prompt_tokens``-token prompt in lone decode steps at that context:
+    ``cost.prefill_s(n) / cost.decode_s(1, n)`` (the map's across axis).
+
+    Raises:
+        ValueError: the cost model predicts a decode step of 0 s (no step to count in)."""
+    d = cost.decode_s(1, prompt_tokens)
+    if not d > 0:
+        raise ValueError(f"this cost model ({cost.source}) predicts a decode step of 0 s: a map's axes are in decode "
+                         f"steps")
+    return cost.prefill_s(prompt_tokens) / d
+
+
 def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, points: int) -> list[int]:
     """``points`` prompt lengths in ``[low_tokens, high_tokens]`` whose prefill costs (in lone decode steps,
     ``prefill_s(n) / decode_s(1, n)``) are evenly spaced on a log scale: for each target cost the shortest prompt
@@ -70,13 +85,7 @@ def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, point
         ValueError: as :func:`geometric_axis` (an empty range, points < 1), or a decode step of 0 s."""
     cost = CostModelExecutor(cost).cost
     geometric_axis(low_tokens, high_tokens, points, integer=True)  # the range's own checks
-
-    def steps(n: int) -> float:
-        d = cost.decode_s(1, n)
-        if not d > 0:
-            raise ValueError(f"this cost model ({cost.source}) predicts a decode step of 0 s: a map's axes are in "
-                             f"decode steps")
-        return cost.prefill_s(n) / d
+    steps = functools.partial(prefill_steps, cost)
     lo, hi = steps(low_tokens), steps(high_tokens)
     if not hi > lo * 1.01:
         return geometric_axis(low_tokens, high_tokens, points, integer=True)
@@ -194,10 +203,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     cells, searches, notes = [], 0, []
     bar = progress_bar(len(prompts) * len(steps), f"map of {workers} workers", progress, unit="cell")
     requests = {n: _requests(ex, n, output_tokens, max_requests, seed) for n in prompts}
-    if not cost.decode_s(1, prompts[0]) > 0:
-        raise ValueError(f"this cost model ({cost.source}) predicts a decode step of 0 s: a map's axes are in "
-                         f"decode steps")
-    ratio = {n: cost.prefill_s(n) / cost.decode_s(1, n) for n in prompts}
+    ratio = {n: prefill_steps(cost, n) for n in prompts}
     with bar:
         for k in steps:
             for n in prompts:
