@@ -42,6 +42,7 @@ def test_the_corners_known_by_hand(corners):
     assert long.prefill_steps == pytest.approx(50) and short.prefill_steps == pytest.approx(1)
     assert long.winner == "split" and long.margin > 0.3, long.to_json()
     assert long.goodput["split"] == pytest.approx(1.5, rel=0.15)
+    assert corners.chunk_steps == [pytest.approx(25.7), pytest.approx(25.7)]  # 256 + 1 tokens at 1 ms, 10 ms steps
     assert short.verdict == "colocated" and short.leader != "split", short.to_json()  # pf-first and chunked may tie
     assert short.goodput["split"] < 0.9 * short.goodput[short.leader]
     assert long.verdict == "split" and long.runner_up != "split" and long.goodput[long.runner_up] < long.goodput["split"]
@@ -128,7 +129,8 @@ def _hand_map(winners: list[list[str]], steps=(2.0, 10.0, 50.0), tpots=(1.5, 4.0
                     for kind in ("split", "prefill-first", "chunked")}
             cells.append(Cell(int(s * 10), s, k, 1.0, 0.01, good, dict.fromkeys(good, "tpot"),
                               {"split": "2P+2D", "prefill-first": "4 colocated", "chunked": "4 chunked"}).decide(0.1))
-    return SplitMap(cells, 4, [int(s * 10) for s in steps], list(steps), list(tpots), 64, 5, None, 0.1, "built-in")
+    return SplitMap(cells, 4, [int(s * 10) for s in steps], list(steps), list(tpots), 64, 5, None, 0.1, "built-in",
+                    chunk_tokens=[256])
 
 
 def test_the_rule_of_thumb_reads_the_threshold_off_a_map():
@@ -147,6 +149,7 @@ def test_the_rule_applied_to_the_book_rows():
     row = table.loc[("Llama-3-8B", 2048)]  # 57.3 ms / 6.09 ms on the roofline: 9.4 steps, below 10
     assert row["prefill (decode steps)"] == pytest.approx(row["prefill (ms)"] / row["decode step (ms)"])
     assert 8 < row["prefill (decode steps)"] < 10 and row["rule says"] == "colocated"
+    assert 1 < row["256-token chunk (decode steps)"] < 1.5  # a chunk rides in a memory-bound step almost free
     assert table.loc[("Llama-3-8B", 8192), "rule says"] == "near the threshold"  # 39 steps: between 10 and 50
     assert table.loc[("Llama-3-70B", 8192), "rule says"] == "split"
     assert set(apply_rule(m, tpot_steps=4.0)["rule says"]) <= {"colocated", "beyond the map's columns"}

@@ -80,7 +80,9 @@ class Cell:
 @dataclass
 class SplitMap:
     """What :func:`split_map` found: ``cells`` (row by row: TPOT steps outer, prompt lengths inner), the axes
-    (``prompt_tokens``, ``prefill_steps``, ``tpot_steps``) and the inputs."""
+    (``prompt_tokens``, ``prefill_steps``, ``tpot_steps``), the inputs, ``searches`` made, ``notes`` (searches
+    whose goodput is only a lower bound) and ``chunk_steps`` (per column: one step of the first chunk size beside
+    a decode row, in lone decode steps: :func:`~.split_map.chunk_steps`)."""
 
     cells: list[Cell]
     workers: int
@@ -97,6 +99,7 @@ class SplitMap:
     seed: int = 0
     searches: int = 0
     notes: list[str] = field(default_factory=list)
+    chunk_steps: list[float] = field(default_factory=list)
 
     def table(self) -> pd.DataFrame:
         """One row per cell (its :meth:`Cell.to_json` less the per-layout detail)."""
@@ -120,4 +123,5 @@ class SplitMap:
                     link_bytes_per_s=self.link_bytes_per_s, tie_tolerance=self.tie_tolerance,
                     cost_source=self.cost_source, chunk_tokens=self.chunk_tokens, max_batch=self.max_batch,
                     seed=self.seed, searches=self.searches, counts=self.counts(), notes=self.notes,
+                    chunk_steps=self.chunk_steps,
                     cells=[c.to_json() for c in self.cells])

@@ -83,7 +83,9 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
             ``own map says``.
 
     Returns a DataFrame, one row per row: model, GPU, dtype, prompt tokens, prefill (ms), decode step (ms, lone,
-    at that context), prefill in decode steps, the TPOT SLO (steps), the threshold (steps) and ``rule says``
+    at that context), prefill in decode steps, one step of the map's chunk size beside a decode row in decode
+    steps (what the rule leaves out: where it is near 1, chunks ride free and the colocated chunked layout holds
+    the TPOT SLO that the split was for), the TPOT SLO (steps), the threshold (steps) and ``rule says``
     ("split", "colocated", "near the threshold" between the columns that bracket it, or outside the map's
     columns: below its first, or beyond its last where the split wins none).
 
@@ -92,7 +94,7 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
             unknown model or GPU, or weights that do not fit (from ``roofline_cost_model``).
     """
     from ..costmodel import roofline_cost_model
-    from .split_map import prefill_steps
+    from .split_map import chunk_steps, prefill_steps
     table = split_threshold(m).set_index("tpot_steps")
     if tpot_steps is None:
         tpot_steps = TPOT_STEPS if TPOT_STEPS in m.tpot_steps else m.tpot_steps[0]
@@ -110,7 +112,9 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
                 "colocated" if steps <= t.above_steps else "beyond the map's columns" if math.isinf(t.from_steps)
                 else "near the threshold")
         rec = {"model": model, "GPU": gpu, "dtype": dtype, "prompt tokens": prompt, "prefill (ms)": p * 1e3,
-               "decode step (ms)": d * 1e3, "prefill (decode steps)": steps, "TPOT SLO (steps)": tpot_steps,
+               "decode step (ms)": d * 1e3, "prefill (decode steps)": steps,
+               f"{m.chunk_tokens[0]}-token chunk (decode steps)": chunk_steps(cost, m.chunk_tokens[0], prompt),
+               "TPOT SLO (steps)": tpot_steps,
                "threshold (steps)": t.threshold_steps, "rule says": says}
         if check:
             rec["own map says"] = _row_check(cost, m, min(prompt, cost.max_context - m.output_tokens), tpot_steps)

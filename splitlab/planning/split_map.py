@@ -36,7 +36,7 @@ from .closed_form import first_guess, split_capacity
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
 
-__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps",
+__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps", "chunk_steps",
            "MAX_CELLS"]
 
 #: most cells of a map: each is about 5 goodput searches (a 6 x 4 map took 28 s on 2 shared cores)
@@ -72,6 +72,15 @@ def prefill_steps(cost: CostModel, prompt_tokens: int) -> float:
         raise ValueError(f"this cost model ({cost.source}) predicts a decode step of 0 s: a map's axes are in decode "
                          f"steps")
     return cost.prefill_s(prompt_tokens) / d
+
+
+def chunk_steps(cost: CostModel, chunk_tokens: int, prompt_tokens: int) -> float:
+    """One fused step of a fresh ``chunk_tokens``-token prompt chunk beside one decode row at a context of
+    ``prompt_tokens``, in lone decode steps at that context (``cost.hybrid_s`` / ``cost.decode_s(1, n)``): what a
+    chunk stalls a running stream for. Near 1 where a chunk rides in a memory-bound decode step for free (a GPU's
+    roofline), several where every prompt token costs time (a CPU). Raises ValueError for a free decode step."""
+    prefill_steps(cost, prompt_tokens)  # refuses a free decode step
+    return cost.hybrid_s(chunk_tokens, chunk_tokens ** 2, 0, 1, prompt_tokens) / cost.decode_s(1, prompt_tokens)
 
 
 def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, points: int) -> list[int]:
@@ -244,4 +253,5 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                 cells.append(Cell(n, ratio[n], k, ttft, tpot, good, binding, names).decide(tie_tolerance))
                 bar.update()
     return SplitMap(cells, workers, prompts, [ratio[n] for n in prompts], steps, output_tokens, ttft_prefills,
-                    link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, searches, notes)
+                    link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, searches, notes,
+                    [chunk_steps(cost, chunk_tokens[0], n) for n in prompts])
