@@ -89,6 +89,10 @@ def map_command(args):
              f"{'':>14} | " + "".join(f"{'(' + str(n) + ')':>{width}}" for n in m.prompt_tokens)]
     text += [f"{k:>14.3g} | " + "".join(f"{c:>{width}}" for c in rows[k])
              for k in reversed(m.tpot_steps)]  # loose SLOs on top, tight at the bottom
+    lo, hi = min(m.chunk_steps), max(m.chunk_steps)
+    text.append(f"one step of a {m.chunk_tokens[0]}-token chunk beside a decode row: "
+                + (f"{lo:.3g}" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.3g} to {hi:.3g}") + " decode steps")
+    text += [f"note: {note}" for note in m.notes]
     counts = m.counts()
     text.append("cells won: " + ", ".join(f"{SHORT[w]} {n}" for w, n in counts.items() if n) +
                 " (split: its best xPyD; pf-first: colocated prefill-first; chunked: colocated chunked; tie: S=split, "
