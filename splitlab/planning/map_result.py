@@ -38,6 +38,8 @@ class Cell:
     margin: float = 0.0
 
     def decide(self, tie_tolerance: float) -> "Cell":
+        """Set ``winner``, ``tied``, ``runner_up`` and ``margin`` from ``goodput``: kinds within ``tie_tolerance``
+        (a share) of the best goodput tie with it; no goodput above 0 is "none". Returns the cell."""
         order = sorted(KINDS, key=lambda k: -self.goodput[k])
         best = self.goodput[order[0]]
         if best <= 0:
