@@ -52,7 +52,9 @@ class Cluster:
         self.hooked = self.faults is not _no_faults
         self.trace = self.cfg.trace
         budget = self.cfg.kv_budget_bytes
-        budget = backend.auto_kv_budget() if budget == "auto" else budget
+        if budget == "auto":  # a share of the device's memory less weights and activations, as vLLM sizes it
+            budget = backend.auto_kv_budget(self.cfg.memory_utilization, self.cfg.forward_tokens)
+        self.kv_budget_bytes = budget
         kv = getattr(backend, "kv_bytes_fn", None)
 
         def memory() -> KVMemory:
@@ -106,11 +108,18 @@ class Cluster:
         for r in self.requests:
             if not r.done:
                 r.fail("unfinished when the run ran out of events (a splitlab bug; please report it)", end)
+        capped = {w.name: w.capped for w in self.workers if w.capped}
+        if capped:  # a cap that binds is said: it, not memory, bounded the batch
+            self.notes.append(f"the batch cap of {self.cfg.batch_cap} requests per worker (max_batch"
+                              f"{'' if self.cfg.max_batch else ' None: chunk_tokens - 1 under chunked'}) kept requests "
+                              f"waiting that KV memory had room for: " +
+                              ", ".join(f"{name} at {n} steps" for name, n in capped.items()))
         return ServingResult(self.requests, self.cfg, [w.name for w in self.workers], self.timeline,
                              self.transfers, {w.name: w.memory for w in self.workers},
                              wall_s=time.perf_counter() - wall0, measured_s=self.measured_s,
                              overhead_s=self.backend.overhead_s - over0, notes=self.notes,
-                             admissions=self.admissions, backend=getattr(self.backend, "name", "executor"))
+                             admissions=self.admissions, backend=getattr(self.backend, "name", "executor"),
+                             kv_budget_bytes=self.kv_budget_bytes, batch_capped=capped)
 
     def push_done(self, t: float, w: Worker, plan: StepPlan, out) -> None:
         """Schedule the end of ``w``'s current step at ``t`` (virtual clocks)."""
