@@ -98,7 +98,7 @@ def test_planner_refuses_bad_inputs():
     import splitlab as sl
     for kw, match in ((dict(max_workers=1), "max_workers"), (dict(ttft_slo_s=0), "ttft_slo_s"),
                       (dict(tpot_slo_s=-0.1), "tpot_slo_s"), (dict(price_per_hour=0), "price_per_hour"),
-                      (dict(chunk_tokens=(8,)), "chunk sizes")):
+                      (dict(chunk_tokens=(8,), max_batch=16), "chunk sizes"), (dict(chunk_tokens=(1,)), "chunk sizes")):
         with pytest.raises(ValueError, match=match):
             sl.planner.plan(**kw)
 

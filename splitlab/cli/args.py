@@ -173,6 +173,9 @@ def check_chunking(args) -> None:
     from .registry import CLIError
     if args.policy == "chunked" and args.max_batch is not None and args.chunk_tokens <= args.max_batch:
         raise CLIError(f"--chunk-tokens ({args.chunk_tokens}) must exceed --max-batch ({args.max_batch})")
+    if args.policy == "chunked" and args.chunk_tokens < 2:
+        raise CLIError(f"--chunk-tokens must be >= 2 (a decode token and a prompt token per step), got "
+                       f"{args.chunk_tokens}")
 
 
 def check_torchrun(args) -> None:

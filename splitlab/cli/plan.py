@@ -43,8 +43,9 @@ def plan(args):
     if not 2 <= args.max_workers <= MAX_WORKERS:
         raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker) and <= "
                        f"{MAX_WORKERS} (every xPyD split up to it is a goodput search), got {args.max_workers}")
-    if args.max_batch is not None and any(c <= args.max_batch for c in args.chunk_tokens):
-        raise CLIError(f"every --chunk-tokens must exceed --max-batch ({args.max_batch}), got {args.chunk_tokens}")
+    if any(c <= (args.max_batch or 1) for c in args.chunk_tokens):
+        raise CLIError(f"every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
+                                                               else "1") + f", got {args.chunk_tokens}")
     cost = cost_model(args, args.model)
     try:
         p = run_plan(cost, args.workload, args.ttft_slo, args.tpot_slo, args.max_workers, args.price_per_hour,

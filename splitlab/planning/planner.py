@@ -199,9 +199,10 @@ def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, ma
         raise ValueError(f"max_workers must be <= {MAX_WORKERS}: the planner runs a goodput search for every xPyD "
                          f"split up to it ({_splits(MAX_WORKERS)} at {MAX_WORKERS}, {_splits(max_workers):,} at "
                          f"{max_workers}), got {max_workers}")
-    bad = [c for c in chunk_tokens if not isinstance(c, numbers.Integral) or c <= (max_batch or 0)]
+    bad = [c for c in chunk_tokens if not isinstance(c, numbers.Integral) or c <= (max_batch or 1)]
     if bad:
-        raise ValueError(f"chunk sizes must be integers above max_batch ({max_batch}), got {bad}")
+        raise ValueError(f"chunk sizes must be integers above {'max_batch (%d)' % max_batch if max_batch else 1}, "
+                         f"got {bad}")
 
 
 def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | None = None,

@@ -122,6 +122,9 @@ class ServingConfig:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         if not isinstance(self.trace, bool):
             raise ValueError(f"trace must be True or False, got {self.trace!r}")
+        if self.policy == "chunked" and self.chunk_tokens < 2:
+            raise ValueError(f"chunk_tokens must be >= 2 under chunked (a decode token and a prompt token per step), "
+                             f"got {self.chunk_tokens}")
         if self.policy == "chunked" and self.max_batch is not None and self.chunk_tokens <= self.max_batch:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed max_batch ({self.max_batch}): "
                              f"a full decode batch would leave no budget for prompts")
