@@ -23,7 +23,7 @@ from operator import attrgetter
 from . import fast, recovery
 from ..common.faults import WorkerFault
 from .inputs import arrival_refusal, check_backend, check_config, check_faults
-from .memory import KVMemory
+from .memory import KVMemory, cap_note
 from .request import Request, State, check_unique_ids
 from .result import ServingResult
 from .router import Router
@@ -51,10 +51,9 @@ class Cluster:
         self.faults, self.fault_hook = (_no_faults, faults) if wall else (faults or _no_faults, None)
         self.hooked = self.faults is not _no_faults
         self.trace = self.cfg.trace
-        budget = self.cfg.kv_budget_bytes
-        if budget == "auto":  # a share of the device's memory less weights and activations, as vLLM sizes it
-            budget = backend.auto_kv_budget(self.cfg.memory_utilization, self.cfg.forward_tokens)
-        self.kv_budget_bytes = budget
+        budget = self.cfg.kv_budget_bytes  # "auto": a share of the device's memory less weights and activations
+        self.kv_budget_bytes = budget = (backend.auto_kv_budget(self.cfg.memory_utilization, self.cfg.forward_tokens)
+                                         if budget == "auto" else budget)
         kv = getattr(backend, "kv_bytes_fn", None)
 
         def memory() -> KVMemory:
@@ -108,12 +107,7 @@ class Cluster:
         for r in self.requests:
             if not r.done:
                 r.fail("unfinished when the run ran out of events (a splitlab bug; please report it)", end)
-        capped = {w.name: w.capped for w in self.workers if w.capped}
-        if capped:  # a cap that binds is said: it, not memory, bounded the batch
-            self.notes.append(f"the batch cap of {self.cfg.batch_cap} requests per worker (max_batch"
-                              f"{'' if self.cfg.max_batch else ' None: chunk_tokens - 1 under chunked'}) kept requests "
-                              f"waiting that KV memory had room for: " +
-                              ", ".join(f"{name} at {n} steps" for name, n in capped.items()))
+        self.notes += cap_note(self.cfg, capped := {w.name: w.capped for w in self.workers if w.capped})
         return ServingResult(self.requests, self.cfg, [w.name for w in self.workers], self.timeline,
                              self.transfers, {w.name: w.memory for w in self.workers},
                              wall_s=time.perf_counter() - wall0, measured_s=self.measured_s,
