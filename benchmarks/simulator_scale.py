@@ -20,8 +20,8 @@ comparison alternating inside every repeat. All runs use the built-in cost model
 - ``distserve`` (with ``--distserve PATH``, a checkout holding DistServe's ``simdistserve`` folder, from
   github.com/LLMServe/DistServe, and ``pip install simpy``; not part of splitlab): 10,000 requests of 256 / 128
   tokens on 1P+1D (splitlab's batches capped at 16), each simulator below capacity at a similar mean decode
-  batch: DistServe (its OPT-13B A100 profile) at 3.5 requests/s, splitlab at 17/s. Output tokens and decode steps per CPU second, splitlab with a
-  trace and without. Goal: splitlab >= 3x DistServe.
+  batch: DistServe (its OPT-13B A100 profile) at 3.5 requests/s, splitlab at 17/s. Output tokens and decode
+  steps per CPU second, splitlab with a trace and without. Goal: splitlab >= 3x DistServe.
 
 ``--quick``: tiny sizes, seconds, no DistServe (a smoke test for CI).
 """
