@@ -12,7 +12,8 @@ options and prints the same JSON.
 ``--json`` the output is one object with one entry per layout (``colocated`` / ``disaggregated``), each holding
 ``completed``, ``rejected``, ``failed``, ``ttft_s``, ``tpot_s``, ``itl_s`` percentiles (``p50``, ``p90``,
 ``p99``, ``mean``), ``slo_attainment``, ``throughput_tokens_per_s``, ``rejections`` (id, state and reason of every
-request that did not complete), ``notes`` (faults and what was done about them) and more; ``compare`` adds
+request that did not complete), ``notes`` (faults and what was done about them; a batch cap that bound),
+``kv_budget_bytes``, ``max_batch`` and ``batch_capped`` (what bounded each worker's batch) and more; ``compare`` adds
 ``tokens_identical`` and ``tokens_compared``. Undefined numbers (no completed request) are ``null``.
 """
 from __future__ import annotations
