@@ -82,8 +82,9 @@ class CostModelExecutor(Executor):
         self.cost = check_cost(CostModel() if cost is None else cost)
         self.kv_bytes_per_token = self.cost.kv_bytes_per_token
         self.max_context = self.cost.max_context
-        self.memory_bytes = self.cost.memory_bytes  # None: unlimited KV memory ("auto" budget)
+        self.memory_bytes = self.cost.memory_bytes  # None: the stated CPU memory ("auto" budget)
         self.weight_bytes = int(self.cost.weight_bytes)
+        self.activation_bytes_per_token = self.cost.activation_bytes_per_token
         self.overhead_s = 0.0
         self.padded_prefill = self.cost.padded_prefill
         self._linear = type(self.cost).decode_s is CostModel.decode_s  # the short-run loop below may inline it
