@@ -62,10 +62,16 @@ def layout_color(run, default: str | None = None) -> str | None:
     return LAYOUT_COLORS[layout] if layout else default
 
 
-def sig3(value: float) -> float:
-    """``value`` rounded to 3 significant digits (0, NaN and inf unchanged)."""
-    value = float(value)
-    return float(f"{value:.3g}") if value and np.isfinite(value) else value
+def sig3(value):
+    """``value`` rounded to 3 significant digits, as a number a table shows without false precision: an int where
+    that leaves no decimals (121 and 8630, not 121.0 or 8.63e+03), else a float (0.00708, 12.3); NaN, inf, bools
+    and non-numbers unchanged. A table of such values, kept as ``dtype=object``, prints each as written."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return value
+    if not np.isfinite(value):
+        return value
+    r = float(f"{float(value):.3g}")
+    return int(r) if r.is_integer() else r
 
 
 def fmt3(value: float) -> str:
