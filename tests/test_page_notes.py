@@ -115,6 +115,7 @@ def test_ch05_notes_follow_the_sweep_and_the_table():
     assert "4.41 over 100 Gb/s network" in transfer_tables.takeaway_note(h, "here", "Llama-3-8B", 2048)
     text = transfer_tables.summary(sweep, 4e-4, 6e-4, pd.Series({128: -0.2, 512: 0.1, 1024: 0.6}))
     assert "streaming hid -20% to 60%" in text and "what the streaming section printed" not in text
+    assert "at the largest size, 8 MiB, the bytes alone took" in text
 
 
 @pytest.mark.parametrize("value,shown", [(0.0811798, "0.0812"), (104950, "104,950"), (0.02, "0.02")])

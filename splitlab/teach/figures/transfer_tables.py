@@ -138,8 +138,8 @@ def summary(sweep: pd.DataFrame, latency_s: float, cache_latency_s: float, hidde
     """The chapter's summary as Markdown bullets, those about this machine computed from what it printed: the
     two fits' latencies and the raw share of the largest cache transfer (``sweep``), and the hidden shares of
     streaming (``hidden``: prompt tokens -> 1 - exposed / whole)."""
-    s = sweep.sort_values("nbytes").iloc[-1]
-    share = s.raw_s / s.whole_s
+    s = sweep.sort_values("nbytes").iloc[-1]  # a row: its fields by key (``s.nbytes`` is the row's own size)
+    share = s["raw_s"] / s["whole_s"]
     fixed = ("larger for a cache (header, several messages) than for a raw buffer" if cache_latency_s > latency_s
              else "no larger for a cache than for a raw buffer within these timings")
     lo, hi = float(hidden.min()), float(hidden.max())
@@ -148,11 +148,13 @@ def summary(sweep: pd.DataFrame, latency_s: float, cache_latency_s: float, hidde
         "KV heads.",
         f"* Between two processes here, a transfer costs a fixed latency plus bytes over bandwidth; the fixed part "
         f"is {fixed} ({cache_latency_s * 1e3:.3g} against {latency_s * 1e3:.3g} ms); at the largest size, "
-        f"{fmt3(s.nbytes / 2 ** 20)} MiB, the bytes alone took {share:.0%} of a cache transfer.",
+        f"{fmt3(s['nbytes'] / 2 ** 20)} MiB, the bytes alone took {share:.0%} of a cache transfer.",
         "* This machine's gloo link is far slower than any link of a GPU cluster; the published links carry the "
         "argument.",
         f"* On this machine's small caches, where the sends share the CPU with the forward, streaming hid {lo:.0%} to "
-        f"{hi:.0%} of the whole transfer at the {len(hidden)} prompt lengths; on GPUs, whose copy engines move "
+        f"{hi:.0%} of the whole transfer at the {len(hidden)} prompt lengths"
+        + (" (negative: more was left after the streamed forward than a whole transfer takes)" if lo < 0 else "")
+        + "; on GPUs, whose copy engines move "
         "bytes while the cores compute, a link that keeps up leaves about one layer's share.",
         "* The cache arrives bit-exact, so the decode side produces exactly the tokens of a single process, and a "
         "header check makes a mismatched receiver fail loudly instead of decoding garbage."])
