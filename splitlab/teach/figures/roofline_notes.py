@@ -126,8 +126,9 @@ def ops_note(shares: pd.DataFrame, timed_step_s: float | None = None) -> str:
         parts.append(f"Attention over the cache is `{attention[0]}` ({share[attention[0]]:.0%}).")
     rest = [n for n in names if n != "aten::mm" and n not in attention[:1]]
     if rest:
+        top = max(share[n] for n in rest)
         parts.append(f"The others listed ({', '.join(f'`{n}`' for n in rest)}) take "
-                     f"{max(share[n] for n in rest):.0%} or less each.")
+                     + (f"{top:.0%} or less each." if top >= 0.005 else "under 1% each."))
     a = shares.attrs
     if {"step_s", "profiled_step_s", "ops_s"} <= set(a):
         extra = a["profiled_step_s"] / a["step_s"] - 1
