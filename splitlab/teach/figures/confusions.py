@@ -36,8 +36,9 @@ COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red", "tab:b
 def chunked_vs_split(runs: Mapping[str, object], sweep: pd.DataFrame, ttft_slo_s: float, tpot_slo_s: float,
                      target: float = 0.9):
     """Top: the CDF of every inter-token gap (ITL, ms, log axis) of each run in ``runs`` (name ->
-    ServingResult; each in its layout's colour, :data:`.style.LAYOUT_COLORS`), with each run's P99 marked. Bottom: SLO attainment (%) against the request rate, from
-    ``sweep`` (columns ``config``, ``rate_per_s``, ``slo_attainment``), with the ``target`` line of goodput."""
+    ServingResult), with each run's P99 marked. Bottom: SLO attainment (%) against the request rate, from
+    ``sweep`` (columns ``config``, ``rate_per_s``, ``slo_attainment``), with the ``target`` line of goodput.
+    Each run in its layout's colour (:data:`.style.LAYOUT_COLORS`) where its name names one."""
     fig, (a1, a2) = figure(2, 3.1)
     for i, (name, res) in enumerate(runs.items()):
         color = layout_color(name, COLORS[i % len(COLORS)])
