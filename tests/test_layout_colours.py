@@ -130,5 +130,7 @@ def test_numbers_carry_no_false_precision():
         ["121", "105", "4,608", "4,610", "0.0812", "65,536", "True"]
     assert [change_words(r) for r in (1.02, 1.83, 2.04, 2.7, 0.8, 0.2)] == \
         ["stays about the same", "grows by 83%", "about doubles", "grows 2.7x", "falls by 20%", "falls to 0.2x"]
+    assert change_words(1.02, number=True) == "stays about the same (+2%)"
+    assert change_words(2.04, number=True) == "about doubles (2.04x)"
     with pytest.raises(ValueError, match="positive"):
         change_words(0)

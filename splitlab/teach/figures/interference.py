@@ -17,7 +17,7 @@ from .phone import legend_below, wrap
 from .interference_tables import (chunk_note, chunk_steps, load_note, prefill_alone_table, remedies_table,  # noqa: F401
                                   run_spread, stall_summary, stall_table, ttft_table)
 from .serving import KIND_COLORS, _as_results
-from .style import DECODE, PREDICTED, change_words, layout_color  # noqa: F401 (change_words: for the chapter)
+from .style import DECODE, PREDICTED, change_words, fmt3, layout_color  # noqa: F401 (for the chapter)
 
 __all__ = ["itl_spikes", "ttft_sweep", "ttft_by_request", "stall_run", "ttft_sweeps", "memory_waves", "policies",
            "ttft_load", "prefill_alone_table", "stall_table", "ttft_table", "remedies_table", "run_spread", "load_note",

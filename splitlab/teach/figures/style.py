@@ -106,10 +106,11 @@ def fmt_table(df: pd.DataFrame, columns: dict, index: str | None = None) -> pd.D
     return table.set_index(index) if index else table
 
 
-def change_words(ratio: float, near: float = 0.05) -> str:
+def change_words(ratio: float, near: float = 0.05, number: bool = False) -> str:
     """How a quantity changed when it became ``ratio`` times as large, in words that follow from the number:
     "stays about the same" (within ``near``), "about doubles" / "about triples" (within ``near`` of 2 or 3),
-    "grows by 83%" (below 2x), "grows 4.2x", "falls by 30%" (above half), "falls to 0.21x".
+    "grows by 83%" (below 2x), "grows 4.2x", "falls by 30%" (above half), "falls to 0.21x"; with ``number``,
+    the words that carry no number get it in brackets ("stays about the same (+3%)", "about doubles (2.04x)").
 
     Raises:
         ValueError: ``ratio`` is not a positive finite number.
@@ -118,10 +119,10 @@ def change_words(ratio: float, near: float = 0.05) -> str:
     if not np.isfinite(ratio) or ratio <= 0:
         raise ValueError(f"a ratio of change must be a positive number, got {ratio}")
     if abs(ratio - 1) <= near + 1e-9:
-        return "stays about the same"
+        return "stays about the same" + (f" ({ratio - 1:+.0%})" if number else "")
     for times, word in ((2, "doubles"), (3, "triples")):
         if abs(ratio / times - 1) <= near + 1e-9:
-            return f"about {word}"
+            return f"about {word}" + (f" ({ratio:.2f}x)" if number else "")
     if ratio > 1:
         return f"grows by {ratio - 1:.0%}" if ratio < 2 else f"grows {ratio:.2g}x"
     return f"falls by {1 - ratio:.0%}" if ratio >= 0.5 else f"falls to {ratio:.2g}x"
