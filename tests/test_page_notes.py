@@ -123,3 +123,13 @@ def test_checkers_print_no_false_precision(value, shown, capsys):
     from splitlab.teach.check.verdict import verdict
     assert verdict(value, value, 0.35 if isinstance(value, float) else 0, "x", "h")
     assert capsys.readouterr().out.strip().endswith(f"= {shown}.")
+
+
+def test_ch03_experiment_tolerance_is_never_below_its_repeats_spread(capsys):
+    from splitlab.teach.check import ch03
+    assert ch03.measured_step([0.050, 0.080]) == pytest.approx((0.050, 0.6))
+    assert ch03.decode_step_prediction(0.075, [0.050, 0.080])  # 50% off the fastest, within the 60% spread
+    assert "repeats 60% apart" in capsys.readouterr().out
+    assert not ch03.decode_step_prediction(0.080, [0.050, 0.052])  # tight repeats: the 35% holds
+    with pytest.raises(ValueError, match="at least one"):
+        ch03.measured_step([])
