@@ -97,7 +97,7 @@ def ratio_sweep(plan, ax=None, title: str | None = None):
     best_colocated = max((c for c in plan.candidates if c.layout == "colocated"),
                          key=lambda c: c.goodput_rps_per_worker, default=None)
     if best_colocated is not None:
-        ax.axhline(best_colocated.goodput_rps_per_worker, color=LAYOUT_COLORS["prefill-first"], ls="--",
+        ax.axhline(best_colocated.goodput_rps_per_worker, color=layout_color(best_colocated), ls="--",
                    label=f"best colocated ({short_name(best_colocated)})")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.2 * max(c.goodput_rps_per_worker for c in plan.candidates))
