@@ -133,3 +133,13 @@ def test_ch03_experiment_tolerance_is_never_below_its_repeats_spread(capsys):
     assert not ch03.decode_step_prediction(0.080, [0.050, 0.052])  # tight repeats: the 35% holds
     with pytest.raises(ValueError, match="at least one"):
         ch03.measured_step([])
+
+
+def test_no_minus_zero_percent_and_a_noisy_raw_share_is_said():
+    from splitlab.teach.figures.style import signed_pct
+    assert [signed_pct(v) for v in (-0.001, 0.12, -0.07)] == ["+0%", "+12%", "-7%"]
+    n = np.array([1, 16]) * 2 ** 20
+    sweep = pd.DataFrame({"nbytes": n, "raw_s": n / 2e9, "predicted_s": n / 2e9, "whole_s": n / 2e9 * 0.999})
+    assert "-0%" not in transfer_tables.sweep_note(sweep)
+    text = transfer_tables.summary(sweep, 4e-4, 6e-4, pd.Series({128: 0.1}))
+    assert "lost in the timings' noise" in text

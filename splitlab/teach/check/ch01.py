@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from ..figures.style import change_words
+from ..figures.style import change_words, signed_pct
 from .verdict import say, verdict
 
 __all__ = ['forward_passes', 'recompute_tokens', 'tpot', 'prompt_doubling', 'doubling_ratios', 'doubling_note']
@@ -138,7 +138,7 @@ def doubling_note(flops_ratio: float, bytes_ratio: float, m: dict) -> str:
         tol = m["tolerance"][key]
         where = ("within" if abs(off) <= tol else "outside") + f" the checker's {tol:.0%}"
         return (f"{name} {change_words(measured)} (measured {measured:.2f}x; {why} {predicted:.2f}x, "
-                f"{off:+.0%}: {where}).")
+                f"{signed_pct(off)}: {where}).")
     spread = max(m["spread"].values())
     return (part("TTFT", m["ttft_ratio"], flops_ratio, "the prefill's $2PT$ FLOPs double with $T$ and attention "
                  "adds a term in $T^2$, so the FLOP count says")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .style import change_words, fmt3, fmt_table
+from .style import change_words, fmt3, fmt_table, signed_pct
 
 __all__ = ["prefill_alone_table", "stall_table", "ttft_table", "remedies_table", "run_spread", "load_note",
            "chunk_steps", "chunk_note", "stall_summary"]
@@ -74,7 +74,7 @@ def load_note(by_rate: pd.DataFrame, prefill_s: float, decode_step_s: float) -> 
     pred = np.array([queueing_ttft_s(r, prefill_s, decode_step_s) for r in t.rate_per_s])
     off = t.ttft_mean_s.to_numpy() / pred - 1
     side = "above" if off.min() > 0 else "below" if off.max() < 0 else "on both sides of"
-    text += (f"The means sit {off.min():+.0%} to {off.max():+.0%} from the M/D/1 prediction, {side} it. The formula "
+    text += (f"The means sit {signed_pct(off.min())} to {signed_pct(off.max())} from the M/D/1 prediction, {side} it. The formula "
              "serves one prompt at a time at its time alone and starts from a queue in steady state; the worker "
              "runs its prefills at the in-run time of the table, batches the prompts waiting together (each gets its "
              "first token when the batched prefill ends) and runs decode steps between prefills, and a short run "
@@ -132,4 +132,4 @@ def stall_summary(spikes: pd.DataFrame, decode_step_s: float, tolerance: float =
                f"off by more than {tolerance:.0%} at {missed} of {len(off)} lengths")
     return ("* A prefill-first worker runs a new prompt's prefill between two decode steps, so every stream's gap "
             f"there is one prefill long; measured against the prefill inside the run plus one decode step, the "
-            f"stalls here were {off.min():+.0%} to {off.max():+.0%} from it, {verdict}.")
+            f"stalls here were {signed_pct(off.min())} to {signed_pct(off.max())} from it, {verdict}.")

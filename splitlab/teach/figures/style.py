@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color",
-           "sig3", "fmt3", "fmt_table", "change_words"]
+           "sig3", "fmt3", "fmt_table", "change_words", "signed_pct"]
 
 #: the phases (matplotlib's tab:orange, tab:blue, tab:green) and a prediction
 PREFILL, DECODE, TRANSFER, PREDICTED = "#ff7f0e", "#1f77b4", "#2ca02c", "#000000"
@@ -104,6 +104,12 @@ def fmt_table(df: pd.DataFrame, columns: dict, index: str | None = None) -> pd.D
             out[header] = values.to_numpy()
     table = pd.DataFrame(out)
     return table.set_index(index) if index else table
+
+
+def signed_pct(value: float) -> str:
+    """A relative difference as a signed whole percent, "+12%", "-7%", and "+0%" where it rounds to zero (not
+    "-0%")."""
+    return "+0%" if abs(value) < 0.005 else f"{value:+.0%}"
 
 
 def change_words(ratio: float, near: float = 0.05, number: bool = False) -> str:

@@ -7,7 +7,7 @@ from typing import Sequence
 import pandas as pd
 
 from ... import sizing
-from .phases import fmt3
+from .style import fmt3, signed_pct
 
 __all__ = ["published_kv_table", "bench_table", "sweep_table", "overlap_table", "sweep_note", "handoff_note",
            "link_rate_note", "takeaway_note", "summary"]
@@ -68,8 +68,8 @@ def sweep_note(sweep: pd.DataFrame, within: float = 0.2) -> str:
     s = sweep.sort_values("nbytes")
     off = (s.whole_s / s.predicted_s - 1).to_numpy()
     largest = f"{fmt3(s.nbytes.iloc[-1] / 2 ** 20)} MiB"
-    text = (f"The dashed line is fitted to the raw buffer only. The whole caches sit {off.min():+.0%} to "
-            f"{off.max():+.0%} from it; the largest ({largest}) {off[-1]:+.0%}. ")
+    text = (f"The dashed line is fitted to the raw buffer only. The whole caches sit {signed_pct(off.min())} to "
+            f"{signed_pct(off.max())} from it; the largest ({largest}) {signed_pct(off[-1])}. ")
     if abs(off[-1]) <= within:
         return text + (f"Within {within:.0%}, the large caches land on it: their time is their bytes over the link's "
                        "bandwidth.")
@@ -148,7 +148,8 @@ def summary(sweep: pd.DataFrame, latency_s: float, cache_latency_s: float, hidde
         "KV heads.",
         f"* Between two processes here, a transfer costs a fixed latency plus bytes over bandwidth; the fixed part "
         f"is {fixed} ({cache_latency_s * 1e3:.3g} against {latency_s * 1e3:.3g} ms); at the largest size, "
-        f"{fmt3(s['nbytes'] / 2 ** 20)} MiB, the bytes alone took {share:.0%} of a cache transfer.",
+        f"{fmt3(s['nbytes'] / 2 ** 20)} MiB, the bytes alone took {share:.0%} of a cache transfer"
+        + (" (at or above 100%: the fixed part is lost in the timings' noise)." if share >= 0.95 else "."),
         "* This machine's gloo link is far slower than any link of a GPU cluster; the published links carry the "
         "argument.",
         f"* On this machine's small caches, where the sends share the CPU with the forward, streaming hid {lo:.0%} to "
