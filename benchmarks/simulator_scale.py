@@ -13,14 +13,15 @@ comparison alternating inside every repeat. All runs use the built-in cost model
   about 8% of a colocated worker's time in prefill, about one stream per worker), for each count of requests and
   workers, colocated (``W`` workers) and split (``W/4`` prefill + ``3W/4`` decode). Goal: 100,000 requests on
   64 workers within 5 s per layout.
-- ``linear``: 1P+1D, 256 prompt / 128 output tokens (capacity about 18 requests/s), at 0.9x and 1.5x capacity
+- ``linear``: 1P+1D, 256 prompt / 128 output tokens, batches capped at 16 (``max_batch=16``, the default before
+  the KV budget bounded batches; capacity about 18 requests/s), at 0.9x and 1.5x capacity
   (16 and 27 requests/s), ``N`` and ``10 N`` requests (2,000 and 20,000), with a trace (``serving.run``'s
   default) and without. Goal: ``10 N`` requests within 12x the time of ``N`` (linear, not quadratic).
 - ``distserve`` (with ``--distserve PATH``, a checkout holding DistServe's ``simdistserve`` folder, from
   github.com/LLMServe/DistServe, and ``pip install simpy``; not part of splitlab): 10,000 requests of 256 / 128
-  tokens on 1P+1D, each simulator below capacity at a similar mean decode batch: DistServe (its OPT-13B A100
-  profile) at 3.5 requests/s, splitlab at 17/s. Output tokens and decode steps per CPU second, splitlab with a
-  trace and without. Goal: splitlab >= 3x DistServe.
+  tokens on 1P+1D (splitlab's batches capped at 16), each simulator below capacity at a similar mean decode
+  batch: DistServe (its OPT-13B A100 profile) at 3.5 requests/s, splitlab at 17/s. Output tokens and decode
+  steps per CPU second, splitlab with a trace and without. Goal: splitlab >= 3x DistServe.
 
 ``--quick``: tiny sizes, seconds, no DistServe (a smoke test for CI).
 """
@@ -78,7 +79,7 @@ def linear(args, say) -> list[dict]:
     rows = []
     for rate, where in ((16.0, "0.9x capacity"), (27.0, "1.5x capacity")):
         for trace in (True, False):
-            cfg = ServingConfig.disaggregated(1, 1, trace=trace)
+            cfg = ServingConfig.disaggregated(1, 1, max_batch=16, trace=trace)
             sets = {n: make_workload(FIXED, n, rate, seed=0) for n in (args.linear_n, 10 * args.linear_n)}
             times = {n: [] for n in sets}
             for _ in range(args.repeats):
@@ -128,7 +129,7 @@ def distserve(args, say) -> list[dict]:
     for _ in range(args.repeats):
         runs["distserve"].append(distserve_run(args.distserve, n, 3.5))
         for trace in (True, False):
-            seconds, cluster, res = timed(reqs, ServingConfig.disaggregated(1, 1, trace=trace))
+            seconds, cluster, res = timed(reqs, ServingConfig.disaggregated(1, 1, max_batch=16, trace=trace))
             steps = sum(len(w.clock) for w in cluster.decoders)
             runs["splitlab traced" if trace else "splitlab"].append(
                 (seconds, sum(len(r.output) for r in res.requests), steps))

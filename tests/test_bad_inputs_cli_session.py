@@ -246,7 +246,8 @@ def test_a_fast_but_finite_link_still_runs():
 # --- 8. the bounds the SLO attainment counts, in the text --------------------------------------------------------
 
 README_SIMULATE = ("simulate", "--gpu", "H100", "--model-config", "Llama-3-8B", "--layout", "disaggregated",
-                   "--prefill-workers", "2", "--decode-workers", "2", "--requests", "2000", "--rate", "20")
+                   "--prefill-workers", "2", "--decode-workers", "2", "--requests", "2000", "--rate", "20",
+                   "--max-batch", "16")
 
 
 def test_the_text_shows_the_ttst_and_how_many_requests_missed_each_bound():

@@ -47,7 +47,7 @@ def test_a_goodput_far_below_the_start_is_found_not_zero():
     assert near.outcome == far.outcome == "found" and far.goodput_rps_per_worker > 0
     assert far.goodput_rps_per_worker == pytest.approx(near.goodput_rps_per_worker, rel=0.06)
     assert len(far.points) <= 25
-    assert "met the SLOs at" in far.reason and "missed TTFT" in far.reason
+    assert "met the SLOs at" in far.reason and "missed TT" in far.reason  # TTFT, or TTST with no batch cap
 
 
 def test_the_cli_plan_of_qa_f2_answers_goodput_0_with_its_reason():

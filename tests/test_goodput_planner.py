@@ -37,11 +37,13 @@ def test_goodput_bisects_to_the_closed_form_boundary():
 def test_the_backlog_trap_is_caught_by_the_second_token_bound():
     """The issue's measurement: 1P+3D with DistServe's convention answers the first token at once (TTFT P90 0.07 s)
     and then leaves requests waiting for a decode slot; without the second-token bound it 'reached 100%'. By default
-    the first token leaves when a decode worker admits the request, so TTFT itself holds the wait."""
+    the first token leaves when a decode worker admits the request, so TTFT itself holds the wait. The slots are 16
+    per decode worker (max_batch=16, the old default cap): the built-in model's KV budget alone would hold every
+    request."""
     reqs = make_workload("code", 400, 256, seed=0)
-    default = run(reqs, ServingConfig.disaggregated(1, 3, trace=False)).metrics(2.0, 0.2)
+    default = run(reqs, ServingConfig.disaggregated(1, 3, max_batch=16, trace=False)).metrics(2.0, 0.2)
     assert default["ttft_s"]["p90"] > 2.2 and default["slo_attainment"] < 0.9
-    split = run(reqs, ServingConfig.disaggregated(1, 3, trace=False, first_token_on="prefill"))
+    split = run(reqs, ServingConfig.disaggregated(1, 3, max_batch=16, trace=False, first_token_on="prefill"))
     m = split.metrics(2.0, 0.2)
     assert m["ttft_s"]["p90"] < 0.2 and m["tpot_s"]["p90"] < 0.2      # both SLOs look met ...
     assert m["ttst_s"]["p90"] > 2.2                                    # ... but the stream starts seconds later
@@ -100,7 +102,7 @@ def test_planner_refuses_bad_inputs():
     import splitlab as sl
     for kw, match in ((dict(max_workers=1), "max_workers"), (dict(ttft_slo_s=0), "ttft_slo_s"),
                       (dict(tpot_slo_s=-0.1), "tpot_slo_s"), (dict(price_per_hour=0), "price_per_hour"),
-                      (dict(chunk_tokens=(8,)), "chunk sizes")):
+                      (dict(chunk_tokens=(8,), max_batch=16), "chunk sizes"), (dict(chunk_tokens=(1,)), "chunk sizes")):
         with pytest.raises(ValueError, match=match):
             sl.planner.plan(**kw)
 

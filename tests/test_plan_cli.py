@@ -54,7 +54,8 @@ def test_calibrate_writes_a_file_simulate_and_plan_read(capsys, tmp_path):
 
 @pytest.mark.parametrize("args, status", [
     (("plan", "--max-workers", "1"), 2), (("plan", "--ttft-slo", "0"), 2), (("plan", "--tpot-slo", "-1"), 2),
-    (("plan", "--chunk-tokens", "8"), 2), (("simulate", "--gpu", "H100"), 2),
+    (("plan", "--chunk-tokens", "8", "--max-batch", "16"), 2), (("plan", "--chunk-tokens", "1"), 2),
+    (("simulate", "--gpu", "H100"), 2),
     (("simulate", "--cost", "x.json", "--gpu", "H100", "--model-config", "Llama-3-8B"), 2),
     (("simulate", "--gpu", "B900", "--model-config", "Llama-3-8B"), 2), (("simulate", "--rate", "0"), 2),
     (("simulate", "--cost", "/no/such/file.json"), 1), (("plan", "--cost", "/no/such/file.json"), 1),

@@ -33,7 +33,8 @@ def plan():
 
 def test_first_guess_is_the_closed_form_on_the_same_inputs_and_where_each_search_starts(plan):
     g = plan.first_guess
-    again = closed_form.first_guess(COST, [400], [20], 0.2, 0.004, 4, max_batch=16, max_prefill_tokens=2048)
+    again = closed_form.first_guess(COST, [400], [20], 0.2, 0.004, 4, max_batch=int(plan.batch["batch"]),
+                                    max_prefill_tokens=2048)  # the KV batch the plan states
     assert again == pytest.approx(g)
     for c in plan.candidates:
         expected = (g["colocated_rps"] if c.layout == "colocated" else

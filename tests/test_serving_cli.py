@@ -69,7 +69,8 @@ def test_serve_text_and_rejections(capsys):
 
 @pytest.mark.parametrize("args, status", [
     (("serve", "--rate", "0"), 2), (("compare", "--workload", "poetry"), 2),
-    (("serve", "--backend", "simulated", "--policy", "chunked", "--chunk-tokens", "8"), 2),
+    (("serve", "--backend", "simulated", "--policy", "chunked", "--chunk-tokens", "8", "--max-batch", "16"), 2),
+    (("serve", "--backend", "simulated", "--policy", "chunked", "--chunk-tokens", "1"), 2),
     (("compare", "--decode-workers", "0"), 2), (("serve", "--backend", "nowhere"), 2),
     (("serve", "--device", "cuda:abc"), 2), (("serve", "--device", "meta"), 2),
     (("serve", "--model", "./no/such/model"), 1),  # well-formed, but it names nothing that exists

@@ -144,7 +144,8 @@ def test_overload_costs_events_per_request_not_per_step():
     the bytes a worker holds, kept as running sums, equal the sum over its resident requests at every step."""
     from splitlab.serving import Fixed, WorkloadSpec
     reqs = make_workload(WorkloadSpec("256/128", Fixed(256), Fixed(128)), 3000, 27.0, seed=0)
-    cluster = Cluster(CostModelExecutor(), ServingConfig.disaggregated(1, 1, trace=False))
+    # batches of 16 (the old default cap): 27/s is 1.5x this split's capacity, whose full batch runs stretches
+    cluster = Cluster(CostModelExecutor(), ServingConfig.disaggregated(1, 1, max_batch=16, trace=False))
     res = cluster.run([r.fresh() for r in reqs])
     steps = sum(len(w.clock) for w in cluster.workers)
     events = next(cluster.clock.seq)

@@ -86,7 +86,7 @@ def test_chapter_6_and_7_checkers():
     assert check.goodput_from_curve(2.0, curve, workers=4)  # 8 / 4: the first failure stops the walk
     from splitlab.serving import run, ServingConfig
     res = run(make_workload("code", 400, 256, seed=0),  # DistServe's convention: the first token at once (the trap)
-              ServingConfig.disaggregated(1, 3, trace=False, first_token_on="prefill"))
+              ServingConfig.disaggregated(1, 3, max_batch=16, trace=False, first_token_on="prefill"))  # 16 slots
     from splitlab.serving import metrics as M
     n = M.slo_misses(res.requests, 2.0, 0.2)["ttst"]
     assert n > 0 and check.second_token_misses(n, res.requests, 2.0, 0.2)

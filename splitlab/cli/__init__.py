@@ -25,7 +25,8 @@ import json
 import os
 import sys
 
-from . import calibrate, demo, kv_size, plan, serving, simulate, transfer  # noqa: F401  (each registers its subcommand)
+# each registers its subcommand
+from . import calibrate, demo, kv_size, map, plan, serving, simulate, transfer  # noqa: F401
 from .registry import COMMANDS, CLIError, Parser, one_line
 
 __all__ = ["main", "build_parser", "COMMANDS"]

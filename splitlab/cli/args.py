@@ -9,7 +9,7 @@ import sys
 
 __all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "slo_seconds", "link_gbps",
            "token_list", "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun", "human_bytes",
-           "number", "THREADS", "progress", "threads_fields", "timeout_seconds"]
+           "number", "THREADS", "MEMORY_UTILIZATION", "memory_share", "progress", "threads_fields", "timeout_seconds"]
 
 
 def positive_int(text: str) -> int:
@@ -87,6 +87,21 @@ def positive_float(text: str) -> float:
     return value
 
 
+def memory_share(text: str) -> float:
+    """A share of a device's memory: a number in (0, 1] (vLLM's gpu_memory_utilization)."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a share of the device's memory in (0, 1], got {text}")
+    return value
+
+
+#: the share of a device's memory a worker uses (serve, compare, simulate, plan): ServingConfig.memory_utilization
+MEMORY_UTILIZATION = (("--memory-utilization",), dict(
+    type=memory_share, default=0.9, metavar="SHARE",
+    help="share of a device's memory a worker uses for weights, activations and KV cache, in (0, 1] (like "
+         "vLLM's --gpu-memory-utilization; default 0.9)"))
+
+
 def timeout_seconds(text: str) -> float:
     """A ``--timeout`` between processes: seconds > 0, at most a week (:func:`splitlab.common.timeouts.check_timeout`;
     1e14 overflowed deep inside torch.distributed)."""
@@ -156,8 +171,11 @@ def weight_dtype(text: str) -> str:
 def check_chunking(args) -> None:
     """The chunked policy's budget must leave room for prompts beside a full decode batch."""
     from .registry import CLIError
-    if args.policy == "chunked" and args.chunk_tokens <= args.max_batch:
+    if args.policy == "chunked" and args.max_batch is not None and args.chunk_tokens <= args.max_batch:
         raise CLIError(f"--chunk-tokens ({args.chunk_tokens}) must exceed --max-batch ({args.max_batch})")
+    if args.policy == "chunked" and args.chunk_tokens < 2:
+        raise CLIError(f"--chunk-tokens must be >= 2 (a decode token and a prompt token per step), got "
+                       f"{args.chunk_tokens}")
 
 
 def check_torchrun(args) -> None:

@@ -3,12 +3,13 @@ every xPyD split up to ``--max-workers`` by simulated goodput per worker (:func:
 cost model of ``simulate`` (``--cost FILE``, ``--gpu NAME --model-config NAME``, or the built-in one). No model
 is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, ``workers``, ``prefill_workers``,
 ``decode_workers``, ``goodput_rps_per_worker``, ``cost_per_million_tokens``, ``binding_slo``, ``outcome``,
-``reason``, ...), ``best``,
-``first_guess`` (the closed form) and the inputs."""
+``reason``, ``batch_cap``, ...), ``best``,
+``first_guess`` (the closed form), ``batch`` (the decode batch bound every layout ran with: ``kv_budget_bytes``,
+``kv_requests`` it holds, ``max_batch``, ``binds``; its ``line`` is printed) and the inputs."""
 from __future__ import annotations
 
 from ..serving.workload import WORKLOADS
-from .args import positive_float, positive_int, progress, seed_int, slo_seconds, token_list
+from .args import MEMORY_UTILIZATION, positive_float, positive_int, progress, seed_int, slo_seconds, token_list
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines, in_flags
 from .registry import CLIError, arg, command
@@ -28,7 +29,9 @@ __all__ = ["plan"]
              help="price of one worker per hour (default 2.0; the cost column is in the same currency)"),
          arg("--chunk-tokens", type=token_list, default=[128, 256, 512], metavar="LIST",
              help="chunk sizes tried for chunked prefill (default 128,256,512)"),
-         arg("--max-batch", type=positive_int, default=16, help="requests resident per worker (default 16)"),
+         arg("--max-batch", type=positive_int, default=None,
+             help="cap on requests resident per worker (default: none, the KV budget bounds the batch)"),
+         MEMORY_UTILIZATION,
          arg("--scale", type=positive_float, default=None,
              help="multiply the workload's lengths (default: from the cost model's context)"),
          arg("--seed", type=seed_int, default=0, help="seeds the request set (default 0)"),
@@ -40,20 +43,21 @@ def plan(args):
     if not 2 <= args.max_workers <= MAX_WORKERS:
         raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker) and <= "
                        f"{MAX_WORKERS} (every xPyD split up to it is a goodput search), got {args.max_workers}")
-    if any(c <= args.max_batch for c in args.chunk_tokens):
-        raise CLIError(f"every --chunk-tokens must exceed --max-batch ({args.max_batch}), got {args.chunk_tokens}")
+    if any(c <= (args.max_batch or 1) for c in args.chunk_tokens):
+        raise CLIError(f"every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
+                                                               else "1") + f", got {args.chunk_tokens}")
     cost = cost_model(args, args.model)
     try:
         p = run_plan(cost, args.workload, args.ttft_slo, args.tpot_slo, args.max_workers, args.price_per_hour,
                      chunk_tokens=args.chunk_tokens, max_batch=args.max_batch, seed=args.seed, scale=args.scale,
-                     progress=progress(args))
+                     progress=progress(args), memory_utilization=args.memory_utilization)
     except NoDefault as err:  # an SLO left out that this cost model cannot choose: in the command line's words
         raise in_flags(err) from None
     data = dict(workload=args.workload, **p.to_json())
     g = p.first_guess
     text = [f"splitlab plan: {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= {p.tpot_slo_s:g} s, at most "
             f"{args.max_workers} workers at {args.price_per_hour:g}/hour",
-            f"cost model: {p.cost_source}", *chosen_lines(p.chosen),
+            f"cost model: {p.cost_source}", *chosen_lines(p.chosen), p.batch_line,
             f"{'layout':<40} {'goodput/worker':>15} {'first guess':>12} {'cost/1M tok':>12}  binding SLO"]
     for c in p.candidates:
         text.append(f"{c.name:<40} {c.goodput_rps_per_worker:>13.3g}/s {c.first_guess_rps_per_worker:>10.3g}/s "

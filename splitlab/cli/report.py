@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .args import threads_fields
+from .args import human_bytes, threads_fields
 
 __all__ = ["clean", "header", "metrics", "lines", "title", "about", "failed_status", "FAILED_REQUESTS",
            "SHOWN_WORKERS"]
@@ -79,6 +79,10 @@ def lines(name: str, m: dict) -> list[str]:
            f"{'':<14} TTFT ms  p50 {ms(t, 'p50')}  p90 {ms(t, 'p90')}  p99 {ms(t, 'p99')}",
            f"{'':<14} TTST ms  p50 {ms(s, 'p50')}  p90 {ms(s, 'p90')}  p99 {ms(s, 'p99')}{bound}",
            f"{'':<14} TPOT ms  p50 {ms(p, 'p50')}  p90 {ms(p, 'p90')}  p99 {ms(p, 'p99')}"]
+    if "kv_budget_bytes" in m:  # what bounds a worker's batch: its KV budget, and a cap if one was given
+        budget = m["kv_budget_bytes"]
+        out.append(f"{'':<14} batch: KV budget {'unlimited' if budget is None else human_bytes(budget)} per worker, "
+                   f"{'no cap' if m.get('max_batch') is None else 'max_batch ' + str(m['max_batch'])}")
     if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
         first, more = m["rejections"][0], len(m["rejections"]) - 1
         out.append(f"{'':<14} {first['state']}: request {first['id']}: {first['reason']}"

@@ -12,15 +12,16 @@ options and prints the same JSON.
 ``--json`` the output is one object with one entry per layout (``colocated`` / ``disaggregated``), each holding
 ``completed``, ``rejected``, ``failed``, ``ttft_s``, ``tpot_s``, ``itl_s`` percentiles (``p50``, ``p90``,
 ``p99``, ``mean``), ``slo_attainment``, ``throughput_tokens_per_s``, ``rejections`` (id, state and reason of every
-request that did not complete), ``notes`` (faults and what was done about them) and more; ``compare`` adds
+request that did not complete), ``notes`` (faults and what was done about them; a batch cap that bound),
+``kv_budget_bytes``, ``max_batch`` and ``batch_capped`` (what bounded each worker's batch) and more; ``compare`` adds
 ``tokens_identical`` and ``tokens_compared``. Undefined numbers (no completed request) are ``null``.
 """
 from __future__ import annotations
 
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import (THREADS, check_chunking, check_torchrun, device_name, link_gbps, positive_float, positive_int,
-                   progress, request_count, seed_int, slo_seconds, timeout_seconds)
+from .args import (MEMORY_UTILIZATION, THREADS, check_chunking, check_torchrun, device_name, link_gbps,
+                   positive_float, positive_int, progress, request_count, seed_int, slo_seconds, timeout_seconds)
 from .defaults import OPTIONS_HELP, chosen_lines, fill
 from .demo import check_loadable, quiet_hub
 from .registry import CLIError, arg, command, stage_printer
@@ -40,10 +41,13 @@ COMMON = (
         help="multiply the workload's prompt and output lengths (default: from the model's context)"),
     arg("--policy", choices=POLICIES, default=None, help="colocated batching policy (default prefill-first)"),
     arg("--chunk-tokens", type=positive_int, default=None, help="chunked policy: token budget per step (256)"),
-    arg("--max-batch", type=positive_int, default=16, help="requests resident per worker (default 16)"),
+    arg("--max-batch", type=positive_int, default=None,
+        help="cap on requests resident per worker (default: none, the KV budget bounds the batch)"),
     arg("--max-prefill-tokens", type=positive_int, default=2048, help="prompt tokens per prefill forward (2048)"),
     arg("--kv-budget-bytes", type=positive_int, default=None,
-        help="KV budget per worker (default: device memory minus weights; unlimited for a cost model)"),
+        help="KV budget per worker (default: --memory-utilization x device memory - weights - activations; a "
+             "cost model without a memory size: 16 GiB)"),
+    MEMORY_UTILIZATION,
     arg("--first-token-on", choices=("prefill", "decode"), default=None,
         help="disaggregated: which side emits the first token (default decode: after the KV transfer, when the "
              "decode worker admits the request; "
@@ -116,6 +120,7 @@ def options(args) -> dict:
     check_torchrun(args)
     return dict(policy=args.policy, chunk_tokens=args.chunk_tokens, max_batch=args.max_batch,
                 max_prefill_tokens=args.max_prefill_tokens, kv_budget_bytes=args.kv_budget_bytes or "auto",
+                memory_utilization=args.memory_utilization,
                 first_token_on=args.first_token_on, transfer_mode=args.transfer_mode, timeout_s=args.timeout,
                 link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None)
 

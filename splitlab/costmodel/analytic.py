@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from ..common.presets import is_preset
-from ..sizing import GPUS, LINKS, PUBLISHED_MODELS, dtype_bytes, kv_bytes_per_token, kv_geometry, resolve_config
+from ..sizing import (GPUS, LINKS, PUBLISHED_MODELS, activation_bytes_per_token, dtype_bytes, kv_bytes_per_token,
+                      kv_geometry, resolve_config)
 from .model import CostModel
 
 __all__ = ["RooflineCostModel", "roofline_cost_model", "roofline_models", "COMPUTE_EFFICIENCY", "MEMORY_EFFICIENCY"]
@@ -103,8 +104,9 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
                         link: str = "400 Gb/s network", step_overhead_s: float = 0.0) -> RooflineCostModel:
     """The predicted cost model of ``model`` (a published model, a preset or a config.json path with
     ``n_params``) in ``dtype`` on one ``gpu`` of :data:`splitlab.sizing.GPUS`, its caches moving over ``link``
-    (a name of :data:`splitlab.sizing.LINKS`). The KV budget of a worker is 90% of the GPU's memory minus the
-    weights (the simulator's "auto" budget).
+    (a name of :data:`splitlab.sizing.LINKS`). The KV budget of a worker (the simulator's "auto" budget) is
+    90% of the GPU's memory (vLLM's ``gpu_memory_utilization``; ``ServingConfig.memory_utilization``) minus the
+    weights and the activations of the largest forward (:func:`splitlab.sizing.kv_budget_bytes`).
 
     Raises:
         ValueError: an unknown model, GPU or link (the message lists the known ones: for the model, those of
@@ -137,6 +139,7 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
         decode_base_s=step_overhead_s + weights / bw, decode_per_seq_s=0.0, decode_per_token_s=per_token / bw,
         transfer_base_s=0.0, transfer_bytes_per_s=LINKS[link]["bandwidth_bytes_per_s"],
         kv_bytes_per_token=int(round(per_token)), max_context=int(cfg.get("max_position_embeddings") or 4096),
-        memory_bytes=float(g["memory_bytes"]), weight_bytes=weights, source=source, flops_per_token=flops_token,
+        memory_bytes=float(g["memory_bytes"]), weight_bytes=weights,
+        activation_bytes_per_token=activation_bytes_per_token(cfg, dtype), source=source, flops_per_token=flops_token,
         attn_flops_per_square=attn, peak_flops_per_s=peak, bandwidth_bytes_per_s=bw, step_overhead_s=step_overhead_s,
         layers=geo.layers)

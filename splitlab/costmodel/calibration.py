@@ -25,7 +25,8 @@ FORMAT = "splitlab-calibration/1"
 META_FIELDS = ("device", "model", "dtype", "torch", "date")
 OPTIONAL_META = ("splitlab", "clock")  # strings too, where a file has them (older files lack them)
 COST_FIELDS = tuple(f.name for f in dataclasses.fields(CostModel))
-ZERO_BY_DEFAULT = ("prefill_masked_per_pair_s", "decode_batched_s")  # terms a file may lack: 0 (not measured)
+#: terms a file may lack: 0 (not measured, or written before the term existed)
+ZERO_BY_DEFAULT = ("prefill_masked_per_pair_s", "decode_batched_s", "activation_bytes_per_token")
 
 
 class CalibrationError(ValueError):

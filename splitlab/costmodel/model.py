@@ -44,7 +44,11 @@ class CostModel:
     """Coefficients in seconds (per token / per sequence / per byte as named).
 
     ``kv_bytes_per_token`` and ``max_context`` describe the modeled model (defaults: the tiny preset, float32);
-    ``memory_bytes`` and ``weight_bytes`` the worker's device (None: unlimited KV memory, the default);
+    ``memory_bytes``, ``weight_bytes`` and ``activation_bytes_per_token`` the worker's device, its weights and the
+    activations one token of a forward holds at its peak (:func:`splitlab.sizing.activation_bytes_per_token`):
+    the "auto" KV budget is a share of the memory less the weights and the largest forward's activations
+    (:func:`splitlab.sizing.kv_budget_bytes`; None: no memory given, the stated
+    :data:`splitlab.sizing.CPU_MEMORY_BYTES` then);
     ``padded_prefill``: a batch of whole prompts runs padded to its longest (splitlab's engine, so a calibration
     of it sets this) rather than ragged (a paged server);
     ``source`` says where the numbers come from ("built-in", "measured on ...", "predicted: ...").
@@ -64,6 +68,7 @@ class CostModel:
     max_context: int = 2048
     memory_bytes: float | None = None
     weight_bytes: float = 0.0
+    activation_bytes_per_token: float = 0.0
     padded_prefill: bool = False
     source: str = "built-in (tiny model, laptop CPU)"
 

@@ -48,7 +48,7 @@ from ..costmodel import Calibration, CostModel, fit_decode, fit_prefill, fit_tra
 from ..costmodel.fit import coefficients
 from ..costmodel.model import hybrid_as_prefill, hybrid_terms
 from ..kvcache import KVCache
-from ..sizing import kv_bytes_per_token
+from ..sizing import activation_bytes_per_token, kv_bytes_per_token
 from .device import _CPU_CLOCK, STATISTICS, Timer, check_measurement, describe_device
 from .engine import decode_step, forward_logits, prefill
 from .fit_quality import NOISY_RESIDUAL, NoisyCalibrationWarning, fit_warnings  # re-exported
@@ -285,7 +285,7 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     cost = CostModel(**coefficients(fits.values()), kv_bytes_per_token=int(kv_bytes_per_token(lm.geometry, lm.dtype)),
                      max_context=ctx, memory_bytes=_memory_bytes(lm.device), weight_bytes=lm.weight_bytes,
-                     padded_prefill=True,
+                     activation_bytes_per_token=activation_bytes_per_token(lm.config, lm.dtype), padded_prefill=True,
                      source=f"measured: {lm.name} ({meta['dtype']}) on {meta['device']}, {meta['date']}")
     cal = Calibration(cost, fits, meta)
     for message in fit_warnings(cal):

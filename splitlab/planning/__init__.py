@@ -5,6 +5,10 @@
 - :mod:`.closed_form`: the first guess from the cost model alone (prefill throughput at the TTFT SLO, decode
   throughput at the TPOT SLO).
 - :mod:`.defaults`: SLOs and a rate from the device's costs where the user gives none (chapter 6's rule).
+- :mod:`.split_map`: the map of where the split pays off (``split_map.split_map``: the winner in goodput per worker of
+  the best xPyD split, colocated prefill-first and chunked over the prefill cost and the TPOT SLO, both in decode
+  steps, for a fixed cluster; :mod:`.map_result` holds its cells), and :mod:`.rule_of_thumb` (the prefill cost
+  above which the split wins, read off a map and applied to GPU rows).
 
 The goodput search itself is :func:`splitlab.serving.goodput`. Names are imported on first use.
 """
@@ -15,7 +19,9 @@ import importlib
 _EXPORTS = {"planner": ["plan", "Plan", "Candidate"],
             "closed_form": ["first_guess", "prefill_capacity", "decode_capacity", "colocated_capacity",
                             "split_capacity"],
-            "defaults": ["choose_defaults", "Chosen"]}
+            "defaults": ["choose_defaults", "Chosen"],
+            "split_map": ["geometric_axis"], "map_result": ["SplitMap", "Cell"],
+            "rule_of_thumb": ["split_threshold", "apply_rule"]}
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
 

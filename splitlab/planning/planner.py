@@ -27,6 +27,7 @@ import pandas as pd
 from ..common.progress import show_progress
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
+from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
 from .defaults import choose_defaults
 
@@ -56,6 +57,13 @@ class Candidate:
     result: object = field(repr=False, default=None)
 
     @property
+    def batch_cap(self) -> int | None:
+        """The cap on a worker's batch this layout ran with (None: none, KV memory bounds it; chunked layouts
+        without ``max_batch``: ``chunk_tokens - 1``)."""
+        cap = self.config.batch_cap if self.config is not None else math.inf
+        return None if math.isinf(cap) else int(cap)
+
+    @property
     def outcome(self) -> str:
         """How its goodput search ended: "found", "unmet" (no rate meets the SLOs: goodput 0) or "unbounded" (no
         rate breaks them: the goodput is a lower bound); see :mod:`splitlab.serving.goodput_result`."""
@@ -78,7 +86,8 @@ class Candidate:
                 "goodput_rps_per_worker", "cost_per_million_tokens", "binding_slo", "first_guess_rps_per_worker")
         out = {k: getattr(self, k) for k in keys}
         cost = None if math.isinf(self.cost_per_million_tokens) else self.cost_per_million_tokens
-        return dict(out, name=self.name, outcome=self.outcome, reason=self.reason, cost_per_million_tokens=cost)
+        return dict(out, name=self.name, outcome=self.outcome, reason=self.reason, cost_per_million_tokens=cost,
+                    batch_cap=self.batch_cap)
 
 
 @dataclass
@@ -86,7 +95,8 @@ class Plan:
     """What :func:`plan` found: ``candidates`` (best first), ``best``, ``first_guess`` (the closed form) and the
     inputs (``ttft_slo_s``, ``tpot_slo_s``, ``max_workers``, ``price_per_hour``, ``mean_output_tokens``,
     ``cost_source``); ``chosen``: the SLOs left out, chosen, and why (:meth:`.defaults.Chosen.to_json`; None if
-    both were given)."""
+    both were given); ``batch``: the decode batch bound of a worker, stated (:class:`.batch.BatchBound`: the KV
+    budget, the requests it holds, the cap and which binds; ``batch_line`` says it in words)."""
 
     candidates: list[Candidate]
     first_guess: dict
@@ -97,6 +107,7 @@ class Plan:
     mean_output_tokens: float
     cost_source: str
     chosen: dict | None = None
+    batch: dict | None = None  # the decode batch bound every layout ran with (planning.batch.BatchBound.to_json)
 
     @property
     def best(self) -> Candidate:
@@ -122,11 +133,17 @@ class Plan:
         Each goodput search starts at its candidate's first guess (a good start saves runs), so the goodput is a
         rate the search tested: it equals the guess exactly where the guess passed and every rate tried above it
         (up to the search's tolerance, 3%) failed, i.e. the true boundary lies within that tolerance above it."""
-        rows = [{"layout": c.name, "workers": c.workers, "goodput (req/s per worker)": c.goodput_rps_per_worker,
+        rows = [{"layout": c.name, "workers": c.workers, "batch cap": c.batch_cap or "none (KV)",
+                 "goodput (req/s per worker)": c.goodput_rps_per_worker,
                  "first guess (req/s per worker)": c.first_guess_rps_per_worker,
                  "cost per 1M tokens": c.cost_per_million_tokens, "binding SLO": c.binding_slo, "why": c.reason}
                 for c in self.candidates]
         return pd.DataFrame(rows).set_index("layout")
+
+    @property
+    def batch_line(self) -> str:
+        """The decode batch bound every layout ran with, in one sentence (empty if unknown)."""
+        return self.batch.get("line", "") if self.batch else ""
 
     def why(self, width: int | None = None) -> str:
         """Why the winner wins: its goodput against the best of the other kind, and the SLO binding each; on
@@ -153,12 +170,17 @@ class Plan:
         return dict(candidates=[c.to_json() for c in self.candidates], best=self.best.to_json(),
                     first_guess=self.first_guess, ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s,
                     max_workers=self.max_workers, price_per_hour=self.price_per_hour,
-                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source, chosen=self.chosen)
+                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source, chosen=self.chosen,
+                    batch=self.batch)
 
 
 #: most workers :func:`plan` searches: every xPyD split up to it is a goodput search of its own (120 splits at 16;
 #: 8 workers took 15-95 s of the built-in cost model on a shared 2-core CPU, 16 more than 5 minutes)
 MAX_WORKERS = 16
+
+
+#: the largest batch the closed form tries (its loops go batch by batch) when KV memory is unlimited
+CLOSED_FORM_BATCH = 65_536
 
 
 def _splits(n: int) -> int:
@@ -177,14 +199,15 @@ def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, ma
         raise ValueError(f"max_workers must be <= {MAX_WORKERS}: the planner runs a goodput search for every xPyD "
                          f"split up to it ({_splits(MAX_WORKERS)} at {MAX_WORKERS}, {_splits(max_workers):,} at "
                          f"{max_workers}), got {max_workers}")
-    bad = [c for c in chunk_tokens if not isinstance(c, numbers.Integral) or c <= max_batch]
+    bad = [c for c in chunk_tokens if not isinstance(c, numbers.Integral) or c <= (max_batch or 1)]
     if bad:
-        raise ValueError(f"chunk sizes must be integers above max_batch ({max_batch}), got {bad}")
+        raise ValueError(f"chunk sizes must be integers above {'max_batch (%d)' % max_batch if max_batch else 1}, "
+                         f"got {bad}")
 
 
 def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | None = None,
          tpot_slo_s: float | None = None,
-         max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int = 16,
+         max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int | None = None,
          max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03, seed: int = 0,
          scale: float | None = None, max_requests: int = 3000, progress: bool | None = None,
          **options) -> Plan:
@@ -200,7 +223,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         max_workers: at most this many workers (2 .. :data:`MAX_WORKERS`).
         price_per_hour: of one worker (any currency; the cost column is in the same).
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
-        max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout.
+        max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout
+            (``max_batch`` None: no cap, each worker's KV budget bounds its batch; ``Plan.batch`` states it).
         target, tolerance: of each goodput search. seed: of the request set. max_requests: per run.
         progress: a tqdm bar on stderr: True, False, or None (the default: when stderr is a terminal and there are
             more than 4 candidates).
@@ -228,8 +252,9 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     requests = workload_requests(workload, max_requests, 1.0, ex, seed, scale)
     prompts = np.array([r.prompt_len for r in requests])
     outputs = np.array([r.max_new_tokens for r in requests])
-    guess = first_guess(ex.cost, prompts, outputs, ttft_slo_s, tpot_slo_s, max_workers, max_batch,
-                        max_prefill_tokens)
+    bound = batch_bound(ex, ServingConfig.disaggregated(1, 1, **common), prompts, outputs)
+    guess = first_guess(ex.cost, prompts, outputs, ttft_slo_s, tpot_slo_s, max_workers,
+                        int(min(bound.batch, CLOSED_FORM_BATCH)), max_prefill_tokens)
     layouts = [("colocated", "prefill-first", max_workers, 0, 0, None)]
     layouts += [("colocated", "chunked", max_workers, 0, 0, c) for c in chunk_tokens]
     layouts += [("disaggregated", "prefill-first", n, x, n - x, None)
@@ -255,4 +280,4 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
                                     cfg, res))
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
-                ex.cost.source, chosen)
+                ex.cost.source, chosen, dict(bound.to_json(), line=bound.line()))

@@ -23,7 +23,7 @@ from operator import attrgetter
 from . import fast, handoff, recovery
 from ..common.faults import WorkerFault
 from .inputs import arrival_refusal, check_backend, check_config, check_faults
-from .memory import KVMemory
+from .memory import KVMemory, cap_note
 from .request import Request, State, check_unique_ids
 from .result import ServingResult
 from .router import Router
@@ -51,8 +51,9 @@ class Cluster:
         self.faults, self.fault_hook = (_no_faults, faults) if wall else (faults or _no_faults, None)
         self.hooked = self.faults is not _no_faults
         self.trace = self.cfg.trace
-        budget = self.cfg.kv_budget_bytes
-        budget = backend.auto_kv_budget() if budget == "auto" else budget
+        budget = self.cfg.kv_budget_bytes  # "auto": a share of the device's memory less weights and activations
+        self.kv_budget_bytes = budget = (backend.auto_kv_budget(self.cfg.memory_utilization, self.cfg.forward_tokens)
+                                         if budget == "auto" else budget)
         kv = getattr(backend, "kv_bytes_fn", None)
 
         def memory() -> KVMemory:
@@ -105,11 +106,13 @@ class Cluster:
         for r in self.requests:
             if not r.done:
                 r.fail("unfinished when the run ran out of events (a splitlab bug; please report it)", end)
+        self.notes += cap_note(self.cfg, capped := {w.name: w.capped for w in self.workers if w.capped})
         return ServingResult(self.requests, self.cfg, [w.name for w in self.workers], self.timeline,
                              self.transfers, {w.name: w.memory for w in self.workers},
                              wall_s=time.perf_counter() - wall0, measured_s=self.measured_s,
                              overhead_s=self.backend.overhead_s - over0, notes=self.notes,
-                             admissions=self.admissions, backend=getattr(self.backend, "name", "executor"))
+                             admissions=self.admissions, backend=getattr(self.backend, "name", "executor"),
+                             kv_budget_bytes=self.kv_budget_bytes, batch_capped=capped)
 
     def push_done(self, t: float, w: Worker, plan: StepPlan, out) -> None:
         """Schedule the end of ``w``'s current step at ``t`` (virtual clocks)."""

@@ -41,12 +41,22 @@ class ServingConfig:
             (``prefill_workers`` prefill workers + ``decode_workers`` decode workers).
         policy: the colocated batching policy, one of :data:`POLICIES` (see :mod:`.scheduler`); prefill workers
             always run whole prompts prefill-first and decode workers decode every step.
-        max_batch: most requests resident on a worker at once (decoding, or admitted and prefilling).
+        max_batch: a cap on the requests resident on a worker at once (decoding, or admitted and prefilling), or
+            None (the default): no cap, the KV budget bounds the batch, as in a paged server whose batch is what
+            its KV blocks hold (``KVMemory`` reserves each request's largest cache, prompt + output, on admission;
+            a decode worker reserves it when the cache is handed over, and a received cache that the cap keeps out
+            of the batch waits in ``joining``, its memory held). Under ``chunked``, None caps the batch at
+            ``chunk_tokens - 1`` so that prompts always progress (vLLM likewise needs ``max_num_seqs <=
+            max_num_batched_tokens``). :attr:`batch_cap` is the cap in force.
         max_prefill_tokens: most prompt tokens in one prefill forward (at least one prompt always goes).
         chunk_tokens: ``chunked`` only: token budget per step (decode tokens + prompt-chunk tokens); must exceed
             ``max_batch`` so that prompts always progress.
-        kv_budget_bytes: KV bytes each worker may hold; "auto" = the back end's device memory minus the weights
-            (unlimited for a cost model without a memory size); None = unlimited.
+        kv_budget_bytes: KV bytes each worker may hold; "auto" = ``memory_utilization`` x the back end's device
+            memory - the weights - the activations of the largest forward (:attr:`forward_tokens` tokens), as
+            vLLM sizes its cache (:func:`splitlab.sizing.kv_budget_bytes`; a cost model without a memory size:
+            the stated :data:`splitlab.sizing.CPU_MEMORY_BYTES`, 16 GiB); None = unlimited.
+        memory_utilization: the share of a device's memory a worker uses for weights, activations and KV cache
+            (vLLM's ``gpu_memory_utilization``, default 0.9), in (0, 1]; read by the "auto" budget only.
         first_token_on: disaggregated: which side emits the first token: "decode" (the default: once the cache
             has arrived and the decode worker has admitted the request into its batch, so TTFT includes the KV
             transfer and the wait for a batch slot, as vLLM's disaggregated proxy streams every token from the
@@ -68,8 +78,8 @@ class ServingConfig:
 
     Raises:
         ValueError: an unknown layout, policy, first_token_on or transfer_mode; a pool without workers or more than
-            :data:`MAX_WORKERS` workers in all; a count
-            that is not an integer; a budget or timeout out of range; a link bandwidth that is not finite or below
+            :data:`MAX_WORKERS` workers in all; a count that is not an integer (``max_batch``: or None); a budget,
+            memory utilization or timeout out of range; a link bandwidth that is not finite or below
             :data:`MIN_LINK_BYTES_PER_S` (1 kB/s); a link latency that is negative, not finite or above
             :data:`MAX_LINK_LATENCY_S` (an hour).
     """
@@ -79,10 +89,11 @@ class ServingConfig:
     prefill_workers: int = 1
     decode_workers: int = 1
     policy: str = "prefill-first"
-    max_batch: int = 16
+    max_batch: int | None = None
     max_prefill_tokens: int = 2048
     chunk_tokens: int = 256
     kv_budget_bytes: int | str | None = "auto"
+    memory_utilization: float = 0.9
     first_token_on: str = "decode"
     transfer_mode: str = "whole"
     link_bytes_per_s: float | None = None
@@ -98,6 +109,8 @@ class ServingConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("workers", "prefill_workers", "decode_workers", "max_batch", "max_prefill_tokens",
                      "chunk_tokens", "max_retries"):
+            if name == "max_batch" and self.max_batch is None:
+                continue
             if not _count(getattr(self, name)):
                 raise ValueError(f"{name} must be an integer, got {getattr(self, name)!r}")
         if min(self.workers, self.prefill_workers, self.decode_workers) < 1:
@@ -106,19 +119,26 @@ class ServingConfig:
             raise ValueError(f"a run has at most {MAX_WORKERS:,} workers (each is built before the first request), "
                              f"got {self.name}")
         for name in ("max_batch", "max_prefill_tokens", "chunk_tokens"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         if not isinstance(self.trace, bool):
             raise ValueError(f"trace must be True or False, got {self.trace!r}")
-        if self.policy == "chunked" and self.chunk_tokens <= self.max_batch:
+        if self.policy == "chunked" and self.chunk_tokens < 2:
+            raise ValueError(f"chunk_tokens must be >= 2 under chunked (a decode token and a prompt token per step), "
+                             f"got {self.chunk_tokens}")
+        if self.policy == "chunked" and self.max_batch is not None and self.chunk_tokens <= self.max_batch:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed max_batch ({self.max_batch}): "
                              f"a full decode batch would leave no budget for prompts")
         budget = self.kv_budget_bytes
         if budget is not None and budget != "auto" and not _positive(budget):
             raise ValueError(f"kv_budget_bytes must be a number of bytes > 0, 'auto' or None (unlimited), got "
                              f"{budget!r}")
+        util = self.memory_utilization
+        if not _positive(util) or util > 1:
+            raise ValueError(f"memory_utilization must be in (0, 1] (the share of a device's memory a worker uses, "
+                             f"like vLLM's gpu_memory_utilization), got {util!r}")
         bandwidth = self.link_bytes_per_s
         if bandwidth is not None and not _positive(bandwidth):
             raise ValueError(f"link_bytes_per_s must be > 0 and finite, in bytes/s (or None to charge the measured "
@@ -152,6 +172,21 @@ class ServingConfig:
     def with_(self, **changes) -> "ServingConfig":
         """A copy with some fields changed (checked again)."""
         return replace(self, **changes)
+
+    @property
+    def batch_cap(self) -> int | float:
+        """The cap on a worker's resident requests in force: ``max_batch``; with None, ``chunk_tokens - 1`` under
+        ``chunked`` and otherwise ``math.inf`` (the KV budget alone bounds the batch)."""
+        if self.max_batch is not None:
+            return self.max_batch
+        return self.chunk_tokens - 1 if self.policy == "chunked" else math.inf
+
+    @property
+    def forward_tokens(self) -> int:
+        """Tokens of the largest forward the policy schedules, whose activations the "auto" KV budget sets aside
+        (vLLM's profiling run of ``max_num_batched_tokens``): ``chunk_tokens`` under ``chunked``, else
+        ``max_prefill_tokens`` (a prompt longer than that runs alone and may exceed it)."""
+        return self.chunk_tokens if self.policy == "chunked" else self.max_prefill_tokens
 
     @property
     def n_workers(self) -> int:

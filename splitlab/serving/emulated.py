@@ -16,7 +16,7 @@ from ..phases.engine import decode_step, forward_logits, generate, prefill as en
 from ..phases.fused import fused_unsupported, hybrid_forward
 from ..phases.models import LoadedModel, require_loaded
 from ..phases.sampling import Sampler
-from ..sizing import RequestKVBytes, kv_bytes_per_token
+from ..sizing import RequestKVBytes, activation_bytes_per_token, kv_budget_bytes, kv_bytes_per_token
 from ..transfer.copy import copy_cache
 from ..transfer.header import check, pack
 from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, StepOutcome, TransferResult
@@ -44,11 +44,7 @@ def derive_kv_budget(lm=None, fraction: float = 0.9, memory_bytes: int | None = 
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     if memory_bytes is None:
         memory_bytes = _device_memory_bytes(lm.device if lm is not None else torch.device("cpu"))
-    weights = lm.weight_bytes if lm is not None else 0
-    budget = int(fraction * memory_bytes) - weights
-    if budget <= 0:
-        raise ValueError(f"no room for a KV cache: {fraction} x {memory_bytes:,} bytes - weights {weights:,} bytes")
-    return budget
+    return kv_budget_bytes(memory_bytes, lm.weight_bytes if lm is not None else 0, 0, fraction)
 
 
 class ModelExecutor(Executor):
@@ -72,6 +68,7 @@ class ModelExecutor(Executor):
         self.kv_layers = lm.geometry.layers  # what a layer-wise transfer streams (.nic)
         self.vocab_size = lm.vocab_size
         self.weight_bytes = lm.weight_bytes
+        self.activation_bytes_per_token = activation_bytes_per_token(lm.config, lm.dtype)
         self.memory_bytes = _device_memory_bytes(lm.device)
         self.overhead_s = 0.0
         #: why this model's hybrid steps run in two passes (None: one fused forward, see :attr:`hybrid_path`)

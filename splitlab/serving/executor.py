@@ -8,7 +8,7 @@ Interface (:class:`Executor`):
   (one new token each). Slots may join and leave between steps (continuous batching).
 - ``transfer(slot, mode) -> TransferResult(seconds, nbytes, method)``: hand the slot's cache to a decode worker.
 - ``kv_bytes_per_token``, ``max_context`` and ``vocab_size`` (None: any id) for admission control;
-  ``memory_bytes`` (None: unknown) and ``weight_bytes`` for the "auto" KV budget.
+  ``memory_bytes`` (None: unknown), ``weight_bytes`` and ``activation_bytes_per_token`` for the "auto" KV budget.
 
 - ``hybrid(batch, slots, n_tokens) -> StepOutcome``: a decode step and prompt chunks as ONE forward (chunked
   prefill), where ``hybrid_path`` is "fused"; else a hybrid step runs as the two calls above.
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..costmodel.model import hybrid_terms as cost_terms
+from ..sizing.budget import CPU_MEMORY_BYTES, MEMORY_UTILIZATION, kv_budget_bytes
 from .request import Request
 
 __all__ = ["Slot", "DecodeBatch", "PrefillResult", "DecodeResult", "TransferResult", "StepOutcome", "Executor",
@@ -152,6 +153,8 @@ class Executor(ABC):
     vocab_size: int | None = None
     memory_bytes: int | None = None
     weight_bytes: int = 0
+    #: activation bytes one token of a forward holds at its peak (:func:`splitlab.sizing.activation_bytes_per_token`)
+    activation_bytes_per_token: float = 0.0
     overhead_s: float = 0.0
     name: str = "executor"
     #: a whole-prompt batch runs padded to its longest prompt (splitlab's engine does; see :func:`prefill_forwards`)
@@ -180,15 +183,18 @@ class Executor(ABC):
         """KV bytes of ``tokens`` cached positions of one request."""
         return tokens * self.kv_bytes_per_token
 
-    def auto_kv_budget(self, fraction: float = 0.9) -> int | None:
-        """The "auto" KV budget of a worker: ``fraction`` x device memory - weights (None: unknown memory)."""
-        if self.memory_bytes is None:
-            return None
-        budget = int(fraction * self.memory_bytes) - self.weight_bytes
-        if budget <= 0:
-            raise ValueError(f"no room for a KV cache: {fraction} x {self.memory_bytes:,} bytes - weights "
-                             f"{self.weight_bytes:,} bytes")
-        return budget
+    def auto_kv_budget(self, utilization: float = MEMORY_UTILIZATION, forward_tokens: int = 0) -> int:
+        """The "auto" KV budget of a worker (bytes): ``utilization`` x device memory - weights - the activations
+        of a forward of ``forward_tokens`` tokens (:func:`splitlab.sizing.kv_budget_bytes`, as vLLM sizes its
+        cache); a device of unknown memory (``memory_bytes`` None: the built-in cost model) is given the stated
+        :data:`splitlab.sizing.CPU_MEMORY_BYTES` (16 GiB).
+
+        Raises:
+            ValueError: nothing left for a KV cache, or a utilization outside (0, 1].
+        """
+        memory = CPU_MEMORY_BYTES if self.memory_bytes is None else self.memory_bytes
+        return kv_budget_bytes(memory, self.weight_bytes, self.activation_bytes_per_token * forward_tokens,
+                               utilization)
 
 
 def prefill_forwards(slots: list[Slot], n_tokens: list[int], padded: bool) -> list[tuple[int, int, int]]:

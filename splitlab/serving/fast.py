@@ -102,7 +102,7 @@ def sealed(w: Worker, cfg) -> bool:
     if w.prefilling:
         return False
     n = len(w.batch.slots)
-    return n >= cfg.max_batch or (n > 0 and w.role == "colocated" and cfg.policy == "decode-first")
+    return n >= cfg.batch_cap or (n > 0 and w.role == "colocated" and cfg.policy == "decode-first")
 
 
 def start_stretch(cluster, w: Worker, t: float) -> bool:

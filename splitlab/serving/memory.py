@@ -4,7 +4,14 @@ Admission reserves a request's *largest* cache up front (prompt + max_new_tokens
 decode worker; the prompt only on a prefill worker), so an admitted request can always finish: no preemption,
 no out-of-memory. A request that does not fit now waits; one that could never fit is rejected with the reason.
 (vLLM instead grows caches page by page and preempts when memory runs out; reserving up front is the simpler
-policy of Orca-style servers and keeps every run reproducible.)
+policy of Orca-style servers and keeps every run reproducible. It holds fewer requests than vLLM's paged cache
+would for the same budget, which admits on the blocks a request holds now.)
+
+The budget bounds a worker's batch: with ``ServingConfig.max_batch`` None (the default) a worker admits while
+its reservations fit, so its batch is what its KV budget holds (the "auto" budget: a share of the device's memory
+less weights and activations, :func:`splitlab.sizing.kv_budget_bytes`). A ``max_batch`` below that binds first:
+a colocated worker stops admitting, a decode worker parks received caches in ``joining`` (their memory reserved,
+not decoding); :func:`cap_note` says so in the run's notes.
 
 Bytes are logical: tokens x ``bytes_per_token`` (2 x layers x kv_heads x head_dim x bytes per element), as a
 paged allocator would hold, not the padded tensors of an emulated batch; for a model with sliding-window layers,
@@ -14,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["KVMemory"]
+__all__ = ["KVMemory", "cap_note"]
 
 
 class KVMemory:
@@ -89,3 +96,13 @@ class KVMemory:
             entry = (float(time_s), used_bytes, self.reserved_bytes)
             if not self.log or self.log[-1] != entry:
                 self.log.append(entry)
+
+
+def cap_note(config, capped: dict) -> list[str]:
+    """The note of a run in which the batch cap, not KV memory, kept requests waiting (empty list if it never did):
+    ``capped`` maps a worker's name to the steps at which that happened (``Worker.capped``)."""
+    if not capped:
+        return []
+    why = "max_batch" if config.max_batch else "max_batch None: chunk_tokens - 1 under chunked"
+    return [f"the batch cap of {config.batch_cap} requests per worker ({why}) kept requests waiting that KV memory "
+            f"had room for: " + ", ".join(f"{name} at {n} steps" for name, n in capped.items())]

@@ -39,6 +39,9 @@ class ServingResult:
         hybrid_path: how the run's hybrid steps (chunked prefill: decode rows + prompt chunks) ran: "fused" (one
             forward each; in the timeline its decode and prefill rows abut, splitting its seconds by tokens) or
             "two-pass"; None where the back end does not say (distributed: each worker process decides).
+        kv_budget_bytes: each worker's KV budget (None: unlimited), "auto" resolved.
+        batch_capped: worker name -> steps at which ``config.batch_cap`` (``max_batch``), not KV memory, kept a
+            request waiting (a cap that binds); empty when memory alone bounded every batch.
     """
 
     requests: list[Request]
@@ -54,6 +57,8 @@ class ServingResult:
     admissions: list[int] = field(default_factory=list)
     backend: str = "executor"
     hybrid_path: str | None = None
+    kv_budget_bytes: int | None = None
+    batch_capped: dict = field(default_factory=dict)
 
     @property
     def completed(self) -> list[Request]:
@@ -88,7 +93,8 @@ class ServingResult:
         """:func:`splitlab.serving.metrics.summarize` of this run, plus layout and bookkeeping share."""
         out = M.summarize(self.requests, len(self.workers), ttft_slo_s, tpot_slo_s)
         out.update(layout=self.config.layout, workers=list(self.workers), backend=self.backend,
-                   bookkeeping_s=self.bookkeeping_s, notes=list(self.notes),
+                   bookkeeping_s=self.bookkeeping_s, notes=list(self.notes), kv_budget_bytes=self.kv_budget_bytes,
+                   max_batch=self.config.max_batch, batch_capped=dict(self.batch_capped),
                    bookkeeping_share=self.bookkeeping_s / self.wall_s if self.wall_s > 0 else 0.0)
         return out
 

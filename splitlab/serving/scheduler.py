@@ -128,6 +128,7 @@ class Worker:
         self.busy = False
         self.alive = True
         self.nic = Nic()
+        self.capped = 0  # steps planned while ServingConfig.batch_cap, not KV memory, kept a request waiting
         self.prompt_owed = 0
         self.output_owed = 0
         self.step = 0  # steps started, so that the end of a step the worker was lost in can be recognised
@@ -192,7 +193,8 @@ def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit
     while w.queue and (limit is None or len(admitted) < limit):
         r = w.queue[0]
         need = w.memory_need(r)
-        if w.role != "prefill" and len(w.prefilling) + len(w.batch.slots) >= cfg.max_batch:
+        if w.role != "prefill" and len(w.prefilling) + len(w.batch.slots) >= cfg.batch_cap:
+            w.capped += w.memory.can_reserve(need)  # the cap, not memory, keeps this request out
             break
         slot = Slot.admit(r)
         if (admitted and used + slot.prefill_len > token_room) or not w.memory.can_reserve(need):
@@ -213,9 +215,10 @@ def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
         return StepPlan()  # nothing to run (the common case of a worker marked dirty by an event)
     plan = StepPlan()
     if w.role == "decode":
-        while w.joining and len(w.batch.slots) < cfg.max_batch:
+        while w.joining and len(w.batch.slots) < cfg.batch_cap:
             w.batch.slots.append(w.joining.popleft())
             plan.joined.append(w.batch.slots[-1])
+        w.capped += bool(w.joining)  # received caches, their memory held, that the cap keeps out of the batch
         plan.decode = list(w.batch.slots)
         return plan
     if w.role == "prefill" or cfg.policy == "prefill-first" or (cfg.policy == "decode-first" and not w.batch.slots):

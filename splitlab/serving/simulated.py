@@ -84,8 +84,9 @@ class CostModelExecutor(Executor):
         self.cost = check_cost(CostModel() if cost is None else cost)
         self.kv_bytes_per_token = self.cost.kv_bytes_per_token
         self.max_context = self.cost.max_context
-        self.memory_bytes = self.cost.memory_bytes  # None: unlimited KV memory ("auto" budget)
+        self.memory_bytes = self.cost.memory_bytes  # None: the stated CPU memory ("auto" budget)
         self.weight_bytes = int(self.cost.weight_bytes)
+        self.activation_bytes_per_token = self.cost.activation_bytes_per_token
         self.overhead_s = 0.0
         self.padded_prefill = self.cost.padded_prefill
         self.kv_layers = int(getattr(self.cost, "layers", 0) or DEFAULT_KV_LAYERS)

@@ -25,7 +25,7 @@ from ...common import dtypes
 from ...common.threads import check_threads
 from ...common.timeouts import MAX_TIMEOUT_S, check_timeout
 from ...phases.locate import check_loadable
-from ...sizing import RequestKVBytes
+from ...sizing import RequestKVBytes, kv_budget_bytes
 from ...transfer.group import DEFAULT_JOIN_TIMEOUT_S, DEFAULT_TIMEOUT_S, DistributedError, Group, pick_backend
 from ...transfer.spawn import check_workers, spawn_group
 from . import messages as M
@@ -168,13 +168,19 @@ class DistributedBackend:
     def model_id(self) -> str:
         return self._first().model_id
 
-    def auto_kv_budget(self, fraction: float = 0.9) -> int:
-        """``fraction`` x a worker's device memory - its weights (the smallest over the workers)."""
+    def auto_kv_budget(self, utilization: float = 0.9, forward_tokens: int = 0) -> int:
+        """``utilization`` x a worker's device memory - its weights (the smallest over the workers;
+        :func:`splitlab.sizing.kv_budget_bytes`). The workers do not report their activations, so
+        ``forward_tokens`` sets nothing aside here (it is the emulated back end's, read for the same signature).
+
+        Raises:
+            ValueError: no room for a KV cache on a worker's device.
+        """
         self._first()
-        budget = min(int(fraction * h.memory_bytes) - h.weight_bytes for h in self.hello.values())
-        if budget <= 0:
-            raise ValueError("no room for a KV cache on the workers' devices")
-        return budget
+        try:
+            return min(kv_budget_bytes(h.memory_bytes, h.weight_bytes, 0, utilization) for h in self.hello.values())
+        except ValueError as err:
+            raise ValueError(f"no room for a KV cache on the workers' devices ({err})") from None
 
     # --- control plane -------------------------------------------------------------------------------------------
     def send(self, rank: int, msg: M.Message) -> None:

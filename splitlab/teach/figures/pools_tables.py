@@ -19,20 +19,10 @@ import pandas as pd
 
 from ...planning.closed_form import split_capacity
 from ...serving.validation import verdict
+from .style import sig3
 
 __all__ = ["fit_table", "trap_table", "trap_verdict", "validation_tables", "plan_table", "kinds_table", "short_name", "validation_verdict", "guess_verdict",
            "ratio_verdict", "sig3"]
-
-
-def sig3(v):
-    """``v`` with three significant digits: an int where that leaves no decimals (8630, not 8630.0 or 8.63e+03),
-    else a float; NaN, inf and non-numbers unchanged."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-        return v
-    if not np.isfinite(v):
-        return v
-    r = float(f"{float(v):.3g}")
-    return int(r) if abs(r) >= 100 or (r == int(r) and isinstance(v, (int, np.integer))) else r
 
 
 def fit_table(cal, width: int = 60) -> pd.DataFrame:

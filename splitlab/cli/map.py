@@ -1,0 +1,100 @@
+"""``python -m splitlab map``: where the split pays off. For a cluster of ``--workers``, one cell per prompt length
+(across: its prefill cost in decode steps) and TPOT SLO (up: in lone decode steps), each with the winner in
+goodput per worker among the best xPyD split, colocated prefill-first and colocated chunked
+(:func:`splitlab.planning.split_map.split_map`), on the cost model of ``plan`` (``--cost FILE``, ``--gpu NAME
+--model-config NAME``, or the built-in one). No model is loaded. JSON: the axes, the inputs, ``counts`` (cells won
+by each layout) and ``cells`` (each: ``prompt_tokens``, ``prefill_steps``, ``tpot_steps``, its SLOs, ``winner``,
+``tied``, ``winner_layout``, ``goodput_rps_per_worker``, ``binding_slo``, ``runner_up``,
+``runner_up_goodput_rps_per_worker``, ``margin`` and every layout's goodput and binding SLO)."""
+from __future__ import annotations
+
+from .args import link_gbps, positive_float, positive_int, progress, seed_int, token_list
+from .costs import COST_OPTIONS, cost_model
+from .registry import CLIError, arg, command
+from .report import clean
+
+__all__ = ["map_command"]
+
+#: how a winner is written in a cell of the text map
+SHORT = {"split": "split", "prefill-first": "pf-first", "chunked": "chunked", "tie": "tie", "none": "none"}
+LETTER = {"split": "S", "prefill-first": "P", "chunked": "C"}
+
+
+def _cell(c) -> str:
+    """A cell of the text map: '2P+2D +53%', 'chunked +18%', 'tie S=C' or 'none'."""
+    if c.winner == "tie":
+        return "tie " + "=".join(LETTER[k] for k in LETTER if k in c.tied)
+    if c.winner == "none":
+        return "none"
+    return f"{c.names['split'] if c.winner == 'split' else SHORT[c.winner]} +{c.margin:.0%}"
+
+
+@command("map", "where the split pays off: the winning layout over prompt length and TPOT SLO, for a fixed cluster",
+         arg("--workers", type=int, default=4, metavar="N", help="workers of the cluster, 2 to 16 (default 4)"),
+         arg("--prompt-tokens", type=positive_int, nargs=2, default=None, metavar=("LOW", "HIGH"),
+             help="range of prompt lengths, the columns (default 16 to the context less --output-tokens)"),
+         arg("--columns", type=int, default=6, metavar="N",
+             help="prompt lengths in the range, their prefill costs geometric (default 6)"),
+         arg("--tpot-steps", type=positive_float, nargs=2, default=None, metavar=("LOW", "HIGH"),
+             help="range of the TPOT SLO in lone decode steps, >= 1, the rows (default 1.5, 2.5, 4, 8)"),
+         arg("--rows", type=int, default=4, metavar="N", help="TPOT SLOs, geometric in the range (default 4)"),
+         arg("--output-tokens", type=positive_int, default=64, help="answer tokens of every request (default 64)"),
+         arg("--link-gbps", type=link_gbps, default=None,
+             help="the KV link between the pools in GB/s (default: the cost model's transfer)"),
+         arg("--chunk-tokens", type=token_list, default=[256], metavar="LIST",
+             help="chunk sizes of the chunked layout, the best counts (default 256)"),
+         arg("--tie-tolerance", type=positive_float, default=0.1,
+             help="margins below this share of the winner's goodput are ties (default 0.1)"),
+         arg("--max-batch", type=positive_int, default=16, help="requests resident per worker (default 16)"),
+         arg("--seed", type=seed_int, default=0, help="seeds the request sets (default 0)"),
+         arg("--model", default=None, help="with --cost: the model you mean to map (checked against the file)"),
+         *COST_OPTIONS)
+def map_command(args):
+    from ..planning.split_map import geometric_axis, prompt_axis, split_map
+    if not 2 <= args.workers <= 16:
+        raise CLIError(f"--workers must be 2 to 16 (a split needs a prefill and a decode worker), got {args.workers}")
+    for flag, n in (("--columns", args.columns), ("--rows", args.rows)):
+        if n < 1:
+            raise CLIError(f"{flag} must be at least 1, got {n}")
+    if any(c <= args.max_batch for c in args.chunk_tokens):
+        raise CLIError(f"every --chunk-tokens must exceed --max-batch ({args.max_batch}), got {args.chunk_tokens}")
+    if args.tie_tolerance >= 1:
+        raise CLIError(f"--tie-tolerance must be below 1 (a share of the winner's goodput), got {args.tie_tolerance}")
+    if args.output_tokens < 2:
+        raise CLIError("--output-tokens must be at least 2 (one TPOT needs two tokens)")
+    for flag, values in (("--prompt-tokens", args.prompt_tokens), ("--tpot-steps", args.tpot_steps)):
+        if values is not None and values[0] > values[1]:
+            raise CLIError(f"{flag}: an empty range, LOW {values[0]:g} is above HIGH {values[1]:g}")
+    if args.tpot_steps is not None and args.tpot_steps[0] < 1:
+        raise CLIError(f"--tpot-steps: a TPOT SLO below one lone decode step ({args.tpot_steps[0]:g}) no layout meets")
+    cost = cost_model(args, args.model)
+    axes = {} if args.tpot_steps is None else {"--tpot-steps": geometric_axis(*args.tpot_steps, args.rows)}
+    if args.prompt_tokens is not None:
+        axes["--prompt-tokens"] = prompt_axis(cost, *args.prompt_tokens, args.columns)
+    kw = dict(tpot_steps=axes["--tpot-steps"]) if "--tpot-steps" in axes else {}
+    m = split_map(cost, args.workers, axes.get("--prompt-tokens"), output_tokens=args.output_tokens,
+                  link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None,
+                  tie_tolerance=args.tie_tolerance, chunk_tokens=args.chunk_tokens, max_batch=args.max_batch,
+                  seed=args.seed, progress=progress(args), **kw)
+    link = f"{args.link_gbps:g} GB/s" if args.link_gbps else "the cost model's transfer"
+    text = [f"splitlab map: {args.workers} workers, {args.output_tokens}-token answers, TTFT SLO {m.ttft_prefills:g} "
+            f"prefills of the prompt, KV link {link}",
+            f"cost model: {m.cost_source}",
+            f"winner in goodput per worker, margin over the runner-up (ties: within {m.tie_tolerance:.0%}); "
+            f"{m.searches} goodput searches"]
+    rows = {k: [_cell(c) for c in m.cells if c.tpot_steps == k] for k in m.tpot_steps}
+    width = max(9, *(len(c) + 1 for r in rows.values() for c in r))
+    text += [f"{'TPOT SLO':>14} | prefill cost in decode steps (prompt tokens)",
+             f"{'(decode steps)':>14} | " + "".join(f"{s:>{width}.3g}" for s in m.prefill_steps),
+             f"{'':>14} | " + "".join(f"{'(' + str(n) + ')':>{width}}" for n in m.prompt_tokens)]
+    text += [f"{k:>14.3g} | " + "".join(f"{c:>{width}}" for c in rows[k])
+             for k in reversed(m.tpot_steps)]  # loose SLOs on top, tight at the bottom
+    lo, hi = min(m.chunk_steps), max(m.chunk_steps)
+    text.append(f"one step of a {m.chunk_tokens[0]}-token chunk beside a decode row: "
+                + (f"{lo:.3g}" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.3g} to {hi:.3g}") + " decode steps")
+    text += [f"note: {note}" for note in m.notes]
+    counts = m.counts()
+    text.append("cells won: " + ", ".join(f"{SHORT[w]} {n}" for w, n in counts.items() if n) +
+                " (split: its best xPyD; pf-first: colocated prefill-first; chunked: colocated chunked; tie: S=split, "
+                "P=pf-first, C=chunked)")
+    return clean(m.to_json()), text

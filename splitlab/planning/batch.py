@@ -1,0 +1,90 @@
+"""The decode batch a worker can hold, stated: what its KV budget holds and the cap in force.
+
+A worker's batch is bounded by its KV memory (``KVMemory`` reserves each request's largest cache, prompt +
+output, on admission; the "auto" budget is a share of the device's memory less the weights and activations, as
+vLLM sizes it: :func:`splitlab.sizing.kv_budget_bytes`) and, optionally, by ``ServingConfig.max_batch``. The
+planner states both (:class:`BatchBound`: a line of its summary, a key of its JSON), so that no ranking depends
+on a cap nobody sees; a cap below what memory holds binds, and says so.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..serving import ServingConfig
+from ..sizing import requests_in_budget
+
+__all__ = ["BatchBound", "batch_bound"]
+
+
+@dataclass(frozen=True)
+class BatchBound:
+    """The batch bound of a worker of ``config`` on a device.
+
+    Attributes:
+        max_batch: the cap given (``ServingConfig.max_batch``; None: none).
+        cap: the cap in force (``ServingConfig.batch_cap``: ``max_batch``, ``chunk_tokens - 1`` under chunked with
+            none, else inf).
+        kv_budget_bytes: the worker's KV budget ("auto" resolved; None: unlimited).
+        request_bytes: KV bytes a request reserves, averaged over the request set (its prompt + output tokens).
+        kv_requests: requests of that size the budget holds at once (floor; inf: unlimited).
+        memory_utilization: the share of the device's memory the budget was sized from.
+    """
+
+    max_batch: int | None
+    cap: float
+    kv_budget_bytes: int | None
+    request_bytes: float
+    kv_requests: float
+    memory_utilization: float
+
+    @property
+    def batch(self) -> float:
+        """The most requests a worker holds: ``min(cap, kv_requests)``."""
+        return min(self.cap, self.kv_requests)
+
+    @property
+    def binds(self) -> str:
+        """What bounds the batch: "max_batch" (a cap below what KV memory holds) or "KV memory"."""
+        return "max_batch" if self.cap < self.kv_requests else "KV memory"
+
+    def line(self) -> str:
+        """One sentence: the budget, the requests it holds, the cap and which binds."""
+        budget = ("unlimited KV memory" if self.kv_budget_bytes is None else
+                  f"KV budget {self.kv_budget_bytes / 2 ** 30:.3g} GiB per worker ({self.memory_utilization:g} of "
+                  f"its memory less weights and activations)")
+        held = "" if math.isinf(self.kv_requests) else (
+            f", {self.kv_requests:,.0f} requests of {self.request_bytes / 2 ** 20:.3g} MiB (mean prompt + output)")
+        cap = "no cap" if self.max_batch is None else f"max_batch {self.max_batch}"
+        if self.binds == "max_batch":
+            return f"decode batch: {budget}{held}; {cap} binds: at most {self.cap:,.0f} requests per worker"
+        return f"decode batch: {budget}{held}; {cap}: KV memory bounds the batch"
+
+    def to_json(self) -> dict:
+        inf = (lambda x: None if math.isinf(x) else x)  # noqa: E731 (JSON has no inf)
+        return dict(max_batch=self.max_batch, cap=inf(self.cap), kv_budget_bytes=self.kv_budget_bytes,
+                    request_bytes=self.request_bytes, kv_requests=inf(self.kv_requests), batch=inf(self.batch),
+                    binds=self.binds, memory_utilization=self.memory_utilization)
+
+
+def batch_bound(executor, config: ServingConfig, prompt_tokens: Sequence[int],
+                output_tokens: Sequence[int]) -> BatchBound:
+    """The batch bound of a decode (or colocated) worker of ``config`` on ``executor``'s device, for requests of
+    ``prompt_tokens[i]`` + ``output_tokens[i]`` tokens: the "auto" budget as a run resolves it
+    (``executor.auto_kv_budget(config.memory_utilization, config.forward_tokens)``), divided by the mean KV
+    bytes a request reserves (``executor.kv_bytes``).
+
+    Raises:
+        ValueError: no requests, or no room for a KV cache on the device.
+    """
+    if len(prompt_tokens) == 0 or len(prompt_tokens) != len(output_tokens):
+        raise ValueError("batch_bound needs one output length per prompt length, and at least one request")
+    budget = config.kv_budget_bytes
+    if budget == "auto":
+        budget = executor.auto_kv_budget(config.memory_utilization, config.forward_tokens)
+    request = float(np.mean([executor.kv_bytes(int(p) + int(o)) for p, o in zip(prompt_tokens, output_tokens)]))
+    return BatchBound(config.max_batch, config.batch_cap, budget, request, requests_in_budget(budget, request),
+                      config.memory_utilization)

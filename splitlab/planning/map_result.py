@@ -1,0 +1,129 @@
+"""What :func:`splitlab.planning.split_map.split_map` finds: one :class:`Cell` per (prompt length, TPOT SLO) with
+each layout's goodput per worker, the winner (a tie within the tie tolerance), the runner-up and the margin, and
+the :class:`SplitMap` of them all (a table, a grid, JSON)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Cell", "SplitMap", "KINDS", "KIND_LABELS"]
+
+#: the three contenders of a cell, and what a cell's ``winner`` may also be
+KINDS = ("split", "prefill-first", "chunked")
+KIND_LABELS = {"split": "split (best xPyD)", "prefill-first": "colocated, prefill-first",
+               "chunked": "colocated, chunked (fused)", "tie": "tie", "none": "none meets the SLOs"}
+
+
+@dataclass
+class Cell:
+    """One cell of the map: its coordinates (``prompt_tokens``; ``prefill_steps``: the prefill cost in lone
+    decode steps; ``tpot_steps``: the TPOT SLO in lone decode steps), its SLOs (s), each kind's goodput per worker
+    (``goodput``, requests/s), binding SLO (``binding``) and layout name (``names``: "3P+1D"), the ``winner``
+    (a kind, "tie" or "none"), ``tied`` (the kinds within the tie tolerance of the best), ``runner_up`` and
+    ``margin`` (1 - runner-up / winner's goodput, 0 when none meets the SLOs)."""
+
+    prompt_tokens: int
+    prefill_steps: float
+    tpot_steps: float
+    ttft_slo_s: float
+    tpot_slo_s: float
+    goodput: dict
+    binding: dict
+    names: dict
+    winner: str = ""
+    tied: tuple = ()
+    runner_up: str = ""
+    margin: float = 0.0
+
+    def decide(self, tie_tolerance: float) -> "Cell":
+        """Set ``winner``, ``tied``, ``runner_up`` and ``margin`` from ``goodput``: kinds within ``tie_tolerance``
+        (a share) of the best goodput tie with it; no goodput above 0 is "none". Returns the cell."""
+        order = sorted(KINDS, key=lambda k: -self.goodput[k])
+        best = self.goodput[order[0]]
+        if best <= 0:
+            self.winner, self.tied, self.runner_up, self.margin = "none", (), order[1], 0.0
+            return self
+        self.tied = tuple(k for k in order if self.goodput[k] >= best * (1 - tie_tolerance))
+        self.winner = order[0] if len(self.tied) == 1 else "tie"
+        self.runner_up = order[1]
+        self.margin = 1 - self.goodput[order[1]] / best
+        return self
+
+    @property
+    def verdict(self) -> str:
+        """The split against colocated: "split" (it beats both colocated layouts by more than the tie tolerance),
+        "colocated" (the better colocated layout beats it by more), "tie", or "none" (no layout meets the SLOs)."""
+        if self.winner == "none":
+            return "none"
+        if self.winner == "split":
+            return "split"
+        return "tie" if "split" in self.tied else "colocated"
+
+    @property
+    def leader(self) -> str:
+        """The kind with the highest goodput (the winner, or the first of a tie)."""
+        return max(KINDS, key=lambda k: self.goodput[k])
+
+    def to_json(self) -> dict:
+        lead = self.leader
+        return dict(prompt_tokens=self.prompt_tokens, prefill_steps=self.prefill_steps, tpot_steps=self.tpot_steps,
+                    ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s, winner=self.winner, tied=list(self.tied),
+                    verdict=self.verdict,
+                    winner_layout=self.names[lead], goodput_rps_per_worker=self.goodput[lead],
+                    binding_slo=self.binding[lead], runner_up=self.runner_up,
+                    runner_up_layout=self.names[self.runner_up],
+                    runner_up_goodput_rps_per_worker=self.goodput[self.runner_up], margin=self.margin,
+                    layouts={k: dict(layout=self.names[k], goodput_rps_per_worker=self.goodput[k],
+                                     binding_slo=self.binding[k]) for k in KINDS})
+
+
+@dataclass
+class SplitMap:
+    """What :func:`split_map` found: ``cells`` (row by row: TPOT steps outer, prompt lengths inner), the axes
+    (``prompt_tokens``, ``prefill_steps``, ``tpot_steps``), the inputs, ``searches`` made, ``notes`` (searches
+    whose goodput is only a lower bound) and ``chunk_steps`` (per column: one step of the first chunk size beside
+    a decode row, in lone decode steps: :func:`~.split_map.chunk_steps`)."""
+
+    cells: list[Cell]
+    workers: int
+    prompt_tokens: list[int]
+    prefill_steps: list[float]
+    tpot_steps: list[float]
+    output_tokens: int
+    ttft_prefills: float
+    link_bytes_per_s: float | None
+    tie_tolerance: float
+    cost_source: str
+    chunk_tokens: list[int] = field(default_factory=list)
+    max_batch: int = 16
+    seed: int = 0
+    searches: int = 0
+    notes: list[str] = field(default_factory=list)
+    chunk_steps: list[float] = field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        """One row per cell (its :meth:`Cell.to_json` less the per-layout detail)."""
+        return pd.DataFrame([{k: v for k, v in c.to_json().items() if k != "layouts"} for c in self.cells])
+
+    def grid(self, key: str) -> np.ndarray:
+        """``key`` of every cell as an array of shape (len(tpot_steps), len(prompt_tokens)): row i is
+        ``tpot_steps[i]``, column j ``prompt_tokens[j]``; ``key`` is a Cell attribute or "goodput:KIND"."""
+        def value(c):
+            return c.goodput[key.split(":")[1]] if key.startswith("goodput:") else getattr(c, key)
+        vals = [value(c) for c in self.cells]
+        return np.array(vals, dtype=object).reshape(len(self.tpot_steps), len(self.prompt_tokens))
+
+    def counts(self) -> dict:
+        """Cells won by each kind, tied and met by none."""
+        return {w: sum(c.winner == w for c in self.cells) for w in (*KINDS, "tie", "none")}
+
+    def to_json(self) -> dict:
+        return dict(workers=self.workers, prompt_tokens=self.prompt_tokens, prefill_steps=self.prefill_steps,
+                    tpot_steps=self.tpot_steps, output_tokens=self.output_tokens, ttft_prefills=self.ttft_prefills,
+                    link_bytes_per_s=self.link_bytes_per_s, tie_tolerance=self.tie_tolerance,
+                    cost_source=self.cost_source, chunk_tokens=self.chunk_tokens, max_batch=self.max_batch,
+                    seed=self.seed, searches=self.searches, counts=self.counts(), notes=self.notes,
+                    chunk_steps=self.chunk_steps,
+                    cells=[c.to_json() for c in self.cells])

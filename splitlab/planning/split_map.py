@@ -1,0 +1,258 @@
+"""The map: where the split pays off. For a fixed cluster of ``workers`` workers, one cell per (prompt length,
+TPOT SLO), each with the winner in goodput per worker among three layouts of that very cluster:
+
+- **split**: the best xPyD split with x + y = workers (prefill-first prefill pool, a decode pool, a KV transfer);
+- **prefill-first**: ``workers`` colocated workers, whole prompts before decode steps;
+- **chunked**: ``workers`` colocated workers, chunked prefill in fused hybrid steps (Sarathi-Serve), the best of
+  ``chunk_tokens``.
+
+The axes are in the units that carry from one machine to another. Across: the **prefill cost in decode steps**,
+``prefill_s(n) / decode_s(1, n)`` for a prompt of ``n`` tokens (the prompt length moves it). Up: the **TPOT SLO in
+lone decode steps** (the SLO is ``tpot_steps x decode_s(1, n)``; chapter 6 takes 2.5): small is tight. The TTFT SLO
+is ``ttft_prefills`` (5, chapter 6) prefills of the prompt. Every request has the cell's prompt and
+``output_tokens`` answer tokens.
+
+Each layout's goodput is :func:`splitlab.serving.goodput` on the cost model (calibrated, analytic or built in),
+as :func:`splitlab.planner.plan` runs it; the closed form (:mod:`.closed_form`) prunes the splits (only the
+split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate. A cell's
+``margin`` is ``1 - runner-up / winner``; within ``tie_tolerance`` (default 10%: twice the searches' 5%
+tolerance, each goodput lying up to 5% below its boundary) the cell is a tie. ``link_bytes_per_s`` models the KV
+link between the pools (None: the cost model's transfer): a slow link can make the split lose.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from typing import Sequence
+
+import numpy as np
+
+from ..common.progress import progress_bar
+from ..costmodel import CostModel
+from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
+from ..serving.workload import Fixed, WorkloadSpec
+from .closed_form import first_guess, split_capacity
+from .defaults import TPOT_STEPS, TTFT_PREFILLS
+from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
+
+__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps", "chunk_steps",
+           "MAX_CELLS"]
+
+#: most cells of a map: each is about 5 goodput searches (the default 6 x 4 map of 4 workers on the built-in cost
+#: model: 101 searches, 10.8 CPU seconds; 8 workers: 115, 21.6 CPU s)
+MAX_CELLS = 400
+
+
+def geometric_axis(low: float, high: float, points: int, integer: bool = False) -> list:
+    """``points`` values from ``low`` to ``high`` evenly spaced on a log scale (rounded and deduplicated if
+    ``integer``).
+
+    Raises:
+        ValueError: low or high not a finite number > 0, low > high, points not an integer >= 1 (or > 1 with
+            low < high)."""
+    for name, v in (("low", low), ("high", high)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
+            raise ValueError(f"the axis' {name} end must be a finite number > 0, got {v!r}")
+    if low > high:
+        raise ValueError(f"an empty range: low {low:g} is above high {high:g}")
+    if isinstance(points, bool) or not isinstance(points, numbers.Integral) or points < 1:
+        raise ValueError(f"points must be an integer >= 1, got {points!r}")
+    vals = np.geomspace(low, high, points) if points > 1 else np.array([low])
+    return sorted({int(round(v)) for v in vals}) if integer else [float(f"{v:.3g}") for v in vals]
+
+
+def prefill_steps(cost: CostModel, prompt_tokens: int) -> float:
+    """The prefill of a ``prompt_tokens``-token prompt in lone decode steps at that context:
+    ``cost.prefill_s(n) / cost.decode_s(1, n)`` (the map's across axis).
+
+    Raises:
+        ValueError: the cost model predicts a decode step of 0 s (no step to count in)."""
+    d = cost.decode_s(1, prompt_tokens)
+    if not d > 0:
+        raise ValueError(f"this cost model ({cost.source}) predicts a decode step of 0 s: a map's axes are in decode "
+                         f"steps")
+    return cost.prefill_s(prompt_tokens) / d
+
+
+def chunk_steps(cost: CostModel, chunk_tokens: int, prompt_tokens: int) -> float:
+    """One fused step of a fresh ``chunk_tokens``-token prompt chunk beside one decode row at a context of
+    ``prompt_tokens``, in lone decode steps at that context (``cost.hybrid_s`` / ``cost.decode_s(1, n)``): what a
+    chunk stalls a running stream for. Near 1 where a chunk rides in a memory-bound decode step for free (a GPU's
+    roofline), several where every prompt token costs time (a CPU). Raises ValueError for a free decode step."""
+    prefill_steps(cost, prompt_tokens)  # refuses a free decode step
+    return cost.hybrid_s(chunk_tokens, chunk_tokens ** 2, 0, 1, prompt_tokens) / cost.decode_s(1, prompt_tokens)
+
+
+def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, points: int) -> list[int]:
+    """``points`` prompt lengths in ``[low_tokens, high_tokens]`` whose prefill costs (in lone decode steps,
+    ``prefill_s(n) / decode_s(1, n)``) are evenly spaced on a log scale: for each target cost the shortest prompt
+    that reaches it (by bisection; the cost grows with the prompt). Where the cost does not grow over the range
+    (a roofline's prefill is memory-bound, 1 step, up to a few hundred tokens), lengths evenly spaced on a log
+    scale instead. Deduplicated, so possibly fewer than ``points``.
+
+    Raises:
+        ValueError: as :func:`geometric_axis` (an empty range, points < 1), or a decode step of 0 s."""
+    cost = CostModelExecutor(cost).cost
+    geometric_axis(low_tokens, high_tokens, points, integer=True)  # the range's own checks
+    steps = functools.partial(prefill_steps, cost)
+    lo, hi = steps(low_tokens), steps(high_tokens)
+    if not hi > lo * 1.01:
+        return geometric_axis(low_tokens, high_tokens, points, integer=True)
+    out = set()
+    for target in np.geomspace(lo, hi, points) if points > 1 else [lo]:
+        a, b = low_tokens, high_tokens  # steps(b) >= target
+        while b - a > 1:
+            mid = (a + b) // 2
+            a, b = (a, mid) if steps(mid) >= target else (mid, b)
+        out.add(a if steps(a) >= target else b)
+    return sorted(out)
+
+
+def _axis(name: str, values, integer: bool, lowest: float) -> list:
+    vals = list(values) if values is not None else []
+    if not vals:
+        raise ValueError(f"{name} is empty: give at least one value")
+    for v in vals:
+        ok = not isinstance(v, bool) and isinstance(v, numbers.Integral if integer else numbers.Real)
+        if not ok or not (math.isfinite(v) and v >= lowest):
+            kind = "an integer" if integer else "a finite number"
+            raise ValueError(f"every {name} value must be {kind} >= {lowest:g}, got {v!r}")
+    if len(set(vals)) != len(vals):
+        raise ValueError(f"{name} holds a value twice: {vals}")
+    return sorted(int(v) if integer else float(v) for v in vals)
+
+
+def _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefills, link_bytes_per_s,
+           tie_tolerance, chunk_tokens, max_batch) -> tuple[list, list]:
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or not 2 <= workers <= 16:
+        raise ValueError(f"workers must be an integer in 2 .. 16 (a split needs a prefill and a decode worker; each "
+                         f"split of the cluster is a goodput search), got {workers!r}")
+    prompts = _axis("prompt_tokens", prompt_tokens, True, 1)
+    steps = _axis("tpot_steps", tpot_steps, False, 1.0)
+    if len(prompts) * len(steps) > MAX_CELLS:
+        raise ValueError(f"a map of at most {MAX_CELLS} cells (each is about 5 goodput searches), got "
+                         f"{len(prompts)} x {len(steps)}")
+    if isinstance(output_tokens, bool) or not isinstance(output_tokens, numbers.Integral) or output_tokens < 2:
+        raise ValueError(f"output_tokens must be an integer >= 2 (one TPOT needs two tokens), got {output_tokens!r}")
+    if prompts[-1] + output_tokens > cost.max_context:
+        raise ValueError(f"the longest prompt ({prompts[-1]} tokens) and output_tokens ({output_tokens}) exceed the "
+                         f"cost model's context of {cost.max_context} tokens")
+    for name, v in (("ttft_prefills", ttft_prefills), ("tie_tolerance", tie_tolerance)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    if tie_tolerance >= 1:
+        raise ValueError(f"tie_tolerance must be below 1 (a share of the winner's goodput), got {tie_tolerance!r}")
+    if link_bytes_per_s is not None and (isinstance(link_bytes_per_s, bool) or not isinstance(
+            link_bytes_per_s, numbers.Real) or not (math.isfinite(link_bytes_per_s) and link_bytes_per_s > 0)):
+        raise ValueError(f"link_bytes_per_s must be a finite number of bytes/s > 0 (or None: the cost model's "
+                         f"transfer), got {link_bytes_per_s!r}")
+    if not chunk_tokens or any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= max_batch
+                               for c in chunk_tokens):
+        raise ValueError(f"chunk_tokens must be one or more integers above max_batch ({max_batch}), got "
+                         f"{list(chunk_tokens)}")
+    return prompts, steps
+
+
+def _requests(ex, prompt: int, output_tokens: int, max_requests: int, seed: int):
+    spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(output_tokens), "one cell of the map")
+    return workload_requests(spec, max_requests, 1.0, ex, seed, scale=1.0)
+
+
+def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Sequence[int] | None = None,
+              tpot_steps: Sequence[float] = (1.5, TPOT_STEPS, 4.0, 8.0), output_tokens: int = 64,
+              ttft_prefills: float = TTFT_PREFILLS, link_bytes_per_s: float | None = None,
+              tie_tolerance: float = 0.1, chunk_tokens: Sequence[int] = (256,), max_batch: int = 16,
+              max_requests: int = 400, tolerance: float = 0.05, seed: int = 0,
+              progress: bool | None = None, colocated_from: SplitMap | None = None, **options) -> SplitMap:
+    """The map of the module docstring on ``cost``.
+
+    Args:
+        cost: a :class:`~splitlab.costmodel.CostModel` (calibrated, ``roofline_cost_model``) or None (built in).
+        workers: the cluster (2 .. 16); every layout of a cell has exactly this many workers.
+        prompt_tokens: the columns (prompt lengths, tokens); None: 6 from 16 tokens to the context less
+            ``output_tokens``, their prefill costs evenly spaced on a log scale (:func:`prompt_axis`). tpot_steps: the rows (TPOT SLO in lone decode steps, each >= 1).
+        output_tokens: answer tokens of every request. ttft_prefills: the TTFT SLO in prefills of the prompt.
+        link_bytes_per_s: the KV link between the pools (bytes/s); None: the cost model's ``transfer_s``.
+        tie_tolerance: margins below it are ties. chunk_tokens: chunk sizes of the chunked layout (best counts).
+        max_batch, options: :class:`~splitlab.serving.ServingConfig` fields of every layout.
+        max_requests, tolerance, seed: of each goodput search (:func:`~splitlab.serving.goodput`).
+        progress: a tqdm bar of the searches on stderr (True, False, None: when stderr is a terminal).
+        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch and seed
+            whose colocated goodputs to take instead of searching them again (they do not depend on the link):
+            a map at another ``link_bytes_per_s`` searches only its splits.
+
+    Returns:
+        a :class:`SplitMap` (``.table()``, ``.grid(key)``, ``.to_json()``). A cell where no layout meets the SLOs
+        has winner "none" and goodputs 0, with each search's binding SLO.
+
+    Raises:
+        ValueError: workers not in 2 .. 16; an empty axis, a value twice, a NaN or a value out of range (prompts
+            integers >= 1 fitting the context with the answer, TPOT steps >= 1); more than 400 cells; bad
+            output_tokens, ttft_prefills, tie_tolerance (in (0, 1)), link_bytes_per_s or chunk sizes (integers
+            above max_batch); a ``colocated_from`` of other inputs; and those of :func:`~splitlab.serving.goodput`.
+    """
+    ex = CostModelExecutor(cost)
+    cost = ex.cost
+    if prompt_tokens is None:
+        prompt_tokens = prompt_axis(cost, 16, max(16, cost.max_context - output_tokens), 6)
+    prompts, steps = _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefills,
+                            link_bytes_per_s, tie_tolerance, tuple(chunk_tokens), max_batch)
+    common = dict(max_batch=max_batch, **options)
+    same = dict(workers=workers, prompt_tokens=prompts, tpot_steps=steps, output_tokens=output_tokens,
+                ttft_prefills=ttft_prefills, chunk_tokens=list(chunk_tokens), max_batch=max_batch, seed=seed,
+                cost_source=cost.source)
+    if colocated_from is not None:
+        other = {k: getattr(colocated_from, k, None) for k in same}
+        if other != same:
+            diff = sorted(k for k in same if other[k] != same[k])
+            raise ValueError(f"colocated_from is a map of other inputs ({', '.join(diff)}): its colocated goodputs "
+                             f"are not this map's")
+        reused = {(c.tpot_steps, c.prompt_tokens): c for c in colocated_from.cells}
+    link = {} if link_bytes_per_s is None else dict(link_bytes_per_s=float(link_bytes_per_s))
+    cells, searches, notes = [], 0, []
+    bar = progress_bar(len(prompts) * len(steps), f"map of {workers} workers", progress, unit="cell")
+    requests = {n: _requests(ex, n, output_tokens, max_requests, seed) for n in prompts}
+    ratio = {n: prefill_steps(cost, n) for n in prompts}
+    with bar:
+        for k in steps:
+            for n in prompts:
+                reqs, t_p, t_d = requests[n], cost.prefill_s(n), cost.decode_s(1, n)
+                ttft, tpot = ttft_prefills * t_p, k * t_d
+                prompts_arr, outs = np.full(1, n), np.full(1, output_tokens)
+                guess = first_guess(cost, prompts_arr, outs, ttft, tpot, workers, max_batch,
+                                    common.get("max_prefill_tokens", 2048))
+                cap = {x: split_capacity(guess["prefill_rps"], guess["decode_rps"], x, workers - x)
+                       for x in range(1, workers)}
+                best_x = max(cap, key=lambda x: (cap[x], -x))
+                layouts = [("split", ServingConfig.disaggregated(x, workers - x, **link, **common), cap[x])
+                           for x in sorted({max(1, best_x - 1), best_x, min(workers - 1, best_x + 1)})]
+                good, binding, names = {}, {}, {}
+                if colocated_from is None:
+                    layouts.append(("prefill-first", ServingConfig.colocated(workers, **common),
+                                    guess["colocated_rps"]))
+                    layouts += [("chunked", ServingConfig.colocated(workers, policy="chunked", chunk_tokens=c,
+                                                                   **common), guess["colocated_rps"])
+                                for c in chunk_tokens]
+                else:
+                    old = reused[(k, n)]
+                    for kind in ("prefill-first", "chunked"):
+                        good[kind], binding[kind], names[kind] = old.goodput[kind], old.binding[kind], old.names[kind]
+                for kind, cfg, first in layouts:
+                    res = goodput(reqs, cfg, ex, ttft_slo_s=ttft, tpot_slo_s=tpot, tolerance=tolerance,
+                                  min_requests=min(100, max_requests), max_requests=max_requests, seed=seed,
+                                  start_rate_per_worker=max(first if math.isfinite(first) else 1.0, 1e-3),
+                                  prefixes=True, step=1.25)
+                    searches += 1
+                    if res.outcome == "unbounded":
+                        notes.append(f"{cfg.name} at {n} tokens, TPOT {k:g} steps: {res.reason}")
+                    g = res.goodput_rps_per_worker
+                    if kind not in good or g > good[kind]:
+                        good[kind], binding[kind] = g, res.binding_slo
+                        names[kind] = cfg.name if kind != "chunked" else \
+                            f"{workers} colocated (chunked, {cfg.chunk_tokens}-token chunks)"
+                cells.append(Cell(n, ratio[n], k, ttft, tpot, good, binding, names).decide(tie_tolerance))
+                bar.update()
+    return SplitMap(cells, workers, prompts, [ratio[n] for n in prompts], steps, output_tokens, ttft_prefills,
+                    link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, searches, notes,
+                    [chunk_steps(cost, chunk_tokens[0], n) for n in prompts])

@@ -1,0 +1,104 @@
+"""The map of :mod:`splitlab.planning.split_map` as a heatmap: one colour per layout (the book's
+:data:`splitlab.teach.figures.style.LAYOUT_COLORS`: colocated prefill-first blue, chunked purple, the split
+orange), its shade the margin over the runner-up (pale: a close win; full from :data:`FULL_MARGIN` on), ties grey,
+cells no layout serves white. Each cell says who won and by how much.
+
+- :func:`map_heatmap`: the static figure (matplotlib), drawn for a 412 px phone (:mod:`.phone`).
+- :func:`cell_color`, :func:`cell_text`: one cell's colour (RGB, 0..1) and words, which the kernel-free explorer
+  (:func:`splitlab.teach.widgets.split_map.split_map_figure`) uses too, so both show the same map.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import to_rgb
+from matplotlib.patches import Patch
+
+from .phone import figure, legend_below, styled
+from .style import LAYOUT_COLORS
+
+__all__ = ["map_heatmap", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN", "TIE_COLOR", "NONE_COLOR"]
+
+#: a map's kinds in the book's layout colours (:data:`.style.LAYOUT_COLORS`)
+KIND_COLORS = {"split": LAYOUT_COLORS["split"], "prefill-first": LAYOUT_COLORS["prefill-first"],
+               "chunked": LAYOUT_COLORS["chunked"]}
+TIE_COLOR, NONE_COLOR = "#b3b3b3", "#ffffff"
+#: a margin at which a cell's colour is full (1 - runner-up / winner); below it the colour pales toward white
+FULL_MARGIN = 0.5
+#: the palest shade of a win (a margin just above the tie tolerance)
+PALEST = 0.3
+SHORT = {"split": "S", "prefill-first": "P", "chunked": "C"}
+
+
+def cell_color(cell) -> tuple[float, float, float]:
+    """RGB (0..1) of a :class:`~splitlab.planning.split_map.Cell`: its winner's colour blended with white by the
+    margin (:data:`PALEST` at no margin, full at :data:`FULL_MARGIN`), grey for a tie, white where none wins."""
+    if cell.winner == "tie":
+        return to_rgb(TIE_COLOR)
+    if cell.winner == "none":
+        return to_rgb(NONE_COLOR)
+    a = PALEST + (1 - PALEST) * min(cell.margin / FULL_MARGIN, 1.0)
+    return tuple(float(1 - a + a * c) for c in to_rgb(KIND_COLORS[cell.winner]))
+
+
+def cell_text(cell, multiline: str = "\n") -> str:
+    """Two short lines for a cell: the winning layout ("3P+1D", "pf": prefill-first, "chunk") and its margin ("+53%"); a
+    tie names the tied kinds by letter ("S=C": split, chunked; P: prefill-first); "none" where no layout serves."""
+    if cell.winner == "none":
+        return f"none{multiline}0/s"
+    if cell.winner == "tie":
+        return f"tie{multiline}" + "=".join(SHORT[k] for k in SHORT if k in cell.tied)
+    name = cell.names["split"] if cell.winner == "split" else {"prefill-first": "pf", "chunked": "chunk"}[cell.winner]
+    return f"{name}{multiline}+{cell.margin:.0%}"
+
+
+def _dark(rgb) -> bool:
+    r, g, b = rgb
+    return 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+
+
+def axis_ticks(m) -> list[str]:
+    """The columns' tick labels: prefill cost in decode steps over the prompt length in tokens."""
+    return [f"{s:.2g}\n({n:,})" if s < 100 else f"{s:.0f}\n({n:,})" for s, n in zip(m.prefill_steps, m.prompt_tokens)]
+
+
+def predicted(m) -> bool:
+    """Whether the map's cost model is a prediction (the analytic roofline) rather than measured or built in."""
+    return m.cost_source.startswith("predicted")
+
+
+@styled
+def map_heatmap(m, ax=None, title: str | None = None):
+    """Draw the :class:`~splitlab.planning.split_map.SplitMap` ``m`` as a heatmap (module docstring): across, the
+    prefill cost in lone decode steps (prompt tokens below); up, the TPOT SLO in lone decode steps (tight at the
+    bottom). A map on an analytic cost model says "predicted" in its title. Returns the Axes."""
+    if ax is None:
+        fig, (ax,) = figure(1, height=0.55 * len(m.tpot_steps) + 2.2)
+    rows, cols = len(m.tpot_steps), len(m.prompt_tokens)
+    rgb = np.array([cell_color(c) for c in m.cells]).reshape(rows, cols, 3)
+    ax.imshow(rgb, origin="lower", aspect="auto", interpolation="nearest")
+    size = 11.5 if cols <= 6 else 9.5
+    for c, color in zip(m.cells, rgb.reshape(-1, 3)):
+        i, j = m.tpot_steps.index(c.tpot_steps), m.prompt_tokens.index(c.prompt_tokens)
+        ax.text(j, i, cell_text(c), ha="center", va="center", fontsize=size, linespacing=1.0,
+                color="white" if _dark(color) else "black")
+        if c.winner == "none":
+            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", lw=0, color="0.75"))
+    ax.set_xticks(range(cols), axis_ticks(m), fontsize=11.5)
+    ax.set_yticks(range(rows), [f"{k:g}" for k in m.tpot_steps])
+    ax.set_xlabel("prefill cost, in decode steps\n(prompt tokens)")
+    ax.set_ylabel("TPOT SLO\n(lone decode steps)")
+    ax.set_xticks(np.arange(cols + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(rows + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", lw=1.5)
+    ax.tick_params(which="minor", length=0)
+    link = "" if m.link_bytes_per_s is None else f", link {m.link_bytes_per_s / 1e9:g} GB/s"
+    ax.set_title(title or f"Most goodput per worker, {m.workers} workers{link}"
+                          f"{' (predicted)' if predicted(m) else ''}")
+    handles = [Patch(color=KIND_COLORS[k], label=label) for k, label in
+               (("split", "split (xPyD)"), ("prefill-first", "colocated, pf-first"), ("chunked", "colocated, chunk"))]
+    handles.append(Patch(color=TIE_COLOR, label=f"tie (within {m.tie_tolerance:.0%})"))
+    if any(c.winner == "none" for c in m.cells):
+        handles.append(Patch(facecolor=NONE_COLOR, edgecolor="0.6", hatch="//", label="none meets the SLOs"))
+    legend_below(ax.figure, handles, [h.get_label() for h in handles], ncols=2)
+    return ax

@@ -1,0 +1,171 @@
+"""The map's explorers (:mod:`splitlab.planning.split_map`): where the split pays off, with the KV link's
+bandwidth as the control.
+
+- :func:`split_map_grid`: one map per link bandwidth, the numbers both explorers draw (the colocated layouts do
+  not cross the link: searched once, taken into every other map by ``colocated_from``).
+- :func:`split_map_explorer`: a static heatmap at the default link, then an ipywidgets slider over the links that
+  redraws a live copy when a kernel runs (:func:`.base.explorer`).
+- :func:`split_map_figure`: the same maps as a plotly heatmap with a slider, interactive in the rendered book
+  without a kernel (:mod:`splitlab.teach.interactive`); colours and words per cell are
+  :func:`splitlab.teach.figures.split_map.cell_color` and ``cell_text``, so both explorers show the same map.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import ipywidgets as widgets
+
+from .base import explorer
+
+__all__ = ["split_map_grid", "split_map_explorer", "split_map_figure", "LINKS_GBPS", "link_label"]
+
+#: default slider of the KV link between the pools, GB/s: a slow network to NVLink-class
+LINKS_GBPS = (0.1, 1.0, 10.0, 100.0)
+
+
+def link_label(gbps: float | None) -> str:
+    """'12.5 GB/s', or "cost model's" for None (the cost model's own transfer)."""
+    return "cost model's" if gbps is None else f"{gbps:g} GB/s"
+
+
+def split_map_grid(cost=None, links_gbps: Sequence[float | None] = LINKS_GBPS, workers: int = 4,
+                   progress: bool | None = None, **options) -> dict:
+    """One :class:`~splitlab.planning.split_map.SplitMap` per KV link of ``links_gbps`` (GB/s; None: the cost
+    model's transfer), same axes and cluster (``options``: :func:`~splitlab.planning.split_map.split_map`'s).
+    The first map searches every layout, the others only their splits. Returns {link GB/s: map}, in the order
+    given.
+
+    Raises:
+        ValueError: no links, a link twice, a link that is not a finite number > 0 or None; and split_map's."""
+    from ...planning.split_map import split_map
+    links = list(links_gbps)
+    if not links:
+        raise ValueError("links_gbps is empty: give at least one link bandwidth (GB/s, or None)")
+    if len(set(links)) != len(links):
+        raise ValueError(f"links_gbps holds a link twice: {links}")
+    maps, first = {}, None
+    for gbps in links:
+        if gbps is not None and not (isinstance(gbps, (int, float)) and not isinstance(gbps, bool)
+                                     and 0 < gbps < 1e300):
+            raise ValueError(f"every link must be a finite number of GB/s > 0 (or None: the cost model's), got "
+                             f"{gbps!r}")
+        maps[gbps] = first = split_map(cost, workers, link_bytes_per_s=None if gbps is None else gbps * 1e9,
+                                       colocated_from=first, progress=progress, **options)
+    return maps
+
+
+def _default(maps: dict, default):
+    if default is None:
+        return next(iter(maps))
+    if default not in maps:
+        raise ValueError(f"default link {default!r} is not one of the grid's {list(maps)}")
+    return default
+
+
+def split_map_explorer(maps: dict, default: float | None = None) -> widgets.VBox:
+    """A static heatmap of ``maps[default]`` (the first link if None), then a slider over the links of
+    :func:`split_map_grid`'s ``maps`` that redraws it when a kernel runs. Returns the widget box (displayed).
+
+    Raises:
+        ValueError: ``default`` not a link of ``maps``."""
+    from ..figures.split_map import map_heatmap
+    default = _default(maps, default)
+    labels = {link_label(g): g for g in maps}
+
+    def draw(link: str) -> None:
+        map_heatmap(maps[labels[link]])
+
+    return explorer(draw, link=widgets.SelectionSlider(options=list(labels), value=link_label(default),
+                                                       description="KV link"))
+
+
+def _colorscale():
+    """A plotly colorscale on z in [0, 5): [k, k + 1) the kind k of (split, prefill-first, chunked), from its
+    palest shade to full; [3, 4) a tie (grey), [4, 5] none (white). z = kind + shade is
+    :func:`splitlab.teach.figures.split_map.cell_color` on a heatmap."""
+    from matplotlib.colors import to_hex
+
+    from ..figures.split_map import KIND_COLORS, NONE_COLOR, PALEST, TIE_COLOR
+
+    def pale(color):
+        from matplotlib.colors import to_rgb
+        return to_hex(tuple(1 - PALEST + PALEST * c for c in to_rgb(color)))
+    scale = []
+    for k, color in enumerate(KIND_COLORS.values()):
+        scale += [[k / 5, pale(color)], [(k + 0.99) / 5, to_hex(color)]]
+    return scale + [[3 / 5, TIE_COLOR], [3.99 / 5, TIE_COLOR], [4 / 5, NONE_COLOR], [1.0, NONE_COLOR]]
+
+
+def _z(cell) -> float:
+    from ...planning.split_map import KINDS
+    from ..figures.split_map import FULL_MARGIN
+    if cell.winner in KINDS:
+        return KINDS.index(cell.winner) + 0.99 * min(cell.margin / FULL_MARGIN, 1.0)
+    return 3.5 if cell.winner == "tie" else 4.5
+
+
+def _hover(cell) -> str:
+    from ...planning.split_map import KIND_LABELS, KINDS
+    lines = [f"{cell.prompt_tokens:,}-token prompt: prefill = {cell.prefill_steps:.3g} decode steps",
+             f"TPOT SLO {cell.tpot_slo_s * 1e3:.3g} ms ({cell.tpot_steps:g} steps), TTFT SLO "
+             f"{cell.ttft_slo_s * 1e3:.3g} ms"]
+    lines += [f"{KIND_LABELS[k]}: {cell.names[k]}, {cell.goodput[k]:.3g} req/s per worker (binding "
+              f"{cell.binding[k].upper()})" for k in KINDS]
+    return "<br>".join(lines)
+
+
+def split_map_figure(maps: dict, default: float | None = None, height: int = 600):
+    """The maps of :func:`split_map_grid` as one plotly heatmap with a slider over the KV link (GB/s), for the
+    rendered book: colour = winner, shade = margin, words in each cell, every layout's goodput on hover. Show it
+    with :func:`splitlab.teach.interactive.show`. Returns a plotly figure.
+
+    Raises:
+        ValueError: ``default`` not a link of ``maps``; maps of different axes."""
+    import plotly.graph_objects as go
+    from matplotlib.colors import to_hex
+
+    from ..figures.split_map import KIND_COLORS, NONE_COLOR, TIE_COLOR, axis_ticks, cell_text, predicted
+    from ..interactive import MODEBAR_REMOVED
+
+    default = _default(maps, default)
+    first = maps[default]
+    if any((m.prompt_tokens, m.tpot_steps) != (first.prompt_tokens, first.tpot_steps) for m in maps.values()):
+        raise ValueError("the maps have different axes: make them with one split_map_grid call")
+    x = [t.replace("\n", "<br>") for t in axis_ticks(first)]
+    y = [f"{k:g}" for k in first.tpot_steps]
+    cols = len(x)
+
+    def grids(m):
+        rows = [m.cells[i * cols:(i + 1) * cols] for i in range(len(y))]
+        return ([[_z(c) for c in r] for r in rows], [[cell_text(c, "<br>") for c in r] for r in rows],
+                [[_hover(c) for c in r] for r in rows])
+    z, text, hover = grids(first)
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, text=text, hovertext=hover, texttemplate="%{text}",
+                               textfont=dict(size=12), hovertemplate="%{hovertext}<extra></extra>", zmin=0, zmax=5,
+                               colorscale=_colorscale(), showscale=False, xgap=2, ygap=2))
+    for name, color in (("split (xPyD)", KIND_COLORS["split"]), ("colocated, pf-first", KIND_COLORS["prefill-first"]),
+                        ("colocated, chunk", KIND_COLORS["chunked"]), (f"tie (within {first.tie_tolerance:.0%})",
+                                                                       TIE_COLOR)):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+                                 marker=dict(symbol="square", size=14, color=to_hex(color))))
+    if any(c.winner == "none" for m in maps.values() for c in m.cells):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="none meets the SLOs",
+                                 marker=dict(symbol="square-open", size=14, color="#999999")))
+    steps = []
+    for gbps, m in maps.items():
+        zz, tt, hh = grids(m)
+        steps.append(dict(method="restyle", label=link_label(gbps), args=[{"z": [zz], "text": [tt],
+                                                                           "hovertext": [hh]}, [0]]))
+    fig.update_layout(
+        title=dict(text=f"Most goodput per worker, {first.workers} workers{' (predicted)' if predicted(first) else ''}"
+                        f"<br><sup>shade: margin over the runner-up, full at 50%</sup>", x=0.01, xanchor="left",
+                   font=dict(size=14)),
+        height=height, autosize=True, margin=dict(l=70, r=10, t=70, b=195), font=dict(size=12),
+        xaxis=dict(title=dict(text="prefill cost, in decode steps (prompt tokens)"), type="category",
+                   fixedrange=True),
+        yaxis=dict(title=dict(text="TPOT SLO (lone decode steps)"), type="category", fixedrange=True),
+        legend=dict(orientation="h", x=0, y=-0.25, yanchor="top", font=dict(size=11)),
+        plot_bgcolor=NONE_COLOR, modebar=dict(remove=MODEBAR_REMOVED),
+        sliders=[dict(active=list(maps).index(default), steps=steps, x=0, len=1.0, y=-0.47, yanchor="top",
+                      pad=dict(t=10, b=0), currentvalue=dict(prefix="KV link: ", font=dict(size=12)))])
+    return fig

@@ -1,0 +1,63 @@
+"""``python -m splitlab map``: the JSON contract (every cell with its coordinates, winner, goodputs and binding SLO),
+the text map, the cost sources of ``plan``, and one-line errors for bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from splitlab.cli import main
+
+SMALL = ["--prompt-tokens", "32", "1024", "--columns", "2", "--tpot-steps", "1.5", "4", "--rows", "2"]
+
+
+def test_map_json_has_every_cell(capsys):
+    assert main(["map", "--workers", "2", *SMALL, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "NaN" not in out and "Infinity" not in out
+    data = json.loads(out)
+    assert data["prompt_tokens"] == [32, 1024] and data["tpot_steps"] == [1.5, 4.0] and data["workers"] == 2
+    assert len(data["cells"]) == 4 and sum(data["counts"].values()) == 4
+    for c in data["cells"]:
+        assert c["winner"] in ("split", "prefill-first", "chunked", "tie", "none")
+        assert c["goodput_rps_per_worker"] >= c["runner_up_goodput_rps_per_worker"] >= 0
+        assert c["binding_slo"] in ("ttft", "ttst", "tpot", "unfinished", "none") and c["prefill_steps"] > 0
+        assert set(c["layouts"]) == {"split", "prefill-first", "chunked"} and c["layouts"]["split"]["layout"] == "1P+1D"
+    assert data["cost_source"].startswith("built-in")
+
+
+def test_map_text_and_an_analytic_cost_model(capsys):
+    assert main(["map", "--workers", "2", "--gpu", "H100", "--model-config", "Llama-3-8B", "--prompt-tokens", "512",
+                 "4096", "--columns", "2", "--tpot-steps", "2", "2", "--rows", "1", "--link-gbps", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "cost model: predicted: roofline of Llama-3-8B" in text and "KV link 1 GB/s" in text
+    assert "prefill cost in decode steps" in text and "cells won:" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "0"], "--workers must be 2 to 16"),
+    (["--workers", "17"], "--workers must be 2 to 16"),
+    (["--prompt-tokens", "512", "64"], "--prompt-tokens: an empty range, LOW 512 is above HIGH 64"),
+    (["--tpot-steps", "4", "2"], "--tpot-steps: an empty range"),
+    (["--tpot-steps", "nan", "4"], "must be a finite positive number, got nan"),
+    (["--tpot-steps", "0.5", "4"], "a TPOT SLO below one lone decode step"),
+    (["--columns", "0"], "--columns must be at least 1"),
+    (["--link-gbps", "nan"], "must be a finite positive number"),
+    (["--chunk-tokens", "8"], "every --chunk-tokens must exceed --max-batch"),
+    (["--tie-tolerance", "1"], "--tie-tolerance must be below 1"),
+    (["--gpu", "H100"], "needs both --gpu NAME and --model-config NAME"),
+])
+def test_bad_input_is_a_usage_error_on_one_line(capsys, args, message):
+    try:
+        status = main(["map", *args])
+    except SystemExit as done:  # argparse refuses a value itself
+        status = done.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_prompt_past_the_context_is_said(capsys):
+    assert main(["map", "--prompt-tokens", "64", "4096"]) == 1  # the built-in model's context is 2048 tokens
+    err = capsys.readouterr().err
+    assert "exceed the cost model's context of 2048 tokens" in err and len(err.strip().splitlines()) == 1
