@@ -27,7 +27,7 @@ def test_pool_errors_name_the_problem():
     with pytest.raises(ValueError, match="unknown GPU 'B200'; choose one of T4, L4, A100-40GB, A100-80GB, H100, H200"):
         Pool("B200")
     with pytest.raises(ValueError, match="records no price for L4"):
-        Pool("L4")
+        Pool("L4").device_price_per_hour
     with pytest.raises(ValueError, match="price_per_hour of a H100 device must be a number > 0"):
         Pool("H100", price_per_hour=-1)
 
@@ -98,3 +98,18 @@ def test_cli_plan_with_pools(capsys):
     assert "a GPU for each pool" in capsys.readouterr().err
     assert main(["plan", "--gpu", "H100", "--tp", "2", "--cost", "x.json", "--model-config", "Llama-3-8B"]) == 2
     assert "not --cost" in capsys.readouterr().err
+
+
+def test_cli_simulate_with_pools(capsys):
+    rc = main(["simulate", "--layout", "disaggregated", "--prefill-gpu", "H100", "--decode-gpu", "A100-80GB",
+               "--decode-tp", "4", "--model-config", "Llama-3-8B", "--requests", "100", "--rate", "2",
+               "--ttft-slo", "0.5", "--tpot-slo", "0.05", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["disaggregated"]["completed"] == 100
+    assert "A100-80GB x TP4" in data["decode_cost_source"] and "on H100," in data["cost_source"]
+    assert data["handoff"]["moved_share"] == 0.75 and data["handoff"]["reshard_link"] == "NVLink 3 (A100)"
+    assert main(["simulate", "--prefill-gpu", "H100", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 2
+    assert "use --layout disaggregated" in capsys.readouterr().err
+    assert main(["simulate", "--layout", "disaggregated", "--gpu", "H100", "--decode-tp", "3",
+                 "--model-config", "Llama-3-8B"]) == 1
+    assert "TP 3 does not divide" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from ..serving.workload import WORKLOADS
 from .args import positive_float, positive_int, progress, seed_int, slo_seconds, token_list
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines, in_flags
-from .plan_pools import POOL_OPTIONS, plan_pools, wants_pools
+from .pools import POOL_OPTIONS, plan_pools, wants_pools
 from .registry import CLIError, arg, command
 from .report import clean
 

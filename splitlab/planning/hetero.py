@@ -154,6 +154,7 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
     for role, (gpu, price) in sides.items():
         for tp in tps:
             pool = Pool(gpu, tp, price)
+            pool.device_price_per_hour  # no price for this GPU: refused before any search
             try:
                 costs[role, tp] = pool, pool_cost_model(model, pool, dtype, link, **efficiencies)
             except ValueError as err:  # a TP that does not divide the heads, or a shard that does not fit

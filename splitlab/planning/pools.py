@@ -30,8 +30,8 @@ class Pool:
     ``price_per_hour`` and ``power_w`` per DEVICE (None: the GPU table's).
 
     Raises:
-        ValueError: an unknown GPU (the message lists the known ones), a price or power that is not a number > 0,
-            or no price given for a GPU whose table row records none (the message says so).
+        ValueError: an unknown GPU (the message lists the known ones), a price or power that is not a number > 0
+            (and :attr:`device_price_per_hour`: no price given for a GPU whose table row records none).
     """
 
     gpu: str
@@ -47,12 +47,17 @@ class Pool:
             if v is not None and not (isinstance(v, numbers.Real) and not isinstance(v, bool)
                                       and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} of a {self.gpu} device must be a number > 0, got {v!r}")
-        if self.price_per_hour is None and GPUS[self.gpu].get("price_per_hour") is None:
-            raise ValueError(f"splitlab's GPU table records no price for {self.gpu} "
-                             f"({GPUS[self.gpu].get('price_source', 'none recorded')}): give its price per hour")
 
     @property
     def device_price_per_hour(self) -> float:
+        """The price of one device per hour: the given one, else the GPU table's.
+
+        Raises:
+            ValueError: none given for a GPU whose table row records none (the message says so).
+        """
+        if self.price_per_hour is None and GPUS[self.gpu].get("price_per_hour") is None:
+            raise ValueError(f"splitlab's GPU table records no price for {self.gpu} "
+                             f"({GPUS[self.gpu].get('price_source', 'none recorded')}): give its price per hour")
         return float(self.price_per_hour if self.price_per_hour is not None else GPUS[self.gpu]["price_per_hour"])
 
     @property

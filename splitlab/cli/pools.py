@@ -1,10 +1,16 @@
-"""``python -m splitlab plan --prefill-gpu H100 --decode-gpu A100-80GB --model-config Llama-3-8B [--tp 1,2,4]``:
+"""Two pools of their own hardware and tensor parallelism on the command line.
+
+``python -m splitlab plan --prefill-gpu H100 --decode-gpu A100-80GB --model-config Llama-3-8B [--tp 1,2,4]``:
 the planner across two pools of different hardware and tensor parallelism (:func:`splitlab.planning.hetero.
 plan_pools`), ranked by cost per million output tokens and by output tokens per joule. ``plan`` hands over to it
 when a pool option is given; ``--max-workers`` then counts DEVICES (a TP ``t`` worker is ``t`` of them). JSON:
 ``by_cost`` (each cluster with ``pools``, ``goodput_rps``, ``devices``, ``rps_per_device``, ``price_per_hour``,
 ``cost_per_million_tokens``, ``tokens_per_joule``, ``handoff`` (lanes, ``moved_share`` re-sharded,
-``reshard_bytes_per_request``), ...), ``by_power`` (names, most tokens per joule first) and the inputs."""
+``reshard_bytes_per_request``), ...), ``by_power`` (names, most tokens per joule first) and the inputs.
+
+``python -m splitlab simulate --layout disaggregated --prefill-gpu H100 --decode-gpu A100-80GB --decode-tp 2
+--model-config Llama-3-8B``: a split whose prefill workers run on one analytic cost model and decode workers on
+another (:class:`splitlab.serving.PoolCostExecutor`); its JSON adds ``decode_cost_source`` and ``handoff``."""
 from __future__ import annotations
 
 from .args import positive_float, progress, token_list
@@ -12,7 +18,7 @@ from .defaults import chosen_lines
 from .registry import CLIError, arg
 from .report import clean
 
-__all__ = ["POOL_OPTIONS", "wants_pools", "plan_pools"]
+__all__ = ["POOL_OPTIONS", "SIMULATE_POOL_OPTIONS", "wants_pools", "plan_pools", "pool_executor", "handoff_line"]
 
 POOL_OPTIONS = (
     arg("--prefill-gpu", metavar="NAME", default=None, help="pools: the prefill pool's GPU (default: --gpu)"),
@@ -24,6 +30,49 @@ POOL_OPTIONS = (
     arg("--decode-price", type=positive_float, default=None, metavar="PRICE",
         help="pools: price of one decode device per hour (default: the GPU table's, where it has one)"),
 )
+
+
+SIMULATE_POOL_OPTIONS = (
+    POOL_OPTIONS[0], POOL_OPTIONS[1],
+    arg("--prefill-tp", type=int, default=None, metavar="N", help="pools: devices per prefill worker (default 1)"),
+    arg("--decode-tp", type=int, default=None, metavar="N", help="pools: devices per decode worker (default 1)"),
+)
+
+
+def pool_executor(args):
+    """``(PoolCostExecutor, handoff info)`` for ``simulate``'s pool options, or ``(None, None)`` when none is given.
+
+    Raises:
+        CLIError: pool options with --cost or --model, without --model-config or a GPU per pool, or with a
+            colocated layout (a worker of both pools).
+        ValueError: an unknown GPU, an impossible TP (:func:`splitlab.costmodel.roofline_cost_model`).
+    """
+    if all(getattr(args, k) is None for k in ("prefill_gpu", "decode_gpu", "prefill_tp", "decode_tp")):
+        return None, None
+    from ..planning.pools import Pool, handoff, pool_cost_model
+    from ..serving import PoolCostExecutor
+    if args.cost or args.model:
+        raise CLIError("pool options (--prefill-gpu, --decode-gpu, --prefill-tp, --decode-tp) simulate on the "
+                       "analytic cost model: give --model-config NAME, not --cost/--model")
+    if args.layout != "disaggregated":
+        raise CLIError("pool options give a split's two pools their own hardware: use --layout disaggregated")
+    gpus = args.prefill_gpu or args.gpu, args.decode_gpu or args.gpu
+    if not (all(gpus) and args.model_config):
+        raise CLIError("pools need --model-config NAME and a GPU for each pool: --prefill-gpu and --decode-gpu (or "
+                       "--gpu for both)")
+    eff = {k: getattr(args, k) for k in ("compute_efficiency", "memory_efficiency") if getattr(args, k)}
+    link = args.link or "400 Gb/s network"
+    pools = [Pool(g, tp or 1) for g, tp in zip(gpus, (args.prefill_tp, args.decode_tp))]
+    prefill, decode = (pool_cost_model(args.model_config, p, args.dtype or "bf16", link, **eff) for p in pools)
+    prefill, info = handoff(args.model_config, prefill, *pools, link)
+    return PoolCostExecutor(prefill, decode), info
+
+
+def handoff_line(h: dict) -> str:
+    """One line on a hand-off between two pools (:func:`splitlab.planning.pools.handoff`'s info)."""
+    reshard = f", {h['moved_share']:.0%} of the cache re-sharded over {h['reshard_link']}" if h["moved_share"] else ""
+    return (f"hand-off: over {h['link']}, {h['lanes']} device link(s) at once{reshard}: "
+            f"{h['seconds_per_gb'] * 1e3:.3g} ms per GB of cache")
 
 
 def wants_pools(args) -> bool:
