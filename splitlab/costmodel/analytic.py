@@ -169,7 +169,8 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
 
 def _check_fits(model: str, dtype: str, gpu: str, tp: int, weights: float, kv_context: float, context: int) -> None:
     """A ValueError unless one device of a TP ``tp`` worker holds its shard: weights / tp and the KV of one
-    request at the whole context / tp, within 90% of its memory; the message names the smallest TP that fits."""
+    request at the whole context / tp, within 90% of its memory; the message names the smallest TP that fits.
+    (vLLM refuses to start the same way when one request of ``max_model_len`` tokens does not fit its KV cache.)"""
     memory = GPUS[gpu]["memory_bytes"]
     if (weights + kv_context) / tp <= 0.9 * memory:
         return
