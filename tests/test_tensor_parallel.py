@@ -49,6 +49,12 @@ def test_a_decode_pool_with_twice_the_bandwidth_halves_decode_and_leaves_prefill
     assert r.token_times_s[1] - r.token_times_s[0] == pytest.approx(step, rel=1e-6)
 
 
+def test_pool_executor_budget_is_the_decode_pools():
+    two = roofline_cost_model("Llama-3-70B", "H100", tp=2)
+    four = roofline_cost_model("Llama-3-70B", "A100-80GB", tp=4)
+    assert PoolCostExecutor(two, four).auto_kv_budget() == int(0.9 * 320e9) - int(141.2e9)
+
+
 def test_pool_executor_refuses_two_models_and_hybrid_steps():
     a = roofline_cost_model("Llama-3-8B", "H100")
     with pytest.raises(ValueError, match="one model"):

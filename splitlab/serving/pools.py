@@ -21,8 +21,11 @@ class PoolCostExecutor(CostModelExecutor):
     ``prefill`` (its ``transfer_*`` fields are the hand-off: the link, and any re-shard between the pools' TP
     degrees), decode steps cost ``decode``. ``cost`` is ``prefill``; ``decode_cost`` the other.
 
-    Both pools serve one model: the KV bytes per token must agree. ``max_context`` is the smaller of the two; the
-    "auto" KV budget is the smaller of the two pools' (a cache lives on both sides in turn).
+    Both pools serve one model: the KV bytes per token must agree. ``max_context`` is the smaller of the two. The
+    cluster has one KV budget for every worker; "auto" is the DECODE pool's (90% of its devices' memory - the
+    weights), where a cache lives for its whole output. A prefill worker only holds caches until they are handed
+    off; where its pool has less room than that (e.g. TP2 prefill, TP4 decode), the simulation lets it park more
+    than it could: optimistic for the prefill side, stated here.
 
     Raises:
         TypeError, ValueError: a cost model the simulator refuses (:func:`~.simulated.check_cost`), or pools whose
@@ -42,10 +45,8 @@ class PoolCostExecutor(CostModelExecutor):
         self.max_context = min(self.max_context, self.decode_pool.max_context)
 
     def auto_kv_budget(self, fraction: float = 0.9) -> int | None:
-        """The smaller "auto" budget of the two pools (None: both unlimited)."""
-        budgets = [b for b in (super().auto_kv_budget(fraction), self.decode_pool.auto_kv_budget(fraction))
-                   if b is not None]
-        return min(budgets) if budgets else None
+        """The decode pool's "auto" budget (class docstring; None: unlimited memory)."""
+        return self.decode_pool.auto_kv_budget(fraction)
 
     def decode_seconds(self, batch_size: int, context_tokens: int) -> float:
         return self.decode_pool.decode_seconds(batch_size, context_tokens)
