@@ -83,6 +83,9 @@ def test_plan_pools_skips_a_tp_that_cannot_hold_the_model_and_refuses_when_none_
     assert {c.name for c in p.candidates} == {"2 colocated (H100 TP2)", "1P(H100 TP2)+1D(H100 TP2)"}
     split = next(c for c in p.candidates if c.layout == "disaggregated")
     assert split.costs["devices"] == 4 and split.handoff["lanes"] == 2
+    kv = 80 * 8 * 128 * 2 * 2  # bytes per token of Llama-3-70B in bf16
+    assert split.handoff["prefill_kv_room_requests"] == pytest.approx(
+        (int(0.9 * 160e9) - int(141.2e9)) / (p.mean_prompt_tokens * kv), rel=1e-6)
 
 
 def test_cli_plan_with_pools(capsys):

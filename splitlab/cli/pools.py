@@ -118,8 +118,10 @@ def plan_pools(args):
             f"binding  hand-off"]
     for c in p.ranked("cost"):
         k, h = c.costs, c.handoff
+        room = h and h["prefill_kv_room_requests"]
         hand = "" if h is None else (f"{h['lanes']} lane(s), {h['moved_share']:.0%} re-sharded "
-                                     f"({h['reshard_bytes_per_request'] / 1e6:.3g} MB/request)")
+                                     f"({h['reshard_bytes_per_request'] / 1e6:.3g} MB/request)"
+                                     + (f", prefill room {room:.3g} caches" if room is not None else ""))
         text.append(f"{c.name:<36} {k['devices']:>3} {c.goodput_rps:>7.3g}/s {k['rps_per_device']:>6.3g}/s "
                     f"{k['price_per_hour']:>7.4g} {k['cost_per_million_tokens']:>8.4g} {k['tokens_per_joule']:>6.3g}"
                     f"  {c.binding_slo:<7}  {hand}{'' if c.outcome == 'found' else ' *'}")

@@ -37,7 +37,10 @@ RANKS = {"cost": ("cost_per_million_tokens", 1), "power": ("tokens_per_joule", -
 class PoolCandidate:
     """One cluster tried: ``name`` ("2P(H100)+2D(A100-80GB TP2)", "4 colocated (H100)"), its workers, the
     goodput search's result, :func:`.pools.cluster_costs` (``costs``) and, for a split, the hand-off
-    (``handoff``: :func:`.pools.handoff`'s info and ``reshard_bytes_per_request``, the mean bytes re-sharded)."""
+    (``handoff``: :func:`.pools.handoff`'s info, ``reshard_bytes_per_request``, the mean bytes re-sharded, and
+    ``prefill_kv_room_requests``: mean prompts' caches a prefill worker's own memory holds; the simulation
+    grants it the decode pool's budget, :class:`~splitlab.serving.PoolCostExecutor`, so below a few it is
+    optimistic for that candidate)."""
 
     name: str
     layout: str
@@ -193,8 +196,10 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
             ex = PoolCostExecutor(cp, cd)
             mu_p = prefill_capacity(cp, prompts, ttft_slo_s, max_prefill_tokens)
             mu_d = decode_capacity(cd, prompts, outputs, tpot_slo_s, max_batch)
-            info = dict(info, reshard_bytes_per_request=float(prompts.mean()) * cp.kv_bytes_per_token
-                        * info["moved_share"])
+            mean_kv = float(prompts.mean()) * cp.kv_bytes_per_token
+            room = CostModelExecutor(cp).auto_kv_budget()  # the cluster charges the decode pool's: say the other
+            info = dict(info, reshard_bytes_per_request=mean_kv * info["moved_share"],
+                        prefill_kv_room_requests=None if room is None else room / mean_kv)
             for x in range(1, max_devices // tp_p + 1):
                 for y in range(1, (max_devices - x * tp_p) // tp_d + 1):
                     jobs.append((f"{x}P({pp.name})+{y}D({dp.name})", "disaggregated",
