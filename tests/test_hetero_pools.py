@@ -116,3 +116,12 @@ def test_cli_simulate_with_pools(capsys):
     assert main(["simulate", "--layout", "disaggregated", "--gpu", "H100", "--decode-tp", "3",
                  "--model-config", "Llama-3-8B"]) == 1
     assert "TP 3 does not divide" in capsys.readouterr().err
+
+
+def test_cli_tp_options_refuse_empty_and_zero(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "--tp", "", "--gpu", "H100", "--model-config", "Llama-3-8B"])
+    assert e.value.code == 2 and "give at least one TP degree" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", "--decode-tp", "0", "--gpu", "H100", "--model-config", "Llama-3-8B"])
+    assert e.value.code == 2 and "must be a positive integer" in capsys.readouterr().err

@@ -13,17 +13,27 @@ when a pool option is given; ``--max-workers`` then counts DEVICES (a TP ``t`` w
 another (:class:`splitlab.serving.PoolCostExecutor`); its JSON adds ``decode_cost_source`` and ``handoff``."""
 from __future__ import annotations
 
-from .args import positive_float, progress, token_list
+import argparse
+
+from .args import positive_float, positive_int, progress
 from .defaults import chosen_lines
 from .registry import CLIError, arg
 from .report import clean
 
 __all__ = ["POOL_OPTIONS", "SIMULATE_POOL_OPTIONS", "wants_pools", "plan_pools", "pool_executor", "handoff_line"]
 
+def tp_list(text: str) -> list[int]:
+    """'1,2 4' -> [1, 2, 4]: tensor-parallel degrees, each a positive integer."""
+    out = [positive_int(part) for part in text.replace(",", " ").split()]
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one TP degree, e.g. 1,2,4")
+    return out
+
+
 POOL_OPTIONS = (
     arg("--prefill-gpu", metavar="NAME", default=None, help="pools: the prefill pool's GPU (default: --gpu)"),
     arg("--decode-gpu", metavar="NAME", default=None, help="pools: the decode pool's GPU (default: --gpu)"),
-    arg("--tp", type=token_list, default=None, metavar="LIST",
+    arg("--tp", type=tp_list, default=None, metavar="LIST",
         help="pools: tensor-parallel degrees tried per pool, e.g. 1,2,4,8 (--max-workers then counts devices)"),
     arg("--prefill-price", type=positive_float, default=None, metavar="PRICE",
         help="pools: price of one prefill device per hour (default: the GPU table's, where it has one)"),
@@ -34,8 +44,10 @@ POOL_OPTIONS = (
 
 SIMULATE_POOL_OPTIONS = (
     POOL_OPTIONS[0], POOL_OPTIONS[1],
-    arg("--prefill-tp", type=int, default=None, metavar="N", help="pools: devices per prefill worker (default 1)"),
-    arg("--decode-tp", type=int, default=None, metavar="N", help="pools: devices per decode worker (default 1)"),
+    arg("--prefill-tp", type=positive_int, default=None, metavar="N",
+        help="pools: devices per prefill worker (default 1)"),
+    arg("--decode-tp", type=positive_int, default=None, metavar="N",
+        help="pools: devices per decode worker (default 1)"),
 )
 
 
