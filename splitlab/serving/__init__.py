@@ -15,6 +15,7 @@ _EXPORTS = {
     "config": ["LAYOUTS", "POLICIES", "TRANSFER_MODES", "ServingConfig"],
     "common.faults": ["KillWorker", "WorkerFault"],
     "simulated": ["CostModelExecutor"],
+    "pools": ["PoolCostExecutor"],
     "executor": ["DecodeBatch", "Executor", "Slot"],
     "goodput_search": ["GoodputResult", "attainment_curve", "goodput", "workload_requests"],
     "validation": ["validate", "validation_contenders"],
