@@ -66,7 +66,7 @@ def test_plan_pools_ranks_by_cost_and_by_power_with_consistent_numbers(small_pla
     assert split.handoff["lanes"] == 1 and split.handoff["moved_share"] == 0 and split.goodput_rps > 0
     data = json.loads(json.dumps(p.to_json()))
     assert data["by_cost"][0]["name"] == p.ranked("cost")[0].name and len(data["by_power"]) == 5
-    assert data["by_cost"][0]["pools"][0]["price_source"].startswith("assumption: Splitwise")
+    assert data["by_cost"][0]["pools"][0]["price_source"].startswith("splitlab's stated assumption")
     assert list(p.table("power").index) == data["by_power"]
 
 

@@ -22,8 +22,10 @@ import pandas as pd
 
 from ..common.progress import show_progress
 from ..serving import CostModelExecutor, PoolCostExecutor, ServingConfig, goodput, workload_requests
+from .batch import batch_bound
 from .closed_form import colocated_capacity, decode_capacity, prefill_capacity, split_capacity
 from .defaults import choose_defaults
+from .planner import CLOSED_FORM_BATCH
 from .pools import Pool, cluster_costs, handoff, pool_cost_model
 
 __all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES"]
@@ -184,7 +186,8 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
             if found and max_devices // tp >= 1:
                 pool, cost = found
                 n = max_devices // tp
-                guess = colocated_capacity(cost, prompts, outputs, ttft_slo_s, tpot_slo_s, max_batch)
+                guess = colocated_capacity(cost, prompts, outputs, ttft_slo_s, tpot_slo_s,
+                                           _guess_batch(CostModelExecutor(cost), common, prompts, outputs))
                 jobs.append((f"{n} colocated ({pool.name})", "colocated", [("colocated", pool, n)],
                              ServingConfig.colocated(n, **common), CostModelExecutor(cost), guess, None))
     for tp_p in tps:
@@ -195,7 +198,8 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
             cp, info = handoff(model, cp, pp, dp, link)
             ex = PoolCostExecutor(cp, cd)
             mu_p = prefill_capacity(cp, prompts, ttft_slo_s, max_prefill_tokens)
-            mu_d = decode_capacity(cd, prompts, outputs, tpot_slo_s, max_batch)
+            mu_d = decode_capacity(cd, prompts, outputs, tpot_slo_s,
+                                   _guess_batch(CostModelExecutor(cd), common, prompts, outputs))
             mean_kv = float(prompts.mean()) * cp.kv_bytes_per_token
             room = CostModelExecutor(cp).auto_kv_budget()  # the cluster charges the decode pool's: say the other
             info = dict(info, reshard_bytes_per_request=mean_kv * info["moved_share"],
@@ -223,3 +227,13 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                     sources, chosen)
     plan.candidates = plan.ranked("cost")
     return plan
+
+
+def _guess_batch(executor, common: dict, prompts, outputs) -> int:
+    """The decode batch the closed form's first guess assumes on ``executor``'s device: ``max_batch`` when set,
+    else the requests its KV budget holds (as :func:`~.planner.plan` does), at most the planner's
+    ``CLOSED_FORM_BATCH``."""
+    if common["max_batch"] is not None:
+        return int(common["max_batch"])
+    bound = batch_bound(executor, ServingConfig.disaggregated(1, 1, **common), prompts, outputs)
+    return int(min(bound.batch, CLOSED_FORM_BATCH))

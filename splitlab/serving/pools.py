@@ -10,6 +10,7 @@ only; a hybrid step (the chunked policy, colocated) raises.
 from __future__ import annotations
 
 from ..costmodel import CostModel
+from ..sizing.budget import MEMORY_UTILIZATION
 from .executor import DecodeBatch, Slot, StepOutcome
 from .simulated import CostModelExecutor
 
@@ -44,9 +45,9 @@ class PoolCostExecutor(CostModelExecutor):
                              f"{self.decode_cost.kv_bytes_per_token:,} ({self.decode_cost.source}) differ")
         self.max_context = min(self.max_context, self.decode_pool.max_context)
 
-    def auto_kv_budget(self, fraction: float = 0.9) -> int | None:
-        """The decode pool's "auto" budget (class docstring; None: unlimited memory)."""
-        return self.decode_pool.auto_kv_budget(fraction)
+    def auto_kv_budget(self, utilization: float = MEMORY_UTILIZATION, forward_tokens: int = 0) -> int:
+        """The decode pool's "auto" budget (class docstring; :meth:`Executor.auto_kv_budget`)."""
+        return self.decode_pool.auto_kv_budget(utilization, forward_tokens)
 
     def decode_seconds(self, batch_size: int, context_tokens: int) -> float:
         return self.decode_pool.decode_seconds(batch_size, context_tokens)
