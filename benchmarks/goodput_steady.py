@@ -6,7 +6,8 @@ A goodput run's arrivals span ``LIFETIMES`` request lifetimes (TTFT SLO + (mean 
 warm-up and a cool-down left out (:mod:`splitlab.serving.goodput_runs`), and stop once their verdict is decided
 (:mod:`splitlab.serving.goodput_verdict`). This measures, for each case, layout and seed of the request set, the
 default search's goodput against the same search with runs ``--longer`` x longer (and ``--longer`` x the
-requests allowed per run), which stands for the steady state; the claim is that the default lands within 5%.
+requests per run), which stands for the steady state and starts at the default's answer; the claim is that the
+default lands within 5%.
 
 Cases (4 workers each; prefill-first colocated, chunked colocated, and two xPyD splits):
 
@@ -26,7 +27,7 @@ import time
 from splitlab.costmodel import roofline_cost_model
 from splitlab.planning.defaults import choose_defaults
 from splitlab.serving import CostModelExecutor, Fixed, ServingConfig, WorkloadSpec, goodput
-from splitlab.serving.goodput_runs import LIFETIMES
+from splitlab.serving.goodput_runs import LIFETIMES, MIN_REQUESTS
 
 TOY = WorkloadSpec("toy", Fixed(512), Fixed(64))
 
@@ -37,7 +38,7 @@ def cases(names):
     if "builtin" in names:
         slos = choose_defaults(None, "chat", seed=0)
         layouts = [ServingConfig.colocated(4), ServingConfig.colocated(4, policy="chunked", chunk_tokens=256),
-                   ServingConfig.disaggregated(1, 3), ServingConfig.disaggregated(2, 2)]
+                   ServingConfig.disaggregated(2, 2), ServingConfig.disaggregated(1, 3)]
         out["builtin"] = (CostModelExecutor(), "chat", slos.ttft_slo_s, slos.tpot_slo_s, layouts, {})
     if "toy" in names:
         gpu = roofline_cost_model("OPT-13B", "A100-80GB", "fp16", link="NVLink 3 (A100)")
@@ -48,18 +49,18 @@ def cases(names):
     return out
 
 
-def measure(case, seeds, longer, quick):
+def measure(case, seeds, longer, quick, n_layouts=4):
     ex, workload, ttft, tpot, layouts, options = case
     rows = []
-    for cfg in layouts[:1] if quick else layouts:
+    for cfg in layouts[:1] if quick else layouts[:n_layouts]:
         for seed in seeds:
-            common = dict(ttft_slo_s=ttft, tpot_slo_s=tpot, seed=seed, step=1.25, **options)
+            common = dict(ttft_slo_s=ttft, tpot_slo_s=tpot, seed=seed, **options)
             t0 = time.process_time()
-            short = goodput(workload, cfg, ex, **common)
+            short = goodput(workload, cfg, ex, step=1.25, **common)
             t1 = time.process_time()
             start = max(short.goodput_rps_per_worker, 1e-3)
-            long = goodput(workload, cfg, ex, lifetimes=LIFETIMES * longer, max_requests=4000 * longer,
-                           start_rate_per_worker=start, **common)
+            long = goodput(workload, cfg, ex, lifetimes=LIFETIMES * longer, min_requests=MIN_REQUESTS * longer,
+                           max_requests=MIN_REQUESTS * longer, start_rate_per_worker=start, step=1.06, **common)
             t2 = time.process_time()
             g, ref = short.goodput_rps_per_worker, long.goodput_rps_per_worker
             rows.append(dict(layout=cfg.name, seed=seed, goodput=g, goodput_longer=ref,
@@ -74,6 +75,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="builtin,toy")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--layouts", type=int, default=4, help="the first N layouts of each case (default all 4)")
     ap.add_argument("--longer", type=int, default=20, help="how many times longer the reference runs are")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="one seed, one layout per case, runs 2x longer")
@@ -82,7 +84,7 @@ def main(argv=None):
     longer = 2 if args.quick else args.longer
     out = {}
     for name, case in cases(args.cases.split(",")).items():
-        out[name] = measure(case, seeds, longer, args.quick)
+        out[name] = measure(case, seeds, longer, args.quick, args.layouts)
     if args.json:
         print(json.dumps(out, indent=1))
         return
