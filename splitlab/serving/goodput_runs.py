@@ -5,16 +5,17 @@ curve; and :func:`workload_requests`, a workload sized to a back end's model or 
 **Runs at steady state.** A run is sized by the request *lifetime*, the most time its SLOs allow a request of the
 mean output length, ``L = TTFT SLO + (mean output tokens - 1) x TPOT SLO``: its arrivals span ``lifetimes`` x L
 (default :data:`LIFETIMES`), and hold at least ``min_requests`` requests (default :data:`MIN_REQUESTS`, or
-``max_requests`` if fewer). A decode backlog builds over lifetimes,
-not over SLOs: a decode batch fills only after about one lifetime of arrivals, so a run of a few SLOs ends before
-an overloaded layout shows it (issue 20 measured +25% to +40% on such runs); and below its boundary a queue's
-waits are correlated over many requests, so a run of a few hundred of them is a noisy sample of its attainment
-(on one prefill worker at 0.9x its capacity, 250 requests: 92.5% met the SLOs, 2,000: 84%, 80,000: 84.3%). Attainment counts only the requests
-arriving after a *warm-up* (the first :data:`WARMUP_LIFETIMES` lifetimes: the cluster starts empty) and before a
-*cool-down* (the last :data:`COOLDOWN_LIFETIMES` lifetime: those requests keep the load on while the counted ones
-finish, and are served but not counted), each at most a quarter of the run's span. Every request of the run is
-served; a goodput search stops a run once its verdict is decided (:mod:`.goodput_verdict`), an attainment curve
-runs each to the end. DistServe's own search (``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe)
+``max_requests`` if fewer). A decode backlog builds over lifetimes, not over SLOs: a decode batch fills only after
+about one lifetime of arrivals, so a run of a few SLOs ends before an overloaded layout shows it (issue 20
+measured +25% to +40% on such runs). And near its boundary a queue's waits are correlated over many requests, so
+a run of a few hundred is a noisy sample of its attainment (1P+1D on the built-in cost model, 256 / 24 tokens,
+10% above its goodput: 92.5% of 267 counted requests met the SLOs, 84% of 2,000, 84.3% of 80,000).
+
+Attainment counts only the requests arriving after a *warm-up* (the first :data:`WARMUP_LIFETIMES` lifetimes: the
+cluster starts empty) and before a *cool-down* (the last :data:`COOLDOWN_LIFETIMES` lifetime: those requests keep
+the load on while the counted ones finish; they are served but not counted), each at most a quarter of the run's
+span. A goodput search stops a run once its verdict is decided (:mod:`.goodput_verdict`), an attainment curve
+runs each to its end. DistServe's own search (``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe)
 sizes a run by a count instead: ``run_binary_search(..., N=1000)``, 1000 requests per rate whatever the rate.
 """
 from __future__ import annotations

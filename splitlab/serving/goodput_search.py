@@ -43,7 +43,8 @@ __all__ = ["goodput", "attainment_curve", "GoodputResult", "workload_requests", 
 def attainment_curve(workload, config: ServingConfig, backend=None, *, rates_per_worker: Sequence[float],
                      ttft_slo_s: float, tpot_slo_s: float, target: float = 0.9, duration_s: float | None = None,
                      min_requests: int | None = None, max_requests: int = 4000, seed: int = 0,
-                     scale: float | None = None, model=None, prefixes: bool = False, lifetimes: float = LIFETIMES) -> pd.DataFrame:
+                     scale: float | None = None, model=None, prefixes: bool = False,
+                     lifetimes: float = LIFETIMES) -> pd.DataFrame:
     """SLO attainment of ``config`` at each of ``rates_per_worker``, run as :func:`goodput` runs them (same
     arguments) but each to its end (the attainment itself, not a bound): one row per rate, the columns of
     :meth:`GoodputResult.curve`."""
