@@ -89,8 +89,8 @@ class Cluster:
         return [f"P{i}" for i in range(c.prefill_workers)] + [f"D{i}" for i in range(c.decode_workers)]
 
     # --- running ---------------------------------------------------------------------------------------------
-    def run(self, requests: list[Request], progress: bool = False) -> ServingResult:
-        """Serve ``requests`` (mutated in place) and return the result (``progress``: a bar, on virtual clocks).
+    def run(self, requests: list[Request], progress: bool = False, stop=None) -> ServingResult:
+        """Serve ``requests`` (mutated in place) and return the result (``progress``, ``stop``: :mod:`.virtual`).
 
         Raises:
             ValueError: two requests share an id.
@@ -98,7 +98,7 @@ class Cluster:
         check_unique_ids(requests)
         self.requests = list(requests)
         wall0, over0 = time.perf_counter(), self.backend.overhead_s
-        self.progress = progress
+        self.progress, self.stop = progress, stop
         end = self.clock.run()
         for w in self.workers:
             for s in w.batch.slots if self.fast else ():

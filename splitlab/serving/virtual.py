@@ -19,6 +19,7 @@ from ..common.progress import progress_bar as common_bar
 from . import fast
 from .executor import StepOutcome, run_step
 from .nic import DEFAULT_KV_LAYERS, schedule
+from .scheduler import steps_ended
 
 __all__ = ["VirtualClock", "progress_bar"]
 
@@ -50,7 +51,9 @@ class VirtualClock:
         """Process every event in time order; at one time, arrivals (in submission order) come first, then the
         other events in the order they were scheduled, then the cluster's decisions. Arrivals wait in a sorted
         list rather than on the heap, so the heap holds only the events in flight. With the cluster's ``progress``,
-        a bar of the arrivals served (:func:`progress_bar`). Returns the time of the last event."""
+        a bar of the arrivals served (:func:`progress_bar`). With the cluster's ``stop`` (a goodput run:
+        :mod:`.goodput_verdict`), called with the time once each instant's events are done: True ends the run there,
+        the requests not done failing with ``stop.reason``. Returns the time of the last event."""
         c = self.c
         arrivals = sorted(c.requests, key=attrgetter("arrival_s"))  # stable: ties keep submission order
         bar = progress_bar(len(arrivals), f"serving ({getattr(c.backend, 'name', 'executor')})",
@@ -71,7 +74,7 @@ class VirtualClock:
         i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
         every = max(1, n // 100)
         mark = every if bar is not None else n + 1  # i never passes n: without a bar, never an update
-        handlers = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
+        handlers, stop = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}, c.stop
         while i < n or events:
             t = events[0][0] if events else inf
             if i < n and arrivals[i].arrival_s <= t:
@@ -83,10 +86,23 @@ class VirtualClock:
                 _, _, kind, payload = pop(events)
                 handlers[kind](t, *payload)
             c.dispatch(t)
+            if stop is not None and stop(t):  # the run's outcome is decided (a goodput run): end it here
+                self._stop(t, stop.reason)
+                break
             if i >= mark:
                 bar.update(i - bar.n)
                 mark = i + every
         return t
+
+    def _stop(self, t: float, reason: str) -> None:
+        """End the run early at ``t``: record the decode steps ended by then and fail the requests not done."""
+        c = self.c
+        for w in c.workers:
+            if w.ahead is not None:
+                fast.commit(c, w, steps_ended(w, t, True))
+        for r in c.requests:
+            if not r.done:
+                r.fail(reason, t)
 
     def step(self, w, plan, t: float) -> None:
         """Run (or predict) ``w``'s step now; it ends after its seconds."""
