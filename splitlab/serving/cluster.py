@@ -274,7 +274,8 @@ class Cluster:
         return True
 
     def _start(self, w: Worker, plan: StepPlan, t: float) -> None:
-        self.admissions.extend(s.request.id for s in plan.admitted)
+        if plan.admitted:
+            self.admissions.extend([s.request.id for s in plan.admitted])
         for s in plan.prefill:
             s.request.prefill_worker = w.name
             if s.request.prefill_start_s is None:

@@ -180,6 +180,10 @@ class Worker:
         return r.prompt_len + max(0, len(r.output) - 1) if self.role == "prefill" else r.max_total_tokens
 
 
+#: the plan of a worker with nothing to run (shared: an empty plan is never started, so never changed)
+IDLE = StepPlan()
+
+
 def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit: int | None = None) -> list[Slot]:
     """Admit waiting requests FCFS while memory, batch places and ``token_room`` prompt tokens last."""
     admitted: list[Slot] = []
@@ -205,7 +209,7 @@ def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit
 def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
     """Decide ``w``'s next step (admitting requests into memory as a side effect); an empty plan means idle."""
     if not (w.queue or w.batch.slots or w.joining or w.prefilling):
-        return StepPlan()  # nothing to run (the common case of a worker marked dirty by an event)
+        return IDLE  # nothing to run (the common case of a worker marked dirty by an event)
     plan = StepPlan()
     if w.role == "decode":
         while w.joining and len(w.batch.slots) < cfg.max_batch:

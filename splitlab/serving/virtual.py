@@ -91,9 +91,10 @@ class VirtualClock:
         """Run (or predict) ``w``'s step now; it ends after its seconds."""
         c = self.c
         if c.fast:
-            fast.register(w)
-            if plan.decode and not plan.prefill and ((fast.sealed(w, c.cfg) and not c.trace) or
-                                                      not (w.queue or w.prefilling or w.joining or w.incoming)):
+            if w.registered != len(w.batch.slots):
+                fast.register(w)
+            if plan.decode and not plan.prefill and (not (w.queue or w.prefilling or w.joining or w.incoming) or
+                                                      (not c.trace and fast.sealed(w, c.cfg))):
                 if fast.start_stretch(c, w, t):
                     return
             if plan.decode and plan.prefill:  # a hybrid step: one fused forward (the batch's context as fast keeps it)
