@@ -104,9 +104,9 @@ def sealed(w: Worker, cfg) -> bool:
     return n >= cfg.max_batch or (n > 0 and w.role == "colocated" and cfg.policy == "decode-first")
 
 
-def start_stretch(cluster, w: Worker, t: float) -> bool:
-    """Plan ``w``'s decode stretch from ``t`` and schedule its last step; False (nothing planned) when no step
-    before the first finish would be silent."""
+def start_stretch(cluster, w: Worker, t: float, plan: StepPlan) -> bool:
+    """Plan ``w``'s decode stretch from ``t`` (``plan``: a decode of its whole batch) and schedule its last step;
+    False (nothing planned) when no step before the first finish would be silent."""
     left = min(w.finishing) - len(w.clock) - 1
     if left < 1:
         return False
@@ -114,7 +114,7 @@ def start_stretch(cluster, w: Worker, t: float) -> bool:
     seconds = cluster.backend.decode_run_seconds(n, w.context_base + n * len(w.clock), left + 1)
     ends = list(accumulate(seconds, initial=t))  # sequential sums: the floats of step by step
     w.ahead, w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = ends[1:-1], n, 0, t, ends[-1]
-    cluster.push_done(w.ahead_end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=float(seconds[-1])))
+    cluster.push_done(w.ahead_end, w, plan, StepOutcome(decode_s=float(seconds[-1])))
     return True
 
 
