@@ -241,7 +241,7 @@ class Cluster:
             for w in sorted(dirty, key=attrgetter("order")) if len(dirty) > 1 else dirty:
                 if w.alive and not w.busy:
                     plan = plan_step(w, self.cfg)
-                    if not plan.empty:
+                    if plan.decode or plan.prefill:  # not an empty plan
                         self._start(w, plan, t)
 
     def _hand_off(self, p: Worker, t: float) -> bool:

@@ -47,33 +47,38 @@ __all__ = ["StepPlan", "Worker", "Parked", "plan_step", "steps_ended"]
 
 class Parked(deque):
     """Slots parked on a worker (joining a batch, waiting to leave, leaving), whose caches do not grow while they
-    wait, with the KV bytes they hold as a running sum (:attr:`nbytes`, by ``size``: tokens -> bytes): a worker's
-    memory reads in O(1) however many wait (a walk of them on every event made an overloaded run quadratic)."""
+    wait, with the KV bytes they hold as a running sum (:attr:`nbytes`, by ``size``: tokens -> bytes, taken once
+    per slot when it parks): a worker's memory reads in O(1) however many wait (a walk of them on every event made
+    an overloaded run quadratic)."""
 
     def __init__(self, size):
         super().__init__()
-        self.size, self.nbytes = size, 0
+        self.size, self.nbytes, self.held = size, 0, {}  # id(slot) -> its bytes
+
+    def _park(self, s: Slot) -> None:
+        b = self.held[id(s)] = self.size(s.context)
+        self.nbytes += b
 
     def append(self, s: Slot) -> None:
         super().append(s)
-        self.nbytes += self.size(s.context)
+        self._park(s)
 
     def appendleft(self, s: Slot) -> None:
         super().appendleft(s)
-        self.nbytes += self.size(s.context)
+        self._park(s)
 
     def popleft(self) -> Slot:
         s = super().popleft()
-        self.nbytes -= self.size(s.context)
+        self.nbytes -= self.held.pop(id(s))
         return s
 
     def remove(self, s: Slot) -> None:
         super().remove(s)
-        self.nbytes -= self.size(s.context)
+        self.nbytes -= self.held.pop(id(s))
 
     def clear(self) -> None:
         super().clear()
-        self.nbytes = 0
+        self.nbytes, self.held = 0, {}
 
 
 class StepPlan:
@@ -217,7 +222,7 @@ def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
         plan.decode = list(w.batch.slots)
         return plan
     if w.role == "prefill" or cfg.policy == "prefill-first" or (cfg.policy == "decode-first" and not w.batch.slots):
-        new = _admit(w, cfg, cfg.max_prefill_tokens, plan)
+        new = _admit(w, cfg, cfg.max_prefill_tokens, plan) if w.queue else None
         if new:
             plan.prefill, plan.prefill_tokens = new, [s.prefill_len for s in new]
         elif w.role != "prefill":
