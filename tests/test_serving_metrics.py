@@ -110,3 +110,37 @@ def test_request_refuses_bad_input_and_time_running_backwards():
         r2.emit(1, 0.5)
     fresh = r2.fresh()
     assert fresh.output == [] and fresh.token_times_s == [] and fresh.prompt == r2.prompt
+
+
+def _per_request_summary(reqs, ttft_slo, tpot_slo):
+    """The metrics of summarize, request by request with the per-request functions (the reference its numpy
+    arrays must equal, float for float)."""
+    done = [r for r in reqs if r.state.value == "finished"]
+    return dict(ttft=[M.ttft_s(r) for r in done], ttst=[M.ttst_s(r) for r in done], tpot=[M.tpot_s(r) for r in done],
+                e2e=[M.e2e_s(r) for r in done], met=sum(M.meets_slo(r, ttft_slo, tpot_slo) for r in reqs),
+                tokens=sum(len(r.output) for r in done), duration=max(r.finish_s for r in done) - min(
+                    r.arrival_s for r in reqs))
+
+
+@pytest.mark.parametrize("slos", [(1.0, 0.1), (0.05, 0.01), (None, 0.02), (0.3, None), (None, None)])
+def test_summarize_over_arrays_equals_the_per_request_definitions(slos):
+    """summarize, slo_attainment and slo_misses work on numpy arrays of the requests' times; they give the very
+    floats and counts of the per-request functions, with rejected, failed, unfinished, one-token requests and an
+    integer arrival time among them."""
+    from splitlab.serving import ServingConfig, make_workload, run
+    reqs = make_workload("chat", 300, 60.0, seed=1)
+    res = run(reqs, ServingConfig.disaggregated(1, 2, trace=False))
+    extra = [served(3, [3.5], 900), Request(901, 1.0, [1], 3), Request(902, 2.0, [1, 2], 2)]
+    extra[1].emit(7, 1.2)  # unfinished: one token of three
+    extra[2].fail("worker lost", 2.5)
+    requests = res.requests + extra
+    m, ref = M.summarize(requests, 3, *slos), _per_request_summary(requests, *slos)
+    for name in ("ttft", "ttst", "tpot", "e2e"):
+        assert m[f"{name}_s"] == M.percentiles(ref[name]), name
+    assert m["slo_attainment"] == ref["met"] / len(requests) == M.slo_attainment(requests, *slos)
+    assert m["duration_s"] == ref["duration"] and m["throughput_tokens_per_s"] == ref["tokens"] / ref["duration"]
+    misses = M.slo_misses(requests, *slos)
+    first_miss = [M._miss(r, *slos) for r in requests]  # the per-request reason, in the order of slo_misses
+    assert misses == {k: first_miss.count(k) for k in ("unfinished", "ttft", "ttst", "tpot")}
+    assert sum(misses.values()) == len(requests) - ref["met"] and misses["unfinished"] == 2
+    assert (m["submitted"], m["completed"], m["failed"]) == (len(requests), len(requests) - 2, 1)

@@ -218,11 +218,12 @@ class Cluster:
             for w in sorted(dirty, key=attrgetter("order")) if len(dirty) > 1 else dirty:
                 if w.alive and not w.busy:
                     plan = plan_step(w, self.cfg)
-                    if not plan.empty:
+                    if plan.decode or plan.prefill:  # not an empty plan
                         self._start(w, plan, t)
 
     def _start(self, w: Worker, plan: StepPlan, t: float) -> None:
-        self.admissions.extend(s.request.id for s in plan.admitted)
+        if plan.admitted:
+            self.admissions.extend([s.request.id for s in plan.admitted])
         if plan.joined:
             handoff.admitted(self, w, plan.joined, t)  # their first tokens leave (first_token_on="decode")
         for s in plan.prefill:

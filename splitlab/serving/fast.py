@@ -38,10 +38,9 @@ __all__ = ["register", "batch_ids", "decode_seconds", "decoded", "materialize", 
 
 
 def register(w: Worker) -> None:
-    """Take the slots that joined ``w``'s batch since its last step into the lazy records."""
+    """Take the slots that joined ``w``'s batch since its last step into the lazy records (call it when
+    ``w.registered < len(w.batch.slots)``)."""
     slots = w.batch.slots
-    if w.registered == len(slots):
-        return
     now = len(w.clock)
     w.batch_ids = None
     for s in slots[w.registered:]:
@@ -105,18 +104,17 @@ def sealed(w: Worker, cfg) -> bool:
     return n >= cfg.batch_cap or (n > 0 and w.role == "colocated" and cfg.policy == "decode-first")
 
 
-def start_stretch(cluster, w: Worker, t: float) -> bool:
-    """Plan ``w``'s decode stretch from ``t`` and schedule its last step; False (nothing planned) when no step
-    before the first finish would be silent."""
+def start_stretch(cluster, w: Worker, t: float, plan: StepPlan) -> bool:
+    """Plan ``w``'s decode stretch from ``t`` (``plan``: a decode of its whole batch) and schedule its last step;
+    False (nothing planned) when no step before the first finish would be silent."""
     left = min(w.finishing) - len(w.clock) - 1
     if left < 1:
         return False
     n = len(w.batch.slots)
     seconds = cluster.backend.decode_run_seconds(n, w.context_base + n * len(w.clock), left + 1)
-    last = float(seconds[left])
-    ends = list(accumulate(seconds[:left], initial=t))  # sequential sums: the floats of step by step
-    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = ends[1:], n, 0, t, ends[-1] + last
-    cluster.push_done(w.ahead_end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=last))
+    ends = list(accumulate(seconds, initial=t))  # sequential sums: the floats of step by step
+    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = ends[1:-1], n, 0, t, ends[-1]
+    cluster.push_done(w.ahead_end, w, plan, StepOutcome(decode_s=float(seconds[-1])))
     return True
 
 

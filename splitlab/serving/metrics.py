@@ -129,6 +129,45 @@ def _miss(r: Request, ttft_slo_s: float | None, tpot_slo_s: float | None) -> str
     return None
 
 
+def _columns(requests: Sequence[Request]) -> dict[str, np.ndarray]:
+    """What the metrics read of each request, as arrays in request order (one pass of Python over the requests,
+    then numpy): ``finished`` (bool), ``tokens`` (token times), ``output`` (tokens), ``prompt``, ``arrival``, ``first``,
+    ``second``, ``last`` (token times, NaN where there is none) and ``finish`` (``finish_s``, NaN where None), s."""
+    finished = State.FINISHED
+    rows = [(r.state == finished, len(tt), len(r.output), len(r.prompt), r.arrival_s, tt[0] if tt else NAN,
+             tt[1] if len(tt) > 1 else NAN, tt[-1] if tt else NAN, NAN if r.finish_s is None else r.finish_s)
+            for r in requests for tt in (r.token_times_s,)]
+    a = np.array(rows, dtype=float).reshape(len(rows), 9)
+    return dict(finished=a[:, 0] == 1, tokens=a[:, 1].astype(np.int64), output=a[:, 2].astype(np.int64),
+                prompt=a[:, 3].astype(np.int64), arrival=a[:, 4], first=a[:, 5], second=a[:, 6], last=a[:, 7],
+                finish=a[:, 8])
+
+
+def _per_request(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """TTFT, TTST, TPOT and E2E of every request of :func:`_columns` (s; NaN where :func:`ttft_s` and the others
+    give NaN), by the same float operations as those functions."""
+    n, done = c["tokens"], c["finished"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(done & (n > 1), (c["last"] - c["first"]) / (n - 1), NAN)
+    return dict(ttft=c["first"] - c["arrival"], ttst=c["second"] - c["arrival"], tpot=tpot,
+                e2e=np.where(done, c["last"] - c["arrival"], NAN))
+
+
+def _misses(c: dict[str, np.ndarray], ttft_slo_s: float | None, tpot_slo_s: float | None) -> dict[str, np.ndarray]:
+    """Per request, the first SLO it misses, as disjoint masks (the order of :func:`_miss`)."""
+    m, left = _per_request(c), c["finished"].copy()
+    out = dict(unfinished=~left, ttft=np.zeros_like(left), ttst=np.zeros_like(left), tpot=np.zeros_like(left))
+    if ttft_slo_s is not None:
+        out["ttft"] = left & ~(m["ttft"] <= ttft_slo_s)
+        left &= ~out["ttft"]
+        if tpot_slo_s is not None:
+            out["ttst"] = left & (c["tokens"] > 1) & ~(m["ttst"] <= ttft_slo_s + tpot_slo_s)
+            left &= ~out["ttst"]
+    if tpot_slo_s is not None:
+        out["tpot"] = left & ~(np.isnan(m["tpot"]) | (m["tpot"] <= tpot_slo_s))
+    return out
+
+
 def slo_misses(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s: float | None) -> dict[str, int]:
     """How many requests miss each SLO, each counted once under the first it misses in the order unfinished
     (rejected, failed), ttft, ttst (the second token later than TTFT SLO + TPOT SLO), tpot; and ``transfer``: of
@@ -139,15 +178,14 @@ def slo_misses(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s
         ValueError: an SLO that is not a time > 0.
     """
     _check_slos(ttft_slo_s, tpot_slo_s)
-    out = dict(unfinished=0, ttft=0, ttst=0, tpot=0, transfer=0)
-    for r in requests:
-        miss = _miss(r, ttft_slo_s, tpot_slo_s)
-        if miss:
-            out[miss] += 1
-            if miss == "ttft" and r.transfer_end_s is not None:
-                out["transfer"] += ttft_s(r) - link_s(r) <= ttft_slo_s
-            elif miss == "ttst" and r.transfer_end_s is not None:
-                out["transfer"] += ttst_s(r) - link_s(r) <= ttft_slo_s + tpot_slo_s
+    masks = _misses(_columns(requests), ttft_slo_s, tpot_slo_s)
+    out = {k: int(v.sum()) for k, v in masks.items()}
+    out["transfer"] = 0
+    if out["ttft"] or out["ttst"]:  # the hand-off's share: only the requests that missed TTFT or TTST are read
+        for r, ttft, ttst in zip(requests, masks["ttft"], masks["ttst"]):
+            if (ttft or ttst) and r.transfer_end_s is not None:
+                out["transfer"] += (ttft_s(r) - link_s(r) <= ttft_slo_s if ttft
+                                    else ttst_s(r) - link_s(r) <= ttft_slo_s + tpot_slo_s)
     return out
 
 
@@ -160,7 +198,12 @@ def slo_attainment(requests: Sequence[Request], ttft_slo_s: float | None, tpot_s
     _check_slos(ttft_slo_s, tpot_slo_s)
     if not requests:
         return NAN
-    return sum(_miss(r, ttft_slo_s, tpot_slo_s) is None for r in requests) / len(requests)
+    return _attainment(_columns(requests), ttft_slo_s, tpot_slo_s)
+
+
+def _attainment(c: dict[str, np.ndarray], ttft_slo_s: float | None, tpot_slo_s: float | None) -> float:
+    missed = sum(_misses(c, ttft_slo_s, tpot_slo_s).values())
+    return int(missed.size - np.count_nonzero(missed)) / missed.size
 
 
 def throughput(requests: Sequence[Request], n_workers: int = 1) -> dict[str, float]:
@@ -174,13 +217,16 @@ def throughput(requests: Sequence[Request], n_workers: int = 1) -> dict[str, flo
     """
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
-    done = [r for r in requests if r.state == State.FINISHED]
-    if not done:
+    return _throughput(_columns(requests), n_workers)
+
+
+def _throughput(c: dict[str, np.ndarray], n_workers: int) -> dict[str, float]:
+    done = c["finished"]
+    if not done.any():
         return dict(throughput_tokens_per_s=0.0, throughput_tokens_per_s_per_worker=0.0, input_tokens_per_s=0.0,
                     duration_s=0.0)
-    duration = max(r.finish_s for r in done) - min(r.arrival_s for r in requests)
-    out_tokens = sum(len(r.output) for r in done)
-    in_tokens = sum(r.prompt_len for r in done)
+    duration = float(c["finish"][done].max() - c["arrival"].min())
+    out_tokens, in_tokens = int(c["output"][done].sum()), int(c["prompt"][done].sum())
     rate = out_tokens / duration if duration > 0 else NAN
     return dict(throughput_tokens_per_s=rate, throughput_tokens_per_s_per_worker=rate / n_workers,
                 input_tokens_per_s=in_tokens / duration if duration > 0 else NAN, duration_s=duration)
@@ -243,14 +289,23 @@ def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float
               tpot_slo_s: float | None = DEFAULT_TPOT_SLO_S) -> dict:
     """All metrics of a run as one JSON-friendly dict: submitted, completed, rejected, failed, ``ttft_s``,
     ``tpot_s``, ``itl_s``, ``e2e_s`` (each ``{p50, p90, p99, mean}``), slo_attainment (with the SLOs used), the
-    :func:`throughput` fields and n_workers; ``ttst_s`` (time to second token) too."""
-    completed = [r for r in requests if r.state == State.FINISHED]
+    :func:`throughput` fields and n_workers; ``ttst_s`` (time to second token) too. Computed with numpy over
+    arrays of the requests' times (:func:`_columns`), the same floats as the per-request functions give.
+
+    Raises:
+        ValueError: an SLO that is not a time > 0; n_workers < 1.
+    """
+    _check_slos(ttft_slo_s, tpot_slo_s)
+    if n_workers < 1:
+        raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+    c = _columns(requests)
+    done, m = c["finished"], _per_request(c)
+    completed = [r for r, d in zip(requests, done.tolist()) if d]
+    states = [r.state for r in requests]
     return dict(submitted=len(requests), completed=len(completed),
-                rejected=sum(r.state == State.REJECTED for r in requests),
-                failed=sum(r.state == State.FAILED for r in requests),
-                ttft_s=percentiles(ttft_s(r) for r in completed), ttst_s=percentiles(ttst_s(r) for r in completed),
-                tpot_s=percentiles(tpot_s(r) for r in completed),
-                itl_s=percentiles(_all_itl_s(completed)),
-                e2e_s=percentiles(e2e_s(r) for r in completed),
-                slo_attainment=slo_attainment(requests, ttft_slo_s, tpot_slo_s), ttft_slo_s=ttft_slo_s,
-                tpot_slo_s=tpot_slo_s, n_workers=n_workers, **throughput(requests, n_workers))
+                rejected=states.count(State.REJECTED), failed=states.count(State.FAILED),
+                ttft_s=percentiles(m["ttft"][done]), ttst_s=percentiles(m["ttst"][done]),
+                tpot_s=percentiles(m["tpot"][done]), itl_s=percentiles(_all_itl_s(completed)),
+                e2e_s=percentiles(m["e2e"][done]),
+                slo_attainment=_attainment(c, ttft_slo_s, tpot_slo_s) if requests else NAN, ttft_slo_s=ttft_slo_s,
+                tpot_slo_s=tpot_slo_s, n_workers=n_workers, **_throughput(c, n_workers))

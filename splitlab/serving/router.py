@@ -115,9 +115,15 @@ class LoadIndex:
             _, i, v = heapq.heappop(expiry)
             if v == version[i]:
                 self._bound(pool[i], steps_ended(pool[i], t, inclusive))
-        heap = self.heap  # after the bounds above, which may have rebuilt it
+        heap, pop = self.heap, heapq.heappop  # after the bounds above, which may have rebuilt it
+        while heap and heap[0][2] != version[heap[0][1]]:
+            pop(heap)
+        if heap:  # the usual case: the top's bound is its exact load (no stretch), which no other load beats
+            w = pool[heap[0][1]]
+            if w.ahead is None and (room is None or room(w)):
+                return w
         held, best, key = [], None, None
-        pop, static, ended = heapq.heappop, self.static, bisect_right if inclusive else bisect_left
+        static, ended = self.static, bisect_right if inclusive else bisect_left
         while heap:
             bound, i, v = heap[0]
             if v != version[i]:

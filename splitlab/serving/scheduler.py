@@ -48,33 +48,38 @@ __all__ = ["StepPlan", "Worker", "Parked", "plan_step", "steps_ended"]
 
 class Parked(deque):
     """Slots parked on a worker (joining a batch, waiting to leave, leaving), whose caches do not grow while they
-    wait, with the KV bytes they hold as a running sum (:attr:`nbytes`, by ``size``: tokens -> bytes): a worker's
-    memory reads in O(1) however many wait (a walk of them on every event made an overloaded run quadratic)."""
+    wait, with the KV bytes they hold as a running sum (:attr:`nbytes`, by ``size``: tokens -> bytes, taken once
+    per slot when it parks): a worker's memory reads in O(1) however many wait (a walk of them on every event made
+    an overloaded run quadratic)."""
 
     def __init__(self, size):
         super().__init__()
-        self.size, self.nbytes = size, 0
+        self.size, self.nbytes, self.held = size, 0, {}  # id(slot) -> its bytes
+
+    def _park(self, s: Slot) -> None:
+        b = self.held[id(s)] = self.size(s.context)
+        self.nbytes += b
 
     def append(self, s: Slot) -> None:
         super().append(s)
-        self.nbytes += self.size(s.context)
+        self._park(s)
 
     def appendleft(self, s: Slot) -> None:
         super().appendleft(s)
-        self.nbytes += self.size(s.context)
+        self._park(s)
 
     def popleft(self) -> Slot:
         s = super().popleft()
-        self.nbytes -= self.size(s.context)
+        self.nbytes -= self.held.pop(id(s))
         return s
 
     def remove(self, s: Slot) -> None:
         super().remove(s)
-        self.nbytes -= self.size(s.context)
+        self.nbytes -= self.held.pop(id(s))
 
     def clear(self) -> None:
         super().clear()
-        self.nbytes = 0
+        self.nbytes, self.held = 0, {}
 
 
 class StepPlan:
@@ -186,6 +191,10 @@ class Worker:
         return r.prompt_len + max(0, len(r.output) - 1) if self.role == "prefill" else r.max_total_tokens
 
 
+#: the plan of a worker with nothing to run (shared: an empty plan is never started, so never changed)
+IDLE = StepPlan()
+
+
 def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit: int | None = None) -> list[Slot]:
     """Admit waiting requests FCFS while memory, batch places and ``token_room`` prompt tokens last."""
     admitted: list[Slot] = []
@@ -212,7 +221,7 @@ def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit
 def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
     """Decide ``w``'s next step (admitting requests into memory as a side effect); an empty plan means idle."""
     if not (w.queue or w.batch.slots or w.joining or w.prefilling):
-        return StepPlan()  # nothing to run (the common case of a worker marked dirty by an event)
+        return IDLE  # nothing to run (the common case of a worker marked dirty by an event)
     plan = StepPlan()
     if w.role == "decode":
         while w.joining and len(w.batch.slots) < cfg.batch_cap:
@@ -222,7 +231,7 @@ def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
         plan.decode = list(w.batch.slots)
         return plan
     if w.role == "prefill" or cfg.policy == "prefill-first" or (cfg.policy == "decode-first" and not w.batch.slots):
-        new = _admit(w, cfg, cfg.max_prefill_tokens, plan)
+        new = _admit(w, cfg, cfg.max_prefill_tokens, plan) if w.queue else None
         if new:
             plan.prefill, plan.prefill_tokens = new, [s.prefill_len for s in new]
         elif w.role != "prefill":

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import fields
+from itertools import repeat
+from operator import add, mul
 
 from ..costmodel import CostModel
 from .executor import (DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, StepOutcome, TransferResult,
@@ -135,8 +137,9 @@ class CostModelExecutor(Executor):
         if not self._linear:
             return [c.decode_s(batch_size, context_tokens + i * batch_size) for i in range(steps)]
         base = c.decode_base_s + c.decode_per_seq_s * batch_size + (c.decode_batched_s if batch_size > 1 else 0.0)
-        per_token = c.decode_per_token_s
-        return [base + per_token * (context_tokens + i * batch_size) for i in range(steps)]
+        contexts = range(context_tokens, context_tokens + steps * batch_size, batch_size) if batch_size else \
+            repeat(context_tokens, steps)  # base + per_token * context, in C (map), as decode_s does it
+        return list(map(add, repeat(base), map(mul, repeat(c.decode_per_token_s), contexts)))
 
     def decode(self, batch: DecodeBatch) -> DecodeResult:
         n = len(batch.slots)

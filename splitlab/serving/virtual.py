@@ -71,21 +71,22 @@ class VirtualClock:
 
     def _loop(self, arrivals: list, bar) -> float:
         c, events, pop, t = self.c, self.events, heapq.heappop, 0.0
-        i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
+        i, n, inf, arrive, dispatch = 0, len(arrivals), float("inf"), c.on_arrive, c.dispatch
+        times = [r.arrival_s for r in arrivals] + [inf]  # ends with inf: no test of i < n on each event
         every = max(1, n // 100)
         mark = every if bar is not None else n + 1  # i never passes n: without a bar, never an update
         handlers, stop = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}, c.stop
         while i < n or events:
             t = events[0][0] if events else inf
-            if i < n and arrivals[i].arrival_s <= t:
-                t = arrivals[i].arrival_s
-                while i < n and arrivals[i].arrival_s == t:
+            if times[i] <= t:
+                t = times[i]
+                while times[i] == t:
                     arrive(t, arrivals[i])
                     i += 1
             while events and events[0][0] == t:
                 _, _, kind, payload = pop(events)
                 handlers[kind](t, *payload)
-            c.dispatch(t)
+            dispatch(t)
             if stop is not None and stop(t):  # the run's outcome is decided (a goodput run): end it here
                 self._stop(t, stop.reason)
                 break
@@ -108,10 +109,11 @@ class VirtualClock:
         """Run (or predict) ``w``'s step now; it ends after its seconds."""
         c = self.c
         if c.fast:
-            fast.register(w)
-            if plan.decode and not plan.prefill and ((fast.sealed(w, c.cfg) and not c.trace) or
-                                                      not (w.queue or w.prefilling or w.joining or w.incoming)):
-                if fast.start_stretch(c, w, t):
+            if w.registered != len(w.batch.slots):
+                fast.register(w)
+            if plan.decode and not plan.prefill and (not (w.queue or w.prefilling or w.joining or w.incoming) or
+                                                      (not c.trace and fast.sealed(w, c.cfg))):
+                if fast.start_stretch(c, w, t, plan):
                     return
             if plan.decode and plan.prefill:  # a hybrid step: one fused forward (the batch's context as fast keeps it)
                 n = len(plan.decode)
