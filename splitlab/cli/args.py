@@ -193,6 +193,31 @@ def token_list(text: str) -> list[int]:
     return out
 
 
+def prompt_threshold(text: str) -> int | float:
+    """A conditional split's prompt threshold (``--local-prefill-tokens``): tokens >= 0, or 'inf' (every prefill on
+    a decode worker)."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of prompt tokens (an integer >= 0) or 'inf'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of prompt tokens >= 0 (0: the plain split), got {value}")
+    return value
+
+
+def queue_length(text: str) -> int:
+    """A number of waiting requests >= 0 (``--local-prefill-queue``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of requests (an integer >= 0)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of waiting requests >= 0, got {value}")
+    return value
+
+
 def human_bytes(n: float) -> str:
     """1536 -> '1.5 KiB' (binary units)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
