@@ -201,7 +201,8 @@ def prompt_threshold(text: str) -> int | float:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of prompt tokens (an integer >= 0) or 'inf'") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of prompt tokens (an integer >= 0) or 'inf'"
+                                         ) from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a number of prompt tokens >= 0 (0: the plain split), got {value}")
     return value

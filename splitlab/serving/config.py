@@ -226,4 +226,5 @@ class ServingConfig:
             return f"{self.workers} colocated ({self.policy})"
         local = [f"prompt <= {self.local_prefill_tokens:g}"] if self.local_prefill_tokens is not None else []
         local += [f"queue >= {self.local_prefill_queue}"] if self.local_prefill_queue is not None else []
-        return f"{self.prefill_workers}P+{self.decode_workers}D" + (f" (local if {' or '.join(local)})" if local else "")
+        split = f"{self.prefill_workers}P+{self.decode_workers}D"
+        return split + (f" (local if {' or '.join(local)})" if local else "")
