@@ -15,6 +15,9 @@ options and prints the same JSON.
 request that did not complete), ``notes`` (faults and what was done about them; a batch cap that bound),
 ``kv_budget_bytes``, ``max_batch`` and ``batch_capped`` (what bounded each worker's batch) and more; ``compare`` adds
 ``tokens_identical`` and ``tokens_compared``. Undefined numbers (no completed request) are ``null``.
+``--local-prefill-tokens`` and ``--local-prefill-queue`` make the split conditional
+(:mod:`splitlab.serving.conditional`: decode workers prefill short prompts themselves); its entry then adds
+``conditional`` (the rule) and ``local_prefill_share``.
 """
 from __future__ import annotations
 

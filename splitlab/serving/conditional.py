@@ -7,10 +7,10 @@ but the prefill interrupts that worker's decodes. Dynamo's first disaggregated r
 remotely when the prompt's length after the prefix-cache hit exceeds ``max_local_prefill_length`` and the prefill
 queue holds fewer than ``max_prefill_queue_size`` requests, else locally (``PyDisaggregatedRouter``, defaults 1000
 tokens and 2 requests); its design notes say that when "the prefill is short or the decode engine has a high
-prefix cache hit, often it is more efficient to prefill locally in the decode engine" (Dynamo 0.2 docs,
-"Disaggregated serving"). Its later router keeps a threshold on the effective input length (dynamo issue #11514,
-PR #11723); llm-d's ``promptTokens`` gate runs shorter prompts locally on the decode worker (llm-d-router PR
-#2335).
+prefix cache hit, often it is more efficient to prefill locally in the decode engine" (Dynamo 0.2 docs:
+docs.nvidia.com/dynamo/archive/0.2.0/architecture/disagg_serving.html). Its later router keeps a threshold on the
+effective input length (dynamo issue #11514, PR #11723); llm-d's ``promptTokens`` gate runs shorter prompts
+locally on the decode worker (llm-d-router PR #2335).
 
 Here the same rule reads :class:`~.config.ServingConfig`: ``local_prefill_tokens`` (prompt tokens; splitlab has no
 prefix cache in the serving path, so the effective length is the prompt) and ``local_prefill_queue`` (requests
