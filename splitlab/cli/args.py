@@ -193,30 +193,26 @@ def token_list(text: str) -> list[int]:
     return out
 
 
-def prompt_threshold(text: str) -> int | float:
-    """A conditional split's prompt threshold (``--local-prefill-tokens``): tokens >= 0, or 'inf' (every prefill on
-    a decode worker)."""
-    if text.strip().lower() in ("inf", "infinity"):
-        return math.inf
+def _count(text: str, what: str) -> int:
+    """An integer >= 0 of ``what`` ("prompt tokens", "waiting requests")."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of prompt tokens (an integer >= 0) or 'inf'"
-                                         ) from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what} (an integer >= 0)") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number of prompt tokens >= 0 (0: the plain split), got {value}")
+        raise argparse.ArgumentTypeError(f"must be a number of {what} >= 0, got {value}")
     return value
+
+
+def prompt_threshold(text: str) -> int | float:
+    """A conditional split's prompt threshold (``--local-prefill-tokens``): tokens >= 0 (0: the plain split), or
+    'inf' (every prefill on a decode worker)."""
+    return math.inf if text.strip().lower() in ("inf", "infinity") else _count(text, "prompt tokens")
 
 
 def queue_length(text: str) -> int:
     """A number of waiting requests >= 0 (``--local-prefill-queue``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of requests (an integer >= 0)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number of waiting requests >= 0, got {value}")
-    return value
+    return _count(text, "waiting requests")
 
 
 def human_bytes(n: float) -> str:
