@@ -170,12 +170,12 @@ def test_the_rule_checked_against_the_rows_own_map():
 def test_the_heatmap_reads_on_a_phone():
     from splitlab.teach.figures.phone import overlapping_texts, phone_font_pt
     from splitlab.teach.figures.split_map import KIND_COLORS, cell_color, map_heatmap
-    from splitlab.teach.figures.pools import LAYOUT_COLORS
+    from splitlab.teach.figures.style import LAYOUT_COLORS
     m = _hand_map([["chunked", "tie", "split"], ["prefill-first", "chunked", "split"]])
     ax = map_heatmap(m)
     assert phone_font_pt(ax.figure) >= 9 and not overlapping_texts(ax.figure)
     assert "prefill cost" in ax.get_xlabel() and "TPOT SLO" in ax.get_ylabel()
-    assert KIND_COLORS["split"] == LAYOUT_COLORS["disaggregated"]  # the book's one colour per layout
+    assert KIND_COLORS["split"] == LAYOUT_COLORS["split"]  # the book's one colour per layout
     close, wide = (_hand_map([["split"] * 3] * 2).cells[0]), m.cells[2]
     close.margin = 0.12
     assert sum(cell_color(close)) > sum(cell_color(wide))  # a close win is paler

@@ -53,7 +53,8 @@ COMMON = (
              "cost model without a memory size: 16 GiB)"),
     MEMORY_UTILIZATION,
     arg("--first-token-on", choices=("prefill", "decode"), default=None,
-        help="disaggregated: which side emits the first token (default decode: after the KV transfer; "
+        help="disaggregated: which side emits the first token (default decode: after the KV transfer, when the "
+             "decode worker admits the request; "
              "prefill: DistServe's convention)"),
     arg("--transfer-mode", choices=TRANSFER_MODES, default=None,
         help="disaggregated: how the cache moves (default whole)"),

@@ -47,6 +47,7 @@ class RooflineCostModel(CostModel):
     peak_flops_per_s: float = 1.0       # datasheet peak x compute efficiency
     bandwidth_bytes_per_s: float = 1.0  # datasheet bandwidth x memory efficiency
     step_overhead_s: float = 0.0
+    layers: int = 0                     # of the model: a layer-wise KV transfer streams them one by one
 
     def prefill_s(self, tokens: int, squares: int | None = None, masked_pairs: int = 0) -> float:
         """The roofline of one prefill forward; ``masked_pairs`` is ignored (a GPU server's attention kernels
@@ -140,4 +141,5 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
         kv_bytes_per_token=int(round(per_token)), max_context=int(cfg.get("max_position_embeddings") or 4096),
         memory_bytes=float(g["memory_bytes"]), weight_bytes=weights,
         activation_bytes_per_token=activation_bytes_per_token(cfg, dtype), source=source, flops_per_token=flops_token,
-        attn_flops_per_square=attn, peak_flops_per_s=peak, bandwidth_bytes_per_s=bw, step_overhead_s=step_overhead_s)
+        attn_flops_per_square=attn, peak_flops_per_s=peak, bandwidth_bytes_per_s=bw, step_overhead_s=step_overhead_s,
+        layers=geo.layers)

@@ -21,6 +21,7 @@ _EXPORTS = {
     "emulated": ["ModelExecutor", "derive_kv_budget", "reference_tokens"],
     "distributed.backend": ["DistributedBackend"],
     "memory": ["KVMemory"],
+    "nic": ["link_fields"],
     "request": ["Request", "State"],
     "result": ["ServingResult"],
     "runner": ["Comparison", "backend_for", "compare", "contenders", "run"],
@@ -30,7 +31,7 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "paged", "prefix",
                "request", "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
-               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation")
+               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation", "nic", "handoff")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 

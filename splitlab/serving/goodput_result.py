@@ -20,8 +20,9 @@ import pandas as pd
 __all__ = ["GoodputResult", "BINDING", "OUTCOMES", "binding_of", "found_reason", "unmet_reason",
            "unbounded_reason", "lone_request_reason"]
 
-#: what ``binding_slo`` may be: the SLO most requests missed at the lowest failing rate
-BINDING = ("ttft", "ttst", "tpot", "unfinished", "none")
+#: what ``binding_slo`` may be: the SLO most requests missed at the lowest failing rate ("transfer": TTFT or TTST,
+#: most of whose misses the KV hand-off caused)
+BINDING = ("ttft", "ttst", "tpot", "unfinished", "transfer", "none")
 #: how a search may end (module docstring)
 OUTCOMES = ("found", "unmet", "unbounded")
 
@@ -36,7 +37,9 @@ class GoodputResult:
             ``outcome == "unbounded"`` the highest rate stepped to, a lower bound).
         goodput_rps: the same for the whole cluster (x workers).
         binding_slo: at the lowest failing rate, the SLO most requests missed: "ttft", "ttst" (the second
-            token later than TTFT SLO + TPOT SLO), "tpot" or "unfinished"; "none" if no tested rate failed.
+            token later than TTFT SLO + TPOT SLO), "tpot" or "unfinished"; "transfer" where it is TTFT or TTST
+            and most of those misses were the KV hand-off's (each would have met the bound without its time on
+            the link: ``metrics.slo_misses``); "none" if no tested rate failed.
         points: every run of the search, in the order walked (see :meth:`curve`).
         target, tolerance, duration_s: the search's settings.
         outcome: "found", "unmet" (no rate meets the SLOs: goodput 0) or "unbounded" (no rate breaks them).
@@ -70,19 +73,26 @@ class GoodputResult:
 
 
 def binding_of(point: dict) -> str:
-    """The SLO most requests of a run (one point of the curve) missed."""
+    """The SLO most requests of a run (one point of the curve) missed; "transfer" when that is TTFT or TTST and
+    the KV hand-off caused most of the TTFT and TTST misses (``point["transfer"]``)."""
     counts = {k: point[k] for k in ("ttft", "ttst", "tpot", "unfinished")}
-    return max(counts, key=counts.get)
+    slo = max(counts, key=counts.get)
+    if slo in ("ttft", "ttst") and 2 * point.get("transfer", 0) > point["ttft"] + point["ttst"]:
+        return "transfer"
+    return slo
 
 
 def _missed(point: dict, ttft_slo_s: float, tpot_slo_s: float) -> str:
     """'85 of 100 missed TTFT (P90 0.31 s against 0.05 s)' for the SLO most requests of ``point`` missed."""
     slo = binding_of(point)
-    n = point[slo]
     if slo == "unfinished":
-        return f"{n} of {point['requests']} did not finish (rejected or failed)"
+        return f"{point[slo]} of {point['requests']} did not finish (rejected or failed)"
+    if slo == "transfer":
+        return (f"{point['transfer']} of {point['requests']} missed TTFT or TTST because of the KV transfer (each "
+                f"would have met it without its time on the link; P90 TTFT {point['ttft_p90_s']:.3g} s against "
+                f"{ttft_slo_s:.3g} s)")
     bound = dict(ttft=ttft_slo_s, ttst=ttft_slo_s + tpot_slo_s, tpot=tpot_slo_s)[slo]
-    return (f"{n} of {point['requests']} missed {slo.upper()} (P90 {point[f'{slo}_p90_s']:.3g} s against "
+    return (f"{point[slo]} of {point['requests']} missed {slo.upper()} (P90 {point[f'{slo}_p90_s']:.3g} s against "
             f"{bound:.3g} s{' = TTFT SLO + TPOT SLO' if slo == 'ttst' else ''})")
 
 

@@ -4,9 +4,9 @@ device) or predicted (simulated: a cost model).
 
 In the emulated back end every batch really runs on the one device, one after another in wall time, but each is
 charged only to its own worker's clock: the concurrency between workers is the one thing modeled. A KV hand-off
-is really performed by the executor; the link between a prefill and a decode worker is charged its measured
-seconds, or ``link_latency_s + bytes / link_bytes_per_s`` when a link bandwidth is set, and transfers on one
-link queue behind each other.
+is really performed by the executor; the link is charged its measured seconds, or ``link_latency_s + bytes /
+link_bytes_per_s`` when a link bandwidth is set, and a transfer holds the NICs of both its workers (:mod:`.nic`:
+transfers through one NIC queue behind each other; a layer-wise one overlaps its prefill).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from operator import attrgetter
 from ..common.progress import progress_bar as common_bar
 from . import fast
 from .executor import StepOutcome, run_step
+from .nic import DEFAULT_KV_LAYERS, schedule
 
 __all__ = ["VirtualClock", "progress_bar"]
 
@@ -106,6 +107,8 @@ class VirtualClock:
                 out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
         else:
             out = run_step(c.backend, w.batch, plan.decode, plan.prefill, plan.prefill_tokens)
+        if plan.prefill:  # when its layers were computed: a layer-wise hand-off overlaps this forward (.nic)
+            w.nic.forward_s = (t + out.decode_s, t + out.seconds)
         if c.trace and plan.decode:
             c.log(w.name, "decode", t, t + out.decode_s, fast.batch_ids(w) if c.fast else
                   (s.request.id for s in plan.decode), len(plan.decode), len(plan.decode))
@@ -115,23 +118,22 @@ class VirtualClock:
         c.push_done(t + out.seconds, w, plan, out)
 
     def transfer(self, p, d, slot, t: float) -> None:
-        """Move ``slot``'s cache from ``p`` to ``d`` (really, for a model) and charge the link between them."""
+        """Move ``slot``'s cache from ``p`` to ``d`` (really, for a model) and charge the link between their NICs
+        (:func:`.nic.schedule`)."""
         c = self.c
         res = c.backend.transfer(slot, c.cfg.transfer_mode)
-        charged = res.seconds if c.cfg.link_bytes_per_s is None else (
-            c.cfg.link_latency_s + res.nbytes / c.cfg.link_bytes_per_s)
-        link = f"{p.name}->{d.name}"
-        start = max(t, c.links.get(link, 0.0))
-        c.links[link] = start + charged
         r = slot.request
-        r.transfer_start_s, r.transfer_bytes = start, res.nbytes
+        layers = getattr(c.backend, "kv_layers", DEFAULT_KV_LAYERS)
+        start, end = schedule(c.cfg, p, d, t, res.seconds, res.nbytes, layers, r.prefill_end_s)
+        r.transfer_bytes = res.nbytes
         if c.cfg.trace:
-            c.transfers.append(dict(request_id=r.id, src=p.name, dst=d.name, start_s=start, end_s=start + charged,
-                                    nbytes=res.nbytes, measured_s=res.seconds, charged_s=charged, method=res.method))
+            c.transfers.append(dict(request_id=r.id, src=p.name, dst=d.name, start_s=start, end_s=end,
+                                    nbytes=res.nbytes, measured_s=res.seconds, charged_s=end - start,
+                                    method=res.method, handoff_s=t))
         if c.trace:
-            c.log(link, "transfer", start, start + charged, [r.id], 1, slot.context)
+            c.log(f"{p.name}->{d.name}", "transfer", start, end, [r.id], 1, slot.context)
         c.measured_s += res.seconds
-        self.push(start + charged, "arrived", p, d, slot, slot.transfer_id)
+        self.push(end, "arrived", p, d, slot, slot.transfer_id)
 
     def lost(self, w, after_s: float, t: float, reason: str) -> None:
         """``w`` is lost ``after_s`` from ``t`` (a fault hook fired)."""

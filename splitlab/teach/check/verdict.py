@@ -6,7 +6,7 @@ import math
 import textwrap
 from typing import Any
 
-__all__ = ["verdict", "say", "WIDTH"]
+__all__ = ["verdict", "say", "shown", "WIDTH"]
 
 #: The longest line a checker prints (characters): a cell's output on a 412 px phone shows 41 characters of the
 #: book's monospace font (8.4 px each in a 348 px box); 60 would scroll sideways.
@@ -19,6 +19,15 @@ def say(text: str) -> None:
                     for line in text.split("\n")))
 
 
+def shown(value: float, rel_tol: float = 0.0) -> str:
+    """``value`` as a checker prints it: a whole number in full (104,950), a value checked within a tolerance of
+    1% or more with 3 significant digits (0.0812, not 0.0811798: more would be false precision), else 6."""
+    value = float(value)
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:,.3g}" if rel_tol >= 0.01 else f"{value:,.6g}"
+
+
 def verdict(answer: Any, expected: float, rel_tol: float, what: str, hint: str) -> bool:
     if answer is None:
         say(f"Not answered yet: set your answer for {what} and run the cell again.")
@@ -29,8 +38,8 @@ def verdict(answer: Any, expected: float, rel_tol: float, what: str, hint: str) 
         say(f"Not a number: {answer!r}. {what} is a number.")
         return False
     if math.isclose(value, expected, rel_tol=rel_tol, abs_tol=1e-12):
-        say(f"Correct: {what} = {expected:,.6g}.")
+        say(f"Correct: {what} = {shown(expected, rel_tol)}.")
         return True
-    say(f"Not yet: {value:,.6g} is not {what} (tolerance {rel_tol:.0%}). Hint: {hint}")
+    say(f"Not yet: {shown(value, rel_tol)} is not {what} (tolerance {rel_tol:.0%}). Hint: {hint}")
     return False
 

@@ -21,6 +21,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .phone import PHONE, WIDTH, figure, legend_below, phone, styled as _styled
+from .style import PREDICTED, layout_color
 from .confusions_tables import (chunked_verdict, fmt3, headline, quant_note, quant_table, reuse_table, routing_table,
                                 sig3, speculative_tables, summary_table, waste_table)
 
@@ -29,7 +30,6 @@ __all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes"
            "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3"]
 
 COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red", "tab:brown"]
-PREDICTED = "black"
 
 
 @_styled
@@ -37,9 +37,11 @@ def chunked_vs_split(runs: Mapping[str, object], sweep: pd.DataFrame, ttft_slo_s
                      target: float = 0.9):
     """Top: the CDF of every inter-token gap (ITL, ms, log axis) of each run in ``runs`` (name ->
     ServingResult), with each run's P99 marked. Bottom: SLO attainment (%) against the request rate, from
-    ``sweep`` (columns ``config``, ``rate_per_s``, ``slo_attainment``), with the ``target`` line of goodput."""
+    ``sweep`` (columns ``config``, ``rate_per_s``, ``slo_attainment``), with the ``target`` line of goodput.
+    Each run in its layout's colour (:data:`.style.LAYOUT_COLORS`) where its name names one."""
     fig, (a1, a2) = figure(2, 3.1)
-    for color, (name, res) in zip(COLORS, runs.items()):
+    for i, (name, res) in enumerate(runs.items()):
+        color = layout_color(name, COLORS[i % len(COLORS)])
         gaps = np.sort(res.token_table().gap_s.dropna().to_numpy()) * 1e3
         a1.step(gaps, np.arange(1, gaps.size + 1) / gaps.size * 100, where="post", color=color, label=name)
         a1.axvline(np.percentile(gaps, 99), color=color, ls=":", lw=1.2)
@@ -49,8 +51,9 @@ def chunked_vs_split(runs: Mapping[str, object], sweep: pd.DataFrame, ttft_slo_s
     a1.set_xlabel("gap between two tokens, ITL (ms, log)")
     a1.set_ylabel("share of gaps (%)")
     a1.set_title("Inter-token gaps (dotted: P99)")
-    for color, (name, g) in zip(COLORS, sweep.groupby("config", sort=False)):
-        a2.plot(g.rate_per_s, g.slo_attainment * 100, "o-", color=color, ms=4, label=name)
+    for i, (name, g) in enumerate(sweep.groupby("config", sort=False)):
+        a2.plot(g.rate_per_s, g.slo_attainment * 100, "o-", color=layout_color(name, COLORS[i % len(COLORS)]), ms=4,
+                label=name)
     a2.axhline(target * 100, color=PREDICTED, ls="--", lw=1, label=f"{target:.0%}: goodput")
     a2.set_ylim(-3, 103)
     a2.set_xlabel("request rate (requests/s)")

@@ -8,20 +8,14 @@ from typing import Mapping
 
 import textwrap
 
-import numpy as np
 import pandas as pd
 
-from .phases import fmt3
+from .style import fmt3, sig3
 
 __all__ = ["headline", "chunked_verdict", "waste_table", "quant_table", "quant_note", "summary_table",
            "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3"]
 
 TOLERANCE = 0.25  # a prediction within 25% of the measurement counts as met
-
-
-def sig3(x: float) -> float:
-    """``x`` rounded to three significant digits (NaN and 0 unchanged)."""
-    return float(f"{x:.3g}") if np.isfinite(x) and x != 0 else x
 
 
 def _max_itl_s(res) -> float:

@@ -14,17 +14,19 @@ from matplotlib.ticker import MaxNLocator
 from . import serving as serving_plots
 from .confusions import _styled, figure
 from .phone import legend_below, wrap
-from .interference_tables import prefill_alone_table, remedies_table, stall_table, ttft_table
+from .interference_tables import (chunk_note, chunk_steps, load_note, prefill_alone_table, remedies_table,  # noqa: F401
+                                  run_spread, stall_summary, stall_table, ttft_table)
 from .serving import KIND_COLORS, _as_results
+from .style import DECODE, PREDICTED, change_words, fmt3, layout_color  # noqa: F401 (for the chapter)
 
 __all__ = ["itl_spikes", "ttft_sweep", "ttft_by_request", "stall_run", "ttft_sweeps", "memory_waves", "policies",
-           "ttft_load", "prefill_alone_table", "stall_table", "ttft_table", "remedies_table"]
+           "ttft_load", "prefill_alone_table", "stall_table", "ttft_table", "remedies_table", "run_spread", "load_note",
+           "chunk_steps", "chunk_note", "stall_summary"]
 
 
 def _ax(ax, size=(8, 3.5)):
     return ax if ax is not None else figure(1, height=min(4.0, 5.6 * size[1] / size[0] + 0.6))[1][0]
 
-PREDICTED = "black"
 
 
 def _legend_below(ax, ncol: int = 1) -> None:
@@ -168,10 +170,10 @@ def memory_waves(with_budget, no_budget, predicted_ttft_s, fit: int, budget_toke
 @_styled
 def policies(runs: Mapping[str, object], long_id: int, title: str):
     """The same arrival under several policies (``runs``: policy -> ServingResult): one panel of the streams'
-    gaps over time each, stacked, sharing both axes."""
+    gaps over time each, in the policy's colour (:data:`.style.LAYOUT_COLORS`), stacked, sharing both axes."""
     fig, axes = figure(len(runs), 2.1, sharex=True)
     for ax, (name, r) in zip(axes, runs.items()):
-        serving_plots.itl_over_time(r, marked=[long_id], ax=ax, title=name)
+        serving_plots.itl_over_time(r, marked=[long_id], ax=ax, title=name, color=layout_color(name, DECODE))
         ax.set_xlabel("")
         ax.set_ylabel("gap (ms)")
         if ax.get_legend() is not None:

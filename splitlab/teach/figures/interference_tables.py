@@ -2,11 +2,13 @@
 at spaces), 3 significant digits (:func:`.phases.fmt3`), token counts as integers, indexed by the prompt length."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from .phases import fmt3, fmt_table
+from .style import change_words, fmt3, fmt_table, signed_pct
 
-__all__ = ["prefill_alone_table", "stall_table", "ttft_table", "remedies_table"]
+__all__ = ["prefill_alone_table", "stall_table", "ttft_table", "remedies_table", "run_spread", "load_note",
+           "chunk_steps", "chunk_note", "stall_summary"]
 
 PROMPT = "prompt (tokens)"
 
@@ -35,3 +37,99 @@ def ttft_table(points: pd.DataFrame) -> pd.DataFrame:
 def remedies_table(remedies: pd.DataFrame) -> pd.DataFrame:
     """The policies' table (rows: measures with their units; columns: policies), as text of 3 significant digits."""
     return remedies.map(fmt3)
+
+
+def run_spread(sweep_runs: dict) -> pd.DataFrame:
+    """``{key: (point, runs)}`` of ``serving.interference.ttft_runs`` as one row per point with the runs' spread:
+    the point's columns plus ``ttft_lo_s`` and ``ttft_hi_s``, the lowest and highest of the runs' mean TTFTs (one
+    per arrival seed), around the median the point reports."""
+    rows = []
+    for point, runs in sweep_runs.values():
+        means = [r.metrics()["ttft_s"]["mean"] for r in runs]
+        rows.append(dict(point, ttft_lo_s=float(np.min(means)), ttft_hi_s=float(np.max(means))))
+    return pd.DataFrame(rows)
+
+
+def load_note(by_rate: pd.DataFrame, prefill_s: float, decode_step_s: float) -> str:
+    """What the rate sweep (rows of :func:`run_spread` at one prompt length, with ``load``) says, as Markdown
+    computed from it: whether the mean TTFT grows with the load beyond the runs' own spread (the last point's
+    lowest run above the first point's highest), and how far the means sit from the M/D/1 prediction with the
+    prefill timed alone (``prefill_s``, ``decode_step_s``), above or below, with what the formula leaves out."""
+    from ...serving.interference import queueing_ttft_s
+
+    t = by_rate.sort_values("load")
+    ms = lambda v: fmt3(v * 1e3)  # noqa: E731
+    path = " → ".join(f"{ms(m)} ({ms(lo)}-{ms(hi)})" for m, lo, hi in zip(t.ttft_mean_s, t.ttft_lo_s, t.ttft_hi_s))
+    first, last = t.iloc[0], t.iloc[-1]
+    grows = last.ttft_lo_s > first.ttft_hi_s
+    steady = bool(np.all(np.diff(t.ttft_mean_s) > 0))
+    text = (f"Bottom, as the load rose from {first.load:.2f} to {last.load:.2f}, the mean TTFT went {path} ms "
+            f"(the median of {int(first.runs)} runs, and in brackets their lowest and highest mean). ")
+    if grows:
+        text += ("It grows with the load: the busiest point's lowest run lies above the lightest point's highest"
+                 + ("." if steady else ", though not at every step (neighbouring points overlap).") + " ")
+    else:
+        text += ("Within these runs' spread it does not clearly grow with the load: the busiest point's lowest run "
+                 "is not above the lightest point's highest. ")
+    pred = np.array([queueing_ttft_s(r, prefill_s, decode_step_s) for r in t.rate_per_s])
+    off = t.ttft_mean_s.to_numpy() / pred - 1
+    side = "above" if off.min() > 0 else "below" if off.max() < 0 else "on both sides of"
+    text += (f"The means sit {signed_pct(off.min())} to {signed_pct(off.max())} from the M/D/1 prediction, {side} it. The formula "
+             "serves one prompt at a time at its time alone and starts from a queue in steady state; the worker "
+             "runs its prefills at the in-run time of the table, batches the prompts waiting together (each gets its "
+             "first token when the batched prefill ends) and runs decode steps between prefills, and a short run "
+             "starts with an empty queue.")
+    return text
+
+
+def chunk_steps(res, request_id: int) -> pd.DataFrame:
+    """The steps that carried ``request_id``'s prompt chunks in a chunked-prefill run ``res``: one row per chunk,
+    ``tokens`` (the chunk), ``context`` (prompt tokens before it, which its attention reads) and ``seconds`` (the
+    whole step: a chunk and the decode rows that rode in the same forward, i.e. a decode row ending where the
+    chunk's row starts is counted with it)."""
+    tl = res.timeline.reset_index(drop=True)
+    rows, before = [], 0
+    for i, r in tl.iterrows():
+        if r.kind != "prefill" or list(r.request_ids) != [request_id]:
+            continue
+        seconds = r.end_s - r.start_s
+        if i > 0 and tl.kind[i - 1] == "decode" and tl.end_s[i - 1] == r.start_s and tl.worker[i - 1] == r.worker:
+            seconds += tl.end_s[i - 1] - tl.start_s[i - 1]
+        rows.append(dict(tokens=int(r.tokens), context=before, seconds=float(seconds)))
+        before += int(r.tokens)
+    return pd.DataFrame(rows, columns=["tokens", "context", "seconds"])
+
+
+def chunk_note(steps: pd.DataFrame, chunk_tokens: int, chunk_alone_s: float, longest_gap_s: float) -> str:
+    """Why a chunked worker's longest stream gap exceeds the prefill of one chunk timed alone, as Markdown
+    computed from :func:`chunk_steps`: the first chunk's step (attending to nothing before it) and the full chunks'
+    longest step (attending to most of the prompt) against ``chunk_alone_s``, a ``chunk_tokens``-token prefill
+    timed alone."""
+    full = steps[steps.tokens == steps.tokens.max()]
+    first, worst = full.iloc[0], full.loc[full.seconds.idxmax()]
+    pc = fmt3(chunk_alone_s * 1e3)
+    text = (f"Why the chunked worker's longest gap, {fmt3(longest_gap_s * 1e3)} ms, is "
+            f"{longest_gap_s / chunk_alone_s:.2g}x P({chunk_tokens}) = {pc} ms timed alone: its {len(steps)} chunk "
+            f"steps took {fmt3(first.seconds * 1e3)} ms for the first chunk ({first.seconds / chunk_alone_s:.2g}x "
+            f"P({chunk_tokens}))")
+    grow = worst.seconds / first.seconds
+    if grow > 1.1:
+        return text + (f" up to {fmt3(worst.seconds * 1e3)} ms for the one after {int(worst.context):,} prompt tokens "
+                       f"({worst.seconds / chunk_alone_s:.2g}x). A chunk's attention reads every chunk before it, so "
+                       f"the step {change_words(grow)} from the first full chunk to that one: the stall is one "
+                       "chunk's step, about P(C) only for the first chunk.")
+    return text + (f" and at most {fmt3(worst.seconds * 1e3)} ms later on: the steps hardly grow with the chunks "
+                   "before them here, so what a step adds to P(C) is the decode rows riding in its forward and "
+                   "this machine's own variation, not the attention to earlier chunks.")
+
+
+def stall_summary(spikes: pd.DataFrame, decode_step_s: float, tolerance: float = 0.2) -> str:
+    """The summary's line on stalls, computed from run 1 (``spikes``: ``spike_s`` and the in-run ``prefill_s``):
+    how far each stall was from the in-run prefill plus one decode step, against ``tolerance``."""
+    off = spikes.spike_s / (spikes.prefill_s + decode_step_s) - 1
+    missed = int((off.abs().round(2) > tolerance).sum())
+    verdict = (f"within {tolerance:.0%} at all {len(off)} lengths" if not missed else
+               f"off by more than {tolerance:.0%} at {missed} of {len(off)} lengths")
+    return ("* A prefill-first worker runs a new prompt's prefill between two decode steps, so every stream's gap "
+            f"there is one prefill long; measured against the prefill inside the run plus one decode step, the "
+            f"stalls here were {signed_pct(off.min())} to {signed_pct(off.max())} from it, {verdict}.")

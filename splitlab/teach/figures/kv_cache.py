@@ -14,7 +14,7 @@ from ...phases.models import load_model
 from .phases import DECODE, PREDICTED, fmt3, new_ax
 from .phone import styled
 
-__all__ = ["kv_growth", "cache_by_attention", "measure_attention_variants", "published_shapes", "published_sizes", "mla_comparison"]
+__all__ = ["kv_growth", "cache_by_attention", "measure_attention_variants", "attention_note", "published_shapes", "published_sizes", "mla_comparison"]
 
 
 @styled
@@ -49,22 +49,57 @@ def cache_by_attention(variants: pd.DataFrame, tokens: int, ax=None):
     return ax
 
 
-def measure_attention_variants(names: list[str], prompt_tokens: int = 256, new_tokens: int = 32) -> pd.DataFrame:
+def measure_attention_variants(names: list[str], prompt_tokens: int = 256, new_tokens: int = 32,
+                               rounds: int = 3) -> pd.DataFrame:
     """Load each preset of ``names`` (same model but for its KV heads), generate ``new_tokens`` after the same
     ``prompt_tokens``-token prompt, and record its final cache: attention kind, KV heads, measured and formula
-    cache (KiB), and the median decode step (ms). The cache holds prompt + new - 1 tokens (the last token chosen
-    is not fed back). Columns as named; indexed by model."""
-    rows = []
-    for name in names:
-        lm = load_model(name)
+    cache (KiB), and the decode step (ms): the median step of a request, the fastest of ``rounds`` requests,
+    the models taking turns (a busy moment of a shared machine then slows every model, not one). The cache holds
+    prompt + new - 1 tokens (the last token chosen is not fed back). Columns as named; indexed by model.
+
+    Raises:
+        ValueError: ``rounds`` < 1.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    models = {name: load_model(name) for name in names}
+    for lm in models.values():
         profiling.warm_up(lm, prompt_tokens)
-        gen = generate(lm, [profiling.random_prompt(lm, prompt_tokens)], max_new_tokens=new_tokens)
+    steps = {name: [] for name in names}
+    gens = {}
+    for _ in range(rounds):
+        for name, lm in models.items():
+            gens[name] = generate(lm, [profiling.random_prompt(lm, prompt_tokens)], max_new_tokens=new_tokens)
+            steps[name].append(float(np.median(gens[name].decode_step_s)))
+    rows = []
+    for name, lm in models.items():
+        gen = gens[name]
         formula = gen.cache.seq_len * sizing.kv_bytes_per_token(lm.config, lm.dtype)
         rows.append({"model": name, "attention": lm.geometry.attention, "KV heads": lm.geometry.kv_heads,
                      "tokens": gen.cache.seq_len, "cache (KiB)": gen.kv_bytes_final / 2 ** 10,
-                     "formula (KiB)": formula / 2 ** 10,
-                     "decode step (ms)": 1e3 * float(np.median(gen.decode_step_s))})
+                     "formula (KiB)": formula / 2 ** 10, "decode step (ms)": 1e3 * min(steps[name])})
     return pd.DataFrame(rows).set_index("model")
+
+
+def attention_note(variants: pd.DataFrame) -> str:
+    """What the decode-step column of :func:`measure_attention_variants` says beside the cache column, as
+    Markdown computed from both: how many times larger the largest cache is than the smallest and how the step
+    of the one compares with that of the other (longer by more than 10%, within 10%, or shorter)."""
+    v = variants.sort_values("cache (KiB)")
+    small, large = v.iloc[0], v.iloc[-1]
+    cache_x = large["cache (KiB)"] / small["cache (KiB)"]
+    step_x = large["decode step (ms)"] / small["decode step (ms)"]
+    text = (f"The cache of {large.name} is {cache_x:.3g}x that of {small.name}; its decode step is {step_x:.2f}x as "
+            f"long ({fmt3(large['decode step (ms)'])} against {fmt3(small['decode step (ms)'])} ms). ")
+    why = ("with a model this small, fixed per-step costs (chapter 3 measures them) are most of every step, and "
+           "the cache is a small part of what a step reads")
+    if step_x > 1.1:
+        return text + f"Reading the larger cache costs time, but far less than in proportion to it: {why}."
+    if step_x >= 0.9:
+        return text + (f"The steps barely differ while the caches differ {cache_x:.3g}x: {why}, lost in how much a "
+                       "step's time varies on this machine.")
+    return text + (f"The largest cache took the shortest step here: {why}, and the difference is how much a step's "
+                   "time varies on this machine, not the cache.")
 
 
 def published_shapes(models: list[str]) -> pd.DataFrame:

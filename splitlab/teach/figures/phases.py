@@ -1,5 +1,5 @@
-"""Chapter 1's figures and tables (one request, phase by phase), and what the figures of the book's first part
-share: the phase colours and the axis helpers.
+"""Chapter 1's figures and tables (one request, phase by phase), and the axis helpers the figures of the book's first
+part share (the colours and number formats are :mod:`.style`'s).
 
 Every function draws on a given matplotlib Axes (or makes one of the book's size), labels both axes with units,
 sets a short title, and returns the Axes, so a notebook cell that only draws is one line."""
@@ -12,11 +12,10 @@ from matplotlib import ticker
 
 from ...phases.engine import Generation
 from .phone import legend_below
+from .style import DECODE, PREDICTED, PREFILL, fmt3, fmt_table, sig3  # noqa: F401  (the chapters import them here)
 
-__all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks", "request_latencies", "itl_note", "ttft_tpot_s", "off_note", "phase_rates", "token_timeline",
+__all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks", "request_latencies", "itl_note", "ttft_tpot_s", "off_note", "rule_note", "phase_rates", "token_timeline",
            "cached_vs_recompute"]
-
-PREFILL, DECODE, PREDICTED = "tab:orange", "tab:blue", "black"
 
 
 def new_ax(ax=None, figsize=None):
@@ -40,38 +39,6 @@ def plain_log_ticks(axis, fmt=lambda v: f"{v:g}", minor: bool = True) -> None:
         axis.set_minor_formatter(ticker.NullFormatter())
         return
     axis.set_minor_formatter(ticker.FuncFormatter(lambda v, pos: _minor_label(v, pos, fmt)))
-
-
-def sig3(value: float) -> float:
-    """``value`` rounded to 3 significant digits (the book's tables)."""
-    return float(f"{float(value):.3g}")
-
-
-def fmt3(value: float) -> str:
-    """``value`` as text with 3 significant digits and no exponent: 0.0123, 4.56, 78.9, 4,880, 1,230,000."""
-    value = float(value)
-    if value == 0 or not np.isfinite(value):
-        return f"{value:g}"
-    r = sig3(value)
-    return f"{r:,.0f}" if abs(r) >= 100 else f"{r:.3g}"
-
-
-def fmt_table(df: pd.DataFrame, columns: dict, index: str | None = None) -> pd.DataFrame:
-    """A display copy of ``df``: for each ``column: (header, scale)`` (or ``column: header``) the column times
-    ``scale``, as text of 3 significant digits (:func:`fmt3`); integer columns stay integers; text stays text.
-    ``index`` names the column (after renaming) to index the table by."""
-    out = {}
-    for col, spec in columns.items():
-        header, scale = (spec, 1) if isinstance(spec, str) else spec
-        values = df[col]
-        if pd.api.types.is_integer_dtype(values) and scale == 1:
-            out[header] = values.astype(int).to_numpy()
-        elif pd.api.types.is_numeric_dtype(values):
-            out[header] = [fmt3(v * scale) for v in values]
-        else:
-            out[header] = values.to_numpy()
-    table = pd.DataFrame(out)
-    return table.set_index(index) if index else table
 
 
 def _times(gen: Generation) -> np.ndarray:
@@ -131,6 +98,23 @@ def off_note(pairs: dict, within: float = 0.15) -> str:
     return (f"Off by more than {within:.0%}: {misses}. Each is the fastest of a few wall-clock runs, and on a "
             "shared machine other programs slow such runs (taking the core, or sharing its caches and memory) by "
             "different amounts at different moments: rerun the cell to see it move.")
+
+
+def rule_note(gen: Generation, name: str) -> str:
+    """The chapter's rule of thumb with one request's numbers, as Markdown, each computed from the same floats
+    as the tables of :func:`request_latencies` (TPOT) and :func:`phase_rates` (forward-pass times), so that the
+    sentence and the tables agree: the prefill's time per prompt token, TPOT per output token and how much of it
+    the decode forward pass took (the rest is the loop's own work between passes)."""
+    n = int(gen.prompt_lengths[0])
+    _, tpot = ttft_tpot_s(gen)
+    steps = np.asarray(gen.decode_step_s, dtype=float)
+    per_prompt = gen.prefill_s / n
+    return (f"In this run on {name}: the prefill took {fmt3(gen.prefill_s * 1e3)} ms for {n} prompt tokens, "
+            f"{fmt3(per_prompt * 1e6)} µs per prompt token (the table of phases); TPOT was {fmt3(tpot * 1e3)} ms "
+            f"per output token (the first table), {fmt3(steps.mean() * 1e3)} ms of it the decode forward pass "
+            f"({fmt3(steps.sum() * 1e3)} ms for {len(steps)} steps in the table of phases) and the rest the loop's "
+            f"own work between passes (choosing the token, Python). One output token cost as much time as "
+            f"{tpot / per_prompt:.0f} prompt tokens.")
 
 
 def phase_rates(gen: Generation) -> pd.DataFrame:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..notebook import rc_style
+from .style import LAYOUT_COLORS, layout_color
 from .pools_tables import (fit_table, guess_verdict, kinds_table, plan_table, ratio_verdict, short_name,
                            trap_table, trap_verdict, validation_verdict)
 
@@ -32,7 +33,6 @@ __all__ = ["attainment_curves", "ratio_sweep", "candidates", "trap_table", "trap
            "LAYOUT_COLORS", "fit_table", "plan_table", "kinds_table", "validation_verdict", "guess_verdict", "ratio_verdict",
            "WIDTH", "STYLE"]
 
-LAYOUT_COLORS = {"colocated": "tab:blue", "chunked": "tab:purple", "disaggregated": "tab:orange"}
 #: inches: a 370 px column shows a 5-inch figure (500 px at 100 dpi) at 0.74 of its size, 12 pt as ~9 pt
 WIDTH = 5.0
 #: matplotlib sizes (pt) of this module's figures
@@ -66,7 +66,7 @@ def attainment_curves(curves: Mapping[str, object], target: float = 0.9, goodput
     ax = _ax(ax, 4.2)
     for name, df in curves.items():
         df = df.sort_values("rate_per_worker")
-        line, = ax.plot(df.rate_per_worker, 100 * df.attainment, "o-", ms=4, label=name)
+        line, = ax.plot(df.rate_per_worker, 100 * df.attainment, "o-", ms=4, label=name, color=layout_color(name))
         if goodputs and name in goodputs:
             ax.plot(goodputs[name], 100 * target, "v", ms=10, color=line.get_color(), mec="black")
     ax.axhline(100 * target, color="black", ls=":", lw=1, label=f"target {target:.0%}")
@@ -81,14 +81,15 @@ def attainment_curves(curves: Mapping[str, object], target: float = 0.9, goodput
 @_styled
 def ratio_sweep(plan, ax=None, title: str | None = None):
     """Goodput per worker of each split of ``plan`` (a :class:`splitlab.planner.Plan`) against its prefill
-    share, one line per total of workers, the best split named; the best colocated candidate as a dashed
-    horizontal line."""
+    share, one line per total of workers (all in the split's colour, told apart by marker and dash), the best split
+    named; the best colocated candidate as a dashed horizontal line in its colour."""
     ax = _ax(ax, 4.6)
     splits = [c for c in plan.candidates if c.layout == "disaggregated"]
-    for n in sorted({c.workers for c in splits}):
+    for k, n in enumerate(sorted({c.workers for c in splits})):  # every line a split: the split's colour
         mine = sorted((c for c in splits if c.workers == n), key=lambda c: c.prefill_workers)
         x = [c.prefill_workers / n for c in mine]
-        ax.plot(x, [c.goodput_rps_per_worker for c in mine], "o-", label=f"{n} workers")
+        ax.plot(x, [c.goodput_rps_per_worker for c in mine], ["o-", "s--", "^:", "D-."][k % 4],
+                color=LAYOUT_COLORS["split"], label=f"{n} workers")
     if splits:  # name only the best split: labels on every line's peak would overlap on a phone
         peak = max(splits, key=lambda c: c.goodput_rps_per_worker)
         ax.annotate(f"best: {peak.name}", (peak.prefill_workers / peak.workers, peak.goodput_rps_per_worker),
@@ -96,7 +97,7 @@ def ratio_sweep(plan, ax=None, title: str | None = None):
     best_colocated = max((c for c in plan.candidates if c.layout == "colocated"),
                          key=lambda c: c.goodput_rps_per_worker, default=None)
     if best_colocated is not None:
-        ax.axhline(best_colocated.goodput_rps_per_worker, color=LAYOUT_COLORS["colocated"], ls="--",
+        ax.axhline(best_colocated.goodput_rps_per_worker, color=layout_color(best_colocated), ls="--",
                    label=f"best colocated ({short_name(best_colocated)})")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.2 * max(c.goodput_rps_per_worker for c in plan.candidates))
@@ -115,8 +116,7 @@ def candidates(plan, ax=None, title: str | None = None, top: int = 10):
     ax = _ax(ax, 0.45 * len(cands) + 1.8)
     y = np.arange(len(cands))[::-1]
     for yi, c in zip(y, cands):
-        kind = "chunked" if c.policy == "chunked" else c.layout
-        ax.barh(yi, c.goodput_rps_per_worker, color=LAYOUT_COLORS[kind], height=0.7)
+        ax.barh(yi, c.goodput_rps_per_worker, color=layout_color(c), height=0.7)
         ax.plot([c.first_guess_rps_per_worker] * 2, [yi - 0.35, yi + 0.35], color="black", lw=2,
                 label="first guess (closed form)" if yi == y[0] else None)
         ax.text(c.goodput_rps_per_worker, yi, f" {c.binding_slo}", va="center", fontsize=12)

@@ -16,10 +16,11 @@ from ...phases.models import LoadedModel
 from ...phases.profiling import flops_of_decode, flops_of_prefill, weight_bytes_read
 from .phases import DECODE, PREDICTED, PREFILL, fmt3, new_ax, plain_log_ticks
 from .phone import legend_below
-from .roofline_notes import gpu_ridge_note, ops_note, prediction_note, prefill_note, ridge_note, trained_note  # noqa: F401
+from .roofline_notes import (batching_note, gpu_ridge_note, ops_note, prediction_note, prefill_note,  # noqa: F401
+                             ridge_note, trained_note)
 
 __all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note", "ridge_note",
-           "ops_note", "gpu_ridge_note", "trained_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
+           "ops_note", "batching_note", "gpu_ridge_note", "trained_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
            "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
 
 
@@ -179,6 +180,8 @@ def roofline(peak_flops_per_s: float, bandwidth_bytes_per_s: float, points: Mapp
     ax.axvline(ridge, color="grey", ls=":", label=f"ridge: {ridge:.3g} FLOP/B")
     for (label, (intensity, achieved)), color in zip((points or {}).items(), [DECODE, PREFILL, "tab:green"]):
         ax.loglog(intensity, achieved, "o", color=color, label=label)
+    lo, hi = ax.get_ylim()  # whole decades, so that the axis has at least two labelled ticks
+    ax.set_ylim(10 ** np.floor(np.log10(lo)), 10 ** np.ceil(np.log10(hi) + 1e-9))
     eng = ticker.EngFormatter(unit="FLOP/s", places=0)
     ax.yaxis.set_major_formatter(eng)
     ax.yaxis.set_minor_formatter(ticker.NullFormatter())

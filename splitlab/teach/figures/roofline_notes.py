@@ -10,7 +10,7 @@ import pandas as pd
 
 from ... import sizing
 
-__all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "gpu_ridge_note", "listing", "trained_note"]
+__all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "listing", "trained_note"]
 
 
 def listing(values) -> str:
@@ -111,9 +111,11 @@ def ridge_note(dc: pd.DataFrame, pf: pd.DataFrame, ridge: float) -> str:
     return text
 
 
-def ops_note(shares: pd.DataFrame) -> str:
+def ops_note(shares: pd.DataFrame, timed_step_s: float | None = None) -> str:
     """What the profiled operators of ``shares`` (``profiling.decode_op_shares``) are, naming only those printed,
-    and what the profiler itself cost: the step's wall-clock time with and without it (``shares.attrs``)."""
+    and what the profiler itself cost: the step's wall-clock time with and without it (``shares.attrs``); with
+    ``timed_step_s`` (the same step as live run 2 timed it, by the thread's CPU time), how the two times of one
+    step relate."""
     names, share = list(shares["operator"]), dict(zip(shares["operator"], shares["share"]))
     parts = []
     if "aten::mm" in names:
@@ -124,8 +126,9 @@ def ops_note(shares: pd.DataFrame) -> str:
         parts.append(f"Attention over the cache is `{attention[0]}` ({share[attention[0]]:.0%}).")
     rest = [n for n in names if n != "aten::mm" and n not in attention[:1]]
     if rest:
+        top = max(share[n] for n in rest)
         parts.append(f"The others listed ({', '.join(f'`{n}`' for n in rest)}) take "
-                     f"{max(share[n] for n in rest):.0%} or less each.")
+                     + (f"{top:.0%} or less each." if top >= 0.005 else "under 1% each."))
     a = shares.attrs
     if {"step_s", "profiled_step_s", "ops_s"} <= set(a):
         extra = a["profiled_step_s"] / a["step_s"] - 1
@@ -135,7 +138,43 @@ def ops_note(shares: pd.DataFrame) -> str:
                      + (", so each time listed is somewhat inflated. " if extra > 0.05 else ", small here. ")
                      + f"The operators' self times add up to {a['ops_s'] * 1e3:.3g} ms; the rest of the profiled "
                      "step is Python and dispatch between them.")
+        if timed_step_s:
+            off = a["step_s"] / timed_step_s - 1
+            parts.append(f"Live run 2 timed the same step at {timed_step_s * 1e3:.3g} ms"
+                         + (", about the same. " if abs(off) <= 0.1 else
+                            f": the {a['step_s'] * 1e3:.3g} ms here is {off:+.0%} from it because the profiler can "
+                            "only use the wall clock, which also counts the moments another program held the core or "
+                            "its caches, while live run 2 counted this thread's CPU time (and kept the fastest of its "
+                            "rounds). "))
     return " ".join(parts)
+
+
+def batching_note(dc: pd.DataFrame, ridge: float) -> str:
+    """What doubling the batch did in live run 2 (``dc``, :func:`roofline.with_decode_roofline`, batches
+    doubling), as Markdown computed from its steps: how much longer each doubling made the step and how much it
+    raised tokens/s, and which batches sit past the ``ridge``; where none does, what the roofline predicts past it
+    (a step that doubles with the batch: the same tokens/s for twice the TPOT), said as a prediction."""
+    dc = dc.sort_values("batch")
+    step = dc["step_s"].to_numpy()
+    batch = dc["batch"].to_numpy()
+    grow = step[1:] / step[:-1]
+    gain = (batch[1:] / step[1:]) / (batch[:-1] / step[:-1])
+    text = (f"Here each doubling of the batch, from {int(batch[0])} to {int(batch[-1])}, made the step "
+            f"{grow.min():.2f}x to {grow.max():.2f}x as long and multiplied tokens/s by {gain.min():.2f}x to "
+            f"{gain.max():.2f}x. ")
+    past = dc[dc["intensity"] > ridge]
+    if len(past) == 0:
+        return text + (f"Every batch measured here sits left of the ridge ({ridge:.3g} FLOP/B): memory-bound by the "
+                       "roofline. Past the ridge the roofline predicts a step that doubles with the batch, the same "
+                       "tokens/s for twice the TPOT: the batch size then trades latency for nothing, and below it, "
+                       "throughput against the TPOT SLO of chapter 1.")
+    first = int(past["batch"].iloc[0])
+    late = grow[batch[1:] >= first]
+    return text + (f"Batch {listing(past['batch'])} sit{'s' if len(past) == 1 else ''} past the ridge "
+                   f"({ridge:.3g} FLOP/B), where the roofline predicts a step that doubles with the batch; the "
+                   f"doubling{'s' if len(late) > 1 else ''} into {'them' if len(past) > 1 else 'it'} made the step "
+                   f"{late.min():.2f}x{'' if len(late) == 1 else f' to {late.max():.2f}x'} as long. The batch size "
+                   "trades throughput against the TPOT SLO of chapter 1.")
 
 
 def gpu_ridge_note(cpu_ridge: float, here: str = "this CPU core") -> str:

@@ -22,11 +22,13 @@ import numpy as np
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from .style import DECODE, PREFILL, TRANSFER, layout_color
+
 __all__ = ["KIND_COLORS", "worker_timeline", "kv_memory", "latency_cdf", "ttft_cdf", "itl_cdf", "request_tokens",
            "itl_over_time", "bytes_unit"]
 
-#: colour of each kind of interval (prefill and decode as in :mod:`splitlab.plots`)
-KIND_COLORS = {"prefill": "tab:orange", "decode": "tab:blue", "transfer": "tab:green", "idle": "#e6e6e6"}
+#: colour of each kind of interval (the phases' colours of :mod:`.style`)
+KIND_COLORS = {"prefill": PREFILL, "decode": DECODE, "transfer": TRANSFER, "idle": "#e6e6e6"}
 ARRIVAL, BUDGET = "tab:red", "black"
 
 
@@ -145,14 +147,15 @@ _METRIC_NAMES = {"ttft": "time to first token, TTFT", "itl": "inter-token latenc
 def latency_cdf(results, metric: str = "ttft", ax=None, title: str | None = None, slo_s: float | None = None,
                 log: bool = False):
     """Empirical CDF of ``metric`` ("ttft": one value per finished request; "itl": every gap between tokens;
-    "tpot": one value per request) for one run, a list of runs, or a dict label -> run (one curve each).
+    "tpot": one value per request) for one run, a list of runs, or a dict label -> run (one curve each, in its
+    layout's colour, :func:`.style.layout_color`, where the label names a layout).
     ``slo_s`` draws the SLO as a vertical line; ``log`` uses a log scale for the latency."""
     ax = _ax(ax, (6, 3.5))
     for label, res in _as_results(results).items():
         x = np.sort(_latencies(res, metric)) * 1e3
         if x.size:
             ax.step(np.r_[x[0], x], np.r_[0, np.arange(1, x.size + 1) / x.size], where="post",
-                    label=f"{label} (n={x.size})")
+                    color=layout_color(label), label=f"{label} (n={x.size})")
         else:  # say so in the legend rather than leave the run out without a word
             ax.plot([], [], ls="none", label=f"{label} (n=0: no value)")
     if slo_s is not None:
@@ -214,11 +217,12 @@ def request_tokens(res, request_id: int, ax=None, title: str | None = None):
 # --- 5. ITL over time -----------------------------------------------------------------------------------------
 def itl_over_time(res, ax=None, title: str | None = None, streams: Iterable[int] | None = None,
                   marked: Iterable[int] | None = None, min_prompt_tokens: int | None = None,
-                  show_prefills: bool = True, log: bool = False):
+                  show_prefills: bool = True, log: bool = False, color: str = DECODE):
     """Every inter-token gap of the running ``streams`` (request ids; default: the requests not marked), drawn at
     the time its token arrived, with the arrivals of the ``marked`` requests as red lines labelled with their
     prompt length. ``min_prompt_tokens`` marks every request with at least that many prompt tokens instead.
-    ``show_prefills`` shades the intervals in which a marked request was being prefilled."""
+    ``show_prefills`` shades the intervals in which a marked request was being prefilled; ``color`` colours the
+    gaps (the decode colour; a layout's colour where panels compare layouts)."""
     ax = _ax(ax, (9, 3.5))
     by_id = {r.id: r for r in res.requests}
     if marked is None:
@@ -227,7 +231,7 @@ def itl_over_time(res, ax=None, title: str | None = None, streams: Iterable[int]
     streams = [i for i in (streams if streams is not None else by_id) if i not in marked]
     tokens = res.token_table()
     gaps = tokens[tokens.request_id.isin(streams)].dropna(subset=["gap_s"])
-    ax.plot(gaps.time_s, gaps.gap_s * 1e3, ".", ms=4, color=KIND_COLORS["decode"],
+    ax.plot(gaps.time_s, gaps.gap_s * 1e3, ".", ms=4, color=color,
             label=f"ITL of the {len(streams)} running streams")
     for k, i in enumerate(marked):
         r = by_id[i]

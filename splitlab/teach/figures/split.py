@@ -24,6 +24,7 @@ from ... import serving
 from ...serving import metrics as M
 from . import serving as serving_plots
 from .split_tables import short_name
+from .style import sig3
 
 __all__ = ["slo_table", "winner", "latency_cdfs", "timelines", "split_runs", "split_grid", "RATIOS"]
 
@@ -53,7 +54,7 @@ def slo_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float) 
     counts = ["workers", "missed TTFT", "missed TTST", "missed TPOT"]
     out = table.astype(object)
     for row in table.index:
-        out.loc[row] = [int(v) if row in counts else float(f"{v:.3g}") for v in table.loc[row]]
+        out.loc[row] = [int(v) if row in counts else sig3(v) for v in table.loc[row]]
     return out
 
 

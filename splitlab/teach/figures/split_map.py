@@ -1,5 +1,5 @@
 """The map of :mod:`splitlab.planning.split_map` as a heatmap: one colour per layout (the book's
-:data:`splitlab.teach.figures.pools.LAYOUT_COLORS`: colocated prefill-first blue, chunked purple, the split
+:data:`splitlab.teach.figures.style.LAYOUT_COLORS`: colocated prefill-first blue, chunked purple, the split
 orange), its shade the margin over the runner-up (pale: a close win; full from :data:`FULL_MARGIN` on), ties grey,
 cells no layout serves white. Each cell says who won and by how much.
 
@@ -15,12 +15,12 @@ from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
 from .phone import figure, legend_below, styled
-from .pools import LAYOUT_COLORS
+from .style import LAYOUT_COLORS
 
 __all__ = ["map_heatmap", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN", "TIE_COLOR", "NONE_COLOR"]
 
-#: a map's kinds in the book's layout colours (:data:`.pools.LAYOUT_COLORS`)
-KIND_COLORS = {"split": LAYOUT_COLORS["disaggregated"], "prefill-first": LAYOUT_COLORS["colocated"],
+#: a map's kinds in the book's layout colours (:data:`.style.LAYOUT_COLORS`)
+KIND_COLORS = {"split": LAYOUT_COLORS["split"], "prefill-first": LAYOUT_COLORS["prefill-first"],
                "chunked": LAYOUT_COLORS["chunked"]}
 TIE_COLOR, NONE_COLOR = "#b3b3b3", "#ffffff"
 #: a margin at which a cell's colour is full (1 - runner-up / winner); below it the colour pales toward white

@@ -18,6 +18,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from .style import sig3
+
 __all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table",
            "tpot_prediction_note"]
 
@@ -34,8 +36,7 @@ def short_name(name: str) -> str:
     return f"{n} colocated"
 
 
-def _sig(v: float) -> float:
-    return float(f"{v:.3g}")
+_sig = sig3  # 3 significant digits, an int where that leaves no decimals (121, not 121.0)
 
 
 def fit_table(calibration) -> pd.DataFrame:

@@ -29,13 +29,16 @@ from ... import sizing
 from .confusions import _styled, figure
 from .phone import legend_below
 from .phases import _minor_label
-from .transfer_tables import bench_table, overlap_table, published_kv_table, sweep_table
+from .transfer_tables import (bench_table, handoff_note, link_rate_note, overlap_table,  # noqa: F401
+                              published_kv_table, summary, sweep_note, sweep_table, takeaway_note)
+from .style import DECODE, PREDICTED, PREFILL, TRANSFER
 
 __all__ = ["kv_bytes_vs_prompt", "bandwidth_dots", "transfer_vs_bytes", "handoff_dots", "streaming_timeline",
            "bandwidth_bars", "handoff_bars", "handoff_grid", "MEASURED", "PUBLISHED",
-           "published_kv_table", "bench_table", "sweep_table", "overlap_table"]
+           "published_kv_table", "bench_table", "sweep_table", "overlap_table", "sweep_note", "handoff_note",
+           "link_rate_note", "takeaway_note", "summary"]
 
-MEASURED, PUBLISHED, PREDICTED, TRANSFER = "tab:green", "tab:gray", "black", "tab:green"
+MEASURED, PUBLISHED = TRANSFER, "tab:gray"  # a link measured here: the transfer's colour
 _UNITS = {2 ** 30: "GiB", 2 ** 20: "MiB", 2 ** 10: "KiB"}
 
 
@@ -208,8 +211,8 @@ def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16"
         ax.annotate(f"{v:,.3g}", (v, yi), xytext=(6, 0), textcoords="offset points", va="center")
     ax.set_yticks(y, [n.split(" (")[0] if src == "measured" else n for n, src in zip(grid.link, grid.link_source)])
     ax.invert_yaxis()
-    ax.axvline(decode_ms, color="tab:blue", ls="--", label=f"decode step (min.): {decode_ms:.2f} ms")
-    ax.axvline(prefill_ms, color="tab:orange", ls=":", lw=2, label=f"prefill (roofline): {prefill_ms:.1f} ms")
+    ax.axvline(decode_ms, color=DECODE, ls="--", label=f"decode step (min.): {decode_ms:.2f} ms")
+    ax.axvline(prefill_ms, color=PREFILL, ls=":", lw=2, label=f"prefill (roofline): {prefill_ms:.1f} ms")
     ax.set_xscale("log")
     _plain_log(ax.xaxis, minor=False)
     ax.set_xlim(lo, hi)
@@ -228,7 +231,7 @@ def streaming_timeline(stream: dict, layers: int, ax=None, title: str | None = N
     stats = stream["stats"]
     end = stream["total_s"] - stream["exposed_s"]
     start = max(0.0, end - stats.compute_s)
-    ax.broken_barh([(start * 1e3, stats.compute_s * 1e3)], (1.6, 0.8), color="tab:orange", label="prefill forward")
+    ax.broken_barh([(start * 1e3, stats.compute_s * 1e3)], (1.6, 0.8), color=PREFILL, label="prefill forward")
     ax.broken_barh([(end * 1e3, stream["exposed_s"] * 1e3)], (0.6, 0.8), color=TRANSFER,
                    label=f"exposed transfer: {stream['exposed_s'] * 1e3:.2f} ms")
     every = max(1, int(np.ceil(len(stats.layer_s[:layers]) / 6)))  # at most ~6 labels: 12 pt ones must not touch

@@ -61,6 +61,7 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
         a reference rate > 0.
     """
     from ..figures import split as split_figures
+    from ..figures.style import LAYOUT_COLORS
     from ..interactive import Trace, explorer_figure, room_for_legend
 
     ratios = [tuple(r) for r in (ratios or split_figures.RATIOS)]
@@ -84,7 +85,8 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
         split = g[(g.layout == "split") & (g.prefill_workers == p) & (g.decode_workers == d)]
         coloc = g[(g.layout == "colocated") & (g.workers == p + d)]
         out = []
-        for kind, rows, color in (("split", split, "#ff7f0e"), ("colocated", coloc, "#1f77b4")):
+        for kind, rows, color in (("split", split, LAYOUT_COLORS["split"]), ("colocated", coloc,
+                                                                           LAYOUT_COLORS["prefill-first"])):
             for label, mode in (("simulated", "lines+markers"), ("measured", "markers")):
                 r = rows[rows.label == label].sort_values("rate_per_worker")
                 out.append(Trace(f"{kind}, {label}", list(r.rate_per_worker), list(100 * r.slo_attainment), mode,

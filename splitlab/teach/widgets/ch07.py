@@ -44,6 +44,7 @@ def pools_figure(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slos_s
         ValueError: ``scale`` not in ``scales`` or ``tpot_slo_s`` not in ``tpot_slos_s``, either list empty.
     """
     from ..figures import pools
+    from ..figures.style import layout_color
     from ..interactive import Trace, explorer_figure, room_for_legend
 
     tpots, scales = list(tpot_slos_s), list(scales)
@@ -72,9 +73,7 @@ def pools_figure(cost, workload="research", ttft_slo_s: float = 0.5, tpot_slos_s
                           "layout", "goodput per worker (requests/s)", dropdown=("TPOT SLO", [label[t] for t in tpots]),
                           slider_default=scales.index(scale), dropdown_default=tpots.index(tpot_slo_s),
                           slider_format=lambda s: f"x{s:g}", height=600)
-    kinds = {n: "disaggregated" if "P+" in n else "chunked" if "chunked" in n else "colocated" for n in order}
-    colors = {"colocated": "#1f77b4", "chunked": "#9467bd", "disaggregated": "#ff7f0e"}
-    fig.update_traces(marker_color=[colors[kinds[n]] for n in order], selector=dict(type="bar"))
+    fig.update_traces(marker_color=[layout_color(n) for n in order], selector=dict(type="bar"))
     fig.update_traces(marker_size=22, marker_symbol="line-ew-open", marker_line_width=3, selector=dict(mode="markers"))
     fig.update_xaxes(tickangle=0, tickfont_size=12)
     return room_for_legend(fig, 2, axis_px=57)
