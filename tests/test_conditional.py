@@ -103,7 +103,8 @@ def test_conditional_beats_both_pure_layouts_where_the_link_binds():
     Colocated, a 1,000-token prefill (0.1 s) stalls the decodes past the TPOT SLO; split, every request queues on
     the link (1P+1D: <= 50 caches/s, 25 per worker). Conditional (short prompts on the decode worker) moves only
     the long prompts' caches and keeps the long prefills off the decode worker. Measured: 52.6 requests/s per
-    worker against 30.0 for the best pure layout (2P+1D), 28.4 for 3 colocated."""
+    worker against 28.4 for the best pure layout (3 colocated); 1P+1D 23.8 and 2P+1D 16.5 (D0's NIC takes one
+    cache at a time), both bound by the link."""
     rng = np.random.default_rng(0)
     arrivals = np.cumsum(rng.exponential(1.0, 600))
     reqs = [Request(i, float(t), list(range(1000 if rng.random() < 0.1 else 20)), 32) for i, t in enumerate(arrivals)]
@@ -116,7 +117,7 @@ def test_conditional_beats_both_pure_layouts_where_the_link_binds():
     rate = {k: v.goodput_rps_per_worker for k, v in g.items()}
     best_pure = max(v for k, v in rate.items() if k != "conditional")
     assert rate["conditional"] > 1.5 * best_pure, rate
-    assert rate["1P+1D"] <= 25 * 1.05 and g["1P+1D"].binding_slo == "ttft"  # the link's bound
+    assert rate["1P+1D"] <= 25 * 1.05 and g["1P+1D"].binding_slo == "transfer"  # the link's bound
     assert g["2 colocated"].binding_slo == "tpot"
 
 
