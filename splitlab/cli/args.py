@@ -193,6 +193,28 @@ def token_list(text: str) -> list[int]:
     return out
 
 
+def _count(text: str, what: str) -> int:
+    """An integer >= 0 of ``what`` ("prompt tokens", "waiting requests")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what} (an integer >= 0)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of {what} >= 0, got {value}")
+    return value
+
+
+def prompt_threshold(text: str) -> int | float:
+    """A conditional split's prompt threshold (``--local-prefill-tokens``): tokens >= 0 (0: the plain split), or
+    'inf' (every prefill on a decode worker)."""
+    return math.inf if text.strip().lower() in ("inf", "infinity") else _count(text, "prompt tokens")
+
+
+def queue_length(text: str) -> int:
+    """A number of waiting requests >= 0 (``--local-prefill-queue``)."""
+    return _count(text, "waiting requests")
+
+
 def human_bytes(n: float) -> str:
     """1536 -> '1.5 KiB' (binary units)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -5,11 +5,16 @@ is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, `
 ``decode_workers``, ``goodput_rps_per_worker``, ``cost_per_million_tokens``, ``binding_slo``, ``outcome``,
 ``reason``, ``batch_cap``, ...), ``best``,
 ``first_guess`` (the closed form), ``batch`` (the decode batch bound every layout ran with: ``kv_budget_bytes``,
-``kv_requests`` it holds, ``max_batch``, ``binds``; its ``line`` is printed) and the inputs."""
+``kv_requests`` it holds, ``max_batch``, ``binds``; its ``line`` is printed) and the inputs. ``--local-prefill-tokens
+median,512`` adds conditional contenders: every split again, its decode workers prefilling the prompts up to each
+threshold (a candidate's ``local_prefill_tokens``)."""
 from __future__ import annotations
 
 from ..serving.workload import WORKLOADS
-from .args import MEMORY_UTILIZATION, positive_float, positive_int, progress, seed_int, slo_seconds, token_list
+import argparse
+
+from .args import (MEMORY_UTILIZATION, positive_float, positive_int, progress, prompt_threshold, seed_int,
+                   slo_seconds, token_list)
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines, in_flags
 from .pools import POOL_OPTIONS, plan_pools, wants_pools
@@ -17,6 +22,15 @@ from .registry import CLIError, arg, command
 from .report import clean
 
 __all__ = ["plan"]
+
+
+def thresholds(text: str) -> list:
+    """'median,512 inf' -> ['median', 512, inf]: prompt thresholds of conditional contenders."""
+    from ..planning.conditional_layouts import QUANTILES
+    out = [p if p in QUANTILES else prompt_threshold(p) for p in text.replace(",", " ").split()]
+    if not out:
+        raise argparse.ArgumentTypeError(f"give at least one threshold: tokens, inf or {', '.join(QUANTILES)}")
+    return out
 
 
 @command("plan", "rank layouts (colocated, chunked, every xPyD split) by goodput per worker and cost",
@@ -35,6 +49,9 @@ __all__ = ["plan"]
          MEMORY_UTILIZATION,
          arg("--scale", type=positive_float, default=None,
              help="multiply the workload's lengths (default: from the cost model's context)"),
+         arg("--local-prefill-tokens", type=thresholds, default=None, metavar="LIST",
+             help="also rank conditional splits: decode workers prefill prompts up to each threshold (tokens, inf, "
+                  "p25, median, p75 of the request set; default: none)"),
          arg("--seed", type=seed_int, default=0, help="seeds the request set (default 0)"),
          arg("--model", default=None, help="with --cost: the model you mean to plan for (checked against the file)"),
          *COST_OPTIONS, *POOL_OPTIONS)
@@ -53,7 +70,8 @@ def plan(args):
     try:
         p = run_plan(cost, args.workload, args.ttft_slo, args.tpot_slo, args.max_workers, args.price_per_hour,
                      chunk_tokens=args.chunk_tokens, max_batch=args.max_batch, seed=args.seed, scale=args.scale,
-                     progress=progress(args), memory_utilization=args.memory_utilization)
+                     progress=progress(args), memory_utilization=args.memory_utilization,
+                     local_prefill_tokens=args.local_prefill_tokens)
     except NoDefault as err:  # an SLO left out that this cost model cannot choose: in the command line's words
         raise in_flags(err) from None
     data = dict(workload=args.workload, **p.to_json())

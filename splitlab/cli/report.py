@@ -37,10 +37,14 @@ def _rejections(res) -> list[dict]:
 def metrics(res, args) -> dict:
     """The run's metrics (:meth:`~splitlab.serving.Result.metrics`) plus ``rejections`` and ``slo_misses``: how
     many requests missed each bound the attainment counts (``unfinished``, ``ttft``, ``ttst``: the second token
-    later than TTFT SLO + TPOT SLO, ``tpot``; each request under the first it misses)."""
+    later than TTFT SLO + TPOT SLO, ``tpot``; each request under the first it misses); a conditional split adds
+    ``conditional`` (its rule) and ``local_prefill_share`` (prefills run on a decode worker)."""
+    from ..serving.conditional import local_share
     from ..serving.metrics import slo_misses
+    cfg = res.config
+    local = dict(conditional=cfg.name, local_prefill_share=local_share(res)) if cfg.conditional else {}
     return clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res),
-                      slo_misses=slo_misses(res.requests, args.ttft_slo, args.tpot_slo)))
+                      slo_misses=slo_misses(res.requests, args.ttft_slo, args.tpot_slo), **local))
 
 
 SHOWN_WORKERS = 8  # worker names the text lists before "... and N more" (--json lists them all)
@@ -83,6 +87,10 @@ def lines(name: str, m: dict) -> list[str]:
         budget = m["kv_budget_bytes"]
         out.append(f"{'':<14} batch: KV budget {'unlimited' if budget is None else human_bytes(budget)} per worker, "
                    f"{'no cap' if m.get('max_batch') is None else 'max_batch ' + str(m['max_batch'])}")
+    if "conditional" in m:
+        share = m["local_prefill_share"]
+        out.append(f"{'':<14} conditional: {m['conditional']}: "
+                   + ("no request was prefilled" if share is None else f"{share:.0%} of prefills on a decode worker"))
     if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
         first, more = m["rejections"][0], len(m["rejections"]) - 1
         out.append(f"{'':<14} {first['state']}: request {first['id']}: {first['reason']}"

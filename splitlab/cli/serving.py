@@ -15,13 +15,17 @@ options and prints the same JSON.
 request that did not complete), ``notes`` (faults and what was done about them; a batch cap that bound),
 ``kv_budget_bytes``, ``max_batch`` and ``batch_capped`` (what bounded each worker's batch) and more; ``compare`` adds
 ``tokens_identical`` and ``tokens_compared``. Undefined numbers (no completed request) are ``null``.
+``--local-prefill-tokens`` and ``--local-prefill-queue`` make the split conditional
+(:mod:`splitlab.serving.conditional`: decode workers prefill short prompts themselves); its entry then adds
+``conditional`` (the rule) and ``local_prefill_share``.
 """
 from __future__ import annotations
 
 from ..serving.config import POLICIES, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
 from .args import (MEMORY_UTILIZATION, THREADS, check_chunking, check_torchrun, device_name, link_gbps,
-                   positive_float, positive_int, progress, request_count, seed_int, slo_seconds, timeout_seconds)
+                   positive_float, positive_int, progress, prompt_threshold, queue_length, request_count, seed_int,
+                   slo_seconds, timeout_seconds)
 from .defaults import OPTIONS_HELP, chosen_lines, fill
 from .demo import check_loadable, quiet_hub
 from .registry import CLIError, arg, command, stage_printer
@@ -56,6 +60,12 @@ COMMON = (
         help="disaggregated: how the cache moves (default whole)"),
     arg("--link-gbps", type=link_gbps, default=None,
         help="disaggregated, virtual clocks: model a KV link of this many GB/s instead of charging the measured copy"),
+    arg("--local-prefill-tokens", type=prompt_threshold, default=None, metavar="T",
+        help="disaggregated: conditional split, prompts of at most T tokens prefill on a decode worker, no transfer "
+             "(inf: every prompt)"),
+    arg("--local-prefill-queue", type=queue_length, default=None, metavar="Q",
+        help="disaggregated: conditional split, a request prefills on a decode worker when Q requests already wait "
+             "at the prefill worker it would join"),
     arg("--backend", choices=BACKENDS, default="emulated", help="emulated (default), simulated or distributed"),
     arg("--model", default=None, help="emulated, distributed: preset, Hugging Face name or local path (default: tiny)"),
     arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
@@ -78,7 +88,8 @@ DEFAULTS = dict(workers=1, prefill_workers=1, decode_workers=1, policy="prefill-
                 first_token_on="decode", transfer_mode="whole", model="tiny")
 #: options only one layout reads
 ONLY = {"colocated": ("workers", "policy"),
-        "disaggregated": ("prefill_workers", "decode_workers", "first_token_on", "transfer_mode", "link_gbps")}
+        "disaggregated": ("prefill_workers", "decode_workers", "first_token_on", "transfer_mode", "link_gbps",
+                          "local_prefill_tokens", "local_prefill_queue")}
 
 
 def _flags(names) -> str:
@@ -122,7 +133,8 @@ def options(args) -> dict:
                 max_prefill_tokens=args.max_prefill_tokens, kv_budget_bytes=args.kv_budget_bytes or "auto",
                 memory_utilization=args.memory_utilization,
                 first_token_on=args.first_token_on, transfer_mode=args.transfer_mode, timeout_s=args.timeout,
-                link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None)
+                link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None,
+                local_prefill_tokens=args.local_prefill_tokens, local_prefill_queue=args.local_prefill_queue)
 
 
 def setup(args, configs: dict, cost=None):

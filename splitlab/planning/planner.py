@@ -29,6 +29,7 @@ from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
+from .conditional_layouts import conditional_layouts, prompt_thresholds
 from .defaults import choose_defaults
 from .starts import Starts
 
@@ -77,8 +78,8 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        if self.layout == "disaggregated":
-            return f"{self.prefill_workers}P+{self.decode_workers}D"
+        if self.layout == "disaggregated":  # a conditional split's name says its rule
+            return self.config.name if self.config is not None else f"{self.prefill_workers}P+{self.decode_workers}D"
         chunk = f", {self.chunk_tokens}-token chunks" if self.policy == "chunked" else ""
         return f"{self.workers} colocated ({self.policy}{chunk})"
 
@@ -88,7 +89,7 @@ class Candidate:
         out = {k: getattr(self, k) for k in keys}
         cost = None if math.isinf(self.cost_per_million_tokens) else self.cost_per_million_tokens
         return dict(out, name=self.name, outcome=self.outcome, reason=self.reason, cost_per_million_tokens=cost,
-                    batch_cap=self.batch_cap)
+                    batch_cap=self.batch_cap, local_prefill_tokens=getattr(self.config, "local_prefill_tokens", None))
 
 
 @dataclass
@@ -211,7 +212,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
          max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int | None = None,
          max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03, seed: int = 0,
          scale: float | None = None, max_requests: int = 3000, progress: bool | None = None,
-         **options) -> Plan:
+         local_prefill_tokens=None, **options) -> Plan:
     """Rank layouts up to ``max_workers`` by simulated goodput per worker (module docstring).
 
     Args:
@@ -229,6 +230,9 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         target, tolerance: of each goodput search. seed: of the request set. max_requests: per run.
         progress: a tqdm bar on stderr: True, False, or None (the default: when stderr is a terminal and there are
             more than 4 candidates).
+        local_prefill_tokens: prompt thresholds of conditional contenders (every split again, its decode workers
+            prefilling prompts up to the threshold: :mod:`.conditional_layouts`), e.g. ``["median", 512]``; None:
+            none.
 
     Returns:
         a :class:`Plan`: ``.table()``, ``.best``, ``.why()``, ``.first_guess``, ``.to_json()``. A layout that meets
@@ -260,16 +264,17 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     layouts += [("colocated", "chunked", max_workers, 0, 0, c) for c in chunk_tokens]
     layouts += [("disaggregated", "prefill-first", n, x, n - x, None)
                 for n in range(2, max_workers + 1) for x in range(1, n)]
+    layouts += conditional_layouts(max_workers, prompt_thresholds(local_prefill_tokens, prompts))
     from tqdm import tqdm
     show = show_progress(progress) and (progress is not None or len(layouts) > 4)
     candidates, starts = [], Starts(guess["prefill_rps"], guess["decode_rps"])
-    for layout, policy, n, x, y, chunk in tqdm(layouts, desc="planner: goodput of each layout", disable=not show,
-                                               leave=False):
+    for layout, policy, n, x, y, chunk, *local in tqdm(layouts, desc="planner: goodput of each layout",
+                                                       disable=not show, leave=False):
         if layout == "colocated":
             cfg = ServingConfig.colocated(n, policy=policy, chunk_tokens=chunk or 256, **common)
             first = guess["colocated_rps"]
         else:
-            cfg = ServingConfig.disaggregated(x, y, **common)
+            cfg = ServingConfig.disaggregated(x, y, **common, **(local[0] if local else {}))
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
         start, learned = starts.start(policy, x, y, first)
         res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,

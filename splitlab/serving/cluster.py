@@ -26,7 +26,7 @@ from .inputs import arrival_refusal, check_backend, check_config, check_faults
 from .memory import KVMemory, cap_note
 from .request import Request, State, check_unique_ids
 from .result import ServingResult
-from .router import Router
+from .conditional import make_router
 from .scheduler import StepPlan, Worker, plan_step
 
 __all__ = ["Cluster"]
@@ -74,7 +74,7 @@ class Cluster:
         self.handoff_pending, self.transfer_ids, self.measured_s = False, itertools.count(), 0.0
         # a cost model without faults takes the fast path of .fast (the same decisions): lazy records, stretches
         self.fast = not wall and faults is None and kv is None and hasattr(backend, "decode_seconds")
-        self.router = Router(self.pool, self.decoders, indexed=self.fast)  # fast: loads kept in a heap
+        self.router = make_router(self.cfg, self.pool, self.decoders, indexed=self.fast)  # fast: loads in a heap
         self.senders: set[Worker] = set()  # prefill workers whose outbox is not empty
         if wall:
             from .wall import WallClock as Clock
@@ -138,7 +138,7 @@ class Cluster:
 
     def route(self, t: float, r: Request, front: bool = False) -> None:
         """Queue ``r`` on the least-loaded live worker of the first pool (``front``: ahead of the others)."""
-        w = self.router.first(t)
+        w = self.router.first(t, r)
         if w is None:
             r.fail(f"no {self.pool[0].role} worker left: all of them were lost", t)
             return
@@ -183,13 +183,13 @@ class Cluster:
         r.prefill_end_s = t
         if not slot.resumed:
             slot.last_token = tok
-            if w.role == "colocated" or self.cfg.first_token_on == "prefill":
+            if w.role != "prefill" or self.cfg.first_token_on == "prefill":
                 r.emit(tok, t)
                 w.output_owed -= w.role != "prefill"
         if r.done:
             w.memory.release(r.id)
             self.clock.release(w, slot)
-        elif w.role == "colocated":
+        elif w.role != "prefill":  # colocated, or a decode worker's local prefill (.conditional)
             r.state, r.decode_worker = State.DECODING, w.name
             w.batch.slots.append(slot)
         else:

@@ -75,6 +75,13 @@ class ServingConfig:
             and answers nothing for this long is declared lost). Virtual clocks: how long a hung worker goes
             unnoticed.
         trace: keep the per-step timeline and the memory log (off for large simulated searches: metrics only).
+        local_prefill_tokens, local_prefill_queue: conditional disaggregation (disaggregated only; None = off):
+            the router sends a request to a decode worker, which prefills it itself (no KV transfer), when its
+            prompt has at most ``local_prefill_tokens`` tokens (an integer >= 0 or ``math.inf``) or when the prefill
+            worker it would join has at least ``local_prefill_queue`` requests waiting; the others go through the
+            prefill pool. Dynamo's disaggregated router made this decision with ``max_local_prefill_length`` and
+            ``max_prefill_queue_size`` (:mod:`.conditional`). 0 tokens is the plain split, ``math.inf`` makes the
+            decode workers do every prefill.
 
     Raises:
         ValueError: an unknown layout, policy, first_token_on or transfer_mode; a pool without workers or more than
@@ -101,6 +108,8 @@ class ServingConfig:
     max_retries: int = 2
     timeout_s: float = 30.0
     trace: bool = True
+    local_prefill_tokens: int | float | None = None
+    local_prefill_queue: int | None = None
 
     def __post_init__(self) -> None:
         for name, allowed in (("layout", LAYOUTS), ("policy", POLICIES), ("transfer_mode", TRANSFER_MODES),
@@ -157,6 +166,19 @@ class ServingConfig:
                              f"ms), got {latency:.3g} s")
         if not _positive(self.timeout_s):
             raise ValueError(f"timeout_s must be a time > 0 s, got {self.timeout_s!r}")
+        self._check_conditional()
+
+    def _check_conditional(self) -> None:
+        tokens, queue = self.local_prefill_tokens, self.local_prefill_queue
+        if tokens is not None and not ((_count(tokens) and tokens >= 0) or tokens == math.inf):
+            raise ValueError(f"local_prefill_tokens must be a number of prompt tokens >= 0, math.inf (every prefill "
+                             f"on a decode worker) or None (off), got {tokens!r}")
+        if queue is not None and not (_count(queue) and queue >= 0):
+            raise ValueError(f"local_prefill_queue must be a number of waiting requests >= 0 or None (off), got "
+                             f"{queue!r}")
+        if self.conditional and self.layout != "disaggregated":
+            raise ValueError("local_prefill_tokens and local_prefill_queue need layout='disaggregated' (a colocated "
+                             "worker prefills every request itself)")
 
     # --- shapes ------------------------------------------------------------------------------------------------
     @classmethod
@@ -166,7 +188,9 @@ class ServingConfig:
 
     @classmethod
     def disaggregated(cls, prefill_workers: int = 1, decode_workers: int = 1, **options) -> "ServingConfig":
-        """A split into ``prefill_workers`` prefill and ``decode_workers`` decode workers (xPyD)."""
+        """A split into ``prefill_workers`` prefill and ``decode_workers`` decode workers (xPyD); with
+        ``local_prefill_tokens=`` or ``local_prefill_queue=``, a conditional split (short prompts prefilled on the
+        decode workers)."""
         return cls(layout="disaggregated", prefill_workers=prefill_workers, decode_workers=decode_workers, **options)
 
     def with_(self, **changes) -> "ServingConfig":
@@ -189,6 +213,11 @@ class ServingConfig:
         return self.chunk_tokens if self.policy == "chunked" else self.max_prefill_tokens
 
     @property
+    def conditional(self) -> bool:
+        """Whether some prefills may run on decode workers (``local_prefill_tokens`` or ``local_prefill_queue``)."""
+        return self.local_prefill_tokens is not None or self.local_prefill_queue is not None
+
+    @property
     def n_workers(self) -> int:
         """Workers of every pool (a 1P+1D split is 2 workers, like 2 colocated workers)."""
         return self.workers if self.layout == "colocated" else self.prefill_workers + self.decode_workers
@@ -198,4 +227,7 @@ class ServingConfig:
         """A short label: "2 colocated (chunked)", "1P+3D"."""
         if self.layout == "colocated":
             return f"{self.workers} colocated ({self.policy})"
-        return f"{self.prefill_workers}P+{self.decode_workers}D"
+        local = [f"prompt <= {self.local_prefill_tokens:g}"] if self.local_prefill_tokens is not None else []
+        local += [f"queue >= {self.local_prefill_queue}"] if self.local_prefill_queue is not None else []
+        split = f"{self.prefill_workers}P+{self.decode_workers}D"
+        return split + (f" (local if {' or '.join(local)})" if local else "")

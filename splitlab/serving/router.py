@@ -79,8 +79,8 @@ class LoadIndex:
             self.version[i] += 1
             return
         role = w.role
-        self.static[i] = w.prompt_owed if role == "prefill" else (
-            w.output_owed if role == "decode" else w.prompt_owed + w.output_owed)
+        # a decode worker owes prompt tokens only under conditional disaggregation (:mod:`.conditional`)
+        self.static[i] = w.prompt_owed if role == "prefill" else w.prompt_owed + w.output_owed
         self._bound(w, w.ahead_done)
 
     def _bound(self, w: Worker, counted: int) -> None:
@@ -158,8 +158,9 @@ class Router:
         if self.indexes:
             self.indexes[w.role == "decode"].stale.add(w)
 
-    def first(self, t: float) -> Worker | None:
-        """Where a new request goes (the first pool's least-loaded live worker), or None."""
+    def first(self, t: float, r=None) -> Worker | None:
+        """Where a new request ``r`` goes (the first pool's least-loaded live worker), or None; a
+        :class:`~.conditional.ConditionalRouter` may send ``r`` to a decode worker instead."""
         return self.indexes[0].least(t) if self.indexes else route(self.pool, t)
 
     def decode(self, tokens: int, t: float) -> Worker | None:

@@ -75,9 +75,11 @@ def run(requests: Sequence[Request], config: ServingConfig | None = None, backen
 def contenders(workers: int | None = None, prefill_workers: int = 1, decode_workers: int = 1,
                **options) -> dict[str, ServingConfig]:
     """The classic pair: ``workers`` colocated workers (default ``prefill_workers + decode_workers``, so both get
-    the same number) and the split into ``prefill_workers`` + ``decode_workers``; ``options`` go to both."""
+    the same number) and the split into ``prefill_workers`` + ``decode_workers``; ``options`` go to both (a
+    conditional split's ``local_prefill_tokens`` and ``local_prefill_queue`` to the split only)."""
     n = prefill_workers + decode_workers if workers is None else workers
-    return {"colocated": ServingConfig.colocated(n, **options),
+    colocated = {k: v for k, v in options.items() if k not in ("local_prefill_tokens", "local_prefill_queue")}
+    return {"colocated": ServingConfig.colocated(n, **colocated),
             "disaggregated": ServingConfig.disaggregated(prefill_workers, decode_workers, **options)}
 
 

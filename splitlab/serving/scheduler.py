@@ -175,14 +175,13 @@ class Worker:
         owed = self.output_owed
         if self.ahead is not None:
             owed -= (steps_ended(self, t, inclusive) - self.ahead_done) * self.ahead_n
-        return owed if self.role == "decode" else self.prompt_owed + owed
+        return self.prompt_owed + owed  # a decode worker owes prompt tokens only for local prefills
 
     def enqueue(self, r: Request, front: bool = False) -> None:
         """Take ``r`` into the queue (``front``: ahead of the others, for a request served again)."""
         (self.queue.appendleft if front else self.queue.append)(r)
-        if self.role != "decode":
-            self.prompt_owed += r.prompt_len + max(0, len(r.output) - 1)
-        if self.role == "colocated":
+        self.prompt_owed += r.prompt_len + max(0, len(r.output) - 1)  # a decode worker: a local prefill
+        if self.role != "prefill":
             self.output_owed += r.max_new_tokens - len(r.output)
 
     def memory_need(self, r: Request) -> int:
@@ -228,8 +227,9 @@ def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
             w.batch.slots.append(w.joining.popleft())
             plan.joined.append(w.batch.slots[-1])
         w.capped += bool(w.joining)  # received caches, their memory held, that the cap keeps out of the batch
-        plan.decode = list(w.batch.slots)
-        return plan
+        if not (w.queue or w.prefilling):  # else local prefills (.conditional): planned as a colocated worker's
+            plan.decode = list(w.batch.slots)
+            return plan
     if w.role == "prefill" or cfg.policy == "prefill-first" or (cfg.policy == "decode-first" and not w.batch.slots):
         new = _admit(w, cfg, cfg.max_prefill_tokens, plan) if w.queue else None
         if new:
