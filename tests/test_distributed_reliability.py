@@ -108,13 +108,16 @@ def _as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _catches_sigint(pid: int) -> bool | None:
-    """Whether process ``pid`` has a SIGINT handler (Linux: /proc/<pid>/status SigCgt; None elsewhere)."""
+def _takes_sigint(pid: int) -> bool | None:
+    """Whether process ``pid`` would act on a SIGINT: it has a handler, or holds the signal blocked (while
+    :func:`~splitlab.transfer.spawn._start` creates the workers, SIGINT is ignored and blocked: held, then raised).
+    Linux: /proc/<pid>/status (SigCgt, SigBlk of the main thread); None elsewhere."""
     status = Path(f"/proc/{pid}/status")
     if not status.exists():
         return None
     fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-    return bool(int(fields["SigCgt"], 16) & (1 << (signal.SIGINT - 1)))
+    bit = 1 << (signal.SIGINT - 1)
+    return bool((int(fields["SigCgt"], 16) | int(fields["SigBlk"], 16)) & bit)
 
 
 @pytest.mark.parametrize("after_s, runner_sigint", [(0.0, signal.SIG_IGN), (1.0, signal.default_int_handler)],
@@ -141,7 +144,7 @@ def test_a_ctrl_c_stops_a_distributed_run_at_once_without_tracebacks(tmp_path, a
         while time.time() < deadline and "starting 2 worker processes" not in log.read_text() and proc.poll() is None:
             time.sleep(0.2)
         assert "starting 2 worker processes" in log.read_text(), log.read_text()
-        assert _catches_sigint(proc.pid) is not False, "the run was started with SIGINT ignored"
+        assert _takes_sigint(proc.pid) is not False, "the run was started with SIGINT ignored"
         time.sleep(after_s)  # 0: the children are being created; 1: they are importing torch
         t0 = time.time()
         os.killpg(proc.pid, signal.SIGINT)
