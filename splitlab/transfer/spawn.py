@@ -3,9 +3,9 @@ under :class:`~splitlab.transfer.peer.Peer` and the distributed serving back end
 
 Every worker checks in at the rendezvous store first, so that a missing one is named; the group then forms
 within the join window (``join_timeout_s``) and every send and receive after that has ``timeout_s``. Children
-ignore SIGINT from the moment they exist (a Ctrl-C in a terminal reaches every process of the group; each child
-used to print a ``KeyboardInterrupt`` traceback from the middle of importing torch): the parent stops them, on any
-failure or interrupt while they start and in :meth:`~.group.Group.close`. A script without an
+hold SIGINT blocked from the moment they exist, then ignore it (a Ctrl-C in a terminal reaches every process of
+the group; each child used to print a ``KeyboardInterrupt`` traceback from the middle of importing torch): the
+parent stops them, on any failure or interrupt while they start and in :meth:`~.group.Group.close`. A script without an
 ``if __name__ == "__main__":`` guard (each spawned process imports it again) is named in one line, not a traceback
 wall followed by a join timeout.
 """
@@ -19,12 +19,12 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from multiprocessing import resource_tracker
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from multiprocessing import resource_tracker
 
 from ..common.faults import obey
 from ..common.threads import check_threads
