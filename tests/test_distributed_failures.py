@@ -79,12 +79,13 @@ def test_a_killed_decode_worker_s_request_completes_on_the_other_one(lm):
     reqs = serving.make_workload("chat", 4, rate_per_s=20, model=lm, seed=3, scale=0.05)
     victim = reqs[0].id
     reference = serving.reference_tokens(lm, reqs)
-    t0 = time.time()
     with serving.DistributedBackend("tiny", timeout_s=20) as b:
+        b.prepare(3)  # started first: at load 20 starting workers alone took over a minute
+        t0 = time.time()
         res = serving.run(reqs, ServingConfig.disaggregated(1, 2), b,
                           faults=KillWorker("D0", "step", after=2, request=victim))
         codes = b.close()
-    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s)
+    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s, starting the workers included)
     by_id = {r.id: r for r in res.requests}
     assert all(r.state == serving.State.FINISHED for r in res.requests)
     assert by_id[victim].decode_worker == "D1" and by_id[victim].retries == 1
@@ -95,13 +96,14 @@ def test_a_killed_decode_worker_s_request_completes_on_the_other_one(lm):
 
 def test_a_silent_worker_is_lost_after_the_timeout_and_its_requests_are_served_elsewhere(lm):
     reqs = serving.make_workload("chat", 3, rate_per_s=20, model=lm, seed=4, scale=0.05)
-    t0 = time.time()
     # 3 workers: the group forms in the join window, not in timeout_s; every step of the healthy workers answers
     # within 15 s even on a loaded machine (at 2 s, 13 of 24 requests failed at load 12: test_queueing_is_not_a_stall)
-    with serving.DistributedBackend("tiny", timeout_s=15, join_timeout_s=120) as b:
+    with serving.DistributedBackend("tiny", timeout_s=15) as b:
+        b.prepare(3)  # started first: at load 20 starting workers alone took over a minute
+        t0 = time.time()
         res = serving.run(reqs, ServingConfig.disaggregated(2, 1), b,
                           faults=KillWorker("P0", "step", request=reqs[0].id, hang=True))
-    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s)
+    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s, starting the workers included)
     assert all(r.state == serving.State.FINISHED for r in res.requests)
     assert any("P0 lost" in n and "no answer for 15 s" in n for n in res.notes)
     assert {r.prefill_worker for r in res.requests} == {"P1"}
