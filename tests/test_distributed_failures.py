@@ -31,7 +31,7 @@ def test_joining_a_group_whose_rank_0_never_comes_times_out(monkeypatch):
     t0 = time.time()
     with pytest.raises(PeerJoinTimeout, match=r"rank 1: the group of 2 did not form within 1.5 s \(the join window\)"):
         join_from_env(timeout_s=1.5, join_timeout_s=1.5)
-    assert time.time() - t0 < 12
+    assert time.time() - t0 < 60  # 1.5 s plus trying to connect (seconds on a loaded machine): no hang
 
 
 def test_join_from_env_says_what_is_missing(monkeypatch):
@@ -42,13 +42,13 @@ def test_join_from_env_says_what_is_missing(monkeypatch):
 
 def test_a_peer_that_dies_mid_exchange_is_reported_not_waited_for(lm):
     cache = sl.prefill(lm, [[1, 2, 3, 4]]).cache
-    peer = Peer(timeout_s=20, fault=KillWorker("peer", "op", after=2)).start()
+    peer = Peer(timeout_s=120, fault=KillWorker("peer", "op", after=2)).start()
     try:
         peer.transfer(cache)
         t0 = time.time()
         with pytest.raises(WorkerDied, match="exited with code 17"):
             peer.transfer(cache)
-        assert time.time() - t0 < 10
+        assert time.time() - t0 < 60  # seen when the child exits, not after the timeout (120 s)
         with pytest.raises(PeerBroken, match="this peer is broken .*WorkerDied"):
             peer.transfer(cache)  # refused here, not sent to a child that is gone
     finally:
@@ -57,7 +57,7 @@ def test_a_peer_that_dies_mid_exchange_is_reported_not_waited_for(lm):
 
 def test_a_peer_that_times_out_is_broken_and_bad_arguments_never_reach_the_child(lm):
     cache = sl.prefill(lm, [[1, 2, 3, 4]]).cache
-    with Peer(timeout_s=5, fault=KillWorker("peer", "op", after=2, hang=True)) as peer:
+    with Peer(timeout_s=15, fault=KillWorker("peer", "op", after=2, hang=True)) as peer:  # the good op: 15 s
         for bad, error in ((dict(mode="bytewise"), ValueError), (dict(segments="all"), ValueError),
                            (dict(model=3), TypeError)):
             with pytest.raises(error):
@@ -79,12 +79,13 @@ def test_a_killed_decode_worker_s_request_completes_on_the_other_one(lm):
     reqs = serving.make_workload("chat", 4, rate_per_s=20, model=lm, seed=3, scale=0.05)
     victim = reqs[0].id
     reference = serving.reference_tokens(lm, reqs)
-    t0 = time.time()
     with serving.DistributedBackend("tiny", timeout_s=20) as b:
+        b.prepare(3)  # started first: at load 20 starting workers alone took over a minute
+        t0 = time.time()
         res = serving.run(reqs, ServingConfig.disaggregated(1, 2), b,
                           faults=KillWorker("D0", "step", after=2, request=victim))
         codes = b.close()
-    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s)
+    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s, starting the workers included)
     by_id = {r.id: r for r in res.requests}
     assert all(r.state == serving.State.FINISHED for r in res.requests)
     assert by_id[victim].decode_worker == "D1" and by_id[victim].retries == 1
@@ -95,13 +96,16 @@ def test_a_killed_decode_worker_s_request_completes_on_the_other_one(lm):
 
 def test_a_silent_worker_is_lost_after_the_timeout_and_its_requests_are_served_elsewhere(lm):
     reqs = serving.make_workload("chat", 3, rate_per_s=20, model=lm, seed=4, scale=0.05)
-    t0 = time.time()
-    with serving.DistributedBackend("tiny", timeout_s=5, join_timeout_s=120) as b:  # 3 workers: the group forms
-        res = serving.run(reqs, ServingConfig.disaggregated(2, 1), b,                 # in the join window, not in 5 s
+    # 3 workers: the group forms in the join window, not in timeout_s; every step of the healthy workers answers
+    # within 15 s even on a loaded machine (at 2 s, 13 of 24 requests failed at load 12: test_queueing_is_not_a_stall)
+    with serving.DistributedBackend("tiny", timeout_s=15) as b:
+        b.prepare(3)  # started first: at load 20 starting workers alone took over a minute
+        t0 = time.time()
+        res = serving.run(reqs, ServingConfig.disaggregated(2, 1), b,
                           faults=KillWorker("P0", "step", request=reqs[0].id, hang=True))
-    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s)
+    assert time.time() - t0 < 150  # no hang (a loaded 2-core machine took 66 s, starting the workers included)
     assert all(r.state == serving.State.FINISHED for r in res.requests)
-    assert any("P0 lost" in n and "no answer for 5 s" in n for n in res.notes)
+    assert any("P0 lost" in n and "no answer for 15 s" in n for n in res.notes)
     assert {r.prefill_worker for r in res.requests} == {"P1"}
 
 

@@ -44,6 +44,14 @@ def test_the_group_forms_within_the_join_window_and_sends_keep_the_short_timeout
         group.close()
 
 
+def test_the_default_join_windows_allow_for_a_busy_machine():
+    """At load 17-21 on 2 cores, workers importing torch missed the 60 s default join window (12 of 20 distributed
+    tests failed with 'did not join / get ready within 60 s'); a healthy start goes on as soon as they joined."""
+    assert Peer().options["join_timeout_s"] == 300
+    assert serving.DistributedBackend("tiny").join_timeout_s == 300
+    assert serving.DistributedBackend("tiny", timeout_s=200).join_timeout_s == 400  # 2 x timeout_s when longer
+
+
 @pytest.mark.parametrize("make", [lambda: Peer(timeout_s=1e15), lambda: Peer(join_timeout_s=1e308),
                                   lambda: serving.DistributedBackend("tiny", timeout_s=1e15),
                                   lambda: make_store(timeout_s=1e14),
@@ -100,32 +108,91 @@ def test_a_script_read_from_stdin_is_refused_before_a_process_starts():
     assert "FileNotFoundError" not in done.stderr
 
 
-@pytest.mark.xfail(strict=False, reason="known, issue 18 open: in fresh clones whose test suites ran side by side "
-                   "(load 4-8) the SIGINT was lost and the run finished with exit 0, at 0 s and at 1 s; it passes run "
-                   "alone and beside one CPU hog. Cause not found yet")
-@pytest.mark.parametrize("after_s", [0.0, 1.0])
-def test_a_ctrl_c_stops_a_distributed_run_at_once_without_tracebacks(tmp_path, after_s):
+def test_a_ctrl_c_while_the_workers_are_created_is_held_and_raised(tmp_path):
+    """A Ctrl-C that reaches the process (here from another thread, as the kernel may hand it to any thread that
+    does not block it) while the children are created: KeyboardInterrupt once they exist, every child stopped. It
+    was lost twice over: SIGINT was ignored meanwhile and blocked only in the main thread (the rendezvous store's
+    threads took it and dropped it), and the resource tracker's first start lifted that block (2 of 6 runs at 0 s
+    under load 17-21 ran to the end with exit 0)."""
+    done = _run("""
+        import os, signal, sys, threading, time
+        from splitlab.transfer import spawn
+
+        def with_a_ctrl_c(real):
+            def start(*args, **kwargs):
+                ctx = real(*args, **kwargs)
+                sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT))
+                sender.start()
+                sender.join()
+                time.sleep(0.5)
+                return ctx
+            return start
+
+        if __name__ == "__main__":
+            spawn.mp.start_processes = with_a_ctrl_c(spawn.mp.start_processes)
+            try:
+                spawn.spawn_group(print, 2, join_timeout_s=600).close()
+                print("not interrupted")
+            except KeyboardInterrupt:
+                print("KeyboardInterrupt; children alive:", len(__import__("multiprocessing").active_children()))
+    """, tmp_path)
+    assert "KeyboardInterrupt; children alive: 0" in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+def _as_in_a_terminal() -> None:
+    """In the child before it runs Python: SIGINT back to its default, as in a terminal's foreground job. A test
+    runner started in the background (``python -m pytest &`` from a script: a shell without job control) ignores
+    SIGINT, every process it starts inherits the ignoring, and Python then installs no KeyboardInterrupt handler:
+    the run never saw the Ctrl-C and finished with exit 0 (issue 18, the "lost" SIGINT of side-by-side suites)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _takes_sigint(pid: int) -> bool | None:
+    """Whether process ``pid`` would act on a SIGINT: it has a handler, or holds the signal blocked (while
+    :func:`~splitlab.transfer.spawn._start` creates the workers, SIGINT is ignored and blocked: held, then raised).
+    Linux: /proc/<pid>/status (SigCgt, SigBlk of the main thread); None elsewhere."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        return None
+    fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+    bit = 1 << (signal.SIGINT - 1)
+    return bool((int(fields["SigCgt"], 16) | int(fields["SigBlk"], 16)) & bit)
+
+
+@pytest.mark.parametrize("after_s, runner_sigint", [(0.0, signal.SIG_IGN), (1.0, signal.default_int_handler)],
+                         ids=["0s-runner-ignores-sigint", "1s"])
+def test_a_ctrl_c_stops_a_distributed_run_at_once_without_tracebacks(tmp_path, after_s, runner_sigint):
     """SIGINT to the whole process group (a Ctrl-C in a terminal) while the workers are created (0 s: on a busy
     machine that took seconds, and the Ctrl-C was lost: the run went on to the end) or import torch (1 s): exit
-    130, 'interrupted', no KeyboardInterrupt traceback from any child, and no wait for the children at exit."""
+    130, 'interrupted', no KeyboardInterrupt traceback from any child, and no wait for the children at exit.
+    At 0 s the test runner itself ignores SIGINT, as one started in the background does: the run is started as a
+    terminal starts it (:func:`_as_in_a_terminal`), else it inherits the ignoring and finishes with exit 0."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     log = tmp_path / "stderr.txt"
-    with open(log, "w") as err_file:
-        proc = subprocess.Popen([sys.executable, "-m", "splitlab", "serve", "--backend", "distributed", "--layout",
-                                 "disaggregated", "--requests", "40", "--rate", "4"], stdout=subprocess.DEVNULL,
-                                stderr=err_file, env=env, start_new_session=True)
-        try:
-            deadline = time.time() + 180
-            while time.time() < deadline and "starting 2 worker processes" not in log.read_text():
-                time.sleep(0.2)
-            time.sleep(after_s)  # 0: the children are being created; 1: they are importing torch
-            t0 = time.time()
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=120)
-            took = time.time() - t0
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+    old = signal.signal(signal.SIGINT, runner_sigint)
+    try:
+        with open(log, "w") as err_file:
+            proc = subprocess.Popen([sys.executable, "-m", "splitlab", "serve", "--backend", "distributed",
+                                     "--layout", "disaggregated", "--requests", "40", "--rate", "4"],
+                                    stdout=subprocess.DEVNULL, stderr=err_file, env=env, start_new_session=True,
+                                    preexec_fn=_as_in_a_terminal)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    try:
+        deadline = time.time() + 300  # the line comes after Python installed its SIGINT handler
+        while time.time() < deadline and "starting 2 worker processes" not in log.read_text() and proc.poll() is None:
+            time.sleep(0.2)
+        assert "starting 2 worker processes" in log.read_text(), log.read_text()
+        assert _takes_sigint(proc.pid) is not False, "the run was started with SIGINT ignored"
+        time.sleep(after_s)  # 0: the children are being created; 1: they are importing torch
+        t0 = time.time()
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=300)
+        took = time.time() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     time.sleep(2.0)  # anything a child still had to say
     err = log.read_text()
     assert proc.returncode == 130, err

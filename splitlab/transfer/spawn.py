@@ -3,9 +3,9 @@ under :class:`~splitlab.transfer.peer.Peer` and the distributed serving back end
 
 Every worker checks in at the rendezvous store first, so that a missing one is named; the group then forms
 within the join window (``join_timeout_s``) and every send and receive after that has ``timeout_s``. Children
-ignore SIGINT from the moment they exist (a Ctrl-C in a terminal reaches every process of the group; each child
-used to print a ``KeyboardInterrupt`` traceback from the middle of importing torch): the parent stops them, on any
-failure or interrupt while they start and in :meth:`~.group.Group.close`. A script without an
+hold SIGINT blocked from the moment they exist, then ignore it (a Ctrl-C in a terminal reaches every process of
+the group; each child used to print a ``KeyboardInterrupt`` traceback from the middle of importing torch): the
+parent stops them, on any failure or interrupt while they start and in :meth:`~.group.Group.close`. A script without an
 ``if __name__ == "__main__":`` guard (each spawned process imports it again) is named in one line, not a traceback
 wall followed by a join timeout.
 """
@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from multiprocessing import resource_tracker
 from typing import Callable
 
 import torch
@@ -106,31 +107,42 @@ def _check_spawnable() -> None:
 
 
 def _start(n_workers: int, args: tuple):
-    """``torch.multiprocessing.start_processes`` with SIGINT ignored and blocked while the children are created:
-    they inherit the ignoring and keep it (:func:`_child`), so a Ctrl-C while they import torch stops
-    nobody half-way with a traceback. A Ctrl-C that came meanwhile was held, not lost: it reaches the parent as
-    soon as the block is lifted, and the parent stops the children and passes it on (it had been ignored, and on a
-    busy machine creating the children took seconds). Daemonic: a parent that exits without closing its group (an
-    interrupt at any point) terminates its children instead of waiting for them, which would wait for work."""
+    """``torch.multiprocessing.start_processes`` with SIGINT blocked in this thread while the children are created:
+    they are born with it blocked (the mask survives fork and exec) and ignore it before they lift the block
+    (:func:`_child`), so a Ctrl-C while they import torch stops nobody half-way with a traceback. Meanwhile this
+    process holds a Ctrl-C (a handler that notes it, whichever thread the kernel hands it to) and, once the children
+    exist, passes it to the caller's handler (KeyboardInterrupt: the children are stopped first).
+
+    SIGINT is not ignored here meanwhile: a signal sent to the process goes to a thread that does not block it (the
+    rendezvous store's threads do not), and an ignored one is dropped; and the resource tracker of
+    :mod:`multiprocessing`, when it starts (at the first child of a process), lifts this thread's block of SIGINT
+    (bpo-33613), so it is started first. Either way the Ctrl-C was lost (the run went on to the end, exit 0) when it
+    came while children were created: seconds on a busy machine. Daemonic: a parent that exits without closing its
+    group (an interrupt at any point) terminates its children instead of waiting for them, which would wait for work.
+    """
     start = lambda: mp.start_processes(_child, args=args, nprocs=n_workers, join=False, daemon=True,  # noqa: E731
                                        start_method="spawn")
-    if threading.current_thread() is not threading.main_thread():
+    old = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or old is None:  # no handler we could put back
         return start()
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # Linux keeps a blocked signal pending, ignored or not
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what the children inherit (a mask may not reach them)
+    resource_tracker.ensure_running()  # started later, it would unblock SIGINT in this thread half-way
+    held = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         ctx = start()
-    except BaseException:
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one pending here is held now
         signal.signal(signal.SIGINT, old)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        raise
-    try:
-        signal.signal(signal.SIGINT, old)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a held Ctrl-C is raised here
-        return ctx
-    except BaseException:
-        _stop(ctx)
-        raise
+    if held and old != signal.SIG_IGN:
+        try:
+            if old == signal.SIG_DFL:  # the process dies of it: leave no child behind
+                _stop(ctx)
+            signal.raise_signal(signal.SIGINT)  # the caller's handler: Python's raises KeyboardInterrupt here
+        except BaseException:
+            _stop(ctx)
+            raise
+    return ctx
 
 
 def _stop(ctx) -> None:

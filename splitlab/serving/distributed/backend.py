@@ -42,8 +42,8 @@ class DistributedBackend:
         device: "cpu" or "cuda" (worker i uses GPU i mod count; KV then goes over NCCL, control over gloo).
         timeout_s: limit of every exchange with a worker (and of its send/recv operations), in seconds.
         join_timeout_s: how long workers may take to start, join and load the model (default: 2 x timeout_s, at
-            least 60 s: starting processes and loading models takes seconds on a busy machine). Both at most a week
-            (:func:`splitlab.common.timeouts.check_timeout`).
+            least 300 s: starting processes and loading models takes a minute or more on a busy machine). Both at
+            most a week (:func:`splitlab.common.timeouts.check_timeout`).
         threads: torch threads per worker. group: an existing group in which this process is rank 0 (torchrun).
         say: None, or a function called with one line per stage of starting the workers (e.g. ``print``; the
             CLI prints them on stderr): starting them takes seconds, tens of seconds on a busy machine.
