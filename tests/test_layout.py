@@ -137,7 +137,7 @@ assert not heavy, f"imported {heavy}"
 
 
 def test_model_free_parts_do_not_import_torch():
-    out = subprocess.run([sys.executable, "-c", MODEL_FREE], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run([sys.executable, "-c", MODEL_FREE], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
 
 
@@ -145,7 +145,7 @@ def test_model_free_parts_do_not_import_torch():
 def test_importing_a_part_is_cheap(part):
     """A part's ``__init__`` stays light: importing it alone does not load torch unless the part needs a model."""
     code = f"import sys, splitlab.{part}; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     needs_torch = part in {"kvcache"}
     assert out.stdout.strip() == str(needs_torch), f"splitlab.{part} imported torch: {out.stdout}"
