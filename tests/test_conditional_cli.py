@@ -33,7 +33,10 @@ def test_planner_ranks_conditional_contenders_and_threshold_zero_is_the_plain_sp
     names = [c.name for c in p.candidates]
     assert "1P+1D" in names and "1P+1D (local if prompt <= 0)" in names and len(names) == 1 + 3
     by = {c.name: c for c in p.candidates}
-    assert by["1P+1D (local if prompt <= 0)"].goodput_rps_per_worker == by["1P+1D"].goodput_rps_per_worker
+    # the same runs at every rate; the two searches start apart (the planner's second search of a 1P+1D starts from
+    # what the first learned), so their bisections stop at most about the search's tolerance (3%) apart
+    assert by["1P+1D (local if prompt <= 0)"].goodput_rps_per_worker == pytest.approx(
+        by["1P+1D"].goodput_rps_per_worker, rel=2 * 0.03)
     cond = [c for c in p.candidates if c.config.conditional]
     assert all(c.to_json()["local_prefill_tokens"] == c.config.local_prefill_tokens for c in cond)
 

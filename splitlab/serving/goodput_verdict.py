@@ -105,8 +105,11 @@ class Verdict:
         return self.decided is not None
 
     def misses(self) -> dict[str, int]:
-        """Known misses by the SLO missed (the keys of :func:`~.metrics.slo_misses`), read after the run."""
-        out = dict(unfinished=0, ttft=0, ttst=0, tpot=0)
+        """Known misses by the SLO missed (the keys of :func:`~.metrics.slo_misses`, ``transfer`` among them), read
+        after the run."""
+        out = dict(unfinished=0, ttft=0, ttst=0, tpot=0, transfer=0)
         for r in self.missed.values():
-            out[late_slo(r, *self.slos)] += 1
+            slo = late_slo(r, *self.slos)
+            out[slo] += 1
+            out["transfer"] += M.transfer_caused(r, slo, *self.slos)
         return out

@@ -42,11 +42,12 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .metric_arrays import columns, miss_masks, per_request
 from .request import Request, State
 
-__all__ = ["ttft_s", "ttst_s", "tpot_s", "e2e_s", "itl_s", "link_s", "slo_misses", "percentiles", "meets_slo", "slo_attainment",
-           "throughput",
-           "goodput", "request_table", "summarize", "DEFAULT_TTFT_SLO_S", "DEFAULT_TPOT_SLO_S"]
+__all__ = ["ttft_s", "ttst_s", "tpot_s", "e2e_s", "itl_s", "link_s", "slo_misses", "transfer_caused", "percentiles",
+           "meets_slo", "slo_attainment", "throughput", "goodput", "request_table", "summarize", "DEFAULT_TTFT_SLO_S",
+           "DEFAULT_TPOT_SLO_S"]
 
 DEFAULT_TTFT_SLO_S = 1.0   # generous defaults for the tiny model on a laptop CPU; pass your own
 DEFAULT_TPOT_SLO_S = 0.1
@@ -129,45 +130,6 @@ def _miss(r: Request, ttft_slo_s: float | None, tpot_slo_s: float | None) -> str
     return None
 
 
-def _columns(requests: Sequence[Request]) -> dict[str, np.ndarray]:
-    """What the metrics read of each request, as arrays in request order (one pass of Python over the requests,
-    then numpy): ``finished`` (bool), ``tokens`` (token times), ``output`` (tokens), ``prompt``, ``arrival``, ``first``,
-    ``second``, ``last`` (token times, NaN where there is none) and ``finish`` (``finish_s``, NaN where None), s."""
-    finished = State.FINISHED
-    rows = [(r.state == finished, len(tt), len(r.output), len(r.prompt), r.arrival_s, tt[0] if tt else NAN,
-             tt[1] if len(tt) > 1 else NAN, tt[-1] if tt else NAN, NAN if r.finish_s is None else r.finish_s)
-            for r in requests for tt in (r.token_times_s,)]
-    a = np.array(rows, dtype=float).reshape(len(rows), 9)
-    return dict(finished=a[:, 0] == 1, tokens=a[:, 1].astype(np.int64), output=a[:, 2].astype(np.int64),
-                prompt=a[:, 3].astype(np.int64), arrival=a[:, 4], first=a[:, 5], second=a[:, 6], last=a[:, 7],
-                finish=a[:, 8])
-
-
-def _per_request(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """TTFT, TTST, TPOT and E2E of every request of :func:`_columns` (s; NaN where :func:`ttft_s` and the others
-    give NaN), by the same float operations as those functions."""
-    n, done = c["tokens"], c["finished"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(done & (n > 1), (c["last"] - c["first"]) / (n - 1), NAN)
-    return dict(ttft=c["first"] - c["arrival"], ttst=c["second"] - c["arrival"], tpot=tpot,
-                e2e=np.where(done, c["last"] - c["arrival"], NAN))
-
-
-def _misses(c: dict[str, np.ndarray], ttft_slo_s: float | None, tpot_slo_s: float | None) -> dict[str, np.ndarray]:
-    """Per request, the first SLO it misses, as disjoint masks (the order of :func:`_miss`)."""
-    m, left = _per_request(c), c["finished"].copy()
-    out = dict(unfinished=~left, ttft=np.zeros_like(left), ttst=np.zeros_like(left), tpot=np.zeros_like(left))
-    if ttft_slo_s is not None:
-        out["ttft"] = left & ~(m["ttft"] <= ttft_slo_s)
-        left &= ~out["ttft"]
-        if tpot_slo_s is not None:
-            out["ttst"] = left & (c["tokens"] > 1) & ~(m["ttst"] <= ttft_slo_s + tpot_slo_s)
-            left &= ~out["ttst"]
-    if tpot_slo_s is not None:
-        out["tpot"] = left & ~(np.isnan(m["tpot"]) | (m["tpot"] <= tpot_slo_s))
-    return out
-
-
 def slo_misses(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s: float | None) -> dict[str, int]:
     """How many requests miss each SLO, each counted once under the first it misses in the order unfinished
     (rejected, failed), ttft, ttst (the second token later than TTFT SLO + TPOT SLO), tpot; and ``transfer``: of
@@ -178,15 +140,21 @@ def slo_misses(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s
         ValueError: an SLO that is not a time > 0.
     """
     _check_slos(ttft_slo_s, tpot_slo_s)
-    masks = _misses(_columns(requests), ttft_slo_s, tpot_slo_s)
+    masks = miss_masks(columns(requests), ttft_slo_s, tpot_slo_s)
     out = {k: int(v.sum()) for k, v in masks.items()}
-    out["transfer"] = 0
-    if out["ttft"] or out["ttst"]:  # the hand-off's share: only the requests that missed TTFT or TTST are read
-        for r, ttft, ttst in zip(requests, masks["ttft"], masks["ttst"]):
-            if (ttft or ttst) and r.transfer_end_s is not None:
-                out["transfer"] += (ttft_s(r) - link_s(r) <= ttft_slo_s if ttft
-                                    else ttst_s(r) - link_s(r) <= ttft_slo_s + tpot_slo_s)
+    out["transfer"] = sum(transfer_caused(r, "ttft" if a else "ttst", ttft_slo_s, tpot_slo_s)
+                          for r, a, b in zip(requests, masks["ttft"], masks["ttst"]) if a or b)
     return out
+
+
+def transfer_caused(r: Request, miss: str, ttft_slo_s: float, tpot_slo_s: float | None) -> bool:
+    """Whether ``r``'s ``miss`` ("ttft" or "ttst") is the KV hand-off's: ``r`` would have met that bound without
+    its :func:`link_s` (False for any other miss, or without a hand-off)."""
+    if r.transfer_end_s is None or miss not in ("ttft", "ttst"):
+        return False
+    if miss == "ttft":
+        return ttft_s(r) - link_s(r) <= ttft_slo_s
+    return ttst_s(r) - link_s(r) <= ttft_slo_s + tpot_slo_s
 
 
 def slo_attainment(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s: float | None) -> float:
@@ -198,11 +166,11 @@ def slo_attainment(requests: Sequence[Request], ttft_slo_s: float | None, tpot_s
     _check_slos(ttft_slo_s, tpot_slo_s)
     if not requests:
         return NAN
-    return _attainment(_columns(requests), ttft_slo_s, tpot_slo_s)
+    return _attainment(columns(requests), ttft_slo_s, tpot_slo_s)
 
 
 def _attainment(c: dict[str, np.ndarray], ttft_slo_s: float | None, tpot_slo_s: float | None) -> float:
-    missed = sum(_misses(c, ttft_slo_s, tpot_slo_s).values())
+    missed = sum(miss_masks(c, ttft_slo_s, tpot_slo_s).values())
     return int(missed.size - np.count_nonzero(missed)) / missed.size
 
 
@@ -217,7 +185,7 @@ def throughput(requests: Sequence[Request], n_workers: int = 1) -> dict[str, flo
     """
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
-    return _throughput(_columns(requests), n_workers)
+    return _throughput(columns(requests), n_workers)
 
 
 def _throughput(c: dict[str, np.ndarray], n_workers: int) -> dict[str, float]:
@@ -290,7 +258,7 @@ def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float
     """All metrics of a run as one JSON-friendly dict: submitted, completed, rejected, failed, ``ttft_s``,
     ``tpot_s``, ``itl_s``, ``e2e_s`` (each ``{p50, p90, p99, mean}``), slo_attainment (with the SLOs used), the
     :func:`throughput` fields and n_workers; ``ttst_s`` (time to second token) too. Computed with numpy over
-    arrays of the requests' times (:func:`_columns`), the same floats as the per-request functions give.
+    arrays of the requests' times (:func:`.metric_arrays.columns`), the same floats as the per-request functions give.
 
     Raises:
         ValueError: an SLO that is not a time > 0; n_workers < 1.
@@ -298,8 +266,8 @@ def summarize(requests: Sequence[Request], n_workers: int = 1, ttft_slo_s: float
     _check_slos(ttft_slo_s, tpot_slo_s)
     if n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
-    c = _columns(requests)
-    done, m = c["finished"], _per_request(c)
+    c = columns(requests)
+    done, m = c["finished"], per_request(c)
     completed = [r for r, d in zip(requests, done.tolist()) if d]
     states = [r.state for r in requests]
     return dict(submitted=len(requests), completed=len(completed),
