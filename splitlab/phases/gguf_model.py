@@ -35,11 +35,11 @@ def converted(spec: OfflineModel, gguf: Path) -> Path:
     target = converted_dir(spec, gguf)
     if is_converted(target):
         return target
-    from filelock import FileLock, Timeout
+    from filelock import Timeout
     lock = str(target) + ".lock"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(lock, timeout=900):
+        with _waiting_lock(lock, f"another process is converting {gguf.name} into {target.parent}"):
             if is_converted(target):  # another process converted it while this one waited
                 return target
             for stale in target.parent.glob(f".{target.name}.tmp-*"):  # left by a killed conversion
@@ -59,6 +59,26 @@ def converted(spec: OfflineModel, gguf: Path) -> Path:
         raise ModelLoadError(f"could not write the weights converted from {gguf.name} to {target.parent} "
                              f"({type(err).__name__}: {err}); set SPLITLAB_CACHE to a writable folder") from None
     return target
+
+
+@contextlib.contextmanager
+def _waiting_lock(path: str, holder: str, timeout_s: float = 900):
+    """``path``'s file lock held while the block runs; when another process holds it, a line on stderr says whose
+    turn it is before waiting (the second process sat silent for the minutes the first one took).
+
+    Raises:
+        filelock.Timeout: not acquired within ``timeout_s``."""
+    from filelock import FileLock, Timeout
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"splitlab: {holder}: waiting for it (at most {timeout_s / 60:.0f} minutes)", file=sys.stderr, flush=True)
+        lock.acquire(timeout=timeout_s)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _remove_damaged(target: Path) -> None:

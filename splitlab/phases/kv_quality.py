@@ -18,7 +18,7 @@ quantized. On random weights the distributions are nearly flat and the compariso
 from __future__ import annotations
 
 import numbers
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -40,7 +40,7 @@ def kv_quant_quality(lm: LoadedModel, prompts: Sequence[Sequence[int]], n_tokens
         prompts: token id lists (e.g. ``lm.encode_chat(question)``), at least one (or what
             :func:`~splitlab.phases.inputs.as_token_batch` takes: texts, arrays).
         n_tokens: tokens generated per prompt (>= 2: the first comes from the prefill).
-        schemes: names from :data:`splitlab.kvcache.quant.SCHEMES`.
+        schemes: names from :data:`splitlab.kvcache.quant.SCHEMES` (one row each: a repeated name counts once).
 
     Returns:
         Columns ``scheme``; ``kv_bytes`` (the prompts' caches, summed) and ``bytes_ratio`` (to the full-precision
@@ -49,7 +49,7 @@ def kv_quant_quality(lm: LoadedModel, prompts: Sequence[Sequence[int]], n_tokens
         (nats, per step); ``logit_err_max`` (largest absolute logit difference).
 
     Raises:
-        TypeError: ``lm`` is not a LoadedModel, ``schemes`` a string. ValueError: no prompts, ``n_tokens`` < 2, an
+        TypeError: ``lm`` is not a LoadedModel, ``schemes`` a string or not a list. ValueError: no prompts, ``n_tokens`` < 2, an
             unknown scheme, and every error of :func:`splitlab.prefill`.
     """
     require_loaded(lm, "kv_quant_quality()")
@@ -58,6 +58,9 @@ def kv_quant_quality(lm: LoadedModel, prompts: Sequence[Sequence[int]], n_tokens
     prompts = as_token_batch(lm, prompts, int(n_tokens))  # text, ids, arrays; checked against the context
     if isinstance(schemes, str):  # "int8" was the schemes 'i', 'n', 't', '8'
         raise TypeError(f"schemes must be a list of names, e.g. [{schemes!r}], got the string {schemes!r}")
+    if not isinstance(schemes, Iterable):  # None: "'NoneType' object is not iterable"
+        raise TypeError(f"schemes must be a list of names, e.g. ['int8'], got {type(schemes).__name__}")
+    schemes = list(dict.fromkeys(schemes))  # a repeated scheme was summed twice into one row: bytes_ratio doubled
     unknown = [s for s in schemes if s not in SCHEMES]
     if unknown:
         raise ValueError(f"unknown schemes {unknown}; choose from {sorted(SCHEMES)}")

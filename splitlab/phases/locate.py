@@ -5,13 +5,15 @@ client to retry an unreachable hub for half a minute, in every process that trie
 command line checks a name before importing torch."""
 from __future__ import annotations
 
+import difflib
 import os
 import threading
 from pathlib import Path
 
 from ..common.presets import list_presets
 from .tokenizer import ModelLoadError
-from .trained import converted_dir, find_gguf, in_hub_cache, is_converted, missing_message, offline_model
+from .trained import (OFFLINE_MODELS, converted_dir, find_gguf, in_hub_cache, is_converted, missing_message,
+                      offline_model)
 
 __all__ = ["ModelNotFound", "check_loadable"]
 
@@ -25,7 +27,23 @@ def check_loadable(name: str) -> None:
     path that does not exist or is a file, an entry of the sizing table (a datasheet, not weights), or a hub name
     that is not in the local cache while the hub cannot be reached (offline mode, or its host does not resolve);
     for a model with an offline source (``smollm2-135m-instruct``), none of its sources here either."""
-    presets = ", ".join(list_presets())
+    try:
+        _check(name)
+    except ModelNotFound as err:
+        near = _nearest(name)  # 'SmolLM2-135M-Instruct', a typo: the name meant, which the lists lacked
+        raise ModelNotFound(f"did you mean {near!r}? {err}" if near else str(err)) from None
+
+
+def _nearest(name: str) -> str | None:
+    """The preset or trained model's name (short or hub) closest to ``name``, ignoring case; None if none is."""
+    names = {n.lower(): n for n in [*list_presets(), *OFFLINE_MODELS, *(m.hub_name for m in OFFLINE_MODELS.values())]}
+    near = difflib.get_close_matches(name.strip().lower(), list(names), n=1, cutoff=0.85)
+    from ..sizing import PUBLISHED_MODELS  # a sizing-table entry is told to use kv-size instead
+    return names[near[0]] if near and name not in PUBLISHED_MODELS else None
+
+
+def _check(name: str) -> None:
+    presets = f"{', '.join(list_presets())}; trained: {', '.join(OFFLINE_MODELS)}"
     if name in list_presets() or Path(name).expanduser().is_dir():
         return
     spec = offline_model(name)

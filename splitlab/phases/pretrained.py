@@ -13,11 +13,11 @@ import transformers
 from safetensors import SafetensorError
 
 from ..common.presets import list_presets
-from .attention import attention_for
+from .attention import attention_for, causal_lm_class, unusable
 from .gguf_model import converted
 from .locate import ModelNotFound, check_loadable
 from .tokenizer import ModelLoadError, load_tokenizer
-from .trained import OfflineModel, converted_dir, find_gguf, in_hub_cache, is_converted, offline_model
+from .trained import OFFLINE_MODELS, OfflineModel, converted_dir, find_gguf, in_hub_cache, is_converted, offline_model
 
 __all__ = ["load_pretrained", "offline_source"]
 
@@ -53,8 +53,12 @@ def load_pretrained(name: str, device: torch.device, dtype: torch.dtype, attn_im
                 f"{', '.join(list_presets())}")
     path = Path(name).expanduser()
     if path.exists() and not path.is_dir():
-        raise ModelLoadError(f"could not load model {name!r}: it is a file; give the directory a model was saved to "
-                             f"with save_pretrained (config.json and weights), or {fallback}")
+        gguf = (f"a GGUF file: load_model reads GGUF only through the trained models it names "
+                f"({', '.join(OFFLINE_MODELS)}); read another with transformers.AutoModelForCausalLM."
+                f"from_pretrained(folder, gguf_file=...) and pass the model: load_model(model, tokenizer)")
+        raise ModelLoadError(f"could not load model {name!r}: it is " + (gguf if path.suffix == ".gguf" else (
+            f"a file; give the directory a model was saved to with save_pretrained (config.json and weights), "
+            f"or {fallback}")))
     if path.is_dir() and not (path / "config.json").is_file():
         raise ModelLoadError(f"could not load model {name!r}: the directory has no config.json (not a model saved "
                              f"with save_pretrained); {fallback}")
@@ -65,13 +69,16 @@ def load_pretrained(name: str, device: torch.device, dtype: torch.dtype, attn_im
                             f"{fallback}") from None
     spec = offline_model(name)
     source, dequantized_from = offline_source(spec) if spec is not None else (name, None)
+    # a converted folder whose files were edited or cut since: say which folder to delete, not "no network"
+    damaged = (f"; the files converted from {dequantized_from} before are damaged: delete {source} and load again "
+               f"to convert them anew") if dequantized_from else ""
     try:
         config = transformers.AutoConfig.from_pretrained(source)
     except OSError as err:
-        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}). Without network access or a "
-                             f"local copy, {fallback}") from None
+        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})" + (damaged or (
+            f". Without network access or a local copy, {fallback}"))) from None
     except ValueError as err:
-        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})") from None
+        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}){damaged}") from None
     attn = attention_for(config, attn_implementation, name)
     bar = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # a "Loading weights" bar per load, in every notebook cell
@@ -85,12 +92,18 @@ def load_pretrained(name: str, device: torch.device, dtype: torch.dtype, attn_im
         raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}). Without network access or a "
                              f"local copy, {fallback}") from None
     except (ValueError, ImportError, SafetensorError) as err:  # SafetensorError: a truncated weights file
-        again = (f"; the weights converted from {dequantized_from} before are damaged: delete {source} and load "
-                 f"again to convert them anew") if dequantized_from and isinstance(err, SafetensorError) else ""
-        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)}){again}") from None
+        if attn_implementation is not None and "attn_implementation" in str(err):  # a name transformers refused
+            raise unusable(name, attn, causal_lm_class(config), err) from None
+        raise ModelLoadError(f"could not load model {name!r} ({_one_line(err)})"
+                             f"{damaged if isinstance(err, SafetensorError) else ''}") from None
     finally:
         if bar:
             transformers.utils.logging.enable_progress_bar()
     model = model.to(device).eval()
     tok = tokenizer if tokenizer is not None else load_tokenizer(source, model.config.vocab_size)
+    if dequantized_from and tokenizer is None and getattr(tok, "chat_template", None) is None:
+        # a lost chat_template.jinja or an unreadable tokenizer.json loaded as bytes with no template, and
+        # encode_chat then said to load 'smollm2-135m-instruct', the model it was
+        raise ModelLoadError(f"could not load model {name!r}: its tokenizer or chat template is missing or "
+                             f"unreadable{damaged}")
     return model, tok, dequantized_from

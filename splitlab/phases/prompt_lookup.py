@@ -13,7 +13,7 @@ weights the target's tokens rarely repeat anything, so acceptance is measured on
 from __future__ import annotations
 
 import numbers
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import pandas as pd
 
@@ -50,10 +50,13 @@ def prompt_lookup_runs(lm: LoadedModel, prompts: Sequence[Sequence[int]], ks: Se
         (equal to plain decoding's: they must be, the target chooses every token).
 
     Raises:
-        TypeError: ``lm`` is not a LoadedModel. ValueError: no prompts, a k < 1, n_tokens < 2, max_n < 1, and
-            every error of :func:`speculative_generate` and :func:`~splitlab.phases.inputs.as_token_batch`.
+        TypeError: ``lm`` is not a LoadedModel, ``ks`` not a list. ValueError: no prompts, a k < 1, n_tokens < 2,
+            max_n < 1, and every error of :func:`speculative_generate` and
+            :func:`~splitlab.phases.inputs.as_token_batch`.
     """
     require_loaded(lm, "prompt_lookup_runs()")
+    if not isinstance(ks, Iterable):  # ks=4 or None: "'int' object is not iterable"
+        raise TypeError(f"ks must be a list of integers >= 1 (proposals per verify step), e.g. [2, 4], got {ks!r}")
     if isinstance(ks, str) or any(isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 for k in ks):
         raise ValueError(f"every k must be an integer >= 1 (k = 0 is the plain run, always made), got {ks!r}")
     for name, value, low in (("n_tokens", n_tokens, 2), ("max_n", max_n, 1)):  # max_n=1.5 was a TypeError

@@ -9,7 +9,7 @@ and its logits differ from the cold one's only by rounding.
 from __future__ import annotations
 
 import numbers
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import pandas as pd
 
@@ -23,7 +23,11 @@ def shared_prefix_tokens(prompts: Sequence[Sequence[int]]) -> int:
     """Length of the token prefix that every prompt starts with.
 
     Raises:
-        ValueError: no prompts."""
+        TypeError: ``prompts`` not a list of token id lists (a string, a list of ints). ValueError: no prompts."""
+    def listlike(x) -> bool:  # lists, tuples, arrays; not a string ("abc" answered 0) nor an int
+        return not isinstance(x, str) and hasattr(x, "__len__") and hasattr(x, "__getitem__")
+    if not listlike(prompts) or not all(listlike(p) for p in prompts):
+        raise TypeError(f"prompts must be a list of token id lists, got {prompts!r:.60}")
     if len(prompts) == 0:
         raise ValueError("shared_prefix_tokens needs at least one prompt")
     first, n = list(prompts[0]), len(prompts[0])
@@ -54,7 +58,9 @@ def chat_prefix_reuse(lm: LoadedModel, questions: Sequence[str], system: str | N
             every error of :func:`prefill_cached` and :meth:`~splitlab.phases.loaded.LoadedModel.encode_chat`.
     """
     require_loaded(lm, "chat_prefix_reuse()")
-    if isinstance(questions, str) or not all(isinstance(q, str) for q in questions):  # a string: each character
+    if isinstance(questions, Iterable) and not isinstance(questions, str):
+        questions = list(questions)  # a generator had no len(); None was "'NoneType' object is not iterable"
+    if not isinstance(questions, list) or not all(isinstance(q, str) for q in questions):  # a string: each character
         raise TypeError(f"questions must be a list of user messages (str, at least two), got {questions!r:.60}")
     if len(questions) < 2:
         raise ValueError("chat_prefix_reuse needs at least two questions: the first fills the cache")

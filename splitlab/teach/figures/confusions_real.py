@@ -58,7 +58,7 @@ def quality_note(q: pd.DataFrame, n_prompts: int, full_name: str = "full") -> st
             + "Fed the same tokens step by step, " + "; ".join(
                 f"{r.scheme} chose the {full_name} cache's next token at {r.step_agreement:.0%} of the steps, with "
                 f"a mean KL divergence of {r.kl_mean:.2g} nats (largest {r.kl_max:.2g}) and logits off by at "
-                f"most {r.logit_err_max:.2g}" for r in rows) + ".")
+                f"most {r.logit_err_max:.3g}" for r in rows) + ".")
     by = {r.scheme: r for r in rows}
     if "int8" in by and "fp8" in by and by["int8"].logit_err_max > 0:
         ratio = by["fp8"].logit_err_max / by["int8"].logit_err_max
