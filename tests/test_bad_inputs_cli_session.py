@@ -260,12 +260,15 @@ def test_the_text_shows_the_ttst_and_how_many_requests_missed_each_bound():
     m = data["disaggregated"]
     miss = m["slo_misses"]  # a key added; every earlier key kept
     assert {"slo_attainment", "ttft_s", "ttst_s", "tpot_s", "rejections", "notes"} <= set(m)
-    assert set(miss) == {"unfinished", "ttft", "ttst", "tpot"}
-    assert sum(miss.values()) == round((1 - m["slo_attainment"]) * m["submitted"])
-    # the README's example: every TTFT and TPOT inside its SLO, the attainment low because of the second token
-    assert miss["ttft"] == miss["tpot"] == 0 < miss["ttst"] and m["ttst_s"]["p50"] > 1.1
+    assert set(miss) == {"unfinished", "ttft", "ttst", "tpot", "transfer"}  # transfer: of the ttft/ttst misses
+    assert sum(miss.values()) - miss["transfer"] == round((1 - m["slo_attainment"]) * m["submitted"])
+    # the README's example (16 decode slots at 20/s): a backlog of decode slots. The first token leaves at the decode
+    # worker's admission (the default), so the wait for a slot shows in TTFT (DistServe's convention, the first
+    # token at the prefill's end, hid it until the second token: TTST); every TPOT inside its SLO
+    assert miss["tpot"] == 0 < miss["ttft"] + miss["ttst"] and m["ttst_s"]["p50"] > 1.1
     text = "\n".join(lines("disaggregated", m))
-    assert (f"SLO attainment {m['slo_attainment']:.0%} (missed: TTFT 0, TTST {miss['ttst']}, TPOT 0)" in text)
+    assert (f"SLO attainment {m['slo_attainment']:.0%} (missed: TTFT {miss['ttft']}, TTST {miss['ttst']}, TPOT 0"
+            in text)
     assert f"TTST ms  p50 {m['ttst_s']['p50'] * 1e3:8.1f}  p90 {m['ttst_s']['p90'] * 1e3:8.1f}" in text
     # the SLOs now come from the cost model (chapter 6's rule), and the header says so
     assert data["chosen"]["derived"] == ["ttft_slo_s", "tpot_slo_s"]

@@ -69,6 +69,8 @@ def _misses(m: dict) -> str:
     parts = [f"{name.upper()} {miss[name]}" for name in ("ttft", "ttst", "tpot")]
     if miss.get("unfinished"):
         parts.append(f"not finished {miss['unfinished']}")
+    if miss.get("transfer"):  # already counted under TTFT or TTST
+        parts.append(f"{miss['transfer']} of them because of the KV transfer")
     return f" (missed: {', '.join(parts)})"
 
 
