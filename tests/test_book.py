@@ -58,6 +58,20 @@ def test_chapter_install_cell_and_clean(path):
     assert any("sl.check." in s for s in sources), "every chapter has exercises checked by splitlab.check"
 
 
+def test_nbval_reads_the_ignore_output_tag():
+    """The chapters mark cells whose output nbval ignores by the cell tag, not by a ``# NBVAL_IGNORE_OUTPUT`` line a
+    reader would see on the page: the nbval installed here must read that tag."""
+    from nbval.plugin import find_metadata_tags
+    assert dict(find_metadata_tags({"tags": ["nbval-ignore-output"]})) == {"check": False}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_nbval_ignore_comment_on_the_page(path):
+    nb = nbformat.read(path, as_version=4)
+    shown = [c.id for c in nb.cells if c.cell_type == "code" and "NBVAL_IGNORE_OUTPUT" in c.source]
+    assert not shown, f"{path.stem}: tag these cells nbval-ignore-output instead of the comment: {shown}"
+
+
 #: Most figures a chapter may show (issue 9: each one answers the chapter's question).
 MAX_FIGURES = 6
 
