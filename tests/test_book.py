@@ -58,6 +58,40 @@ def test_chapter_install_cell_and_clean(path):
     assert any("sl.check." in s for s in sources), "every chapter has exercises checked by splitlab.check"
 
 
+def test_nbval_reads_the_ignore_output_tag():
+    """The chapters mark cells whose output nbval ignores by the cell tag, not by a ``# NBVAL_IGNORE_OUTPUT`` line a
+    reader would see on the page: the nbval installed here must read that tag."""
+    from nbval.plugin import find_metadata_tags
+    assert dict(find_metadata_tags({"tags": ["nbval-ignore-output"]})) == {"check": False}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_nbval_ignore_comment_on_the_page(path):
+    nb = nbformat.read(path, as_version=4)
+    shown = [c.id for c in nb.cells if c.cell_type == "code" and "NBVAL_IGNORE_OUTPUT" in c.source]
+    assert not shown, f"{path.stem}: tag these cells nbval-ignore-output instead of the comment: {shown}"
+
+
+#: A phone's column at 412 px holds about 42 characters of code; a visible code cell takes at most 15 such lines.
+PHONE_COLUMNS, PHONE_LINES = 42, 15
+#: The chapters made readable on a phone so far (issue 21); the others are next.
+PHONE_CHAPTERS = [c for c in CHAPTERS if c.stem[:2] in ("01", "03")]
+
+
+@pytest.mark.parametrize("path", PHONE_CHAPTERS, ids=lambda p: p.stem)
+def test_visible_code_cells_fit_a_phone(path):
+    """Every code cell a reader sees (not tagged hide-input, remove-input or remove-cell) is at most PHONE_LINES
+    lines once each line wraps at PHONE_COLUMNS characters."""
+    hidden = {"hide-input", "remove-input", "remove-cell"}
+    long = {}
+    for c in nbformat.read(path, as_version=4).cells:
+        if c.cell_type == "code" and not hidden & set(c.metadata.get("tags", [])):
+            n = sum(max(1, -(-len(line) // PHONE_COLUMNS)) for line in c.source.split("\n"))
+            if n > PHONE_LINES:
+                long[c.id] = n
+    assert not long, f"{path.stem}: cells of more than {PHONE_LINES} lines on a phone (id: lines): {long}"
+
+
 #: Most figures a chapter may show (issue 9: each one answers the chapter's question).
 MAX_FIGURES = 6
 

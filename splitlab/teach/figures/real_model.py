@@ -2,14 +2,54 @@
 TTFT and TPOT on the same question, with a note computed from them."""
 from __future__ import annotations
 
+import contextlib
+import io
+import sys
+import time
+from pathlib import Path
+
 import pandas as pd
 
 from ...phases.engine import Generation
-from ...phases.models import LoadedModel
+from ...phases.models import LoadedModel, load_model
 from ...phases.profiling import weight_bytes_read
-from .phases import fmt3, ttft_tpot_s
+from .phases import fmt3, fmt_table, ttft_tpot_s
 
-__all__ = ["token_stream", "side_by_side", "side_by_side_note"]
+__all__ = ["load_trained", "weights_source", "token_stream", "side_by_side", "side_by_side_table", "side_by_side_note"]
+
+
+#: the trained chat model of chapters 1, 3 and 8
+TRAINED = "smollm2-135m-instruct"
+
+
+def weights_source(lm: LoadedModel) -> str:
+    """Where ``lm``'s weights came from, in words short enough for a phone's column: the GGUF file they were
+    dequantized from (its name, not the folder), the hub's own trained weights, or random weights."""
+    if lm.dequantized_from:
+        return f"dequantized from {Path(lm.dequantized_from).name}"
+    return "random weights" if lm.random_weights else "the hub's own weights (not dequantized)"
+
+
+def load_trained(like: LoadedModel, dtype=None) -> LoadedModel:
+    """The trained model (:data:`TRAINED`) on ``like``'s device in ``dtype`` (None: its own; ``like`` itself when it
+    is that model), with one line printed on where its weights came from. A first load converts the GGUF file; the converter's message on
+    stderr names splitlab's cache folder, which a command-line user wants and a chapter's reader does not: it is
+    replaced by "converted once from the GGUF (N s)". Any other stderr of the load is passed on unchanged. Raises
+    what :func:`splitlab.load_model` raises (``ModelLoadError`` when no offline source exists, saying how to get
+    one)."""
+    if like.name == TRAINED:
+        lm, note = like, ""
+    else:
+        err, start = io.StringIO(), time.perf_counter()
+        with contextlib.redirect_stderr(err):
+            lm = load_model(TRAINED, device=like.device, dtype=dtype)
+        lines = err.getvalue().splitlines()
+        converted = [l for l in lines if l.startswith("splitlab: dequantizing ")]
+        if rest := [l for l in lines if l not in converted]:
+            print("\n".join(rest), file=sys.stderr)
+        note = f", converted once from the GGUF ({time.perf_counter() - start:.0f} s)" if converted else ""
+    print(f"{lm.name}: {weights_source(lm)}{note}")
+    return lm
 
 
 def token_stream(lm: LoadedModel, gen: Generation) -> pd.DataFrame:
@@ -34,6 +74,14 @@ def side_by_side(runs: list[tuple[LoadedModel, Generation]]) -> pd.DataFrame:
     decode step reads (MB), prompt and output tokens, TTFT and TPOT (s). Raises ValueError for an answer of one
     token."""
     return pd.DataFrame([_row(lm, gen) for lm, gen in runs])
+
+
+def side_by_side_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`side_by_side` as the chapter shows it: model, weights, MB a decode step reads, prompt tokens, TTFT
+    and TPOT in ms, 3 significant digits."""
+    return fmt_table(table, {"model": "model", "weights": "weights", "weight_mb": "MB read per step",
+                             "prompt_tokens": "prompt tokens", "ttft_s": ("TTFT (ms)", 1e3),
+                             "tpot_s": ("TPOT (ms)", 1e3)}, index="model")
 
 
 def side_by_side_note(table: pd.DataFrame) -> str:

@@ -14,13 +14,13 @@ from matplotlib import ticker
 from ... import sizing
 from ...phases.models import LoadedModel
 from ...phases.profiling import flops_of_decode, flops_of_prefill, weight_bytes_read
-from .phases import DECODE, PREDICTED, PREFILL, fmt3, new_ax, plain_log_ticks
+from .phases import DECODE, PREDICTED, PREFILL, fmt3, fmt_table, new_ax, plain_log_ticks
 from .phone import legend_below
 from .roofline_notes import (batching_note, gpu_ridge_note, ops_note, prediction_note, prefill_note,  # noqa: F401
                              ridge_note, trained_note)
 
 __all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note", "ridge_note",
-           "ops_note", "batching_note", "gpu_ridge_note", "trained_note", "flat_up_to", "gpu_table", "predicted_decode_curves",
+           "ops_note", "batching_note", "gpu_ridge_note", "trained_note", "flat_up_to", "device_table", "decode_table", "floor_summary", "gpu_table", "predicted_decode_curves",
            "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
 
 
@@ -83,6 +83,41 @@ def flat_up_to(dc: pd.DataFrame, within: float = 0.3) -> int:
             break
         best = int(b)
     return best
+
+
+def device_table(peak: float, matmul_n: int, bandwidth: float, llc_bytes: int, llc_source: str) -> pd.DataFrame:
+    """This device's roofline, as text of 3 significant digits, with how each number was found: the peak
+    (FLOP/s, the best matmul of side ``matmul_n``), the copy bandwidth (bytes/s, read + write counted), their
+    ratio the ridge point (FLOP/byte) and the last-level cache (bytes; ``llc_source`` says where it was read)."""
+    return pd.DataFrame({"value": [fmt3(peak / 1e9), fmt3(bandwidth / 1e9), fmt3(sizing.ridge_point(peak, bandwidth)),
+                                   fmt3(llc_bytes / 2**20)],
+                         "how": [f"best matmul, n = {matmul_n}", "copy: read + write counted", "peak / bandwidth",
+                                 llc_source]},
+                        index=["peak (GFLOP/s)", "bandwidth (GB/s)", "ridge (FLOP/B)", "last-level cache (MiB)"])
+
+
+#: the columns :func:`decode_table` can show, with their headers and the factor each is shown in
+DECODE_COLUMNS = {"step_s": ("step (ms)", 1e3), "matmul_s": ("matmuls alone (ms)", 1e3), "floor_s": ("floor (ms)", 1e3),
+                  "bytes": ("MB read", 1e-6), "achieved_bytes_per_s": ("GB/s", 1e-9),
+                  "share_of_bandwidth": ("% of copy", 100)}
+
+
+def decode_table(dc: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """Decode steps of :func:`with_decode_roofline` by batch, 3 significant digits: the ``columns`` named (keys
+    of :data:`DECODE_COLUMNS`; by default step, matmuls alone, MB read, GB/s and % of copy). Raises KeyError
+    for a column not in :data:`DECODE_COLUMNS`."""
+    names = columns or ("step_s", "matmul_s", "bytes", "achieved_bytes_per_s", "share_of_bandwidth")
+    return fmt_table(dc, {"batch": "batch", **{c: DECODE_COLUMNS[c] for c in names}}, index="batch")
+
+
+def floor_summary(name: str, row: pd.Series) -> str:
+    """One decode step (a row of :func:`with_decode_roofline`) against its memory floor, on lines of at most 40
+    characters (a phone's column): MB of weights and of KV read per step, the floor and the step in ms, their
+    ratio."""
+    kv_mb = (row["bytes"] - row["weight_bytes"]) / 1e6
+    return (f"{name}: {row['weight_bytes'] / 1e6:.3g} MB of weights\n  + {kv_mb:.2g} MB of KV per step\n"
+            f"floor from memory: {row['floor_s'] * 1e3:.3g} ms\n"
+            f"the step: {row['step_s'] * 1e3:.3g} ms ({row['step_s'] / row['floor_s']:.1f}x the floor)")
 
 
 def gpu_table() -> pd.DataFrame:
