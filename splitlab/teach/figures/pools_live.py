@@ -1,0 +1,121 @@
+"""Chapter 7's live check of the map (:mod:`splitlab.planning.split_map`): a cell of each region served by the real
+model (emulated), against the layout of the other region, over several seeds.
+
+- :func:`region_cells`: per region (the split wins; a colocated layout wins) the cell the map gives the widest
+  margin, on one TPOT row if asked.
+- :func:`live_cells`: each chosen cell's winner and its best rival of the other region, served on the same
+  requests (the cell's prompt and answer lengths) at a rate between their simulated goodputs, once per seed:
+  SLO attainment per seed, its mean and its spread (largest - smallest).
+- :func:`live_verdict`: the table in sentences: the live winner, whether the gap is outside the runs' own spread,
+  and whether it matches the map.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["region_cells", "live_cells", "live_verdict", "layout_config"]
+
+_COLOCATED = ("prefill-first", "chunked")
+
+
+def region_cells(m, tpot_steps: float | None = None) -> dict:
+    """{"split": cell, "colocated": cell}: per region of the map ``m`` the cell its winner leads by the widest
+    margin (ties and empty cells skipped), on the row ``tpot_steps`` if given; a region the map (or that row)
+    has no cell of is left out."""
+    out = {}
+    for region, kinds in (("split", ("split",)), ("colocated", _COLOCATED)):
+        cells = [c for c in m.cells if c.winner in kinds and (tpot_steps is None or c.tpot_steps == tpot_steps)]
+        if cells:
+            out[region] = max(cells, key=lambda c: c.margin)
+    return out
+
+
+def layout_config(name: str, workers: int, chunk_tokens: Sequence[int], **options):
+    """The :class:`~splitlab.serving.ServingConfig` of a map's layout name ("2P+2D", "4 colocated (prefill-first)",
+    "4 colocated (chunked, 256-token chunks)"), with ``options`` (``max_batch``...).
+
+    Raises:
+        ValueError: a name the map does not write."""
+    from ...serving import ServingConfig
+    split = re.fullmatch(r"(\d+)P\+(\d+)D", name)
+    if split:
+        return ServingConfig.disaggregated(int(split[1]), int(split[2]), **options)
+    chunk = re.search(r"chunked, (\d+)-token chunks", name)
+    if chunk:
+        return ServingConfig.colocated(workers, policy="chunked", chunk_tokens=int(chunk[1]), **options)
+    if name.endswith("(prefill-first)"):
+        return ServingConfig.colocated(workers, **options)
+    raise ValueError(f"not a layout name of a map: {name!r}")
+
+
+def _rival(cell) -> str:
+    """The best kind of the other region than the cell's winner."""
+    kinds = _COLOCATED if cell.winner == "split" else ("split",)
+    return max(kinds, key=lambda k: cell.goodput[k])
+
+
+def live_cells(m, executor, cells: dict, n_requests: int = 20, seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFrame:
+    """Serve each cell of ``cells`` ({region: cell} of :func:`region_cells`) on ``executor`` (a
+    :class:`~splitlab.serving.ModelExecutor`: the real model): its winner's layout and its best rival's, on the
+    same ``n_requests`` requests of the cell's prompt and answer lengths, Poisson arrivals at the geometric mean
+    of the two simulated goodputs (times the cluster), once per seed, with the map's batch cap and SLOs.
+
+    Returns a DataFrame, one row per (cell, layout): ``cell`` ("428-token prompts, TPOT 2.5 steps"), ``map``
+    (the map's winner kind of that cell), ``kind``, ``layout``, ``goodput (sim.)`` (requests/s per worker),
+    ``rate (req/s per worker)``, ``attainment (%)`` per seed ("75 / 80 / 85"), ``mean (%)`` and ``spread (pp)``
+    (largest - smallest over the seeds), ``requests`` (per seed).
+
+    Raises:
+        ValueError: n_requests < 2, no seeds; and those of :func:`splitlab.serving.compare`."""
+    from ...serving import compare, make_workload
+    from ...serving.workload import Fixed, WorkloadSpec
+    if isinstance(n_requests, bool) or not isinstance(n_requests, int) or n_requests < 2:
+        raise ValueError(f"n_requests must be an integer >= 2, got {n_requests!r}")
+    if not len(seeds):
+        raise ValueError("seeds is empty: give at least one seed")
+    rows = []
+    for cell in cells.values():
+        kinds = (cell.winner, _rival(cell))
+        rate = math.sqrt(cell.goodput[kinds[0]] * max(cell.goodput[kinds[1]], 1e-9))
+        configs = {cell.names[k]: layout_config(cell.names[k], m.workers, m.chunk_tokens, max_batch=m.max_batch,
+                                                trace=False) for k in kinds}
+        spec = WorkloadSpec(f"{cell.prompt_tokens}-token prompts", Fixed(cell.prompt_tokens), Fixed(m.output_tokens))
+        att = {k: [] for k in kinds}
+        for seed in seeds:
+            reqs = make_workload(spec, n_requests, rate * m.workers, seed=seed, model=executor.lm, scale=1.0)
+            runs = compare(reqs, configs, executor).results
+            for k in kinds:
+                att[k].append(100 * runs[cell.names[k]].metrics(cell.ttft_slo_s, cell.tpot_slo_s)["slo_attainment"])
+        for k in kinds:
+            rows.append({"cell": f"{cell.prompt_tokens}-token prompts, TPOT {cell.tpot_steps:g} steps",
+                         "map": cell.winner, "kind": k, "layout": cell.names[k],
+                         "goodput (sim.)": cell.goodput[k], "rate (req/s per worker)": rate,
+                         "attainment (%)": " / ".join(f"{a:.0f}" for a in att[k]), "mean (%)": np.mean(att[k]),
+                         "spread (pp)": max(att[k]) - min(att[k]), "requests": n_requests})
+    return pd.DataFrame(rows)
+
+
+def live_verdict(table: pd.DataFrame) -> str:
+    """One sentence per cell of a :func:`live_cells` table: which layout met the SLOs for more requests live, by
+    how many points against the spread of its runs, and whether that matches the map's winner."""
+    out = []
+    for cell, rows in table.groupby("cell", sort=False):
+        a, b = rows.iloc[0], rows.iloc[1]  # the map's winner, then its rival
+        live, other = (a, b) if a["mean (%)"] >= b["mean (%)"] else (b, a)
+        gap, spread = live["mean (%)"] - other["mean (%)"], max(a["spread (pp)"], b["spread (pp)"])
+        clear = gap > spread
+        match = live["kind"] == a["map"]
+        out.append(f"At {cell}, {live['layout']} met the SLOs for {live['mean (%)']:.0f}% of requests on average "
+                   f"against {other['mean (%)']:.0f}% for {other['layout']}: a gap of {gap:.0f} points, "
+                   + (f"outside the runs' own spread of {spread:.0f}" if clear else
+                      f"within the runs' own spread of {spread:.0f}, so these runs cannot tell the two apart")
+                   + (f"; the map's winner, {a['layout']}, {'won live too' if match else 'did not win live'}."
+                      if clear else f" (the map's winner: {a['layout']}).")
+                   + ("" if not clear or match else " The simulator's step times are the cost model's: where the "
+                      "real steps run slower or faster than the fit, the boundary between the regions moves."))
+    return " ".join(out)
