@@ -61,8 +61,8 @@ def _rival(cell) -> str:
 
 def live_cells(m, executor, cells: dict, n_requests: int = 20, seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFrame:
     """Serve each cell of ``cells`` ({region: cell} of :func:`region_cells`) on ``executor`` (a
-    :class:`~splitlab.serving.ModelExecutor`: the real model): its winner's layout and its best rival's, on the
-    same ``n_requests`` requests of the cell's prompt and answer lengths, Poisson arrivals at the geometric mean
+    :class:`~splitlab.serving.ModelExecutor`: the real model; a cost model's executor simulates): its winner's
+    layout and its best rival's, on the same ``n_requests`` requests of the cell's prompt and answer lengths, Poisson arrivals at the geometric mean
     of the two simulated goodputs (times the cluster), once per seed, with the map's batch cap and SLOs.
 
     Returns a DataFrame, one row per (cell, layout): ``cell`` ("428-token prompts, TPOT 2.5 steps"), ``map``
@@ -87,7 +87,8 @@ def live_cells(m, executor, cells: dict, n_requests: int = 20, seeds: Sequence[i
         spec = WorkloadSpec(f"{cell.prompt_tokens}-token prompts", Fixed(cell.prompt_tokens), Fixed(m.output_tokens))
         att = {k: [] for k in kinds}
         for seed in seeds:
-            reqs = make_workload(spec, n_requests, rate * m.workers, seed=seed, model=executor.lm, scale=1.0)
+            reqs = make_workload(spec, n_requests, rate * m.workers, seed=seed, model=getattr(executor, "lm", None),
+                                 scale=1.0)
             runs = compare(reqs, configs, executor).results
             for k in kinds:
                 att[k].append(100 * runs[cell.names[k]].metrics(cell.ttft_slo_s, cell.tpot_slo_s)["slo_attainment"])
