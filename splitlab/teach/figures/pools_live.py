@@ -62,8 +62,9 @@ def _rival(cell) -> str:
 def live_cells(m, executor, cells: dict, n_requests: int = 20, seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFrame:
     """Serve each cell of ``cells`` ({region: cell} of :func:`region_cells`) on ``executor`` (a
     :class:`~splitlab.serving.ModelExecutor`: the real model; a cost model's executor simulates): its winner's
-    layout and its best rival's, on the same ``n_requests`` requests of the cell's prompt and answer lengths, Poisson arrivals at the geometric mean
-    of the two simulated goodputs (times the cluster), once per seed, with the map's batch cap and SLOs.
+    layout and its best rival's, on the same ``n_requests`` requests of the cell's prompt and answer lengths,
+    Poisson arrivals at the geometric mean of the two simulated goodputs (times the cluster), once per seed, with
+    the map's batch cap and SLOs.
 
     Returns a DataFrame, one row per (cell, layout): ``cell`` ("428-token prompts, TPOT 2.5 steps"), ``map``
     (the map's winner kind of that cell), ``kind``, ``layout``, ``goodput (sim.)`` (requests/s per worker),
