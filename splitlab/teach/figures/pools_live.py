@@ -23,13 +23,15 @@ __all__ = ["region_cells", "live_cells", "live_verdict", "layout_config"]
 _COLOCATED = ("prefill-first", "chunked")
 
 
-def region_cells(m, tpot_steps: float | None = None) -> dict:
+def region_cells(m, tpot_steps: float | None = None, max_prompt_tokens: int | None = None) -> dict:
     """{"split": cell, "colocated": cell}: per region of the map ``m`` the cell its winner leads by the widest
-    margin (ties and empty cells skipped), on the row ``tpot_steps`` if given; a region the map (or that row)
+    margin (ties and empty cells skipped), on the row ``tpot_steps`` if given, among prompts of at most
+    ``max_prompt_tokens`` if given (a live run's cost grows with the prompt); a region the map (or that choice)
     has no cell of is left out."""
     out = {}
     for region, kinds in (("split", ("split",)), ("colocated", _COLOCATED)):
-        cells = [c for c in m.cells if c.winner in kinds and (tpot_steps is None or c.tpot_steps == tpot_steps)]
+        cells = [c for c in m.cells if c.winner in kinds and (tpot_steps is None or c.tpot_steps == tpot_steps)
+                 and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
         if cells:
             out[region] = max(cells, key=lambda c: c.margin)
     return out
