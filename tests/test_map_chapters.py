@@ -29,6 +29,8 @@ def test_region_cells_and_live_cells_on_the_simulator(small_map):
     assert cells, small_map.table()
     for region, c in cells.items():
         assert (c.winner == "split") == (region == "split")
+    short = pools_live.region_cells(small_map, max_prompt_tokens=16)
+    assert all(c.prompt_tokens <= 16 for c in short.values())
     table = pools_live.live_cells(small_map, serving.CostModelExecutor(None), cells, n_requests=12, seeds=(0, 1))
     assert len(table) == 2 * len(cells)
     assert (table["spread (pp)"] >= 0).all() and table["mean (%)"].between(0, 100).all()
@@ -36,6 +38,13 @@ def test_region_cells_and_live_cells_on_the_simulator(small_map):
     assert text.count("met the SLOs") == len(cells)
     with pytest.raises(ValueError, match="n_requests"):
         pools_live.live_cells(small_map, serving.CostModelExecutor(None), cells, n_requests=1)
+    with pytest.raises(ValueError, match="n_requests"):
+        pools_live.live_cells(small_map, serving.CostModelExecutor(None), cells, n_requests={})
+    with pytest.raises(ValueError, match="toward_winner"):
+        pools_live.live_cells(small_map, serving.CostModelExecutor(None), cells, toward_winner=1.5)
+    near = pools_live.live_cells(small_map, serving.CostModelExecutor(None), cells, n_requests=12, seeds=(0,),
+                                 toward_winner=1.0)
+    assert near["rate (req/s per worker)"].iloc[0] == pytest.approx(near["goodput (sim.)"].iloc[0])
 
 
 def test_live_verdict_says_when_the_gap_is_within_the_spread():

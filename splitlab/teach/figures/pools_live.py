@@ -11,7 +11,6 @@ model (emulated), against the layout of the other region, over several seeds.
 """
 from __future__ import annotations
 
-import math
 import re
 from typing import Sequence
 
@@ -61,12 +60,15 @@ def _rival(cell) -> str:
     return max(kinds, key=lambda k: cell.goodput[k])
 
 
-def live_cells(m, executor, cells: dict, n_requests: int = 20, seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFrame:
+def live_cells(m, executor, cells: dict, n_requests: int | dict = 20, seeds: Sequence[int] = (0, 1, 2),
+               toward_winner: float = 0.5) -> pd.DataFrame:
     """Serve each cell of ``cells`` ({region: cell} of :func:`region_cells`) on ``executor`` (a
     :class:`~splitlab.serving.ModelExecutor`: the real model; a cost model's executor simulates): its winner's
     layout and its best rival's, on the same ``n_requests`` requests of the cell's prompt and answer lengths,
-    Poisson arrivals at the geometric mean of the two simulated goodputs (times the cluster), once per seed, with
-    the map's batch cap and SLOs.
+    Poisson arrivals at a rate between the two simulated goodputs (times the cluster): ``rival^(1 - t) x
+    winner^t`` for ``t = toward_winner`` (0.5: their geometric mean; nearer 1, nearer the winner's goodput and
+    further above the rival's, where a short run shows the rival's overload sooner), once per seed, with the map's
+    batch cap and SLOs.
 
     Returns a DataFrame, one row per (cell, layout): ``cell`` ("428-token prompts, TPOT 2.5 steps"), ``map``
     (the map's winner kind of that cell), ``kind``, ``layout``, ``goodput (sim.)`` (requests/s per worker),
@@ -74,17 +76,23 @@ def live_cells(m, executor, cells: dict, n_requests: int = 20, seeds: Sequence[i
     (largest - smallest over the seeds), ``requests`` (per seed).
 
     Raises:
-        ValueError: n_requests < 2, no seeds; and those of :func:`splitlab.serving.compare`."""
+        ValueError: n_requests < 2 (an int, or {region: int} for every region of ``cells``), no seeds,
+            toward_winner outside [0, 1]; and those of :func:`splitlab.serving.compare`."""
     from ...serving import compare, make_workload
     from ...serving.workload import Fixed, WorkloadSpec
-    if isinstance(n_requests, bool) or not isinstance(n_requests, int) or n_requests < 2:
-        raise ValueError(f"n_requests must be an integer >= 2, got {n_requests!r}")
+    counts = n_requests if isinstance(n_requests, dict) else {region: n_requests for region in cells}
+    for n in (counts.get(region) for region in cells):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ValueError(f"n_requests must be an integer >= 2 (or one per region of cells), got {n_requests!r}")
+    if not 0 <= toward_winner <= 1:
+        raise ValueError(f"toward_winner must be in [0, 1] (0: the rival's goodput, 1: the winner's), got "
+                         f"{toward_winner!r}")
     if not len(seeds):
         raise ValueError("seeds is empty: give at least one seed")
     rows = []
-    for cell in cells.values():
-        kinds = (cell.winner, _rival(cell))
-        rate = math.sqrt(cell.goodput[kinds[0]] * max(cell.goodput[kinds[1]], 1e-9))
+    for region, cell in cells.items():
+        kinds, n_requests = (cell.winner, _rival(cell)), counts[region]
+        rate = cell.goodput[kinds[0]] ** toward_winner * max(cell.goodput[kinds[1]], 1e-9) ** (1 - toward_winner)
         configs = {cell.names[k]: layout_config(cell.names[k], m.workers, m.chunk_tokens, max_batch=m.max_batch,
                                                 trace=False) for k in kinds}
         spec = WorkloadSpec(f"{cell.prompt_tokens}-token prompts", Fixed(cell.prompt_tokens), Fixed(m.output_tokens))
