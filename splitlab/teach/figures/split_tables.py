@@ -182,11 +182,11 @@ def _split_tpot_note(steps: pd.DataFrame, split: str, tolerance: float) -> str:
     """The split's measured mean TPOT against its prediction (the cost model's step at its batches) in a sentence
     of a :func:`step_table`; beyond ``tolerance``, the share of the miss its measured steps explain."""
     tpot, pred = float(steps.loc["TPOT, measured (ms)", split]), float(steps.loc["TPOT, predicted (ms)", split])
-    step = float(steps.loc["step, measured (ms)", split])
     e = tpot / pred - 1
     text = f" {split}: {tpot:.3g} ms measured, {pred:.3g} predicted, its step at its batches ({e:+.0%})"
     if round(abs(e) * 100) <= round(tolerance * 100):
         return text + f", within the {tolerance:.0%} we allow."
+    step = float(steps.loc["step, measured (ms)", split])
     text += (f", beyond the {tolerance:.0%} we allow: its decode steps themselves took {step / pred - 1:+.0%} against "
              f"the cost model's seconds for the same batches (the row above)")
     if tpot > step * 1.005:
