@@ -376,7 +376,7 @@ def test_calibrate_refuses_a_decode_grid_of_more_tokens_than_one_forward_may_hol
 @pytest.mark.parametrize("command", ["simulate", "plan"])
 @pytest.mark.parametrize("options, named", [
     (["--dtype", "fp8"], "--dtype sets the analytic cost model"),
-    (["--link", "PCIe 4.0 x16", "--compute-efficiency", "0.5"], "--link, --compute-efficiency set the analytic"),
+    (["--dtype", "fp8", "--compute-efficiency", "0.5"], "--dtype, --compute-efficiency set the analytic"),
     (["--memory-efficiency", "0.5"], "--memory-efficiency sets"),
     (["--model", "tiny"], "--model checks a calibration file's model: give it with --cost FILE"),
 ])

@@ -20,7 +20,9 @@ def test_slos_no_rate_meets_give_goodput_0_and_why_at_any_step(step):
     res = goodput("research", ServingConfig.colocated(2), ttft_slo_s=0.05, tpot_slo_s=0.1, step=step,
                   max_requests=300)
     assert (res.goodput_rps_per_worker, res.outcome, res.binding_slo) == (0.0, "unmet", "ttft")
-    assert len(res.points) == 3  # the start, one step down, the trickle
+    # the start, one step down, the trickle; at a small step (a start meant to be near), down to 4x below the start
+    # first (1.25, 1.25, 1.25^2, 1.25^4: a planner's near start that failed twice is not yet a sign of no rate)
+    assert len(res.points) == (3 if step == 2.0 else 6)
     assert res.reason.startswith("no rate meets the SLOs: even at a trickle") and "missed TTFT" in res.reason
     assert "against 0.05 s" in res.reason
 

@@ -20,7 +20,7 @@ from splitlab.teach.figures import transfer as transfer_plots  # noqa: E402
 def test_links_one_direction_with_sources():
     gbps = {k: v["bandwidth_bytes_per_s"] / 1e9 for k, v in sizing.LINKS.items()}
     assert gbps == {"PCIe 4.0 x16": 32, "PCIe 5.0 x16": 64, "NVLink 3 (A100)": 300,
-                    "NVLink 4 (H100)": 450, "100 Gb/s network": 12.5,
+                    "NVLink 4 (H100)": 450, "25 Gb/s network": 3.125, "100 Gb/s network": 12.5,
                     "400 Gb/s network": 50}
     for name, link in sizing.LINKS.items():
         assert link["source"] and link["note"] and link["kind"], name

@@ -85,7 +85,7 @@ def test_chapter_6_and_7_checkers():
     curve = pd.DataFrame(dict(rate_per_s=[4, 8, 12, 16], attainment=[1.0, 0.95, 0.8, 0.92]))
     assert check.goodput_from_curve(2.0, curve, workers=4)  # 8 / 4: the first failure stops the walk
     from splitlab.serving import run, ServingConfig
-    res = run(make_workload("code", 200, 256, seed=0),  # DistServe's convention: the first token at once
+    res = run(make_workload("code", 400, 256, seed=0),  # DistServe's convention: the first token at once (the trap)
               ServingConfig.disaggregated(1, 3, max_batch=16, trace=False, first_token_on="prefill"))  # 16 slots
     from splitlab.serving import metrics as M
     n = M.slo_misses(res.requests, 2.0, 0.2)["ttst"]

@@ -16,7 +16,8 @@ COST_OPTIONS = (
         help="analytic cost model: a published model (e.g. Llama-3-8B) or a config.json with n_params"),
     arg("--dtype", default=None, help="analytic cost model: weight and KV dtype (default bf16)"),
     arg("--link", choices=sorted(LINKS), default=None,
-        help="analytic cost model: the link KV caches cross (default 400 Gb/s network)"),
+        help="the link KV caches cross, for any cost model (default: the analytic model's 400 Gb/s network; a "
+             "calibration's same-device copy; the built-in model's 2 GB/s)"),
     arg("--compute-efficiency", type=positive_float, default=None,
         help="analytic cost model: share of peak FLOP/s reached, 0.01 to 1 (default 0.6)"),
     arg("--memory-efficiency", type=positive_float, default=None,
@@ -30,8 +31,8 @@ def cost_model(args, model: str | None = None):
 
     Raises:
         CLIError: both --cost and --gpu, only one of --gpu and --model-config, ``model`` without --cost, or an
-            option of the analytic model (--dtype, --link, --compute-efficiency, --memory-efficiency) without
-            --gpu: each would be ignored without a word.
+            option of the analytic model (--dtype, --compute-efficiency, --memory-efficiency) without --gpu: each
+            would be ignored without a word. (--link sets the link of any of them: ``CostModel.over_link``.)
         CalibrationError, ValueError: from :func:`splitlab.costmodel.load` and ``roofline_cost_model``.
     """
     from .. import costmodel
@@ -45,14 +46,15 @@ def cost_model(args, model: str | None = None):
     if analytic and not args.gpu:  # they would be ignored without a word
         raise CLIError(f"{', '.join(analytic)} set{'s' if len(analytic) == 1 else ''} the analytic cost model: give "
                        "--gpu NAME --model-config NAME too (or leave it out)")
-    if args.cost:
-        return costmodel.load(args.cost, model=model).cost
     if args.gpu:
         kw = {k: getattr(args, k) for k in ("compute_efficiency", "memory_efficiency") if getattr(args, k)}
         return costmodel.roofline_cost_model(args.model_config, args.gpu, args.dtype or "bf16",
                                              link=args.link or "400 Gb/s network", **kw)
-    return None
+    cost = costmodel.load(args.cost, model=model).cost if args.cost else None
+    if args.link:  # a calibration's transfer fit times a copy on its one device, no link between two
+        return (cost or costmodel.CostModel()).over_link(args.link)
+    return cost
 
 
 #: options that only the analytic cost model reads
-ANALYTIC_ONLY = ("dtype", "link", "compute_efficiency", "memory_efficiency")
+ANALYTIC_ONLY = ("dtype", "compute_efficiency", "memory_efficiency")

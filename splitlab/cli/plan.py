@@ -12,6 +12,7 @@ from ..serving.workload import WORKLOADS
 from .args import MEMORY_UTILIZATION, positive_float, positive_int, progress, seed_int, slo_seconds, token_list
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines, in_flags
+from .pools import POOL_OPTIONS, plan_pools, wants_pools
 from .registry import CLIError, arg, command
 from .report import clean
 
@@ -36,10 +37,12 @@ __all__ = ["plan"]
              help="multiply the workload's lengths (default: from the cost model's context)"),
          arg("--seed", type=seed_int, default=0, help="seeds the request set (default 0)"),
          arg("--model", default=None, help="with --cost: the model you mean to plan for (checked against the file)"),
-         *COST_OPTIONS)
+         *COST_OPTIONS, *POOL_OPTIONS)
 def plan(args):
     from ..planning.defaults import NoDefault
     from ..planning.planner import MAX_WORKERS, plan as run_plan
+    if wants_pools(args):  # two pools of their own hardware and TP: splitlab.planning.hetero
+        return plan_pools(args)
     if not 2 <= args.max_workers <= MAX_WORKERS:
         raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker) and <= "
                        f"{MAX_WORKERS} (every xPyD split up to it is a goodput search), got {args.max_workers}")

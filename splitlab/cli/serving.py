@@ -49,7 +49,8 @@ COMMON = (
              "cost model without a memory size: 16 GiB)"),
     MEMORY_UTILIZATION,
     arg("--first-token-on", choices=("prefill", "decode"), default=None,
-        help="disaggregated: which side emits the first token (default decode: after the KV transfer; "
+        help="disaggregated: which side emits the first token (default decode: after the KV transfer, when the "
+             "decode worker admits the request; "
              "prefill: DistServe's convention)"),
     arg("--transfer-mode", choices=TRANSFER_MODES, default=None,
         help="disaggregated: how the cache moves (default whole)"),
@@ -126,13 +127,14 @@ def options(args) -> dict:
 
 def setup(args, configs: dict, cost=None):
     """``(backend, requests, close)`` for the parsed options and layouts (name -> ServingConfig); ``cost``: the
-    simulated back end's cost model (None: the built-in one). SLOs and a rate the command line left out are chosen
-    first (:func:`.defaults.fill`). Under ``--torchrun`` a worker rank serves here and gets ``(None, None, None)``."""
+    simulated back end's cost model (None: the built-in one) or executor (a PoolCostExecutor). SLOs and a rate
+    the command line left out are chosen first (:func:`.defaults.fill`). Under ``--torchrun`` a worker rank serves
+    here and gets ``(None, None, None)``."""
     from .. import serving
     n_workers, args.chosen = max(c.n_workers for c in configs.values()), None
     if args.backend == "simulated":  # the workload sized to the cost model's context (2048 for the built-in one)
-        fill(args, configs, cost)
-        backend = serving.CostModelExecutor(cost)
+        backend = cost if isinstance(cost, serving.CostModelExecutor) else serving.CostModelExecutor(cost)
+        fill(args, configs, backend.cost)  # an executor of two pools (cli.pools): SLOs from its prefill pool's
         reqs = serving.workload_requests(args.workload, args.requests, args.rate, backend, args.seed, args.scale,
                                          args.arrival, args.cv)
         return backend, reqs, lambda: None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from .args import positive_int, progress
 from .costs import COST_OPTIONS, cost_model
 from .defaults import chosen_lines
+from .pools import SIMULATE_POOL_OPTIONS, handoff_line, pool_executor
 from .registry import arg, command
 from .report import clean, header, lines, metrics, title
 from .serving import COMMON, POOLS, options, resolve, setup
@@ -21,12 +22,13 @@ SIMULATE_OPTIONS = tuple(a for a in COMMON if a[0][0] not in _UNUSED)
 @command("simulate", "serve a workload on the simulated back end (a cost model, no model loaded)",
          arg("--layout", choices=("colocated", "disaggregated"), default="colocated", help="(default colocated)"),
          arg("--workers", type=positive_int, default=None, metavar="N", help="colocated workers (default 1)"),
-         *POOLS, *SIMULATE_OPTIONS, *COST_OPTIONS,
+         *POOLS, *SIMULATE_OPTIONS, *COST_OPTIONS, *SIMULATE_POOL_OPTIONS,
          arg("--model", default=None, help="with --cost: the model you mean to simulate (checked against the file)"))
 def simulate(args):
     from .. import serving
     args.backend, args.device, args.threads, args.timeout, args.torchrun = "simulated", None, None, 30.0, False
-    cost = cost_model(args, args.model)  # --model here checks the calibration file's model
+    pools, handoff = pool_executor(args)  # two pools of their own GPU and TP (cli.pools), or (None, None)
+    cost = pools or cost_model(args, args.model)  # --model here checks the calibration file's model
     args.model = None
     resolve(args, (args.layout,))
     cfg = serving.ServingConfig(layout=args.layout, workers=args.workers, prefill_workers=args.prefill_workers,
@@ -36,7 +38,11 @@ def simulate(args):
     m = metrics(res, args)
     data = dict(header(args), layout=args.layout, **{args.layout: m}, wall_s=res.wall_s,
                 cost_source=backend.cost.source)
-    text = [title("simulate", args), f"cost model: {backend.cost.source}", *chosen_lines(args.chosen),
+    if pools:
+        data.update(decode_cost_source=pools.decode_cost.source, handoff=handoff)
+    text = [title("simulate", args), f"cost model: {backend.cost.source}",
+            *([f"decode pool: {pools.decode_cost.source}", handoff_line(handoff)] if pools else []),
+            *chosen_lines(args.chosen),
             *lines(args.layout, m),
             f"simulated {len(reqs)} requests in {res.wall_s:.3f} s of wall time"]
     return clean(data), text

@@ -13,6 +13,9 @@ Every forward is bounded by compute or by memory traffic (Williams, Waterman and
 - a hybrid step (chunked prefill): ONE forward over the chunks and the decode rows: the FLOPs of both passes
   summed, the bytes of both less one weight read (the weights are read once for every token of the step).
 - a KV transfer: ``nbytes / link bandwidth`` over a link of :data:`splitlab.sizing.LINKS` (latency ignored).
+- a worker of ``tp`` devices (tensor parallelism, :mod:`.parallel`): ``tp`` x the peak, the bandwidth, the memory
+  and the hand-off links (one NIC per device) of one device, plus every forward's all-reduces over the group's link
+  (``comm_base_s + comm_per_token_s x tokens``, not overlapped with the compute).
 
 The efficiency factors are assumptions, stated in the model's ``source``: by default 0.6 of the dense
 tensor-core peak (large GEMMs; long-prompt prefill is compute-bound) and 0.8 of the HBM bandwidth (decode is
@@ -29,6 +32,7 @@ from ..common.presets import is_preset
 from ..sizing import (GPUS, LINKS, PUBLISHED_MODELS, activation_bytes_per_token, dtype_bytes, kv_bytes_per_token,
                       kv_geometry, resolve_config)
 from .model import CostModel
+from .parallel import TensorParallel, allreduce_terms, check_tp
 
 __all__ = ["RooflineCostModel", "roofline_cost_model", "roofline_models", "COMPUTE_EFFICIENCY", "MEMORY_EFFICIENCY"]
 
@@ -47,6 +51,10 @@ class RooflineCostModel(CostModel):
     peak_flops_per_s: float = 1.0       # datasheet peak x compute efficiency
     bandwidth_bytes_per_s: float = 1.0  # datasheet bandwidth x memory efficiency
     step_overhead_s: float = 0.0
+    layers: int = 0                     # of the model: a layer-wise KV transfer streams them one by one
+    tp: int = 1                         # devices of the worker (tensor parallelism)
+    comm_base_s: float = 0.0            # all-reduce latencies of one forward (2 x layers x latency_s)
+    comm_per_token_s: float = 0.0       # all-reduce bytes of one token's activations / the link's bandwidth
 
     def prefill_s(self, tokens: int, squares: int | None = None, masked_pairs: int = 0) -> float:
         """The roofline of one prefill forward; ``masked_pairs`` is ignored (a GPU server's attention kernels
@@ -54,12 +62,18 @@ class RooflineCostModel(CostModel):
         squares = tokens * tokens if squares is None else squares
         flops = self.flops_per_token * tokens + self.attn_flops_per_square * squares
         nbytes = self.weight_bytes + self.kv_bytes_per_token * tokens
-        return self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+        return (self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+                + self._comm_s(tokens))
+
+    def _comm_s(self, tokens):
+        """Seconds of the all-reduces of one forward over ``tokens`` tokens (0 on one device)."""
+        return self.comm_base_s + self.comm_per_token_s * tokens if self.tp > 1 else 0.0
 
     def decode_s(self, batch: int, context_tokens: int) -> float:
         flops = self.flops_per_token * batch + 2 * self.attn_flops_per_square * context_tokens
         nbytes = self.weight_bytes + self.kv_bytes_per_token * context_tokens
-        return self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+        return (self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+                + self._comm_s(batch))
 
     def hybrid_s(self, chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
                  decode_context_tokens: int) -> float:
@@ -69,13 +83,15 @@ class RooflineCostModel(CostModel):
         flops = (self.flops_per_token * (chunk_tokens + decode_batch) + self.attn_flops_per_square * chunk_squares
                  + 2 * self.attn_flops_per_square * decode_context_tokens)
         nbytes = self.weight_bytes + self.kv_bytes_per_token * (chunk_tokens + decode_context_tokens)
-        return self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+        return (self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+                + self._comm_s(chunk_tokens + decode_batch))
 
     def decode_run_s(self, batch: int, context_tokens: int, steps: int) -> np.ndarray:
         context = context_tokens + batch * np.arange(steps, dtype=np.float64)
         flops = self.flops_per_token * batch + 2 * self.attn_flops_per_square * context
         nbytes = self.weight_bytes + self.kv_bytes_per_token * context
-        return self.step_overhead_s + np.maximum(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+        return (self.step_overhead_s + np.maximum(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
+                + self._comm_s(batch))
 
 
 def roofline_models() -> list[str]:
@@ -100,17 +116,22 @@ def _roofline_config(model) -> dict:
 
 def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str = "bf16",
                         compute_efficiency: float = COMPUTE_EFFICIENCY, memory_efficiency: float = MEMORY_EFFICIENCY,
-                        link: str = "400 Gb/s network", step_overhead_s: float = 0.0) -> RooflineCostModel:
+                        link: str = "400 Gb/s network", step_overhead_s: float = 0.0,
+                        tp: int | TensorParallel = 1) -> RooflineCostModel:
     """The predicted cost model of ``model`` (a published model, a preset or a config.json path with
-    ``n_params``) in ``dtype`` on one ``gpu`` of :data:`splitlab.sizing.GPUS`, its caches moving over ``link``
-    (a name of :data:`splitlab.sizing.LINKS`). The KV budget of a worker (the simulator's "auto" budget) is
-    90% of the GPU's memory (vLLM's ``gpu_memory_utilization``; ``ServingConfig.memory_utilization``) minus the
-    weights and the activations of the largest forward (:func:`splitlab.sizing.kv_budget_bytes`).
+    ``n_params``) in ``dtype`` on a worker of ``tp`` ``gpu`` devices of :data:`splitlab.sizing.GPUS` (an int, or a
+    :class:`~.parallel.TensorParallel` naming the all-reduce link, efficiency and latency), its caches moving over
+    ``link`` (a name of :data:`splitlab.sizing.LINKS`; one per device). The KV budget of a worker (the simulator's
+    "auto" budget) is 90% of its devices' memory (vLLM's ``gpu_memory_utilization``;
+    ``ServingConfig.memory_utilization``) minus the weights and the activations of the largest forward
+    (:func:`splitlab.sizing.kv_budget_bytes`).
 
     Raises:
         ValueError: an unknown model, GPU or link (the message lists the known ones: for the model, those of
             :func:`roofline_models`), a preset or config without ``n_params`` (the message says what to give),
-            efficiencies outside [0.01, 1], a negative overhead, or weights that do not fit the GPU.
+            efficiencies outside [0.01, 1], a negative overhead, a TP degree that does not divide the attention or
+            KV heads (:func:`~.parallel.check_tp`), or a shard (weights / tp + the KV of one request at the
+            model's whole context / tp) that does not fit 90% of one device.
     """
     if gpu not in GPUS:
         raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
@@ -124,20 +145,43 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
         raise ValueError(f"step_overhead_s must be >= 0 s, got {step_overhead_s!r}")
     cfg = _roofline_config(model)
     g, geo = GPUS[gpu], kv_geometry(cfg)
+    par = tp if isinstance(tp, TensorParallel) else TensorParallel(tp)
+    n = check_tp(par.tp, geo.heads, geo.kv_heads, model)
     weights = float(cfg["n_params"]) * dtype_bytes(dtype)
-    if weights >= 0.9 * g["memory_bytes"]:
-        raise ValueError(f"{model} in {dtype} ({weights / 1e9:.1f} GB of weights) does not fit one {gpu} "
-                         f"({g['memory_bytes'] / 1e9:.0f} GB) with room for a KV cache")
-    peak, bw = g["peak_flops_per_s"] * compute_efficiency, g["bandwidth_bytes_per_s"] * memory_efficiency
     per_token = kv_bytes_per_token(cfg, dtype)
+    context = int(cfg.get("max_position_embeddings") or 4096)
+    _check_fits(model, dtype, gpu, n, weights, per_token * context, context)
+    hidden = int(cfg.get("hidden_size") or geo.heads * geo.head_dim)
+    comm_token, tp_link = allreduce_terms(par, gpu, geo.layers, hidden, dtype_bytes(dtype))
+    comm_base = 2 * geo.layers * par.latency_s if n > 1 else 0.0
+    peak, bw = n * g["peak_flops_per_s"] * compute_efficiency, n * g["bandwidth_bytes_per_s"] * memory_efficiency
     flops_token, attn = 2.0 * float(cfg["n_params"]), 2.0 * geo.layers * geo.heads * geo.head_dim
-    source = (f"predicted: roofline of {model} ({dtype}) on {gpu}, {compute_efficiency:g} of peak FLOP/s, "
+    group = "" if n == 1 else (f" x TP{n} (all-reduce over {tp_link} at {par.efficiency:g} of its bandwidth, "
+                               f"{par.latency_s * 1e6:g} us each)")
+    source = (f"predicted: roofline of {model} ({dtype}) on {gpu}{group}, {compute_efficiency:g} of peak FLOP/s, "
               f"{memory_efficiency:g} of memory bandwidth, KV over {link}")
     return RooflineCostModel(
-        prefill_base_s=step_overhead_s, prefill_per_token_s=flops_token / peak, prefill_per_token2_s=attn / peak,
-        decode_base_s=step_overhead_s + weights / bw, decode_per_seq_s=0.0, decode_per_token_s=per_token / bw,
-        transfer_base_s=0.0, transfer_bytes_per_s=LINKS[link]["bandwidth_bytes_per_s"],
-        kv_bytes_per_token=int(round(per_token)), max_context=int(cfg.get("max_position_embeddings") or 4096),
-        memory_bytes=float(g["memory_bytes"]), weight_bytes=weights,
+        prefill_base_s=step_overhead_s + comm_base, prefill_per_token_s=flops_token / peak + comm_token,
+        prefill_per_token2_s=attn / peak, decode_base_s=step_overhead_s + comm_base + weights / bw,
+        decode_per_seq_s=comm_token, decode_per_token_s=per_token / bw,
+        transfer_base_s=0.0, transfer_bytes_per_s=n * LINKS[link]["bandwidth_bytes_per_s"],
+        kv_bytes_per_token=int(round(per_token)), max_context=context,
+        memory_bytes=float(n * g["memory_bytes"]), weight_bytes=weights,
         activation_bytes_per_token=activation_bytes_per_token(cfg, dtype), source=source, flops_per_token=flops_token,
-        attn_flops_per_square=attn, peak_flops_per_s=peak, bandwidth_bytes_per_s=bw, step_overhead_s=step_overhead_s)
+        attn_flops_per_square=attn, peak_flops_per_s=peak, bandwidth_bytes_per_s=bw, step_overhead_s=step_overhead_s,
+        tp=n, comm_base_s=comm_base, comm_per_token_s=comm_token, layers=geo.layers)
+
+
+def _check_fits(model: str, dtype: str, gpu: str, tp: int, weights: float, kv_context: float, context: int) -> None:
+    """A ValueError unless one device of a TP ``tp`` worker holds its shard: weights / tp and the KV of one
+    request at the whole context / tp, within 90% of its memory; the message names the smallest TP that fits.
+    (vLLM refuses to start the same way when one request of ``max_model_len`` tokens does not fit its KV cache.)"""
+    memory = GPUS[gpu]["memory_bytes"]
+    if (weights + kv_context) / tp <= 0.9 * memory:
+        return
+    need = next((t for t in (2, 4, 8, 16, 32, 64) if (weights + kv_context) / t <= 0.9 * memory), None)
+    hint = f"; TP {need} would fit (if it divides the heads)" if need and need > tp else ""
+    raise ValueError(f"{model} in {dtype} does not fit {'one' if tp == 1 else f'a TP{tp} group of'} {gpu} "
+                     f"({memory / 1e9:.0f} GB each): a device's shard is {weights / tp / 1e9:.1f} GB of weights + "
+                     f"{kv_context / tp / 1e9:.1f} GB of KV for one {context:,}-token request, over 90% of its "
+                     f"memory{hint}")

@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..sizing.links import link_bandwidth
+
 __all__ = ["CostModel", "hybrid_terms", "hybrid_as_prefill", "HYBRID_TERMS"]
 
 #: the arguments of :meth:`CostModel.hybrid_s`, the columns of a "hybrid" step record (``serving.run_step``)
@@ -108,6 +110,22 @@ class CostModel:
     def with_(self, **changes) -> "CostModel":
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+    def over_link(self, link: str | float, latency_s: float = 0.0) -> "CostModel":
+        """A copy whose KV transfers cross ``link``: a name in :data:`splitlab.sizing.LINKS` (its bandwidth in one
+        direction) or a bandwidth in bytes/s (a measured one), with ``latency_s`` per transfer; ``source`` says
+        which. A calibration's own transfer fit times a copy on its one device, which is no link between two.
+
+        Raises:
+            ValueError: an unknown link name, a bandwidth that is not > 0 and finite, or a latency < 0.
+        """
+        bandwidth = link_bandwidth(link)
+        if not latency_s >= 0:
+            raise ValueError(f"latency_s must be >= 0 s, got {latency_s!r}")
+        name = link if isinstance(link, str) else f"a {bandwidth / 1e9:.3g} GB/s link"
+        return replace(self, transfer_base_s=float(latency_s), transfer_bytes_per_s=bandwidth,
+                       source=f"{self.source}; KV over {name} ({bandwidth / 1e9:.3g} GB/s one way"
+                              f"{f', {latency_s * 1e3:.3g} ms latency' if latency_s else ''})")
 
     def fit(self, prefill_df, decode_df, transfer_df=None) -> "CostModel":
         """A copy with coefficients fitted (non-negative least squares on relative error, :mod:`.fit`) to

@@ -9,6 +9,8 @@
   the best xPyD split, colocated prefill-first and chunked over the prefill cost and the TPOT SLO, both in decode
   steps, for a fixed cluster; :mod:`.map_result` holds its cells), and :mod:`.rule_of_thumb` (the prefill cost
   above which the split wins, read off a map and applied to GPU rows).
+- :mod:`.hetero`: :func:`plan_pools`, two pools of their own GPU and tensor parallelism ranked by cost per million
+  output tokens and output tokens per joule; :mod:`.pools`: a pool's price, power and hand-off.
 
 The goodput search itself is :func:`splitlab.serving.goodput`. Names are imported on first use.
 """
@@ -21,7 +23,8 @@ _EXPORTS = {"planner": ["plan", "Plan", "Candidate"],
                             "split_capacity"],
             "defaults": ["choose_defaults", "Chosen"],
             "split_map": ["geometric_axis"], "map_result": ["SplitMap", "Cell"],
-            "rule_of_thumb": ["split_threshold", "apply_rule"]}
+            "rule_of_thumb": ["split_threshold", "apply_rule"],
+            "hetero": ["plan_pools", "PoolPlan", "PoolCandidate"], "pools": ["Pool", "cluster_costs"]}
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)
 

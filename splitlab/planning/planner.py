@@ -30,6 +30,7 @@ from ..serving import CostModelExecutor, ServingConfig, goodput, workload_reques
 from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
 from .defaults import choose_defaults
+from .starts import Starts
 
 __all__ = ["plan", "Plan", "Candidate"]
 
@@ -40,8 +41,8 @@ class Candidate:
 
     ``goodput_rps_per_worker`` is simulated; ``first_guess_rps_per_worker`` is the closed form of
     :mod:`.closed_form` for this layout (``colocated_rps``, or ``min(x mu_p, y mu_d) / (x + y)``) on the very
-    request set, SLOs, ``max_batch`` and ``max_prefill_tokens`` of the simulation; it is where the goodput search
-    starts, never copied from its result."""
+    request set, SLOs, ``max_batch`` and ``max_prefill_tokens`` of the simulation, never copied from its result;
+    the goodput search starts there corrected by the layouts searched before it (:mod:`.starts`)."""
 
     layout: str
     policy: str
@@ -130,9 +131,9 @@ class Plan:
         cost per million output tokens, the binding SLO, and why (the search's reason: the rates either side of
         the boundary, or why no rate meets the SLOs or none breaks them).
 
-        Each goodput search starts at its candidate's first guess (a good start saves runs), so the goodput is a
-        rate the search tested: it equals the guess exactly where the guess passed and every rate tried above it
-        (up to the search's tolerance, 3%) failed, i.e. the true boundary lies within that tolerance above it."""
+        Each goodput search starts at its candidate's first guess corrected by the layouts searched before it
+        (:mod:`.starts`; a good start saves runs), so the goodput is a rate the search tested, and the true
+        boundary lies within the search's tolerance (3%) above it."""
         rows = [{"layout": c.name, "workers": c.workers, "batch cap": c.batch_cap or "none (KV)",
                  "goodput (req/s per worker)": c.goodput_rps_per_worker,
                  "first guess (req/s per worker)": c.first_guess_rps_per_worker,
@@ -175,7 +176,7 @@ class Plan:
 
 
 #: most workers :func:`plan` searches: every xPyD split up to it is a goodput search of its own (120 splits at 16;
-#: 8 workers took 15-95 s of the built-in cost model on a shared 2-core CPU, 16 more than 5 minutes)
+#: 8 workers took 22 CPU seconds of the built-in cost model on a shared 2-core CPU with steady-state runs, 2026-12-03)
 MAX_WORKERS = 16
 
 
@@ -261,7 +262,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
                 for n in range(2, max_workers + 1) for x in range(1, n)]
     from tqdm import tqdm
     show = show_progress(progress) and (progress is not None or len(layouts) > 4)
-    candidates = []
+    candidates, starts = [], Starts(guess["prefill_rps"], guess["decode_rps"])
     for layout, policy, n, x, y, chunk in tqdm(layouts, desc="planner: goodput of each layout", disable=not show,
                                                leave=False):
         if layout == "colocated":
@@ -270,14 +271,15 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         else:
             cfg = ServingConfig.disaggregated(x, y, **common)
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
+        start, learned = starts.start(policy, x, y, first)
         res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
-                      tolerance=tolerance, min_requests=min(100, max_requests), max_requests=max_requests,
-                      start_rate_per_worker=max(first, 1e-3),
-                      prefixes=True, step=1.25)
+                      tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(start, 1e-3),
+                      prefixes=True, step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once
         g = res.goodput_rps_per_worker
         price = price_per_hour / 3600 / (g * outputs.mean()) * 1e6 if g > 0 else math.inf
         candidates.append(Candidate(layout, policy, cfg.n_workers, x, y, chunk, g, price, res.binding_slo, first,
                                     cfg, res))
+        starts.learn(candidates[-1])
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
                 ex.cost.source, chosen, dict(bound.to_json(), line=bound.line()))

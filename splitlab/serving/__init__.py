@@ -15,12 +15,14 @@ _EXPORTS = {
     "config": ["LAYOUTS", "POLICIES", "TRANSFER_MODES", "ServingConfig"],
     "common.faults": ["KillWorker", "WorkerFault"],
     "simulated": ["CostModelExecutor"],
+    "pools": ["PoolCostExecutor"],
     "executor": ["DecodeBatch", "Executor", "Slot"],
     "goodput_search": ["GoodputResult", "attainment_curve", "goodput", "workload_requests"],
     "validation": ["validate", "validation_contenders"],
     "emulated": ["ModelExecutor", "derive_kv_budget", "reference_tokens"],
     "distributed.backend": ["DistributedBackend"],
     "memory": ["KVMemory"],
+    "nic": ["link_fields"],
     "request": ["Request", "State"],
     "result": ["ServingResult"],
     "runner": ["Comparison", "backend_for", "compare", "contenders", "run"],
@@ -30,7 +32,7 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "paged", "prefix",
                "request", "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
-               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation")
+               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation", "nic", "handoff")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 

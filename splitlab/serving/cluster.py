@@ -6,7 +6,7 @@ it starts a step (:func:`~.scheduler.plan_step`); new requests and prefilled cac
 
 - **virtual clock** (:mod:`.virtual`; emulated and simulated back ends, an :class:`~.executor.Executor`): the
   executor runs or predicts the step right away and its seconds decide when it ends, so each worker's clock moves
-  on by exactly the measured or predicted duration; transfers are charged to a link per (prefill, decode) pair.
+  on by exactly the measured or predicted duration; a transfer holds its two workers' NICs (:mod:`.nic`).
 - **wall clock** (:mod:`.wall`; the distributed back end, ``backend.wall_clock``): steps and transfers run in
   worker processes; the cluster sends them out and their completions come back as events stamped with the time
   they reached it.
@@ -20,7 +20,7 @@ import itertools
 import time
 from operator import attrgetter
 
-from . import fast, recovery
+from . import fast, handoff, recovery
 from ..common.faults import WorkerFault
 from .inputs import arrival_refusal, check_backend, check_config, check_faults
 from .memory import KVMemory, cap_note
@@ -68,7 +68,6 @@ class Cluster:
             self.pool = [Worker(name, "prefill", memory(), i) for i, name in enumerate(names[:n])]
             self.decoders = [Worker(name, "decode", memory(), i) for i, name in enumerate(names[n:])]
         self.workers = self.pool + self.decoders
-        self.links: dict[str, float] = {}  # link name -> the time it is free again
         self.timeline: list[tuple] = []
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
         self.dirty: set[Worker] = set(self.workers)
@@ -90,8 +89,8 @@ class Cluster:
         return [f"P{i}" for i in range(c.prefill_workers)] + [f"D{i}" for i in range(c.decode_workers)]
 
     # --- running ---------------------------------------------------------------------------------------------
-    def run(self, requests: list[Request], progress: bool = False) -> ServingResult:
-        """Serve ``requests`` (mutated in place) and return the result (``progress``: a bar, on virtual clocks).
+    def run(self, requests: list[Request], progress: bool = False, stop=None) -> ServingResult:
+        """Serve ``requests`` (mutated in place) and return the result (``progress``, ``stop``: :mod:`.virtual`).
 
         Raises:
             ValueError: two requests share an id.
@@ -99,7 +98,7 @@ class Cluster:
         check_unique_ids(requests)
         self.requests = list(requests)
         wall0, over0 = time.perf_counter(), self.backend.overhead_s
-        self.progress = progress
+        self.progress, self.stop = progress, stop
         end = self.clock.run()
         for w in self.workers:
             for s in w.batch.slots if self.fast else ():
@@ -200,32 +199,7 @@ class Cluster:
             self.handoff_pending = True
 
     def on_arrived(self, t: float, src: Worker, dst: Worker, slot, transfer_id: int) -> None:
-        if slot.transfer_id != transfer_id:
-            return  # cancelled: one of the two ends was lost meanwhile
-        slot.transfer_id = None
-        r = slot.request
-        src.sending.remove(slot)
-        dst.incoming.remove(slot)
-        src.memory.release(r.id)
-        self.clock.release(src, slot)
-        self.handoff_pending = True
-        if self.hooked:
-            try:
-                self.faults("receive", dst.name, [r.id])
-            except WorkerFault as fault:
-                recovery.fault(self, t, dst, fault)
-        r.transfer_end_s, r.decode_worker = t, dst.name
-        if self.cfg.first_token_on == "decode" and not slot.resumed:
-            r.emit(slot.last_token, t)
-            dst.output_owed -= 1
-        if r.done:
-            dst.memory.release(r.id)
-        else:
-            r.state = State.DECODING
-            dst.joining.append(slot)
-        self.dirty.update((src, dst))
-        self.record(src, dst, t=t)
-        self.router.changed(dst)
+        handoff.arrived(self, t, src, dst, slot, transfer_id)
 
     def on_lost(self, t: float, w: Worker, reason: str) -> None:
         recovery.lost(self, t, w, reason)
@@ -235,7 +209,7 @@ class Cluster:
         if self.handoff_pending:
             self.handoff_pending = False
             for p in sorted(self.senders, key=attrgetter("index")) if len(self.senders) > 1 else list(self.senders):
-                while p.outbox and p.alive and self._hand_off(p, t):
+                while p.outbox and p.alive and handoff.hand_off(self, p, t):
                     pass
                 if not p.outbox:
                     self.senders.discard(p)
@@ -247,37 +221,10 @@ class Cluster:
                     if not plan.empty:
                         self._start(w, plan, t)
 
-    def _hand_off(self, p: Worker, t: float) -> bool:
-        """Send ``p``'s oldest prefilled request to the least-loaded decode worker with room; False if none."""
-        slot = p.outbox[0]
-        r = slot.request
-        d = self.router.decode(r.max_total_tokens, t)
-        if d is None:
-            if any(x.alive for x in self.decoders):
-                return False
-            p.outbox.popleft()
-            p.memory.release(r.id)
-            r.fail("no decode worker left: all of them were lost", t)
-            return True
-        if self.hooked:
-            try:
-                self.faults("send", p.name, [r.id])
-            except WorkerFault as fault:
-                recovery.fault(self, t, p, fault)
-                return False
-        fast.reached(self, d, t, inclusive=True)
-        p.sending.append(p.outbox.popleft())
-        d.incoming.append(slot)
-        d.memory.reserve(r.id, r.max_total_tokens)
-        d.output_owed += r.max_new_tokens - len(r.output)
-        slot.transfer_id = next(self.transfer_ids)
-        self.clock.transfer(p, d, slot, t)
-        self.record(d, t=t)
-        self.router.changed(d)
-        return True
-
     def _start(self, w: Worker, plan: StepPlan, t: float) -> None:
         self.admissions.extend(s.request.id for s in plan.admitted)
+        if plan.joined:
+            handoff.admitted(self, w, plan.joined, t)  # their first tokens leave (first_token_on="decode")
         for s in plan.prefill:
             s.request.prefill_worker = w.name
             if s.request.prefill_start_s is None:

@@ -57,14 +57,17 @@ class ServingConfig:
             the stated :data:`splitlab.sizing.CPU_MEMORY_BYTES`, 16 GiB); None = unlimited.
         memory_utilization: the share of a device's memory a worker uses for weights, activations and KV cache
             (vLLM's ``gpu_memory_utilization``, default 0.9), in (0, 1]; read by the "auto" budget only.
-        first_token_on: disaggregated: which side emits the first token: "decode" (the default: only once the
-            cache has arrived at the decode worker, so TTFT includes the KV transfer, as vLLM's disaggregated
-            proxy streams every token from the decode instance) or "prefill" (DistServe's convention: when the
-            prefill ends; its simulator ends TTFT there and counts the wait for the decode side in TPOT).
-        transfer_mode: "whole" (the cache in one go) or "layerwise" (layer by layer after the prefill).
+        first_token_on: disaggregated: which side emits the first token: "decode" (the default: once the cache
+            has arrived and the decode worker has admitted the request into its batch, so TTFT includes the KV
+            transfer and the wait for a batch slot, as vLLM's disaggregated proxy streams every token from the
+            decode instance) or "prefill" (DistServe's convention: when the prefill ends; its simulator ends TTFT
+            there and counts the wait for the decode side in TPOT).
+        transfer_mode: "whole" (the cache in one go once the prefill ends) or "layerwise" (layer by layer as the
+            prefill computes them, overlapping it: :mod:`.nic`).
         link_bytes_per_s, link_latency_s: model the link between the pools as latency + bytes / bandwidth instead
-            of charging the measured copy (virtual-clock back ends only); None = charge what was measured (or, on
-            the simulated back end, the cost model's transfer, which may be a free link). Finite, at least
+            of charging the measured copy (virtual-clock back ends only; :func:`.nic.link_fields` gives them for a
+            named link; each worker's one NIC carries one transfer at a time). None = charge what was measured (or,
+            on the simulated back end, the cost model's transfer, which may be a free link). Finite, at least
             :data:`MIN_LINK_BYTES_PER_S` bytes/s, and a latency of at most :data:`MAX_LINK_LATENCY_S`.
         max_retries: how often a request whose worker died is served again elsewhere (its cache re-sent when the
             prefill side still holds it, else its prefill recomputed) before it fails.

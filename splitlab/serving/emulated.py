@@ -65,6 +65,7 @@ class ModelExecutor(Executor):
         per_request = RequestKVBytes.of(lm.geometry, lm.dtype)
         self.kv_bytes_fn = None if per_request.linear else per_request
         self.max_context = lm.max_context
+        self.kv_layers = lm.geometry.layers  # what a layer-wise transfer streams (.nic)
         self.vocab_size = lm.vocab_size
         self.weight_bytes = lm.weight_bytes
         self.activation_bytes_per_token = activation_bytes_per_token(lm.config, lm.dtype)

@@ -20,8 +20,9 @@ import pandas as pd
 __all__ = ["GoodputResult", "BINDING", "OUTCOMES", "binding_of", "found_reason", "unmet_reason",
            "unbounded_reason", "lone_request_reason"]
 
-#: what ``binding_slo`` may be: the SLO most requests missed at the lowest failing rate
-BINDING = ("ttft", "ttst", "tpot", "unfinished", "none")
+#: what ``binding_slo`` may be: the SLO most requests missed at the lowest failing rate ("transfer": TTFT or TTST,
+#: most of whose misses the KV hand-off caused)
+BINDING = ("ttft", "ttst", "tpot", "unfinished", "transfer", "none")
 #: how a search may end (module docstring)
 OUTCOMES = ("found", "unmet", "unbounded")
 
@@ -36,7 +37,9 @@ class GoodputResult:
             ``outcome == "unbounded"`` the highest rate stepped to, a lower bound).
         goodput_rps: the same for the whole cluster (x workers).
         binding_slo: at the lowest failing rate, the SLO most requests missed: "ttft", "ttst" (the second
-            token later than TTFT SLO + TPOT SLO), "tpot" or "unfinished"; "none" if no tested rate failed.
+            token later than TTFT SLO + TPOT SLO), "tpot" or "unfinished"; "transfer" where it is TTFT or TTST
+            and most of those misses were the KV hand-off's (each would have met the bound without its time on
+            the link: ``metrics.slo_misses``); "none" if no tested rate failed.
         points: every run of the search, in the order walked (see :meth:`curve`).
         target, tolerance, duration_s: the search's settings.
         outcome: "found", "unmet" (no rate meets the SLOs: goodput 0) or "unbounded" (no rate breaks them).
@@ -70,39 +73,58 @@ class GoodputResult:
 
 
 def binding_of(point: dict) -> str:
-    """The SLO most requests of a run (one point of the curve) missed."""
+    """The SLO most requests of a run (one point of the curve) missed; "transfer" when that is TTFT or TTST and
+    the KV hand-off caused most of the TTFT and TTST misses (``point["transfer"]``)."""
     counts = {k: point[k] for k in ("ttft", "ttst", "tpot", "unfinished")}
-    return max(counts, key=counts.get)
+    slo = max(counts, key=counts.get)
+    if slo in ("ttft", "ttst") and 2 * point.get("transfer", 0) > point["ttft"] + point["ttst"]:
+        return "transfer"
+    return slo
+
+
+def _share(point: dict) -> str:
+    """A run's attainment in words: '85%', or a bound for a run stopped once its verdict was decided."""
+    bound = {"fail": "at most ", "pass": "at least "}.get(point.get("stopped"), "")
+    return f"{bound}{point['attainment']:.0%}"
 
 
 def _missed(point: dict, ttft_slo_s: float, tpot_slo_s: float) -> str:
-    """'85 of 100 missed TTFT (P90 0.31 s against 0.05 s)' for the SLO most requests of ``point`` missed."""
+    """'85 of 100 counted requests missed TTFT (P90 0.31 s against 0.05 s)' for the SLO most requests of
+    ``point`` missed (of a run stopped early: the misses counted when its verdict was decided, without a P90)."""
     slo = binding_of(point)
-    n = point[slo]
+    n, of = point[slo], point.get("counted", point["requests"])
     if slo == "unfinished":
-        return f"{n} of {point['requests']} did not finish (rejected or failed)"
+        return f"{n} of {of} counted requests did not finish (rejected or failed)"
+    if slo == "transfer":
+        p90 = point.get("ttft_p90_s")
+        tail = f"; P90 TTFT {p90:.3g} s against {ttft_slo_s:.3g} s" if p90 is not None else ""
+        return (f"{n} of {of} counted requests missed TTFT or TTST because of the KV transfer (each would have met "
+                f"it without its time on the link{tail})")
     bound = dict(ttft=ttft_slo_s, ttst=ttft_slo_s + tpot_slo_s, tpot=tpot_slo_s)[slo]
-    return (f"{n} of {point['requests']} missed {slo.upper()} (P90 {point[f'{slo}_p90_s']:.3g} s against "
-            f"{bound:.3g} s{' = TTFT SLO + TPOT SLO' if slo == 'ttst' else ''})")
+    extra = " = TTFT SLO + TPOT SLO" if slo == "ttst" else ""
+    if point.get("stopped") == "fail":
+        return f"{n} of {of} counted requests had missed {slo.upper()} ({bound:.3g} s{extra}) when the run stopped"
+    p90 = point[f"{slo}_p90_s"]
+    return f"{n} of {of} counted requests missed {slo.upper()} (P90 {p90:.3g} s against {bound:.3g} s{extra})"
 
 
 def found_reason(passed: dict, failed: dict, ttft_slo_s: float, tpot_slo_s: float) -> str:
     """Why a bracketed search's goodput is where it is: the rate that passed and the one that failed."""
-    return (f"{passed['attainment']:.0%} met the SLOs at {passed['rate_per_worker']:.4g} requests/s per worker, "
-            f"{failed['attainment']:.0%} at {failed['rate_per_worker']:.4g}: {_missed(failed, ttft_slo_s, tpot_slo_s)}")
+    return (f"{_share(passed)} met the SLOs at {passed['rate_per_worker']:.4g} requests/s per worker, "
+            f"{_share(failed)} at {failed['rate_per_worker']:.4g}: {_missed(failed, ttft_slo_s, tpot_slo_s)}")
 
 
 def unmet_reason(trickle: dict, target: float, ttft_slo_s: float, tpot_slo_s: float) -> str:
     """Why no rate meets the SLOs, from a run at a trickle (each request served alone) that still failed."""
     return (f"no rate meets the SLOs: even at a trickle ({trickle['rate_per_worker']:.3g} requests/s per worker, "
-            f"each request served alone) only {trickle['attainment']:.0%} of requests met them (target "
+            f"each request served alone) only {_share(trickle)} of requests met them (target "
             f"{target:.0%}); {_missed(trickle, ttft_slo_s, tpot_slo_s)}")
 
 
 def unbounded_reason(highest: float, burst: dict) -> str:
     """Why the goodput is only a lower bound: a burst of a whole run met the SLOs."""
     return (f"no rate breaks the SLOs: every rate tried met them, even all {burst['requests']} requests of a run "
-            f"arriving at once ({burst['attainment']:.0%} met them); the goodput shown is the highest rate stepped "
+            f"arriving at once ({_share(burst)} met them); the goodput shown is the highest rate stepped "
             f"to, {highest:.4g} requests/s per worker, a lower bound: tighten the SLOs to find where they break")
 
 

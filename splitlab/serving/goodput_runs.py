@@ -1,18 +1,38 @@
 """The runs of a goodput search (:mod:`.goodput_search`): one seeded request set, its first requests at each
 tested rate with their arrival times scaled (:class:`Runs`), each run summarised as one point of the attainment
-curve; and :func:`workload_requests`, a workload sized to a back end's model or cost model."""
+curve; and :func:`workload_requests`, a workload sized to a back end's model or cost model.
+
+**Runs at steady state.** A run is sized by the request *lifetime*, the most time its SLOs allow a request of the
+mean output length, ``L = TTFT SLO + (mean output tokens - 1) x TPOT SLO``: its arrivals span ``lifetimes`` x L
+(default :data:`LIFETIMES`), and hold at least ``min_requests`` requests (default :data:`MIN_REQUESTS`, or
+``max_requests`` if fewer). A decode backlog builds over lifetimes, not over SLOs: a decode batch fills only after
+about one lifetime of arrivals, so a run of a few SLOs ends before an overloaded layout shows it (issue 20
+measured +25% to +40% on such runs). And near its boundary a queue's waits are correlated over many requests, so
+a run of a few hundred is a noisy sample of its attainment (1P+1D on the built-in cost model, 256 / 24 tokens,
+10% above its goodput: 92.5% of 267 counted requests met the SLOs, 84% of 2,000, 84.3% of 80,000).
+
+Attainment counts only the requests arriving after a *warm-up* (the first :data:`WARMUP_LIFETIMES` lifetimes: the
+cluster starts empty) and before a *cool-down* (the last :data:`COOLDOWN_LIFETIMES` lifetime: those requests keep
+the load on while the counted ones finish; they are served but not counted), each at most a quarter of the run's
+span. A goodput search stops a run once its verdict is decided (:mod:`.goodput_verdict`), an attainment curve
+runs each to its end. DistServe's own search (``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe)
+sizes a run by a count instead: ``run_binary_search(..., N=1000)``, 1000 requests per rate whatever the rate.
+"""
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from typing import Sequence
 
 from . import metrics as M
-from .request import Request
-from .runner import backend_for, run
+from .cluster import Cluster
+from .goodput_verdict import Verdict
+from .request import Request, State
+from .runner import backend_for
 from .workload import WorkloadSpec, make_workload, workload_scale
 
-__all__ = ["Runs", "workload_requests"]
+__all__ = ["Runs", "workload_requests", "lifetime_s", "LIFETIMES", "MIN_REQUESTS"]
 
 
 class _Shape:
@@ -45,29 +65,45 @@ def _rescaled(requests: Sequence[Request], factor: float) -> list[Request]:
     return out
 
 
+#: a run's arrivals span this many request lifetimes by default (module docstring; measured in
+#: ``benchmarks/goodput_steady.py``)
+LIFETIMES = 20
+#: counted requests a run holds at least by default (module docstring): near its boundary an unsaturated queue's
+#: waits are correlated over many requests, and runs of a few hundred missed the long-run attainment by 10-20%
+MIN_REQUESTS = 2000
+#: lifetimes of arrivals at the start of a run (the warm-up) and at its end (the cool-down) that are not counted
+WARMUP_LIFETIMES, COOLDOWN_LIFETIMES = 2.0, 1.0
+
+
+def lifetime_s(requests: Sequence[Request], ttft_slo_s: float, tpot_slo_s: float) -> float:
+    """The most time its SLOs allow a request of the mean output length: TTFT SLO + (mean output - 1) x TPOT SLO."""
+    mean = sum(r.max_new_tokens for r in requests) / len(requests)
+    return ttft_slo_s + tpot_slo_s * max(mean - 1, 0.0)
+
+
 class Runs:
     """Runs of one configuration at chosen rates per worker, each summarised as one point of the curve."""
 
     bar = None  # a progress bar of the runs (goodput's ``progress``)
 
     def __init__(self, workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
-                 max_requests, seed, scale, prefixes):
+                 max_requests, seed, scale, prefixes, lifetimes=LIFETIMES):
         M._check_slos(ttft_slo_s, tpot_slo_s)
         if ttft_slo_s is None or tpot_slo_s is None:
             raise ValueError("goodput needs both a TTFT and a TPOT SLO")
         for name, slo in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
-            if not math.isfinite(slo):  # it also sets the runs' length: 20 x (TTFT SLO + TPOT SLO)
+            if not math.isfinite(slo):  # it also sets the runs' length: lifetimes of TTFT SLO + output x TPOT SLO
                 raise ValueError(f"{name} must be a finite time > 0 s (goodput needs an SLO that some rate breaks), "
                                  f"got {slo!r}")
+        if not (isinstance(lifetimes, numbers.Real) and not isinstance(lifetimes, bool) and 0 < lifetimes < math.inf):
+            raise ValueError(f"lifetimes must be a number > 0 (request lifetimes of arrivals per run), got "
+                             f"{lifetimes!r}")
         self.ex, self.cfg = backend_for(model, backend), config.with_(trace=False)
         self.workers, self.slos, self.target, self.points = self.cfg.n_workers, (ttft_slo_s, tpot_slo_s), target, []
-        self.duration = 20 * (ttft_slo_s + tpot_slo_s) if duration_s is None else duration_s
-        if duration_s is None and not math.isfinite(self.duration):  # 1e308 + 1e308 is inf
-            raise ValueError(f"ttft_slo_s + tpot_slo_s must be at most {sys.float_info.max / 20:.3g} s (each run "
-                             f"lasts 20 x their sum), got {ttft_slo_s!r} and {tpot_slo_s!r}")
-        if not (0 < self.duration < math.inf and 2 <= min_requests <= max_requests):
-            raise ValueError(f"duration_s must be a finite time > 0 (default 20 x (TTFT SLO + TPOT SLO)) and 2 <= "
-                             f"min_requests <= max_requests, got {duration_s!r}, {min_requests!r}, {max_requests!r}")
+        if min_requests is None:
+            min_requests = min(MIN_REQUESTS, max_requests) if isinstance(max_requests, numbers.Integral) else 2
+        if not 2 <= min_requests <= max_requests:
+            raise ValueError(f"2 <= min_requests <= max_requests must hold, got {min_requests!r} and {max_requests!r}")
         self.limits = (min_requests, max_requests)
         if isinstance(workload, (str, WorkloadSpec)):
             self.base, self.rate, self.fixed = workload_requests(workload, max_requests, 1.0, self.ex, seed, scale), \
@@ -77,6 +113,15 @@ class Runs:
             if len(self.base) < 2 or self.base[-1].arrival_s <= self.base[0].arrival_s:
                 raise ValueError("goodput needs at least 2 requests arriving at different times")
             self.rate = (len(self.base) - 1) / (self.base[-1].arrival_s - self.base[0].arrival_s)
+        self.lifetime = lifetime_s(self.base, ttft_slo_s, tpot_slo_s)
+        self.duration = lifetimes * self.lifetime if duration_s is None else duration_s
+        if duration_s is None and not math.isfinite(self.duration):  # 1e308 + 1e308 is inf
+            raise ValueError(f"ttft_slo_s + tpot_slo_s x output tokens must be at most {sys.float_info.max:.3g} s "
+                             f"/ lifetimes (a run's arrivals span {lifetimes:g} lifetimes), got {ttft_slo_s!r} and "
+                             f"{tpot_slo_s!r}")
+        if not 0 < self.duration < math.inf:
+            raise ValueError(f"duration_s must be a finite time > 0 (default {lifetimes:g} request lifetimes), got "
+                             f"{duration_s!r}")
 
     def span_s(self, rate_per_worker: float) -> float:
         """Seconds from the first to the last arrival of the run at ``rate_per_worker``."""
@@ -105,17 +150,36 @@ class Runs:
         wanted = min(rate_per_worker * self.workers * self.duration, self.limits[1])  # inf at a rate of 1e308
         return len(self.base) if self.fixed else min(self.limits[1], max(self.limits[0], math.ceil(wanted)))
 
-    def __call__(self, rate_per_worker: float) -> dict:
+    def counted(self, requests: Sequence[Request]) -> list[Request]:
+        """The requests whose attainment decides a run (arrival order): those after the warm-up and before the
+        cool-down, each at most a quarter of the run's span (module docstring); all of them if that leaves none."""
+        first, last = requests[0].arrival_s, requests[-1].arrival_s
+        quarter = (last - first) / 4
+        begin = first + min(WARMUP_LIFETIMES * self.lifetime, quarter)
+        end = last - min(COOLDOWN_LIFETIMES * self.lifetime, quarter)
+        return [r for r in requests if begin <= r.arrival_s <= end] or list(requests)
+
+    def __call__(self, rate_per_worker: float, early: bool = True) -> dict:
+        """One run at ``rate_per_worker``, stopped once its verdict is decided if ``early``, as one point."""
         workers, (ttft, tpot) = self.workers, self.slos
         n = self.n(rate_per_worker)
-        res = run(_rescaled(self.base[:n], self.rate / (rate_per_worker * workers)), self.cfg, self.ex,
-                  progress=False)  # the search has its own bar
-        att = M.slo_attainment(res.requests, ttft, tpot)
-        done = res.completed
+        reqs = _rescaled(self.base[:n], self.rate / (rate_per_worker * workers))
+        counted = self.counted(reqs)
+        verdict = Verdict(counted, ttft, tpot, self.target) if early else None
+        Cluster(self.ex, self.cfg).run(reqs, stop=verdict)
+        stopped = verdict.decided if verdict is not None else None
+        if stopped is None:
+            att, misses = M.slo_attainment(counted, ttft, tpot), M.slo_misses(counted, ttft, tpot)
+        else:  # a bound: at most (fail) or at least (pass) the full run's attainment
+            att = (len(counted) - len(verdict.missed) if stopped == "fail" else verdict.met) / len(counted)
+            misses = verdict.misses()
+        done = [r for r in counted if r.state == State.FINISHED]
         p90 = {f"{k}_p90_s": M.percentiles((f(r) for r in done), (90,))["p90"]
                for k, f in (("ttft", M.ttft_s), ("ttst", M.ttst_s), ("tpot", M.tpot_s))}
         point = dict(rate_per_worker=rate_per_worker, rate_per_s=rate_per_worker * workers, requests=n,
-                     attainment=att, passed=att >= self.target, **M.slo_misses(res.requests, ttft, tpot), **p90)
+                     counted=len(counted), attainment=att, passed=stopped == "pass" or (stopped is None and
+                                                                                       att >= self.target),
+                     stopped=stopped, **misses, **p90)
         self.points.append(point)
         if self.bar is not None:
             self.bar.set_postfix_str(f"{rate_per_worker:.4g}/s per worker: {att:.1%}")

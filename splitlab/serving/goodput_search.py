@@ -7,10 +7,12 @@ SLOs as :func:`splitlab.serving.metrics.meets_slo` says, which also bounds the t
 TTFT SLO + TPOT SLO, so a layout that answers the first token at once and then leaves the request waiting for a
 decode slot is not rewarded for hiding that backlog.
 
-Each run lasts about ``duration_s`` of arrivals (default 20 x (TTFT SLO + TPOT SLO)): a run too short for
-its rate ends before a backlog can build, and a burst of requests the cluster drains within the SLO would pass at
-any rate. (Requests arriving above capacity wait (rate - capacity) / capacity x t after t seconds, so with 20
-SLOs of arrivals a rate passes at most about 1 / (0.9 x 20) = 6% above the true capacity.) Every run takes the
+Each run's arrivals span ``lifetimes`` request lifetimes (TTFT SLO + (mean output tokens - 1) x TPOT SLO, default
+20, :mod:`.goodput_runs`), with a warm-up and a cool-down left out of the attainment, and stop as soon as their
+verdict is decided (:mod:`.goodput_verdict`: the pass/fail of the full run, sooner). How close the answer comes to
+the same search on runs 20 x longer is measured, not argued: ``benchmarks/goodput_steady.py`` (prefill-first,
+chunked and xPyD layouts on the built-in and the analytic cost models, over seeds) and
+``tests/test_goodput_steady.py`` (a crafted case, within 5%). Every run takes the
 first requests of one seeded request set, their arrival times scaled by 1 / rate (Poisson gaps are exponential
 draws times 1 / rate), so every rate sees the same lengths and prompts. The search steps the rate up or down
 until one passes and one fails, then bisects until the two are within ``tolerance`` of each other: the answer is
@@ -30,7 +32,7 @@ from .config import ServingConfig
 from .goodput_result import (BINDING, GoodputResult, binding_of, found_reason, lone_request_reason, unbounded_reason,
                              unmet_reason)
 from ..common.progress import show_progress
-from .goodput_runs import Runs, workload_requests
+from .goodput_runs import LIFETIMES, Runs, workload_requests
 from .request import Request
 from .virtual import progress_bar
 from .workload import WorkloadSpec
@@ -40,16 +42,18 @@ __all__ = ["goodput", "attainment_curve", "GoodputResult", "workload_requests", 
 
 def attainment_curve(workload, config: ServingConfig, backend=None, *, rates_per_worker: Sequence[float],
                      ttft_slo_s: float, tpot_slo_s: float, target: float = 0.9, duration_s: float | None = None,
-                     min_requests: int = 100, max_requests: int = 4000, seed: int = 0, scale: float | None = None,
-                     model=None, prefixes: bool = False) -> pd.DataFrame:
+                     min_requests: int | None = None, max_requests: int = 4000, seed: int = 0,
+                     scale: float | None = None, model=None, prefixes: bool = False,
+                     lifetimes: float = LIFETIMES) -> pd.DataFrame:
     """SLO attainment of ``config`` at each of ``rates_per_worker``, run as :func:`goodput` runs them (same
-    arguments): one row per rate, the columns of :meth:`GoodputResult.curve`."""
+    arguments) but each to its end (the attainment itself, not a bound): one row per rate, the columns of
+    :meth:`GoodputResult.curve`."""
     runs = Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
-                 max_requests, seed, scale, prefixes)
+                 max_requests, seed, scale, prefixes, lifetimes)
     for rate in rates_per_worker:
         if not (rate > 0 and math.isfinite(rate)):
             raise ValueError(f"rates must be > 0 requests/s per worker, got {rate!r}")
-        runs(rate)
+        runs(rate, early=False)
     return pd.DataFrame(runs.points).assign(layout=runs.cfg.name)
 
 
@@ -71,15 +75,16 @@ WIDEN_AFTER = 8
 
 def _factor(step: float, steps: int) -> float:
     """The factor of the search's ``steps``-th step in one direction: ``step``, squared for each step after
-    :data:`WIDEN_AFTER`."""
-    return step ** (2 ** max(0, steps - WIDEN_AFTER))
+    :data:`WIDEN_AFTER` (after 2 for a step below 1.5: a start meant to be near the answer that was not)."""
+    return step ** (2 ** max(0, steps - (WIDEN_AFTER if step >= 1.5 else 2)))
 
 
 def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingConfig, backend=None, *,
             ttft_slo_s: float, tpot_slo_s: float, target: float = 0.9, tolerance: float = 0.03,
-            duration_s: float | None = None, min_requests: int = 100, max_requests: int = 4000,
+            duration_s: float | None = None, min_requests: int | None = None, max_requests: int = 4000,
             start_rate_per_worker: float = 1.0, seed: int = 0, scale: float | None = None, max_runs: int = 40,
-            model=None, prefixes: bool = False, step: float = 2.0, progress: bool | None = False) -> GoodputResult:
+            model=None, prefixes: bool = False, step: float = 2.0, progress: bool | None = False,
+            lifetimes: float = LIFETIMES, early: bool = True) -> GoodputResult:
     """Bisect the request rate to the highest rate per worker at which ``target`` of requests meet their SLOs.
 
     The search steps the rate by ``step`` from ``start_rate_per_worker`` (each step after :data:`WIDEN_AFTER` in
@@ -87,7 +92,8 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     geometric mean while they are more than ``max(2, step)`` apart, then their mean) until they are within
     ``tolerance``. It always ends with an answer (``GoodputResult.outcome``):
 
-    - rates keep failing: after two failures it runs a *trickle* (arrivals so far apart that each request is
+    - rates keep failing: after two failures (at a ``step`` below 1.5, once the rate is 4x below the start) it
+      runs a *trickle* (arrivals so far apart that each request is
       served alone, :meth:`Runs.trickle_rate`); if that fails too, no rate meets the SLOs: goodput 0, with the
       SLO most requests missed ("unmet"). A cost model can say so before any run (one prefill of the shortest
       prompt longer than the TTFT SLO, one decode step longer than the TPOT SLO).
@@ -103,10 +109,16 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         ttft_slo_s, tpot_slo_s: the SLOs (s, finite, > 0).
         target: SLO attainment that passes (DistServe: 0.9).
         tolerance: stop when the failing rate is within this share above the passing one.
-        duration_s: seconds of arrivals per run (default 20 x (TTFT SLO + TPOT SLO)); each run serves
-            rate x duration requests, at least ``min_requests`` and at most ``max_requests`` (given requests:
-            all of them, every run, unless ``prefixes``: then the first rate x duration of them, which lets
-            several searches share one request set of ``max_requests``).
+        lifetimes: a run's arrivals span this many request lifetimes (TTFT SLO + (mean output tokens - 1) x TPOT
+            SLO; :mod:`.goodput_runs`), the first 2 and the last 1 of them not counted (each at most a quarter of
+            the span); ``duration_s``: seconds of arrivals per run instead. Each run serves rate x duration
+            requests, at least ``min_requests`` (default 2,000, or ``max_requests`` if fewer) and at most
+            ``max_requests`` (given requests: all of them, every
+            run, unless ``prefixes``: then the first rate x duration of them, which lets several searches share
+            one request set of ``max_requests``).
+        early: stop each run once its pass/fail is decided (:mod:`.goodput_verdict`; the same verdict as the
+            full run, so the same goodput); the point's ``attainment`` is then a bound (``stopped``: "fail", at
+            most; "pass", at least).
         start_rate_per_worker: the first rate tried (requests/s per worker); ``step``: the factor by which the
             rate grows or shrinks until one rate passes and one fails (a good start deserves a small step).
         seed, scale: of the workload (see :func:`workload_requests`).
@@ -119,7 +131,8 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         a :class:`GoodputResult` (``outcome``, ``reason``: why the goodput is what it is).
 
     Raises:
-        ValueError: SLOs that are not finite times > 0 (True is no time) or whose sum x 20 overflows, target
+        ValueError: SLOs that are not finite times > 0 (True is no time) or whose lifetime x lifetimes overflows,
+            lifetimes not a number > 0, target
             outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not > 1, max_runs not an
             integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
     """
@@ -132,7 +145,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         raise ValueError(f"start_rate_per_worker must be a rate > 0 and step > 1, got {start_rate_per_worker!r} "
                          f"and {step!r}")
     runs = Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
-                 max_requests, seed, scale, prefixes)
+                 max_requests, seed, scale, prefixes, lifetimes)
     cfg, points = runs.cfg, runs.points
     runs.bar = progress_bar(None, f"goodput of {cfg.name}", show_progress(progress), unit="run")
 
@@ -149,19 +162,19 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     if unmet is not None:
         return answer(0.0, "unmet", unmet[1], unmet[0])
 
-    def attempt(rate_per_worker: float) -> dict:
+    def attempt(rate_per_worker: float, stop: bool = early) -> dict:
         if len(points) >= max_runs:
             raise ValueError(f"goodput of {cfg.name} did not end in {max_runs} runs (highest rate passed {lo:.4g}, "
                              f"lowest failed {hi:.4g} requests/s per worker): pass goodput() a larger max_runs or "
                              f"tolerance, or a start_rate_per_worker nearer the answer")
-        return runs(rate_per_worker)
+        return runs(rate_per_worker, stop)
 
     lo, hi, rate = 0.0, math.inf, start_rate_per_worker
     if attempt(rate)["passed"]:  # step up until a rate fails ...
         lo, capped, ups = rate, int(runs.capped(rate)), 0
         while hi == math.inf:
             if capped >= 2:  # the same requests ever closer: does even a burst of them meet the SLOs?
-                point = attempt(max(runs.rate_for_span(_burst_span_s(runs)), lo * step))
+                point = attempt(max(runs.rate_for_span(_burst_span_s(runs)), lo * step), False)
                 if point["passed"]:
                     return answer(lo, "unbounded", unbounded_reason(lo, point))
                 hi = point["rate_per_worker"]
@@ -175,9 +188,10 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     else:  # ... or down until one passes; a trickle that fails says no rate does
         hi, floor, downs = rate, None, 0
         while lo == 0.0:
-            if downs == 1 and floor is None:  # two failures: does a trickle (each request alone) pass at all?
+            # two failures (or, at a small step, a rate 4x below the start): does a trickle (each request alone) pass?
+            if floor is None and (downs == 1 if step >= 1.5 else start_rate_per_worker >= 4 * rate):
                 trickle = runs.trickle_rate()
-                point = attempt(trickle) if trickle < rate else points[-1]
+                point = attempt(trickle, False) if trickle < rate else points[-1]
                 if not point["passed"]:
                     return answer(0.0, "unmet", unmet_reason(point, target, ttft_slo_s, tpot_slo_s))
                 floor = trickle

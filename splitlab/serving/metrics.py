@@ -2,10 +2,10 @@
 
 - TTFT (time to first token): arrival -> first output token available to the client. It includes queueing,
   prefill, and, in a split, the KV transfer: by default the decode side emits the first token once the cache has
-  arrived (``ServingConfig.first_token_on="decode"``), as vLLM's disaggregated proxy streams every token from the
-  decode instance. ``first_token_on="prefill"`` is DistServe's convention: its simulator
-  (``simdistserve/base/organize_data.py``) ends TTFT when the prefill ends and counts the transfer and the wait
-  for a decode slot in the decode latency that it divides into TPOT.
+  arrived and the decode worker has admitted the request into its batch (``ServingConfig.first_token_on="decode"``),
+  as vLLM's disaggregated proxy streams every token from the decode instance. ``first_token_on="prefill"`` is
+  DistServe's convention: its simulator (``simdistserve/base/organize_data.py``) ends TTFT when the prefill ends
+  and counts the transfer and the wait for a decode slot in the decode latency that it divides into TPOT.
 - ITL (inter-token latency): every gap between consecutive output tokens of one request; a request with n
   tokens has n - 1 gaps. TTFT is not one of them.
 - TPOT (time per output token): ``(E2E - TTFT) / (tokens - 1)`` per request, i.e. the mean ITL of that
@@ -19,8 +19,12 @@
   is out: without it a layout whose prefill side sends the first token at once, while the request then waits
   for a decode slot, would pass the TTFT SLO and average the wait away over hundreds of tokens of TPOT (the
   "backlog trap", which DistServe's convention falls into: its TTFT ends with the prefill and the wait for a
-  decode slot goes into TPOT). With the first token on the decode side TTFT already holds the transfer; TTST
-  still closes the trap for ``first_token_on="prefill"`` and for a first ITL held up behind a full batch.
+  decode slot goes into TPOT). With the first token on the decode side TTFT already holds the transfer and the
+  wait for a batch slot; TTST still closes the trap for ``first_token_on="prefill"`` and for a colocated first
+  ITL held up behind prefills.
+- Link time (:func:`link_s`): a split request's KV hand-off from the moment its cache left the prefill worker's
+  outbox to its arrival (queueing at the NICs and the part of the transfer no prefill hid). A TTFT or TTST miss
+  is the link's (:func:`slo_misses`' ``transfer``) when the request would have met that bound without it.
 - Throughput: output tokens of completed requests / (last finish - first arrival); per worker divides by every
   worker of both pools (a 1P+1D split is 2 workers, like colocated --workers 2).
 - Goodput (Zhong et al., "DistServe", OSDI'24): the highest request rate at which SLO attainment >= 90%, here
@@ -40,7 +44,7 @@ import pandas as pd
 
 from .request import Request, State
 
-__all__ = ["ttft_s", "ttst_s", "tpot_s", "e2e_s", "itl_s", "slo_misses", "percentiles", "meets_slo", "slo_attainment",
+__all__ = ["ttft_s", "ttst_s", "tpot_s", "e2e_s", "itl_s", "link_s", "slo_misses", "percentiles", "meets_slo", "slo_attainment",
            "throughput",
            "goodput", "request_table", "summarize", "DEFAULT_TTFT_SLO_S", "DEFAULT_TPOT_SLO_S"]
 
@@ -57,6 +61,12 @@ def ttft_s(r: Request) -> float:
 def ttst_s(r: Request) -> float:
     """Arrival -> second token (s); NaN for fewer than two tokens."""
     return r.token_times_s[1] - r.arrival_s if len(r.token_times_s) > 1 else NAN
+
+
+def link_s(r: Request) -> float:
+    """Time (s) from the hand-off of ``r``'s cache (it left the prefill worker's outbox) to its arrival at the decode
+    worker: queueing at the NICs and the transfer time no prefill hid (:mod:`.nic`); 0 without a hand-off."""
+    return r.transfer_end_s - r.transfer_start_s if r.transfer_end_s is not None else 0.0
 
 
 def e2e_s(r: Request) -> float:
@@ -121,17 +131,23 @@ def _miss(r: Request, ttft_slo_s: float | None, tpot_slo_s: float | None) -> str
 
 def slo_misses(requests: Sequence[Request], ttft_slo_s: float | None, tpot_slo_s: float | None) -> dict[str, int]:
     """How many requests miss each SLO, each counted once under the first it misses in the order unfinished
-    (rejected, failed), ttft, ttst (the second token later than TTFT SLO + TPOT SLO), tpot.
+    (rejected, failed), ttft, ttst (the second token later than TTFT SLO + TPOT SLO), tpot; and ``transfer``: of
+    the ttft and ttst misses, those the KV hand-off caused (the request would have met that bound without its
+    :func:`link_s`), already counted under ttft or ttst.
 
     Raises:
         ValueError: an SLO that is not a time > 0.
     """
     _check_slos(ttft_slo_s, tpot_slo_s)
-    out = dict(unfinished=0, ttft=0, ttst=0, tpot=0)
+    out = dict(unfinished=0, ttft=0, ttst=0, tpot=0, transfer=0)
     for r in requests:
         miss = _miss(r, ttft_slo_s, tpot_slo_s)
         if miss:
             out[miss] += 1
+            if miss == "ttft" and r.transfer_end_s is not None:
+                out["transfer"] += ttft_s(r) - link_s(r) <= ttft_slo_s
+            elif miss == "ttst" and r.transfer_end_s is not None:
+                out["transfer"] += ttst_s(r) - link_s(r) <= ttft_slo_s + tpot_slo_s
     return out
 
 

@@ -32,6 +32,7 @@ from collections import deque
 
 from .config import ServingConfig
 from .executor import DecodeBatch, Slot
+from .nic import Nic
 from .memory import KVMemory
 from .request import Request, State
 
@@ -78,9 +79,10 @@ class Parked(deque):
 
 class StepPlan:
     """One step: a decode forward over ``decode`` (the whole batch) and/or prefill forwards over ``prefill``,
-    the i-th getting its next ``prefill_tokens[i]`` tokens. ``admitted``: requests admitted by this plan."""
+    the i-th getting its next ``prefill_tokens[i]`` tokens. ``admitted``: requests admitted by this plan from the
+    queue; ``joined``: received slots it took into a decode worker's batch."""
 
-    __slots__ = ("decode", "prefill", "prefill_tokens", "admitted")
+    __slots__ = ("decode", "prefill", "prefill_tokens", "admitted", "joined")
 
     def __init__(self, decode: list[Slot] | None = None, prefill: list[Slot] | None = None,
                  prefill_tokens: list[int] | None = None, admitted: list[Slot] | None = None):
@@ -88,6 +90,7 @@ class StepPlan:
         self.prefill = [] if prefill is None else prefill
         self.prefill_tokens = [] if prefill_tokens is None else prefill_tokens
         self.admitted = [] if admitted is None else admitted
+        self.joined: list[Slot] = []
 
     def __repr__(self) -> str:
         return (f"StepPlan(decode={len(self.decode)}, prefill={len(self.prefill)}, "
@@ -110,6 +113,7 @@ class Worker:
         sending: (prefill role) slots whose cache is on a link; their bytes stay here until it arrives.
         incoming: (decode role) the same slots seen from the receiving end (they count in its load).
         busy: a step is running. alive: False once the worker was lost (it gets no more work).
+        nic: its network interface (:class:`~.nic.Nic`): when its egress and ingress are free again.
         prompt_owed, output_owed: prompt tokens not yet prefilled and output tokens not yet generated here.
     """
 
@@ -123,6 +127,7 @@ class Worker:
         self.incoming: list[Slot] = []
         self.busy = False
         self.alive = True
+        self.nic = Nic()
         self.capped = 0  # steps planned while ServingConfig.batch_cap, not KV memory, kept a request waiting
         self.prompt_owed = 0
         self.output_owed = 0
@@ -212,6 +217,7 @@ def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
     if w.role == "decode":
         while w.joining and len(w.batch.slots) < cfg.batch_cap:
             w.batch.slots.append(w.joining.popleft())
+            plan.joined.append(w.batch.slots[-1])
         w.capped += bool(w.joining)  # received caches, their memory held, that the cap keeps out of the batch
         plan.decode = list(w.batch.slots)
         return plan

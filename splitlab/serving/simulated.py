@@ -10,6 +10,7 @@ from dataclasses import fields
 from ..costmodel import CostModel
 from .executor import (DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, StepOutcome, TransferResult,
                        hybrid_terms, prefill_forwards)
+from .nic import DEFAULT_KV_LAYERS
 
 __all__ = ["CostModelExecutor", "check_cost"]
 
@@ -72,7 +73,8 @@ class CostModelExecutor(Executor):
 
     ``prefill`` charges one forward for a batch of whole prompts (``n`` = their total tokens) and one forward
     per slot for chunks, like :class:`~.executors.ModelExecutor`; a hybrid step (decode rows + chunks) is
-    charged as one fused forward, ``CostModel.hybrid_s``.
+    charged as one fused forward, ``CostModel.hybrid_s``. ``kv_layers``: the layers a layer-wise transfer streams
+    (the cost model's ``layers`` where it has them, as the roofline one does; else :data:`.nic.DEFAULT_KV_LAYERS`).
     """
 
     name = "simulated"
@@ -87,6 +89,7 @@ class CostModelExecutor(Executor):
         self.activation_bytes_per_token = self.cost.activation_bytes_per_token
         self.overhead_s = 0.0
         self.padded_prefill = self.cost.padded_prefill
+        self.kv_layers = int(getattr(self.cost, "layers", 0) or DEFAULT_KV_LAYERS)
         self._linear = type(self.cost).decode_s is CostModel.decode_s  # the short-run loop below may inline it
 
     def prefill_seconds(self, slots: list[Slot], n_tokens: list[int]) -> float:

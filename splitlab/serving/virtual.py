@@ -4,9 +4,9 @@ device) or predicted (simulated: a cost model).
 
 In the emulated back end every batch really runs on the one device, one after another in wall time, but each is
 charged only to its own worker's clock: the concurrency between workers is the one thing modeled. A KV hand-off
-is really performed by the executor; the link between a prefill and a decode worker is charged its measured
-seconds, or ``link_latency_s + bytes / link_bytes_per_s`` when a link bandwidth is set, and transfers on one
-link queue behind each other.
+is really performed by the executor; the link is charged its measured seconds, or ``link_latency_s + bytes /
+link_bytes_per_s`` when a link bandwidth is set, and a transfer holds the NICs of both its workers (:mod:`.nic`:
+transfers through one NIC queue behind each other; a layer-wise one overlaps its prefill).
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from operator import attrgetter
 from ..common.progress import progress_bar as common_bar
 from . import fast
 from .executor import StepOutcome, run_step
+from .nic import DEFAULT_KV_LAYERS, schedule
+from .scheduler import steps_ended
 
 __all__ = ["VirtualClock", "progress_bar"]
 
@@ -49,7 +51,9 @@ class VirtualClock:
         """Process every event in time order; at one time, arrivals (in submission order) come first, then the
         other events in the order they were scheduled, then the cluster's decisions. Arrivals wait in a sorted
         list rather than on the heap, so the heap holds only the events in flight. With the cluster's ``progress``,
-        a bar of the arrivals served (:func:`progress_bar`). Returns the time of the last event."""
+        a bar of the arrivals served (:func:`progress_bar`). With the cluster's ``stop`` (a goodput run:
+        :mod:`.goodput_verdict`), called with the time once each instant's events are done: True ends the run there,
+        the requests not done failing with ``stop.reason``. Returns the time of the last event."""
         c = self.c
         arrivals = sorted(c.requests, key=attrgetter("arrival_s"))  # stable: ties keep submission order
         bar = progress_bar(len(arrivals), f"serving ({getattr(c.backend, 'name', 'executor')})",
@@ -70,7 +74,7 @@ class VirtualClock:
         i, n, inf, arrive = 0, len(arrivals), float("inf"), c.on_arrive
         every = max(1, n // 100)
         mark = every if bar is not None else n + 1  # i never passes n: without a bar, never an update
-        handlers = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}
+        handlers, stop = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}, c.stop
         while i < n or events:
             t = events[0][0] if events else inf
             if i < n and arrivals[i].arrival_s <= t:
@@ -82,10 +86,23 @@ class VirtualClock:
                 _, _, kind, payload = pop(events)
                 handlers[kind](t, *payload)
             c.dispatch(t)
+            if stop is not None and stop(t):  # the run's outcome is decided (a goodput run): end it here
+                self._stop(t, stop.reason)
+                break
             if i >= mark:
                 bar.update(i - bar.n)
                 mark = i + every
         return t
+
+    def _stop(self, t: float, reason: str) -> None:
+        """End the run early at ``t``: record the decode steps ended by then and fail the requests not done."""
+        c = self.c
+        for w in c.workers:
+            if w.ahead is not None:
+                fast.commit(c, w, steps_ended(w, t, True))
+        for r in c.requests:
+            if not r.done:
+                r.fail(reason, t)
 
     def step(self, w, plan, t: float) -> None:
         """Run (or predict) ``w``'s step now; it ends after its seconds."""
@@ -106,6 +123,8 @@ class VirtualClock:
                 out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
         else:
             out = run_step(c.backend, w.batch, plan.decode, plan.prefill, plan.prefill_tokens)
+        if plan.prefill:  # when its layers were computed: a layer-wise hand-off overlaps this forward (.nic)
+            w.nic.forward_s = (t + out.decode_s, t + out.seconds)
         if c.trace and plan.decode:
             c.log(w.name, "decode", t, t + out.decode_s, fast.batch_ids(w) if c.fast else
                   (s.request.id for s in plan.decode), len(plan.decode), len(plan.decode))
@@ -115,23 +134,22 @@ class VirtualClock:
         c.push_done(t + out.seconds, w, plan, out)
 
     def transfer(self, p, d, slot, t: float) -> None:
-        """Move ``slot``'s cache from ``p`` to ``d`` (really, for a model) and charge the link between them."""
+        """Move ``slot``'s cache from ``p`` to ``d`` (really, for a model) and charge the link between their NICs
+        (:func:`.nic.schedule`)."""
         c = self.c
         res = c.backend.transfer(slot, c.cfg.transfer_mode)
-        charged = res.seconds if c.cfg.link_bytes_per_s is None else (
-            c.cfg.link_latency_s + res.nbytes / c.cfg.link_bytes_per_s)
-        link = f"{p.name}->{d.name}"
-        start = max(t, c.links.get(link, 0.0))
-        c.links[link] = start + charged
         r = slot.request
-        r.transfer_start_s, r.transfer_bytes = start, res.nbytes
+        layers = getattr(c.backend, "kv_layers", DEFAULT_KV_LAYERS)
+        start, end = schedule(c.cfg, p, d, t, res.seconds, res.nbytes, layers, r.prefill_end_s)
+        r.transfer_bytes = res.nbytes
         if c.cfg.trace:
-            c.transfers.append(dict(request_id=r.id, src=p.name, dst=d.name, start_s=start, end_s=start + charged,
-                                    nbytes=res.nbytes, measured_s=res.seconds, charged_s=charged, method=res.method))
+            c.transfers.append(dict(request_id=r.id, src=p.name, dst=d.name, start_s=start, end_s=end,
+                                    nbytes=res.nbytes, measured_s=res.seconds, charged_s=end - start,
+                                    method=res.method, handoff_s=t))
         if c.trace:
-            c.log(link, "transfer", start, start + charged, [r.id], 1, slot.context)
+            c.log(f"{p.name}->{d.name}", "transfer", start, end, [r.id], 1, slot.context)
         c.measured_s += res.seconds
-        self.push(start + charged, "arrived", p, d, slot, slot.transfer_id)
+        self.push(end, "arrived", p, d, slot, slot.transfer_id)
 
     def lost(self, w, after_s: float, t: float, reason: str) -> None:
         """``w`` is lost ``after_s`` from ``t`` (a fault hook fired)."""

@@ -81,13 +81,13 @@ class WallClock:
         c, r = self.c, slot.request
         tokens = list(r.output)
         if c.cfg.first_token_on == "decode" and not slot.resumed:
-            tokens.append(slot.last_token)  # emitted when the cache arrives; the decode worker has it already
+            tokens.append(slot.last_token)  # the decode worker's first input; it leaves when the worker admits it
         tid = slot.transfer_id
         self.b.send(self.rank[d.name], M.RecvKV(r.id, tid, self.rank[p.name], slot.cache, r.prompt_len,
                                                 r.max_new_tokens, _sampling(r.sampling), tokens, slot.replay))
         self.b.send(self.rank[p.name], M.SendKV(r.id, tid, self.rank[d.name], c.cfg.transfer_mode))
         self.moving[r.id] = [p, d, slot, tid, t, None]
-        r.transfer_start_s, r.transfer_bytes = t, slot.cache["nbytes"]
+        r.transfer_bytes = slot.cache["nbytes"]
 
     def release(self, w, slot) -> None:
         if w.alive:

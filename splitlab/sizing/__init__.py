@@ -9,13 +9,14 @@ The chapters put these predictions beside what splitlab measures.
 - :mod:`.roofline`: FLOPs and bytes of prefill and decode, intensity, ridge point, time bounds.
 - :mod:`.budget`: a worker's KV budget (memory x utilization - weights - activations, as vLLM) and the
   requests it holds.
-- :mod:`.links`: transfer time over a link, fitted link models, layer-wise streaming, DistServe's hand-off.
+- :mod:`.links`: transfer time over a link (a named one's bandwidth: ``link_bandwidth``), fitted link models,
+  layer-wise streaming, DistServe's hand-off.
 """
 from .budget import (CPU_MEMORY_BYTES, MEMORY_UTILIZATION, activation_bytes_per_token, kv_budget_bytes,
                      requests_in_budget)
 from .kv import (KVGeometry, LayerKV, RequestKVBytes, UnsupportedCacheError, dtype_bytes, kv_bytes, kv_bytes_per_token,
                  kv_geometry, resolve_config)
-from .links import fit_latency_bandwidth, handoff, streamed_exposed_s, transfer_time_s
+from .links import fit_latency_bandwidth, handoff, link_bandwidth, streamed_exposed_s, transfer_time_s
 from .roofline import (arithmetic_intensity, decode_bytes, decode_flops, min_decode_step_s, predicted_prefill_s,
                        prefill_bytes, prefill_flops, ridge_point, roofline_time_s)
 from .tables import GPUS, LINKS, PUBLISHED_MODELS
@@ -23,5 +24,5 @@ from .tables import GPUS, LINKS, PUBLISHED_MODELS
 __all__ = ["KVGeometry", "LayerKV", "RequestKVBytes", "UnsupportedCacheError", "kv_geometry", "dtype_bytes", "kv_bytes_per_token", "kv_bytes", "resolve_config",
            "PUBLISHED_MODELS", "GPUS", "LINKS", "prefill_flops", "decode_flops", "prefill_bytes", "decode_bytes",
            "arithmetic_intensity", "ridge_point", "min_decode_step_s", "roofline_time_s", "predicted_prefill_s",
-           "transfer_time_s", "fit_latency_bandwidth", "streamed_exposed_s", "handoff", "MEMORY_UTILIZATION",
-           "CPU_MEMORY_BYTES", "activation_bytes_per_token", "kv_budget_bytes", "requests_in_budget"]
+           "transfer_time_s", "fit_latency_bandwidth", "streamed_exposed_s", "handoff", "link_bandwidth",
+           "MEMORY_UTILIZATION", "CPU_MEMORY_BYTES", "activation_bytes_per_token", "kv_budget_bytes", "requests_in_budget"]

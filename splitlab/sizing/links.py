@@ -7,13 +7,31 @@ datasheet.
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from .kv import dtype_bytes, kv_bytes, resolve_config
 from .roofline import min_decode_step_s, predicted_prefill_s
 from .tables import GPUS, LINKS
 
-__all__ = ["transfer_time_s", "fit_latency_bandwidth", "streamed_exposed_s", "handoff"]
+__all__ = ["transfer_time_s", "fit_latency_bandwidth", "streamed_exposed_s", "handoff", "link_bandwidth"]
+
+
+def link_bandwidth(link: str | float) -> float:
+    """Bytes/s of ``link`` in one direction: a name in :data:`~splitlab.sizing.LINKS` (its datasheet bandwidth) or a
+    bandwidth itself (a measured one, e.g. :func:`fit_latency_bandwidth`'s).
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones), or a bandwidth that is not a finite
+            number > 0.
+    """
+    if isinstance(link, str):
+        if link not in LINKS:
+            raise ValueError(f"unknown link {link!r}; choose one of {', '.join(LINKS)}, or give bytes/s")
+        return float(LINKS[link]["bandwidth_bytes_per_s"])
+    if isinstance(link, bool) or not isinstance(link, numbers.Real) or not 0 < link < float("inf"):
+        raise ValueError(f"a link is a name in sizing.LINKS or a bandwidth in bytes/s > 0, got {link!r}")
+    return float(link)
 
 
 def transfer_time_s(nbytes: float, bandwidth_bytes_per_s: float, latency_s: float = 0.0) -> float:
@@ -79,7 +97,7 @@ def handoff(model: str, prompt_tokens: int, link: str | float, gpu: str = "H100"
     decode step) and ``prefill_share`` (transfer / prefill).
     """
     cfg = resolve_config(model)
-    bandwidth = LINKS[link]["bandwidth_bytes_per_s"] if isinstance(link, str) else float(link)
+    bandwidth = link_bandwidth(link)
     nbytes = kv_bytes(cfg, prompt_tokens, dtype=dtype)
     transfer = transfer_time_s(nbytes, bandwidth)
     step = min_decode_step_s(cfg["n_params"] * dtype_bytes(dtype), nbytes, GPUS[gpu]["bandwidth_bytes_per_s"])

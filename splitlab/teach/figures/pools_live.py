@@ -61,14 +61,15 @@ def _rival(cell) -> str:
 
 
 def live_cells(m, executor, cells: dict, n_requests: int | dict = 20, seeds: Sequence[int] = (0, 1, 2),
-               toward_winner: float = 0.5) -> pd.DataFrame:
+               toward_winner: float = 0.5, **options) -> pd.DataFrame:
     """Serve each cell of ``cells`` ({region: cell} of :func:`region_cells`) on ``executor`` (a
     :class:`~splitlab.serving.ModelExecutor`: the real model; a cost model's executor simulates): its winner's
     layout and its best rival's, on the same ``n_requests`` requests of the cell's prompt and answer lengths,
     Poisson arrivals at a rate between the two simulated goodputs (times the cluster): ``rival^(1 - t) x
     winner^t`` for ``t = toward_winner`` (0.5: their geometric mean; nearer 1, nearer the winner's goodput and
     further above the rival's, where a short run shows the rival's overload sooner), once per seed, with the map's
-    batch cap and SLOs.
+    batch cap and SLOs; ``options``: more :class:`~splitlab.serving.ServingConfig` fields of every layout (the
+    link: ``serving.link_fields``).
 
     Returns a DataFrame, one row per (cell, layout): ``cell`` ("428-token prompts, TPOT 2.5 steps"), ``map``
     (the map's winner kind of that cell), ``kind``, ``layout``, ``goodput (sim.)`` (requests/s per worker),
@@ -94,7 +95,7 @@ def live_cells(m, executor, cells: dict, n_requests: int | dict = 20, seeds: Seq
         kinds, n_requests = (cell.winner, _rival(cell)), counts[region]
         rate = cell.goodput[kinds[0]] ** toward_winner * max(cell.goodput[kinds[1]], 1e-9) ** (1 - toward_winner)
         configs = {cell.names[k]: layout_config(cell.names[k], m.workers, m.chunk_tokens, max_batch=m.max_batch,
-                                                trace=False) for k in kinds}
+                                                trace=False, **options) for k in kinds}
         spec = WorkloadSpec(f"{cell.prompt_tokens}-token prompts", Fixed(cell.prompt_tokens), Fixed(m.output_tokens))
         att = {k: [] for k in kinds}
         for seed in seeds:

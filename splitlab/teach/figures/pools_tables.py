@@ -68,7 +68,8 @@ def trap_table(runs: Mapping[str, object], ttft_slo_s: float, tpot_slo_s: float)
 
 def trap_verdict(table: pd.DataFrame) -> str:
     """Sentences on a :func:`trap_table` of one colocated and one split run (the split's column is the one named
-    xPyD): the split's TTFT P90 against the colocated one, the attainment each reaches counted by TTFT and TPOT
+    xPyD; its first token sent by the prefill worker, ``first_token_on="prefill"``: DistServe's convention): the
+    split's TTFT P90 against the colocated one, the attainment each reaches counted by TTFT and TPOT
     alone, their tokens/s and E2E P90, and the attainment once the second-token bound counts.
 
     Raises:
@@ -88,8 +89,8 @@ def trap_verdict(table: pd.DataFrame) -> str:
         return f"{word} ({num(s[key])}{unit} against {num(c[key])}{unit})"
 
     ttft_old, ttst = "attainment, TTFT and TPOT only (%)", "attainment with the TTST bound (%)"
-    return (f"The split answers every first token as soon as its cache has reached a decode worker, before that "
-            f"worker has a place for the request in its batch: its TTFT P90 is {s['TTFT P90 (s)']:.3g} s "
+    return (f"The split's prefill worker answers every first token as soon as the prompt is prefilled, before a "
+            f"decode worker has a place for the request in its batch: its TTFT P90 is {s['TTFT P90 (s)']:.3g} s "
             f"against {c['TTFT P90 (s)']:.3g} s on {other[0]}. Then the request waits for a decode slot, and that "
             f"wait is averaged into a TPOT over all of its output tokens ({s['output tokens per request (mean)']:.3g} "
             f"on average). Counted by TTFT and TPOT alone, {split[0]} meets the SLOs for {s[ttft_old]:.3g}% of "

@@ -1,0 +1,109 @@
+"""Is the goodput search at steady state? Its default runs against the same search on runs 20x longer.
+
+    python benchmarks/goodput_steady.py [--cases builtin,toy] [--seeds 0,1,2] [--longer 20] [--json] [--quick]
+
+A goodput run's arrivals span ``LIFETIMES`` request lifetimes (TTFT SLO + (mean output - 1) x TPOT SLO) with a
+warm-up and a cool-down left out (:mod:`splitlab.serving.goodput_runs`), and stop once their verdict is decided
+(:mod:`splitlab.serving.goodput_verdict`). This measures, for each case, layout and seed of the request set, the
+default search's goodput against the same search with runs ``--longer`` x longer (and ``--longer`` x the
+requests per run), which stands for the steady state and starts at the default's answer; the claim is that the
+default lands within 5%.
+
+Cases (4 workers each; prefill-first colocated, chunked colocated, and two xPyD splits):
+
+- ``builtin``: the built-in cost model, the ``chat`` workload, the SLOs ``plan`` chooses for it (chapter 6's rule).
+- ``toy``: DistServe's example on the analytic cost model: OPT-13B fp16 on an A100-80GB (NVLink 3), 512 prompt /
+  64 output tokens, SLOs 0.4 s / 0.04 s, ``max_batch=64`` (chapter 7).
+
+Every time is CPU seconds of this process. ``--quick``: one seed, one layout per case, runs 2x longer (seconds).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from splitlab.costmodel import roofline_cost_model
+from splitlab.planning.defaults import choose_defaults
+from splitlab.serving import CostModelExecutor, Fixed, ServingConfig, WorkloadSpec, goodput
+from splitlab.serving.goodput_runs import LIFETIMES, MIN_REQUESTS
+
+TOY = WorkloadSpec("toy", Fixed(512), Fixed(64))
+
+
+def cases(names):
+    """name -> (executor, workload, ttft SLO, tpot SLO, layouts, options of every search)."""
+    out = {}
+    if "builtin" in names:
+        slos = choose_defaults(None, "chat", seed=0)
+        layouts = [ServingConfig.colocated(4), ServingConfig.colocated(4, policy="chunked", chunk_tokens=256),
+                   ServingConfig.disaggregated(2, 2), ServingConfig.disaggregated(1, 3)]
+        out["builtin"] = (CostModelExecutor(), "chat", slos.ttft_slo_s, slos.tpot_slo_s, layouts, {})
+    if "toy" in names:
+        gpu = roofline_cost_model("OPT-13B", "A100-80GB", "fp16", link="NVLink 3 (A100)")
+        layouts = [ServingConfig.colocated(4, max_batch=64),
+                   ServingConfig.colocated(4, policy="chunked", chunk_tokens=512, max_batch=64),
+                   ServingConfig.disaggregated(2, 2, max_batch=64), ServingConfig.disaggregated(3, 1, max_batch=64)]
+        out["toy"] = (CostModelExecutor(gpu), TOY, 0.4, 0.04, layouts, dict(scale=1.0))
+    return out
+
+
+def measure(case, seeds, longer, quick, n_layouts=4):
+    ex, workload, ttft, tpot, layouts, options = case
+    rows = []
+    for cfg in layouts[:1] if quick else layouts[:n_layouts]:
+        for seed in seeds:
+            common = dict(ttft_slo_s=ttft, tpot_slo_s=tpot, seed=seed, **options)
+            t0 = time.process_time()
+            short = goodput(workload, cfg, ex, step=1.25, **common)
+            t1 = time.process_time()
+            start = max(short.goodput_rps_per_worker, 1e-3)
+            long = goodput(workload, cfg, ex, lifetimes=LIFETIMES * longer, min_requests=MIN_REQUESTS * longer,
+                           max_requests=MIN_REQUESTS * longer, start_rate_per_worker=start, step=1.06, **common)
+            t2 = time.process_time()
+            g, ref = short.goodput_rps_per_worker, long.goodput_rps_per_worker
+            rows.append(dict(layout=cfg.name, seed=seed, goodput=g, goodput_longer=ref,
+                             ratio=g / ref if ref else float("nan"), binding=short.binding_slo,
+                             binding_longer=long.binding_slo, runs=len(short.points),
+                             requests=sum(p["requests"] for p in short.points), cpu_s=t1 - t0,
+                             cpu_s_longer=t2 - t1))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="builtin,toy")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--layouts", type=int, default=4, help="the first N layouts of each case (default all 4)")
+    ap.add_argument("--longer", type=int, default=20, help="how many times longer the reference runs are")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="one seed, one layout per case, runs 2x longer")
+    args = ap.parse_args(argv)
+    seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
+    longer = 2 if args.quick else args.longer
+    out = {}
+    for name, case in cases(args.cases.split(",")).items():
+        out[name] = measure(case, seeds, longer, args.quick, args.layouts)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return
+    print(f"default search (runs of {LIFETIMES} lifetimes) against runs {longer}x longer; ratio = default / longer")
+    for name, rows in out.items():
+        print(f"\n{name}")
+        print(f"{'layout':<40} {'seed':>4} {'default':>8} {'longer':>8} {'ratio':>6} {'binding':>14} "
+              f"{'runs':>4} {'CPU s':>6} {'longer CPU s':>12}")
+        for r in rows:
+            print(f"{r['layout']:<40} {r['seed']:>4} {r['goodput']:>8.4g} {r['goodput_longer']:>8.4g} "
+                  f"{r['ratio']:>6.3f} {r['binding'] + '/' + r['binding_longer']:>14} {r['runs']:>4} "
+                  f"{r['cpu_s']:>6.2f} {r['cpu_s_longer']:>12.2f}")
+        for layout in dict.fromkeys(r["layout"] for r in rows):
+            ratios = [r["ratio"] for r in rows if r["layout"] == layout]
+            print(f"  {layout}: ratio median {statistics.median(ratios):.3f}, spread over seeds "
+                  f"{min(ratios):.3f}-{max(ratios):.3f}")
+    worst = max(abs(r["ratio"] - 1) for rows in out.values() for r in rows)
+    print(f"\nlargest |ratio - 1|: {worst:.1%} (goal: within 5%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""When a goodput run's verdict is decided before the run ends: :class:`Verdict`, an early stop for the event loop.
+
+A goodput run passes when at least ``target`` of its counted requests meet their SLOs. Each request's fate is
+known by a deadline, so the run can stop as soon as its verdict cannot change:
+
+- by ``arrival + TTFT SLO`` a request without its first token, or with a late one, has missed (the TTFT deadline);
+- by ``arrival + TTFT SLO + (output tokens - 1) x TPOT SLO`` (the most time its SLOs allow it: TTFT + (n - 1) x
+  TPOT) a request that has not finished has missed; one that has finished is judged exactly as
+  :func:`~.metrics.meets_slo` judges it (the lifetime deadline).
+
+Misses are counted as these deadlines pass (two pointers over the counted requests, sorted by deadline: each
+request is looked at once or twice, so the check costs the same however long the queues are). The run fails as
+soon as even every undecided request meeting its SLOs would leave the attainment below ``target``, and passes as
+soon as the requests that met them already reach it: the pass/fail verdict is the full run's, only sooner
+(``tests/test_goodput_steady.py`` checks it against full runs). The requests left when it stops end FAILED with
+the reason :data:`STOPPED`. The deadlines carry a margin of a billionth so that rounding never decides a request
+before its time.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import metrics as M
+from .request import Request, State
+
+__all__ = ["Verdict", "STOPPED", "late_slo"]
+
+#: why a request left unfinished by an early stop did not finish
+STOPPED = "the goodput run stopped once its SLO verdict was decided"
+_MARGIN = 1e-9
+
+
+def late_slo(r: Request, ttft_slo_s: float, tpot_slo_s: float) -> str:
+    """The SLO a request that missed its lifetime deadline missed: "unfinished" (rejected or failed before it),
+    "ttft", "ttst" (no second token within TTFT SLO + TPOT SLO) or "tpot" (its tokens too slow to finish in
+    time); a finished request as :func:`~.metrics.slo_misses` counts it."""
+    if r.state == State.FINISHED:
+        return M._miss(r, ttft_slo_s, tpot_slo_s) or "tpot"
+    if r.state in (State.REJECTED, State.FAILED) and r.reject_reason != STOPPED:
+        return "unfinished"
+    times = r.token_times_s
+    if not times or not times[0] - r.arrival_s <= ttft_slo_s:
+        return "ttft"
+    if len(times) < 2 or not times[1] - r.arrival_s <= ttft_slo_s + tpot_slo_s:
+        return "ttst"
+    return "tpot"
+
+
+def _due(t: np.ndarray) -> np.ndarray:
+    return t * (1 + _MARGIN) + _MARGIN
+
+
+class Verdict:
+    """Counts the counted requests' SLO misses and passes as their deadlines pass (module docstring).
+
+    Call it with the time up to which every event has been processed: True once the run's verdict is decided
+    (``decided``: "fail" or "pass"). ``misses`` holds the requests known to have missed, ``met`` how many met.
+
+    Args:
+        counted: the requests whose attainment decides the run (objects the run mutates), arrival order.
+        ttft_slo_s, tpot_slo_s: the SLOs (s); target: the attainment that passes (0..1].
+    """
+
+    def __init__(self, counted: Sequence[Request], ttft_slo_s: float, tpot_slo_s: float, target: float):
+        self.reqs, self.slos, self.target, self.n = list(counted), (ttft_slo_s, tpot_slo_s), target, len(counted)
+        arrival = np.array([r.arrival_s for r in self.reqs], dtype=float)
+        outputs = np.array([r.max_new_tokens for r in self.reqs], dtype=float)
+        self.first_due = _due(arrival + ttft_slo_s).tolist()
+        lifetime = arrival + ttft_slo_s + tpot_slo_s * np.maximum(outputs - 1, 0)
+        self.order = np.argsort(lifetime, kind="stable").tolist()
+        self.life_due = _due(lifetime[self.order]).tolist()
+        self.i = self.j = self.met = 0
+        self.missed: dict[int, Request] = {}  # position -> request, known misses
+        self.decided: str | None = None
+        self.reason = STOPPED
+        self.next = min(self.first_due[0], self.life_due[0]) if self.n else float("inf")
+
+    def __call__(self, t: float) -> bool:
+        if t < self.next:
+            return False
+        ttft = self.slos[0]
+        reqs, missed, n = self.reqs, self.missed, self.n
+        while self.i < n and self.first_due[self.i] <= t:
+            r = reqs[self.i]
+            if not r.token_times_s or not M.ttft_s(r) <= ttft:
+                missed[self.i] = r
+            self.i += 1
+        while self.j < n and self.life_due[self.j] <= t:
+            k = self.order[self.j]
+            if k not in missed:
+                r = reqs[k]
+                if r.state == State.FINISHED and M.meets_slo(r, *self.slos):
+                    self.met += 1
+                else:
+                    missed[k] = r
+            self.j += 1
+        self.next = min(self.first_due[self.i] if self.i < n else float("inf"),
+                        self.life_due[self.j] if self.j < n else float("inf"))
+        if not (n - len(missed)) / n >= self.target:
+            self.decided = "fail"
+        elif self.met / n >= self.target:
+            self.decided = "pass"
+        return self.decided is not None
+
+    def misses(self) -> dict[str, int]:
+        """Known misses by the SLO missed (the keys of :func:`~.metrics.slo_misses`), read after the run."""
+        out = dict(unfinished=0, ttft=0, ttst=0, tpot=0)
+        for r in self.missed.values():
+            out[late_slo(r, *self.slos)] += 1
+        return out

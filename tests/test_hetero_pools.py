@@ -1,0 +1,127 @@
+"""Heterogeneous pools in the planner (issue 23 item 2): prices, power, rankings computed by hand, the hand-off of a
+TP mismatch, clear errors, and the command line."""
+import json
+import math
+
+import pytest
+
+from splitlab.cli import main
+from splitlab.costmodel import roofline_cost_model
+from splitlab.planning.hetero import plan_pools
+from splitlab.planning.pools import Pool, cluster_costs, handoff
+
+
+def test_cost_per_million_tokens_and_tokens_per_joule_by_hand():
+    c = cluster_costs([(Pool("H100"), 1), (Pool("A100-80GB", tp=2), 3)], rps=2.0, mean_output_tokens=100)
+    price = 38 / 8 + 3 * 2 * 17.6 / 8          # 1 H100 + 3 workers of 2 A100s = 7 devices
+    assert c["devices"] == 7 and c["price_per_hour"] == pytest.approx(price)
+    assert c["cost_per_million_tokens"] == pytest.approx(price / 3600 / 200 * 1e6)
+    assert c["power_w"] == 700 + 6 * 400 and c["tokens_per_joule"] == pytest.approx(200 / 3100)
+    assert c["rps_per_device"] == pytest.approx(2 / 7) and c["tokens_per_s_per_kw"] == pytest.approx(200 / 3.1)
+    assert math.isinf(cluster_costs([(Pool("H100"), 2)], 0.0, 100)["cost_per_million_tokens"])
+    given = Pool("L4", price_per_hour=0.5, power_w=60)
+    assert given.device_price_per_hour == 0.5 and given.price_source == "given" and given.device_power_w == 60
+
+
+def test_pool_errors_name_the_problem():
+    with pytest.raises(ValueError, match="unknown GPU 'B200'; choose one of T4, L4, A100-40GB, A100-80GB, H100, H200"):
+        Pool("B200")
+    with pytest.raises(ValueError, match="records no price for L4"):
+        Pool("L4").device_price_per_hour
+    with pytest.raises(ValueError, match="price_per_hour of a H100 device must be a number > 0"):
+        Pool("H100", price_per_hour=-1)
+
+
+def test_handoff_charges_the_reshard_of_a_tp_mismatch():
+    cost = roofline_cost_model("Llama-3-8B", "H100")
+    same, info = handoff("Llama-3-8B", cost, Pool("H100"), Pool("A100-80GB"))
+    assert info["moved_share"] == 0 and same.transfer_bytes_per_s == 50e9
+    mism, info = handoff("Llama-3-8B", cost, Pool("H100"), Pool("A100-80GB", tp=4))
+    assert info == dict(lanes=1, moved_share=0.75, reshard_link="NVLink 3 (A100)", link="400 Gb/s network",
+                        seconds_per_gb=pytest.approx(1e9 / 50e9 + 0.75 * 1e9 / 300e9))
+    assert mism.transfer_s(1e9) == pytest.approx(1 / 50 + 0.75 / 300)
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return plan_pools("Llama-3-8B", "H100", "A100-80GB", tps=(1,), max_devices=3, ttft_slo_s=0.3,
+                      tpot_slo_s=0.03, max_requests=300)
+
+
+def test_plan_pools_ranks_by_cost_and_by_power_with_consistent_numbers(small_plan):
+    p = small_plan
+    names = {c.name for c in p.candidates}
+    assert {"3 colocated (H100)", "3 colocated (A100-80GB)", "1P(H100)+1D(A100-80GB)", "1P(H100)+2D(A100-80GB)",
+            "2P(H100)+1D(A100-80GB)"} == names
+    by_cost = [c.costs["cost_per_million_tokens"] for c in p.ranked("cost")]
+    assert by_cost == sorted(by_cost)
+    by_power = [c.costs["tokens_per_joule"] for c in p.ranked("power")]
+    assert by_power == sorted(by_power, reverse=True)
+    for c in p.candidates:
+        price = sum(pool.tp * w * pool.device_price_per_hour for _, pool, w in c.pools)
+        if c.goodput_rps > 0:
+            assert c.costs["cost_per_million_tokens"] == pytest.approx(
+                price / 3600 / (c.goodput_rps * p.mean_output_tokens) * 1e6)
+    split = next(c for c in p.candidates if c.name == "1P(H100)+2D(A100-80GB)")
+    assert split.handoff["lanes"] == 1 and split.handoff["moved_share"] == 0 and split.goodput_rps > 0
+    data = json.loads(json.dumps(p.to_json()))
+    assert data["by_cost"][0]["name"] == p.ranked("cost")[0].name and len(data["by_power"]) == 5
+    assert data["by_cost"][0]["pools"][0]["price_source"].startswith("splitlab's stated assumption")
+    assert list(p.table("power").index) == data["by_power"]
+
+
+def test_plan_pools_skips_a_tp_that_cannot_hold_the_model_and_refuses_when_none_can():
+    with pytest.raises(ValueError, match="no TP degree of \\[3\\] serves Llama-3-8B on H100: TP 3 does not divide"):
+        plan_pools("Llama-3-8B", "H100", "A100-80GB", tps=(3,), max_devices=6)
+    with pytest.raises(ValueError, match="max_devices must be an integer from 2"):
+        plan_pools("Llama-3-8B", "H100", "A100-80GB", max_devices=1)
+    with pytest.raises(ValueError, match="a split needs two workers of at least TP 4"):
+        plan_pools("Llama-3-8B", "H100", "A100-80GB", tps=(4,), max_devices=6)
+    p = plan_pools("Llama-3-70B", "H100", "H100", tps=(1, 2), max_devices=4, ttft_slo_s=2.0, tpot_slo_s=0.2,
+                   max_requests=200)
+    assert "does not fit one H100" in p.sources["refused prefill TP1"]
+    assert {c.name for c in p.candidates} == {"2 colocated (H100 TP2)", "1P(H100 TP2)+1D(H100 TP2)"}
+    split = next(c for c in p.candidates if c.layout == "disaggregated")
+    assert split.costs["devices"] == 4 and split.handoff["lanes"] == 2
+    kv = 80 * 8 * 128 * 2 * 2  # bytes per token of Llama-3-70B in bf16
+    assert split.handoff["prefill_kv_room_requests"] == pytest.approx(
+        (int(0.9 * 160e9) - int(141.2e9)) / (p.mean_prompt_tokens * kv), rel=1e-6)
+
+
+def test_cli_plan_with_pools(capsys):
+    rc = main(["plan", "--prefill-gpu", "H100", "--decode-gpu", "A100-80GB", "--model-config", "Llama-3-8B",
+               "--max-workers", "2", "--ttft-slo", "0.3", "--tpot-slo", "0.03", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(data["by_cost"]) == 3 and data["max_devices"] == 2
+    assert main(["plan", "--prefill-gpu", "H9000", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 1
+    assert "unknown GPU 'H9000'; choose one of" in capsys.readouterr().err
+    assert main(["plan", "--prefill-gpu", "L4", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 1
+    assert "records no price for L4" in capsys.readouterr().err
+    assert main(["plan", "--tp", "1,2", "--model-config", "Llama-3-8B"]) == 2
+    assert "a GPU for each pool" in capsys.readouterr().err
+    assert main(["plan", "--gpu", "H100", "--tp", "2", "--cost", "x.json", "--model-config", "Llama-3-8B"]) == 2
+    assert "not --cost" in capsys.readouterr().err
+
+
+def test_cli_simulate_with_pools(capsys):
+    rc = main(["simulate", "--layout", "disaggregated", "--prefill-gpu", "H100", "--decode-gpu", "A100-80GB",
+               "--decode-tp", "4", "--model-config", "Llama-3-8B", "--requests", "100", "--rate", "2",
+               "--ttft-slo", "0.5", "--tpot-slo", "0.05", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["disaggregated"]["completed"] == 100
+    assert "A100-80GB x TP4" in data["decode_cost_source"] and "on H100," in data["cost_source"]
+    assert data["handoff"]["moved_share"] == 0.75 and data["handoff"]["reshard_link"] == "NVLink 3 (A100)"
+    assert main(["simulate", "--prefill-gpu", "H100", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 2
+    assert "use --layout disaggregated" in capsys.readouterr().err
+    assert main(["simulate", "--layout", "disaggregated", "--gpu", "H100", "--decode-tp", "3",
+                 "--model-config", "Llama-3-8B"]) == 1
+    assert "TP 3 does not divide" in capsys.readouterr().err
+
+
+def test_cli_tp_options_refuse_empty_and_zero(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "--tp", "", "--gpu", "H100", "--model-config", "Llama-3-8B"])
+    assert e.value.code == 2 and "give at least one TP degree" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", "--decode-tp", "0", "--gpu", "H100", "--model-config", "Llama-3-8B"])
+    assert e.value.code == 2 and "must be a positive integer" in capsys.readouterr().err
