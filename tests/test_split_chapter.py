@@ -178,6 +178,7 @@ def test_stream_prefill_share_and_the_tpot_note_read_the_timeline():
                           "1 colocated": {"TPOT, measured (ms)": 5.0, "TPOT, predicted (ms)": 10.0}})
     note = T.tpot_prediction_note({"1 colocated (prefill-first)": res}, steps, 0.5, "1P+1D")
     assert "1 colocated: 5 ms measured, 10 predicted (-50%)" in note and "rho = 50%" in note
+    assert "1P+1D: 10 ms measured, 10 predicted, its step at its batches (+0%), within the 20%" in note
     assert "they spent 10% of those lives prefilling" in note and "fewer prefills" in note
     two = T.tpot_prediction_note({"1 colocated (prefill-first)": res, "1 colocated (chunked, 64-token chunks)": res},
                                  steps.assign(**{"1 chunked 64": [6.0, 10.0]}), 0.5, "1P+1D")
@@ -185,6 +186,6 @@ def test_stream_prefill_share_and_the_tpot_note_read_the_timeline():
     assert "they spent 10% (1 colocated) and 10% (1 chunked 64) of those lives" in two
     assert two.count("Two things the steady-state formula leaves out") == 1  # the reason once, not per layout
     close = T.tpot_prediction_note({}, steps.assign(**{"1 colocated": [9.0, 10.0]}), 0.5, "1P+1D")
-    assert close.endswith("Each is within the 20% we allow a formula here.") and "(-10%)" in close
+    assert close.endswith("Each colocated run is within the 20% we allow a formula here.") and "(-10%)" in close
     edge = T.tpot_prediction_note({}, steps.assign(**{"1 colocated": [7.996, 10.0]}), 0.5, "1P+1D")
-    assert "(-20%)" in edge and "Each is within the 20%" in edge  # printed -20% is not a miss of 20%
+    assert "(-20%)" in edge and "Each colocated run is within the 20%" in edge  # printed -20% is not a miss of 20%

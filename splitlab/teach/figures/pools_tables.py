@@ -12,6 +12,7 @@ integers; every sentence states what the numbers of this run say, so the page ca
 """
 from __future__ import annotations
 
+import textwrap
 from typing import Mapping
 
 import numpy as np
@@ -22,7 +23,7 @@ from ...serving.validation import verdict
 from .style import sig3
 
 __all__ = ["fit_table", "trap_table", "trap_verdict", "validation_tables", "plan_table", "kinds_table", "short_name", "validation_verdict", "guess_verdict",
-           "ratio_verdict", "sig3"]
+           "ratio_verdict", "sig3", "zero_terms_note"]
 
 
 def fit_table(cal, width: int = 60) -> pd.DataFrame:
@@ -112,13 +113,16 @@ def plan_table(plan, top: int = 5) -> pd.DataFrame:
     ``#`` (the rank, 1 = best), ``goodput (req/s per worker)`` (simulated), ``first guess (req/s per worker)``
     (closed form), ``cost per 1M tokens`` (at the plan's price per worker-hour) and ``binds`` (the binding SLO,
     "TTFT"); three significant digits; headers that wrap between words, so that the table fits the 380 px column
-    of a 412 px phone.
+    of a 412 px phone. It first prints ``plan.batch_line`` (wrapped at 60 columns): the decode batch bound every
+    layout ran with (the KV budget, the requests it holds, a cap and which binds).
 
     Raises:
         ValueError: ``top`` is not a positive integer.
     """
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
         raise ValueError(f"top must be a positive integer, got {top!r}")
+    if plan.batch_line:
+        print(textwrap.fill(plan.batch_line, 60, break_on_hyphens=False))
     ranked = list(enumerate(plan.candidates, 1))
     shown = ranked[:top]
     for kind in (("colocated", "prefill-first"), ("colocated", "chunked"), ("disaggregated", "prefill-first")):
@@ -271,3 +275,20 @@ def ratio_verdict(plan) -> str:
     misses = [f"with {n} workers the simulation's best is {sim}P+{n - sim}D, the closed form's {guess}P+{n - guess}D"
               for n, sim, guess in same if sim != guess]
     return text + (f" ({'; '.join(misses)})." if misses else ".")
+
+
+def zero_terms_note(calibration) -> str:
+    """A sentence on the terms of ``calibration``'s fits that came out 0 s (non-negative least squares puts a term
+    at zero when the measurements cannot tell it from the others: an unstable fit, whose steps the other terms
+    absorb); "" when every term is above zero."""
+    zero = {name: [t for t, c in zip(f.terms, f.coef) if c == 0] for name, f in calibration.fits.items()}
+    zero = {name: terms for name, terms in zero.items() if terms}
+    if not zero:
+        return ""
+    said = "; ".join(f"{name}: {', '.join('the constant' if t == '1' else t for t in terms)}"
+                     for name, terms in zero.items())
+    return (f"Some fitted terms came out 0 s ({said}): these measurements cannot tell that term from the others, "
+            "so the fit is unstable there, and another calibration (chapter 6's, or this one run again) can put the "
+            "same cost in a different term. The other terms absorb it: the predictions stay within the residuals "
+            "above, but no single coefficient should be read as that term's true cost.")
+

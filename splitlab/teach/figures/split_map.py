@@ -4,6 +4,7 @@ orange), its shade the margin over the runner-up (pale: a close win; full from :
 cells no layout serves white. Each cell says who won and by how much.
 
 - :func:`map_heatmap`: the static figure (matplotlib), drawn for a 412 px phone (:mod:`.phone`).
+- :func:`map_words`: how many cells each layout wins, in a sentence computed from the map.
 - :func:`cell_color`, :func:`cell_text`: one cell's colour (RGB, 0..1) and words, which the kernel-free explorer
   (:func:`splitlab.teach.widgets.split_map.split_map_figure`) uses too, so both show the same map.
 """
@@ -17,7 +18,8 @@ from matplotlib.patches import Patch
 from .phone import figure, legend_below, styled
 from .style import LAYOUT_COLORS
 
-__all__ = ["map_heatmap", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN", "TIE_COLOR", "NONE_COLOR"]
+__all__ = ["map_heatmap", "map_words", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN", "TIE_COLOR",
+           "NONE_COLOR"]
 
 #: a map's kinds in the book's layout colours (:data:`.style.LAYOUT_COLORS`)
 KIND_COLORS = {"split": LAYOUT_COLORS["split"], "prefill-first": LAYOUT_COLORS["prefill-first"],
@@ -102,3 +104,18 @@ def map_heatmap(m, ax=None, title: str | None = None):
         handles.append(Patch(facecolor=NONE_COLOR, edgecolor="0.6", hatch="//", label="none meets the SLOs"))
     legend_below(ax.figure, handles, [h.get_label() for h in handles], ncols=2)
     return ax
+
+
+def map_words(m) -> str:
+    """A sentence on the :class:`~splitlab.planning.split_map.SplitMap` ``m``: how many of its cells each layout
+    wins (by more than the tie tolerance), how many are ties and how many no layout serves."""
+    n = m.counts()
+    parts = [f"{n[k]} to {label}" for k, label in (("split", "the split"), ("prefill-first", "colocated prefill-first"),
+                                                    ("chunked", "colocated chunked")) if n.get(k)]
+    text = f"Of the map's {len(m.cells)} cells, " + (", ".join(parts) if parts else "none to any layout")
+    if n.get("tie"):
+        text += f"; {n['tie']} {'is a tie' if n['tie'] == 1 else 'are ties'} (within {m.tie_tolerance:.0%})"
+    if n.get("none"):
+        text += f"; in {n['none']} no layout meets the SLOs"
+    return text + "."
+
