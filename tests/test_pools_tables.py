@@ -15,6 +15,7 @@ import splitlab as sl  # noqa: E402
 from splitlab.costmodel import CostModel  # noqa: E402
 from splitlab.costmodel.fit import Fit  # noqa: E402
 from splitlab.planning import closed_form  # noqa: E402
+from splitlab.planning.starts import Starts  # noqa: E402
 from splitlab.serving import Fixed, ServingConfig, WorkloadSpec, make_workload, run  # noqa: E402
 from splitlab.teach.figures import pools  # noqa: E402
 from splitlab.teach.figures.pools_tables import sig3  # noqa: E402
@@ -36,16 +37,22 @@ def test_first_guess_is_the_closed_form_on_the_same_inputs_and_where_each_search
     again = closed_form.first_guess(COST, [400], [20], 0.2, 0.004, 4, max_batch=int(plan.batch["batch"]),
                                     max_prefill_tokens=2048)  # the KV batch the plan states
     assert again == pytest.approx(g)
-    for c in plan.candidates:
+    # the planner's search order (colocated, each chunk size, then every split by size), replayed through Starts:
+    # each search starts at the closed form corrected by the searches before it (planning/starts.py)
+    order = sorted(plan.candidates, key=lambda c: (c.layout != "colocated", c.policy != "prefill-first",
+                                                   c.chunk_tokens or 0, c.workers, c.prefill_workers))
+    starts = Starts(g["prefill_rps"], g["decode_rps"])
+    for c in order:
         expected = (g["colocated_rps"] if c.layout == "colocated" else
                     closed_form.split_capacity(g["prefill_rps"], g["decode_rps"], c.prefill_workers,
                                                c.decode_workers))
         assert c.first_guess_rps_per_worker == pytest.approx(expected)
+        start, _ = starts.start(c.policy, c.prefill_workers, c.decode_workers, expected)
         first = c.result.points[0]
-        assert first["rate_per_worker"] == pytest.approx(max(expected, 1e-3))  # the search starts at the guess
-        if c.goodput_rps_per_worker == c.first_guess_rps_per_worker > 0:  # equal: the guess passed, all above failed
-            assert first["passed"]
-            assert not any(p["passed"] for p in c.result.points if p["rate_per_worker"] > first["rate_per_worker"])
+        assert first["rate_per_worker"] == pytest.approx(max(start, 1e-3))
+        if c is order[0]:
+            assert start == expected  # nothing learned yet: the first search starts at the closed form
+        starts.learn(c)
 
 
 def test_plan_table_keeps_the_best_of_each_kind(plan):
