@@ -45,13 +45,13 @@ def test_the_rate_is_70_percent_of_the_lowest_goodput():
     chosen = choose_defaults(SLOW, "chat", one, rate=True)
     g = goodput(workload_requests("chat", 400, 1.0, CostModelExecutor(SLOW)), one["4 colocated"],
                 CostModelExecutor(SLOW), ttft_slo_s=chosen.ttft_slo_s, tpot_slo_s=chosen.tpot_slo_s,
-                max_requests=400, prefixes=True)
+                min_requests=100, max_requests=400, prefixes=True)
     assert chosen.rate_per_s == pytest.approx(RATE_SHARE * g.goodput_rps, rel=5e-3)  # 3 significant digits
     two = sl.serving.contenders(None, 1, 1)
     pair = choose_defaults(SLOW, "research", two, rate=True)
     reqs = workload_requests("research", 400, 1.0, CostModelExecutor(SLOW))
     lowest = min(goodput(reqs, cfg, CostModelExecutor(SLOW), ttft_slo_s=pair.ttft_slo_s, tpot_slo_s=pair.tpot_slo_s,
-                         max_requests=400, prefixes=True).goodput_rps for cfg in two.values())
+                         min_requests=100, max_requests=400, prefixes=True).goodput_rps for cfg in two.values())
     assert pair.rate_per_s == pytest.approx(RATE_SHARE * lowest, rel=5e-3) and "; the lowest)" in pair.why[-1]
     with pytest.raises(ValueError, match="needs the layouts"):
         choose_defaults(SLOW, "chat", rate=True)
