@@ -141,10 +141,12 @@ const gd = document.querySelectorAll('.plotly-graph-div')[arguments[0]];
 return JSON.stringify({sliders: (gd._fullLayout.sliders || []).map(s => s.active),
                        menus: (gd._fullLayout.updatemenus || []).map(m => m.active),
                        traces: gd._fullData.map(t => [t.visible, t.x ? Array.from(t.x) : null,
-                                                t.y ? Array.from(t.y) : null]),
-                       painted: Array.from(gd.querySelectorAll('.trace path, .trace .point, .ytick text, .xtick text'))
+                                                t.y ? Array.from(t.y) : null,
+                                                t.z ? JSON.stringify(t.z) : null]),  // a heatmap is an image
+                       painted: Array.from(gd.querySelectorAll('.trace path, .trace .point, .ytick text, .xtick text, '
+                                                               + '.hm image, .trace text'))
                                      .map(p => (p.getAttribute('d') || '') + (p.getAttribute('transform') || '')
-                                               + (p.textContent || ''))});"""
+                                               + (p.getAttribute('href') || '') + (p.textContent || ''))});"""
 
 #: How wide the page is, and what makes it so: ``scroll``/``inner``: the document's scroll width and the window's
 #: width; ``past``: the elements whose right edge lies beyond the window and that no ancestor clips (a box that
