@@ -73,9 +73,9 @@ def test_plan_pools_ranks_by_cost_and_by_power_with_consistent_numbers(small_pla
 def test_plan_pools_skips_a_tp_that_cannot_hold_the_model_and_refuses_when_none_can():
     with pytest.raises(ValueError, match="no TP degree of \\[3\\] serves Llama-3-8B on H100: TP 3 does not divide"):
         plan_pools("Llama-3-8B", "H100", "A100-80GB", tps=(3,), max_devices=6)
-    with pytest.raises(ValueError, match="max_devices must be an integer from 2"):
+    with pytest.raises(ValueError, match="a plan of pools searches from 2 devices .* to 16, got 1 devices"):
         plan_pools("Llama-3-8B", "H100", "A100-80GB", max_devices=1)
-    with pytest.raises(ValueError, match="a split needs two workers of at least TP 4"):
+    with pytest.raises(ValueError, match="a split needs two workers of at least TP 4: 8 devices, more than the 6 "):
         plan_pools("Llama-3-8B", "H100", "A100-80GB", tps=(4,), max_devices=6)
     p = plan_pools("Llama-3-70B", "H100", "H100", tps=(1, 2), max_devices=4, ttft_slo_s=2.0, tpot_slo_s=0.2,
                    max_requests=200)

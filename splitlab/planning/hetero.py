@@ -116,11 +116,11 @@ def _check_tps(tps, max_devices) -> tuple[int, ...]:
     if not tps or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in tps):
         raise ValueError(f"tps must be TP degrees, integers >= 1, got {list(tps)}")
     if isinstance(max_devices, bool) or not isinstance(max_devices, int) or not 2 <= max_devices <= MAX_DEVICES:
-        raise ValueError(f"max_devices must be an integer from 2 (a prefill and a decode device) to {MAX_DEVICES}, "
-                         f"got {max_devices!r}")
-    if 2 * min(tps) > max_devices:
-        raise ValueError(f"a split needs two workers of at least TP {min(tps)}: max_devices {max_devices} is "
-                         f"fewer than {2 * min(tps)} devices")
+        raise ValueError(f"a plan of pools searches from 2 devices (a prefill and a decode device) to {MAX_DEVICES}, "
+                         f"got {max_devices!r} devices")
+    if 2 * min(tps) > max_devices:  # worded without the argument's name: the CLI calls it --max-workers
+        raise ValueError(f"a split needs two workers of at least TP {min(tps)}: {2 * min(tps)} devices, more than the "
+                         f"{max_devices} allowed")
     return tuple(sorted(set(tps)))
 
 

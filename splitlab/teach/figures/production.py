@@ -116,7 +116,7 @@ def link_table(table: pd.DataFrame, links=COMPARED_LINKS) -> pd.DataFrame:
 def link_need(table: pd.DataFrame, links=COMPARED_LINKS, ax=None):
     """Bars of the hand-off load per decode device link (GB/s, log scale), one per case, beside horizontal lines at
     each of ``links``' bandwidths; returns the Axes."""
-    ax = _ax(ax, 3.8)
+    ax = _ax(ax, 4.6)
     need = table["need_gb_s"].to_numpy(float)
     ax.bar(range(len(need)), need, color=LAYOUT_COLORS["split"], label="hand-offs need")
     for link, style in zip(links, ("-", "--", ":")):
@@ -127,7 +127,7 @@ def link_need(table: pd.DataFrame, links=COMPARED_LINKS, ax=None):
     ax.set_ylabel("GB/s per decode link")
     ax.set_xlabel("model, prompt (predicted)")
     ax.set_title("KV hand-off load at the split's goodput")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2, fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=2)
     return ax
 
 
@@ -135,8 +135,9 @@ def link_need(table: pd.DataFrame, links=COMPARED_LINKS, ax=None):
 def pool_costs(plan, ax=None):
     """A two-GPU plan's clusters (:func:`~splitlab.planning.hetero.plan_pools`): cost per million output tokens
     against output tokens per joule, splits in the split colour, colocated clusters in prefill-first's, each
-    GPU its own marker; the cheapest and the most frugal named. Returns the Axes."""
-    ax = _ax(ax, 3.8)
+    (decode) GPU its own marker; the cheapest and the most frugal ringed and named in the legend. Returns the
+    Axes."""
+    ax = _ax(ax, 4.6)
     served = [c for c in plan.candidates if c.goodput_rps > 0]
     gpus = sorted({p.gpu for c in served for _, p, _ in c.pools})
     markers = dict(zip(gpus, "o^sD"))
@@ -145,17 +146,18 @@ def pool_costs(plan, ax=None):
         gpu = c.pools[-1][1].gpu  # a split by its decode GPU
         ax.scatter(c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"], s=40, marker=markers[gpu],
                    color=LAYOUT_COLORS["split" if split else "prefill-first"], alpha=0.85)
-    for c in {plan.ranked("cost")[0].name: plan.ranked("cost")[0], plan.ranked("power")[0].name:
-              plan.ranked("power")[0]}.values():
-        ax.annotate(c.name.replace("(", "\n("), (c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"]),
-                    textcoords="offset points", xytext=(6, 4), fontsize=9)
+    cheap, frugal = plan.ranked("cost")[0], plan.ranked("power")[0]
+    marks = [("cheapest", cheap, "o")] + ([] if frugal is cheap else [("most per J", frugal, "s")])
+    for word, c, m in marks:  # named in the legend: names beside the points would collide
+        ax.scatter(c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"], s=160, marker=m,
+                   facecolors="none", edgecolors="black", label=f"{word}: {c.name}")
     for kind, key in (("split", "split"), ("colocated", "prefill-first")):
         ax.scatter([], [], color=LAYOUT_COLORS[key], label=kind)
     for gpu in gpus:
         ax.scatter([], [], color="0.4", marker=markers[gpu], label=f"decode on {gpu}")
     ax.set_xlabel("output tokens per joule (at TDP)")
-    ax.set_ylabel("cost per 1M output tokens")
+    ax.set_ylabel("cost per 1M tokens")
     ax.set_title("each cluster, predicted: lower right is better")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=1)
     return ax
 

@@ -86,7 +86,7 @@ def nic_figure(table: pd.DataFrame, link: str = "100 Gb/s network", ax=None):
     ax.set_xlabel("prefill workers into one decode NIC")
     ax.set_ylabel("hand-off time (ms)")
     ax.set_title(f"xP+1D over a {link} (predicted)")
-    ax.legend(fontsize=10)
+    ax.legend()
     return ax
 
 
