@@ -19,7 +19,7 @@ from .pools import _ax, _styled
 from .style import LAYOUT_COLORS, fmt3, fmt_table
 
 __all__ = ["CASES", "OUTPUT_TOKENS", "COMPARED_LINKS", "worked_case", "worked_table", "planner_table", "link_table",
-           "link_need", "pool_costs", "split_parts"]
+           "link_need", "pool_costs", "pool_table", "split_parts", "compact"]
 
 #: (model, prompt tokens, TP degrees tried, most devices): the worked table's cases. 7,936 prompt tokens + 256 of
 #: answer fill Llama-3's 8,192-token context; Llama-3-70B in bf16 (141 GB) needs TP 2 or more on an 80 GB H100.
@@ -30,6 +30,15 @@ OUTPUT_TOKENS = 256
 #: the links the hand-off load is set against (names of :data:`splitlab.sizing.LINKS`)
 COMPARED_LINKS = ("NVLink 4 (H100)", "400 Gb/s network", "100 Gb/s network")
 SHORT = {"NVLink 4 (H100)": "NVLink", "400 Gb/s network": "400G", "100 Gb/s network": "100G"}
+
+
+def compact(candidate) -> str:
+    """A cluster of one GPU type in a few characters for a phone's table: "2 colo. TP2", "2P TP1+1D TP2"."""
+    if candidate.layout == "colocated":
+        (_, pool, n), = candidate.pools
+        return f"{n} colo. TP{pool.tp}"
+    p = split_parts(candidate)
+    return f"{p['x']}P TP{p['tp_p']}+{p['y']}D TP{p['tp_d']}"
 
 
 def split_parts(candidate) -> dict:
@@ -63,8 +72,9 @@ def worked_case(model: str, prompt_tokens: int, tps, max_devices: int, gpu: str 
     kv_gb = prompt_tokens * _kv_bytes_per_token(model) / 1e9
     row = dict(case=f"{model.removeprefix('Llama-3-')}, {prompt_tokens / 1024:.0f}k",
                prefill_steps=plan.chosen["t_p_s"] / plan.chosen["t_d_s"], ttft_slo_s=plan.ttft_slo_s,
-               tpot_slo_s=plan.tpot_slo_s, best=best.name, best_rps_per_device=best.costs["rps_per_device"],
-               kv_gb=kv_gb, best_split=None if split is None else split.name)
+               tpot_slo_s=plan.tpot_slo_s, best=best.name, best_short=compact(best),
+               best_rps_per_device=best.costs["rps_per_device"], kv_gb=kv_gb,
+               best_split=None if split is None else split.name, split_short=None if split is None else compact(split))
     if split is not None:
         parts, lanes = split_parts(split), split.handoff["lanes"]
         row.update(parts, split_rps=split.goodput_rps, split_rps_per_device=split.costs["rps_per_device"],
@@ -89,16 +99,10 @@ def worked_table(cases=CASES, **options) -> tuple[pd.DataFrame, dict]:
 
 def planner_table(table: pd.DataFrame) -> pd.DataFrame:
     """The planner's side of the worked table, phone-sized: prefill in decode steps, the cheapest cluster, the best
-    split and its goodput per device (all predicted)."""
-    t = table.assign(best=table["best"].map(_short), best_split=table["best_split"].map(_short))
-    return fmt_table(t.reset_index(), {"case": "case", "prefill_steps": "prefill (steps)", "best": "cheapest",
-                                       "best_split": "best split", "split_rps_per_device": "split req/s/GPU"},
+    split (:func:`compact` names) and its goodput per device (all predicted)."""
+    return fmt_table(table.reset_index(), {"case": "case", "prefill_steps": "prefill (steps)", "best_short": "cheapest",
+                                           "split_short": "best split", "split_rps_per_device": "split req/s/GPU"},
                      index="case")
-
-
-def _short(name) -> str:
-    """A cluster's name without its GPU, all of one here: "2P(H100)+1D(H100 TP2)" -> "2P+1D(TP2)"."""
-    return name if not isinstance(name, str) else name.replace("(H100)", "").replace("H100 ", "")
 
 
 def link_table(table: pd.DataFrame, links=COMPARED_LINKS) -> pd.DataFrame:
@@ -110,6 +114,14 @@ def link_table(table: pd.DataFrame, links=COMPARED_LINKS) -> pd.DataFrame:
         t[link] = 100 * t["need_gb_s"] * 1e9 / LINKS[link]["bandwidth_bytes_per_s"]
         cols[link] = f"% {SHORT.get(link, link)}"
     return fmt_table(t, cols, index="case")
+
+
+def pool_table(plan, by: str = "cost") -> pd.DataFrame:
+    """A two-GPU plan's clusters best first ``by`` "cost" or "power", phone-sized: goodput per device, cost per
+    million output tokens (in the prices' currency) and output tokens per joule."""
+    t = plan.table(by).reset_index()
+    return fmt_table(t, {"cluster": "cluster", "goodput per device": "req/s per GPU",
+                         "cost per 1M tokens": "per 1M tokens", "tokens per J": "tokens / J"}, index="cluster")
 
 
 @_styled

@@ -20,7 +20,7 @@ from ...serving import workload_requests
 from .pools import _ax, _styled
 from .style import LAYOUT_COLORS, fmt_table
 
-__all__ = ["idle_prefill", "nic_queue", "nic_figure", "tp_mismatch", "tp_table"]
+__all__ = ["idle_prefill", "nic_queue", "nic_table", "nic_figure", "tp_mismatch", "tp_table"]
 
 
 def idle_prefill(cost, workload="chat", ttft_slo_s: float | None = None, tpot_slo_s: float | None = None,
@@ -71,6 +71,13 @@ def nic_queue(cost, prompt_tokens: int = 7936, output_tokens: int = 256, rate_pe
         rows.append(dict(prefill_workers=x, bare_ms=bare_s * 1e3, link_mean_ms=link_s.mean() * 1e3,
                          link_p90_ms=np.quantile(link_s, 0.9) * 1e3, nic_load=rate_per_prefill * x * bare_s))
     return pd.DataFrame(rows).set_index("prefill_workers")
+
+
+def nic_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`nic_queue`'s rows, phone-sized."""
+    return fmt_table(table.reset_index(), {"prefill_workers": "prefill workers", "nic_load": ("NIC load (%)", 100),
+                                           "bare_ms": "alone (ms)", "link_mean_ms": "mean (ms)",
+                                           "link_p90_ms": "p90 (ms)"}, index="prefill workers")
 
 
 @_styled
