@@ -159,10 +159,11 @@ def pool_costs(plan, ax=None):
         ax.scatter(c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"], s=40, marker=markers[gpu],
                    color=LAYOUT_COLORS["split" if split else "prefill-first"], alpha=0.85)
     cheap, frugal = plan.ranked("cost")[0], plan.ranked("power")[0]
-    marks = [("cheapest", cheap, "o")] + ([] if frugal is cheap else [("most per J", frugal, "s")])
+    marks = ([("cheapest, most per J", cheap, "o")] if frugal is cheap else
+             [("cheapest", cheap, "o"), ("most per J", frugal, "s")])
     for word, c, m in marks:  # named in the legend: names beside the points would collide
         ax.scatter(c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"], s=160, marker=m,
-                   facecolors="none", edgecolors="black", label=f"{word}: {c.name}")
+                   facecolors="none", edgecolors="black", label=f"{word}:\n{c.name}")
     for kind, key in (("split", "split"), ("colocated", "prefill-first")):
         ax.scatter([], [], color=LAYOUT_COLORS[key], label=kind)
     for gpu in gpus:
