@@ -27,6 +27,7 @@ from .memory import KVMemory, cap_note
 from .request import Request, State, check_unique_ids
 from .result import ServingResult
 from .conditional import make_router
+from .prefix_router import attach_prefix_caches, check_prefix_backend
 from .scheduler import StepPlan, Worker, plan_step
 
 __all__ = ["Cluster"]
@@ -68,6 +69,8 @@ class Cluster:
             self.pool = [Worker(name, "prefill", memory(), i) for i, name in enumerate(names[:n])]
             self.decoders = [Worker(name, "decode", memory(), i) for i, name in enumerate(names[n:])]
         self.workers = self.pool + self.decoders
+        check_prefix_backend(self.cfg, backend)
+        attach_prefix_caches(self.cfg, self.pool)
         self.timeline: list[tuple] = []
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
         self.dirty: set[Worker] = set(self.workers)
@@ -181,6 +184,8 @@ class Cluster:
         r = slot.request
         w.prefilling.remove(slot)
         r.prefill_end_s = t
+        if w.prefix_cache is not None:  # its prompt's blocks are now cached here (.prefix_router)
+            w.prefix_cache.insert(r.prompt)
         if not slot.resumed:
             slot.last_token = tok
             if w.role != "prefill" or self.cfg.first_token_on == "prefill":

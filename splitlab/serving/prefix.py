@@ -58,6 +58,15 @@ class PrefixCache:
         """Blocks held."""
         return len(self._blocks)
 
+    def chain(self, prompt: Sequence[int]) -> list[int]:
+        """The chain hash of every whole block of ``prompt`` (one per block; block i's covers blocks 0..i)."""
+        return self._chain(prompt)
+
+    @property
+    def cached_tokens(self) -> int:
+        """Tokens held (blocks x ``block_tokens``)."""
+        return len(self._blocks) * self.block_tokens
+
     def _chain(self, prompt: Sequence[int]) -> list[int]:
         """The chain hash of every whole block of ``prompt``: block i's hash covers blocks 0..i."""
         out, h, B = [], 0, self.block_tokens
@@ -66,10 +75,12 @@ class PrefixCache:
             out.append(h)
         return out
 
-    def match(self, prompt: Sequence[int]) -> int:
-        """Tokens of ``prompt``'s longest cached prefix (a multiple of ``block_tokens``); counts nothing."""
+    def match(self, prompt: Sequence[int], chain: Sequence[int] | None = None) -> int:
+        """Tokens of ``prompt``'s longest cached prefix (a multiple of ``block_tokens``); counts nothing.
+        ``chain``: the prompt's block hashes (:meth:`chain`) when the caller has them (a router asking every
+        worker's cache about one prompt hashes it once)."""
         n = 0
-        for h in self._chain(prompt):
+        for h in self._chain(prompt) if chain is None else chain:
             if h not in self._blocks:
                 break
             n += self.block_tokens
