@@ -44,6 +44,7 @@ class Cluster:
     def __init__(self, backend, config=None, faults=None):
         check_backend(backend)
         self.backend, self.cfg = backend, check_config(config)
+        check_prefix_backend(self.cfg, backend)  # before a wall-clock back end starts its processes
         wall = getattr(backend, "wall_clock", False)
         faults = check_faults(faults, self._names(), wall)
         if wall:  # worker processes: started (or kept) for this many workers, before their sizes are read
@@ -69,7 +70,6 @@ class Cluster:
             self.pool = [Worker(name, "prefill", memory(), i) for i, name in enumerate(names[:n])]
             self.decoders = [Worker(name, "decode", memory(), i) for i, name in enumerate(names[n:])]
         self.workers = self.pool + self.decoders
-        check_prefix_backend(self.cfg, backend)
         attach_prefix_caches(self.cfg, self.pool)
         self.timeline: list[tuple] = []
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
