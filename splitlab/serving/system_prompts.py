@@ -75,7 +75,7 @@ def with_system_prompts(requests: Sequence[Request], system_prompts: int, system
             raise ValueError(f"a system prompt of {system_prompt_tokens} tokens + request {longest.id}'s prompt "
                              f"({longest.prompt_len}) and answer ({longest.max_new_tokens}) = "
                              f"{system_prompt_tokens + longest.max_total_tokens} tokens exceed the model's context of "
-                             f"{max_context}: shorten the system prompts or the workload (--scale)")
+                             f"{max_context}: shorten the system prompts or the requests")
     which = np.random.default_rng([seed, 8]).integers(0, len(prompts), size=len(requests))
     return [Request(r.id, r.arrival_s, prompts[k] + r.prompt, r.max_new_tokens, r.sampling)
             for r, k in zip(requests, which.tolist())]
