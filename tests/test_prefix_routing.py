@@ -82,6 +82,10 @@ def test_split_fast_path_and_step_by_step_agree():
     assert all(r.state.value == "finished" for r in fast.requests)
     plain = run(reqs, cfg.with_(routing="least-loaded"), CostModelExecutor())
     assert prefix_stats(fast)["prefix_hit_rate"] > prefix_stats(plain)["prefix_hit_rate"]
+    # least-loaded by the heap of loads (which must hear of the load a cached prefix takes off at admission)
+    slow = run(reqs, cfg.with_(routing="least-loaded"), CostModelExecutor(), faults=lambda event, worker, ids: None)
+    assert [r.token_times_s for r in plain.requests] == [r.token_times_s for r in slow.requests]
+    assert [r.prefill_worker for r in plain.requests] == [r.prefill_worker for r in slow.requests]
 
 
 def test_shared_system_prompt_workload():

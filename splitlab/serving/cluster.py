@@ -229,6 +229,8 @@ class Cluster:
     def _start(self, w: Worker, plan: StepPlan, t: float) -> None:
         if plan.admitted:
             self.admissions.extend([s.request.id for s in plan.admitted])
+            if w.prefix_cache is not None:  # cached prefixes lowered what it owes (the fast path's heap must hear)
+                self.router.changed(w)
         if plan.joined:
             handoff.admitted(self, w, plan.joined, t)  # their first tokens leave (first_token_on="decode")
         for s in plan.prefill:
