@@ -152,6 +152,11 @@ def test_cli_routing_and_system_prompts():
     assert 0 <= rates["least-loaded"] < rates["prefix-aware"] <= 1
     status, out, err = cli("simulate", "--requests", "5", "--system-prompts", "2")
     assert status == 2 and "--system-prompts N and --system-prompt-tokens S go together" in err
+    status, out, err = cli("simulate", "--requests", "5", "--prefix-cache-tokens", "8")
+    assert status == 2 and "--prefix-cache-tokens must be at least 16 (one block), got 8" in err
+    status, out, err = cli("simulate", "--layout", "disaggregated", "--requests", "5", "--routing", "prefix-aware",
+                           "--local-prefill-queue", "1")
+    assert status == 2 and "do not go with --local-prefill-tokens or --local-prefill-queue" in err
     status, out, err = cli("serve", "--requests", "5", "--routing", "prefix-aware")
     assert status == 2 and "simulated back end only" in err
     status, out, err = cli("simulate", "--requests", "5", "--system-prompts", "2", "--system-prompt-tokens", "5000")

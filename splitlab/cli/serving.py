@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from ..serving.config import POLICIES, ROUTINGS, TRANSFER_MODES
+from ..serving.config import POLICIES, ROUTINGS, TRANSFER_MODES, ServingConfig
 from ..serving.workload import WORKLOADS
 from .args import (MEMORY_UTILIZATION, THREADS, check_chunking, check_torchrun, device_name, link_gbps,
                    positive_float, positive_int, progress, prompt_threshold, queue_length, request_count, seed_int,
@@ -36,6 +36,7 @@ from .report import about, clean, failed_status, header, lines, metrics, title
 __all__ = ["serve", "compare", "COMMON", "setup", "resolve"]
 
 BACKENDS = ("emulated", "simulated", "distributed")
+PREFIX_BLOCK_TOKENS = ServingConfig.prefix_block_tokens  # the prefix cache's block, tokens
 COMMON = (
     arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
     arg("--rate", type=positive_float, default=None, metavar="REQ_PER_S",
@@ -158,7 +159,12 @@ def _prefix(args) -> dict:
     if args.backend != "simulated":
         raise CLIError(f"--routing and --prefix-cache-tokens run on the simulated back end only: the {args.backend} "
                        f"back end runs a real model, whose prefill would need the cached keys and values")
+    if args.local_prefill_tokens is not None or args.local_prefill_queue is not None:
+        raise CLIError("--routing and --prefix-cache-tokens do not go with --local-prefill-tokens or "
+                       "--local-prefill-queue: a conditional split's decode workers keep no prefix cache in splitlab")
     cache = math.inf if args.prefix_cache_tokens is None else args.prefix_cache_tokens
+    if cache < PREFIX_BLOCK_TOKENS:
+        raise CLIError(f"--prefix-cache-tokens must be at least {PREFIX_BLOCK_TOKENS} (one block), got {cache}")
     return dict(routing=args.routing or "least-loaded", prefix_cache_tokens=cache)
 
 

@@ -34,8 +34,8 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "paged", "prefix",
                "request", "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
-               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation", "nic", "handoff", "prefix_router",
-               "system_prompts")
+               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation", "nic", "handoff",
+               "prefix_router", "system_prompts")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 
