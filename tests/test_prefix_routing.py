@@ -159,5 +159,8 @@ def test_cli_routing_and_system_prompts():
     assert status == 2 and "do not go with --local-prefill-tokens or --local-prefill-queue" in err
     status, out, err = cli("serve", "--requests", "5", "--routing", "prefix-aware")
     assert status == 2 and "simulated back end only" in err
-    status, out, err = cli("simulate", "--requests", "5", "--system-prompts", "2", "--system-prompt-tokens", "5000")
+    status, out, err = cli("simulate", "--requests", "5", "--system-prompts", "2", "--system-prompt-tokens", "50")
+    assert status == 2 and "with --system-prompts give --rate, --ttft-slo and --tpot-slo" in err
+    status, out, err = cli("simulate", "--requests", "5", "--system-prompts", "2", "--system-prompt-tokens", "5000",
+                           "--rate", "1", "--ttft-slo", "1", "--tpot-slo", "1")
     assert status == 1 and "exceed the model's context of 2048" in err

@@ -154,6 +154,9 @@ def _prefix(args) -> dict:
     """The prefix-cache fields: none unless --routing or --prefix-cache-tokens (then unlimited by default)."""
     if (args.system_prompts is None) != (args.system_prompt_tokens is None):
         raise CLIError("--system-prompts N and --system-prompt-tokens S go together (N system prompts of S tokens)")
+    if args.system_prompts is not None and None in (args.rate, args.ttft_slo, args.tpot_slo):
+        raise CLIError("with --system-prompts give --rate, --ttft-slo and --tpot-slo: the defaults are chosen for the "
+                       "workload's prompts without their system prompts")
     if args.routing is None and args.prefix_cache_tokens is None:
         return {}
     if args.backend != "simulated":

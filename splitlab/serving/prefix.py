@@ -12,7 +12,8 @@ With the split, prefill compute is only saved where the prefill runs: the cache 
 (Mooncake keeps its KV pool beside the prefill instances and its scheduler sends a request to the one holding
 the longest prefix: Qin et al., "Mooncake", FAST 2025; NVIDIA Dynamo's KV-aware router does the same).
 :func:`route_prefix_aware` is that choice; :func:`simulate_routing` counts the prompt tokens each routing policy
-makes a pool of prefill workers compute.
+makes a pool of prefill workers compute. In a serving run the same caches and choice are
+``ServingConfig(prefix_cache_tokens=..., routing="prefix-aware")`` (:mod:`.prefix_router`).
 """
 from __future__ import annotations
 
