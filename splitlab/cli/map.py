@@ -5,10 +5,14 @@ goodput per worker among the best xPyD split, colocated prefill-first and coloca
 --model-config NAME``, or the built-in one). No model is loaded. JSON: the axes, the inputs, ``counts`` (cells won
 by each layout) and ``cells`` (each: ``prompt_tokens``, ``prefill_steps``, ``tpot_steps``, its SLOs, ``winner``,
 ``tied``, ``winner_layout``, ``goodput_rps_per_worker``, ``binding_slo``, ``runner_up``,
-``runner_up_goodput_rps_per_worker``, ``margin`` and every layout's goodput and binding SLO)."""
+``runner_up_goodput_rps_per_worker``, ``margin`` and every layout's goodput and binding SLO). ``--conditional
+[Q ...]`` adds the conditional contender (each cell's best split with its decode workers prefilling when Q requests
+wait at the prefill worker; Q = 1 and 2 by default): each cell's ``conditional`` and ``conditional_wins``, the cells
+where it beats both the best pure split and the best colocated layout by more than the tie tolerance
+(:func:`splitlab.planning.conditional_layouts.conditional_wins`)."""
 from __future__ import annotations
 
-from .args import link_gbps, positive_float, positive_int, progress, seed_int, token_list
+from .args import link_gbps, positive_float, positive_int, progress, queue_length, seed_int, token_list
 from .costs import COST_OPTIONS, cost_model
 from .registry import CLIError, arg, command
 from .report import clean
@@ -47,9 +51,13 @@ def _cell(c) -> str:
              help="margins below this share of the winner's goodput are ties (default 0.1)"),
          arg("--max-batch", type=positive_int, default=16, help="requests resident per worker (default 16)"),
          arg("--seed", type=seed_int, default=0, help="seeds the request sets (default 0)"),
+         arg("--conditional", type=queue_length, nargs="*", default=None, metavar="Q",
+             help="add the conditional split: each cell's best split, its decode workers prefilling when Q requests "
+                  "wait at the prefill worker (default Q: 1 2); lists the cells where it beats both pure layouts"),
          arg("--model", default=None, help="with --cost: the model you mean to map (checked against the file)"),
          *COST_OPTIONS)
 def map_command(args):
+    from ..planning.conditional_layouts import MAP_QUEUES, conditional_wins
     from ..planning.split_map import geometric_axis, prompt_axis, split_map
     if not 2 <= args.workers <= 16:
         raise CLIError(f"--workers must be 2 to 16 (a split needs a prefill and a decode worker), got {args.workers}")
@@ -67,6 +75,9 @@ def map_command(args):
             raise CLIError(f"{flag}: an empty range, LOW {values[0]:g} is above HIGH {values[1]:g}")
     if args.tpot_steps is not None and args.tpot_steps[0] < 1:
         raise CLIError(f"--tpot-steps: a TPOT SLO below one lone decode step ({args.tpot_steps[0]:g}) no layout meets")
+    queues = () if args.conditional is None else (args.conditional or MAP_QUEUES)
+    if len(set(queues)) != len(queues):
+        raise CLIError(f"--conditional holds a queue length twice: {list(queues)}")
     cost = cost_model(args, args.model)
     axes = {} if args.tpot_steps is None else {"--tpot-steps": geometric_axis(*args.tpot_steps, args.rows)}
     if args.prompt_tokens is not None:
@@ -75,7 +86,7 @@ def map_command(args):
     m = split_map(cost, args.workers, axes.get("--prompt-tokens"), output_tokens=args.output_tokens,
                   link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None,
                   tie_tolerance=args.tie_tolerance, chunk_tokens=args.chunk_tokens, max_batch=args.max_batch,
-                  seed=args.seed, progress=progress(args), **kw)
+                  seed=args.seed, progress=progress(args), conditional_queues=queues, **kw)
     link = f"{args.link_gbps:g} GB/s" if args.link_gbps else "the cost model's transfer"
     text = [f"splitlab map: {args.workers} workers, {args.output_tokens}-token answers, TTFT SLO {m.ttft_prefills:g} "
             f"prefills of the prompt, KV link {link}",
@@ -97,4 +108,13 @@ def map_command(args):
     text.append("cells won: " + ", ".join(f"{SHORT[w]} {n}" for w, n in counts.items() if n) +
                 " (split: its best xPyD; pf-first: colocated prefill-first; chunked: colocated chunked; tie: S=split, "
                 "P=pf-first, C=chunked)")
-    return clean(m.to_json()), text
+    data = m.to_json()
+    if queues:
+        wins = data["conditional_wins"] = conditional_wins(m)
+        text.append(f"conditional split (local prefill when {' or '.join(map(str, queues))} requests wait) beats both "
+                    f"pure layouts by more than {m.tie_tolerance:.0%} in {len(wins)} of {len(m.cells)} cells"
+                    + (":" if wins else ""))
+        text += [f"  {w['prompt_tokens']} tokens, TPOT {w['tpot_steps']:g} steps: {w['layout']} "
+                 f"{w['goodput_rps_per_worker']:.3g} req/s per worker, +{w['margin_over_split']:.0%} over the split, "
+                 f"+{w['margin_over_colocated']:.0%} over {w['colocated_layout']}" for w in wins]
+    return clean(data), text

@@ -38,11 +38,16 @@ def metrics(res, args) -> dict:
     """The run's metrics (:meth:`~splitlab.serving.Result.metrics`) plus ``rejections`` and ``slo_misses``: how
     many requests missed each bound the attainment counts (``unfinished``, ``ttft``, ``ttst``: the second token
     later than TTFT SLO + TPOT SLO, ``tpot``; each request under the first it misses); a conditional split adds
-    ``conditional`` (its rule) and ``local_prefill_share`` (prefills run on a decode worker)."""
+    ``conditional`` (its rule) and ``local_prefill_share`` (prefills run on a decode worker); a run with prefix
+    caches adds ``routing``, ``prefix_hit_rate`` (prompt tokens found cached), ``prefix_hit_requests`` (requests
+    that found any), ``cached_tokens`` and ``prefilled_requests`` (:func:`splitlab.serving.prefix_stats`)."""
     from ..serving.conditional import local_share
     from ..serving.metrics import slo_misses
+    from ..serving.prefix_router import prefix_stats
     cfg = res.config
     local = dict(conditional=cfg.name, local_prefill_share=local_share(res)) if cfg.conditional else {}
+    if cfg.prefix_cache_tokens is not None:
+        local.update(routing=cfg.routing, **prefix_stats(res))
     return clean(dict(res.metrics(args.ttft_slo, args.tpot_slo), rejections=_rejections(res),
                       slo_misses=slo_misses(res.requests, args.ttft_slo, args.tpot_slo), **local))
 
@@ -93,6 +98,11 @@ def lines(name: str, m: dict) -> list[str]:
         share = m["local_prefill_share"]
         out.append(f"{'':<14} conditional: {m['conditional']}: "
                    + ("no request was prefilled" if share is None else f"{share:.0%} of prefills on a decode worker"))
+    if "prefix_hit_rate" in m:
+        rate, share = m["prefix_hit_rate"], m["prefix_hit_requests"]
+        out.append(f"{'':<14} prefix cache ({m['routing']} routing): " + (
+            "no request was prefilled" if rate is None else
+            f"{rate:.0%} of prompt tokens found cached, {share:.0%} of requests hit"))
     if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
         first, more = m["rejections"][0], len(m["rejections"]) - 1
         out.append(f"{'':<14} {first['state']}: request {first['id']}: {first['reason']}"

@@ -21,7 +21,9 @@ request that did not complete), ``notes`` (faults and what was done about them; 
 """
 from __future__ import annotations
 
-from ..serving.config import POLICIES, TRANSFER_MODES
+import math
+
+from ..serving.config import POLICIES, ROUTINGS, TRANSFER_MODES, ServingConfig
 from ..serving.workload import WORKLOADS
 from .args import (MEMORY_UTILIZATION, THREADS, check_chunking, check_torchrun, device_name, link_gbps,
                    positive_float, positive_int, progress, prompt_threshold, queue_length, request_count, seed_int,
@@ -34,6 +36,7 @@ from .report import about, clean, failed_status, header, lines, metrics, title
 __all__ = ["serve", "compare", "COMMON", "setup", "resolve"]
 
 BACKENDS = ("emulated", "simulated", "distributed")
+PREFIX_BLOCK_TOKENS = ServingConfig.prefix_block_tokens  # the prefix cache's block, tokens
 COMMON = (
     arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
     arg("--rate", type=positive_float, default=None, metavar="REQ_PER_S",
@@ -66,6 +69,15 @@ COMMON = (
     arg("--local-prefill-queue", type=queue_length, default=None, metavar="Q",
         help="disaggregated: conditional split, a request prefills on a decode worker when Q requests already wait "
              "at the prefill worker it would join"),
+    arg("--routing", choices=ROUTINGS, default=None,
+        help="simulated: how a request picks its (prefill) worker, with prefix caches on the workers that prefill "
+             "(default least-loaded, and no prefix cache unless --prefix-cache-tokens)"),
+    arg("--prefix-cache-tokens", type=prompt_threshold, default=None, metavar="T",
+        help="simulated: each prefilling worker caches up to T tokens of prompt prefixes, LRU (default with "
+             "--routing: inf)"),
+    arg("--system-prompts", type=positive_int, default=None, metavar="N",
+        help="prefix each prompt with one of N shared system prompts (with --system-prompt-tokens)"),
+    arg("--system-prompt-tokens", type=positive_int, default=None, metavar="S", help="tokens of each system prompt"),
     arg("--backend", choices=BACKENDS, default="emulated", help="emulated (default), simulated or distributed"),
     arg("--model", default=None, help="emulated, distributed: preset, Hugging Face name or local path (default: tiny)"),
     arg("--device", type=device_name, default=None, help="cpu, cuda, cuda:N or mps (default: best available)"),
@@ -134,7 +146,38 @@ def options(args) -> dict:
                 memory_utilization=args.memory_utilization,
                 first_token_on=args.first_token_on, transfer_mode=args.transfer_mode, timeout_s=args.timeout,
                 link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None,
-                local_prefill_tokens=args.local_prefill_tokens, local_prefill_queue=args.local_prefill_queue)
+                local_prefill_tokens=args.local_prefill_tokens, local_prefill_queue=args.local_prefill_queue,
+                **_prefix(args))
+
+
+def _prefix(args) -> dict:
+    """The prefix-cache fields: none unless --routing or --prefix-cache-tokens (then unlimited by default)."""
+    if (args.system_prompts is None) != (args.system_prompt_tokens is None):
+        raise CLIError("--system-prompts N and --system-prompt-tokens S go together (N system prompts of S tokens)")
+    if args.system_prompts is not None and None in (args.rate, args.ttft_slo, args.tpot_slo):
+        raise CLIError("with --system-prompts give --rate, --ttft-slo and --tpot-slo: the defaults are chosen for the "
+                       "workload's prompts without their system prompts")
+    if args.routing is None and args.prefix_cache_tokens is None:
+        return {}
+    if args.backend != "simulated":
+        raise CLIError(f"--routing and --prefix-cache-tokens run on the simulated back end only: the {args.backend} "
+                       f"back end runs a real model, whose prefill would need the cached keys and values")
+    if args.local_prefill_tokens is not None or args.local_prefill_queue is not None:
+        raise CLIError("--routing and --prefix-cache-tokens do not go with --local-prefill-tokens or "
+                       "--local-prefill-queue: a conditional split's decode workers keep no prefix cache in splitlab")
+    cache = math.inf if args.prefix_cache_tokens is None else args.prefix_cache_tokens
+    if cache < PREFIX_BLOCK_TOKENS:
+        raise CLIError(f"--prefix-cache-tokens must be at least {PREFIX_BLOCK_TOKENS} (one block), got {cache}")
+    return dict(routing=args.routing or "least-loaded", prefix_cache_tokens=cache)
+
+
+def _with_system(args, reqs, context: int, vocab: int | None):
+    """``reqs`` with --system-prompts N of --system-prompt-tokens S in front of their prompts (else as they are)."""
+    if args.system_prompts is None:
+        return reqs
+    from ..serving.system_prompts import with_system_prompts
+    return with_system_prompts(reqs, args.system_prompts, args.system_prompt_tokens, args.seed, context,
+                               min(256, vocab or 256))
 
 
 def setup(args, configs: dict, cost=None):
@@ -149,7 +192,7 @@ def setup(args, configs: dict, cost=None):
         fill(args, configs, backend.cost)  # an executor of two pools (cli.pools): SLOs from its prefill pool's
         reqs = serving.workload_requests(args.workload, args.requests, args.rate, backend, args.seed, args.scale,
                                          args.arrival, args.cv)
-        return backend, reqs, lambda: None
+        return backend, _with_system(args, reqs, backend.max_context, None), lambda: None
     check_loadable(args.model)
     quiet_hub()
     if args.backend == "emulated":
@@ -189,8 +232,9 @@ def setup(args, configs: dict, cost=None):
 
 def _workload(args, model):
     from ..serving import make_workload
-    return make_workload(args.workload, args.requests, args.rate, seed=args.seed, model=model, arrival=args.arrival,
+    reqs = make_workload(args.workload, args.requests, args.rate, seed=args.seed, model=model, arrival=args.arrival,
                          cv=args.cv, scale=args.scale)
+    return _with_system(args, reqs, model.max_context, model.vocab_size)
 
 
 @command("serve", "serve a workload on a cluster (colocated or disaggregated) and report TTFT/TPOT",

@@ -22,7 +22,10 @@ class Cell:
     decode steps; ``tpot_steps``: the TPOT SLO in lone decode steps), its SLOs (s), each kind's goodput per worker
     (``goodput``, requests/s), binding SLO (``binding``) and layout name (``names``: "3P+1D"), the ``winner``
     (a kind, "tie" or "none"), ``tied`` (the kinds within the tie tolerance of the best), ``runner_up`` and
-    ``margin`` (1 - runner-up / winner's goodput, 0 when none meets the SLOs)."""
+    ``margin`` (1 - runner-up / winner's goodput, 0 when none meets the SLOs); ``conditional``: the best
+    conditional split of the cell (``layout``, ``goodput_rps_per_worker``, ``binding_slo``,
+    ``local_prefill_queue``) when the map searched one, else empty: it never enters ``winner``
+    (:func:`~.conditional_layouts.conditional_wins` compares it with the pure layouts)."""
 
     prompt_tokens: int
     prefill_steps: float
@@ -36,6 +39,7 @@ class Cell:
     tied: tuple = ()
     runner_up: str = ""
     margin: float = 0.0
+    conditional: dict = field(default_factory=dict)
 
     def decide(self, tie_tolerance: float) -> "Cell":
         """Set ``winner``, ``tied``, ``runner_up`` and ``margin`` from ``goodput``: kinds within ``tie_tolerance``
@@ -76,7 +80,8 @@ class Cell:
                     runner_up_layout=self.names[self.runner_up],
                     runner_up_goodput_rps_per_worker=self.goodput[self.runner_up], margin=self.margin,
                     layouts={k: dict(layout=self.names[k], goodput_rps_per_worker=self.goodput[k],
-                                     binding_slo=self.binding[k]) for k in KINDS})
+                                     binding_slo=self.binding[k]) for k in KINDS},
+                    **({"conditional": dict(self.conditional)} if self.conditional else {}))
 
 
 @dataclass

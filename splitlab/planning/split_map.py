@@ -33,6 +33,7 @@ from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from ..serving.workload import Fixed, WorkloadSpec
 from .closed_form import first_guess, split_capacity
+from .conditional_layouts import check_queues, conditional_contenders
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
 
@@ -164,7 +165,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
               ttft_prefills: float = TTFT_PREFILLS, link_bytes_per_s: float | None = None,
               tie_tolerance: float = 0.1, chunk_tokens: Sequence[int] = (256,), max_batch: int = 16,
               max_requests: int = 400, tolerance: float = 0.05, seed: int = 0,
-              progress: bool | None = None, colocated_from: SplitMap | None = None, **options) -> SplitMap:
+              progress: bool | None = None, colocated_from: SplitMap | None = None,
+              conditional_queues: Sequence[int] = (), **options) -> SplitMap:
     """The map of the module docstring on ``cost``.
 
     Args:
@@ -181,6 +183,12 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch and seed
             whose colocated goodputs to take instead of searching them again (they do not depend on the link):
             a map at another ``link_bytes_per_s`` searches only its splits.
+        conditional_queues: off when empty (the default: the map of three layouts, unchanged). Else the conditional
+            contender: each cell's best split again with its decode workers prefilling a request themselves when
+            ``Q`` requests wait at its prefill worker, for each ``Q`` given (:mod:`.conditional_layouts`); the best
+            goes in ``Cell.conditional``, outside the cell's winner, and :func:`~.conditional_layouts.conditional_wins`
+            lists the cells where it beats both pure layouts. (A prompt threshold would be all or nothing here:
+            every request of a cell has the same prompt.)
 
     Returns:
         a :class:`SplitMap` (``.table()``, ``.grid(key)``, ``.to_json()``). A cell where no layout meets the SLOs
@@ -198,6 +206,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         prompt_tokens = prompt_axis(cost, 16, max(16, cost.max_context - output_tokens), 6)
     prompts, steps = _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefills,
                             link_bytes_per_s, tie_tolerance, tuple(chunk_tokens), max_batch)
+    conditional_queues = check_queues(conditional_queues)
     common = dict(max_batch=max_batch, **options)
     same = dict(workers=workers, prompt_tokens=prompts, tpot_steps=steps, output_tokens=output_tokens,
                 ttft_prefills=ttft_prefills, chunk_tokens=list(chunk_tokens), max_batch=max_batch, seed=seed,
@@ -251,7 +260,18 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                         good[kind], binding[kind] = g, res.binding_slo
                         names[kind] = cfg.name if kind != "chunked" else \
                             f"{workers} colocated (chunked, {cfg.chunk_tokens}-token chunks)"
-                cells.append(Cell(n, ratio[n], k, ttft, tpot, good, binding, names).decide(tie_tolerance))
+                best = [cfg for kind, cfg, _ in layouts if kind == "split" and cfg.name == names["split"]]
+                extra = {}
+                for cfg in conditional_contenders(best[0] if best else None, conditional_queues):
+                    res = goodput(reqs, cfg, ex, ttft_slo_s=ttft, tpot_slo_s=tpot, tolerance=tolerance,
+                                  min_requests=min(100, max_requests), max_requests=max_requests, seed=seed,
+                                  start_rate_per_worker=max(good["split"], 1e-3), prefixes=True, step=1.25)
+                    searches += 1
+                    if not extra or res.goodput_rps_per_worker > extra["goodput_rps_per_worker"]:
+                        extra = dict(layout=cfg.name, goodput_rps_per_worker=res.goodput_rps_per_worker,
+                                     binding_slo=res.binding_slo, local_prefill_queue=cfg.local_prefill_queue)
+                cells.append(Cell(n, ratio[n], k, ttft, tpot, good, binding, names, conditional=extra
+                                  ).decide(tie_tolerance))
                 bar.update()
     return SplitMap(cells, workers, prompts, [ratio[n] for n in prompts], steps, output_tokens, ttft_prefills,
                     link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, searches, notes,

@@ -12,7 +12,9 @@ import importlib
 
 _EXPORTS = {
     "cluster": ["Cluster"],
-    "config": ["LAYOUTS", "POLICIES", "TRANSFER_MODES", "ServingConfig"],
+    "config": ["LAYOUTS", "POLICIES", "ROUTINGS", "TRANSFER_MODES", "ServingConfig"],
+    "prefix_router": ["PrefixRouter", "prefix_stats"],
+    "system_prompts": ["system_prompt_ids", "with_system_prompts"],
     "common.faults": ["KillWorker", "WorkerFault"],
     "simulated": ["CostModelExecutor"],
     "pools": ["PoolCostExecutor"],
@@ -32,7 +34,8 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 _SUBMODULES = ("cluster", "config", "emulated", "executor", "interference", "memory", "metrics", "paged", "prefix",
                "request", "result", "router", "runner", "scheduler", "simulated", "workload", "distributed", "fast",
-               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation", "nic", "handoff")
+               "inputs", "recovery", "virtual", "wall", "goodput_search", "validation", "nic", "handoff",
+               "prefix_router", "system_prompts")
 __all__ = sorted(_WHERE) + ["metrics", "CostModel"]
 
 

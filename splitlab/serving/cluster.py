@@ -27,6 +27,7 @@ from .memory import KVMemory, cap_note
 from .request import Request, State, check_unique_ids
 from .result import ServingResult
 from .conditional import make_router
+from .prefix_router import attach_prefix_caches, check_prefix_backend
 from .scheduler import StepPlan, Worker, plan_step
 
 __all__ = ["Cluster"]
@@ -43,6 +44,7 @@ class Cluster:
     def __init__(self, backend, config=None, faults=None):
         check_backend(backend)
         self.backend, self.cfg = backend, check_config(config)
+        check_prefix_backend(self.cfg, backend)  # before a wall-clock back end starts its processes
         wall = getattr(backend, "wall_clock", False)
         faults = check_faults(faults, self._names(), wall)
         if wall:  # worker processes: started (or kept) for this many workers, before their sizes are read
@@ -68,6 +70,7 @@ class Cluster:
             self.pool = [Worker(name, "prefill", memory(), i) for i, name in enumerate(names[:n])]
             self.decoders = [Worker(name, "decode", memory(), i) for i, name in enumerate(names[n:])]
         self.workers = self.pool + self.decoders
+        attach_prefix_caches(self.cfg, self.pool)
         self.timeline: list[tuple] = []
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
         self.dirty: set[Worker] = set(self.workers)
@@ -181,6 +184,8 @@ class Cluster:
         r = slot.request
         w.prefilling.remove(slot)
         r.prefill_end_s = t
+        if w.prefix_cache is not None:  # its prompt's blocks are now cached here (.prefix_router)
+            w.prefix_cache.insert(r.prompt)
         if not slot.resumed:
             slot.last_token = tok
             if w.role != "prefill" or self.cfg.first_token_on == "prefill":
@@ -224,6 +229,8 @@ class Cluster:
     def _start(self, w: Worker, plan: StepPlan, t: float) -> None:
         if plan.admitted:
             self.admissions.extend([s.request.id for s in plan.admitted])
+            if w.prefix_cache is not None:  # cached prefixes lowered what it owes (the fast path's heap must hear)
+                self.router.changed(w)
         if plan.joined:
             handoff.admitted(self, w, plan.joined, t)  # their first tokens leave (first_token_on="decode")
         for s in plan.prefill:

@@ -25,6 +25,7 @@ import math
 from typing import Sequence
 
 from .request import Request
+from .prefix_router import PrefixRouter
 from .router import Router, route
 from .scheduler import Worker
 
@@ -61,7 +62,10 @@ class ConditionalRouter(Router):
 
 
 def make_router(cfg, pool: Sequence[Worker], decoders: Sequence[Worker], indexed: bool = False) -> Router:
-    """The router ``cfg`` asks for: a :class:`ConditionalRouter` for a conditional split, else the plain one."""
+    """The router ``cfg`` asks for: a :class:`ConditionalRouter` for a conditional split, a
+    :class:`~.prefix_router.PrefixRouter` under ``routing="prefix-aware"``, else the plain one."""
+    if cfg.routing == "prefix-aware":
+        return PrefixRouter(cfg, pool, decoders, indexed)
     if cfg.conditional:
         return ConditionalRouter(cfg, pool, decoders, indexed)
     return Router(pool, decoders, indexed)

@@ -7,11 +7,13 @@ import math
 import numbers
 from dataclasses import dataclass, replace
 
-__all__ = ["ServingConfig", "LAYOUTS", "POLICIES", "TRANSFER_MODES"]
+__all__ = ["ServingConfig", "LAYOUTS", "POLICIES", "TRANSFER_MODES", "ROUTINGS"]
 
 LAYOUTS = ("colocated", "disaggregated")
 POLICIES = ("prefill-first", "decode-first", "chunked")
 TRANSFER_MODES = ("whole", "layerwise")
+#: how the router picks a new request's worker (:mod:`.router`, :mod:`.prefix_router`)
+ROUTINGS = ("least-loaded", "prefix-aware")
 #: most workers of one run (both pools): a run builds every worker up front, ~80 us each on the simulator, so
 #: 1e5 take ~8 s and 1e7 ran for a quarter of an hour before serving a request
 MAX_WORKERS = 100_000
@@ -82,6 +84,16 @@ class ServingConfig:
             prefill pool. Dynamo's disaggregated router made this decision with ``max_local_prefill_length`` and
             ``max_prefill_queue_size`` (:mod:`.conditional`). 0 tokens is the plain split, ``math.inf`` makes the
             decode workers do every prefill.
+        prefix_cache_tokens: prefix caching on the workers that prefill (colocated, or the prefill pool): each keeps
+            the prompts it prefilled, in whole blocks of ``prefix_block_tokens`` tokens, up to this many tokens
+            (an integer >= ``prefix_block_tokens``, or ``math.inf``), least recently used evicted first; a prompt's
+            longest cached prefix is not prefilled again (:mod:`.prefix_router`). None (the default): off. Cost-model
+            back ends only. The cache is held apart from the KV budget (a stated simplification).
+        routing: "least-loaded" (the default, :mod:`.router`) or "prefix-aware" (needs ``prefix_cache_tokens``: a
+            request goes to the worker holding its longest cached prefix among those owing at most
+            ``prefix_balance_tokens`` tokens more than the least-loaded one, :class:`~.prefix_router.PrefixRouter`).
+        prefix_block_tokens, prefix_balance_tokens: the cache's block (tokens, >= 1) and the prefix-aware router's
+            bound on the load imbalance (tokens owed, >= 0 or ``math.inf``; default 2048: one prefill forward).
 
     Raises:
         ValueError: an unknown layout, policy, first_token_on or transfer_mode; a pool without workers or more than
@@ -110,6 +122,10 @@ class ServingConfig:
     trace: bool = True
     local_prefill_tokens: int | float | None = None
     local_prefill_queue: int | None = None
+    prefix_cache_tokens: int | float | None = None
+    routing: str = "least-loaded"
+    prefix_block_tokens: int = 16
+    prefix_balance_tokens: int | float = 2048
 
     def __post_init__(self) -> None:
         for name, allowed in (("layout", LAYOUTS), ("policy", POLICIES), ("transfer_mode", TRANSFER_MODES),
@@ -167,6 +183,7 @@ class ServingConfig:
         if not _positive(self.timeout_s):
             raise ValueError(f"timeout_s must be a time > 0 s, got {self.timeout_s!r}")
         self._check_conditional()
+        self._check_prefix()
 
     def _check_conditional(self) -> None:
         tokens, queue = self.local_prefill_tokens, self.local_prefill_queue
@@ -179,6 +196,24 @@ class ServingConfig:
         if self.conditional and self.layout != "disaggregated":
             raise ValueError("local_prefill_tokens and local_prefill_queue need layout='disaggregated' (a colocated "
                              "worker prefills every request itself)")
+
+    def _check_prefix(self) -> None:
+        block, cache, balance = self.prefix_block_tokens, self.prefix_cache_tokens, self.prefix_balance_tokens
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, got {self.routing!r}")
+        if not (_count(block) and block >= 1):
+            raise ValueError(f"prefix_block_tokens must be an integer >= 1, got {block!r}")
+        if cache is not None and not ((_count(cache) and cache >= block) or cache == math.inf):
+            raise ValueError(f"prefix_cache_tokens must be a number of tokens >= prefix_block_tokens ({block}), "
+                             f"math.inf (no eviction) or None (no prefix caching), got {cache!r}")
+        if not ((_count(balance) and balance >= 0) or balance == math.inf):
+            raise ValueError(f"prefix_balance_tokens must be a number of tokens >= 0 or math.inf, got {balance!r}")
+        if self.routing == "prefix-aware" and cache is None:
+            raise ValueError("routing='prefix-aware' needs prefix_cache_tokens (the workers' prefix caches it routes "
+                             "by): give their capacity in tokens, or math.inf")
+        if cache is not None and self.conditional:
+            raise ValueError("prefix_cache_tokens with local_prefill_tokens or local_prefill_queue: a conditional "
+                             "split's decode workers keep no prefix cache in splitlab; use one or the other")
 
     # --- shapes ------------------------------------------------------------------------------------------------
     @classmethod
@@ -224,10 +259,13 @@ class ServingConfig:
 
     @property
     def name(self) -> str:
-        """A short label: "2 colocated (chunked)", "1P+3D"."""
+        """A short label: "2 colocated (chunked)", "1P+3D", "2 colocated (prefill-first, prefix-aware)"."""
         if self.layout == "colocated":
-            return f"{self.workers} colocated ({self.policy})"
+            routing = f", {self.routing}" if self.routing != "least-loaded" else ""
+            return f"{self.workers} colocated ({self.policy}{routing})"
         local = [f"prompt <= {self.local_prefill_tokens:g}"] if self.local_prefill_tokens is not None else []
         local += [f"queue >= {self.local_prefill_queue}"] if self.local_prefill_queue is not None else []
         split = f"{self.prefill_workers}P+{self.decode_workers}D"
+        if self.routing != "least-loaded":
+            split += f" ({self.routing})"
         return split + (f" (local if {' or '.join(local)})" if local else "")

@@ -12,7 +12,8 @@ With the split, prefill compute is only saved where the prefill runs: the cache 
 (Mooncake keeps its KV pool beside the prefill instances and its scheduler sends a request to the one holding
 the longest prefix: Qin et al., "Mooncake", FAST 2025; NVIDIA Dynamo's KV-aware router does the same).
 :func:`route_prefix_aware` is that choice; :func:`simulate_routing` counts the prompt tokens each routing policy
-makes a pool of prefill workers compute.
+makes a pool of prefill workers compute. In a serving run the same caches and choice are
+``ServingConfig(prefix_cache_tokens=..., routing="prefix-aware")`` (:mod:`.prefix_router`).
 """
 from __future__ import annotations
 
@@ -58,6 +59,15 @@ class PrefixCache:
         """Blocks held."""
         return len(self._blocks)
 
+    def chain(self, prompt: Sequence[int]) -> list[int]:
+        """The chain hash of every whole block of ``prompt`` (one per block; block i's covers blocks 0..i)."""
+        return self._chain(prompt)
+
+    @property
+    def cached_tokens(self) -> int:
+        """Tokens held (blocks x ``block_tokens``)."""
+        return len(self._blocks) * self.block_tokens
+
     def _chain(self, prompt: Sequence[int]) -> list[int]:
         """The chain hash of every whole block of ``prompt``: block i's hash covers blocks 0..i."""
         out, h, B = [], 0, self.block_tokens
@@ -66,10 +76,12 @@ class PrefixCache:
             out.append(h)
         return out
 
-    def match(self, prompt: Sequence[int]) -> int:
-        """Tokens of ``prompt``'s longest cached prefix (a multiple of ``block_tokens``); counts nothing."""
+    def match(self, prompt: Sequence[int], chain: Sequence[int] | None = None) -> int:
+        """Tokens of ``prompt``'s longest cached prefix (a multiple of ``block_tokens``); counts nothing.
+        ``chain``: the prompt's block hashes (:meth:`chain`) when the caller has them (a router asking every
+        worker's cache about one prompt hashes it once)."""
         n = 0
-        for h in self._chain(prompt):
+        for h in self._chain(prompt) if chain is None else chain:
             if h not in self._blocks:
                 break
             n += self.block_tokens

@@ -57,6 +57,8 @@ class Request:
         prefill_start_s, prefill_end_s: first and last prefill forward touching this prompt (s).
         transfer_start_s, transfer_end_s, transfer_bytes: the KV hand-off (disaggregated only).
         retries: how often it was served again after its worker was lost.
+        cached_tokens: prompt tokens its prefill worker found in its prefix cache and did not compute again
+            (``ServingConfig.prefix_cache_tokens``; 0 without one).
 
     Raises:
         TypeError: an id, prompt ids or max_new_tokens that are not integers; an arrival time that is not a number;
@@ -84,6 +86,7 @@ class Request:
     transfer_end_s: float | None = None
     transfer_bytes: int = 0
     retries: int = 0
+    cached_tokens: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.id, bool) or not isinstance(self.id, numbers.Integral):
@@ -176,7 +179,7 @@ class Request:
 #: what a request records while it is served, before anything happened (see :meth:`Request.fresh`)
 _FRESH = dict(state=State.WAITING, finish_s=None, reject_reason=None, prefill_worker=None, decode_worker=None,
               prefill_start_s=None, prefill_end_s=None, transfer_start_s=None, transfer_end_s=None, transfer_bytes=0,
-              retries=0)
+              retries=0, cached_tokens=0)
 
 
 def check_unique_ids(requests) -> None:

@@ -136,6 +136,7 @@ class Worker:
         self.capped = 0  # steps planned while ServingConfig.batch_cap, not KV memory, kept a request waiting
         self.prompt_owed = 0
         self.output_owed = 0
+        self.prefix_cache = None  # a PrefixCache when the run caches prefixes on this worker (.prefix_router)
         self.step = 0  # steps started, so that the end of a step the worker was lost in can be recognised
         # the simulator's fast path (.fast): decode step ends, lazy slots, a decode stretch's silent steps
         self.clock: list[float] = []
@@ -205,14 +206,20 @@ def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit
             w.capped += w.memory.can_reserve(need)  # the cap, not memory, keeps this request out
             break
         slot = Slot.admit(r)
-        if (admitted and used + slot.prefill_len > token_room) or not w.memory.can_reserve(need):
+        cache = w.prefix_cache  # a cached prefix is not prefilled again (.prefix_router); at least one token is
+        hit = min(cache.match(r.prompt), slot.prefill_len - 1) if cache is not None and not slot.replay else 0
+        if (admitted and used + slot.prefill_len - hit > token_room) or not w.memory.can_reserve(need):
             break
         w.queue.popleft()
         w.memory.reserve(r.id, need)
+        if cache is not None and not slot.replay:
+            cache.lookup(r.prompt, limit=hit)  # counts the query, marks its blocks used
+            slot.prefilled, r.cached_tokens = hit, hit
+            w.prompt_owed -= hit
         r.state = State.PREFILLING
         w.prefilling.append(slot)
         admitted.append(slot)
-        used += slot.prefill_len
+        used += slot.prefill_len - hit
     plan.admitted.extend(admitted)
     return admitted
 
@@ -233,7 +240,7 @@ def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
     if w.role == "prefill" or cfg.policy == "prefill-first" or (cfg.policy == "decode-first" and not w.batch.slots):
         new = _admit(w, cfg, cfg.max_prefill_tokens, plan) if w.queue else None
         if new:
-            plan.prefill, plan.prefill_tokens = new, [s.prefill_len for s in new]
+            plan.prefill, plan.prefill_tokens = new, [s.prefill_len - s.prefilled for s in new]
         elif w.role != "prefill":
             plan.decode = list(w.batch.slots)
         return plan
@@ -253,7 +260,7 @@ def plan_step(w: Worker, cfg: ServingConfig) -> StepPlan:
         new = _admit(w, cfg, 0, plan, limit=1)  # one at a time: each takes what is left of the budget
         if not new:
             break
-        n = min(new[0].prefill_len, room)
+        n = min(new[0].prefill_len - new[0].prefilled, room)
         plan.prefill.append(new[0])
         plan.prefill_tokens.append(n)
         room -= n
