@@ -55,7 +55,8 @@ def worked_case(model: str, prompt_tokens: int, tps, max_devices: int, gpu: str 
 
     Returns:
         ``(row, plan)``: row has ``case``, ``prefill_steps`` (t_p / t_d of one request), the SLOs, ``best`` (the
-        cluster cheapest per million tokens) and ``best_split`` with its ``split_rps`` (goodput, requests/s of the
+        cluster cheapest per million tokens) and ``best_split`` (``best_short``, ``split_short``: their
+        :func:`compact` names) with its ``split_rps`` (goodput, requests/s of the
         cluster), ``x``, ``y``, ``tp_p``, ``tp_d``, ``lanes``; ``kv_gb`` (one request's cache) and ``need_gb_s``
         (the hand-off load on one decode worker's device link: rate x KV bytes / (y x lanes)).
 
