@@ -17,8 +17,8 @@ Goal: every |simulated / emulated - 1| <= 15%. A shared machine's speed drifts (
 tiny model runs 1.5-1.75x slower in some seconds than in others on this 2-core VM), so by default each contender
 is emulated ``--repeats`` times, interleaved, and compared by its median; the spread of those real runs is
 printed beside the error, as the check's noise floor; and each workload is simulated on the calibration before
-its emulated runs and the one after, fitted as one (``--no-bracket``: only the one before). Rates: each workload at a rate that keeps the colocated workers
-about half busy by the calibrated cost model (``splitlab.serving.validation.default_rates``). On a CPU, one torch
+its emulated runs and the one after, fitted as one (``--no-bracket``: only the one before). Rates: each workload
+at a rate that keeps the colocated workers about half busy by the calibrated cost model (``splitlab.serving.validation.default_rates``). On a CPU, one torch
 thread, and by default every step (of the calibration and of the emulated runs alike) is timed by that thread's
 CPU time (``--clock thread``), so other programs on a shared machine do not stretch the steps; ``--clock wall``
 times them by the wall clock.
