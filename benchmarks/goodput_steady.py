@@ -1,13 +1,23 @@
 """Is the goodput search at steady state? Its default runs against the same search on runs 20x longer.
 
-    python benchmarks/goodput_steady.py [--cases builtin,toy] [--seeds 0,1,2] [--longer 20] [--json] [--quick]
+    python benchmarks/goodput_steady.py [--cases builtin,toy] [--seeds 0,1,2] [--longer 20]
+                                        [--reference-tolerance 0.01] [--json] [--quick]
 
 A goodput run's arrivals span ``LIFETIMES`` request lifetimes (TTFT SLO + (mean output - 1) x TPOT SLO) with a
 warm-up and a cool-down left out (:mod:`splitlab.serving.goodput_runs`), and stop once their verdict is decided
 (:mod:`splitlab.serving.goodput_verdict`). This measures, for each case, layout and seed of the request set, the
 default search's goodput against the same search with runs ``--longer`` x longer (and ``--longer`` x the
-requests per run), which stands for the steady state and starts at the default's answer; the claim is that the
-default lands within 5%.
+requests per run), which stands for the steady state, starts at the default's answer and bisects to a tighter
+tolerance (``--reference-tolerance``, 1%: the reference's own 3% bracket would otherwise add up to 3% to every
+ratio); the claim is that the default lands within 5%.
+
+Where a seed lands low, the cause is the request set, not the search: at a fixed rate near the boundary the SLO
+attainment of the same layout over 2,000 requests moves with the seed far more than the bisection's 3% (2P+2D on
+the toy, 5.8 requests/s per worker: 0.845 to 0.961 over seeds 0-7, 0.929 over 40,000 requests), because the
+waits of a queue near saturation are correlated over hundreds of requests. Scaling each run to its own measured
+rate did not narrow it (0.876-0.972 over seeds 0-5), and 4,000 requests per run barely did (0.857-0.947 over seeds
+0-6: seed 2's burst is in its first 2,000 requests): only a run many times longer does, which the planner cannot
+afford. Every layout of a seed sees the same request set, so a seed that is low is low for all of them.
 
 Cases (4 workers each; prefill-first colocated, chunked colocated, and two xPyD splits):
 
@@ -49,7 +59,7 @@ def cases(names):
     return out
 
 
-def measure(case, seeds, longer, quick, n_layouts=4):
+def measure(case, seeds, longer, quick, n_layouts=4, reference_tolerance=0.01):
     ex, workload, ttft, tpot, layouts, options = case
     rows = []
     for cfg in layouts[:1] if quick else layouts[:n_layouts]:
@@ -60,7 +70,8 @@ def measure(case, seeds, longer, quick, n_layouts=4):
             t1 = time.process_time()
             start = max(short.goodput_rps_per_worker, 1e-3)
             long = goodput(workload, cfg, ex, lifetimes=LIFETIMES * longer, min_requests=MIN_REQUESTS * longer,
-                           max_requests=MIN_REQUESTS * longer, start_rate_per_worker=start, step=1.06, **common)
+                           max_requests=MIN_REQUESTS * longer, start_rate_per_worker=start, step=1.06,
+                           tolerance=reference_tolerance, **common)
             t2 = time.process_time()
             g, ref = short.goodput_rps_per_worker, long.goodput_rps_per_worker
             rows.append(dict(layout=cfg.name, seed=seed, goodput=g, goodput_longer=ref,
@@ -77,6 +88,8 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--layouts", type=int, default=4, help="the first N layouts of each case (default all 4)")
     ap.add_argument("--longer", type=int, default=20, help="how many times longer the reference runs are")
+    ap.add_argument("--reference-tolerance", type=float, default=0.01,
+                    help="the reference search's bisection tolerance (default 0.01; the default search keeps 0.03)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="one seed, one layout per case, runs 2x longer")
     args = ap.parse_args(argv)
@@ -84,11 +97,12 @@ def main(argv=None):
     longer = 2 if args.quick else args.longer
     out = {}
     for name, case in cases(args.cases.split(",")).items():
-        out[name] = measure(case, seeds, longer, args.quick, args.layouts)
+        out[name] = measure(case, seeds, longer, args.quick, args.layouts, args.reference_tolerance)
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"default search (runs of {LIFETIMES} lifetimes) against runs {longer}x longer; ratio = default / longer")
+    print(f"default search (runs of {LIFETIMES} lifetimes, tolerance 3%) against runs {longer}x longer (tolerance "
+          f"{args.reference_tolerance:.0%}); ratio = default / longer")
     for name, rows in out.items():
         print(f"\n{name}")
         print(f"{'layout':<40} {'seed':>4} {'default':>8} {'longer':>8} {'ratio':>6} {'binding':>14} "
@@ -101,8 +115,13 @@ def main(argv=None):
             ratios = [r["ratio"] for r in rows if r["layout"] == layout]
             print(f"  {layout}: ratio median {statistics.median(ratios):.3f}, spread over seeds "
                   f"{min(ratios):.3f}-{max(ratios):.3f}")
-    worst = max(abs(r["ratio"] - 1) for rows in out.values() for r in rows)
-    print(f"\nlargest |ratio - 1|: {worst:.1%} (goal: within 5%)")
+    ratios = [r["ratio"] for rows in out.values() for r in rows]
+    worst = max(abs(x - 1) for x in ratios)
+    within = sum(abs(x - 1) <= 0.05 for x in ratios)
+    print(f"\nover every case, layout and seed: ratio median {statistics.median(ratios):.3f}, "
+          f"{min(ratios):.3f}-{max(ratios):.3f}, standard deviation "
+          f"{statistics.pstdev(ratios):.3f}; {within} of {len(ratios)} within 5%")
+    print(f"largest |ratio - 1|: {worst:.1%} (goal: within 5%)")
 
 
 if __name__ == "__main__":

@@ -3,14 +3,22 @@ real model times every step) and simulated (the calibrated cost model predicts t
 contenders (colocated prefill-first, colocated chunked, split), and compare TTFT and TPOT P50 / P90.
 
     python benchmarks/validate_simulator.py [--model tiny] [--requests 32] [--workers 2] [--scale 0.5]
-                                            [--clock thread] [--repeats 2] [--no-bracket] [--json] [--quick]
+                                            [--clock thread] [--repeats 2] [--no-bracket] [--link NAME]
+                                            [--json] [--quick]
+
+The contenders run the serving model of issue 20: a chunked step is one fused forward of the decode rows and the
+prompt chunk (the emulated back end runs ``phases.fused.hybrid_forward``, the cost model charges ``hybrid_s``; a
+model family that cannot fuse falls back to two passes, printed), every worker's batch is bounded by its KV
+budget (``max_batch=None``; chunked keeps its ``chunk_tokens - 1`` rows), and the split's KV caches cross a named
+link (``--link``, default the 25 Gb/s network of chapters 6-7; ``--link copy``: the measured same-device copy)
+through one NIC per worker, charged the same ``latency + bytes / bandwidth`` in both runs.
 
 Goal: every |simulated / emulated - 1| <= 15%. A shared machine's speed drifts (the same decode step of the
 tiny model runs 1.5-1.75x slower in some seconds than in others on this 2-core VM), so by default each contender
 is emulated ``--repeats`` times, interleaved, and compared by its median; the spread of those real runs is
 printed beside the error, as the check's noise floor; and each workload is simulated on the calibration before
-its emulated runs and the one after, fitted as one (``--no-bracket``: only the one before). Rates: each workload at a rate that keeps the colocated workers
-about half busy by the calibrated cost model (``splitlab.serving.validation.default_rates``). On a CPU, one torch
+its emulated runs and the one after, fitted as one (``--no-bracket``: only the one before). Rates: each workload
+at a rate that keeps the colocated workers about half busy by the calibrated cost model (``splitlab.serving.validation.default_rates``). On a CPU, one torch
 thread, and by default every step (of the calibration and of the emulated runs alike) is timed by that thread's
 CPU time (``--clock thread``), so other programs on a shared machine do not stretch the steps; ``--clock wall``
 times them by the wall clock.
@@ -32,7 +40,32 @@ import pandas as pd
 import torch
 
 import splitlab as sl
+from splitlab.planning.batch import batch_bound
+from splitlab.serving import ModelExecutor, link_fields, make_workload
 from splitlab.serving import validation as V
+from splitlab.sizing import LINKS
+
+#: the link the split's caches cross by default (chapters 6-7's)
+LINK = "25 Gb/s network"
+
+
+def describe(contenders, executor, workloads, n_requests: int, scale) -> list[str]:
+    """One line per contender: how its hybrid steps run, what its KV crosses, and the requests a worker holds
+    (its batch bound for each workload's requests, and what binds it)."""
+    lines = []
+    for label, cfg in contenders.items():
+        parts = [f"hybrid steps {executor.hybrid_path}"] if cfg.policy == "chunked" else []
+        if cfg.layout != "colocated":
+            parts.append(f"KV over {cfg.link_bytes_per_s / 1e9:.3g} GB/s, one NIC per worker"
+                         if cfg.link_bytes_per_s else "KV by the measured copy")
+        bounds = []
+        for name in workloads:
+            reqs = make_workload(name, n_requests, 1.0, model=executor.lm, scale=scale)
+            b = batch_bound(executor, cfg, [r.prompt_len for r in reqs], [r.max_new_tokens for r in reqs])
+            bounds.append(f"{name} {b.batch:,.0f} ({b.binds})")
+        parts.append(f"max_batch {cfg.max_batch}, requests a worker holds: {', '.join(bounds)}")
+        lines.append(f"  {label}: {'; '.join(parts)}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -45,6 +78,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=2, help="emulated runs of each contender (median compared)")
     ap.add_argument("--no-bracket", action="store_true", help="simulate on the calibration before the runs only")
+    ap.add_argument("--link", default=LINK, choices=[*LINKS, "copy"],
+                    help=f"the link the split's KV caches cross (default {LINK!r}; 'copy': the measured copy)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
     args = ap.parse_args(argv)
@@ -60,8 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     cal = sl.profiling.calibrate(lm, **small)
     rates = V.default_rates(cal.cost, lm, n_workers=args.workers, scale=args.scale)
     rates = dict(list(rates.items())[:1]) if args.quick else rates
-    contenders = V.validation_contenders(args.workers)
-    options = dict(contenders=contenders, n_requests=args.requests, seed=args.seed, scale=args.scale,
+    contenders = V.validation_contenders(args.workers, **({} if args.link == "copy" else link_fields(args.link)))
+    emu = ModelExecutor(lm)
+    header = describe(contenders, emu, rates, args.requests, args.scale)
+    options = dict(contenders=contenders, executor=emu, n_requests=args.requests, seed=args.seed, scale=args.scale,
                    repeats=args.repeats, in_run=True)
     if args.no_bracket:  # calibrate again right before each workload
         parts = [V.validate(lm, cal if not i else sl.profiling.calibrate(lm, **small), workloads={name: rate},
@@ -75,12 +112,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(dict(model=lm.name, device=cal.meta["device"], load_average=load, clock=cal.meta["clock"],
                               repeats=args.repeats, bracket=not args.no_bracket,
+                              link=args.link, contenders=header,
                               fits={k: f.summary() for k, f in cal.fits.items()}, verdict=verdict,
                               rows=table.to_dict("records"), max_abs_error=verdict["largest"])))
         return
     print(f"{lm.name} on {cal.meta['device']}, steps timed by {cal.meta['clock']} clock, load average {load:.2f} "
           f"before the runs; {args.repeats} emulated run(s) per contender, "
           f"{'calibrations before and after each workload' if not args.no_bracket else 'calibrated before each'}")
+    print("contenders:")
+    print("\n".join(header))
     for f in cal.fits.values():
         print(f"  first calibration {f!r}")
     with pd.option_context("display.width", 160, "display.float_format", "{:+.1%}".format):

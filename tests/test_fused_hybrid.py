@@ -9,7 +9,8 @@ import torch
 
 import splitlab as sl
 from splitlab.costmodel import CostModel, roofline_cost_model
-from splitlab.costmodel.model import hybrid_as_prefill, hybrid_terms
+from splitlab.costmodel.fit import coefficients, fit_prefill
+from splitlab.costmodel.model import hybrid_as_prefill, hybrid_fit_row, hybrid_terms
 from splitlab.serving import CostModelExecutor, ModelExecutor, Request, ServingConfig, run
 from splitlab.serving.executor import DecodeBatch, Slot, run_step
 
@@ -76,10 +77,28 @@ def test_calibrated_prediction_is_the_fitted_form_measured_on_fused_forwards():
     fit = cal.fits["prefill"]
     fused = [r for r in fit.rows if r.get("hybrid_decode_batch")]
     assert {(r["hybrid_decode_batch"], r["prompt_tokens"]) for r in fused} == {(1, 16), (1, 32), (4, 16), (4, 32)}
+    assert len(fused) == 8 and len({r["hybrid_context_tokens"] for r in fused}) == 4  # each context's rows
+    assert {"hybrid_rows", "hybrid_context_tokens"} <= set(fit.terms)  # a fused forward's per-row attention
+    assert all(r["hybrid_rows"] == 0 for r in fit.rows if not r.get("hybrid_decode_batch"))
     for t in (hybrid_terms(4, 200, [(32, 16)]), hybrid_terms(12, 900, [(0, 64), (40, 20)])):
-        tokens, squares, masked = hybrid_as_prefill(**t)
-        assert cal.cost.hybrid_s(**t) == pytest.approx(fit.predict(tokens=tokens, squares=squares,
-                                                                   masked_pairs=masked), rel=1e-12)
+        assert cal.cost.hybrid_s(**t) == pytest.approx(fit.predict(**hybrid_fit_row(**t)), rel=1e-12)
+
+
+def test_the_fused_form_adds_a_cost_per_decode_row_and_per_cached_token_fitted_on_fused_forwards():
+    """Per decode row and per cached token of a decode row: what a fused forward's per-row attention adds to the
+    prefill form, recovered by the prefill fit from fused rows (0 in every other forward), and charged."""
+    truth = CostModel(prefill_base_s=3e-3, prefill_per_token_s=1e-4, prefill_per_token2_s=1e-8,
+                      hybrid_per_row_s=2.5e-4, hybrid_per_context_token_s=1.5e-6)
+    rows = [dict(tokens=n, squares=n * n, prefill_s=truth.prefill_s(n)) for n in (16, 64, 256, 512)]
+    for b, c, n in ((1, 64, 16), (4, 128, 64), (16, 256, 16), (32, 64, 128), (8, 512, 256)):
+        t = hybrid_terms(b, b * c, [(32, n)])
+        rows.append(dict(hybrid_fit_row(**t), prefill_s=truth.hybrid_s(**t)))
+    got = CostModel(**coefficients([fit_prefill(rows)]))
+    assert got.hybrid_per_row_s == pytest.approx(2.5e-4, rel=1e-6)
+    assert got.hybrid_per_context_token_s == pytest.approx(1.5e-6, rel=1e-6)
+    t = hybrid_terms(16, 16 * 200, [(64, 32)])
+    assert truth.hybrid_s(**t) - truth.prefill_s(*hybrid_as_prefill(**t)) == pytest.approx(16 * 2.5e-4 + 3200 * 1.5e-6)
+    assert CostModel().hybrid_per_row_s == 0 == CostModel().hybrid_per_context_token_s  # built-in: none measured
 
 
 def serve_chunked(lm, prompts, path: str):

@@ -79,8 +79,10 @@ def test_calibrated_simulation_tracks_emulated_runs(lm):
         if before is not None:
             set_cpu_clock(before)
     # the calibration measured the step kinds the contenders run: padded batches and chunks after a cached prefix
-    # (the masked-attention term), decode batches of one and of more (the batched term)
-    assert cal.fits["prefill"].terms[-1] == "masked_pairs" and cal.fits["decode"].terms[-1] == "batched"
+    # (the masked-attention term), fused hybrid forwards (their per-row terms), decode batches of one and of more
+    # (the batched term)
+    assert cal.fits["prefill"].terms[3:] == ("masked_pairs", "hybrid_rows", "hybrid_context_tokens")
+    assert cal.fits["decode"].terms[-1] == "batched"
     assert any(r.get("cached") for r in cal.fits["prefill"].rows)
     assert len(table) == 3 * 4 and set(table.contender) == {"colocated prefill-first", "colocated chunked", "split"}
     assert table.abs_error.median() < 0.5, table

@@ -26,7 +26,8 @@ META_FIELDS = ("device", "model", "dtype", "torch", "date")
 OPTIONAL_META = ("splitlab", "clock")  # strings too, where a file has them (older files lack them)
 COST_FIELDS = tuple(f.name for f in dataclasses.fields(CostModel))
 #: terms a file may lack: 0 (not measured, or written before the term existed)
-ZERO_BY_DEFAULT = ("prefill_masked_per_pair_s", "decode_batched_s", "activation_bytes_per_token")
+ZERO_BY_DEFAULT = ("prefill_masked_per_pair_s", "decode_batched_s", "activation_bytes_per_token", "hybrid_per_row_s",
+                   "hybrid_per_context_token_s")
 
 
 class CalibrationError(ValueError):

@@ -2,9 +2,11 @@
 
 Three linear models (the terms of :class:`~.model.CostModel`):
 
-- ``prefill``: one forward, ``prefill_s ~ a + b * tokens + c * squares [+ d * masked_pairs]`` (``tokens`` of all
-  rows, ``squares`` the sum of each row's length squared, ``masked_pairs`` the query x key pairs attended
-  through an explicit mask: a padded batch, a chunk after a cached prefix);
+- ``prefill``: one forward, ``prefill_s ~ a + b * tokens + c * squares [+ d * masked_pairs] [+ e * hybrid_rows
+  + f * hybrid_context_tokens]`` (``tokens`` of all rows, ``squares`` the sum of each row's length squared,
+  ``masked_pairs`` the query x key pairs attended through an explicit mask: a padded batch, a chunk after a
+  cached prefix; a fused hybrid forward's decode rows and their cached tokens, 0 in any other forward:
+  :func:`splitlab.costmodel.model.hybrid_fit_row`);
 - ``decode``: one step, ``step_s ~ a + b * batch + c * context_tokens [+ d * batched]`` (cached tokens of all
   rows; ``batched`` is 1 for a batch of more than one sequence, else 0);
 - ``transfer``: one KV copy, ``seconds ~ a + nbytes / bandwidth``.
@@ -15,8 +17,8 @@ terms are used where the measurements have their column (:func:`splitlab.profili
 they give a second kernel path its own coefficient, as Vidur (Agrawal et al., MLSys'24) profiles each kernel.
 
 Coefficients are non-negative least squares on the *relative* error (each row divided by its measured time), so
-a 1 ms prefill counts as much as a 100 ms one: the simulator must get short and long steps right alike. With three
-(or four) terms the exact non-negative solution is found by trying every subset of terms. torch-free.
+a 1 ms prefill counts as much as a 100 ms one: the simulator must get short and long steps right alike. With at most
+six terms the exact non-negative solution is found by trying every subset of terms (63). torch-free.
 """
 from __future__ import annotations
 
@@ -30,14 +32,15 @@ __all__ = ["Fit", "fit_linear", "fit_prefill", "fit_decode", "fit_transfer", "co
 
 #: fit name -> (columns of the terms, measured column, CostModel field of each term)
 FORMS = {
-    "prefill": (("1", "tokens", "squares", "masked_pairs"), "prefill_s",
-                ("prefill_base_s", "prefill_per_token_s", "prefill_per_token2_s", "prefill_masked_per_pair_s")),
+    "prefill": (("1", "tokens", "squares", "masked_pairs", "hybrid_rows", "hybrid_context_tokens"), "prefill_s",
+                ("prefill_base_s", "prefill_per_token_s", "prefill_per_token2_s", "prefill_masked_per_pair_s",
+                 "hybrid_per_row_s", "hybrid_per_context_token_s")),
     "decode": (("1", "batch", "context_tokens", "batched"), "step_s",
                ("decode_base_s", "decode_per_seq_s", "decode_per_token_s", "decode_batched_s")),
     "transfer": (("1", "nbytes"), "seconds", ("transfer_base_s", "transfer_s_per_byte")),
 }
-#: terms fitted only where the measurements have their column
-OPTIONAL_TERMS = ("masked_pairs", "batched")
+#: terms fitted only where the measurements have their column (a row without it counts 0 of it)
+OPTIONAL_TERMS = ("masked_pairs", "batched", "hybrid_rows", "hybrid_context_tokens")
 
 
 @dataclass
@@ -150,12 +153,14 @@ def _form(name: str, table) -> tuple[list[dict], tuple[str, ...], str]:
     """The rows of ``table`` and the terms of fit ``name`` they support (optional ones where a row has them)."""
     rows = _rows(table)
     terms, measured, _ = FORMS[name]
-    terms = tuple(t for t in terms if t not in OPTIONAL_TERMS or (rows and t in rows[0]))
+    terms = tuple(t for t in terms if t not in OPTIONAL_TERMS or any(t in r for r in rows))
+    rows = [r if all(t in r for t in terms if t != "1") else {**{t: 0 for t in terms if t != "1"}, **r} for r in rows]
     return rows, terms, measured
 
 
 def fit_prefill(table, relative: bool = True) -> Fit:
-    """``prefill_s ~ a + b * tokens + c * squares [+ d * masked_pairs]`` (see the module docstring). Also takes the
+    """``prefill_s ~ a + b * tokens + c * squares [+ d * masked_pairs] [+ e * hybrid_rows + f *
+    hybrid_context_tokens]`` (see the module docstring). Also takes the
     table of ``profiling.measure_prefill`` (``batch`` rows of ``prompt_tokens`` each: tokens = batch x
     prompt_tokens, squares = batch x prompt_tokens^2; equal lengths, so no masked pairs)."""
     rows = [r if "tokens" in r or "prompt_tokens" not in r else

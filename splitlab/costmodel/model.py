@@ -17,7 +17,12 @@
   rows, whose tokens ride along in the chunk's pass. It is a prefill forward whose rows are the chunks (``n_i``
   new after ``p_i`` cached) and the decode rows (1 new after ``c_j`` cached: ``(c_j + 1)^2 - c_j^2 = 2 c_j + 1``
   squares): ``prefill_s(sum(n_i) + B, chunk squares + 2 C + B, masked_pairs)``: the linear work of every token in
-  one pass, each row's attention, one fixed cost (``prefill_base_s``; no decode base or per-sequence cost).
+  one pass, each row's attention, one fixed cost (``prefill_base_s``; no decode base or per-sequence cost); plus
+  what a ragged forward's per-row attention adds: ``hybrid_per_row_s * B + hybrid_per_context_token_s * C`` (one
+  attention call per decode row and layer, and the reads of its cached keys and values: splitlab's fused path
+  runs each row's attention on its own, as a variable-length kernel does; fitted on fused forwards, 0 where none
+  were measured: measured on the tiny model on a CPU, the prefill form alone missed fused forwards of 16-32
+  decode rows by 25-55% (rms 21% over 76 forwards), with the two terms by 9% rms).
 - a KV transfer of ``b`` bytes: ``transfer_base_s + b / transfer_bytes_per_s``
 
 Defaults are round numbers of the tiny model on a 2-thread laptop CPU (measured on the development machine: prefill
@@ -33,7 +38,7 @@ import numpy as np
 
 from ..sizing.links import link_bandwidth
 
-__all__ = ["CostModel", "hybrid_terms", "hybrid_as_prefill", "HYBRID_TERMS"]
+__all__ = ["CostModel", "hybrid_terms", "hybrid_as_prefill", "hybrid_fit_row", "HYBRID_TERMS"]
 
 #: the arguments of :meth:`CostModel.hybrid_s`, the columns of a "hybrid" step record (``serving.run_step``)
 HYBRID_TERMS = ("chunk_tokens", "chunk_squares", "masked_pairs", "decode_batch", "decode_context_tokens")
@@ -58,6 +63,8 @@ class CostModel:
     prefill_per_token_s: float = 7e-5
     prefill_per_token2_s: float = 0.0
     prefill_masked_per_pair_s: float = 0.0
+    hybrid_per_row_s: float = 0.0
+    hybrid_per_context_token_s: float = 0.0
     decode_base_s: float = 3e-3
     decode_per_seq_s: float = 2e-4
     decode_per_token_s: float = 5e-8
@@ -86,10 +93,11 @@ class CostModel:
         = sum of (cached + new)^2 - cached^2 over them) and ``decode_batch`` decode rows holding
         ``decode_context_tokens`` cached tokens in all, one token each; ``masked_pairs``: query x key pairs of
         the forward's explicit mask (:func:`splitlab.serving.executor.hybrid_terms`). The prefill form over every
-        row of the forward (module docstring); :func:`splitlab.profiling.calibrate` fits it on real fused
-        forwards among the prefill measurements."""
-        return self.prefill_s(*hybrid_as_prefill(chunk_tokens, chunk_squares, masked_pairs, decode_batch,
-                                                 decode_context_tokens))
+        row of the forward plus the per-row attention terms (module docstring); :func:`splitlab.profiling.calibrate`
+        fits them on real fused forwards among the prefill measurements."""
+        return (self.prefill_s(*hybrid_as_prefill(chunk_tokens, chunk_squares, masked_pairs, decode_batch,
+                                                  decode_context_tokens))
+                + self.hybrid_per_row_s * decode_batch + self.hybrid_per_context_token_s * decode_context_tokens)
 
     def decode_s(self, batch: int, context_tokens: int) -> float:
         """Seconds of one decode step of ``batch`` sequences holding ``context_tokens`` cached tokens in all."""
@@ -154,5 +162,18 @@ def hybrid_terms(decode_batch: int, decode_context_tokens: int, chunks) -> dict:
 def hybrid_as_prefill(chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
                       decode_context_tokens: int) -> tuple[int, int, int]:
     """A fused hybrid forward as the terms ``(tokens, squares, masked_pairs)`` of one prefill forward: a decode
-    row adds 1 token after ``c`` cached ones, ``(c + 1)^2 - c^2 = 2c + 1`` squares (module docstring)."""
+    row adds 1 token after ``c`` cached ones, ``(c + 1)^2 - c^2 = 2c + 1`` squares (module docstring). Its
+    per-row terms are the fit columns of :func:`hybrid_fit_row`."""
     return (chunk_tokens + decode_batch, chunk_squares + 2 * decode_context_tokens + decode_batch, masked_pairs)
+
+
+def hybrid_fit_row(chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
+                   decode_context_tokens: int) -> dict:
+    """A fused hybrid forward as a row of the prefill fit (:func:`splitlab.costmodel.fit_prefill`): the terms
+    of :func:`hybrid_as_prefill` and the per-row columns ``hybrid_rows`` (decode rows) and
+    ``hybrid_context_tokens`` (their cached tokens), which fit ``hybrid_per_row_s`` and
+    ``hybrid_per_context_token_s``."""
+    tokens, squares, masked = hybrid_as_prefill(chunk_tokens, chunk_squares, masked_pairs, decode_batch,
+                                                decode_context_tokens)
+    return dict(tokens=tokens, squares=squares, masked_pairs=masked, hybrid_rows=decode_batch,
+                hybrid_context_tokens=decode_context_tokens)

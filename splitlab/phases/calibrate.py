@@ -18,10 +18,11 @@ serving scheduler runs, each the way the emulated back end runs it.
   the chunk's queries attend to the cached prefix through a mask), for ``n`` in ``chunk_tokens`` and ``p`` in
   ``chunk_prefixes``; and, where the engine runs them (:func:`splitlab.phases.fused.fused_unsupported`), fused
   hybrid forwards: a chunk of ``n`` tokens after the first prefix packed with a decode batch of a quarter and all
-  of the largest decode batch (rows holding the middle context down to half of it), each counted as the prefill
-  forward :func:`splitlab.costmodel.model.hybrid_as_prefill` makes of it. Fitted as ``a + b * tokens + c *
-  squares + d * masked_pairs`` (:func:`splitlab.costmodel.fit_prefill`), a batch counted as its rows padded to
-  the longest.
+  of the largest decode batch (rows holding each of ``contexts`` down to half of it), each counted as the prefill
+  forward :func:`splitlab.costmodel.model.hybrid_as_prefill` makes of it plus its decode rows and their cached
+  tokens. Fitted as ``a + b * tokens + c * squares + d * masked_pairs + e * hybrid_rows + f *
+  hybrid_context_tokens`` (:func:`splitlab.costmodel.fit_prefill`; the last two are 0 in every other forward),
+  a batch counted as its rows padded to the longest.
 - decode: ``b`` rows for every ``b`` of ``decode_batches`` and ``c`` of ``contexts``, the rows holding from
   ``c / 2`` to ``c`` cached tokens (a serving batch is ragged, and a padded batch takes the engine's masked
   path); each run is the next step of the one before (its cache appended in place, as a running batch is),
@@ -46,7 +47,7 @@ import torch
 from ..common.progress import progress_bar, show_progress
 from ..costmodel import Calibration, CostModel, fit_decode, fit_prefill, fit_transfer
 from ..costmodel.fit import coefficients
-from ..costmodel.model import hybrid_as_prefill, hybrid_terms
+from ..costmodel.model import hybrid_fit_row, hybrid_terms
 from ..kvcache import KVCache
 from ..sizing import activation_bytes_per_token, kv_bytes_per_token
 from .device import _CPU_CLOCK, STATISTICS, Timer, check_measurement, describe_device
@@ -137,21 +138,21 @@ def _size(nbytes: float) -> str:
 
 
 def _hybrid_points(lm: LoadedModel, chunk_tokens, prefix: int, decode_batches, contexts, seed: int) -> list:
-    """Measurement points of fused hybrid forwards (module docstring), as prefill rows."""
-    big, c = max(decode_batches), contexts[len(contexts) // 2]
-    rows = [c - (c // 2) * j // max(1, big - 1) for j in range(big)]
-    caches = prefill(lm, [_ids(lm, n, seed + 11 + j) for j, n in enumerate(rows)]).cache.split()
+    """Measurement points of fused hybrid forwards (module docstring), as prefill rows with their per-row columns
+    (:func:`splitlab.costmodel.model.hybrid_fit_row`)."""
+    big, points = max(decode_batches), []
     cached = prefill(lm, [_ids(lm, prefix, seed + 7)]).cache
-    points = []
-    for b in sorted({max(1, big // 4), big}):
-        decode = KVCache.merge(caches[:b])
-        for n in chunk_tokens:
-            ids = _ids(lm, n, seed + 8)
-            tokens, squares, masked = hybrid_as_prefill(**hybrid_terms(b, sum(rows[:b]), [(prefix, n)]))
-            row = dict(batch=1, prompt_tokens=n, cached=prefix, hybrid_decode_batch=b, tokens=tokens,
-                       squares=squares, masked_pairs=masked)
-            points.append(("prefill", row, lambda decode=decode, b=b, ids=ids: hybrid_forward(
-                lm, decode, [0] * b, [(cached, ids)]).seconds, None))
+    for c in contexts:
+        rows = [c - (c // 2) * j // max(1, big - 1) for j in range(big)]
+        caches = prefill(lm, [_ids(lm, n, seed + 11 + j) for j, n in enumerate(rows)]).cache.split()
+        for b in sorted({max(1, big // 4), big}):
+            decode = KVCache.merge(caches[:b])
+            for n in chunk_tokens:
+                ids = _ids(lm, n, seed + 8)
+                row = dict(batch=1, prompt_tokens=n, cached=prefix, hybrid_decode_batch=b,
+                           **hybrid_fit_row(**hybrid_terms(b, sum(rows[:b]), [(prefix, n)])))
+                points.append(("prefill", row, lambda decode=decode, b=b, ids=ids: hybrid_forward(
+                    lm, decode, [0] * b, [(cached, ids)]).seconds, None))
     return points
 
 

@@ -29,7 +29,7 @@ import pandas as pd
 from ..costmodel import Calibration, CostModel, combine, fit_decode, fit_prefill
 from ..common.progress import progress_bar
 from ..costmodel.fit import coefficients
-from ..costmodel.model import HYBRID_TERMS, hybrid_as_prefill
+from ..costmodel.model import HYBRID_TERMS, hybrid_fit_row
 from . import metrics as M
 from .config import ServingConfig
 from .runner import run
@@ -182,8 +182,9 @@ def _served(result, workload: str, contender: str):
 def in_run_cost(cost: CostModel, steps: Sequence[Mapping]) -> CostModel:
     """``cost`` with its prefill and decode coefficients fitted again (:func:`splitlab.costmodel.fit_prefill`,
     ``fit_decode``) on ``steps``: the records of the steps a run measured (an executor's ``step_log``, see
-    :func:`~.executor.run_step`; a fused hybrid step enters the prefill fit as the prefill forward it is,
-    :func:`splitlab.costmodel.model.hybrid_as_prefill`). Transfer, KV size and memory are kept.
+    :func:`~.executor.run_step`; a fused hybrid step enters the prefill fit as the prefill forward it is, with
+    its decode rows' per-row columns, :func:`splitlab.costmodel.model.hybrid_fit_row`). Transfer, KV size and
+    memory are kept.
 
     The fit is by plain (not relative) least squares: it predicts the *mean* step at given terms, what queues and
     TPOT add up. On single noisy steps a relative fit predicts low (measured here: decode steps of the tiny model
@@ -194,8 +195,8 @@ def in_run_cost(cost: CostModel, steps: Sequence[Mapping]) -> CostModel:
         ValueError: too few prefill or decode records to fit (4 of each), or a record without its columns.
     """
     prefills = [r for r in steps if r.get("kind") == "prefill"] + [  # a fused hybrid step is one prefill forward
-        dict(zip(("tokens", "squares", "masked_pairs"), hybrid_as_prefill(**{k: r[k] for k in HYBRID_TERMS})),
-             prefill_s=r["step_s"]) for r in steps if r.get("kind") == "hybrid"]
+        dict(hybrid_fit_row(**{k: r[k] for k in HYBRID_TERMS}), prefill_s=r["step_s"])
+        for r in steps if r.get("kind") == "hybrid"]
     decodes = [r for r in steps if r.get("kind") == "decode"]
     for kind, rows in (("prefill", prefills), ("decode", decodes)):
         if len(rows) < IN_RUN_MIN_FORWARDS:
