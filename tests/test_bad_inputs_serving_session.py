@@ -270,3 +270,12 @@ def test_validate_refuses_a_cost_that_is_no_cost_model_before_any_run():
     from splitlab import serving
     with pytest.raises(TypeError, match=r"cost must be a CostModel or a Calibration .*got NoneType"):
         serving.validate(object(), None, n_requests=2)
+
+
+@pytest.mark.parametrize("timeout_s", [1e308, 1e15, 7 * 24 * 3600.0 + 1])
+def test_a_config_timeout_beyond_a_week_is_refused(timeout_s):
+    # audit of issue 18 (F1 on the config): ServingConfig(timeout_s=1e308) was accepted, and a hung worker of a
+    # simulated run then gave a TTFT P90 of 5e307 s, a run of 1e308 s and numpy overflow warnings
+    with pytest.raises(ValueError, match=r"timeout_s must be at most 604,800 s \(a week\)"):
+        ServingConfig.colocated(2, timeout_s=timeout_s)
+    assert ServingConfig.colocated(2, timeout_s=7 * 24 * 3600.0).timeout_s == 7 * 24 * 3600.0

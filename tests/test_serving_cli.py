@@ -112,3 +112,31 @@ def test_cli_choices_come_from_the_package():
     assert set(serve["workload"].choices) == set(sl.serving.WORKLOADS)
     assert tuple(serve["policy"].choices) == sl.serving.POLICIES
     assert sl.transfer.copy_cache is not None
+
+
+@pytest.mark.parametrize("command", [("serve", "--layout", "colocated", "--workers", "1"),
+                                     ("compare", "--prefill-workers", "1", "--decode-workers", "1", "--workers", "1")])
+def test_a_run_that_loses_its_workers_and_fails_requests_exits_3(monkeypatch, command):
+    # QA of issue 18 ("also seen"): a run that lost every worker and failed 11 of 20 requests exited 0. Every worker
+    # is killed at its third step here (a fault hook: the CLI has no fault option); the results are still printed
+    import json as _json
+
+    from splitlab import serving
+    from splitlab.common.faults import WorkerFault
+    run, compare = serving.run, serving.compare
+
+    seen = {}
+
+    def kill(event, worker, request_ids):
+        seen[worker] = seen.get(worker, 0) + (event == "step")
+        if seen[worker] >= 3:
+            raise WorkerFault(worker, "killed by the test")
+
+    monkeypatch.setattr(serving, "run", lambda *a, **k: run(*a, **{**k, "faults": kill}))
+    monkeypatch.setattr(serving, "compare", lambda *a, **k: compare(*a, **{**k, "faults": kill}))
+    status, out, err = cli(*command, "--backend", "simulated", "--workload", "chat", "--requests", "20", "--rate",
+                           "20", "--ttft-slo", "1", "--tpot-slo", "0.1", "--json")
+    data = _json.loads(out)
+    layouts = [k for k in ("colocated", "disaggregated") if k in data]
+    assert layouts and all(data[k]["failed"] > 0 for k in layouts), out
+    assert status == 3, (status, err)

@@ -46,3 +46,19 @@ def test_simulate_json_prints_no_bar():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "serving (simulated)" not in out.stderr and json.loads(out.stdout)["layout"] == "colocated"
+
+
+def test_simulate_says_it_draws_a_large_workload_first(monkeypatch):
+    # QA of issue 18 ("also seen"): simulate --requests 1000000 ran 194 s with no output; the requests' prompt ids
+    # alone took minutes before the simulation's bar could start (100,000 took 21 s at load 12). Lowered here so
+    # that a small run shows the line
+    from conftest import cli
+    from splitlab.cli import serving as cli_serving
+    monkeypatch.setattr(cli_serving, "MANY_REQUESTS", 50)
+    status, out, err = cli("simulate", "--requests", "50", "--rate", "20", "--ttft-slo", "1", "--tpot-slo", "0.1")
+    assert status == 0 and "splitlab simulate [" in err and "drawing 50 chat requests" in err, err
+    status, out, err = cli("simulate", "--requests", "50", "--rate", "20", "--ttft-slo", "1", "--tpot-slo", "0.1",
+                           "--json")
+    assert status == 0 and err == ""
+    status, out, err = cli("simulate", "--requests", "49", "--rate", "20", "--ttft-slo", "1", "--tpot-slo", "0.1")
+    assert status == 0 and "drawing" not in err

@@ -35,11 +35,13 @@ def check_loadable(name: str) -> None:
 
 
 def _nearest(name: str) -> str | None:
-    """The preset or trained model's name (short or hub) closest to ``name``, ignoring case; None if none is."""
+    """The preset or trained model's name (short or hub) closest to ``name``, ignoring case; None if none is, or if
+    it is ``name`` itself."""
     names = {n.lower(): n for n in [*list_presets(), *OFFLINE_MODELS, *(m.hub_name for m in OFFLINE_MODELS.values())]}
     near = difflib.get_close_matches(name.strip().lower(), list(names), n=1, cutoff=0.85)
     from ..sizing import PUBLISHED_MODELS  # a sizing-table entry is told to use kv-size instead
-    return names[near[0]] if near and name not in PUBLISHED_MODELS else None
+    # the name itself (a known model that cannot load here) is no guess: "did you mean 'x'?" to one who typed 'x'
+    return names[near[0]] if near and names[near[0]] != name and name not in PUBLISHED_MODELS else None
 
 
 def _check(name: str) -> None:

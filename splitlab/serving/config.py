@@ -7,6 +7,8 @@ import math
 import numbers
 from dataclasses import dataclass, replace
 
+from ..common.timeouts import check_timeout
+
 __all__ = ["ServingConfig", "LAYOUTS", "POLICIES", "TRANSFER_MODES", "ROUTINGS"]
 
 LAYOUTS = ("colocated", "disaggregated")
@@ -75,7 +77,7 @@ class ServingConfig:
             prefill side still holds it, else its prefill recomputed) before it fails.
         timeout_s: distributed back end: limit of every exchange with a worker process (a worker that holds work
             and answers nothing for this long is declared lost). Virtual clocks: how long a hung worker goes
-            unnoticed.
+            unnoticed. A finite time > 0 s, at most a week.
         trace: keep the per-step timeline and the memory log (off for large simulated searches: metrics only).
         local_prefill_tokens, local_prefill_queue: conditional disaggregation (disaggregated only; None = off):
             the router sends a request to a decode worker, which prefills it itself (no KV transfer), when its
@@ -180,8 +182,7 @@ class ServingConfig:
         if latency > MAX_LINK_LATENCY_S:
             raise ValueError(f"link_latency_s must be <= {MAX_LINK_LATENCY_S:g} s (an hour; real links take us to "
                              f"ms), got {latency:.3g} s")
-        if not _positive(self.timeout_s):
-            raise ValueError(f"timeout_s must be a time > 0 s, got {self.timeout_s!r}")
+        check_timeout(self.timeout_s)  # 1e308 s ran: a hung worker's TTFT of 5e307 s and numpy overflow warnings
         self._check_conditional()
         self._check_prefix()
 

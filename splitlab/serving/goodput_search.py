@@ -68,6 +68,10 @@ def _burst_span_s(runs: "Runs") -> float:
     return 1e-6 * min(runs.slos)
 
 
+#: the largest ``step``: at step inf the search tried a rate of inf and halved it 40 times ("did not end in 40
+#: runs ... lowest failed inf"); at 1e308 it bisected 1 .. 1e308 by means, not geometric means (audit, 2026-12-03)
+MAX_STEP = 100.0
+
 #: same-direction steps of the search at ``step``; each one after them squares the factor (a far start is
 #: left in a few runs)
 WIDEN_AFTER = 8
@@ -120,7 +124,8 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             full run, so the same goodput); the point's ``attainment`` is then a bound (``stopped``: "fail", at
             most; "pass", at least).
         start_rate_per_worker: the first rate tried (requests/s per worker); ``step``: the factor by which the
-            rate grows or shrinks until one rate passes and one fails (a good start deserves a small step).
+            rate grows or shrinks until one rate passes and one fails (a good start deserves a small step), at
+            most :data:`MAX_STEP`.
         seed, scale: of the workload (see :func:`workload_requests`).
         max_runs: give up after this many runs (a ValueError says so; the search above ends within about 25
             runs at the default tolerance, so only a smaller ``max_runs`` is reached).
@@ -133,7 +138,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     Raises:
         ValueError: SLOs that are not finite times > 0 (True is no time) or whose lifetime x lifetimes overflows,
             lifetimes not a number > 0, target
-            outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not > 1, max_runs not an
+            outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not in (1, 100], max_runs not an
             integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
     """
     if not all(isinstance(x, numbers.Real) for x in (target, tolerance)) or not 0 < target <= 1 or not \
@@ -141,9 +146,10 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         raise ValueError(f"target must be in (0, 1] and tolerance in (0, 1), got {target!r} and {tolerance!r}")
     if isinstance(max_runs, bool) or not isinstance(max_runs, numbers.Integral) or max_runs < 1:
         raise ValueError(f"max_runs must be an integer >= 1 (runs the search may make), got {max_runs!r}")
-    if not (start_rate_per_worker > 0 and math.isfinite(start_rate_per_worker)) or not step > 1:
-        raise ValueError(f"start_rate_per_worker must be a rate > 0 and step > 1, got {start_rate_per_worker!r} "
-                         f"and {step!r}")
+    if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in (start_rate_per_worker, step)) or \
+            not (start_rate_per_worker > 0 and math.isfinite(start_rate_per_worker)) or not 1 < step <= MAX_STEP:
+        raise ValueError(f"start_rate_per_worker must be a finite rate > 0 and step a factor > 1 and at most "
+                         f"{MAX_STEP:g}, got {start_rate_per_worker!r} and {step!r}")
     runs = Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
                  max_requests, seed, scale, prefixes, lifetimes)
     cfg, points = runs.cfg, runs.points
