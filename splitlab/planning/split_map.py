@@ -203,7 +203,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         ValueError: workers not in 2 .. 16; an empty axis, a value twice, a NaN or a value out of range (prompts
             integers >= 1 fitting the context with the answer, TPOT steps >= 1); more than 400 cells; bad
             output_tokens, ttft_prefills, tie_tolerance (in (0, 1)), link_bytes_per_s or chunk sizes (integers
-            above max_batch, or 1); a ``colocated_from`` of other inputs; and those of :func:`~splitlab.serving.goodput`.
+            above max_batch, or 1); a ``colocated_from`` of other inputs; and those of
+            :func:`~splitlab.serving.goodput`.
     """
     ex = CostModelExecutor(cost)
     cost = ex.cost
