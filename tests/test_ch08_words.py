@@ -24,6 +24,11 @@ def test_the_quant_note_calls_same_size_transfers_apart_noise():
     assert "noise" not in steady and steady.count("fell about in proportion to the bytes") == 2
     faster = confusions_tables.quant_note(_variants(), {"float32": 3e-3, "fp16": 2e-3, "int8": 0.6e-3, "fp8": 0.6e-3})
     assert "fell further than the bytes, which bytes over bandwidth cannot do" in faster  # 0.3x time, 0.52x bytes
+    # the page said int8 "did not fall at all: ... the fixed latency ... outweigh the bytes saved" at 2.26x the time
+    slower = confusions_tables.quant_note(_variants(), {"float32": 3e-3, "fp16": 1.97e-3, "int8": 4.44e-3,
+                                                         "fp8": 3.08e-3})
+    assert "The int8 transfer took 2.25x fp16's time for 0.52x its bytes: it took longer for fewer bytes" in slower
+    assert "did not fall at all" not in slower
 
 
 def test_the_quality_note_bounds_the_logit_error_by_the_tables_value():

@@ -99,3 +99,31 @@ def test_transfer_prediction_checker(capsys):
     assert sl.check.transfer_prediction(2e-3, 1e6, 1e-3, 1e9, measured_s=4e-3)
     assert "more than a quarter" in capsys.readouterr().out
     assert not sl.check.transfer_prediction(5e-3, 1e6, 1e-3, 1e9)
+
+
+def test_chapter_helpers_say_what_the_cells_computed(tiny, ex):
+    """The helpers that keep chapters 4 and 8 within a phone's column compute what the cells did: the policies'
+    frame (longest and median stream gap, the long prompt's TTFT), the stall check's lines (a miss beyond the
+    tolerance says how much longer the prefill took), the simulated rate sweep and the prefix reuse."""
+    import pandas as pd
+
+    reqs = interference.streams_and_long_prompts([96], [0.0], 2, 8, 12, model=tiny)
+    runs = {p: serving.run(reqs, serving.ServingConfig(policy=p, chunk_tokens=32, kv_budget_bytes=None), ex)
+            for p in ("prefill-first", "chunked")}
+    frame = plots.remedies_frame(runs, 2)
+    assert list(frame.columns) == list(runs) and frame.shape == (3, 2)
+    assert frame.loc["longest stream gap (ms)", "chunked"] == pytest.approx(
+        runs["chunked"].request_table().max_itl_s[:2].max() * 1e3)
+    assert frame.loc["long prompt's TTFT (ms)", "prefill-first"] == pytest.approx(
+        runs["prefill-first"].request_table().ttft_s[2] * 1e3)
+    spikes = pd.DataFrame(dict(prompt_tokens=[128, 256], spike_s=[0.011, 0.030], prefill_s=[0.010, 0.020]))
+    text = plots.stall_check(spikes, [0.011, 0.015], 0.001, 0.2)
+    assert text.count("tokens: stall") == 2 and text.count("missed by more than 20%") == 1
+    assert "the prefill took 1.43x its time alone" in text  # 0.020 / (0.015 - 0.001)
+    cost = serving.CostModel(max_context=tiny.max_context)
+    spec = serving.WorkloadSpec("short", serving.Uniform(16, 32), serving.Uniform(4, 8))
+    configs = {"2 colocated": serving.ServingConfig.colocated(2, kv_budget_bytes=None)}
+    sweep = confusions.rate_sweep(spec, configs, cost, [1.0, 2.0], 1.0, 0.1, model=tiny, n_requests=10)
+    assert list(sweep.rate_per_s) == [1.0, 2.0] and sweep.slo_attainment.between(0, 1).all()
+    rows = confusions.prefix_reuse_rows(tiny, (32,), 8)
+    assert rows[0]["prefix_tokens"] == 32 and rows[0]["same_logits"] and rows[0]["cached_tokens"] == 32

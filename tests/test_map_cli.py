@@ -43,7 +43,8 @@ def test_map_text_and_an_analytic_cost_model(capsys):
     (["--tpot-steps", "0.5", "4"], "a TPOT SLO below one lone decode step"),
     (["--columns", "0"], "--columns must be at least 1"),
     (["--link-gbps", "nan"], "must be a finite positive number"),
-    (["--chunk-tokens", "8"], "every --chunk-tokens must exceed --max-batch"),
+    (["--chunk-tokens", "8", "--max-batch", "16"], "every --chunk-tokens must exceed --max-batch (16)"),
+    (["--chunk-tokens", "1"], "every --chunk-tokens must exceed 1"),
     (["--tie-tolerance", "1"], "--tie-tolerance must be below 1"),
     (["--gpu", "H100"], "needs both --gpu NAME and --model-config NAME"),
 ])

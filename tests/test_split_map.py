@@ -6,7 +6,9 @@ holds for 0.5 s per prefill (chunked: 0.26 s per 256-token chunk), which a TPOT 
 answer tokens: 0.64 s of slack per stream) allows about once per stream, while the split's decode worker never
 stalls: 3P+1D serves min(3 x 2, 1 x 16 / (128 x 10 ms)) = 6 requests/s, 1.5 per worker. A 10-token prompt costs
 1 step: the split's prefill worker idles (1P+3D: 3 x 12.5 / 4 = 9.4 per worker) while every colocated worker
-decodes (about 12.5 x (1 - 12.5 x 10 ms) = 11 per worker): colocated wins.
+decodes (about 12.5 x (1 - 12.5 x 10 ms) = 11 per worker): colocated wins. That arithmetic holds a batch of 16
+requests: the crafted steps do not grow with the batch, so these maps pass ``max_batch=16`` (the map's default is
+no cap, the KV budget bounding the batch, as in the planner).
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ CRAFTED = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=
 
 @pytest.fixture(scope="module")
 def corners():
-    return split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=128, progress=False)
+    return split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=128, max_batch=16,
+                     progress=False)
 
 
 def _cell(m, prompt, steps):
@@ -62,7 +65,7 @@ def test_json_has_every_cell_with_both_goodputs(corners):
 
 
 def test_a_slow_link_makes_the_split_lose(corners):
-    slow = split_map(CRAFTED, 4, prompt_tokens=[500], tpot_steps=[1.5], output_tokens=128,
+    slow = split_map(CRAFTED, 4, prompt_tokens=[500], tpot_steps=[1.5], output_tokens=128, max_batch=16,
                      link_bytes_per_s=2e3, progress=False)  # 32 kB at 2 kB/s: 16 s per cache
     assert slow.cells[0].winner != "split" and slow.cells[0].goodput["split"] < _cell(corners, 500, 1.5).goodput[
         "split"] / 2
@@ -70,12 +73,13 @@ def test_a_slow_link_makes_the_split_lose(corners):
 
 def test_colocated_from_reuses_the_colocated_searches(corners):
     m = split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=128, link_bytes_per_s=1e9,
-                  colocated_from=corners, progress=False)
+                  max_batch=16, colocated_from=corners, progress=False)
     assert m.searches < corners.searches
     for a, b in zip(m.cells, corners.cells):
         assert (a.goodput["chunked"], a.goodput["prefill-first"]) == (b.goodput["chunked"], b.goodput["prefill-first"])
     with pytest.raises(ValueError, match="colocated_from is a map of other inputs .*output_tokens"):
-        split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=64, colocated_from=corners)
+        split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=64, max_batch=16,
+                  colocated_from=corners)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -89,7 +93,8 @@ def test_colocated_from_reuses_the_colocated_searches(corners):
     (dict(prompt_tokens=[2040]), "exceed the cost model's context of 2048"),
     (dict(link_bytes_per_s=float("nan")), "link_bytes_per_s must be a finite number"),
     (dict(tie_tolerance=1.5), "tie_tolerance must be below 1"),
-    (dict(chunk_tokens=[8]), "chunk_tokens must be one or more integers above max_batch"),
+    (dict(chunk_tokens=[8], max_batch=16), "chunk_tokens must be one or more integers above max_batch"),
+    (dict(chunk_tokens=[1]), "chunk_tokens must be one or more integers above 1"),
     (dict(output_tokens=1), "output_tokens must be an integer >= 2"),
 ])
 def test_bad_input_is_refused_before_any_search(kwargs, match):

@@ -49,7 +49,8 @@ def _cell(c) -> str:
              help="chunk sizes of the chunked layout, the best counts (default 256)"),
          arg("--tie-tolerance", type=positive_float, default=0.1,
              help="margins below this share of the winner's goodput are ties (default 0.1)"),
-         arg("--max-batch", type=positive_int, default=16, help="requests resident per worker (default 16)"),
+         arg("--max-batch", type=positive_int, default=None,
+             help="a cap on the requests resident per worker (default: none, each worker's KV budget bounds them)"),
          arg("--seed", type=seed_int, default=0, help="seeds the request sets (default 0)"),
          arg("--conditional", type=queue_length, nargs="*", default=None, metavar="Q",
              help="add the conditional split: each cell's best split, its decode workers prefilling when Q requests "
@@ -64,8 +65,9 @@ def map_command(args):
     for flag, n in (("--columns", args.columns), ("--rows", args.rows)):
         if n < 1:
             raise CLIError(f"{flag} must be at least 1, got {n}")
-    if any(c <= args.max_batch for c in args.chunk_tokens):
-        raise CLIError(f"every --chunk-tokens must exceed --max-batch ({args.max_batch}), got {args.chunk_tokens}")
+    if any(c <= (args.max_batch or 1) for c in args.chunk_tokens):
+        raise CLIError("every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
+                                                              else "1") + f", got {args.chunk_tokens}")
     if args.tie_tolerance >= 1:
         raise CLIError(f"--tie-tolerance must be below 1 (a share of the winner's goodput), got {args.tie_tolerance}")
     if args.output_tokens < 2:
@@ -91,6 +93,7 @@ def map_command(args):
     text = [f"splitlab map: {args.workers} workers, {args.output_tokens}-token answers, TTFT SLO {m.ttft_prefills:g} "
             f"prefills of the prompt, KV link {link}",
             f"cost model: {m.cost_source}",
+            f"decode batch: {m.batch_words}",
             f"winner in goodput per worker, margin over the runner-up (ties: within {m.tie_tolerance:.0%}); "
             f"{m.searches} goodput searches"]
     rows = {k: [_cell(c) for c in m.cells if c.tpot_steps == k] for k in m.tpot_steps}

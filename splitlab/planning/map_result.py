@@ -102,7 +102,7 @@ class SplitMap:
     tie_tolerance: float
     cost_source: str
     chunk_tokens: list[int] = field(default_factory=list)
-    max_batch: int = 16
+    max_batch: int | None = None
     seed: int = 0
     searches: int = 0
     notes: list[str] = field(default_factory=list)
@@ -119,6 +119,12 @@ class SplitMap:
             return c.goodput[key.split(":")[1]] if key.startswith("goodput:") else getattr(c, key)
         vals = [value(c) for c in self.cells]
         return np.array(vals, dtype=object).reshape(len(self.tpot_steps), len(self.prompt_tokens))
+
+    @property
+    def batch_words(self) -> str:
+        """What bounded every layout's decode batch, in words: no cap (each worker's KV budget) or ``max_batch``."""
+        return ("no cap, each worker's KV budget bounds it" if self.max_batch is None else
+                f"at most {self.max_batch} requests per worker (max_batch)")
 
     def counts(self) -> dict:
         """Cells won by each kind, tied and met by none."""

@@ -17,7 +17,9 @@ as :func:`splitlab.planner.plan` runs it; the closed form (:mod:`.closed_form`) 
 split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate. A cell's
 ``margin`` is ``1 - runner-up / winner``; within ``tie_tolerance`` (default 10%: twice the searches' 5%
 tolerance, each goodput lying up to 5% below its boundary) the cell is a tie. ``link_bytes_per_s`` models the KV
-link between the pools (None: the cost model's transfer): a slow link can make the split lose.
+link between the pools (None: the cost model's transfer): a slow link can make the split lose. Every layout's
+decode batch is bounded as the planner bounds it: by each worker's KV budget, with no cap unless ``max_batch``
+gives one (chunked without one caps at ``chunk_tokens - 1``); the closed form takes the batch that budget holds.
 """
 from __future__ import annotations
 
@@ -32,10 +34,12 @@ from ..common.progress import progress_bar
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from ..serving.workload import Fixed, WorkloadSpec
+from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
 from .conditional_layouts import check_queues, conditional_contenders
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
+from .planner import CLOSED_FORM_BATCH
 
 __all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps", "chunk_steps",
            "MAX_CELLS"]
@@ -148,10 +152,10 @@ def _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefill
             link_bytes_per_s, numbers.Real) or not (math.isfinite(link_bytes_per_s) and link_bytes_per_s > 0)):
         raise ValueError(f"link_bytes_per_s must be a finite number of bytes/s > 0 (or None: the cost model's "
                          f"transfer), got {link_bytes_per_s!r}")
-    if not chunk_tokens or any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= max_batch
+    if not chunk_tokens or any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= (max_batch or 1)
                                for c in chunk_tokens):
-        raise ValueError(f"chunk_tokens must be one or more integers above max_batch ({max_batch}), got "
-                         f"{list(chunk_tokens)}")
+        raise ValueError(f"chunk_tokens must be one or more integers above "
+                         f"{'max_batch (%d)' % max_batch if max_batch else 1}, got {list(chunk_tokens)}")
     return prompts, steps
 
 
@@ -163,7 +167,7 @@ def _requests(ex, prompt: int, output_tokens: int, max_requests: int, seed: int)
 def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Sequence[int] | None = None,
               tpot_steps: Sequence[float] = (1.5, TPOT_STEPS, 4.0, 8.0), output_tokens: int = 64,
               ttft_prefills: float = TTFT_PREFILLS, link_bytes_per_s: float | None = None,
-              tie_tolerance: float = 0.1, chunk_tokens: Sequence[int] = (256,), max_batch: int = 16,
+              tie_tolerance: float = 0.1, chunk_tokens: Sequence[int] = (256,), max_batch: int | None = None,
               max_requests: int = 400, tolerance: float = 0.05, seed: int = 0,
               progress: bool | None = None, colocated_from: SplitMap | None = None,
               conditional_queues: Sequence[int] = (), **options) -> SplitMap:
@@ -177,7 +181,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         output_tokens: answer tokens of every request. ttft_prefills: the TTFT SLO in prefills of the prompt.
         link_bytes_per_s: the KV link between the pools (bytes/s); None: the cost model's ``transfer_s``.
         tie_tolerance: margins below it are ties. chunk_tokens: chunk sizes of the chunked layout (best counts).
-        max_batch, options: :class:`~splitlab.serving.ServingConfig` fields of every layout.
+        max_batch, options: :class:`~splitlab.serving.ServingConfig` fields of every layout (``max_batch`` None,
+            the default: no cap, each worker's KV budget bounds its batch, as in the planner).
         max_requests, tolerance, seed: of each goodput search (:func:`~splitlab.serving.goodput`).
         progress: a tqdm bar of the searches on stderr (True, False, None: when stderr is a terminal).
         colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch and seed
@@ -198,7 +203,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         ValueError: workers not in 2 .. 16; an empty axis, a value twice, a NaN or a value out of range (prompts
             integers >= 1 fitting the context with the answer, TPOT steps >= 1); more than 400 cells; bad
             output_tokens, ttft_prefills, tie_tolerance (in (0, 1)), link_bytes_per_s or chunk sizes (integers
-            above max_batch); a ``colocated_from`` of other inputs; and those of :func:`~splitlab.serving.goodput`.
+            above max_batch, or 1); a ``colocated_from`` of other inputs; and those of
+            :func:`~splitlab.serving.goodput`.
     """
     ex = CostModelExecutor(cost)
     cost = ex.cost
@@ -229,7 +235,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                 reqs, t_p, t_d = requests[n], cost.prefill_s(n), cost.decode_s(1, n)
                 ttft, tpot = ttft_prefills * t_p, k * t_d
                 prompts_arr, outs = np.full(1, n), np.full(1, output_tokens)
-                guess = first_guess(cost, prompts_arr, outs, ttft, tpot, workers, max_batch,
+                held = batch_bound(ex, ServingConfig.disaggregated(1, 1, **common), prompts_arr, outs).batch
+                guess = first_guess(cost, prompts_arr, outs, ttft, tpot, workers, int(min(held, CLOSED_FORM_BATCH)),
                                     common.get("max_prefill_tokens", 2048))
                 cap = {x: split_capacity(guess["prefill_rps"], guess["decode_rps"], x, workers - x)
                        for x in range(1, workers)}

@@ -24,10 +24,12 @@ from .phone import PHONE, WIDTH, figure, legend_below, phone, styled as _styled
 from .style import PREDICTED, layout_color
 from .confusions_tables import (chunked_verdict, fmt3, headline, quant_note, quant_table, reuse_table, routing_table,
                                 sig3, speculative_tables, summary_table, waste_table)
+from .confusions_runs import prefix_reuse_rows, rate_sweep, speculative_row
 
 __all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes", "speculative_sweep", "prefix_reuse",
            "headline", "chunked_verdict", "waste_table", "quant_table", "quant_note", "summary_table",
-           "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3"]
+           "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3", "rate_sweep", "speculative_row",
+           "prefix_reuse_rows"]
 
 COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red", "tab:brown"]
 

@@ -152,7 +152,9 @@ def quant_note(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> 
                "fell less than in proportion to the bytes: a transfer costs a fixed latency plus bytes over "
                "bandwidth (chapter 5), and only the second part shrinks" if t < 1 else
                "did not fall at all: at these sizes the fixed latency of a transfer and the machine's other work "
-               "outweigh the bytes saved (chapter 5)")
+               "outweigh the bytes saved (chapter 5)" if t <= 1 + TOLERANCE else
+               "took longer for fewer bytes, which the bytes cannot cause: the machine's other work during those "
+               "transfers set their time, not the bytes (chapter 5)")
         text += f" The {s} transfer took {t:.2f}x fp16's time for {b:.2f}x its bytes: it {how}."
     slow, fast = max(moved_s["int8"], moved_s["fp8"]), min(moved_s["int8"], moved_s["fp8"])
     if variants["int8"].nbytes == variants["fp8"].nbytes and slow > fast * (1 + TOLERANCE):
@@ -185,7 +187,9 @@ def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, rou
                             f"{waste.loc['used', 'mean_bytes'] / 2**20:.2f})",
                             "the bytes of each cache and its transfer (a block's tail at most)"),
         "KV quantization": (f"bytes per request x{variants['int8'].nbytes / variants['fp16'].nbytes:.2f} of fp16; "
-                            f"transfer x{moved_s['int8'] / moved_s['fp16']:.2f}",
+                            f"transfer x{moved_s['int8'] / moved_s['fp16']:.2f}" + (
+                                "" if abs(moved_s['int8'] / moved_s['fp16'] / (variants['int8'].nbytes / variants[
+                                    'fp16'].nbytes) - 1) <= TOLERANCE else " (not the bytes: latency and noise)"),
                             "tokens cached, interference, who prefills"),
         "speculative decoding": (f"best TPOT {spec_best.tpot_ms:.2f} ms ({best[0]}, k = {best[1]}) vs "
                                  f"{plain_tpot_s * 1e3:.2f} ms plain",

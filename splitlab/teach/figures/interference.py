@@ -14,8 +14,9 @@ from matplotlib.ticker import MaxNLocator
 from . import serving as serving_plots
 from .confusions import _styled, figure
 from .phone import legend_below, wrap
-from .interference_tables import (chunk_note, chunk_steps, load_note, prefill_alone_table, remedies_table,  # noqa: F401
-                                  run_spread, stall_summary, stall_table, ttft_table)
+from .interference_tables import (chunk_note, chunk_steps, load_note, prefill_alone_table,  # noqa: F401
+                                  remedies_frame, remedies_table, run_spread, stall_check, stall_summary, stall_table,
+                                  ttft_table)
 from .serving import KIND_COLORS, _as_results
 from .style import DECODE, PREDICTED, change_words, fmt3, layout_color  # noqa: F401 (for the chapter)
 

@@ -7,8 +7,8 @@ import pandas as pd
 
 from .style import change_words, fmt3, fmt_table, signed_pct
 
-__all__ = ["prefill_alone_table", "stall_table", "ttft_table", "remedies_table", "run_spread", "load_note",
-           "chunk_steps", "chunk_note", "stall_summary"]
+__all__ = ["prefill_alone_table", "stall_table", "ttft_table", "remedies_frame", "remedies_table", "run_spread",
+           "load_note", "chunk_steps", "chunk_note", "stall_check", "stall_summary"]
 
 PROMPT = "prompt (tokens)"
 
@@ -32,6 +32,16 @@ def ttft_table(points: pd.DataFrame) -> pd.DataFrame:
     return fmt_table(points, {"prompt_tokens": PROMPT, "rate_per_s": "rate (1/s)", "load": "load ρ",
                               "ttft_mean_s": ("mean TTFT (ms)", 1e3), "ttft_p90_s": ("P90 TTFT (ms)", 1e3),
                               "in_run_prefill_s": ("prefill in run (ms)", 1e3)}, index=PROMPT)
+
+
+def remedies_frame(runs: dict, n_streams: int) -> pd.DataFrame:
+    """What each policy's run of run 1's workload (``{policy: ServingResult}``; requests ``0 .. n_streams - 1`` the
+    streams, ``n_streams`` the long prompt) did, in ms: the streams' longest and median gap, the long prompt's
+    TTFT. Rows: the measures with their units; columns: the policies."""
+    return pd.DataFrame({name: {
+        "longest stream gap (ms)": r.request_table().max_itl_s[:n_streams].max() * 1e3,
+        "median stream gap (ms)": r.token_table().query(f"request_id < {n_streams}").gap_s.median() * 1e3,
+        "long prompt's TTFT (ms)": r.request_table().ttft_s[n_streams] * 1e3} for name, r in runs.items()})
 
 
 def remedies_table(remedies: pd.DataFrame) -> pd.DataFrame:
@@ -121,6 +131,22 @@ def chunk_note(steps: pd.DataFrame, chunk_tokens: int, chunk_alone_s: float, lon
     return text + (f" and at most {fmt3(worst.seconds * 1e3)} ms later on: the steps hardly grow with the chunks "
                    "before them here, so what a step adds to P(C) is the decode rows riding in its forward and "
                    "this machine's own variation, not the attention to earlier chunks.")
+
+
+def stall_check(spikes: pd.DataFrame, predicted_s, decode_step_s: float, tolerance: float = 0.2) -> str:
+    """Each stall of run 1 (``spikes``: ``prompt_tokens``, ``spike_s``, the in-run ``prefill_s``, in s) against the
+    in-run prefill plus one decode step and against ``predicted_s`` (the prefill alone plus one decode step, one
+    per row), as lines of text; a miss beyond ``tolerance`` (compared in whole percent) says how much longer the
+    prefill took in the run than alone."""
+    lines = []
+    for row, pred in zip(spikes.itertuples(), predicted_s):
+        inside, ahead = row.spike_s / (row.prefill_s + decode_step_s) - 1, row.spike_s / pred - 1
+        why = "" if round(abs(ahead) * 100) <= round(tolerance * 100) else (
+            f"\n      missed by more than {tolerance:.0%}: the prefill took "
+            f"{row.prefill_s / (pred - decode_step_s):.2f}x its time alone")
+        lines.append(f"{row.prompt_tokens:5d} tokens: stall {fmt3(row.spike_s * 1e3):>5} ms\n      vs in-run prefill "
+                     f"+ D {inside:+.0%}\n      vs prefill alone + D {ahead:+.0%}{why}")
+    return "\n".join(lines)
 
 
 def stall_summary(spikes: pd.DataFrame, decode_step_s: float, tolerance: float = 0.2) -> str:

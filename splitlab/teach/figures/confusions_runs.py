@@ -1,0 +1,65 @@
+"""Chapter 8's experiment loops whose lines would not fit a phone's column on the page (re-exported by
+:mod:`.confusions`): the rate sweep on the simulator, a row of the speculative table and the prefix-reuse
+measurement. Each does what the chapter's cell did, in the same order; the page says what it measures."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ...phases import profiling
+from ...phases.engine import prefill
+from ...serving import CostModelExecutor, make_workload, prefix, run
+
+__all__ = ["rate_sweep", "speculative_row", "prefix_reuse_rows"]
+
+
+def rate_sweep(spec, configs: Mapping, cost, rates_per_s: Sequence[float], ttft_slo_s: float, tpot_slo_s: float,
+               model, n_requests: int = 100, seed: int = 1) -> pd.DataFrame:
+    """Each of ``configs`` (``{name: ServingConfig}``) serving ``n_requests`` of workload ``spec`` on the simulator
+    (``cost``) at each rate of ``rates_per_s`` (requests/s, the same seeded request set rescaled): one row per rate
+    and layout with ``config``, ``rate_per_s`` (3 significant digits), ``slo_attainment`` (a share),
+    ``itl_p99_ms`` and ``ttft_mean_ms`` (ms). Raises what :func:`splitlab.serving.run` raises."""
+    rows = []
+    for rate in rates_per_s:
+        reqs = make_workload(spec, n_requests, rate, seed=seed, model=model)
+        for name, cfg in configs.items():
+            m = run(reqs, cfg.with_(trace=False), CostModelExecutor(cost)).metrics(ttft_slo_s, tpot_slo_s)
+            rows.append(dict(config=name, rate_per_s=float(f"{rate:.3g}"), slo_attainment=m["slo_attainment"],
+                             itl_p99_ms=m["itl_s"]["p99"] * 1e3, ttft_mean_ms=m["ttft_s"]["mean"] * 1e3))
+    return pd.DataFrame(rows)
+
+
+def speculative_row(draft: str, k: int, r) -> dict:
+    """One row of the speculative table from a :class:`splitlab.phases.speculative` result ``r`` of draft ``draft``
+    proposing ``k`` tokens: acceptance, tokens per verify step (measured and predicted), TPOT and the mean verify
+    and draft time per step (ms)."""
+    return dict(draft=draft, k=k, acceptance=r.acceptance_rate, tokens_per_step=r.tokens_per_step,
+                predicted_tokens_per_step=r.predicted_tokens_per_step, tpot_ms=r.tpot_s * 1e3,
+                verify_ms=np.mean(r.verify_s) * 1e3, draft_ms=np.mean(r.draft_s) * 1e3)
+
+
+def prefix_reuse_rows(lm, prefix_tokens: Sequence[int], user_tokens: int, block_tokens: int = 16,
+                      atol: float = 1e-4) -> list[dict]:
+    """For each shared prefix length S of ``prefix_tokens``: a random S-token system prompt (seed S) cached by a
+    first request (its ``user_tokens`` new tokens of seed 0), then three requests with new tokens of seeds 1-3
+    prefilled cold (:func:`splitlab.prefill`) and on the cached prefix (``serving.prefix.prefill_cached``,
+    ``block_tokens``-token blocks). A row per S: ``prefix_tokens``, the tokens ``cached`` and ``computed`` of the
+    first warm prefill, the median ``cold_s`` and ``warm_s`` (seconds) and ``same_logits`` (every warm prefill's
+    logits within ``atol`` of the cold ones)."""
+    import torch
+
+    rows = []
+    for s in prefix_tokens:
+        system = profiling.random_prompt(lm, s, seed=s)
+        pc = prefix.PrefixCache(block_tokens=block_tokens)
+        prefix.prefill_cached(lm, pc, system + profiling.random_prompt(lm, user_tokens, seed=0))  # fills it
+        prompts = [system + profiling.random_prompt(lm, user_tokens, seed=u) for u in (1, 2, 3)]
+        cold = [prefill(lm, [p]) for p in prompts]
+        warm = [prefix.prefill_cached(lm, pc, p) for p in prompts]
+        same = all(torch.allclose(c.logits, w.logits, atol=atol) for c, w in zip(cold, warm))
+        rows.append(dict(prefix_tokens=s, cached_tokens=warm[0].cached_tokens, computed_tokens=warm[0].computed_tokens,
+                         cold_s=np.median([c.seconds for c in cold]), warm_s=np.median([w.seconds for w in warm]),
+                         same_logits=same))
+    return rows
