@@ -84,7 +84,9 @@ def _run(script: str, tmp_path: Path, timeout: float = 240) -> subprocess.Comple
     path = tmp_path / "script.py"
     path.write_text(textwrap.dedent(script))
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout, env=env)
+    # As a terminal starts it (SIGINT at its default): a suite run in the background would hand on its ignoring
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout, env=env,
+                          preexec_fn=_as_in_a_terminal)
 
 
 def test_a_script_without_the_main_guard_is_told_in_one_line(tmp_path):
