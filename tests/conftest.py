@@ -94,7 +94,7 @@ def built_book(tmp_path_factory) -> Path:
     exe = shutil.which("jupyter-book") or str(Path(sys.executable).with_name("jupyter-book"))
     env = dict(os.environ, MPLBACKEND="Agg")
     done = subprocess.run([exe, "build", str(root), "-W", "--keep-going", "--path-output", str(out)],
-                          capture_output=True, text=True, timeout=1800, env=env)
+                          capture_output=True, text=True, timeout=3600, env=env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return out / "_build" / "html"
 
