@@ -157,7 +157,8 @@ def test_each_pool_bounds_its_batch_by_its_own_kv_memory(tiny_model):
     by_name = {c.name: c for c in p.candidates}
     assert by_name["1P(A100-80GB)+1D(A100-40GB)"].batch == small
     assert by_name["2 colocated (A100-80GB)"].batch == big and by_name["2 colocated (A100-40GB)"].batch == small
-    assert p.batch_lines()[0].startswith(f"A100-80GB: decode batch: KV budget {big['kv_budget_bytes'] / 2 ** 30:.3g} GiB")
+    gib = big["kv_budget_bytes"] / 2 ** 30
+    assert p.batch_lines()[0].startswith(f"A100-80GB: decode batch: KV budget {gib:.3g} GiB per worker")
     assert "no cap: KV memory bounds the batch" in p.batch_lines()[1]
     assert p.table().loc["1P(A100-80GB)+1D(A100-40GB)", "batch bound"] == f"{small['kv_requests']:.0f} (KV)"
     capped = plan_pools(tiny_model, "A100-80GB", "A100-40GB", max_devices=2, workload=spec, scale=1.0,
