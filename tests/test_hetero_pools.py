@@ -93,6 +93,15 @@ def test_cli_plan_with_pools(capsys):
                "--max-workers", "2", "--ttft-slo", "0.3", "--tpot-slo", "0.03", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and len(data["by_cost"]) == 3 and data["max_devices"] == 2
+    assert set(data["batches"]) == {"H100", "A100-80GB"} and data["batches"]["H100"]["binds"] == "KV memory"
+    split = next(c for c in data["by_cost"] if c["layout"] == "disaggregated")
+    assert split["batch"] == data["batches"]["A100-80GB"] and split["batch"]["max_batch"] is None
+    assert main(["plan", "--prefill-gpu", "H100", "--decode-gpu", "A100-80GB", "--model-config", "Llama-3-8B",
+                 "--max-workers", "2", "--ttft-slo", "0.3", "--tpot-slo", "0.03", "--max-batch", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "A100-80GB: decode batch: KV budget" in text and "max_batch 8 binds: at most 8 requests per worker" in text
+    header = next(line for line in text.splitlines() if line.startswith("cluster"))
+    assert all(k in header for k in ("cost/1M", "tok/J", "batch")) and "8 (cap)" in text
     assert main(["plan", "--prefill-gpu", "H9000", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 1
     assert "unknown GPU 'H9000'; choose one of" in capsys.readouterr().err
     assert main(["plan", "--prefill-gpu", "L4", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 1

@@ -221,8 +221,8 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                              ServingConfig.colocated(n, **common), CostModelExecutor(cost), guess, None, said))
     for tp_p in tps:
         for tp_d in tps:
-            if ("prefill", tp_p) not in costs or ("decode", tp_d) not in costs:
-                continue
+            if ("prefill", tp_p) not in costs or ("decode", tp_d) not in costs or tp_p + tp_d > max_devices:
+                continue  # no split of this pair: its pools' bounds are not stated
             (pp, cp), (dp, cd) = costs["prefill", tp_p], costs["decode", tp_d]
             cp, info = handoff(model, cp, pp, dp, link)
             ex = PoolCostExecutor(cp, cd)
