@@ -241,9 +241,9 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                                  info, said))
     from tqdm import tqdm
     candidates = []
-    for name, layout, pools, cfg, ex, first, info, said in tqdm(jobs, desc="plan pools: goodput of each cluster",
-                                                          disable=not (show and (progress is not None or
-                                                                                 len(jobs) > 4)), leave=False):
+    bar = dict(desc="plan pools: goodput of each cluster", leave=False,
+               disable=not (show and (progress is not None or len(jobs) > 4)))
+    for name, layout, pools, cfg, ex, first, info, said in tqdm(jobs, **bar):
         res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
                       tolerance=tolerance, min_requests=min(100, max_requests), max_requests=max_requests,
                       start_rate_per_worker=max(first, 1e-3), prefixes=True, step=1.25)
