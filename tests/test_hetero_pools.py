@@ -93,6 +93,15 @@ def test_cli_plan_with_pools(capsys):
                "--max-workers", "2", "--ttft-slo", "0.3", "--tpot-slo", "0.03", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and len(data["by_cost"]) == 3 and data["max_devices"] == 2
+    assert set(data["batches"]) == {"H100", "A100-80GB"} and data["batches"]["H100"]["binds"] == "KV memory"
+    split = next(c for c in data["by_cost"] if c["layout"] == "disaggregated")
+    assert split["batch"] == data["batches"]["A100-80GB"] and split["batch"]["max_batch"] is None
+    assert main(["plan", "--prefill-gpu", "H100", "--decode-gpu", "A100-80GB", "--model-config", "Llama-3-8B",
+                 "--max-workers", "2", "--ttft-slo", "0.3", "--tpot-slo", "0.03", "--max-batch", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "A100-80GB: decode batch: KV budget" in text and "max_batch 8 binds: at most 8 requests per worker" in text
+    header = next(line for line in text.splitlines() if line.startswith("cluster"))
+    assert all(k in header for k in ("cost/1M", "tok/J", "batch")) and "8 (cap)" in text
     assert main(["plan", "--prefill-gpu", "H9000", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 1
     assert "unknown GPU 'H9000'; choose one of" in capsys.readouterr().err
     assert main(["plan", "--prefill-gpu", "L4", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 1
@@ -125,3 +134,63 @@ def test_cli_tp_options_refuse_empty_and_zero(capsys):
     with pytest.raises(SystemExit) as e:
         main(["simulate", "--decode-tp", "0", "--gpu", "H100", "--model-config", "Llama-3-8B"])
     assert e.value.code == 2 and "must be a positive integer" in capsys.readouterr().err
+
+
+TINY = dict(model_type="llama", hidden_size=512, num_attention_heads=8, num_key_value_heads=8, num_hidden_layers=4,
+            intermediate_size=1024, max_position_embeddings=4096, vocab_size=1000, n_params=50_000_000)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny") / "config.json"
+    path.write_text(json.dumps(TINY))
+    return str(path)
+
+
+def test_each_pool_bounds_its_batch_by_its_own_kv_memory(tiny_model):
+    """Issue 20 item 3: no default cap; a decode GPU with half the memory (A100-40GB against A100-80GB) holds about
+    half the requests, each pool's bound is stated, and a split's decode workers run with the decode pool's."""
+    from splitlab.serving import Fixed, WorkloadSpec
+    from splitlab.sizing import activation_bytes_per_token
+    spec = WorkloadSpec("fixed", Fixed(1000), Fixed(100))
+    p = plan_pools(tiny_model, "A100-80GB", "A100-40GB", max_devices=2, workload=spec, scale=1.0,
+                   max_requests=100, tolerance=0.1, prefill_price=2.0, decode_price=1.0)
+    big, small = p.batches["A100-80GB"], p.batches["A100-40GB"]
+    kv_token = 2 * 4 * 8 * 64 * 2  # K and V x layers x KV heads x head dim x bf16 bytes
+    for b, memory in ((big, 80e9), (small, 40e9)):
+        budget = int(0.9 * memory - 100e6 - activation_bytes_per_token(TINY, "bf16") * 2048)
+        assert b["kv_budget_bytes"] == budget and b["request_bytes"] == 1100 * kv_token
+        assert b["kv_requests"] == budget // (1100 * kv_token) and b["binds"] == "KV memory"
+        assert b["max_batch"] is None
+    assert small["kv_requests"] / big["kv_requests"] == pytest.approx(0.5, rel=0.01)
+    by_name = {c.name: c for c in p.candidates}
+    assert by_name["1P(A100-80GB)+1D(A100-40GB)"].batch == small
+    assert by_name["2 colocated (A100-80GB)"].batch == big and by_name["2 colocated (A100-40GB)"].batch == small
+    gib = big["kv_budget_bytes"] / 2 ** 30
+    assert p.batch_lines()[0].startswith(f"A100-80GB: decode batch: KV budget {gib:.3g} GiB per worker")
+    assert "no cap: KV memory bounds the batch" in p.batch_lines()[1]
+    assert p.table().loc["1P(A100-80GB)+1D(A100-40GB)", "batch bound"] == f"{small['kv_requests']:.0f} (KV)"
+    capped = plan_pools(tiny_model, "A100-80GB", "A100-40GB", max_devices=2, workload=spec, scale=1.0,
+                        max_requests=100, tolerance=0.1, max_batch=4, prefill_price=2.0, decode_price=1.0)
+    assert all(c.batch["binds"] == "max_batch" and c.batch["batch"] == 4 for c in capped.candidates)
+    assert "max_batch 4 binds: at most 4 requests per worker" in capped.batch_lines()[1]
+    assert capped.table().iloc[0]["batch bound"] == "4 (cap)"
+    assert json.loads(json.dumps(capped.to_json()))["batches"]["A100-40GB"]["batch"] == 4
+
+
+def test_a_tp_worker_budget_is_its_devices_memory_less_the_whole_weights_and_the_group_activations():
+    """A TP t worker holds t x 0.9 x memory - the weights (t shards of 1/t) - the activations of its devices
+    (each holds the residual stream whole and 1/t of the heads and the MLP): more than t x a TP 1 worker's."""
+    from splitlab.serving import CostModelExecutor
+    from splitlab.sizing import activation_bytes_per_token
+    # Llama-3-8B: (tp x 3 x 4096 + 32 x 128 + 2 x 8 x 128 + 3 x 14336) x 2 bytes
+    assert activation_bytes_per_token("Llama-3-8B", "bf16", 8) == (8 * 3 * 4096 + 4096 + 2048 + 3 * 14336) * 2
+    with pytest.raises(ValueError, match="tensor-parallel degree must be an integer >= 1, got 0"):
+        activation_bytes_per_token("Llama-3-8B", "bf16", 0)
+    budgets = {}
+    for tp in (1, 2):
+        cost = roofline_cost_model("Llama-3-8B", "A100-40GB", tp=tp)
+        act = (tp * 3 * 4096 + 4096 + 2048 + 3 * 14336) * 2
+        budgets[tp] = CostModelExecutor(cost).auto_kv_budget(0.9, 2048)
+        assert budgets[tp] == int(tp * 0.9 * 40e9 - cost.weight_bytes - act * 2048)
+    assert budgets[2] > 2 * budgets[1] + 15e9  # the weights are held once, not twice

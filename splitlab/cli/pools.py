@@ -99,7 +99,7 @@ def plan_pools(args):
     Raises:
         CLIError: --cost, --model, --price-per-hour or --chunk-tokens with pool options, or no GPU or model.
     """
-    from ..planning.hetero import plan_pools as run
+    from ..planning.hetero import batch_cell, plan_pools as run
     from ..planning.defaults import NoDefault
     from .defaults import in_flags
     if args.cost or args.model:
@@ -118,16 +118,16 @@ def plan_pools(args):
                 ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo, max_devices=args.max_workers,
                 prefill_price=args.prefill_price, decode_price=args.decode_price, dtype=args.dtype or "bf16",
                 link=args.link or "400 Gb/s network", max_batch=args.max_batch, seed=args.seed, scale=args.scale,
-                progress=progress(args), **eff)
+                progress=progress(args), memory_utilization=args.memory_utilization, **eff)
     except NoDefault as err:
         raise in_flags(err) from None
     data = dict(workload=args.workload, **p.to_json())
     text = [f"splitlab plan (pools): {args.model_config}, prefill on {prefill_gpu}, decode on {decode_gpu}, TP "
             f"{','.join(map(str, args.tp or [1]))}, {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= "
             f"{p.tpot_slo_s:g} s, at most {args.max_workers} devices", *chosen_lines(p.chosen),
-            *(f"cost model, {k}: {v}" for k, v in p.sources.items()),
+            *(f"cost model, {k}: {v}" for k, v in p.sources.items()), *p.batch_lines(),
             f"{'cluster':<36} {'dev':>3} {'goodput':>9} {'per dev':>8} {'$/hour':>7} {'cost/1M':>8} {'tok/J':>6}  "
-            f"binding  hand-off"]
+            f"{'batch':<10} binding  hand-off"]
     for c in p.ranked("cost"):
         k, h = c.costs, c.handoff
         room = h and h["prefill_kv_room_requests"]
@@ -136,7 +136,7 @@ def plan_pools(args):
                                      + (f", prefill room {room:.3g} caches" if room is not None else ""))
         text.append(f"{c.name:<36} {k['devices']:>3} {c.goodput_rps:>7.3g}/s {k['rps_per_device']:>6.3g}/s "
                     f"{k['price_per_hour']:>7.4g} {k['cost_per_million_tokens']:>8.4g} {k['tokens_per_joule']:>6.3g}"
-                    f"  {c.binding_slo:<7}  {hand}{'' if c.outcome == 'found' else ' *'}")
+                    f"  {batch_cell(c.batch):<10} {c.binding_slo:<7}  {hand}{'' if c.outcome == 'found' else ' *'}")
     text += [f"* {c.name}: {c.reason}" for c in p.candidates if c.outcome != "found"]
     best_cost, best_power = p.ranked("cost")[0], p.ranked("power")[0]
     text += [f"cheapest per million output tokens (iso-cost): {best_cost.name}; most output tokens per joule "

@@ -166,8 +166,8 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
         decode_per_seq_s=comm_token, decode_per_token_s=per_token / bw,
         transfer_base_s=0.0, transfer_bytes_per_s=n * LINKS[link]["bandwidth_bytes_per_s"],
         kv_bytes_per_token=int(round(per_token)), max_context=context,
-        memory_bytes=float(n * g["memory_bytes"]), weight_bytes=weights,
-        activation_bytes_per_token=activation_bytes_per_token(cfg, dtype), source=source, flops_per_token=flops_token,
+        memory_bytes=float(n * g["memory_bytes"]), weight_bytes=weights, source=source,
+        activation_bytes_per_token=activation_bytes_per_token(cfg, dtype, n), flops_per_token=flops_token,
         attn_flops_per_square=attn, peak_flops_per_s=peak, bandwidth_bytes_per_s=bw, step_overhead_s=step_overhead_s,
         tp=n, comm_base_s=comm_base, comm_per_token_s=comm_token, layers=geo.layers)
 

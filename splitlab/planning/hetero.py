@@ -11,6 +11,12 @@ Each candidate is a goodput search (:func:`splitlab.serving.goodput`) on one see
 :class:`~splitlab.serving.PoolCostExecutor` (each pool charged by its own analytic cost model, the hand-off by
 :func:`.pools.handoff`, re-shard of a TP mismatch included). A worker is a group of ``tp`` devices: the goodput is
 also given per device, the price per device-hour.
+
+A worker's decode batch is bounded by its own KV memory unless ``max_batch`` caps it (the default: no cap): a TP
+``t`` worker of a GPU with ``M`` bytes holds ``utilization x t x M - weights - activations`` bytes of cache (the
+weights are split over its devices, so the ``t`` shards sum to the whole; :func:`splitlab.sizing.kv_budget_bytes`),
+a colocated worker its GPU's, a split's decode worker the decode GPU's. Each pool's bound is stated
+(:meth:`PoolPlan.batch_lines`, a candidate's ``batch``), so no ranking rests on a cap nobody sees.
 """
 from __future__ import annotations
 
@@ -22,13 +28,14 @@ import pandas as pd
 
 from ..common.progress import show_progress
 from ..serving import CostModelExecutor, PoolCostExecutor, ServingConfig, goodput, workload_requests
+from ..sizing.budget import MEMORY_UTILIZATION
 from .batch import batch_bound
 from .closed_form import colocated_capacity, decode_capacity, prefill_capacity, split_capacity
 from .defaults import choose_defaults
 from .planner import CLOSED_FORM_BATCH
 from .pools import Pool, cluster_costs, handoff, pool_cost_model
 
-__all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES"]
+__all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES", "batch_cell"]
 
 #: most devices :func:`plan_pools` searches (every xPyD split of every TP pair up to it is a goodput search)
 MAX_DEVICES = 16
@@ -42,7 +49,8 @@ class PoolCandidate:
     (``handoff``: :func:`.pools.handoff`'s info, ``reshard_bytes_per_request``, the mean bytes re-sharded, and
     ``prefill_kv_room_requests``: mean prompts' caches a prefill worker's own memory holds; the simulation
     grants it the decode pool's budget, :class:`~splitlab.serving.PoolCostExecutor`, so below a few it is
-    optimistic for that candidate)."""
+    optimistic for that candidate) and ``batch``: the decode batch bound of its decode (or colocated) workers
+    (:class:`.batch.BatchBound`'s JSON with its ``line`` and ``pool``, the pool's name)."""
 
     name: str
     layout: str
@@ -52,6 +60,7 @@ class PoolCandidate:
     binding_slo: str
     handoff: dict | None = None
     result: object = field(repr=False, default=None)
+    batch: dict | None = None
 
     @property
     def outcome(self) -> str:
@@ -66,13 +75,15 @@ class PoolCandidate:
         pools = [dict(role=role, gpu=p.gpu, tp=p.tp, workers=w, device_price_per_hour=p.device_price_per_hour,
                       price_source=p.price_source, device_power_w=p.device_power_w) for role, p, w in self.pools]
         return dict(name=self.name, layout=self.layout, pools=pools, goodput_rps=self.goodput_rps, **costs,
-                    binding_slo=self.binding_slo, outcome=self.outcome, reason=self.reason, handoff=self.handoff)
+                    binding_slo=self.binding_slo, outcome=self.outcome, reason=self.reason, handoff=self.handoff,
+                    batch=self.batch)
 
 
 @dataclass
 class PoolPlan:
     """What :func:`plan_pools` found: ``candidates`` (cheapest per million tokens first), the SLOs, the request
-    set's means and the cost models' sources; ``chosen``: SLOs chosen for the caller (None if both given)."""
+    set's means and the cost models' sources; ``chosen``: SLOs chosen for the caller (None if both given);
+    ``batches``: each pool's decode batch bound (pool name -> :class:`.batch.BatchBound`'s JSON and ``line``)."""
 
     candidates: list[PoolCandidate]
     ttft_slo_s: float
@@ -82,6 +93,12 @@ class PoolPlan:
     mean_output_tokens: float
     sources: dict
     chosen: dict | None = None
+    batches: dict = field(default_factory=dict)
+
+    def batch_lines(self) -> list[str]:
+        """One sentence per pool: the decode batch bound its workers ran with (the KV budget of the pool's GPU and
+        TP, the requests it holds, the cap and which binds)."""
+        return [f"{name}: {b['line']}" for name, b in self.batches.items()]
 
     def ranked(self, by: str = "cost") -> list[PoolCandidate]:
         """Candidates best first ``by`` "cost" (cost per million output tokens: iso-cost) or "power" (output
@@ -94,11 +111,12 @@ class PoolPlan:
     def table(self, by: str = "cost") -> pd.DataFrame:
         """One row per candidate, best first ``by`` (:meth:`ranked`): devices, goodput (requests/s, in all and per
         device), price per hour, cost per million output tokens, output tokens per joule, the binding SLO, and for
-        a split the hand-off: device links used at once and the share of the cache re-sharded."""
+        a split the hand-off: device links used at once and the share of the cache re-sharded, and the decode
+        batch bound (requests per decode or colocated worker: its KV memory's, or the cap where one binds)."""
         rows = [{"cluster": c.name, "devices": c.costs["devices"], "goodput (req/s)": c.goodput_rps,
                  "goodput per device": c.costs["rps_per_device"], "price per hour": c.costs["price_per_hour"],
                  "cost per 1M tokens": c.costs["cost_per_million_tokens"], "tokens per J": c.costs["tokens_per_joule"],
-                 "binding SLO": c.binding_slo,
+                 "binding SLO": c.binding_slo, "batch bound": batch_cell(c.batch),
                  "hand-off lanes": c.handoff["lanes"] if c.handoff else None,
                  "re-sharded": c.handoff["moved_share"] if c.handoff else None} for c in self.ranked(by)]
         return pd.DataFrame(rows).set_index("cluster")
@@ -108,7 +126,7 @@ class PoolPlan:
                     by_power=[c.name for c in self.ranked("power")], ttft_slo_s=self.ttft_slo_s,
                     tpot_slo_s=self.tpot_slo_s, max_devices=self.max_devices,
                     mean_prompt_tokens=self.mean_prompt_tokens, mean_output_tokens=self.mean_output_tokens,
-                    cost_sources=self.sources, chosen=self.chosen)
+                    cost_sources=self.sources, chosen=self.chosen, batches=self.batches)
 
 
 def _check_tps(tps, max_devices) -> tuple[int, ...]:
@@ -127,8 +145,9 @@ def _check_tps(tps, max_devices) -> tuple[int, ...]:
 def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="chat", ttft_slo_s: float | None = None,
                tpot_slo_s: float | None = None, max_devices: int = 8, prefill_price: float | None = None,
                decode_price: float | None = None, dtype: str = "bf16", link: str = "400 Gb/s network",
-               max_batch: int = 16, max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03,
-               seed: int = 0, scale: float | None = None, max_requests: int = 2000, progress: bool | None = None,
+               max_batch: int | None = None, max_prefill_tokens: int = 2048, target: float = 0.9,
+               tolerance: float = 0.03, seed: int = 0, scale: float | None = None, max_requests: int = 2000,
+               progress: bool | None = None, memory_utilization: float = MEMORY_UTILIZATION,
                **efficiencies) -> PoolPlan:
     """Rank clusters of up to ``max_devices`` devices (module docstring).
 
@@ -140,8 +159,10 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
         prefill_price, decode_price: per device-hour (None: the GPU table's, an error where it has none).
         ttft_slo_s, tpot_slo_s: the SLOs (None: chosen by chapter 6's rule on the prefill GPU's smallest-TP cost
             model; ``PoolPlan.chosen`` says so). dtype, link, efficiencies: of the analytic cost models.
-        max_batch, max_prefill_tokens, target, tolerance, seed, scale, max_requests: as in
-            :func:`splitlab.planner.plan`.
+        max_batch: a cap on each worker's batch (None, the default: none; each worker's KV budget, of its own
+            GPU and TP, bounds its batch: module docstring; ``PoolPlan.batch_lines`` states each pool's).
+        memory_utilization: the share of each device's memory a worker uses (vLLM's ``gpu_memory_utilization``).
+        max_prefill_tokens, target, tolerance, seed, scale, max_requests: as in :func:`splitlab.planner.plan`.
 
     Returns:
         a :class:`PoolPlan`. A cluster no rate serves ranks last with goodput 0 and its reason.
@@ -178,7 +199,15 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
     requests = workload_requests(workload, max_requests, 1.0, ex0, seed, scale)
     prompts = np.array([r.prompt_len for r in requests])
     outputs = np.array([r.max_new_tokens for r in requests])
-    common = dict(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens)
+    common = dict(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens, memory_utilization=memory_utilization)
+    bounds = {}  # pool name -> its workers' batch bound (a split's decode workers: the decode pool's)
+
+    def bound(pool, executor):
+        if pool.name not in bounds:
+            b = batch_bound(executor, ServingConfig.disaggregated(1, 1, **common), prompts, outputs)
+            bounds[pool.name] = (b, dict(b.to_json(), line=b.line(), pool=pool.name))
+        return bounds[pool.name]
+
     jobs = []
     for gpu in dict.fromkeys((prefill_gpu, decode_gpu)):
         for tp in tps:
@@ -186,20 +215,20 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
             if found and max_devices // tp >= 1:
                 pool, cost = found
                 n = max_devices // tp
-                guess = colocated_capacity(cost, prompts, outputs, ttft_slo_s, tpot_slo_s,
-                                           _guess_batch(CostModelExecutor(cost), common, prompts, outputs))
+                b, said = bound(pool, CostModelExecutor(cost))
+                guess = colocated_capacity(cost, prompts, outputs, ttft_slo_s, tpot_slo_s, _guess_batch(b))
                 jobs.append((f"{n} colocated ({pool.name})", "colocated", [("colocated", pool, n)],
-                             ServingConfig.colocated(n, **common), CostModelExecutor(cost), guess, None))
+                             ServingConfig.colocated(n, **common), CostModelExecutor(cost), guess, None, said))
     for tp_p in tps:
         for tp_d in tps:
-            if ("prefill", tp_p) not in costs or ("decode", tp_d) not in costs:
-                continue
+            if ("prefill", tp_p) not in costs or ("decode", tp_d) not in costs or tp_p + tp_d > max_devices:
+                continue  # no split of this pair: its pools' bounds are not stated
             (pp, cp), (dp, cd) = costs["prefill", tp_p], costs["decode", tp_d]
             cp, info = handoff(model, cp, pp, dp, link)
             ex = PoolCostExecutor(cp, cd)
             mu_p = prefill_capacity(cp, prompts, ttft_slo_s, max_prefill_tokens)
-            mu_d = decode_capacity(cd, prompts, outputs, tpot_slo_s,
-                                   _guess_batch(CostModelExecutor(cd), common, prompts, outputs))
+            b, said = bound(dp, ex)  # the decode pool's budget (PoolCostExecutor.auto_kv_budget)
+            mu_d = decode_capacity(cd, prompts, outputs, tpot_slo_s, _guess_batch(b))
             mean_kv = float(prompts.mean()) * cp.kv_bytes_per_token
             room = CostModelExecutor(cp).auto_kv_budget()  # the cluster charges the decode pool's: say the other
             info = dict(info, reshard_bytes_per_request=mean_kv * info["moved_share"],
@@ -209,31 +238,34 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                     jobs.append((f"{x}P({pp.name})+{y}D({dp.name})", "disaggregated",
                                  [("prefill", pp, x), ("decode", dp, y)],
                                  ServingConfig.disaggregated(x, y, **common), ex, split_capacity(mu_p, mu_d, x, y),
-                                 info))
+                                 info, said))
     from tqdm import tqdm
     candidates = []
-    for name, layout, pools, cfg, ex, first, info in tqdm(jobs, desc="plan pools: goodput of each cluster",
-                                                          disable=not (show and (progress is not None or
-                                                                                 len(jobs) > 4)), leave=False):
+    bar = dict(desc="plan pools: goodput of each cluster", leave=False,
+               disable=not (show and (progress is not None or len(jobs) > 4)))
+    for name, layout, pools, cfg, ex, first, info, said in tqdm(jobs, **bar):
         res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
                       tolerance=tolerance, min_requests=min(100, max_requests), max_requests=max_requests,
                       start_rate_per_worker=max(first, 1e-3), prefixes=True, step=1.25)
         rps = res.goodput_rps_per_worker * cfg.n_workers
         costs_ = cluster_costs([(p, w) for _, p, w in pools], rps, float(outputs.mean()))
-        candidates.append(PoolCandidate(name, layout, pools, rps, costs_, res.binding_slo, info, res))
+        candidates.append(PoolCandidate(name, layout, pools, rps, costs_, res.binding_slo, info, res, said))
     sources = {f"{role} {pool.name}": cost.source for (role, _), (pool, cost) in costs.items()}
     sources.update({f"refused {role} TP{tp}": why for (role, tp), why in refused.items()})
     plan = PoolPlan(candidates, ttft_slo_s, tpot_slo_s, max_devices, float(prompts.mean()), float(outputs.mean()),
-                    sources, chosen)
+                    sources, chosen, {name: said for name, (_, said) in bounds.items()})
     plan.candidates = plan.ranked("cost")
     return plan
 
 
-def _guess_batch(executor, common: dict, prompts, outputs) -> int:
-    """The decode batch the closed form's first guess assumes on ``executor``'s device: ``max_batch`` when set,
-    else the requests its KV budget holds (as :func:`~.planner.plan` does), at most the planner's
-    ``CLOSED_FORM_BATCH``."""
-    if common["max_batch"] is not None:
-        return int(common["max_batch"])
-    bound = batch_bound(executor, ServingConfig.disaggregated(1, 1, **common), prompts, outputs)
+def _guess_batch(bound) -> int:
+    """The decode batch the closed form's first guess assumes: the worker's batch bound (``bound``: a
+    :class:`.batch.BatchBound`), at most the planner's ``CLOSED_FORM_BATCH``."""
     return int(min(bound.batch, CLOSED_FORM_BATCH))
+
+
+def batch_cell(batch: dict | None) -> str:
+    """'123 (KV)' or '16 (cap)': a candidate's batch bound in a table cell."""
+    if batch is None or batch["batch"] is None:
+        return "unlimited"
+    return f"{batch['batch']:.0f} ({'cap' if batch['binds'] == 'max_batch' else 'KV'})"

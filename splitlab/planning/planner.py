@@ -276,7 +276,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         else:
             cfg = ServingConfig.disaggregated(x, y, **common, **(local[0] if local else {}))
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
-        start, learned = starts.start(policy, x, y, first)
+        start, learned = starts.start(policy, x, y, first, local[0] if local else None)
         res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
                       tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(start, 1e-3),
                       prefixes=True, step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once

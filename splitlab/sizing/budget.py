@@ -33,7 +33,7 @@ MEMORY_UTILIZATION = 0.9
 CPU_MEMORY_BYTES = 16 * 2 ** 30
 
 
-def activation_bytes_per_token(config: Any, dtype: Any = "bf16") -> float:
+def activation_bytes_per_token(config: Any, dtype: Any = "bf16", tp: int = 1) -> float:
     """Bytes of activations one token of a forward holds at the forward's peak: the tensors of one layer alive at
     once, ``2 h`` (the residual stream and its normalised copy) + ``q`` + ``k`` + ``v`` widths + ``h`` (the
     attention's output) + ``3 I`` (the MLP's gate and up projections and their product), elements of ``dtype``.
@@ -41,12 +41,18 @@ def activation_bytes_per_token(config: Any, dtype: Any = "bf16") -> float:
     config gives none). An estimate in the spirit of vLLM's profiling run, which measures this peak instead;
     Llama-3-8B in bf16: 61,440 elements, 122,880 bytes per token (0.25 GB for a 2,048-token forward).
 
+    On a worker of ``tp`` devices (tensor parallelism, Megatron's layout: :mod:`splitlab.costmodel.parallel`)
+    every device holds the ``3 h`` of the residual stream, its copy and the attention's output whole and a
+    ``1/tp`` share of the heads' ``q``, ``k``, ``v`` and the MLP's ``3 I``; the bytes returned are the group's,
+    summed over its devices: ``tp x 3 h + q + k + v + 3 I`` elements (Llama-3-8B at TP 8: 147,456).
+
     Args:
         config: a config dict or object, a published model's name, a preset or a config.json path.
         dtype: the activations' dtype (a name or a torch.dtype).
+        tp: devices of the worker (an integer >= 1).
 
     Raises:
-        ValueError: a config without a hidden size or heads, an unknown dtype (and those of
+        ValueError: a config without a hidden size or heads, an unknown dtype, a tp not an integer >= 1 (and those of
             :func:`~splitlab.sizing.kv_geometry`).
     """
     from .kv import resolve_config
@@ -56,7 +62,9 @@ def activation_bytes_per_token(config: Any, dtype: Any = "bf16") -> float:
         raise ValueError(f"config has no hidden size (hidden_size, n_embd or d_model), got {hidden!r}")
     geo = kv_geometry(cfg)
     mlp = _get(cfg, "intermediate_size", "ffn_dim", "n_inner") or 4 * hidden
-    elements = 3 * hidden + geo.heads * geo.head_dim + 2 * geo.kv_heads * geo.head_dim + 3 * int(mlp)
+    if isinstance(tp, bool) or not isinstance(tp, numbers.Integral) or tp < 1:
+        raise ValueError(f"a tensor-parallel degree must be an integer >= 1, got {tp!r}")
+    elements = 3 * hidden * tp + geo.heads * geo.head_dim + 2 * geo.kv_heads * geo.head_dim + 3 * int(mlp)
     return float(elements * dtype_bytes(dtype))
 
 
