@@ -113,7 +113,7 @@ def test_chapter_9_figures_read_on_a_phone(cost):
     nic = pd.DataFrame({"bare_ms": [83.0] * 3, "link_mean_ms": [83.0, 93.0, 107.0], "link_p90_ms": [83.0, 136.0, 173.0]},
                        index=pd.Index([1, 2, 4], name="prefill_workers"))
     plan = plan_pools("Llama-3-8B", "H100", "A100-80GB", max_devices=3, ttft_slo_s=0.3, tpot_slo_s=0.05,
-                      max_requests=100, tolerance=0.1, max_batch=16)  # the plan it was written on (the old default)
+                      max_requests=100, tolerance=0.1)  # no cap: the KV budget, as chapter 9 plans
     with rc_style(BOOK_STYLE):
         for ax in (prod.link_need(table), pains.nic_figure(nic), prod.pool_costs(plan)):
             _phone_ok(ax.figure)

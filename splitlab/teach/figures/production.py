@@ -12,6 +12,7 @@ rule (:mod:`.pools`: 5 inches wide, 12-13 pt).
 """
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from ...sizing import LINKS
@@ -150,7 +151,8 @@ def pool_costs(plan, ax=None):
     against output tokens per joule, splits in the split colour, colocated clusters in prefill-first's, each
     (decode) GPU its own marker; the cheapest and the most frugal ringed and named in the legend. Returns the
     Axes."""
-    ax = _ax(ax, 4.6)
+    if ax is None:  # narrower than the book's width: the legend below it stretches the shown figure past a phone's
+        ax = plt.subplots(figsize=(4.6, 4.6), layout="constrained")[1]  # column, shrinking the tick labels
     served = [c for c in plan.candidates if c.goodput_rps > 0]
     gpus = sorted({p.gpu for c in served for _, p, _ in c.pools})
     markers = dict(zip(gpus, "o^sD"))
@@ -162,9 +164,10 @@ def pool_costs(plan, ax=None):
     cheap, frugal = plan.ranked("cost")[0], plan.ranked("power")[0]
     marks = ([("cheapest, most per J", cheap, "o")] if frugal is cheap else
              [("cheapest", cheap, "o"), ("most per J", frugal, "s")])
-    for word, c, m in marks:  # named in the legend: names beside the points would collide
+    for word, c, m in marks:  # named in the legend (names beside the points would collide), a pool a line
+        pools = c.name.replace("+", "\n+ ")  # "2P(H100)+1D(A100-80GB)" on one line widens a phone's figure
         ax.scatter(c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"], s=160, marker=m,
-                   facecolors="none", edgecolors="black", label=f"{word}:\n{c.name}")
+                   facecolors="none", edgecolors="black", label=f"{word}:\n{pools}")
     for kind, key in (("split", "split"), ("colocated", "prefill-first")):
         ax.scatter([], [], color=LAYOUT_COLORS[key], label=kind)
     for gpu in gpus:
