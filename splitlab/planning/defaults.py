@@ -45,6 +45,11 @@ def _sig(x: float) -> float:
     return float(f"{x:.3g}")
 
 
+def _ms(seconds: float) -> str:
+    """``seconds`` in ms to 3 significant digits without an exponent: 1,730 rather than 1.73e+03."""
+    return f"{_sig(seconds * 1e3):,.0f}" if seconds >= 0.1 else f"{seconds * 1e3:.3g}"
+
+
 def _kinds(configs) -> str:
     """'a list' or 'a dict of str' (what a wrong ``configs`` is, without its whole repr)."""
     kind = f"a {type(configs).__name__}"
@@ -122,12 +127,12 @@ def choose_defaults(cost: CostModel | None, workload, configs: Mapping[str, Serv
     if ttft_slo_s is None:
         ttft_slo_s = _sig(TTFT_PREFILLS * t_p)
         derived.append("ttft_slo_s")
-        why.append(f"TTFT SLO {ttft_slo_s:g} s: {TTFT_PREFILLS} mean prefills (t_p = {t_p * 1e3:.3g} ms over prompts "
+        why.append(f"TTFT SLO {ttft_slo_s:g} s: {TTFT_PREFILLS} mean prefills (t_p = {_ms(t_p)} ms over prompts "
                    f"of {prompts.mean():.0f} tokens on average)")
     if tpot_slo_s is None:
         tpot_slo_s = _sig(TPOT_STEPS * t_d)
         derived.append("tpot_slo_s")
-        why.append(f"TPOT SLO {tpot_slo_s:g} s: {TPOT_STEPS:g} decode steps of a lone stream (t_d = {t_d * 1e3:.3g} "
+        why.append(f"TPOT SLO {tpot_slo_s:g} s: {TPOT_STEPS:g} decode steps of a lone stream (t_d = {_ms(t_d)} "
                    f"ms)")
     chosen = None
     if rate:
