@@ -173,7 +173,8 @@ class Cluster:
             w.prompt_owed -= n
             if tok is not None:
                 self._prefilled(t, w, slot, tok)
-        self.record(w, t=t)
+        if self.trace:  # a memory sample: with a trace only (the call alone costs)
+            self.record(w, t=t)
         self.router.changed(w)
 
     def _prefilled(self, t: float, w: Worker, slot, tok: int) -> None:
@@ -230,7 +231,8 @@ class Cluster:
             s.request.prefill_worker = w.name
             if s.request.prefill_start_s is None:
                 s.request.prefill_start_s = t
-        self.record(w, t=t)  # admissions changed the reservations
+        if self.trace:  # a memory sample: with a trace only (the call alone costs)
+            self.record(w, t=t)  # admissions changed the reservations
         w.busy, w.step = True, w.step + 1
         if self.hooked:
             try:

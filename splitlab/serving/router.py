@@ -167,5 +167,10 @@ class Router:
         """Where a prefilled cache of a request of ``tokens`` positions goes, or None (no room now)."""
         if not self.indexes:
             return pick_decode(self.decoders, tokens, t)
-        unlimited = self.decoders[0].memory.budget_bytes is None  # then every decode worker has room
-        return self.indexes[1].least(t, True, None if unlimited else lambda d: d.memory.can_reserve(tokens))
+        memory = self.decoders[0].memory
+        if memory.budget_bytes is None:  # then every decode worker has room
+            return self.indexes[1].least(t, True)
+        if "bytes_for" in memory.__dict__:  # bytes not linear in tokens (sliding-window layers)
+            return self.indexes[1].least(t, True, lambda d: d.memory.can_reserve(tokens))
+        need = memory.bytes_for(tokens)  # KVMemory.can_reserve, its bytes computed once for every worker
+        return self.indexes[1].least(t, True, lambda d: d.memory.reserved_bytes + need <= d.memory.capacity)
