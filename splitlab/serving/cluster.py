@@ -142,7 +142,8 @@ class Cluster:
         if w is None:
             r.fail(f"no {self.pool[0].role} worker left: all of them were lost", t)
             return
-        fast.reached(self, w, t, inclusive=False)
+        if w.ahead is not None:  # in a decode stretch (.fast): cut it unless sealed
+            fast.reached(self, w, t, inclusive=False)
         r.state = State.WAITING
         w.enqueue(r, front)
         self.dirty.add(w)

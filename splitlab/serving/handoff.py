@@ -32,7 +32,8 @@ def hand_off(cluster, p, t: float) -> bool:
         except WorkerFault as fault:
             recovery.fault(c, t, p, fault)
             return False
-    fast.reached(c, d, t, inclusive=True)
+    if d.ahead is not None:  # in a decode stretch (.fast): cut it unless sealed
+        fast.reached(c, d, t, inclusive=True)
     p.sending.append(p.outbox.popleft())
     d.incoming.append(slot)
     d.memory.reserve(r.id, r.max_total_tokens)
