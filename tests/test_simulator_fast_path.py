@@ -165,3 +165,18 @@ def test_overload_costs_events_per_request_not_per_step():
     on_done, traced.on_done = traced.on_done, check
     traced.run(make_workload("code", 300, 400.0, seed=2))
     assert max(checked) > 100  # hundreds of requests parked while the sums were checked
+
+
+def test_prompt_id_range_is_computed_once_and_follows_a_replaced_prompt():
+    """Issue 19: an arrival's vocabulary check took min and max over the prompt on every run (3-6% of a large one);
+    the range is now taken when the request is made and shared by its fresh copies, and a prompt replaced by another
+    list is read again, so a bad id is still refused."""
+    r = Request(0, 0.0, [5, 9, 7], 3)
+    assert r.prompt_id_range == (5, 9)
+    copy = r.fresh()
+    assert copy.prompt is r.prompt and copy.prompt_id_range == (5, 9)
+    copy.prompt = [4, -2]
+    assert copy.prompt_id_range == (-2, 4) and r.prompt_id_range == (5, 9)
+    res = run([copy, Request(1, 0.0, [3], 2)], ServingConfig(trace=False))
+    assert res.requests[0].state.value == "rejected" and "-2" in res.requests[0].reject_reason
+    assert res.requests[1].state.value == "finished"

@@ -145,7 +145,8 @@ class Cluster:
         if w is None:
             r.fail(f"no {self.pool[0].role} worker left: all of them were lost", t)
             return
-        fast.reached(self, w, t, inclusive=False)
+        if w.ahead is not None:  # in a decode stretch (.fast): cut it unless sealed
+            fast.reached(self, w, t, inclusive=False)
         r.state = State.WAITING
         w.enqueue(r, front)
         self.dirty.add(w)
@@ -176,7 +177,8 @@ class Cluster:
             w.prompt_owed -= n
             if tok is not None:
                 self._prefilled(t, w, slot, tok)
-        self.record(w, t=t)
+        if self.trace:  # a memory sample: with a trace only (the call alone costs)
+            self.record(w, t=t)
         self.router.changed(w)
 
     def _prefilled(self, t: float, w: Worker, slot, tok: int) -> None:
@@ -237,7 +239,8 @@ class Cluster:
             s.request.prefill_worker = w.name
             if s.request.prefill_start_s is None:
                 s.request.prefill_start_s = t
-        self.record(w, t=t)  # admissions changed the reservations
+        if self.trace:  # a memory sample: with a trace only (the call alone costs)
+            self.record(w, t=t)  # admissions changed the reservations
         w.busy, w.step = True, w.step + 1
         if self.hooked:
             try:

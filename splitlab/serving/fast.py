@@ -112,8 +112,10 @@ def start_stretch(cluster, w: Worker, t: float, plan: StepPlan) -> bool:
         return False
     n = len(w.batch.slots)
     seconds = cluster.backend.decode_run_seconds(n, w.context_base + n * len(w.clock), left + 1)
-    ends = list(accumulate(seconds, initial=t))  # sequential sums: the floats of step by step
-    w.ahead, w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = ends[1:-1], n, 0, t, ends[-1]
+    ends = accumulate(seconds, initial=t)  # sequential sums: the floats of step by step
+    next(ends)  # t itself (no list copies: a stretch's cost is these sums)
+    w.ahead = list(ends)
+    w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = n, 0, t, w.ahead.pop()
     cluster.push_done(w.ahead_end, w, plan, StepOutcome(decode_s=float(seconds[-1])))
     return True
 

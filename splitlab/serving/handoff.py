@@ -32,7 +32,8 @@ def hand_off(cluster, p, t: float) -> bool:
         except WorkerFault as fault:
             recovery.fault(c, t, p, fault)
             return False
-    fast.reached(c, d, t, inclusive=True)
+    if d.ahead is not None:  # in a decode stretch (.fast): cut it unless sealed
+        fast.reached(c, d, t, inclusive=True)
     p.sending.append(p.outbox.popleft())
     d.incoming.append(slot)
     d.memory.reserve(r.id, r.max_total_tokens)
@@ -40,7 +41,8 @@ def hand_off(cluster, p, t: float) -> bool:
     slot.transfer_id = next(c.transfer_ids)
     r.transfer_start_s = t
     c.clock.transfer(p, d, slot, t)
-    c.record(d, t=t)
+    if c.trace:  # a memory sample: with a trace only (the call alone costs)
+        c.record(d, t=t)
     c.router.changed(d)
     return True
 
@@ -73,7 +75,8 @@ def arrived(cluster, t: float, src, dst, slot, transfer_id: int) -> None:
         r.state = State.DECODING
         dst.joining.append(slot)
     c.dirty.update((src, dst))
-    c.record(src, dst, t=t)
+    if c.trace:  # a memory sample: with a trace only (the call alone costs)
+        c.record(src, dst, t=t)
     c.router.changed(dst)
 
 

@@ -99,7 +99,8 @@ def arrival_refusal(r: Request, backend) -> str | None:
         return (f"prompt ({r.prompt_len}) + max_new_tokens ({r.max_new_tokens}) = {r.max_total_tokens} tokens "
                 f"exceed the model's context of {backend.max_context}")
     vocab_size = backend.vocab_size
-    if min(r.prompt) < 0 or (vocab_size is not None and max(r.prompt) >= vocab_size):
+    lowest, highest = r.prompt_id_range  # computed once per prompt (Request.prompt_id_range)
+    if lowest < 0 or (vocab_size is not None and highest >= vocab_size):
         vocab = vocab_size if vocab_size is not None else float("inf")
         bad = next(x for x in r.prompt if not 0 <= x < vocab)
         return (f"prompt token id {bad} is outside the model's vocabulary "

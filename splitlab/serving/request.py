@@ -98,6 +98,7 @@ class Request:
             raise TypeError(f"request {self.id}: prompt must be a sequence of integer token ids") from None
         if not self.prompt:
             raise ValueError(f"request {self.id}: empty prompt")
+        self._id_range = (self.prompt, min(self.prompt), max(self.prompt))  # see prompt_id_range
         if self.sampling is not None and not isinstance(self.sampling, SamplingParams):
             raise TypeError(f"request {self.id}: sampling must be None (greedy) or a splitlab.SamplingParams, got "
                             f"{self.sampling!r}")
@@ -123,6 +124,17 @@ class Request:
     def max_total_tokens(self) -> int:
         """Prompt + all output tokens: the most KV positions this request will ever hold."""
         return len(self.prompt) + self.max_new_tokens
+
+    @property
+    def prompt_id_range(self) -> tuple[int, int]:
+        """``(smallest, largest)`` prompt token id, computed once per prompt list (when the request is made):
+        the copies :meth:`fresh` makes share the list and the answer, so an arrival's vocabulary check costs O(1),
+        not O(prompt), on every run of the same requests. A prompt replaced by another list is read again (one
+        changed in place is not: a request's prompt is its input, not to be edited)."""
+        cached = self.__dict__.get("_id_range")
+        if cached is None or cached[0] is not self.prompt:
+            cached = self.__dict__["_id_range"] = (self.prompt, min(self.prompt), max(self.prompt))
+        return cached[1], cached[2]
 
     @property
     def done(self) -> bool:
@@ -167,7 +179,8 @@ class Request:
         The inputs were checked when this request was made, so the copy skips the checks."""
         copy = object.__new__(Request)
         copy.__dict__.update(_FRESH, id=self.id, arrival_s=self.arrival_s, prompt=self.prompt,
-                             max_new_tokens=self.max_new_tokens, sampling=self.sampling, output=[], token_times_s=[])
+                             max_new_tokens=self.max_new_tokens, sampling=self.sampling, output=[], token_times_s=[],
+                             _id_range=self.__dict__.get("_id_range"))
         return copy
 
     def __repr__(self) -> str:

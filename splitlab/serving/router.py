@@ -64,6 +64,7 @@ class LoadIndex:
         self.pool = list(pool)
         self.version = [0] * len(self.pool)
         self.static = [0] * len(self.pool)
+        self.stretch: list = [None] * len(self.pool)  # the decode stretch (Worker.ahead) each entry was keyed in
         self.current: list[tuple] = [(0, i, 0) for i in range(len(self.pool))]
         self.heap: list[tuple] = []     # (lower bound of the load, index, version)
         self.expiry: list[tuple] = []   # (time until which the bound holds, index, version)
@@ -78,9 +79,11 @@ class LoadIndex:
         if not w.alive:
             self.version[i] += 1
             return
-        role = w.role
         # a decode worker owes prompt tokens only under conditional disaggregation (:mod:`.conditional`)
-        self.static[i] = w.prompt_owed if role == "prefill" else w.prompt_owed + w.output_owed
+        static = w.prompt_owed if w.role == "prefill" else w.prompt_owed + w.output_owed
+        if static == self.static[i] and w.ahead is self.stretch[i] and self.version[i]:
+            return  # the same load and the same stretch (or none): its entry's bound still holds
+        self.static[i], self.stretch[i] = static, w.ahead
         self._bound(w, w.ahead_done)
 
     def _bound(self, w: Worker, counted: int) -> None:
@@ -167,5 +170,10 @@ class Router:
         """Where a prefilled cache of a request of ``tokens`` positions goes, or None (no room now)."""
         if not self.indexes:
             return pick_decode(self.decoders, tokens, t)
-        unlimited = self.decoders[0].memory.budget_bytes is None  # then every decode worker has room
-        return self.indexes[1].least(t, True, None if unlimited else lambda d: d.memory.can_reserve(tokens))
+        memory = self.decoders[0].memory
+        if memory.budget_bytes is None:  # then every decode worker has room
+            return self.indexes[1].least(t, True)
+        if "bytes_for" in memory.__dict__:  # bytes not linear in tokens (sliding-window layers)
+            return self.indexes[1].least(t, True, lambda d: d.memory.can_reserve(tokens))
+        need = memory.bytes_for(tokens)  # KVMemory.can_reserve, its bytes computed once for every worker
+        return self.indexes[1].least(t, True, lambda d: d.memory.reserved_bytes + need <= d.memory.capacity)

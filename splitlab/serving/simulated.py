@@ -97,6 +97,8 @@ class CostModelExecutor(Executor):
     def prefill_seconds(self, slots: list[Slot], n_tokens: list[int]) -> float:
         """Predicted seconds of the prefill forward(s) :meth:`prefill` charges (slots are not changed): the cost
         model's ``prefill_s`` of each forward of :func:`~.executor.prefill_forwards`."""
+        if len(slots) == 1 and slots[0].prefilled == 0 and n_tokens[0] == slots[0].prefill_len:
+            return self.cost.prefill_s(n_tokens[0])  # one whole prompt (the usual step): prefill_forwards' one term
         return sum(self.cost.prefill_s(*f) for f in prefill_forwards(slots, n_tokens, self.cost.padded_prefill))
 
     def prefill(self, slots: list[Slot], n_tokens: list[int]) -> PrefillResult:
