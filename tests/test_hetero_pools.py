@@ -51,7 +51,8 @@ def small_plan():
 def test_plan_pools_ranks_by_cost_and_by_power_with_consistent_numbers(small_plan):
     p = small_plan
     names = {c.name for c in p.candidates}
-    assert {"3 colocated (H100)", "3 colocated (A100-80GB)", "1P(H100)+1D(A100-80GB)", "1P(H100)+2D(A100-80GB)",
+    assert {"3 colocated (H100)", "3 colocated (A100-80GB)", "3 colocated chunked 512 (H100)",
+            "3 colocated chunked 512 (A100-80GB)", "1P(H100)+1D(A100-80GB)", "1P(H100)+2D(A100-80GB)",
             "2P(H100)+1D(A100-80GB)"} == names
     by_cost = [c.costs["cost_per_million_tokens"] for c in p.ranked("cost")]
     assert by_cost == sorted(by_cost)
@@ -65,9 +66,26 @@ def test_plan_pools_ranks_by_cost_and_by_power_with_consistent_numbers(small_pla
     split = next(c for c in p.candidates if c.name == "1P(H100)+2D(A100-80GB)")
     assert split.handoff["lanes"] == 1 and split.handoff["moved_share"] == 0 and split.goodput_rps > 0
     data = json.loads(json.dumps(p.to_json()))
-    assert data["by_cost"][0]["name"] == p.ranked("cost")[0].name and len(data["by_power"]) == 5
+    assert data["by_cost"][0]["name"] == p.ranked("cost")[0].name and len(data["by_power"]) == 7
     assert data["by_cost"][0]["pools"][0]["price_source"].startswith("splitlab's stated assumption")
     assert list(p.table("power").index) == data["by_power"]
+
+
+def test_plan_pools_tries_chunked_prefill_colocated_under_its_own_batch_bound(small_plan):
+    """The colocated contender vLLM and Sarathi-Serve run by default (chunked prefill) is ranked beside the split,
+    its batch bound its own (at most chunk - 1 rows); chunk_tokens=() leaves prefill-first colocated clusters only."""
+    chunked = next(c for c in small_plan.candidates if c.name == "3 colocated chunked 512 (H100)")
+    assert chunked.layout == "colocated" and chunked.result is not None and chunked.handoff is None
+    assert chunked.batch["batch"] <= 511 and chunked.batch["pool"] == "H100"
+    assert chunked.costs["devices"] == 3
+    p = plan_pools("Llama-3-8B", "H100", "H100", tps=(1,), max_devices=2, ttft_slo_s=0.3, tpot_slo_s=0.03,
+                   max_requests=100, chunk_tokens=())
+    assert {c.name for c in p.candidates} == {"2 colocated (H100)", "1P(H100)+1D(H100)"}
+    for bad in ((1,), (512.0,), (True,)):
+        with pytest.raises(ValueError, match="chunk_tokens must be integers > 1"):
+            plan_pools("Llama-3-8B", "H100", "H100", max_devices=2, chunk_tokens=bad)
+    with pytest.raises(ValueError, match="above max_batch \\(16\\)"):
+        plan_pools("Llama-3-8B", "H100", "H100", max_devices=2, max_batch=16, chunk_tokens=(16,))
 
 
 def test_plan_pools_skips_a_tp_that_cannot_hold_the_model_and_refuses_when_none_can():
@@ -80,7 +98,8 @@ def test_plan_pools_skips_a_tp_that_cannot_hold_the_model_and_refuses_when_none_
     p = plan_pools("Llama-3-70B", "H100", "H100", tps=(1, 2), max_devices=4, ttft_slo_s=2.0, tpot_slo_s=0.2,
                    max_requests=200)
     assert "does not fit one H100" in p.sources["refused prefill TP1"]
-    assert {c.name for c in p.candidates} == {"2 colocated (H100 TP2)", "1P(H100 TP2)+1D(H100 TP2)"}
+    assert {c.name for c in p.candidates} == {"2 colocated (H100 TP2)", "2 colocated chunked 512 (H100 TP2)",
+                                              "1P(H100 TP2)+1D(H100 TP2)"}
     split = next(c for c in p.candidates if c.layout == "disaggregated")
     assert split.costs["devices"] == 4 and split.handoff["lanes"] == 2
     kv = 80 * 8 * 128 * 2 * 2  # bytes per token of Llama-3-70B in bf16
@@ -92,7 +111,9 @@ def test_cli_plan_with_pools(capsys):
     rc = main(["plan", "--prefill-gpu", "H100", "--decode-gpu", "A100-80GB", "--model-config", "Llama-3-8B",
                "--max-workers", "2", "--ttft-slo", "0.3", "--tpot-slo", "0.03", "--json"])
     data = json.loads(capsys.readouterr().out)
-    assert rc == 0 and len(data["by_cost"]) == 3 and data["max_devices"] == 2
+    assert rc == 0 and len(data["by_cost"]) == 5 and data["max_devices"] == 2  # 2 GPUs x (prefill-first, chunked), 1P1D
+    assert {c["name"] for c in data["by_cost"] if " chunked " in c["name"]} == {
+        "2 colocated chunked 512 (H100)", "2 colocated chunked 512 (A100-80GB)"}
     assert set(data["batches"]) == {"H100", "A100-80GB"} and data["batches"]["H100"]["binds"] == "KV memory"
     split = next(c for c in data["by_cost"] if c["layout"] == "disaggregated")
     assert split["batch"] == data["batches"]["A100-80GB"] and split["batch"]["max_batch"] is None

@@ -107,7 +107,7 @@ def plan_pools(args):
                        "give --model-config NAME, not --cost/--model")
     if args.price_per_hour != 2.0 or args.chunk_tokens != [128, 256, 512]:
         raise CLIError("with pool options give --prefill-price/--decode-price (per device), not --price-per-hour; "
-                       "pools plan no chunked layouts (leave --chunk-tokens out)")
+                       "pools plan chunked colocated clusters at 512-token chunks (leave --chunk-tokens out)")
     prefill_gpu, decode_gpu = args.prefill_gpu or args.gpu, args.decode_gpu or args.gpu
     if not (prefill_gpu and decode_gpu and args.model_config):
         raise CLIError("pools need --model-config NAME and a GPU for each pool: --prefill-gpu and --decode-gpu (or "
@@ -126,7 +126,7 @@ def plan_pools(args):
             f"{','.join(map(str, args.tp or [1]))}, {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= "
             f"{p.tpot_slo_s:g} s, at most {args.max_workers} devices", *chosen_lines(p.chosen),
             *(f"cost model, {k}: {v}" for k, v in p.sources.items()), *p.batch_lines(),
-            f"{'cluster':<36} {'dev':>3} {'goodput':>9} {'per dev':>8} {'$/hour':>7} {'cost/1M':>8} {'tok/J':>6}  "
+            f"{'cluster':<40} {'dev':>3} {'goodput':>9} {'per dev':>8} {'$/hour':>7} {'cost/1M':>8} {'tok/J':>6}  "
             f"{'batch':<10} binding  hand-off"]
     for c in p.ranked("cost"):
         k, h = c.costs, c.handoff
@@ -134,7 +134,7 @@ def plan_pools(args):
         hand = "" if h is None else (f"{h['lanes']} lane(s), {h['moved_share']:.0%} re-sharded "
                                      f"({h['reshard_bytes_per_request'] / 1e6:.3g} MB/request)"
                                      + (f", prefill room {room:.3g} caches" if room is not None else ""))
-        text.append(f"{c.name:<36} {k['devices']:>3} {c.goodput_rps:>7.3g}/s {k['rps_per_device']:>6.3g}/s "
+        text.append(f"{c.name:<40} {k['devices']:>3} {c.goodput_rps:>7.3g}/s {k['rps_per_device']:>6.3g}/s "
                     f"{k['price_per_hour']:>7.4g} {k['cost_per_million_tokens']:>8.4g} {k['tokens_per_joule']:>6.3g}"
                     f"  {batch_cell(c.batch):<10} {c.binding_slo:<7}  {hand}{'' if c.outcome == 'found' else ' *'}")
     text += [f"* {c.name}: {c.reason}" for c in p.candidates if c.outcome != "found"]

@@ -1,5 +1,6 @@
 """Which hardware and which tensor parallelism for each pool? :func:`plan_pools` ranks, up to a number of DEVICES,
-colocated clusters on each pool's GPU and every split xPyD across the two GPUs, for every pair of TP degrees
+colocated clusters on each pool's GPU (prefill-first, and chunked prefill at each of ``chunk_tokens``, Sarathi-Serve's
+and vLLM's default colocated scheduler) and every split xPyD across the two GPUs, for every pair of TP degrees
 (DistServe picks each phase's parallelism separately, OSDI'24; Splitwise each phase's hardware, ISCA'24), by cost
 per million output tokens and by output tokens per joule (:mod:`.pools`).
 
@@ -35,10 +36,12 @@ from .defaults import choose_defaults
 from .planner import CLOSED_FORM_BATCH
 from .pools import Pool, cluster_costs, handoff, pool_cost_model
 
-__all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES", "batch_cell"]
+__all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES", "CHUNK_TOKENS", "batch_cell"]
 
 #: most devices :func:`plan_pools` searches (every xPyD split of every TP pair up to it is a goodput search)
 MAX_DEVICES = 16
+#: the chunked colocated clusters' token budgets per step by default (one of those `plan --chunk-tokens` tries)
+CHUNK_TOKENS = (512,)
 RANKS = {"cost": ("cost_per_million_tokens", 1), "power": ("tokens_per_joule", -1)}
 
 
@@ -148,7 +151,7 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                max_batch: int | None = None, max_prefill_tokens: int = 2048, target: float = 0.9,
                tolerance: float = 0.03, seed: int = 0, scale: float | None = None, max_requests: int = 2000,
                progress: bool | None = None, memory_utilization: float = MEMORY_UTILIZATION,
-               **efficiencies) -> PoolPlan:
+               chunk_tokens=CHUNK_TOKENS, **efficiencies) -> PoolPlan:
     """Rank clusters of up to ``max_devices`` devices (module docstring).
 
     Args:
@@ -162,6 +165,8 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
         max_batch: a cap on each worker's batch (None, the default: none; each worker's KV budget, of its own
             GPU and TP, bounds its batch: module docstring; ``PoolPlan.batch_lines`` states each pool's).
         memory_utilization: the share of each device's memory a worker uses (vLLM's ``gpu_memory_utilization``).
+        chunk_tokens: token budgets per step of the chunked colocated clusters (one cluster per budget and GPU and
+            TP; empty: prefill-first colocated clusters only, which favours the split).
         max_prefill_tokens, target, tolerance, seed, scale, max_requests: as in :func:`splitlab.planner.plan`.
 
     Returns:
@@ -169,11 +174,13 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
 
     Raises:
         ValueError: an unknown GPU (lists the known ones), no price for a GPU the table has none for, tps not
-            integers >= 1, max_devices outside 2 .. :data:`MAX_DEVICES` or below two workers, no TP degree of
+            integers >= 1, max_devices outside 2 .. :data:`MAX_DEVICES` or below two workers, a chunk budget that is
+            not an integer > 1 (or not above ``max_batch``), no TP degree of
             ``tps`` that divides the heads and fits the model on a pool's GPU (the reasons), and the errors of
             :func:`~splitlab.costmodel.roofline_cost_model` and :func:`~splitlab.serving.goodput`.
     """
     tps = _check_tps(tps, max_devices)
+    chunks = _check_chunks(chunk_tokens, max_batch)
     show = show_progress(progress)
     sides = {"prefill": (prefill_gpu, prefill_price), "decode": (decode_gpu, decode_price)}
     costs, refused = {}, {}
@@ -219,6 +226,12 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                 guess = colocated_capacity(cost, prompts, outputs, ttft_slo_s, tpot_slo_s, _guess_batch(b))
                 jobs.append((f"{n} colocated ({pool.name})", "colocated", [("colocated", pool, n)],
                              ServingConfig.colocated(n, **common), CostModelExecutor(cost), guess, None, said))
+                for c in chunks:  # its own bound: a chunk's smaller forward, and chunk - 1 rows at most
+                    cfg = ServingConfig.colocated(n, policy="chunked", chunk_tokens=c, **common)
+                    bc = batch_bound(CostModelExecutor(cost), cfg, prompts, outputs)
+                    jobs.append((f"{n} colocated chunked {c} ({pool.name})", "colocated", [("colocated", pool, n)],
+                                 cfg, CostModelExecutor(cost), guess, None, dict(bc.to_json(), line=bc.line(),
+                                                                                 pool=pool.name)))
     for tp_p in tps:
         for tp_d in tps:
             if ("prefill", tp_p) not in costs or ("decode", tp_d) not in costs or tp_p + tp_d > max_devices:
@@ -256,6 +269,14 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                     sources, chosen, {name: said for name, (_, said) in bounds.items()})
     plan.candidates = plan.ranked("cost")
     return plan
+
+
+def _check_chunks(chunk_tokens, max_batch) -> tuple[int, ...]:
+    chunks = tuple(chunk_tokens or ())
+    if any(isinstance(c, bool) or not isinstance(c, int) or c < 2 or (max_batch is not None and c <= max_batch)
+           for c in chunks):
+        raise ValueError(f"chunk_tokens must be integers > 1 and above max_batch ({max_batch}), got {list(chunks)}")
+    return tuple(sorted(set(chunks)))
 
 
 def _guess_batch(bound) -> int:

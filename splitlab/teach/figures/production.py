@@ -34,10 +34,11 @@ SHORT = {"NVLink 4 (H100)": "NVLink", "400 Gb/s network": "400G", "100 Gb/s netw
 
 
 def compact(candidate) -> str:
-    """A cluster of one GPU type in a few characters for a phone's table: "2 colo. TP2", "2P TP1+1D TP2"."""
+    """A cluster of one GPU type in a few characters for a phone's table: "2 colo. TP2", "4 chunked TP1" (chunked
+    prefill), "2P TP1+1D TP2"."""
     if candidate.layout == "colocated":
         (_, pool, n), = candidate.pools
-        return f"{n} colo. TP{pool.tp}"
+        return f"{n} {'chunked' if ' chunked ' in candidate.name else 'colo.'} TP{pool.tp}"
     p = split_parts(candidate)
     return f"{p['x']}P TP{p['tp_p']}+{p['y']}D TP{p['tp_d']}"
 
@@ -148,19 +149,19 @@ def link_need(table: pd.DataFrame, links=COMPARED_LINKS, ax=None):
 @_styled
 def pool_costs(plan, ax=None):
     """A two-GPU plan's clusters (:func:`~splitlab.planning.hetero.plan_pools`): cost per million output tokens
-    against output tokens per joule, splits in the split colour, colocated clusters in prefill-first's, each
-    (decode) GPU its own marker; the cheapest and the most frugal ringed and named in the legend. Returns the
+    against output tokens per joule, splits in the split colour, colocated clusters in prefill-first's or chunked's,
+    each (decode) GPU its own marker; the cheapest and the most frugal ringed and named in the legend. Returns the
     Axes."""
     if ax is None:  # narrower than the book's width: the legend below it stretches the shown figure past a phone's
         ax = plt.subplots(figsize=(4.6, 4.6), layout="constrained")[1]  # column, shrinking the tick labels
     served = [c for c in plan.candidates if c.goodput_rps > 0]
     gpus = sorted({p.gpu for c in served for _, p, _ in c.pools})
     markers = dict(zip(gpus, "o^sD"))
+    kinds = {"split": "split", "colocated": "prefill-first", "chunked": "chunked"}  # -> LAYOUT_COLORS' key
     for c in served:
-        split = c.layout == "disaggregated"
         gpu = c.pools[-1][1].gpu  # a split by its decode GPU
         ax.scatter(c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"], s=40, marker=markers[gpu],
-                   color=LAYOUT_COLORS["split" if split else "prefill-first"], alpha=0.85)
+                   color=LAYOUT_COLORS[kinds[_kind(c)]], alpha=0.85)
     cheap, frugal = plan.ranked("cost")[0], plan.ranked("power")[0]
     marks = ([("cheapest, most per J", cheap, "o")] if frugal is cheap else
              [("cheapest", cheap, "o"), ("most per J", frugal, "s")])
@@ -168,13 +169,20 @@ def pool_costs(plan, ax=None):
         pools = c.name.replace("+", "\n+ ")  # "2P(H100)+1D(A100-80GB)" on one line widens a phone's figure
         ax.scatter(c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"], s=160, marker=m,
                    facecolors="none", edgecolors="black", label=f"{word}:\n{pools}")
-    for kind, key in (("split", "split"), ("colocated", "prefill-first")):
-        ax.scatter([], [], color=LAYOUT_COLORS[key], label=kind)
+    for kind in sorted({_kind(c) for c in served}, key=list(kinds).index):
+        ax.scatter([], [], color=LAYOUT_COLORS[kinds[kind]], label=kind)
     for gpu in gpus:
         ax.scatter([], [], color="0.4", marker=markers[gpu], label=f"decode on {gpu}")
     ax.set_xlabel("output tokens per joule (at TDP)")
-    ax.set_ylabel("cost per 1M tokens")
+    ax.set_ylabel("cost per 1M output tokens\n(price units, assumed)")
     ax.set_title("each cluster, predicted: lower right is better")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=1)
     return ax
 
+
+
+def _kind(candidate) -> str:
+    """"split", "chunked" (a colocated cluster with chunked prefill) or "colocated" (prefill-first)."""
+    if candidate.layout == "disaggregated":
+        return "split"
+    return "chunked" if " chunked " in candidate.name else "colocated"
