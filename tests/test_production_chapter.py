@@ -23,6 +23,8 @@ def test_a_worked_case_states_the_hand_off_load_the_planner_s_split_puts_on_a_de
     row, plan = prod.worked_case("Llama-3-8B", 2048, (1,), 3, max_requests=100, tolerance=0.1)
     assert row["case"] == "8B, 2k" and row["kv_gb"] == pytest.approx(2048 * KV_8B / 1e9)
     assert row["prefill_steps"] == pytest.approx(plan.chosen["t_p_s"] / plan.chosen["t_d_s"]) and row["prefill_steps"] > 1
+    chunked = next(c for c in plan.candidates if c.name == "3 colocated chunked 512 (H100)")  # the colocated rival
+    assert prod.compact(chunked) == "3 chunked TP1" and row["best_short"] == prod.compact(plan.ranked("cost")[0])
     split = next(c for c in plan.candidates if c.name == row["best_split"])
     parts = prod.split_parts(split)
     assert row["need_gb_s"] == pytest.approx(split.goodput_rps * row["kv_gb"] / (parts["y"] * split.handoff["lanes"]))

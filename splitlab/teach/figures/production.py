@@ -169,8 +169,9 @@ def pool_costs(plan, ax=None):
         pools = c.name.replace("+", "\n+ ")  # "2P(H100)+1D(A100-80GB)" on one line widens a phone's figure
         ax.scatter(c.costs["tokens_per_joule"], c.costs["cost_per_million_tokens"], s=160, marker=m,
                    facecolors="none", edgecolors="black", label=f"{word}:\n{pools}")
+    words = {"split": "split", "colocated": "colocated, prefill-first", "chunked": "colocated, chunked"}
     for kind in sorted({_kind(c) for c in served}, key=list(kinds).index):
-        ax.scatter([], [], color=LAYOUT_COLORS[kinds[kind]], label=kind)
+        ax.scatter([], [], color=LAYOUT_COLORS[kinds[kind]], label=words[kind])
     for gpu in gpus:
         ax.scatter([], [], color="0.4", marker=markers[gpu], label=f"decode on {gpu}")
     ax.set_xlabel("output tokens per joule (at TDP)")
