@@ -275,7 +275,8 @@ def _check_chunks(chunk_tokens, max_batch) -> tuple[int, ...]:
     chunks = tuple(chunk_tokens or ())
     if any(isinstance(c, bool) or not isinstance(c, int) or c < 2 or (max_batch is not None and c <= max_batch)
            for c in chunks):
-        raise ValueError(f"chunk_tokens must be integers > 1 and above max_batch ({max_batch}), got {list(chunks)}")
+        above = "" if max_batch is None else f" and above max_batch ({max_batch})"
+        raise ValueError(f"chunk_tokens must be integers > 1{above} (token budgets per step), got {list(chunks)}")
     return tuple(sorted(set(chunks)))
 
 
