@@ -123,8 +123,9 @@ def test_cli_plan_with_pools(capsys):
     assert "A100-80GB: decode batch: KV budget" in text and "max_batch 8 binds: at most 8 requests per worker" in text
     header = next(line for line in text.splitlines() if line.startswith("cluster"))
     assert all(k in header for k in ("cost/1M", "tok/J", "batch")) and "8 (cap)" in text
-    assert main(["plan", "--prefill-gpu", "H9000", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 1
-    assert "unknown GPU 'H9000'; choose one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # a usage error, as --gpu H9000 is
+        main(["plan", "--prefill-gpu", "H9000", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"])
+    assert e.value.code == 2 and "--prefill-gpu: invalid choice: 'H9000' (choose from" in capsys.readouterr().err
     assert main(["plan", "--prefill-gpu", "L4", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 1
     assert "records no price for L4" in capsys.readouterr().err
     assert main(["plan", "--tp", "1,2", "--model-config", "Llama-3-8B"]) == 2
@@ -144,8 +145,8 @@ def test_cli_simulate_with_pools(capsys):
     assert main(["simulate", "--prefill-gpu", "H100", "--decode-gpu", "H100", "--model-config", "Llama-3-8B"]) == 2
     assert "use --layout disaggregated" in capsys.readouterr().err
     assert main(["simulate", "--layout", "disaggregated", "--gpu", "H100", "--decode-tp", "3",
-                 "--model-config", "Llama-3-8B"]) == 1
-    assert "TP 3 does not divide" in capsys.readouterr().err
+                 "--model-config", "Llama-3-8B"]) == 2
+    assert "--decode-tp 3 on H100: TP 3 does not divide" in capsys.readouterr().err
 
 
 def test_cli_tp_options_refuse_empty_and_zero(capsys):

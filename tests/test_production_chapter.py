@@ -79,18 +79,19 @@ def test_chapter_9_checkers(cost, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--model-config", "Llama-3-70B", "--tp", "1"],
-     "no TP degree of [1] serves Llama-3-70B on H100: Llama-3-70B in bf16 does not fit one H100"),
+     "no TP degree of [1] serves Llama-3-70B on H100: TP 1: Llama-3-70B in bf16 does not fit one H100"),
     (["--model-config", "Llama-3-8B", "--tp", "3", "--max-workers", "6"], "TP 3 does not divide Llama-3-8B's 32"),
     (["--model-config", "Llama-3-8B", "--tp", "4", "--max-workers", "6"],
-     "a split needs two workers of at least TP 4: 8 devices, more than the 6 allowed"),
-    (["--model-config", "Llama-3-8B", "--max-workers", "40"], "from 2 devices (a prefill and a decode device) to 16"),
+     "--max-workers counts devices with pool options: from 2 x the smallest --tp (8: a prefill and a decode worker)"),
+    (["--model-config", "Llama-3-8B", "--max-workers", "40"], "to 16, got 40"),
 ])
 def test_plan_refuses_impossible_pools_in_one_line(argv, message, capsys):
     """A TP that does not divide the heads, a GPU without the memory for its shard, more devices than a split's
-    two workers can have: exit status 1 and one line saying why, naming no argument the command line lacks."""
+    two workers can have: a usage error (exit status 2) and one line saying why, naming no argument the command
+    line lacks."""
     rc = main(["plan", "--prefill-gpu", "H100", "--decode-gpu", "H100", *argv])
     err = capsys.readouterr().err
-    assert rc == 1 and message in err and "Traceback" not in err and "max_devices" not in err
+    assert rc == 2 and message in err and "Traceback" not in err and "max_devices" not in err
 
 
 def _phone_ok(fig):

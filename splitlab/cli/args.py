@@ -8,8 +8,9 @@ import math
 import sys
 
 __all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "slo_seconds", "link_gbps",
-           "token_list", "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun", "human_bytes",
-           "number", "THREADS", "MEMORY_UTILIZATION", "memory_share", "progress", "threads_fields", "timeout_seconds"]
+           "list_items", "token_list", "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun",
+           "human_bytes", "number", "THREADS", "MEMORY_UTILIZATION", "memory_share", "progress", "threads_fields",
+           "timeout_seconds", "check_kv_room"]
 
 
 def positive_int(text: str) -> int:
@@ -185,9 +186,21 @@ def check_torchrun(args) -> None:
         raise CLIError(f"--torchrun joins the processes of the distributed back end; --backend is {args.backend}")
 
 
+def list_items(text: str) -> list[str]:
+    """'1,2 4' -> ['1', '2', '4']: the items of a list option, split at commas and/or spaces.
+
+    Raises:
+        argparse.ArgumentTypeError: an empty item between two commas, or before or after one ('1,,2', ',1', '1,'):
+            a typo that would otherwise drop a value without a word."""
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > 1 and not all(parts):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty item (two commas in a row, or one at an end)")
+    return " ".join(parts).split()
+
+
 def token_list(text: str) -> list[int]:
     """'128,512 2048' -> [128, 512, 2048] (commas and/or separate arguments), each a positive integer."""
-    out = [positive_int(part) for part in text.replace(",", " ").split()]
+    out = [positive_int(part) for part in list_items(text)]
     if not out:
         raise argparse.ArgumentTypeError("give at least one prompt length")
     return out
@@ -231,3 +244,18 @@ def _number(x: float) -> int | float:
 def number(x: float) -> int | float:
     """An integral float as an int (for JSON and text: 2048.0 -> 2048)."""
     return int(x) if float(x).is_integer() else float(x)
+
+
+def check_kv_room(executor, configs) -> None:
+    """Each config's "auto" KV budget on ``executor`` has room for a cache, before any run (a worker with none
+    would reject every request).
+
+    Raises:
+        CLIError: no room left for a KV cache at the config's --memory-utilization (every term of the sum)."""
+    from .registry import CLIError
+    for cfg in configs.values():
+        if cfg.kv_budget_bytes == "auto":
+            try:
+                executor.auto_kv_budget(cfg.memory_utilization, cfg.forward_tokens)
+            except ValueError as err:
+                raise CLIError(f"--memory-utilization {cfg.memory_utilization:g}: {err}") from None

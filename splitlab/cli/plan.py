@@ -14,7 +14,7 @@ from ..serving.workload import WORKLOADS
 import argparse
 
 from .args import (MEMORY_UTILIZATION, positive_float, positive_int, progress, prompt_threshold, seed_int,
-                   slo_seconds, token_list)
+                   slo_seconds, list_items, token_list)
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines, in_flags
 from .pools import POOL_OPTIONS, plan_pools, wants_pools
@@ -27,7 +27,7 @@ __all__ = ["plan"]
 def thresholds(text: str) -> list:
     """'median,512 inf' -> ['median', 512, inf]: prompt thresholds of conditional contenders."""
     from ..planning.conditional_layouts import QUANTILES
-    out = [p if p in QUANTILES else prompt_threshold(p) for p in text.replace(",", " ").split()]
+    out = [p if p in QUANTILES else prompt_threshold(p) for p in list_items(text)]
     if not out:
         raise argparse.ArgumentTypeError(f"give at least one threshold: tokens, inf or {', '.join(QUANTILES)}")
     return out

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from .args import positive_float, positive_int, progress
+from ..sizing import GPUS
+from .args import list_items, positive_float, positive_int, progress
 from .defaults import chosen_lines
 from .registry import CLIError, arg
 from .report import clean
@@ -24,15 +25,15 @@ __all__ = ["POOL_OPTIONS", "SIMULATE_POOL_OPTIONS", "wants_pools", "plan_pools",
 
 def tp_list(text: str) -> list[int]:
     """'1,2 4' -> [1, 2, 4]: tensor-parallel degrees, each a positive integer."""
-    out = [positive_int(part) for part in text.replace(",", " ").split()]
+    out = [positive_int(part) for part in list_items(text)]
     if not out:
         raise argparse.ArgumentTypeError("give at least one TP degree, e.g. 1,2,4")
     return out
 
 
 POOL_OPTIONS = (
-    arg("--prefill-gpu", metavar="NAME", default=None, help="pools: the prefill pool's GPU (default: --gpu)"),
-    arg("--decode-gpu", metavar="NAME", default=None, help="pools: the decode pool's GPU (default: --gpu)"),
+    arg("--prefill-gpu", choices=sorted(GPUS), default=None, help="pools: the prefill pool's GPU (default: --gpu)"),
+    arg("--decode-gpu", choices=sorted(GPUS), default=None, help="pools: the decode pool's GPU (default: --gpu)"),
     arg("--tp", type=tp_list, default=None, metavar="LIST",
         help="pools: tensor-parallel degrees tried per pool, e.g. 1,2,4,8 (--max-workers then counts devices)"),
     arg("--prefill-price", type=positive_float, default=None, metavar="PRICE",
@@ -57,7 +58,8 @@ def pool_executor(args):
     Raises:
         CLIError: pool options with --cost or --model, without --model-config or a GPU per pool, or with a
             colocated layout (a worker of both pools).
-        ValueError: an unknown GPU, an impossible TP (:func:`splitlab.costmodel.roofline_cost_model`).
+        CLIError (exit status 2), naming the pool and its TP flag: a TP that does not divide the heads, a shard
+            that does not fit (:func:`splitlab.costmodel.roofline_cost_model`), a GPU with no TP link.
     """
     if all(getattr(args, k) is None for k in ("prefill_gpu", "decode_gpu", "prefill_tp", "decode_tp")):
         return None, None
@@ -75,9 +77,18 @@ def pool_executor(args):
     eff = {k: getattr(args, k) for k in ("compute_efficiency", "memory_efficiency") if getattr(args, k)}
     link = args.link or "400 Gb/s network"
     pools = [Pool(g, tp or 1) for g, tp in zip(gpus, (args.prefill_tp, args.decode_tp))]
-    prefill, decode = (pool_cost_model(args.model_config, p, args.dtype or "bf16", link, **eff) for p in pools)
-    prefill, info = handoff(args.model_config, prefill, *pools, link)
-    return PoolCostExecutor(prefill, decode), info
+    costs = []
+    for role, pool in zip(("prefill", "decode"), pools):
+        flag = f"--{role}-tp {pool.tp}"
+        if pool.tp > 1 and GPUS[pool.gpu].get("tp_link") is None:  # the API's link option is no flag here
+            raise CLIError(f"{flag}: splitlab's GPU table gives {pool.gpu} no GPU-to-GPU link for a TP group to "
+                           f"all-reduce over; use TP 1 on {pool.gpu}")
+        try:  # a TP that does not divide the heads, a shard that does not fit
+            costs.append(pool_cost_model(args.model_config, pool, args.dtype or "bf16", link, **eff))
+        except ValueError as err:
+            raise CLIError(f"{flag} on {pool.gpu}: {err}") from None
+    prefill, info = handoff(args.model_config, costs[0], *pools, link)
+    return PoolCostExecutor(prefill, costs[1]), info
 
 
 def handoff_line(h: dict) -> str:
@@ -97,30 +108,42 @@ def plan_pools(args):
     """The ``plan`` subcommand with pools (module docstring).
 
     Raises:
-        CLIError: --cost, --model, --price-per-hour or --chunk-tokens with pool options, or no GPU or model.
+        CLIError: --cost, --model, --price-per-hour, --chunk-tokens or --local-prefill-tokens with pool options, no
+            GPU or model, --max-workers outside 2 x the smallest --tp .. 16 devices, or no --tp degree that
+            serves the model on a pool's GPU (:class:`~splitlab.planning.hetero.NoPool`).
     """
-    from ..planning.hetero import batch_cell, plan_pools as run
+    from ..planning.hetero import MAX_DEVICES, NoPool, batch_cell, plan_pools as run
     from ..planning.defaults import NoDefault
     from .defaults import in_flags
     if args.cost or args.model:
         raise CLIError("pool options (--prefill-gpu, --decode-gpu, --tp, prices) plan on the analytic cost model: "
                        "give --model-config NAME, not --cost/--model")
-    if args.price_per_hour != 2.0 or args.chunk_tokens != [128, 256, 512]:
-        raise CLIError("with pool options give --prefill-price/--decode-price (per device), not --price-per-hour; "
-                       "pools plan chunked colocated clusters at 512-token chunks (leave --chunk-tokens out)")
+    if args.price_per_hour != 2.0:
+        raise CLIError("with pool options give --prefill-price/--decode-price (per device), not --price-per-hour")
+    if args.chunk_tokens != [128, 256, 512]:
+        raise CLIError("pools plan chunked colocated clusters at 512-token chunks: leave --chunk-tokens out")
+    if args.local_prefill_tokens is not None:  # it was dropped without a word
+        raise CLIError("a plan of pools ranks no conditional splits: leave --local-prefill-tokens out (or plan them "
+                       "on one GPU: --gpu NAME without pool options)")
     prefill_gpu, decode_gpu = args.prefill_gpu or args.gpu, args.decode_gpu or args.gpu
     if not (prefill_gpu and decode_gpu and args.model_config):
         raise CLIError("pools need --model-config NAME and a GPU for each pool: --prefill-gpu and --decode-gpu (or "
                        "--gpu for both)")
+    tps = args.tp or [1]
+    if not 2 * min(tps) <= args.max_workers <= MAX_DEVICES:  # before any cost model: in the command line's words
+        raise CLIError(f"--max-workers counts devices with pool options: from 2 x the smallest --tp ({2 * min(tps)}: "
+                       f"a prefill and a decode worker) to {MAX_DEVICES}, got {args.max_workers}")
     eff = {k: getattr(args, k) for k in ("compute_efficiency", "memory_efficiency") if getattr(args, k)}
     try:
-        p = run(args.model_config, prefill_gpu, decode_gpu, tps=args.tp or [1], workload=args.workload,
+        p = run(args.model_config, prefill_gpu, decode_gpu, tps=tps, workload=args.workload,
                 ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo, max_devices=args.max_workers,
                 prefill_price=args.prefill_price, decode_price=args.decode_price, dtype=args.dtype or "bf16",
                 link=args.link or "400 Gb/s network", max_batch=args.max_batch, seed=args.seed, scale=args.scale,
                 progress=progress(args), memory_utilization=args.memory_utilization, **eff)
     except NoDefault as err:
         raise in_flags(err) from None
+    except NoPool as err:  # the --tp list, the GPUs, --memory-utilization: a usage error
+        raise CLIError(f"--tp {','.join(map(str, tps))}: {err}") from None
     data = dict(workload=args.workload, **p.to_json())
     text = [f"splitlab plan (pools): {args.model_config}, prefill on {prefill_gpu}, decode on {decode_gpu}, TP "
             f"{','.join(map(str, args.tp or [1]))}, {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= "
@@ -140,7 +163,8 @@ def plan_pools(args):
     text += [f"* {c.name}: {c.reason}" for c in p.candidates if c.outcome != "found"]
     best_cost, best_power = p.ranked("cost")[0], p.ranked("power")[0]
     text += [f"cheapest per million output tokens (iso-cost): {best_cost.name}; most output tokens per joule "
-             f"(iso-power, TDP): {best_power.name}",
+             f"(iso-power, TDP): {best_power.name}" if best_cost.goodput_rps > 0 else  # none to call cheapest
+             "no cluster serves any rate within the SLOs (*): none is cheapest or most efficient",
              "prices: " + "; ".join(sorted({f"{p_.gpu} {p_.device_price_per_hour:g}/hour ({p_.price_source})"
                                             for c in p.candidates for _, p_, _ in c.pools}))]
     return clean(data), text

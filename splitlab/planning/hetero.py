@@ -36,7 +36,7 @@ from .defaults import choose_defaults
 from .planner import CLOSED_FORM_BATCH
 from .pools import Pool, cluster_costs, handoff, pool_cost_model
 
-__all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES", "CHUNK_TOKENS", "batch_cell"]
+__all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES", "CHUNK_TOKENS", "NoPool", "batch_cell"]
 
 #: most devices :func:`plan_pools` searches (every xPyD split of every TP pair up to it is a goodput search)
 MAX_DEVICES = 16
@@ -132,6 +132,15 @@ class PoolPlan:
                     cost_sources=self.sources, chosen=self.chosen, batches=self.batches)
 
 
+class NoPool(ValueError):
+    """No TP degree of those asked serves the model on a pool's GPU (each degree's reason in the message)."""
+
+
+def _labelled(why: str, tp: int) -> str:
+    """A TP degree's refusal, its degree said once: 'TP 1: no room ...', 'TP 3 does not divide ...'."""
+    return why if why.startswith(f"TP {tp} ") else f"TP {tp}: {why}"
+
+
 def _check_tps(tps, max_devices) -> tuple[int, ...]:
     tps = tuple(tps)
     if not tps or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in tps):
@@ -157,8 +166,8 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
     Args:
         model: a published model or a config.json with ``n_params`` (the analytic cost model's).
         prefill_gpu, decode_gpu: names of :data:`splitlab.sizing.GPUS`; colocated clusters run on each.
-        tps: TP degrees tried for each pool (every pair for a split; a degree a GPU cannot hold the model with is
-            skipped, and an error if none is left).
+        tps: TP degrees tried for each pool (every pair for a split; a degree a GPU cannot hold the model and a KV
+            cache with is skipped, and an error if none is left).
         prefill_price, decode_price: per device-hour (None: the GPU table's, an error where it has none).
         ttft_slo_s, tpot_slo_s: the SLOs (None: chosen by chapter 6's rule on the prefill GPU's smallest-TP cost
             model; ``PoolPlan.chosen`` says so). dtype, link, efficiencies: of the analytic cost models.
@@ -175,8 +184,9 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
     Raises:
         ValueError: an unknown GPU (lists the known ones), no price for a GPU the table has none for, tps not
             integers >= 1, max_devices outside 2 .. :data:`MAX_DEVICES` or below two workers, a chunk budget that is
-            not an integer > 1 (or not above ``max_batch``), no TP degree of
-            ``tps`` that divides the heads and fits the model on a pool's GPU (the reasons), and the errors of
+            not an integer > 1 (or not above ``max_batch``); :class:`NoPool` (a ValueError): no TP degree of ``tps``
+            that divides the heads and fits the model and a KV cache in ``memory_utilization`` of a pool's GPU (the
+            reasons); and the errors of
             :func:`~splitlab.costmodel.roofline_cost_model` and :func:`~splitlab.serving.goodput`.
     """
     tps = _check_tps(tps, max_devices)
@@ -184,17 +194,20 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
     show = show_progress(progress)
     sides = {"prefill": (prefill_gpu, prefill_price), "decode": (decode_gpu, decode_price)}
     costs, refused = {}, {}
+    forward_tokens = ServingConfig.disaggregated(1, 1, max_prefill_tokens=max_prefill_tokens).forward_tokens
     for role, (gpu, price) in sides.items():
         for tp in tps:
             pool = Pool(gpu, tp, price)
             pool.device_price_per_hour  # no price for this GPU: refused before any search
             try:
-                costs[role, tp] = pool, pool_cost_model(model, pool, dtype, link, **efficiencies)
-            except ValueError as err:  # a TP that does not divide the heads, or a shard that does not fit
+                cost = pool_cost_model(model, pool, dtype, link, **efficiencies)
+                CostModelExecutor(cost).auto_kv_budget(memory_utilization, forward_tokens)  # room for a KV cache
+                costs[role, tp] = pool, cost
+            except ValueError as err:  # a TP that does not divide the heads, a shard or its KV that does not fit
                 refused[role, tp] = str(err)
         if not any(r == role for r, _ in costs):
-            raise ValueError(f"no TP degree of {list(tps)} serves {model} on {gpu}: "
-                             + "; ".join(refused[role, t] for t in tps))
+            raise NoPool(f"no TP degree of {list(tps)} serves {model} on {gpu}: "
+                         + "; ".join(_labelled(refused[role, t], t) for t in tps))
     first_pool, first_cost = costs[next(iter(costs))]
     ex0 = CostModelExecutor(first_cost)
     chosen = None
