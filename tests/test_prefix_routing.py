@@ -156,11 +156,11 @@ def test_cli_routing_and_system_prompts():
     assert status == 2 and "--prefix-cache-tokens must be at least 16 (one block), got 8" in err
     status, out, err = cli("simulate", "--layout", "disaggregated", "--requests", "5", "--routing", "prefix-aware",
                            "--local-prefill-queue", "1")
-    assert status == 2 and "do not go with --local-prefill-tokens or --local-prefill-queue" in err
+    assert status == 2 and "--routing does not go with --local-prefill-queue" in err  # only the flags given
     status, out, err = cli("serve", "--requests", "5", "--routing", "prefix-aware")
     assert status == 2 and "simulated back end only" in err
     status, out, err = cli("simulate", "--requests", "5", "--system-prompts", "2", "--system-prompt-tokens", "50")
     assert status == 2 and "with --system-prompts give --rate, --ttft-slo and --tpot-slo" in err
     status, out, err = cli("simulate", "--requests", "5", "--system-prompts", "2", "--system-prompt-tokens", "5000",
                            "--rate", "1", "--ttft-slo", "1", "--tpot-slo", "1")
-    assert status == 1 and "exceed the model's context of 2048" in err
+    assert status == 2 and "exceed the model's context of 2048" in err  # a usage error

@@ -21,22 +21,20 @@ request that did not complete), ``notes`` (faults and what was done about them; 
 """
 from __future__ import annotations
 
-import math
-
-from ..serving.config import POLICIES, ROUTINGS, TRANSFER_MODES, ServingConfig
+from ..serving.config import POLICIES, ROUTINGS, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import (MEMORY_UTILIZATION, THREADS, check_chunking, check_torchrun, device_name, link_gbps,
+from .args import (MEMORY_UTILIZATION, THREADS, check_chunking, check_kv_room, check_torchrun, device_name, link_gbps,
                    positive_float, positive_int, progress, prompt_threshold, queue_length, request_count, seed_int,
                    slo_seconds, timeout_seconds)
 from .defaults import OPTIONS_HELP, chosen_lines, fill
 from .demo import check_loadable, quiet_hub
+from .prefix_options import prefix_fields, with_system
 from .registry import CLIError, arg, command, stage_printer
 from .report import about, clean, failed_status, header, lines, metrics, title
 
 __all__ = ["serve", "compare", "COMMON", "setup", "resolve"]
 
 BACKENDS = ("emulated", "simulated", "distributed")
-PREFIX_BLOCK_TOKENS = ServingConfig.prefix_block_tokens  # the prefix cache's block, tokens
 COMMON = (
     arg("--workload", choices=sorted(WORKLOADS), default="chat", help="named workload (default chat)"),
     arg("--rate", type=positive_float, default=None, metavar="REQ_PER_S",
@@ -147,41 +145,10 @@ def options(args) -> dict:
                 first_token_on=args.first_token_on, transfer_mode=args.transfer_mode, timeout_s=args.timeout,
                 link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None,
                 local_prefill_tokens=args.local_prefill_tokens, local_prefill_queue=args.local_prefill_queue,
-                **_prefix(args))
+                **prefix_fields(args))
 
 
-def _prefix(args) -> dict:
-    """The prefix-cache fields: none unless --routing or --prefix-cache-tokens (then unlimited by default)."""
-    if (args.system_prompts is None) != (args.system_prompt_tokens is None):
-        raise CLIError("--system-prompts N and --system-prompt-tokens S go together (N system prompts of S tokens)")
-    if args.system_prompts is not None and None in (args.rate, args.ttft_slo, args.tpot_slo):
-        raise CLIError("with --system-prompts give --rate, --ttft-slo and --tpot-slo: the defaults are chosen for the "
-                       "workload's prompts without their system prompts")
-    if args.routing is None and args.prefix_cache_tokens is None:
-        return {}
-    if args.backend != "simulated":
-        raise CLIError(f"--routing and --prefix-cache-tokens run on the simulated back end only: the {args.backend} "
-                       f"back end runs a real model, whose prefill would need the cached keys and values")
-    if args.local_prefill_tokens is not None or args.local_prefill_queue is not None:
-        raise CLIError("--routing and --prefix-cache-tokens do not go with --local-prefill-tokens or "
-                       "--local-prefill-queue: a conditional split's decode workers keep no prefix cache in splitlab")
-    cache = math.inf if args.prefix_cache_tokens is None else args.prefix_cache_tokens
-    if cache < PREFIX_BLOCK_TOKENS:
-        raise CLIError(f"--prefix-cache-tokens must be at least {PREFIX_BLOCK_TOKENS} (one block), got {cache}")
-    return dict(routing=args.routing or "least-loaded", prefix_cache_tokens=cache)
-
-
-def _with_system(args, reqs, context: int, vocab: int | None):
-    """``reqs`` with --system-prompts N of --system-prompt-tokens S in front of their prompts (else as they are)."""
-    if args.system_prompts is None:
-        return reqs
-    from ..serving.system_prompts import with_system_prompts
-    return with_system_prompts(reqs, args.system_prompts, args.system_prompt_tokens, args.seed, context,
-                               min(256, vocab or 256))
-
-
-#: from this many requests on, the simulated back end says that it is drawing them before it simulates: 20,000 took
-#: 4 s and 100,000 took 21 s at load average 12 on the 2-core development machine (2026-12-03)
+#: from this many requests on, the simulated back end says it draws them first (20,000: 4 s, 100,000: 21 s, load 12)
 MANY_REQUESTS = 20_000
 
 
@@ -195,12 +162,13 @@ def setup(args, configs: dict, cost=None):
     if args.backend == "simulated":  # the workload sized to the cost model's context (2048 for the built-in one)
         backend = cost if isinstance(cost, serving.CostModelExecutor) else serving.CostModelExecutor(cost)
         fill(args, configs, backend.cost)  # an executor of two pools (cli.pools): SLOs from its prefill pool's
+        check_kv_room(backend, configs)
         if not args.json and args.requests >= MANY_REQUESTS:  # 1,000,000 ran minutes, silent (issue 18 QA)
             stage_printer(args.command)(f"drawing {args.requests:,} {args.workload} requests (arrivals, lengths, "
                                         f"prompt ids: about 5 s per 20,000 on a busy 2-core machine), then simulating")
         reqs = serving.workload_requests(args.workload, args.requests, args.rate, backend, args.seed, args.scale,
                                          args.arrival, args.cv)
-        return backend, _with_system(args, reqs, backend.max_context, None), lambda: None
+        return backend, with_system(args, reqs, backend.max_context, None), lambda: None
     check_loadable(args.model)
     quiet_hub()
     if args.backend == "emulated":
@@ -242,7 +210,7 @@ def _workload(args, model):
     from ..serving import make_workload
     reqs = make_workload(args.workload, args.requests, args.rate, seed=args.seed, model=model, arrival=args.arrival,
                          cv=args.cv, scale=args.scale)
-    return _with_system(args, reqs, model.max_context, model.vocab_size)
+    return with_system(args, reqs, model.max_context, model.vocab_size)
 
 
 @command("serve", "serve a workload on a cluster (colocated or disaggregated) and report TTFT/TPOT",
