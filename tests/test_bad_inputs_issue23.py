@@ -21,7 +21,7 @@ SIM = ("simulate", "--requests", "8", "--rate", "2", "--ttft-slo", "1", "--tpot-
 def test_plan_pools_skips_a_tp_whose_devices_leave_no_kv_room():
     # was: ValueError "no room for a KV cache" out of the whole plan at TP 1, though TP 2 has room
     p = plan_pools("Llama-3-8B", "H100", "A100-80GB", tps=(1, 2), max_devices=4, ttft_slo_s=1.0, tpot_slo_s=0.1,
-                   memory_utilization=0.2, max_requests=200)
+                   memory_utilization=0.2, max_requests=200, chunk_tokens=())
     assert p.sources["refused prefill TP1"].startswith("no room for a KV cache: 0.2 x 80,000,000,000 bytes")
     assert {c.name for c in p.candidates} == {"2 colocated (H100 TP2)", "2 colocated (A100-80GB TP2)",
                                               "1P(H100 TP2)+1D(A100-80GB TP2)"}
@@ -41,7 +41,7 @@ def test_plan_pools_skips_a_tp_whose_devices_leave_no_kv_room():
                                                      "TP 1: no room for a KV cache: 0.1 x"),
     (("--local-prefill-tokens", "median"), "a plan of pools ranks no conditional splits: leave "
                                            "--local-prefill-tokens out"),  # was: dropped without a word
-    (("--chunk-tokens", "128"), "a plan of pools ranks no chunked layouts: leave --chunk-tokens out"),
+    (("--chunk-tokens", "128"), "pools plan chunked colocated clusters at 512-token chunks: leave --chunk-tokens out"),
 ])
 def test_plan_with_pools_refuses_bad_input_as_a_usage_error(argv, message):
     status, out, err = cli("plan", *POOLS, *argv)
@@ -100,4 +100,5 @@ def test_a_pool_plan_that_no_cluster_serves_names_no_cheapest():
     status, out, err = cli("plan", *POOLS[:6], "--max-workers", "2", "--ttft-slo", "1e-6", "--tpot-slo", "1e-6")
     assert status == 0 and "no cluster serves any rate within the SLOs (*): none is cheapest" in out
     assert "cheapest per million output tokens (iso-cost):" not in out
-    assert out.count("no rate meets a TTFT SLO of 1e-06 s") == 3  # every cluster ranked, goodput 0, with its reason
+    # every cluster ranked, goodput 0, with its reason: 2 prefill-first and 2 chunked colocated, 1P+1D
+    assert out.count("no rate meets a TTFT SLO of 1e-06 s") == 5

@@ -34,7 +34,7 @@ from .batch import batch_bound
 from .closed_form import colocated_capacity, decode_capacity, prefill_capacity, split_capacity
 from .defaults import choose_defaults
 from .planner import CLOSED_FORM_BATCH
-from .pools import Pool, cluster_costs, handoff, pool_cost_model
+from .pools import NoPool, cluster_costs, handoff, pool_costs
 
 __all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES", "CHUNK_TOKENS", "NoPool", "batch_cell"]
 
@@ -132,15 +132,6 @@ class PoolPlan:
                     cost_sources=self.sources, chosen=self.chosen, batches=self.batches)
 
 
-class NoPool(ValueError):
-    """No TP degree of those asked serves the model on a pool's GPU (each degree's reason in the message)."""
-
-
-def _labelled(why: str, tp: int) -> str:
-    """A TP degree's refusal, its degree said once: 'TP 1: no room ...', 'TP 3 does not divide ...'."""
-    return why if why.startswith(f"TP {tp} ") else f"TP {tp}: {why}"
-
-
 def _check_tps(tps, max_devices) -> tuple[int, ...]:
     tps = tuple(tps)
     if not tps or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in tps):
@@ -193,21 +184,8 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
     chunks = _check_chunks(chunk_tokens, max_batch)
     show = show_progress(progress)
     sides = {"prefill": (prefill_gpu, prefill_price), "decode": (decode_gpu, decode_price)}
-    costs, refused = {}, {}
     forward_tokens = ServingConfig.disaggregated(1, 1, max_prefill_tokens=max_prefill_tokens).forward_tokens
-    for role, (gpu, price) in sides.items():
-        for tp in tps:
-            pool = Pool(gpu, tp, price)
-            pool.device_price_per_hour  # no price for this GPU: refused before any search
-            try:
-                cost = pool_cost_model(model, pool, dtype, link, **efficiencies)
-                CostModelExecutor(cost).auto_kv_budget(memory_utilization, forward_tokens)  # room for a KV cache
-                costs[role, tp] = pool, cost
-            except ValueError as err:  # a TP that does not divide the heads, a shard or its KV that does not fit
-                refused[role, tp] = str(err)
-        if not any(r == role for r, _ in costs):
-            raise NoPool(f"no TP degree of {list(tps)} serves {model} on {gpu}: "
-                         + "; ".join(_labelled(refused[role, t], t) for t in tps))
+    costs, refused = pool_costs(model, sides, tps, dtype, link, memory_utilization, forward_tokens, **efficiencies)
     first_pool, first_cost = costs[next(iter(costs))]
     ex0 = CostModelExecutor(first_cost)
     chosen = None

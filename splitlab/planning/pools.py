@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from ..costmodel import CostModel, TensorParallel, reshard, roofline_cost_model
 from ..sizing import GPUS, LINKS, kv_geometry, resolve_config
+from ..sizing.budget import kv_budget_bytes
 
-__all__ = ["Pool", "cluster_costs", "pool_cost_model", "handoff"]
+__all__ = ["Pool", "cluster_costs", "pool_cost_model", "pool_costs", "NoPool", "handoff"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,45 @@ def pool_cost_model(model, pool: Pool, dtype: str = "bf16", link: str = "400 Gb/
     """The analytic cost model of one worker of ``pool`` (:func:`~splitlab.costmodel.roofline_cost_model` with
     ``tp``); ``efficiencies``: its compute_efficiency, memory_efficiency. Raises its errors."""
     return roofline_cost_model(model, pool.gpu, dtype, link=link, tp=TensorParallel(pool.tp), **efficiencies)
+
+
+class NoPool(ValueError):
+    """No TP degree of those asked serves the model on a pool's GPU (each degree's reason in the message)."""
+
+
+def pool_costs(model, sides: dict, tps, dtype: str, link: str, memory_utilization: float, forward_tokens: int,
+               **efficiencies) -> tuple[dict, dict]:
+    """The cost model of each pool at each TP degree that serves ``model``, and the reasons of those that do not.
+
+    Args:
+        sides: role ("prefill", "decode") -> (GPU name, price per device-hour or None: the table's).
+        tps: TP degrees tried per role. memory_utilization, forward_tokens: a worker's "auto" KV budget is
+            ``memory_utilization`` x its memory - weights - the activations of ``forward_tokens`` tokens
+            (:func:`splitlab.sizing.kv_budget_bytes`); a degree that leaves it none is refused.
+
+    Returns:
+        ``(costs, refused)``: ``costs[role, tp] = (Pool, CostModel)``; ``refused[role, tp]`` the reason.
+
+    Raises:
+        NoPool: a role no degree serves (a TP that does not divide the heads, a shard or its KV that does not fit).
+        ValueError: an unknown GPU, a GPU without a price in the table and none given."""
+    costs, refused = {}, {}
+    for role, (gpu, price) in sides.items():
+        for tp in tps:
+            pool = Pool(gpu, tp, price)
+            pool.device_price_per_hour  # no price for this GPU: refused before any search
+            try:
+                cost = pool_cost_model(model, pool, dtype, link, **efficiencies)
+                kv_budget_bytes(cost.memory_bytes, cost.weight_bytes, cost.activation_bytes_per_token * forward_tokens,
+                                memory_utilization)
+                costs[role, tp] = pool, cost
+            except ValueError as err:
+                refused[role, tp] = str(err)
+        if not any(r == role for r, _ in costs):  # each reason with its degree, said once
+            whys = (refused[role, t] if refused[role, t].startswith(f"TP {t} ") else f"TP {t}: {refused[role, t]}"
+                    for t in tps)
+            raise NoPool(f"no TP degree of {list(tps)} serves {model} on {gpu}: " + "; ".join(whys))
+    return costs, refused
 
 
 def handoff(model, prefill: CostModel, prefill_pool: Pool, decode_pool: Pool,
