@@ -11,6 +11,7 @@ import pandas as pd
 
 from .confusions_tables import TOLERANCE  # a prediction within 25% of the measurement counts as met
 from .phases import fmt3
+from .style import fmt2
 
 __all__ = ["quality_table", "quality_note", "lookup_spread", "lookup_table", "lookup_note", "chat_table",
            "chat_note", "summary_notes", "takeaway_note"]
@@ -62,9 +63,9 @@ def quality_note(q: pd.DataFrame, n_prompts: int, full_name: str = "full") -> st
     by = {r.scheme: r for r in rows}
     if "int8" in by and "fp8" in by and by["int8"].logit_err_max > 0:
         ratio = by["fp8"].logit_err_max / by["int8"].logit_err_max
-        text += (f" fp8's largest logit error is {ratio:.2g}x int8's: its 3 mantissa bits round the larger "
+        text += (f" fp8's largest logit error is {fmt2(ratio)}x int8's: its 3 mantissa bits round the larger "
                  f"values more coarsely than int8's 255 even steps" if ratio > 1 else
-                 f" fp8's largest logit error is {ratio:.2g}x int8's")
+                 f" fp8's largest logit error is {fmt2(ratio)}x int8's")
         text += "."
     return text
 

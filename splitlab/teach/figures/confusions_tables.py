@@ -10,7 +10,7 @@ import textwrap
 
 import pandas as pd
 
-from .style import fmt3, sig3
+from .style import fmt3, sig3, fmt2
 
 __all__ = ["headline", "chunked_verdict", "waste_table", "quant_table", "quant_note", "summary_table",
            "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3"]
@@ -158,7 +158,7 @@ def quant_note(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> 
         text += f" The {s} transfer took {t:.2f}x fp16's time for {b:.2f}x its bytes: it {how}."
     slow, fast = max(moved_s["int8"], moved_s["fp8"]), min(moved_s["int8"], moved_s["fp8"])
     if variants["int8"].nbytes == variants["fp8"].nbytes and slow > fast * (1 + TOLERANCE):
-        text += (f" The int8 and fp8 buffers are the same size, yet one transfer took {slow / fast:.2g}x the "
+        text += (f" The int8 and fp8 buffers are the same size, yet one transfer took {fmt2(slow / fast)}x the "
                  f"other's time: differences that large are noise here.")
     return text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .style import change_words, fmt3, fmt_table, signed_pct
+from .style import change_words, fmt3, fmt_table, signed_pct, fmt2
 
 __all__ = ["prefill_alone_table", "stall_table", "ttft_table", "remedies_frame", "remedies_table", "run_spread",
            "load_note", "chunk_steps", "chunk_note", "stall_check", "stall_summary"]
@@ -119,13 +119,13 @@ def chunk_note(steps: pd.DataFrame, chunk_tokens: int, chunk_alone_s: float, lon
     first, worst = full.iloc[0], full.loc[full.seconds.idxmax()]
     pc = fmt3(chunk_alone_s * 1e3)
     text = (f"Why the chunked worker's longest gap, {fmt3(longest_gap_s * 1e3)} ms, is "
-            f"{longest_gap_s / chunk_alone_s:.2g}x P({chunk_tokens}) = {pc} ms timed alone: its {len(steps)} chunk "
-            f"steps took {fmt3(first.seconds * 1e3)} ms for the first chunk ({first.seconds / chunk_alone_s:.2g}x "
+            f"{fmt2(longest_gap_s / chunk_alone_s)}x P({chunk_tokens}) = {pc} ms timed alone: its {len(steps)} chunk "
+            f"steps took {fmt3(first.seconds * 1e3)} ms for the first chunk ({fmt2(first.seconds / chunk_alone_s)}x "
             f"P({chunk_tokens}))")
     grow = worst.seconds / first.seconds
     if grow > 1.1:
         return text + (f" up to {fmt3(worst.seconds * 1e3)} ms for the one after {int(worst.context):,} prompt tokens "
-                       f"({worst.seconds / chunk_alone_s:.2g}x). A chunk's attention reads every chunk before it, so "
+                       f"({fmt2(worst.seconds / chunk_alone_s)}x). A chunk's attention reads every chunk before it, so "
                        f"the step {change_words(grow)} from the first full chunk to that one: the stall is one "
                        "chunk's step, about P(C) only for the first chunk.")
     return text + (f" and at most {fmt3(worst.seconds * 1e3)} ms later on: the steps hardly grow with the chunks "

@@ -96,7 +96,7 @@ def side_by_side_note(table: pd.DataFrame) -> str:
               "(chapter 3)" if step < nbytes else "more than the bytes")
     return (f"{names[0]} takes {fmt3(real['tpot_s'] * 1e3)} ms per output token, {step:.3g}x "
             f"{names[1]}'s {fmt3(tiny['tpot_s'] * 1e3)} ms, while a decode step reads {nbytes:.3g}x the weight "
-            f"bytes ({real['weight_mb']:.0f} MB against {tiny['weight_mb']:.2g} MB): the step grows {tracks}. "
+            f"bytes ({fmt3(real['weight_mb'])} MB against {fmt3(tiny['weight_mb'])} MB): the step grows {tracks}. "
             f"Its first token took {fmt3(real['ttft_s'] * 1e3)} ms, {first:.3g}x {names[1]}'s, "
             f"for a prompt of {int(real['prompt_tokens'])} tokens ({names[1]}'s byte tokenizer makes "
             f"{int(tiny['prompt_tokens'])} of the same text).")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import sizing
+from .style import fmt2
 
 __all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "listing", "trained_note"]
 
@@ -182,7 +183,7 @@ def gpu_ridge_note(cpu_ridge: float, here: str = "this CPU core") -> str:
     ridges = [sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"]) for g in sizing.GPUS.values()]
     lo, hi = min(ridges) / cpu_ridge, max(ridges) / cpu_ridge
     return (f"Their ridge points, {min(ridges):.3g} to {max(ridges):.3g} FLOP/B, are "
-            f"{lo:.2g}x to {hi:.2g}x {here}'s ({cpu_ridge:.3g} FLOP/B); "
+            f"{fmt2(lo)}x to {fmt2(hi)}x {here}'s ({cpu_ridge:.3g} FLOP/B); "
             "the table's `mem.` columns are the memory bandwidth and size.")
 
 

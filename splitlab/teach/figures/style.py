@@ -88,6 +88,15 @@ def fmt3(value: float) -> str:
     return f"{r:,.0f}" if abs(r) >= 100 else f"{r:.3g}"
 
 
+def fmt2(value: float) -> str:
+    """A ratio as text with 2 significant digits and no exponent: 0.21, 4.7, 47, 120 (``:.2g`` wrote 1.2e+02)."""
+    value = float(value)
+    if value == 0 or not np.isfinite(value):
+        return f"{value:g}"
+    r = float(f"{value:.2g}")
+    return f"{r:,.0f}" if abs(r) >= 10 else f"{r:.2g}"
+
+
 def fmt_table(df: pd.DataFrame, columns: dict, index: str | None = None) -> pd.DataFrame:
     """A display copy of ``df``: for each ``column: (header, scale)`` (or ``column: header``) the column times
     ``scale``, as text of 3 significant digits (:func:`fmt3`); integer columns stay integers; text stays text.
@@ -130,5 +139,5 @@ def change_words(ratio: float, near: float = 0.05, number: bool = False) -> str:
         if abs(ratio / times - 1) <= near + 1e-9:
             return f"about {word}" + (f" ({ratio:.2f}x)" if number else "")
     if ratio > 1:
-        return f"grows by {ratio - 1:.0%}" if ratio < 2 else f"grows {ratio:.2g}x"
-    return f"falls by {1 - ratio:.0%}" if ratio >= 0.5 else f"falls to {ratio:.2g}x"
+        return f"grows by {ratio - 1:.0%}" if ratio < 2 else f"grows {fmt2(ratio)}x"
+    return f"falls by {1 - ratio:.0%}" if ratio >= 0.5 else f"falls to {fmt2(ratio)}x"
