@@ -3,8 +3,9 @@ stored without outputs, and `jupyter-book build . -W --keep-going` succeeds (eve
 The chapters themselves also run cell by cell under nbval (`book/` is in pytest's testpaths).
 
 The rendered book in a real browser (headless Chromium, driven by selenium): every page loads with no
-JavaScript error and no request to the network, every interactive figure is drawn, and moving its slider (a mouse click on
-the slider's rail) or picking a dropdown entry changes the data drawn; at 1280 px and at a 412 px phone width. No page
+JavaScript error and no request to the network, every interactive figure is drawn, and moving its slider (a mouse
+click on the slider's rail) or picking a dropdown entry changes the data drawn; at 1280 px and at a 412 px phone
+width. No page
 scrolls sideways at either width (the failure names the elements past the right edge), and no printout of a cell
 scrolls sideways in its own box (``splitlab-book.css`` wraps them).
 
@@ -151,7 +152,8 @@ return JSON.stringify({sliders: (gd._fullLayout.sliders || []).map(s => s.active
                        menus: (gd._fullLayout.updatemenus || []).map(m => m.active),
                        traces: gd._fullData.map(t => [t.visible, t.x ? Array.from(t.x) : null,
                                                 t.y ? Array.from(t.y) : null,
-                                                t.z ? JSON.stringify(t.z) : null]),  // a heatmap is an image
+                                                t.z ? JSON.stringify(t.z) : null,  // a heatmap is an image
+                                                t.hovertext ? JSON.stringify(t.hovertext) : null]),  // on touch
                        painted: Array.from(gd.querySelectorAll('.trace path, .trace .point, .ytick text, .xtick text, '
                                                                + '.hm image, .trace text'))
                                      .map(p => (p.getAttribute('d') || '') + (p.getAttribute('transform') || '')
@@ -298,8 +300,12 @@ def test_pages_work_offline_and_every_interactive_figure_moves(built_book, site,
                 _click_slider(driver, i, target)
                 after = _changed(driver, i, before)
                 assert after["sliders"][0] == target, f"{page} figure {i}: the slider did not move"
-                assert after["traces"] != before["traces"] and after["painted"] != before["painted"], \
-                    f"{page} figure {i}: moving the slider changed nothing drawn"
+                assert after["traces"] != before["traces"], f"{page} figure {i}: moving the slider changed nothing"
+                shown = [[t[:-1] for t in state["traces"]] for state in (before, after)]  # all but the hover text
+                assert shown[0] == shown[1] or after["painted"] != before["painted"], \
+                    f"{page} figure {i}: the slider changed the data but nothing drawn"
+                # (a map whose winners and margins a link does not move on this device changes only its hover
+                # text: every layout's goodput, which the link does move; a loaded machine's calibration did so)
                 if after["menus"]:
                     _pick(driver, i, 1 if after["menus"][0] != 1 else 0)
                     assert _changed(driver, i, after)["menus"] != after["menus"]
