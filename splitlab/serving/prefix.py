@@ -87,10 +87,11 @@ class PrefixCache:
             n += self.block_tokens
         return n
 
-    def lookup(self, prompt: Sequence[int], limit: int | None = None):
+    def lookup(self, prompt: Sequence[int], limit: int | None = None, chain: Sequence[int] | None = None):
         """``(tokens, cache)``: the longest cached prefix of ``prompt`` (at most ``limit`` tokens) and its KV cache
-        (None when nothing, or only token ids, are cached). Counts the query and marks its blocks used."""
-        chain = self._chain(prompt)
+        (None when nothing, or only token ids, are cached). Counts the query and marks its blocks used. ``chain``:
+        the prompt's block hashes (:meth:`chain`) when the caller has them, as for :meth:`match`."""
+        chain = self._chain(prompt) if chain is None else chain
         hits = []
         for h in chain:
             if h not in self._blocks:

@@ -207,13 +207,14 @@ def _admit(w: Worker, cfg: ServingConfig, token_room: int, plan: StepPlan, limit
             break
         slot = Slot.admit(r)
         cache = w.prefix_cache  # a cached prefix is not prefilled again (.prefix_router); at least one token is
-        hit = min(cache.match(r.prompt), slot.prefill_len - 1) if cache is not None and not slot.replay else 0
+        chain = cache.chain(r.prompt) if cache is not None and not slot.replay else None  # hashed once, used twice
+        hit = min(cache.match(r.prompt, chain), slot.prefill_len - 1) if chain is not None else 0
         if (admitted and used + slot.prefill_len - hit > token_room) or not w.memory.can_reserve(need):
             break
         w.queue.popleft()
         w.memory.reserve(r.id, need)
-        if cache is not None and not slot.replay:
-            cache.lookup(r.prompt, limit=hit)  # counts the query, marks its blocks used
+        if chain is not None:
+            cache.lookup(r.prompt, limit=hit, chain=chain)  # counts the query, marks its blocks used
             slot.prefilled, r.cached_tokens = hit, hit
             w.prompt_owed -= hit
         r.state = State.PREFILLING
