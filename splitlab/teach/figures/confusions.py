@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .phone import PHONE, WIDTH, figure, legend_below, phone, styled as _styled
-from .style import PREDICTED, layout_color
+from .style import OTHER_COLORS, PREDICTED, layout_color
 from .confusions_tables import (chunked_verdict, fmt3, headline, quant_note, quant_table, reuse_table, routing_table,
                                 sig3, speculative_tables, summary_table, waste_table)
 from .confusions_runs import prefix_reuse_rows, rate_sweep, speculative_row
@@ -31,7 +31,8 @@ __all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes"
            "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3", "rate_sweep", "speculative_row",
            "prefix_reuse_rows"]
 
-COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red", "tab:brown"]
+#: what is not a layout (a draft model, a memory scheme, a routing policy) takes none of a layout's colours
+COLORS = OTHER_COLORS
 
 
 @_styled
@@ -72,7 +73,7 @@ def kv_schemes(schemes: pd.DataFrame, worker: str, unit: float = 2 ** 20, unit_n
     :func:`splitlab.serving.paged.memory_schemes` (``used``, ``paged``, ``reserved``, ``padded``)."""
     fig, (ax,) = figure(1, 4.2)  # the legend below takes ~1 in of it
     g = schemes[schemes.worker == worker]
-    styles = {"padded": ("tab:red", "-"), "reserved": ("tab:purple", "--"), "paged": ("tab:green", "-"),
+    styles = {"padded": (COLORS[3], "-"), "reserved": (COLORS[1], "--"), "paged": (COLORS[0], "-"),
               "used": ("black", ":")}
     labels = {"padded": "padded batch, final sizes", "reserved": "reserved up front (prompt + max new)",
               "paged": "paged (blocks)", "used": "used (positions cached)"}
@@ -120,8 +121,8 @@ def prefix_reuse(timings: pd.DataFrame, routing: pd.DataFrame):
     each routing policy (``routing``: index policy, column ``computed_tokens``; horizontal bars, linear axis)."""
     fig, (a1, a2) = figure(2, 2.9)
     x = timings.prefix_tokens
-    a1.plot(x, timings.cold_s * 1e3, "o-", color="tab:orange", label="no cache: whole prompt")
-    a1.plot(x, timings.warm_s * 1e3, "o-", color="tab:green", label="prefix cached: suffix only")
+    a1.plot(x, timings.cold_s * 1e3, "o-", color=COLORS[3], label="no cache: whole prompt")
+    a1.plot(x, timings.warm_s * 1e3, "o-", color=COLORS[0], label="prefix cached: suffix only")
     a1.plot(x, timings.suffix_alone_s * 1e3, "--", color=PREDICTED, lw=1.2, label="a prompt of the suffix's length")
     a1.set_ylim(bottom=0)
     a1.set_xlabel("shared prefix (tokens)")
@@ -129,7 +130,7 @@ def prefix_reuse(timings: pd.DataFrame, routing: pd.DataFrame):
     a1.set_title("Prefill with and without the prefix's KV")
     legend_below(fig, a1)
     names = list(routing.index)
-    a2.barh(names, routing.computed_tokens / 1e3, color=COLORS[:len(names)])
+    a2.barh(names, routing.computed_tokens / 1e3, color=[COLORS[i % len(COLORS)] for i in range(len(names))])
     a2.invert_yaxis()
     a2.set_xlabel("tokens prefilled (thousands)")
     a2.set_title("Where the prefix cache lives")

@@ -5,7 +5,9 @@ precision.
 - :data:`LAYOUT_COLORS`: layout -> colour; :func:`layout_of` reads the layout from a run's name or its
   :class:`~splitlab.serving.ServingConfig`, :func:`layout_color` gives its colour.
 - :data:`PREFILL`, :data:`DECODE`, :data:`TRANSFER`, :data:`PREDICTED`: the phases' colours and the colour of a
-  prediction (a line computed, not measured).
+  prediction (a line computed, not measured); :data:`PHASE_COLORS`: phase -> colour.
+- :data:`OTHER_COLORS`: colours for what is neither a phase nor a layout (routing policies, draft models, memory
+  schemes, ...), none of them a phase's or a layout's, so that no figure seems to name a layout it does not.
 - :func:`sig3` and :func:`fmt3`: three significant digits, as a number and as text ("121", not "121.000" or
   "121.0"); :func:`fmt_table`: a display copy of a table in that format.
 - :func:`change_words`: the word for how much a quantity changed ("about doubles", "grows by 83%"), computed
@@ -18,11 +20,13 @@ import re
 import numpy as np
 import pandas as pd
 
-__all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color",
+__all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "PHASE_COLORS", "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color",
            "sig3", "fmt3", "fmt_table", "change_words", "signed_pct"]
 
 #: the phases (matplotlib's tab:orange, tab:blue, tab:green) and a prediction
 PREFILL, DECODE, TRANSFER, PREDICTED = "#ff7f0e", "#1f77b4", "#2ca02c", "#000000"
+#: phase -> colour, the one convention of every chapter (matplotlib and plotly figures alike)
+PHASE_COLORS = {"prefill": PREFILL, "decode": DECODE, "transfer": TRANSFER}
 
 #: the serving layouts the book compares, in the order legends list them, with what each means
 LAYOUTS = {"prefill-first": "colocated: a worker prefills new prompts before it decodes (vLLM's default before "
@@ -33,6 +37,10 @@ LAYOUTS = {"prefill-first": "colocated: a worker prefills new prompts before it 
 #: one colour per layout, everywhere in the book (split: orange as in chapter 6's first figure; colocated
 #: prefill-first: blue; chunked: purple; decode-first: brown)
 LAYOUT_COLORS = {"prefill-first": "#1f77b4", "chunked": "#9467bd", "decode-first": "#8c564b", "split": "#ff7f0e"}
+
+#: colours of what is neither a phase nor a layout, in the order a figure takes them (matplotlib's tab:cyan,
+#: tab:pink, tab:olive, tab:red, tab:gray): none is a colour of :data:`PHASE_COLORS` or :data:`LAYOUT_COLORS`
+OTHER_COLORS = ("#17becf", "#e377c2", "#bcbd22", "#d62728", "#7f7f7f")
 
 _SPLIT = re.compile(r"\d+\s*P\s*\+\s*\d+\s*D|\bsplit\b|disaggregated|xPyD", re.IGNORECASE)
 
