@@ -17,12 +17,14 @@ from .budget import (CPU_MEMORY_BYTES, MEMORY_UTILIZATION, activation_bytes_per_
 from .kv import (KVGeometry, LayerKV, RequestKVBytes, UnsupportedCacheError, dtype_bytes, kv_bytes, kv_bytes_per_token,
                  kv_geometry, resolve_config)
 from .links import fit_latency_bandwidth, handoff, link_bandwidth, streamed_exposed_s, transfer_time_s
-from .roofline import (arithmetic_intensity, decode_bytes, decode_flops, min_decode_step_s, predicted_prefill_s,
-                       prefill_bytes, prefill_flops, ridge_point, roofline_time_s)
+from .roofline import (arithmetic_intensity, decode_bytes, decode_flops, max_decode_batch, min_decode_step_s,
+                       predicted_prefill_s, prefill_bytes, prefill_flops, ridge_point, roofline_time_s)
 from .tables import GPUS, LINKS, PUBLISHED_MODELS
 
-__all__ = ["KVGeometry", "LayerKV", "RequestKVBytes", "UnsupportedCacheError", "kv_geometry", "dtype_bytes", "kv_bytes_per_token", "kv_bytes", "resolve_config",
+__all__ = ["KVGeometry", "LayerKV", "RequestKVBytes", "UnsupportedCacheError", "kv_geometry", "dtype_bytes",
+           "kv_bytes_per_token", "kv_bytes", "resolve_config",
            "PUBLISHED_MODELS", "GPUS", "LINKS", "prefill_flops", "decode_flops", "prefill_bytes", "decode_bytes",
-           "arithmetic_intensity", "ridge_point", "min_decode_step_s", "roofline_time_s", "predicted_prefill_s",
-           "transfer_time_s", "fit_latency_bandwidth", "streamed_exposed_s", "handoff", "link_bandwidth",
-           "MEMORY_UTILIZATION", "CPU_MEMORY_BYTES", "activation_bytes_per_token", "kv_budget_bytes", "requests_in_budget"]
+           "arithmetic_intensity", "ridge_point", "min_decode_step_s", "max_decode_batch", "roofline_time_s",
+           "predicted_prefill_s", "transfer_time_s", "fit_latency_bandwidth", "streamed_exposed_s", "handoff",
+           "link_bandwidth", "MEMORY_UTILIZATION", "CPU_MEMORY_BYTES", "activation_bytes_per_token", "kv_budget_bytes",
+           "requests_in_budget"]

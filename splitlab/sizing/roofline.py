@@ -13,7 +13,7 @@ from .kv import KVGeometry, dtype_bytes, kv_bytes_per_token, kv_geometry, resolv
 from .tables import GPUS
 
 __all__ = ["prefill_flops", "decode_flops", "prefill_bytes", "decode_bytes", "arithmetic_intensity", "ridge_point",
-           "min_decode_step_s", "roofline_time_s", "predicted_prefill_s"]
+           "min_decode_step_s", "max_decode_batch", "roofline_time_s", "predicted_prefill_s"]
 
 
 def prefill_flops(n_params: float, prompt_tokens: int, geometry: KVGeometry, batch: int = 1) -> float:
@@ -61,6 +61,27 @@ def min_decode_step_s(weight_bytes: float, kv_bytes_total: float, bandwidth_byte
     if bandwidth_bytes_per_s <= 0:
         raise ValueError("bandwidth must be positive")
     return (weight_bytes + kv_bytes_total) / bandwidth_bytes_per_s
+
+
+def max_decode_batch(memory_bytes: float, weight_bytes: float, context: int, kv_bytes_token: float) -> int:
+    """The largest decode batch whose caches fit beside the weights: the most sequences B of ``context`` cached
+    tokens each with weights + B x context x KV bytes per token <= ``memory_bytes`` (0 when not even one fits).
+    Chapter 3's memory-full point (its curves and its explorer both take it from here).
+
+    Raises:
+        ValueError: ``context`` < 1 or ``kv_bytes_token`` <= 0.
+    """
+    if context < 1 or kv_bytes_token <= 0:
+        raise ValueError(f"a decode batch needs context >= 1 token and KV bytes per token > 0, got {context}, "
+                         f"{kv_bytes_token}")
+    per_seq = context * kv_bytes_token
+    fits = lambda b: weight_bytes + b * per_seq <= memory_bytes  # noqa: E731 (the one test, also at the edges)
+    batch = max(0, int((memory_bytes - weight_bytes) // per_seq))
+    while fits(batch + 1):  # float division may land one off either way
+        batch += 1
+    while batch > 0 and not fits(batch):
+        batch -= 1
+    return batch
 
 
 def roofline_time_s(flops: float, nbytes: float, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:

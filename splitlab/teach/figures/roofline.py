@@ -9,13 +9,14 @@ from typing import Mapping
 
 import numpy as np
 import pandas as pd
-from matplotlib import ticker
+from matplotlib import colormaps, ticker
 
 from ... import sizing
 from ...phases.models import LoadedModel
 from ...phases.profiling import flops_of_decode, flops_of_prefill, weight_bytes_read
 from .phases import DECODE, PREDICTED, PREFILL, fmt3, fmt_table, new_ax, plain_log_ticks
 from .phone import legend_below
+from .style import OTHER_COLORS
 from .roofline_notes import (batching_note, gpu_ridge_note, ops_note, prediction_note, prefill_note,  # noqa: F401
                              ridge_note, trained_note)
 
@@ -138,11 +139,15 @@ def predicted_decode_curves(model: str, gpu: str, contexts=(128, 2048, 8192), dt
                             max_batch: int = 1024):
     """Roofline tokens/s of decode vs batch for a published ``model`` on a datasheet ``gpu``, one curve per context:
     batch / max(F / peak, (weights + batch x context x KV) / bandwidth), NaN once weights and caches exceed the
-    GPU's memory. Returns (batches, {label: tokens/s}, compute ceiling tokens/s = peak / (2 x params))."""
+    GPU's memory. The batches: 200 log-spaced ones up to ``max_batch`` and, for each context, the largest that fits
+    (``sizing.max_decode_batch``, the memory-full point chapter 3's explorer marks too), so that each curve ends
+    exactly there. Returns (batches, {label: tokens/s}, compute ceiling tokens/s = peak / (2 x params))."""
     cfg, g = sizing.resolve_config(model), sizing.GPUS[gpu]
     params, geom, kv = cfg["n_params"], sizing.kv_geometry(cfg), sizing.kv_bytes_per_token(cfg, dtype)
     weights = params * sizing.dtype_bytes(dtype)
-    batches = np.unique(np.logspace(0, np.log2(max_batch), 200, base=2).astype(int))
+    full = [sizing.max_decode_batch(g["memory_bytes"], weights, c, kv) for c in contexts]
+    batches = np.unique(np.concatenate([np.logspace(0, np.log2(max_batch), 200, base=2).astype(int),
+                                        [b for b in full if 1 <= b <= max_batch]]))
     curves = {}
     for context in contexts:
         tps = []
@@ -163,18 +168,19 @@ def _batch_axis(ax) -> None:
 
 def decode_vs_batch(dc: pd.DataFrame, ax=None, title: str | None = None):
     """Measured decode step (ms) vs batch beside its two roofs from :func:`with_decode_roofline`: the memory
-    floor (weights + KV) / bandwidth and the compute roof FLOPs / (e x peak)."""
-    ax = new_ax(ax)
+    floor (weights + KV) / bandwidth and the compute roof FLOPs / (e x peak), both predictions (black); the legend
+    under the panel, off the measured points."""
+    made, ax = ax is None, new_ax(ax)
     ax.plot(dc["batch"], dc["step_s"] * 1e3, "o-", color=DECODE, label="measured step")
-    if "matmul_s" in dc:
-        ax.plot(dc["batch"], dc["matmul_s"] * 1e3, "s-", color="tab:green", ms=4, label="weight matmuls alone")
+    if "matmul_s" in dc:  # a part of the step, not a phase: not the transfer's green
+        ax.plot(dc["batch"], dc["matmul_s"] * 1e3, "s-", color=OTHER_COLORS[0], ms=4, label="weight matmuls alone")
     ax.plot(dc["batch"], dc["floor_s"] * 1e3, "--", color=PREDICTED, label="memory floor: bytes / bandwidth")
-    ax.plot(dc["batch"], dc["compute_s"] * 1e3, ":", color=PREFILL, lw=2, label="compute roof: FLOPs / (e × peak)")
+    ax.plot(dc["batch"], dc["compute_s"] * 1e3, ":", color=PREDICTED, lw=2, label="compute roof: FLOPs / (e × peak)")
     _batch_axis(ax)
     ax.set_ylim(0, 1.15 * max(dc["step_s"].max(), dc["compute_s"].max()) * 1e3)
     ax.set_ylabel("decode step (ms)")
     ax.set_title(title or "A decode step against its two roofs")
-    ax.legend(loc="upper left")
+    _legend_under(ax, made)
     return ax
 
 
@@ -204,7 +210,8 @@ def _legend_under(ax, made: bool) -> None:
 def roofline(peak_flops_per_s: float, bandwidth_bytes_per_s: float, points: Mapping[str, tuple] | None = None,
              efficiency: float | None = None, ax=None, title: str = "Roofline"):
     """Attainable FLOP/s vs arithmetic intensity (log-log), the ridge point marked; ``points`` maps a label to
-    (intensities, achieved FLOP/s); ``efficiency`` also draws the compute roof lowered to e x peak."""
+    (intensities, achieved FLOP/s), drawn in the colour of the phase its label names (prefill, decode; else one
+    of :data:`.style.OTHER_COLORS`); ``efficiency`` also draws the compute roof lowered to e x peak."""
     made, ax = ax is None, new_ax(ax)
     x = np.logspace(-1, 3, 200)
     ax.loglog(x, np.minimum(peak_flops_per_s, x * bandwidth_bytes_per_s), color=PREDICTED, label="roofline")
@@ -213,7 +220,8 @@ def roofline(peak_flops_per_s: float, bandwidth_bytes_per_s: float, points: Mapp
                   lw=1, label=f"roof at e × peak (e = {efficiency:.0%})")
     ridge = peak_flops_per_s / bandwidth_bytes_per_s
     ax.axvline(ridge, color="grey", ls=":", label=f"ridge: {ridge:.3g} FLOP/B")
-    for (label, (intensity, achieved)), color in zip((points or {}).items(), [DECODE, PREFILL, "tab:green"]):
+    for k, (label, (intensity, achieved)) in enumerate((points or {}).items()):
+        color = PREFILL if "prefill" in label.lower() else DECODE if "decode" in label.lower() else OTHER_COLORS[k]
         ax.loglog(intensity, achieved, "o", color=color, label=label)
     lo, hi = ax.get_ylim()  # whole decades, so that the axis has at least two labelled ticks
     ax.set_ylim(10 ** np.floor(np.log10(lo)), 10 ** np.ceil(np.log10(hi) + 1e-9))
@@ -230,14 +238,16 @@ def roofline(peak_flops_per_s: float, bandwidth_bytes_per_s: float, points: Mapp
 
 def decode_throughput(batches, tokens_per_s: Mapping[str, np.ndarray], ceiling_tokens_per_s: float | None = None,
                       ax=None, title: str = "Predicted decode throughput"):
-    """Predicted decode tokens/s vs batch (log-log), one curve per label (NaN where a batch does not fit in memory;
-    the last point that fits is marked with an x). ``ceiling_tokens_per_s`` draws the compute-bound limit."""
+    """Predicted decode tokens/s vs batch (log-log), one curve per label in shades of the decode colour, darker
+    for later labels (longer contexts) (NaN where a batch does not fit in memory; the last point that fits is marked
+    with an x). ``ceiling_tokens_per_s`` draws the compute-bound limit."""
     made, ax = ax is None, new_ax(ax)
     batches = np.asarray(batches)
     full = False
-    for label, tps in tokens_per_s.items():
+    shades = colormaps["Blues"](np.linspace(0.5, 0.95, len(tokens_per_s)))  # decode curves: no phase's other colour
+    for (label, tps), shade in zip(tokens_per_s.items(), shades):
         tps = np.asarray(tps, dtype=float)
-        line, = ax.loglog(batches, tps, label=label)
+        line, = ax.loglog(batches, tps, color=shade, label=label)
         fits = np.flatnonzero(np.isfinite(tps))
         if len(fits) and fits[-1] < len(tps) - 1:
             ax.plot(batches[fits[-1]], tps[fits[-1]], "x", color=line.get_color(), ms=9, mew=2)

@@ -103,9 +103,9 @@ def two_phases_figure(gen: Generation, prefill: pd.DataFrame, prompt_tokens: Seq
 
     def traces(n: int, t: int) -> list[Trace]:
         p = grid[(grid.prompt_tokens == t) & (grid.new_tokens == n)]
-        return [Trace("predicted", p.time_s * 1e3, p.token, "lines"),
+        return [Trace("predicted", p.time_s * 1e3, p.token, "lines", color=plots.PREDICTED),  # as on the page
                 Trace(f"measured ({measured_prompt}-token prompt)", t_ms[:n],
-                      np.arange(1, len(t_ms[:n]) + 1), "markers")]
+                      np.arange(1, len(t_ms[:n]) + 1), "markers", color=plots.DECODE)]
 
     default = list(prompt_tokens).index(measured_prompt) if measured_prompt in prompt_tokens else 0
     fig = explorer_figure(traces, slider=("prompt (tokens)", list(prompt_tokens)),

@@ -13,6 +13,7 @@ import pandas as pd
 from ... import sizing
 from ...phases.models import LoadedModel
 from ...phases.profiling import weight_bytes_read
+from ..figures.style import DECODE, PREDICTED
 from .base import explorer
 
 __all__ = ['DecodeSetup', 'published_setup', 'device_setup', 'decode_roofline_grid', 'decode_roofline_explorer',
@@ -75,8 +76,9 @@ def decode_roofline_grid(setup: DecodeSetup, context: int) -> pd.DataFrame:
     if setup.batches is not None:
         batches = np.array(setup.batches)
     elif setup.memory_bytes is not None:
-        fit = int((setup.memory_bytes - setup.weight_bytes) // (context * setup.kv_bytes_per_token))
-        batches = np.unique(np.logspace(0, np.log2(fit), 60, base=2).astype(int)) if fit >= 1 else np.array([], int)
+        fit = sizing.max_decode_batch(setup.memory_bytes, setup.weight_bytes, context, setup.kv_bytes_per_token)
+        steps = np.logspace(0, np.log2(fit), 60, base=2).astype(int)  # its top may round down: fit itself last
+        batches = np.unique(np.append(steps[steps < fit], fit)) if fit >= 1 else np.array([], int)
     else:
         raise ValueError("the setup needs memory_bytes or batches")
     if setup.max_context is not None and context > setup.max_context:
@@ -104,11 +106,11 @@ def decode_roofline_explorer(model: str = "Llama-3-8B", gpu: str = "H100", conte
             ax.set_axis_off()
             return
         batches, step, tps = grid.batch.to_numpy(), grid.step_s.to_numpy(), grid.tokens_per_s.to_numpy()
-        ax.plot(tps, step * 1e3, "-", color="tab:blue")
+        ax.plot(tps, step * 1e3, "-", color=PREDICTED)  # a prediction: black, as in the rendered book's figure
         for b in sorted({1, int(batches[len(batches) // 2]), int(batches[-1])}):
             i = int(np.searchsorted(batches, b))
             ax.annotate(f"B={b}", (tps[i], step[i] * 1e3), textcoords="offset points", xytext=(4, 6))
-        ax.plot(tps[-1], step[-1] * 1e3, "x", color="tab:blue", ms=9, mew=2)
+        ax.plot(tps[-1], step[-1] * 1e3, "x", color=PREDICTED, ms=9, mew=2)
         ax.set_xlim(0, tps[-1] * 1.2)
         ax.set_ylim(0, step.max() * 1e3 * 1.25)
         ax.set_xlabel("predicted output tokens/s")
@@ -136,17 +138,18 @@ def decode_roofline_figure(setups: Sequence[DecodeSetup], contexts: Sequence[int
 
     def traces(name: str, context: int) -> list[Trace]:
         s, g = by_name[name], decode_roofline_grid(by_name[name], context)
-        out = [Trace("predicted (roofline)", g.tokens_per_s, g.step_s * 1e3, "lines+markers")]
+        # predicted black, measured decode steps in the decode colour (as the page's figures draw them)
+        out = [Trace("predicted (roofline)", g.tokens_per_s, g.step_s * 1e3, "lines+markers", color=PREDICTED)]
         if s.memory_bytes is not None:
             last = g.tail(1)
             out.append(Trace("memory full", last.tokens_per_s, last.step_s * 1e3, "markers",
-                             extra=dict(marker_symbol="x", marker_size=11)))
+                             color=PREDICTED, extra=dict(marker_symbol="x", marker_size=11)))
         if name in measured:
             dc = measured[name]
             here = int(dc.context.iloc[0]) == context
             out.append(Trace(f"measured, context {int(dc.context.iloc[0])}",
                              dc.batch / dc.step_s if here else [], dc.step_s * 1e3 if here else [], "markers",
-                             color="black"))
+                             color=DECODE))
         return out
 
     contexts = sorted(set(int(c) for c in contexts))

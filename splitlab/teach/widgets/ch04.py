@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...phases.models import LoadedModel
+from ..figures.style import PREDICTED, PREFILL
 from .base import explorer
 
 __all__ = ['stall_explorer', 'ttft_load_explorer', 'ttft_load_grid', 'ttft_load_figure']
@@ -149,11 +150,12 @@ def ttft_load_figure(prefill_alone: pd.DataFrame, decode_step_s: float, measured
         p = float(base.loc[base.prompt_tokens == t, "prefill_s"].iloc[0])
         g = ttft_load_grid(prefill_alone, decode_step_s, [t], np.linspace(0, max_load, 31) / p)
         m = measured[measured.prompt_tokens == t].sort_values("rate_per_s")
-        return [Trace("predicted mean", g.rate_per_s, g.ttft_mean_s * 1e3, "lines"),
-                Trace("prefill timed alone", g.rate_per_s, g.prefill_s * 1e3, "lines", dash="dot", color="black"),
-                Trace("measured mean", m.rate_per_s, m.ttft_mean_s * 1e3, "markers"),
-                Trace("measured P90", m.rate_per_s, m.ttft_p90_s * 1e3, "markers",
-                      extra=dict(marker_symbol="triangle-up"))]
+        # the colours of the page's figure (interference.ttft_sweep): TTFT measured in the prefill's, predictions black
+        return [Trace("predicted mean", g.rate_per_s, g.ttft_mean_s * 1e3, "lines", color=PREDICTED),
+                Trace("prefill timed alone", g.rate_per_s, g.prefill_s * 1e3, "lines", dash="dot", color=PREDICTED),
+                Trace("measured mean", m.rate_per_s, m.ttft_mean_s * 1e3, "markers", color=PREFILL),
+                Trace("measured P90", m.rate_per_s, m.ttft_p90_s * 1e3, "markers", color=PREFILL,
+                      extra=dict(marker_symbol="triangle-up-open"))]
 
     fig = explorer_figure(traces, slider=("prompt (tokens)", lengths), title="TTFT against the request rate",
                           x_title="request rate (requests/s)", y_title="time to first token (ms)",

@@ -5,6 +5,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt  # noqa: F401 (NullFormatter below)
 
 from ... import sizing
+from ..figures.style import DECODE, PREFILL, TRANSFER
 from .base import explorer
 
 __all__ = ['kv_transfer_explorer', 'kv_transfer_figure']
@@ -39,9 +40,9 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
         h = transfer_plots.handoff_grid([model], tokens, {link: speeds[link]}, gpu=gpu, dtype=dtype)
         a1.loglog(h.prompt_tokens, h.transfer_s * 1e3, color=transfer_plots.TRANSFER, lw=2,
                   label=f"transfer over {link}")
-        a1.loglog(h.prompt_tokens, h.decode_step_s * 1e3, "--", color="tab:blue",
+        a1.loglog(h.prompt_tokens, h.decode_step_s * 1e3, "--", color=DECODE,
                   label=f"decode step on {gpu} (min.)")
-        a1.loglog(h.prompt_tokens, h.prefill_s * 1e3, ":", color="tab:orange",
+        a1.loglog(h.prompt_tokens, h.prefill_s * 1e3, ":", color=PREFILL,
                   label=f"prefill on {gpu} (roofline)")
         a1.axvline(prompt_tokens, color="grey", lw=1)
         transfer_plots._plain_log(a1.yaxis, minor=False)
@@ -100,11 +101,11 @@ def kv_transfer_figure(models=("Llama-2-7B", "Llama-3-8B", "Llama-3-70B", "StarC
         g = grid[(grid.model == m) & (grid.prompt_tokens == n)]
         pub, here = g[g.link_source == "published"], g[g.link_source == "measured"]
         return [Trace("published link", list(pub.tick), list(pub.transfer_s * 1e3), "markers", color="#7f7f7f"),
-                Trace("link measured here", list(here.tick), list(here.transfer_s * 1e3), "markers", color="#2ca02c"),
+                Trace("link measured here", list(here.tick), list(here.transfer_s * 1e3), "markers", color=TRANSFER),
                 Trace(f"decode step, {gpu} (min.)", ticks, [g.decode_step_s.iloc[0] * 1e3] * len(ticks), dash="dash",
-                      color="#1f77b4"),
+                      color=DECODE),
                 Trace(f"prefill, {gpu} (roofline)", ticks, [g.prefill_s.iloc[0] * 1e3] * len(ticks), dash="dot",
-                      color="#ff7f0e")]
+                      color=PREFILL)]
 
     fig = explorer_figure(traces, ("prompt", prompts), f"KV transfer (predicted, {dtype})", "link",
                           "time (ms, log scale)", dropdown=("model", models), height=600,
