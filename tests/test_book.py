@@ -102,6 +102,27 @@ def test_visible_code_cells_fit_a_phone(path):
     assert not long, f"{path.stem}: cells of more than {PHONE_LINES} lines on a phone (id: lines): {long}"
 
 
+#: What a text table of a page holds at 412 px without scrolling sideways: 3 columns, words of at most 16 characters
+#: (measured in Chromium: ch09's table of 4 columns with `LMCacheConnectorV1` in a cell was 642 px wide in a 365 px
+#: column, its SGLang column out of sight; of 3 columns with `local_prefill_tokens`, 454 px)
+TABLE_COLUMNS, TABLE_WORD = 3, 16
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_text_tables_fit_a_phone(path):
+    """Every Markdown table of a chapter has at most TABLE_COLUMNS columns and no word (a code name is one word:
+    it does not break) longer than TABLE_WORD characters, so that no column hides past a phone's edge."""
+    wide = []
+    for c in nbformat.read(path, as_version=4).cells:
+        rows = [line for line in c.source.split("\n") if c.cell_type == "markdown" and line.startswith("|")]
+        for row in rows:
+            cells = row.strip().strip("|").split("|")
+            long = [w for w in re.split(r"\s+", " ".join(cells)) if len(w.strip("`(),;:.")) > TABLE_WORD]
+            if len(cells) > TABLE_COLUMNS or long:
+                wide.append((len(cells), long, row[:60]))
+    assert not wide, f"{path.stem}: table rows too wide for a phone (columns, long words, row): {wide}"
+
+
 #: Most figures a chapter may show (issue 9: each one answers the chapter's question).
 MAX_FIGURES = 6
 
