@@ -62,9 +62,24 @@ def test_serve_text_and_rejections(capsys):
     text = capsys.readouterr().out
     assert "TTFT ms" in text and "completed 5/5" in text
     assert main(["serve", "--backend", "simulated", "--workload", "summarize", "--requests", "4", "--kv-budget-bytes",
-                 "100000", "--json"]) == 0
+                 "100000", "--json"]) == 3  # every request rejected: nothing served
     m = json.loads(capsys.readouterr().out)["colocated"]
     assert m["rejected"] == 4 and m["completed"] == 0 and m["ttft_s"]["p50"] is None  # strict JSON: null
+
+
+@pytest.mark.parametrize("command", [("serve", "--backend", "simulated"), ("simulate",),
+                                     ("compare", "--backend", "simulated")])
+def test_a_run_that_rejects_every_request_says_so_and_exits_3(capsys, command):
+    """Audit (issue 22): `--kv-budget-bytes 1000` rejected all 10 requests (each needs ~0.5 MB of KV) and the
+    command exited 0, as a run that lost every worker once did. A run that rejects only some still exits 0."""
+    assert main([*command, "--requests", "10", "--kv-budget-bytes", "1000"]) == 3
+    out = capsys.readouterr().out
+    assert "ERROR: every request (10) was rejected; nothing was served (exit status 3)" in out
+    assert "but a worker's KV budget is 1,000 bytes" in out  # and why
+    assert main([*command, "--requests", "10", "--kv-budget-bytes", "500000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    some = [m for k, m in data.items() if k in ("colocated", "disaggregated")]
+    assert some and all(0 < m["rejected"] < m["submitted"] for m in some)
 
 
 @pytest.mark.parametrize("args, status", [

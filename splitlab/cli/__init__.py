@@ -10,8 +10,10 @@ in :mod:`.args`. Exit status, the same for every subcommand:
   holds no config, a model that cannot be loaded, a device this machine does not have, a worker that dies
   (``ModelLoadError``, ``ContextLengthError``, ``CacheMismatchError`` and other ``ValueError``/``RuntimeError``/
   ``OSError``; running out of memory);
-- 3: ``serve`` or ``compare`` ran to the end and printed their results, but requests failed (a worker lost with
-  nobody left to take its requests, a cache that could not be moved); rejected requests do not count;
+- 3: ``serve``, ``compare`` or ``simulate`` ran to the end and printed their results, but requests failed (a
+  worker lost with nobody left to take its requests, a cache that could not be moved) or every request was
+  rejected (nothing served: a KV budget too small for any request, say; the text says so in capitals); some
+  rejected requests alone do not count;
 - 130 interrupted (worker processes are stopped first); 141 the reader of stdout went away.
 
 Subcommands that run a model say how many CPU threads torch ran and why (``--threads N`` to set them); those that
@@ -34,8 +36,8 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="splitlab", description="See, measure and teach the prefill/decode split.",
-                    epilog="exit status: 0 done, 1 the run failed, 2 a usage error, 3 serve/compare finished but "
-                           "requests failed (results printed), 130 interrupted")
+                    epilog="exit status: 0 done, 1 the run failed, 2 a usage error, 3 serve/compare/simulate "
+                           "finished but requests failed or all were rejected (results printed), 130 interrupted")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (fn, help_text, arguments) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -47,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage error, 3 requests failed in a
-    serve/compare run whose results were printed, 130 interrupted, 141 the reader of stdout went away, as in
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage error, 3 requests failed, or every
+    one rejected, in a serve/compare/simulate run whose results were printed, 130 interrupted, 141 the reader of stdout went away, as in
     ``splitlab kv-size tiny | head -1``)."""
     args = build_parser().parse_args(argv)
     try:
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if done is None:  # a worker rank under torchrun: the router (rank 0) reports
         return 0
-    data, lines, *status = done  # a command may add its exit status (serve, compare: 3 when requests failed)
+    data, lines, *status = done  # a command may add its exit status (serving runs: 3, requests failed or none served)
     try:
         print(json.dumps(data) if args.json else "\n".join(lines))
         sys.stdout.flush()

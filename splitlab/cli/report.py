@@ -1,13 +1,13 @@
 """What a serving command prints: a run's metrics as strict JSON (:func:`metrics`, :func:`clean`) and as text
 lines (:func:`lines`, :func:`title`), what ran its steps (:func:`about`), and the exit status of a run in which
-requests failed (:func:`failed_status`). Used by ``serve``, ``compare`` and ``simulate``."""
+requests failed or that served none (:func:`failed_status`). Used by ``serve``, ``compare`` and ``simulate``."""
 from __future__ import annotations
 
 import math
 
 from .args import human_bytes, threads_fields
 
-__all__ = ["clean", "header", "metrics", "lines", "title", "about", "failed_status", "FAILED_REQUESTS",
+__all__ = ["clean", "header", "metrics", "lines", "title", "about", "failed_status", "all_rejected", "FAILED_REQUESTS",
            "SHOWN_WORKERS"]
 
 
@@ -103,6 +103,9 @@ def lines(name: str, m: dict) -> list[str]:
         out.append(f"{'':<14} prefix cache ({m['routing']} routing): " + (
             "no request was prefilled" if rate is None else
             f"{rate:.0%} of prompt tokens found cached, {share:.0%} of requests hit"))
+    if all_rejected(m):  # loud: nothing was served, whatever else the lines say
+        out.insert(0, f"{name:<14} ERROR: every request ({m['submitted']}) was rejected; nothing was served "
+                      f"(exit status {FAILED_REQUESTS}); the reason follows")
     if m["rejections"]:  # say why, not only how many (the first one; --json lists them all)
         first, more = m["rejections"][0], len(m["rejections"]) - 1
         out.append(f"{'':<14} {first['state']}: request {first['id']}: {first['reason']}"
@@ -126,10 +129,17 @@ def about(backend) -> tuple[dict, list[str]]:
     return {}, []
 
 
-FAILED_REQUESTS = 3  #: the exit status of a serve or compare run in which requests failed (results printed)
+FAILED_REQUESTS = 3  #: the exit status of a serving run in which requests failed or every one was rejected
+
+
+def all_rejected(m: dict) -> bool:
+    """Whether a run's metrics say it rejected every request it was given (none served: a KV budget smaller than
+    any request's cache, say)."""
+    return bool(m.get("submitted")) and m.get("rejected") == m["submitted"]
 
 
 def failed_status(m: dict) -> int:
     """:data:`FAILED_REQUESTS` when a run's metrics count failed requests (a worker lost with nobody to take its
-    requests, a cache that could not be moved), else 0: a script sees the run went wrong without reading it."""
-    return FAILED_REQUESTS if m.get("failed") else 0
+    requests, a cache that could not be moved) or every request was rejected (:func:`all_rejected`), else 0: a
+    script sees the run went wrong without reading it. Some rejected requests alone leave it 0."""
+    return FAILED_REQUESTS if m.get("failed") or all_rejected(m) else 0

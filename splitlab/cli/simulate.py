@@ -9,7 +9,7 @@ from .costs import COST_OPTIONS, cost_model
 from .defaults import chosen_lines
 from .pools import SIMULATE_POOL_OPTIONS, handoff_line, pool_executor
 from .registry import arg, command
-from .report import clean, header, lines, metrics, title
+from .report import clean, failed_status, header, lines, metrics, title
 from .serving import COMMON, POOLS, options, resolve, setup
 
 __all__ = ["simulate"]
@@ -45,4 +45,4 @@ def simulate(args):
             *chosen_lines(args.chosen),
             *lines(args.layout, m),
             f"simulated {len(reqs)} requests in {res.wall_s:.3f} s of wall time"]
-    return clean(data), text
+    return clean(data), text, failed_status(m)
