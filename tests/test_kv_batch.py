@@ -27,6 +27,17 @@ def test_the_default_batch_of_an_h100_llama_3_8b_worker_is_the_hand_computation(
     assert bound.kv_requests == budget // 536_870_912 == 103
     assert bound.batch == 103 and bound.binds == "KV memory" and bound.max_batch is None
     assert "103 requests" in bound.line() and "no cap" in bound.line()
+    assert "GiB per worker (0.9 of its memory" in bound.line() and bound.tp == 1
+
+
+def test_a_tp_groups_batch_is_stated_per_tp_group_not_per_worker():
+    """Audit (issue 22): BatchBound.line() said "per worker" of a TP2 group's budget (its two devices' memory)."""
+    tp2 = sl.costmodel.roofline_cost_model("Llama-3-8B", "H100", "bf16", tp=2)
+    bound = batch_bound(CostModelExecutor(tp2), ServingConfig.disaggregated(1, 1, max_batch=8), [4000], [96])
+    line = bound.line()
+    assert bound.tp == 2 and bound.to_json()["tp"] == 2 and "per worker" not in line
+    assert "GiB per TP2 group (0.9 of its 2 devices' memory" in line
+    assert line.endswith("max_batch 8 binds: at most 8 requests per TP group")
 
 
 def test_a_decode_workers_batch_never_exceeds_its_kv_budget():

@@ -32,6 +32,7 @@ class BatchBound:
         request_bytes: KV bytes a request reserves, averaged over the request set (its prompt + output tokens).
         kv_requests: requests of that size the budget holds at once (floor; inf: unlimited).
         memory_utilization: the share of the device's memory the budget was sized from.
+        tp: devices of a worker (tensor parallelism): a worker of ``tp`` > 1 is one TP group, one instance.
     """
 
     max_batch: int | None
@@ -40,6 +41,7 @@ class BatchBound:
     request_bytes: float
     kv_requests: float
     memory_utilization: float
+    tp: int = 1
 
     @property
     def batch(self) -> float:
@@ -52,22 +54,25 @@ class BatchBound:
         return "max_batch" if self.cap < self.kv_requests else "KV memory"
 
     def line(self) -> str:
-        """One sentence: the budget, the requests it holds, the cap and which binds."""
+        """One sentence: the budget, the requests it holds, the cap and which binds; per worker, or per TP group
+        (one instance of ``tp`` devices, whose budget is their memory together)."""
+        unit, whose = ("worker", "its memory") if self.tp == 1 else (f"TP{self.tp} group", f"its {self.tp} devices' memory")
         budget = ("unlimited KV memory" if self.kv_budget_bytes is None else
-                  f"KV budget {self.kv_budget_bytes / 2 ** 30:.3g} GiB per worker ({self.memory_utilization:g} of "
-                  f"its memory less weights and activations)")
+                  f"KV budget {self.kv_budget_bytes / 2 ** 30:.3g} GiB per {unit} ({self.memory_utilization:g} of "
+                  f"{whose} less weights and activations)")
         held = "" if math.isinf(self.kv_requests) else (
             f", {self.kv_requests:,.0f} requests of {self.request_bytes / 2 ** 20:.3g} MiB (mean prompt + output)")
         cap = "no cap" if self.max_batch is None else f"max_batch {self.max_batch}"
         if self.binds == "max_batch":
-            return f"decode batch: {budget}{held}; {cap} binds: at most {self.cap:,.0f} requests per worker"
+            per = "worker" if self.tp == 1 else "TP group"
+            return f"decode batch: {budget}{held}; {cap} binds: at most {self.cap:,.0f} requests per {per}"
         return f"decode batch: {budget}{held}; {cap}: KV memory bounds the batch"
 
     def to_json(self) -> dict:
         inf = (lambda x: None if math.isinf(x) else x)  # noqa: E731 (JSON has no inf)
         return dict(max_batch=self.max_batch, cap=inf(self.cap), kv_budget_bytes=self.kv_budget_bytes,
                     request_bytes=self.request_bytes, kv_requests=inf(self.kv_requests), batch=inf(self.batch),
-                    binds=self.binds, memory_utilization=self.memory_utilization)
+                    binds=self.binds, memory_utilization=self.memory_utilization, tp=self.tp)
 
 
 def batch_bound(executor, config: ServingConfig, prompt_tokens: Sequence[int],
@@ -75,7 +80,8 @@ def batch_bound(executor, config: ServingConfig, prompt_tokens: Sequence[int],
     """The batch bound of a decode (or colocated) worker of ``config`` on ``executor``'s device, for requests of
     ``prompt_tokens[i]`` + ``output_tokens[i]`` tokens: the "auto" budget as a run resolves it
     (``executor.auto_kv_budget(config.memory_utilization, config.forward_tokens)``), divided by the mean KV
-    bytes a request reserves (``executor.kv_bytes``).
+    bytes a request reserves (``executor.kv_bytes``). A worker of several devices (an analytic cost model's ``tp``)
+    is stated per TP group.
 
     Raises:
         ValueError: no requests, or no room for a KV cache on the device.
@@ -86,5 +92,6 @@ def batch_bound(executor, config: ServingConfig, prompt_tokens: Sequence[int],
     if budget == "auto":
         budget = executor.auto_kv_budget(config.memory_utilization, config.forward_tokens)
     request = float(np.mean([executor.kv_bytes(int(p) + int(o)) for p, o in zip(prompt_tokens, output_tokens)]))
+    tp = int(getattr(getattr(executor, "cost", None), "tp", 1) or 1)
     return BatchBound(config.max_batch, config.batch_cap, budget, request, requests_in_budget(budget, request),
-                      config.memory_utilization)
+                      config.memory_utilization, tp)
