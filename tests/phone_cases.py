@@ -41,7 +41,8 @@ def runs():
     free = serving.run(burst, serving.ServingConfig(kv_budget_bytes=None), ex)
     reqs = serving.make_workload("chat", 12, 20.0, seed=0)
     three = serving.compare(reqs, {"prefill-first": serving.ServingConfig.colocated(2, kv_budget_bytes=None),
-                                   "chunked": serving.ServingConfig.colocated(2, policy="chunked", kv_budget_bytes=None),
+                                   "chunked": serving.ServingConfig.colocated(2, policy="chunked",
+                                                                              kv_budget_bytes=None),
                                    "split 1P+1D": serving.ServingConfig.disaggregated(1, 1, kv_budget_bytes=None)}, ex)
     load = [serving.run(serving.make_workload("chat", 12, 4.0, seed=s), serving.ServingConfig(kv_budget_bytes=None), ex)
             for s in (0, 1)]

@@ -187,7 +187,8 @@ def test_demo_checks_a_loaded_models_context_before_building_the_prompt(monkeypa
 
 def test_calibrate_refuses_an_output_path_that_is_a_directory_before_measuring(monkeypatch, tmp_path):
     import splitlab.phases.calibrate as calibrate
-    monkeypatch.setattr(calibrate, "calibrate", _never("measured before the output path was checked"))  # failed after a whole calibration with [Errno 21]
+    # it failed after a whole calibration with [Errno 21]
+    monkeypatch.setattr(calibrate, "calibrate", _never("measured before the output path was checked"))
     err = _one_line(*cli("calibrate", "--out", str(tmp_path)))
     assert f"cannot write calibration to {tmp_path}: it is a directory" in err
 

@@ -311,7 +311,8 @@ def test_header_with_an_unknown_dtype_has_no_size(pre2):
 @pytest.mark.parametrize("args, message", [
     (("demo", "--seed", "-1"), "argument --seed: must be an integer in 0 .. 2**63 - 1, got -1"),
     (("demo", "--seed", str(2 ** 70)), "argument --seed: must be an integer in 0 .. 2**63 - 1"),
-    (("serve", "--backend", "simulated", "--seed", "-1"), "argument --seed: must be an integer"),  # "expected non-negative integer"
+    # it said "expected non-negative integer"
+    (("serve", "--backend", "simulated", "--seed", "-1"), "argument --seed: must be an integer"),
     (("compare", "--backend", "simulated", "--seed", "x"), "argument --seed: 'x' is not an integer"),
 ])
 def test_cli_seeds_out_of_range(args, message):

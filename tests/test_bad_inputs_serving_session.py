@@ -126,7 +126,8 @@ def test_validate_says_which_contender_completed_nothing():
 
 @pytest.mark.parametrize("what, default", [("workloads", "default_rates"), ("contenders", "validation_contenders")])
 def test_validate_refuses_an_empty_mapping_instead_of_the_default(what, default):
-    with pytest.raises(ValueError, match=f"{what} must be a non-empty mapping \\(or None: {default}\\(\\)\\), got {{}}"):
+    said = f"{what} must be a non-empty mapping \\(or None: {default}\\(\\)\\), got {{}}"
+    with pytest.raises(ValueError, match=said):
         _validate(**{what: {}}, executor=object())
 
 

@@ -41,7 +41,8 @@ def test_quantize_bytes_error_and_round_trip(tiny, pre, scheme):
     err = quant.relative_error(cache, back)
     assert 0 < err < (0.01 if scheme == "int8" else 0.05)
     again = q.from_bytes(q.to_bytes())
-    assert all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(q.keys + q.values, again.keys + again.values))
+    assert all(torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+               for a, b in zip(q.keys + q.values, again.keys + again.values))
     assert all(torch.equal(a, b) for a, b in zip(q.value_scales, again.value_scales))
     out = sl.decode_step(tiny, back, pre.logits.argmax(-1))  # a model of that identity decodes from it
     assert out.cache.seq_len == T + 1

@@ -137,7 +137,8 @@ def test_masked_prefill_and_batched_decode_terms_are_recovered_and_charged():
             for b in (1, 2, 4) for n in (16, 64, 256, 512)]
     assert fit_prefill(rows).coef == pytest.approx((2e-3, 1e-4, 3e-8, 2e-8), rel=1e-6)
     steps = [dict(batch=b, context_tokens=b * c, batched=int(b > 1),
-                  step_s=3e-3 + 2e-4 * b + 5e-8 * b * c + (1.5e-3 if b > 1 else 0)) for b in (1, 2, 3, 8) for c in (64, 512)]
+                  step_s=3e-3 + 2e-4 * b + 5e-8 * b * c + (1.5e-3 if b > 1 else 0))
+             for b in (1, 2, 3, 8) for c in (64, 512)]
     fit = fit_decode(steps)
     assert fit.terms[-1] == "batched" and fit.coef == pytest.approx((3e-3, 2e-4, 5e-8, 1.5e-3), rel=1e-6)
     cost = CostModel().fit(rows, steps)
@@ -159,7 +160,8 @@ def _measured(scale: float, model: str = "tiny") -> costmodel.Calibration:
            for b in (1, 4, 16) for c in (64, 512)]
     mov = [dict(nbytes=n, seconds=scale * (1e-5 + n / 4e9)) for n in (2 ** 16, 2 ** 24)]
     fits = {"prefill": fit_prefill(pre), "decode": fit_decode(dec), "transfer": fit_transfer(mov)}
-    meta = dict(device="cpu", model=model, dtype="float32", torch="2.x", date=f"2026-01-0{int(scale * 2)}", splitlab="x")
+    meta = dict(device="cpu", model=model, dtype="float32", torch="2.x", date=f"2026-01-0{int(scale * 2)}",
+                splitlab="x")
     return costmodel.Calibration(CostModel(**costmodel.fit.coefficients(fits.values()), max_context=777), fits, meta)
 
 

@@ -79,7 +79,8 @@ def test_chapter_2_widget_and_figure_draw_the_grid():
     _, dots = _step(fig, 0, "measured, batch 1")
     assert dots == pytest.approx([160 * 1024, 40 * 1024]) and len(_step(fig, 1, "measured, batch 1")[1]) == 0
     _, formula = _step(fig, 0, "GQA: tiny")
-    assert formula[1] / np.linspace(0, 80, 9)[1] == pytest.approx(sizing.kv_bytes_per_token(sizing.resolve_config("tiny"), "fp32"))
+    per_token = sizing.kv_bytes_per_token(sizing.resolve_config("tiny"), "fp32")
+    assert formula[1] / np.linspace(0, 80, 9)[1] == pytest.approx(per_token)
 
 
 def test_chapter_3_grid_is_the_pages_roofline_and_the_widget_draws_it(lm):
@@ -125,7 +126,8 @@ def test_chapter_4_widget_and_figure_draw_the_grid(lm, monkeypatch):
     x, y = _step(fig, 1, "predicted mean")
     assert y == pytest.approx(sl.widgets.ttft_load_grid(alone, 1e-3, [64], x).ttft_mean_s * 1e3)
     assert x.max() * 3e-3 == pytest.approx(0.9)  # up to load 0.9
-    assert list(_step(fig, 1, "measured mean")[1]) == pytest.approx([4.0, 5.0]) and len(_step(fig, 0, "measured mean")[1]) == 0
+    assert list(_step(fig, 1, "measured mean")[1]) == pytest.approx([4.0, 5.0])
+    assert len(_step(fig, 0, "measured mean")[1]) == 0
     plt.close("all")
 
 

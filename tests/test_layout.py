@@ -1,5 +1,5 @@
 """The package's layout (docs/architecture.md): parts that only import the parts below them, no import cycles,
-files of one idea (<= 300 lines), and model-free parts that never import torch."""
+files of one idea (<= 300 lines), lines of at most 120 columns, and model-free parts that never import torch."""
 from __future__ import annotations
 
 import ast
@@ -114,6 +114,17 @@ def test_no_import_cycles():
 def test_files_hold_one_idea():
     long = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py") if (n := len(p.read_text().splitlines())) > 300}
     assert not long, f"files over 300 lines: {long}"
+
+
+#: the widest line of the package and its tests (the house style; about 60 lines were wider until issue 22's audit)
+MAX_COLUMNS = 120
+
+
+def test_lines_fit_120_columns():
+    files = [*PKG.rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
+    wide = [f"{p.relative_to(ROOT)}:{i}: {len(line)}" for p in files
+            for i, line in enumerate(p.read_text().splitlines(), 1) if len(line) > MAX_COLUMNS]
+    assert not wide, f"lines over {MAX_COLUMNS} columns:\n" + "\n".join(wide)
 
 
 MODEL_FREE = """

@@ -83,7 +83,8 @@ def test_the_decode_batch_changes_as_requests_join_and_leave(lm, executor):
     batch.slots = [slots[1], slots[2]]                  # slot 0 left, slot 2 joined: rows 25 and 17 long
     executor.decode(batch)
     state_slots, cache = batch.state
-    assert [s.request.id for s in state_slots] == [1, 2] and cache.batch_size == 2 and cache.lengths.tolist() == [26 + 1, 17 + 1]
+    assert [s.request.id for s in state_slots] == [1, 2] and cache.batch_size == 2
+    assert cache.lengths.tolist() == [26 + 1, 17 + 1]
 
 
 def test_serving_needs_prompts_the_model_accepts(lm, executor):

@@ -27,7 +27,8 @@ matplotlib.use("Agg")
 
 CRAFTED = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,
                     decode_per_token_s=0.0, transfer_base_s=0.0, transfer_bytes_per_s=math.inf,
-                    kv_bytes_per_token=64, max_context=2048, source="crafted: 10 ms decode steps, 1 ms per prompt token")
+                    kv_bytes_per_token=64, max_context=2048,
+                    source="crafted: 10 ms decode steps, 1 ms per prompt token")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,8 @@ def test_the_corners_known_by_hand(corners):
     assert corners.chunk_steps == [pytest.approx(25.7), pytest.approx(25.7)]  # 256 + 1 tokens at 1 ms, 10 ms steps
     assert short.verdict == "colocated" and short.leader != "split", short.to_json()  # pf-first and chunked may tie
     assert short.goodput["split"] < 0.9 * short.goodput[short.leader]
-    assert long.verdict == "split" and long.runner_up != "split" and long.goodput[long.runner_up] < long.goodput["split"]
+    assert long.verdict == "split" and long.runner_up != "split"
+    assert long.goodput[long.runner_up] < long.goodput["split"]
     for c in corners.cells:
         assert set(c.binding.values()) <= {"ttft", "ttst", "tpot", "unfinished", "none"}
         assert c.tpot_slo_s == pytest.approx(1.5 * 0.01) and c.ttft_slo_s == pytest.approx(5 * c.prompt_tokens * 1e-3)

@@ -61,7 +61,8 @@ FAMILIES: dict[str, tuple[str, dict, str]] = {
 SLIDING = ["mistral-sw", "starcoder2"]
 MIXED = ["gemma3", "ministral", "qwen3-mixed", "gemma2"]
 
-#: Prompts of 13, 9 and 4 tokens (longer and shorter than the window), ids below 256 (the byte-level tokenizer the saved models fall back to).
+#: Prompts of 13, 9 and 4 tokens (longer and shorter than the window), ids below 256 (the byte-level tokenizer the
+#: saved models fall back to).
 PROMPTS = [[3 + (7 * i) % 90 for i in range(13)], [5 + (11 * i) % 88 for i in range(9)], [60, 61, 62, 63]]
 
 _ROOT = tempfile.mkdtemp(prefix="splitlab-families-")

@@ -50,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 error, 2 usage error, 3 requests failed, or every
-    one rejected, in a serve/compare/simulate run whose results were printed, 130 interrupted, 141 the reader of stdout went away, as in
-    ``splitlab kv-size tiny | head -1``)."""
+    one rejected, in a serve/compare/simulate run whose results were printed, 130 interrupted, 141 the reader of stdout
+    went away, as in ``splitlab kv-size tiny | head -1``)."""
     args = build_parser().parse_args(argv)
     try:
         done = args.run(args)

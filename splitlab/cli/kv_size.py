@@ -44,7 +44,8 @@ def _window_lines(g, tokens: int) -> list[str]:
 
 def _default_dtype(args) -> str:
     """Set ``args.dtype`` when not given: the dtype ``demo`` and ``serve`` run a preset or the trained model in
-    (fp32: the ``tiny*`` presets everywhere, the others on a CPU), else fp16; return a note saying so ('' when given)."""
+    (fp32: the ``tiny*`` presets everywhere, the others on a CPU), else fp16; return a note saying
+    so ('' when given)."""
     if args.dtype is not None:
         return ""
     if args.model in list_presets() or offline_model(args.model) is not None:

@@ -40,7 +40,8 @@ def prefix_fields(args) -> dict:
     flags = _given(args, "routing", "prefix_cache_tokens")
     if args.backend != "simulated":
         raise CLIError(f"{flags} run{'s' * (' and ' not in flags)} on the simulated back end only: the "
-                       f"{args.backend} back end runs a real model, whose prefill would need the cached keys and values")
+                       f"{args.backend} back end runs a real model, whose prefill would need the cached keys and "
+                       "values")
     if args.local_prefill_tokens is not None or args.local_prefill_queue is not None:
         raise CLIError(f"{flags} do{'es' * (' and ' not in flags)} not go with "
                        f"{_given(args, 'local_prefill_tokens', 'local_prefill_queue')}: a conditional split's decode "

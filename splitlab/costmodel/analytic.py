@@ -38,7 +38,7 @@ __all__ = ["RooflineCostModel", "roofline_cost_model", "roofline_models", "COMPU
 
 COMPUTE_EFFICIENCY = 0.6  # share of the datasheet dense peak reached by prefill GEMMs (assumed)
 MEMORY_EFFICIENCY = 0.8   # share of the datasheet memory bandwidth reached by a decode step's reads (assumed)
-MIN_EFFICIENCY = 0.01     # lowest share accepted: below 1% of peak a roofline predicts nothing a GPU serving an LLM does
+MIN_EFFICIENCY = 0.01     # lowest share accepted: below 1% of peak a roofline predicts nothing an LLM's GPU does
 
 
 @dataclass(frozen=True)

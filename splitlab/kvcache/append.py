@@ -48,7 +48,8 @@ class AppendLayer(DynamicLayer):
         if self._buffers is None:
             return False
         seq = self.keys.shape[-2]
-        for held, buf, new in ((self.keys, self._buffers[0], key_states), (self.values, self._buffers[1], value_states)):
+        for held, buf, new in ((self.keys, self._buffers[0], key_states),
+                               (self.values, self._buffers[1], value_states)):
             if (buf.shape[-2] < seq + new_positions or buf.shape[:2] != new.shape[:2] or buf.shape[-1] != new.shape[-1]
                     or buf.dtype != new.dtype or held.data_ptr() != buf.data_ptr() or held.stride() != buf.stride()):
                 return False

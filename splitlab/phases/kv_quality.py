@@ -49,8 +49,8 @@ def kv_quant_quality(lm: LoadedModel, prompts: Sequence[Sequence[int]], n_tokens
         (nats, per step); ``logit_err_max`` (largest absolute logit difference).
 
     Raises:
-        TypeError: ``lm`` is not a LoadedModel, ``schemes`` a string or not a list. ValueError: no prompts, ``n_tokens`` < 2, an
-            unknown scheme, and every error of :func:`splitlab.prefill`.
+        TypeError: ``lm`` is not a LoadedModel, ``schemes`` a string or not a list. ValueError: no prompts, ``n_tokens``
+            < 2, an unknown scheme, and every error of :func:`splitlab.prefill`.
     """
     require_loaded(lm, "kv_quant_quality()")
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, numbers.Integral) or n_tokens < 2:

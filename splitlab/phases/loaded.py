@@ -149,7 +149,8 @@ class LoadedModel:
         return f"LoadedModel({', '.join(parts)})"
 
     def __str__(self) -> str:  # the repr on lines of <= 40 characters (a phone's column), broken between items
-        return textwrap.fill(repr(self).replace(" ", "\0").replace(",\0", ", "), 40, subsequent_indent="  ").replace("\0", " ")
+        text = repr(self).replace(" ", "\0").replace(",\0", ", ")
+        return textwrap.fill(text, 40, subsequent_indent="  ").replace("\0", " ")
 
 
 #: the roles a chat message may have (those of the chat templates of transformers' models)

@@ -23,9 +23,10 @@ from .hardware import last_level_cache, measure_matmul_flops, measure_memory_ban
 from .models import LoadedModel, require_loaded
 from .op_profile import op_shares
 
-__all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode", "measure_cached_vs_recompute",
-           "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
-           "last_level_cache", "weight_bytes_read", "flops_of_prefill", "flops_of_decode", "op_shares", "decode_op_shares", "measure_weight_matmuls"]
+__all__ = ["warm_up", "random_prompt", "text_prompt", "PROMPT_TEXT", "measure_prefill", "measure_decode",
+           "measure_cached_vs_recompute", "measure_kv_growth", "measure_matmul_flops", "measure_peak_flops",
+           "measure_memory_bandwidth", "last_level_cache", "weight_bytes_read", "flops_of_prefill", "flops_of_decode",
+           "op_shares", "decode_op_shares", "measure_weight_matmuls"]
 
 
 def random_prompt(lm: LoadedModel, tokens: int, seed: int = 0) -> list[int]:

@@ -56,7 +56,8 @@ class BatchBound:
     def line(self) -> str:
         """One sentence: the budget, the requests it holds, the cap and which binds; per worker, or per TP group
         (one instance of ``tp`` devices, whose budget is their memory together)."""
-        unit, whose = ("worker", "its memory") if self.tp == 1 else (f"TP{self.tp} group", f"its {self.tp} devices' memory")
+        unit, whose = (("worker", "its memory") if self.tp == 1 else
+                       (f"TP{self.tp} group", f"its {self.tp} devices' memory"))
         budget = ("unlimited KV memory" if self.kv_budget_bytes is None else
                   f"KV budget {self.kv_budget_bytes / 2 ** 30:.3g} GiB per {unit} ({self.memory_utilization:g} of "
                   f"{whose} less weights and activations)")

@@ -41,8 +41,8 @@ from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
 from .planner import CLOSED_FORM_BATCH
 
-__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps", "chunk_steps",
-           "MAX_CELLS"]
+__all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps",
+           "chunk_steps", "MAX_CELLS"]
 
 #: most cells of a map: each is about 5 goodput searches (the default 6 x 4 map of 4 workers on the built-in cost
 #: model: 101 searches, 10.8 CPU seconds; 8 workers: 115, 21.6 CPU s)
@@ -177,7 +177,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         cost: a :class:`~splitlab.costmodel.CostModel` (calibrated, ``roofline_cost_model``) or None (built in).
         workers: the cluster (2 .. 16); every layout of a cell has exactly this many workers.
         prompt_tokens: the columns (prompt lengths, tokens); None: 6 from 16 tokens to the context less
-            ``output_tokens``, their prefill costs evenly spaced on a log scale (:func:`prompt_axis`). tpot_steps: the rows (TPOT SLO in lone decode steps, each >= 1).
+            ``output_tokens``, their prefill costs evenly spaced on a log scale (:func:`prompt_axis`). tpot_steps: the
+            rows (TPOT SLO in lone decode steps, each >= 1).
         output_tokens: answer tokens of every request. ttft_prefills: the TTFT SLO in prefills of the prompt.
         link_bytes_per_s: the KV link between the pools (bytes/s); None: the cost model's ``transfer_s``.
         tie_tolerance: margins below it are ties. chunk_tokens: chunk sizes of the chunked layout (best counts).

@@ -1,9 +1,10 @@
 """Serving: requests arriving over time, workers batching them, colocated or split into prefill and decode pools.
 
 Entry points: :func:`run` and :func:`compare` with a :class:`ServingConfig`, :func:`make_workload`; metrics in
-:mod:`splitlab.serving.metrics`; :func:`goodput` (:mod:`.goodput_search`) bisects the rate to the SLO boundary. One scheduler (:mod:`.cluster`, :mod:`.router`, :mod:`.scheduler`,
-:mod:`.memory`) serves on three back ends: emulated (:mod:`.emulated`: the real model, virtual clocks), simulated
-(:mod:`.simulated`: a cost model) and distributed (:mod:`.distributed`: worker processes, wall clocks).
+:mod:`splitlab.serving.metrics`; :func:`goodput` (:mod:`.goodput_search`) bisects the rate to the SLO boundary. One
+scheduler (:mod:`.cluster`, :mod:`.router`, :mod:`.scheduler`, :mod:`.memory`) serves on three back ends: emulated
+(:mod:`.emulated`: the real model, virtual clocks), simulated (:mod:`.simulated`: a cost model) and distributed
+(:mod:`.distributed`: worker processes, wall clocks).
 Names are imported on first use: a simulated (cost-model) run never imports torch or a model.
 """
 from __future__ import annotations

@@ -138,8 +138,8 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
     Raises:
         ValueError: SLOs that are not finite times > 0 (True is no time) or whose lifetime x lifetimes overflows,
             lifetimes not a number > 0, target
-            outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not in (1, 100], max_runs not an
-            integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
+            outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not in (1, 100], max_runs not
+            an integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
     """
     if not all(isinstance(x, numbers.Real) for x in (target, tolerance)) or not 0 < target <= 1 or not \
             0 < tolerance < 1:

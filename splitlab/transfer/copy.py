@@ -6,7 +6,7 @@ Copy paths (``copy_cache``), chosen from the two devices:
 |----------------------------|------------------|---------------------------------------------------------------|
 | same device                | ``clone``        | ``tensor.clone()`` (what an emulated split on one device does) |
 | GPU a -> GPU b (peer)      | ``gpu-to-gpu``   | ``tensor.to(b)`` (NVLink / PCIe peer copy)                     |
-| GPU -> GPU via the host    | ``via-pinned-host`` | GPU -> pinned CPU buffer -> GPU (the path of a NIC without GPUDirect) |
+| GPU -> GPU via the host    | ``via-pinned-host`` | GPU -> pinned CPU buffer -> GPU (a NIC without GPUDirect) |
 | GPU -> CPU / CPU -> GPU    | ``gpu-to-host`` / ``host-to-gpu`` | through a pinned (page-locked) host buffer        |
 
 ``mode="whole"`` copies all layers then synchronises once; ``mode="layerwise"`` copies and synchronises layer by

@@ -2,9 +2,9 @@
 
 A :class:`TransferHeader` names the model identity, dtype, layers, each layer's KV heads, key and value widths and
 sliding window, sequence lengths, and the first token(s) the prefill side chose. A sliding-window layer of window
-W carries only its last ``min(seq_len, W - 1)`` positions, so it sends at most its window whatever the prompt. The receiver calls :func:`check` before touching the tensors, so a cache
-from another model, dtype or shape fails with a :class:`~splitlab.kvcache.CacheMismatchError` that names every
-mismatching field, before any decode step runs.
+W carries only its last ``min(seq_len, W - 1)`` positions, so it sends at most its window whatever the prompt. The
+receiver calls :func:`check` before touching the tensors, so a cache from another model, dtype or shape fails with a
+:class:`~splitlab.kvcache.CacheMismatchError` that names every mismatching field, before any decode step runs.
 """
 from __future__ import annotations
 

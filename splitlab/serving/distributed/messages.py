@@ -69,8 +69,9 @@ class SendKV(Message):
 
 @dataclass
 class RecvKV(Message):
-    """Hand-off ``tid``: receive the cache of ``rid`` from rank ``from_rank``; ``plan``: its sizes (:func:`~splitlab.transfer.wire.plan_of`);
-    the request's ``prompt_len``, ``max_new_tokens``, ``sampling``, ``output`` so far and ``replay``."""
+    """Hand-off ``tid``: receive the cache of ``rid`` from rank ``from_rank``; ``plan``: its sizes
+    (:func:`~splitlab.transfer.wire.plan_of`); the request's ``prompt_len``, ``max_new_tokens``, ``sampling``,
+    ``output`` so far and ``replay``."""
 
     rid: int
     tid: int

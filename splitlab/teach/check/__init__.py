@@ -15,5 +15,12 @@ from .ch07 import best_split_ratio, cost_per_million_tokens, goodput_from_curve,
 from .ch08 import paged_waste_share, quantized_kv_bytes, speculative_tpot
 from .ch09 import handoff_gb_per_s, mean_handoff_ms, resharded_share
 
-__all__ = ['best_split_ratio', 'chunked_prefill_steps', 'colocated_tpot', 'compute_bound_batch', 'cost_per_million_tokens', 'decode_floor', 'decode_intensity', 'decode_step_prediction', 'forward_passes', 'goodput_from_curve', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds', 'max_batch_for_tpot', 'max_tokens_in_memory', 'min_prefill_workers', 'mla_equivalent_kv_heads', 'padding_waste', 'paged_waste_share', 'planner_winner', 'prompt_doubling', 'quantized_kv_bytes', 'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'second_token_misses', 'speculative_tpot', 'split_rate_per_worker', 'streamed_exposed', 'tpot', 'transfer_decode_steps', 'transfer_prediction', 'transfer_seconds']
+__all__ = ['best_split_ratio', 'chunked_prefill_steps', 'colocated_tpot', 'compute_bound_batch',
+           'cost_per_million_tokens', 'decode_floor', 'decode_intensity', 'decode_step_prediction', 'forward_passes',
+           'goodput_from_curve', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds',
+           'max_batch_for_tpot', 'max_tokens_in_memory', 'min_prefill_workers', 'mla_equivalent_kv_heads',
+           'padding_waste', 'paged_waste_share', 'planner_winner', 'prompt_doubling', 'quantized_kv_bytes',
+           'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'second_token_misses', 'speculative_tpot',
+           'split_rate_per_worker', 'streamed_exposed', 'tpot', 'transfer_decode_steps', 'transfer_prediction',
+           'transfer_seconds']
 __all__ += ['handoff_gb_per_s', 'mean_handoff_ms', 'resharded_share']

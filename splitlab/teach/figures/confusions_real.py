@@ -160,7 +160,8 @@ def chat_note(reuse: pd.DataFrame, block_tokens: int) -> str:
         "Some warm prefills chose another first token than the cold ones"
     return (f"All {len(reuse)} prompts begin with the same {shared} tokens (the system turn and the start of the "
             f"user's turn); the cache keeps whole {block_tokens}-token blocks, so the other {len(reuse) - 1} questions "
-            f"reused {cached} of them and computed {computed.min():.0%} to {computed.max():.0%} of their prompts. Their "
+            f"reused {cached} of them and computed {computed.min():.0%} to {computed.max():.0%} of their prompts. "
+            "Their "
             f"prefills took {fmt3(warm * 1e3)} ms against {fmt3(cold * 1e3)} ms cold (medians, "
             f"{1 - warm / cold:.0%} less; {apart}). Scaling each cold prefill by the share of tokens computed "
             f"predicts {fmt3(predicted * 1e3)} ms ({miss:+.0%}: " + (

@@ -112,7 +112,8 @@ def waste_table(waste: pd.DataFrame) -> pd.DataFrame:
     """:func:`splitlab.serving.paged.waste_summary` as a table: one column per scheme, memory in MiB."""
     labels = {"used": "used", "paged": "paged", "reserved": "reserved", "padded": "padded",
               "max_context": "whole context"}
-    out = pd.DataFrame({labels[s]: {"mean held (MiB)": w.mean_bytes / 2 ** 20, "peak held (MiB)": w.peak_bytes / 2 ** 20,
+    out = pd.DataFrame({labels[s]: {"mean held (MiB)": w.mean_bytes / 2 ** 20,
+                                    "peak held (MiB)": w.peak_bytes / 2 ** 20,
                                     "waste (% of held)": w.waste_share * 100}
                         for s, w in waste.iterrows()})
     return out.map(fmt3)

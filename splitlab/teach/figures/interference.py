@@ -117,7 +117,8 @@ def stall_run(res, long_id: int, pad_s: float, title: str):
     fig, (a1, a2) = figure(2, 2.6, height_ratios=[3, 2])
     serving_plots.itl_over_time(res, marked=[long_id], ax=a1, title=title)
     r = res.requests[long_id]
-    serving_plots.worker_timeline(res, ax=a2, t_range=(max(0.0, r.prefill_start_s - pad_s), r.token_times_s[-1] + pad_s),
+    t_range = (max(0.0, r.prefill_start_s - pad_s), r.token_times_s[-1] + pad_s)
+    serving_plots.worker_timeline(res, ax=a2, t_range=t_range,
                                   title="The worker around the arrival")
     a2.set_ylabel("worker")
     handles, labels = a1.get_legend_handles_labels()
@@ -140,7 +141,8 @@ def ttft_sweeps(by_length: pd.DataFrame, by_rate: pd.DataFrame, prefill_s: Mappi
     lengths = np.array(sorted(prefill_s))
     floor = np.array([prefill_s[n] for n in lengths])
     ttft_sweep(by_length, "prompt_tokens", {
-        "predicted mean (M/D/1 queue)": (lengths, [queueing_ttft_s(rate, prefill_s[n], decode_step_s) for n in lengths]),
+        "predicted mean (M/D/1 queue)": (lengths,
+                                         [queueing_ttft_s(rate, prefill_s[n], decode_step_s) for n in lengths]),
         "prefill timed alone": (lengths, floor)}, ax=a1, title=f"TTFT vs prompt length at {rate:g} requests/s")
     grid = np.linspace(0.05, 0.85, 60) / prefill_s[sweep_prompt]
     ttft_sweep(by_rate, "rate_per_s", {

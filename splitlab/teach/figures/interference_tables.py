@@ -84,7 +84,8 @@ def load_note(by_rate: pd.DataFrame, prefill_s: float, decode_step_s: float) -> 
     pred = np.array([queueing_ttft_s(r, prefill_s, decode_step_s) for r in t.rate_per_s])
     off = t.ttft_mean_s.to_numpy() / pred - 1
     side = "above" if off.min() > 0 else "below" if off.max() < 0 else "on both sides of"
-    text += (f"The means sit {signed_pct(off.min())} to {signed_pct(off.max())} from the M/D/1 prediction, {side} it. The formula "
+    text += (f"The means sit {signed_pct(off.min())} to {signed_pct(off.max())} from the M/D/1 prediction, {side} it. "
+             "The formula "
              "serves one prompt at a time at its time alone and starts from a queue in steady state; the worker "
              "runs its prefills at the in-run time of the table, batches the prompts waiting together (each gets its "
              "first token when the batched prefill ends) and runs decode steps between prefills, and a short run "

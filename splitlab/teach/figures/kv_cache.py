@@ -14,7 +14,8 @@ from ...phases.models import load_model
 from .phases import DECODE, PREDICTED, fmt3, new_ax
 from .phone import styled
 
-__all__ = ["kv_growth", "cache_by_attention", "measure_attention_variants", "attention_note", "published_shapes", "published_sizes", "mla_comparison"]
+__all__ = ["kv_growth", "cache_by_attention", "measure_attention_variants", "attention_note", "published_shapes",
+           "published_sizes", "mla_comparison"]
 
 
 @styled

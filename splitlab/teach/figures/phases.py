@@ -14,7 +14,8 @@ from ...phases.engine import Generation
 from .phone import legend_below
 from .style import DECODE, PREDICTED, PREFILL, fmt3, fmt_table, sig3  # noqa: F401  (the chapters import them here)
 
-__all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks", "request_latencies", "itl_note", "ttft_tpot_s", "off_note", "rule_note", "phase_rates", "token_timeline",
+__all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks",
+           "request_latencies", "itl_note", "ttft_tpot_s", "off_note", "rule_note", "phase_rates", "token_timeline",
            "cached_vs_recompute"]
 
 

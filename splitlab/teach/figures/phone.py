@@ -24,8 +24,8 @@ from matplotlib.text import Text
 
 from ..notebook import BOOK_STYLE, rc_style
 
-__all__ = ["COLUMN_IN", "MIN_PT", "MAX_COLUMNS", "WIDTH", "PHONE", "phone", "styled", "figure", "wrap", "fit_titles", "legend_below", "rendered_width_in",
-           "phone_texts", "phone_font_pt", "panel_columns", "overlapping_texts"]
+__all__ = ["COLUMN_IN", "MIN_PT", "MAX_COLUMNS", "WIDTH", "PHONE", "phone", "styled", "figure", "wrap", "fit_titles",
+           "legend_below", "rendered_width_in", "phone_texts", "phone_font_pt", "panel_columns", "overlapping_texts"]
 
 COLUMN_IN, MIN_PT, MAX_COLUMNS = 3.85, 9.0, 2
 WIDTH = BOOK_STYLE["figure.figsize"][0]  # inches: 12 pt at 4.8 in reads as 9.6 pt in a 3.85 in column

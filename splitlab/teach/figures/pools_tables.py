@@ -22,8 +22,8 @@ from ...planning.closed_form import split_capacity
 from ...serving.validation import verdict
 from .style import sig3
 
-__all__ = ["fit_table", "trap_table", "trap_verdict", "validation_tables", "plan_table", "kinds_table", "short_name", "validation_verdict", "guess_verdict",
-           "ratio_verdict", "sig3", "zero_terms_note"]
+__all__ = ["fit_table", "trap_table", "trap_verdict", "validation_tables", "plan_table", "kinds_table", "short_name",
+           "validation_verdict", "guess_verdict", "ratio_verdict", "sig3", "zero_terms_note"]
 
 
 def fit_table(cal, width: int = 60) -> pd.DataFrame:
@@ -94,7 +94,8 @@ def trap_verdict(table: pd.DataFrame) -> str:
             f"against {c['TTFT P90 (s)']:.3g} s on {other[0]}. Then the request waits for a decode slot, and that "
             f"wait is averaged into a TPOT over all of its output tokens ({s['output tokens per request (mean)']:.3g} "
             f"on average). Counted by TTFT and TPOT alone, {split[0]} meets the SLOs for {s[ttft_old]:.3g}% of "
-            f"requests against {c[ttft_old]:.3g}%, while its output tokens/s are {than('output tokens/s', 'more', 'fewer')}"
+            f"requests against {c[ttft_old]:.3g}%, while its output tokens/s are "
+            f"{than('output tokens/s', 'more', 'fewer')}"
             f" and its E2E P90 is {than('E2E P90 (s)', 'longer', 'shorter', ' s')}. With the second-token bound, "
             f"{split[0]} reaches {s[ttst]:.3g}% against {c[ttst]:.3g}%.")
 

@@ -50,7 +50,8 @@ def split_parts(candidate) -> dict:
 
 
 def worked_case(model: str, prompt_tokens: int, tps, max_devices: int, gpu: str = "H100",
-                max_requests: int = 200, tolerance: float = 0.05, link: str = "400 Gb/s network") -> tuple[dict, object]:
+                max_requests: int = 200, tolerance: float = 0.05,
+                link: str = "400 Gb/s network") -> tuple[dict, object]:
     """One case of the worked table: ``plan_pools(model, gpu, gpu, tps, max_devices)`` on requests of
     ``prompt_tokens`` prompt and :data:`OUTPUT_TOKENS` answer tokens, SLOs by chapter 6's rule (5 prefills, 2.5
     decode steps of the smallest TP), decode batches bounded by KV memory (no cap), KV over ``link``.

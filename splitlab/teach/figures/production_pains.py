@@ -26,11 +26,12 @@ __all__ = ["idle_prefill", "nic_queue", "nic_table", "nic_figure", "tp_mismatch"
 def idle_prefill(cost, workload="chat", ttft_slo_s: float | None = None, tpot_slo_s: float | None = None,
                  max_requests: int = 400, seed: int = 0) -> dict:
     """Goodput per worker of two colocated workers and of 1P+1D on ``cost`` (``workload``'s requests; SLOs left
-    None are chosen by chapter 6's rule, :func:`splitlab.planning.defaults.choose_defaults`), then the split served at its own goodput: each worker's utilization (busy seconds / run length).
+    None are chosen by chapter 6's rule, :func:`splitlab.planning.defaults.choose_defaults`), then the split served at
+    its own goodput: each worker's utilization (busy seconds / run length).
 
     Returns:
-        dict: ``slos`` (ttft_slo_s, tpot_slo_s), ``goodput`` ({name: requests/s per worker}), ``binding`` ({name: SLO}), ``utilization`` ({worker:
-        share of the run busy}) and ``rate`` (requests/s of the cluster the split ran at).
+        dict: ``slos`` (ttft_slo_s, tpot_slo_s), ``goodput`` ({name: requests/s per worker}), ``binding`` ({name: SLO}),
+        ``utilization`` ({worker: share of the run busy}) and ``rate`` (requests/s of the cluster the split ran at).
     """
     from ...planning.defaults import choose_defaults
     if ttft_slo_s is None or tpot_slo_s is None:

@@ -32,11 +32,11 @@ def weights_source(lm: LoadedModel) -> str:
 
 def load_trained(like: LoadedModel, dtype=None) -> LoadedModel:
     """The trained model (:data:`TRAINED`) on ``like``'s device in ``dtype`` (None: its own; ``like`` itself when it
-    is that model), with one line printed on where its weights came from. A first load converts the GGUF file; the converter's message on
-    stderr names splitlab's cache folder, which a command-line user wants and a chapter's reader does not: it is
-    replaced by "converted once from the GGUF (N s)". Any other stderr of the load is passed on unchanged. Raises
-    what :func:`splitlab.load_model` raises (``ModelLoadError`` when no offline source exists, saying how to get
-    one)."""
+    is that model), with one line printed on where its weights came from. A first load converts the GGUF file; the
+    converter's message on stderr names splitlab's cache folder, which a command-line user wants and a chapter's reader
+    does not: it is replaced by "converted once from the GGUF (N s)". Any other stderr of the load is passed on
+    unchanged. Raises what :func:`splitlab.load_model` raises (``ModelLoadError`` when no offline source exists, saying
+    how to get one)."""
     if like.name == TRAINED:
         lm, note = like, ""
     else:

@@ -20,9 +20,10 @@ from .style import OTHER_COLORS
 from .roofline_notes import (batching_note, gpu_ridge_note, ops_note, prediction_note, prefill_note,  # noqa: F401
                              ridge_note, trained_note)
 
-__all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note", "ridge_note",
-           "ops_note", "batching_note", "gpu_ridge_note", "trained_note", "flat_up_to", "device_table", "decode_table", "floor_summary", "gpu_table", "predicted_decode_curves",
-           "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
+__all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note",
+           "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "trained_note", "flat_up_to", "device_table",
+           "decode_table", "floor_summary", "gpu_table", "predicted_decode_curves", "decode_vs_batch",
+           "latency_throughput", "roofline", "decode_throughput"]
 
 
 def with_prefill_roofline(lm: LoadedModel, pf: pd.DataFrame, peak: float, bandwidth: float) -> pd.DataFrame:
@@ -33,7 +34,8 @@ def with_prefill_roofline(lm: LoadedModel, pf: pd.DataFrame, peak: float, bandwi
     kv = sizing.kv_bytes_per_token(lm.config, lm.dtype)
     out = pf.copy()
     out["flops"] = [flops_of_prefill(lm, t, b) for t, b in zip(pf["prompt_tokens"], pf["batch"])]
-    out["bytes"] = [sizing.prefill_bytes(weight_bytes_read(lm), t, kv, b) for t, b in zip(pf["prompt_tokens"], pf["batch"])]
+    out["bytes"] = [sizing.prefill_bytes(weight_bytes_read(lm), t, kv, b)
+                    for t, b in zip(pf["prompt_tokens"], pf["batch"])]
     out["intensity"] = out["flops"] / out["bytes"]
     out["roofline_s"] = np.maximum(out["flops"] / peak, out["bytes"] / bandwidth)
     out["efficiency"] = out["flops"] / out["prefill_s"] / peak
@@ -53,8 +55,8 @@ def prefill_crossing(lm: LoadedModel, ridge: float, max_tokens: int = 1 << 16) -
 
 def with_decode_roofline(lm: LoadedModel, dc: pd.DataFrame, peak: float, bandwidth: float,
                          efficiency: float = 1.0) -> pd.DataFrame:
-    """``dc`` (``profiling.measure_decode``) with, per row: ``flops`` (``profiling.flops_of_decode``), ``bytes`` (weights a
-    step reads, ``profiling.weight_bytes_read``, plus batch x context x KV bytes per token), ``intensity``,
+    """``dc`` (``profiling.measure_decode``) with, per row: ``flops`` (``profiling.flops_of_decode``), ``bytes``
+    (weights a step reads, ``profiling.weight_bytes_read``, plus batch x context x KV bytes per token), ``intensity``,
     ``floor_s`` = bytes / bandwidth (the memory roof), ``compute_s`` = FLOPs / (efficiency x peak) (the compute
     roof at the efficiency the model's kernels reach), ``predicted_s`` = the larger of the two,
     ``achieved_bytes_per_s`` = bytes / measured step and ``share_of_bandwidth`` = that over ``bandwidth``; also

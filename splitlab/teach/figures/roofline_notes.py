@@ -11,7 +11,8 @@ import pandas as pd
 from ... import sizing
 from .style import fmt2
 
-__all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "listing", "trained_note"]
+__all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "listing",
+           "trained_note"]
 
 
 def listing(values) -> str:
@@ -95,7 +96,8 @@ def ridge_note(dc: pd.DataFrame, pf: pd.DataFrame, ridge: float) -> str:
     if len(left):
         text += (f"Decode at batch {listing(left['batch'])} sits left of the ridge ({ridge:.3g} FLOP/B), under the "
                  "sloped memory roof, below it by the share of the bandwidth it reaches")
-        text += (f"; at batch {listing(right['batch'])} ({', '.join(f'{v:.3g}' for v in right['intensity'])} FLOP/B) it has "
+        at = ", ".join(f"{v:.3g}" for v in right["intensity"])
+        text += (f"; at batch {listing(right['batch'])} ({at} FLOP/B) it has "
                  "crossed to the compute side. " if len(right) else ". ")
     else:
         text += f"Every decode batch here sits right of the ridge ({ridge:.3g} FLOP/B). "
@@ -189,9 +191,9 @@ def gpu_ridge_note(cpu_ridge: float, here: str = "this CPU core") -> str:
 
 def trained_note(trained: pd.DataFrame, dc: pd.DataFrame, name: str, big: str, big_random: bool = True) -> str:
     """Markdown on the decode steps of a trained model (``trained``, :func:`roofline.with_decode_roofline`) beside
-    those of ``big`` (``dc``; ``big_random``: its weights are random): the share of the copy bandwidth its batch-1 step achieved against
-    big's (within 25%: about the same), its step against its memory floor, and how much longer its largest batch's
-    step is than batch 1's against the batch's growth (under half of it: memory-bound)."""
+    those of ``big`` (``dc``; ``big_random``: its weights are random): the share of the copy bandwidth its batch-1 step
+    achieved against big's (within 25%: about the same), its step against its memory floor, and how much longer its
+    largest batch's step is than batch 1's against the batch's growth (under half of it: memory-bound)."""
     one, last, ref = trained.iloc[0], trained.iloc[-1], dc.iloc[0]
     share, ref_share = float(one["share_of_bandwidth"]), float(ref["share_of_bandwidth"])
     grow, batch = float(last["step_s"] / one["step_s"]), int(last["batch"])

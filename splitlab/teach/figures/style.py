@@ -20,8 +20,8 @@ import re
 import numpy as np
 import pandas as pd
 
-__all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "PHASE_COLORS", "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color",
-           "sig3", "fmt3", "fmt_table", "change_words", "signed_pct"]
+__all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "PHASE_COLORS", "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS",
+           "layout_of", "layout_color", "sig3", "fmt3", "fmt_table", "change_words", "signed_pct"]
 
 #: the phases (matplotlib's tab:orange, tab:blue, tab:green) and a prediction
 PREFILL, DECODE, TRANSFER, PREDICTED = "#ff7f0e", "#1f77b4", "#2ca02c", "#000000"
