@@ -130,7 +130,8 @@ def prefix_reuse(timings: pd.DataFrame, routing: pd.DataFrame):
     a1.set_title("Prefill with and without the prefix's KV")
     legend_below(fig, a1)
     names = list(routing.index)
-    a2.barh(names, routing.computed_tokens / 1e3, color=[COLORS[i % len(COLORS)] for i in range(len(names))])
+    # one neutral colour: the policies are named on the axis, and a colour of the top panel's lines would tie them
+    a2.barh(names, routing.computed_tokens / 1e3, color=COLORS[4])
     a2.invert_yaxis()
     a2.set_xlabel("tokens prefilled (thousands)")
     a2.set_title("Where the prefix cache lives")
