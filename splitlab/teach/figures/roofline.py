@@ -16,9 +16,9 @@ from ...phases.models import LoadedModel
 from ...phases.profiling import flops_of_decode, flops_of_prefill, weight_bytes_read
 from .phases import DECODE, PREDICTED, PREFILL, fmt3, fmt_table, new_ax, plain_log_ticks
 from .phone import legend_below
-from .style import OTHER_COLORS
 from .roofline_notes import (batching_note, gpu_ridge_note, ops_note, prediction_note, prefill_note,  # noqa: F401
                              ridge_note, trained_note)
+from .style import OTHER_COLORS
 
 __all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note",
            "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "trained_note", "flat_up_to", "device_table",
