@@ -38,7 +38,7 @@ def kv_transfer_explorer(model: str = "Llama-3-8B", prompt_tokens: int = 2048, l
     def _draw(a1, a2, model: str, prompt_tokens: int, link: str) -> None:
         tokens = np.geomspace(128, 32768, 40).astype(int)
         h = transfer_plots.handoff_grid([model], tokens, {link: speeds[link]}, gpu=gpu, dtype=dtype)
-        a1.loglog(h.prompt_tokens, h.transfer_s * 1e3, color=transfer_plots.TRANSFER, lw=2,
+        a1.loglog(h.prompt_tokens, h.transfer_s * 1e3, color=TRANSFER, lw=2,
                   label=f"transfer over {link}")
         a1.loglog(h.prompt_tokens, h.decode_step_s * 1e3, "--", color=DECODE,
                   label=f"decode step on {gpu} (min.)")
