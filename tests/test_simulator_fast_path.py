@@ -95,6 +95,26 @@ def test_decode_run_equals_step_by_step():
         assert all(run_s[i] == COST.decode_s(batch, context + i * batch) for i in range(steps))
 
 
+class Curved(CostModel):
+    """A cost model whose decode step is not linear in its context: the executor computes it step by step."""
+
+    def decode_s(self, batch, context_tokens):
+        return super().decode_s(batch, context_tokens) + 1e-9 * context_tokens ** 1.5
+
+
+@pytest.mark.parametrize("cost", [COST, Curved()], ids=["linear", "curved"])
+def test_decode_run_seconds_table_gives_the_step_by_step_floats(cost, monkeypatch):
+    """The executor keeps each batch size's step seconds in a table (grown as runs ask, a run a slice of it): every
+    run equals decode_seconds step by step, after the table grew, past its size limit and for an empty batch."""
+    ex = CostModelExecutor(cost)
+    for batch, context, steps in [(1, 0, 5), (3, 100, 50), (3, 10, 400), (1, 7, 3000), (5, 4, 1), (0, 9, 4)]:
+        assert ex.decode_run_seconds(batch, context, steps) == [
+            cost.decode_s(batch, context + i * batch) for i in range(steps)], (batch, context, steps)
+    monkeypatch.setattr("splitlab.serving.simulated.RUN_TABLE_ENTRIES", 100)  # no room left: computed each time
+    assert ex.decode_run_seconds(2, 50_000, 10) == [cost.decode_s(2, 50_000 + 2 * i) for i in range(10)]
+    assert max(len(table) for table in ex._runs.values()) < 50_000
+
+
 @pytest.mark.parametrize("options", [dict(workers=16), dict(workers=12, policy="chunked", chunk_tokens=96),
                                      dict(layout="disaggregated", prefill_workers=4, decode_workers=12),
                                      dict(layout="disaggregated", prefill_workers=3, decode_workers=9,

@@ -36,6 +36,10 @@ class State(str, Enum):
     FAILED = "failed"
 
 
+#: the terminal states (:attr:`Request.done`)
+ENDED = (State.FINISHED, State.REJECTED, State.FAILED)
+
+
 @dataclass
 class Request:
     """One request of a workload.
@@ -139,7 +143,7 @@ class Request:
     @property
     def done(self) -> bool:
         """True once FINISHED, REJECTED or FAILED."""
-        return self.state in (State.FINISHED, State.REJECTED, State.FAILED)
+        return self.state in ENDED
 
     # --- what happened ---------------------------------------------------------------------------------
     @property

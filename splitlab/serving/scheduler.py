@@ -61,24 +61,24 @@ class Parked(deque):
         self.nbytes += b
 
     def append(self, s: Slot) -> None:
-        super().append(s)
+        deque.append(self, s)  # deque's own, without super()'s lookup (a hot path)
         self._park(s)
 
     def appendleft(self, s: Slot) -> None:
-        super().appendleft(s)
+        deque.appendleft(self, s)
         self._park(s)
 
     def popleft(self) -> Slot:
-        s = super().popleft()
+        s = deque.popleft(self)
         self.nbytes -= self.held.pop(id(s))
         return s
 
     def remove(self, s: Slot) -> None:
-        super().remove(s)
+        deque.remove(self, s)
         self.nbytes -= self.held.pop(id(s))
 
     def clear(self) -> None:
-        super().clear()
+        deque.clear(self)
         self.nbytes, self.held = 0, {}
 
 

@@ -21,6 +21,8 @@ __all__ = ["CostModelExecutor", "check_cost"]
 DAY_S = 86_400.0
 #: the shortest prefill or decode step that takes time at all (s): less is out of scale, not a fast device
 NANOSECOND = 1e-9
+#: the most step seconds a simulator keeps in its tables (:meth:`CostModelExecutor.decode_run_seconds`): 32 MB
+RUN_TABLE_ENTRIES = 1 << 20
 
 
 def check_cost(cost) -> CostModel:
@@ -92,7 +94,9 @@ class CostModelExecutor(Executor):
         self.overhead_s = 0.0
         self.padded_prefill = self.cost.padded_prefill
         self.kv_layers = int(getattr(self.cost, "layers", 0) or DEFAULT_KV_LAYERS)
-        self._linear = type(self.cost).decode_s is CostModel.decode_s  # the short-run loop below may inline it
+        self._linear = type(self.cost).decode_s is CostModel.decode_s  # _seconds may inline it
+        self._runs: dict[int, list[float]] = {}  # batch size -> decode_seconds of each context (decode_run_seconds)
+        self._entries = 0
 
     def prefill_seconds(self, slots: list[Slot], n_tokens: list[int]) -> float:
         """Predicted seconds of the prefill forward(s) :meth:`prefill` charges (slots are not changed): the cost
@@ -131,17 +135,29 @@ class CostModelExecutor(Executor):
         return self.cost.decode_s(batch_size, context_tokens)
 
     def decode_run_seconds(self, batch_size: int, context_tokens: int, steps: int) -> list[float]:
-        """Predicted seconds of ``steps`` decode steps in a row (see ``CostModel.decode_run_s``), as a list of
-        floats equal to ``decode_seconds`` step by step (numpy pays off only for long runs)."""
-        if steps > 64:
-            return self.cost.decode_run_s(batch_size, context_tokens, steps).tolist()
+        """Predicted seconds of ``steps`` decode steps in a row (each adds ``batch_size`` cached tokens), as a list
+        of floats equal to ``decode_seconds`` step by step. A step's seconds depend only on its batch and cached
+        tokens, so they are computed once, into a table per batch size of every context up to the largest asked
+        (:data:`RUN_TABLE_ENTRIES` entries in all), and a run is a slice of it (a decode stretch, :mod:`.fast`)."""
+        stop = context_tokens + steps * batch_size
+        table = self._runs.get(batch_size)
+        if table is None or len(table) < stop:
+            grow = max(stop, 2 * len(table or ())) - len(table or ())
+            if batch_size < 1 or self._entries + grow > RUN_TABLE_ENTRIES:
+                return self._seconds(batch_size, range(context_tokens, stop, batch_size) if batch_size else
+                                     repeat(context_tokens, steps))
+            table = self._runs.setdefault(batch_size, [])
+            table += self._seconds(batch_size, range(len(table), len(table) + grow))
+            self._entries += grow
+        return table[context_tokens:stop:batch_size]
+
+    def _seconds(self, batch_size: int, contexts) -> list[float]:
+        """``decode_seconds(batch_size, c)`` for each ``c`` of ``contexts``; a linear cost model's in C (map)."""
         c = self.cost
         if not self._linear:
-            return [c.decode_s(batch_size, context_tokens + i * batch_size) for i in range(steps)]
+            return [c.decode_s(batch_size, x) for x in contexts]
         base = c.decode_base_s + c.decode_per_seq_s * batch_size + (c.decode_batched_s if batch_size > 1 else 0.0)
-        contexts = range(context_tokens, context_tokens + steps * batch_size, batch_size) if batch_size else \
-            repeat(context_tokens, steps)  # base + per_token * context, in C (map), as decode_s does it
-        return list(map(add, repeat(base), map(mul, repeat(c.decode_per_token_s), contexts)))
+        return list(map(add, repeat(base), map(mul, repeat(c.decode_per_token_s), contexts)))  # as decode_s does
 
     def decode(self, batch: DecodeBatch) -> DecodeResult:
         n = len(batch.slots)
