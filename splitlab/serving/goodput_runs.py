@@ -205,6 +205,8 @@ class Runs:
             stop = Settle([self.counted(reqs[:m]) for m in marks], ttft, tpot, self.target, stage == 0,
                           final) if early else None
             Cluster(self.ex, self.cfg).run(reqs, stop=stop)
+            if stop is not None and stop.decided is None:
+                stop(math.inf)  # every request ended before a checkpoint's last deadline: judge them now
             if stop is None or stop.decided is not None:
                 break
             stage += 1
