@@ -27,8 +27,9 @@ run is an unbiased sample of the same process, only longer; only *how long* a ru
 seen. Each verdict is wrong (a rate whose long-run attainment is more than :data:`INDIFFERENCE` from the target
 judged on the wrong side) with a probability of about 2.5% if the batch means are independent; batches shorter
 than the misses' episodes understate ``se``, which is why a run is judged on its full checkpoints, not on partial
-ones. It is measured, not argued: ``benchmarks/goodput_steady.py`` over seeds 0-7 and two cost models, and
-``tests/test_goodput_steady.py``. ``extend=1`` is the plain run of the first ``n`` requests.
+ones. It is measured, not argued: ``benchmarks/goodput_steady.py`` over seeds 0-7 and two cost models (31 of the
+32 cases with a reference within 5% of runs 20x longer, one 6.9% low; runs that never go on: 27 of 32, 7.5% low at
+worst), and ``tests/test_goodput_steady.py``. ``extend=1`` is the plain run of the first ``n`` requests.
 """
 from __future__ import annotations
 
