@@ -14,8 +14,10 @@ a run of a few hundred is a noisy sample of its attainment (1P+1D on the built-i
 Attainment counts only the requests arriving after a *warm-up* (the first :data:`WARMUP_LIFETIMES` lifetimes: the
 cluster starts empty) and before a *cool-down* (the last :data:`COOLDOWN_LIFETIMES` lifetime: those requests keep
 the load on while the counted ones finish; they are served but not counted), each at most a quarter of the run's
-span. A goodput search stops a run once its verdict is decided (:mod:`.goodput_verdict`), an attainment curve
-runs each to its end. DistServe's own search (``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe)
+span. A goodput search stops a run once its verdict is settled, and goes on past its requests (the same seeded
+set, continued: :meth:`Runs._continue`) up to ``extend`` x them while it is not (:mod:`.goodput_spread`: a run
+measures its own spread; seed 2 of DistServe's toy landed 7.7% low on plain runs of 2,000 because of a burst in its
+first 1,000 arrivals); an attainment curve runs each to its end. DistServe's own search (``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe)
 sizes a run by a count instead: ``run_binary_search(..., N=1000)``, 1000 requests per rate whatever the rate.
 """
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Sequence
 
 from . import metrics as M
 from .cluster import Cluster
-from .goodput_verdict import Verdict
+from .goodput_spread import EXTEND, Settle
+from .goodput_verdict import misses_of
 from .request import Request, State
 from .runner import backend_for
 from .workload import WorkloadSpec, make_workload, workload_scale
@@ -87,7 +90,7 @@ class Runs:
     bar = None  # a progress bar of the runs (goodput's ``progress``)
 
     def __init__(self, workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
-                 max_requests, seed, scale, prefixes, lifetimes=LIFETIMES):
+                 max_requests, seed, scale, prefixes, lifetimes=LIFETIMES, extend=EXTEND):
         M._check_slos(ttft_slo_s, tpot_slo_s)
         if ttft_slo_s is None or tpot_slo_s is None:
             raise ValueError("goodput needs both a TTFT and a TPOT SLO")
@@ -98,21 +101,26 @@ class Runs:
         if not (isinstance(lifetimes, numbers.Real) and not isinstance(lifetimes, bool) and 0 < lifetimes < math.inf):
             raise ValueError(f"lifetimes must be a number > 0 (request lifetimes of arrivals per run), got "
                              f"{lifetimes!r}")
+        if isinstance(extend, bool) or not isinstance(extend, numbers.Integral) or extend < 1:
+            raise ValueError(f"extend must be an integer >= 1 (how many times its requests a run may go on to), got "
+                             f"{extend!r}")
         self.ex, self.cfg = backend_for(model, backend), config.with_(trace=False)
         self.workers, self.slos, self.target, self.points = self.cfg.n_workers, (ttft_slo_s, tpot_slo_s), target, []
         if min_requests is None:
             min_requests = min(MIN_REQUESTS, max_requests) if isinstance(max_requests, numbers.Integral) else 2
         if not 2 <= min_requests <= max_requests:
             raise ValueError(f"2 <= min_requests <= max_requests must hold, got {min_requests!r} and {max_requests!r}")
-        self.limits = (min_requests, max_requests)
-        if isinstance(workload, (str, WorkloadSpec)):
+        self.limits, self.extend = (min_requests, max_requests), int(extend)
+        self.source = (workload, seed, scale) if isinstance(workload, (str, WorkloadSpec)) else None
+        if self.source is not None:
             self.base, self.rate, self.fixed = workload_requests(workload, max_requests, 1.0, self.ex, seed, scale), \
                 1.0, False
         else:
             self.base, self.fixed = list(workload), not prefixes
             if len(self.base) < 2 or self.base[-1].arrival_s <= self.base[0].arrival_s:
                 raise ValueError("goodput needs at least 2 requests arriving at different times")
-            self.rate = (len(self.base) - 1) / (self.base[-1].arrival_s - self.base[0].arrival_s)
+            head = self.base if self.fixed else self.base[:max_requests]  # a longer set's tail is for extending
+            self.rate = (len(head) - 1) / (head[-1].arrival_s - head[0].arrival_s)
         self.lifetime = lifetime_s(self.base, ttft_slo_s, tpot_slo_s)
         self.duration = lifetimes * self.lifetime if duration_s is None else duration_s
         if duration_s is None and not math.isfinite(self.duration):  # 1e308 + 1e308 is inf
@@ -159,18 +167,59 @@ class Runs:
         end = last - min(COOLDOWN_LIFETIMES * self.lifetime, quarter)
         return [r for r in requests if begin <= r.arrival_s <= end] or list(requests)
 
+    def requests_for(self, n: int) -> list[Request]:
+        """The first ``n`` requests of the set (given requests: the whole set if every run serves it, else at most
+        as many as it holds; a named workload's set continued as far as needed, :meth:`_continue`)."""
+        while self.source is not None and len(self.base) < n:
+            self._continue()
+        return self.base if self.fixed else self.base[:n]
+
+    def _continue(self) -> None:
+        """Continue a named workload's request set by one more of its lengths: the same workload drawn with the
+        next seed of this one's sequence (``seed + 2**32 x k``), its arrivals after the set's last one. Poisson
+        arrivals continued by an independent Poisson stretch stay a Poisson process of the same rate, so an
+        extended run is the same process, only longer; the set's first requests do not change."""
+        workload, seed, scale = self.source
+        k = len(self.base) // self.limits[1]
+        more = workload_requests(workload, self.limits[1], 1.0, self.ex, seed + 2 ** 32 * k, scale)
+        shift, first = self.base[-1].arrival_s, len(self.base)
+        for i, r in enumerate(more):
+            r.id, r.arrival_s = first + i, r.arrival_s + shift
+        self.base.extend(more)
+
     def __call__(self, rate_per_worker: float, early: bool = True) -> dict:
-        """One run at ``rate_per_worker``, stopped once its verdict is decided if ``early``, as one point."""
+        """One run at ``rate_per_worker``, as one point. ``early``: stopped once its verdict is settled, going on
+        past its requests up to ``extend`` x them while it is not (:mod:`.goodput_spread`); else run to its end."""
         workers, (ttft, tpot) = self.workers, self.slos
         n = self.n(rate_per_worker)
-        reqs = _rescaled(self.base[:n], self.rate / (rate_per_worker * workers))
-        counted = self.counted(reqs)
-        verdict = Verdict(counted, ttft, tpot, self.target) if early else None
-        Cluster(self.ex, self.cfg).run(reqs, stop=verdict)
-        stopped = verdict.decided if verdict is not None else None
-        if stopped is None:
+        sizes = [n]
+        while early and not self.fixed and sizes[-1] < n * self.extend:
+            sizes.append(2 * sizes[-1])
+        stop, stage = None, 0
+        while True:  # stages of two checkpoints each (1, 2 x n; then 4, 8 x n ...): a run that goes on starts again
+            want = sizes[min(2 * stage + 1, len(sizes) - 1)]
+            reqs = _rescaled(self.requests_for(want), self.rate / (rate_per_worker * workers))
+            marks = [m for m in sizes[2 * stage:2 * stage + 2] if m < len(reqs)] + [len(reqs)]
+            marks = sorted(set(marks))[:2] if len(reqs) < want else sizes[2 * stage:2 * stage + 2]
+            final = marks[-1] >= sizes[-1] or len(reqs) < want  # the longest, or all a given set holds
+            stop = Settle([self.counted(reqs[:m]) for m in marks], ttft, tpot, self.target, stage == 0,
+                          final) if early else None
+            Cluster(self.ex, self.cfg).run(reqs, stop=stop)
+            if stop is not None and stop.decided is None:
+                stop(math.inf)  # every request ended before a checkpoint's last deadline: judge them now
+            if stop is None or stop.decided is not None:
+                break
+            stage += 1
+        k = 0 if stop is None else 2 * stage + stop.k
+        n, counted = (n, self.counted(reqs)) if stop is None else (marks[stop.k], stop.cps[stop.k])
+        stopped = stop.decided if stop is not None and stop.attainment is None else None
+        if stop is None:
             att, misses = M.slo_attainment(counted, ttft, tpot), M.slo_misses(counted, ttft, tpot)
+        elif stopped is None:  # settled at a checkpoint: its exact attainment
+            att = stop.attainment
+            misses = misses_of([r for r in counted if not M.meets_slo(r, ttft, tpot)], ttft, tpot)
         else:  # a bound: at most (fail) or at least (pass) the full run's attainment
+            verdict = stop.verdict
             att = (len(counted) - len(verdict.missed) if stopped == "fail" else verdict.met) / len(counted)
             misses = verdict.misses()
         done = [r for r in counted if r.state == State.FINISHED]
@@ -179,7 +228,7 @@ class Runs:
         point = dict(rate_per_worker=rate_per_worker, rate_per_s=rate_per_worker * workers, requests=n,
                      counted=len(counted), attainment=att, passed=stopped == "pass" or (stopped is None and
                                                                                        att >= self.target),
-                     stopped=stopped, **misses, **p90)
+                     stopped=stopped, extended=k, attainment_se=None if stop is None else stop.se, **misses, **p90)
         self.points.append(point)
         if self.bar is not None:
             self.bar.set_postfix_str(f"{rate_per_worker:.4g}/s per worker: {att:.1%}")

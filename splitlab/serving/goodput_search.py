@@ -8,8 +8,10 @@ TTFT SLO + TPOT SLO, so a layout that answers the first token at once and then l
 decode slot is not rewarded for hiding that backlog.
 
 Each run's arrivals span ``lifetimes`` request lifetimes (TTFT SLO + (mean output tokens - 1) x TPOT SLO, default
-20, :mod:`.goodput_runs`), with a warm-up and a cool-down left out of the attainment, and stop as soon as their
-verdict is decided (:mod:`.goodput_verdict`: the pass/fail of the full run, sooner). How close the answer comes to
+20, :mod:`.goodput_runs`), with a warm-up and a cool-down left out of the attainment; a run stops as soon as its
+verdict is settled and goes on (up to ``extend`` x its requests) while it is not (:mod:`.goodput_spread`: a
+sequential test on the run's own batch-means spread; the arrivals stay the seeded Poisson process, so the
+attainment is not biased, only the run's length depends on what it saw). How close the answer comes to
 the same search on runs 20 x longer is measured, not argued: ``benchmarks/goodput_steady.py`` (prefill-first,
 chunked and xPyD layouts on the built-in and the analytic cost models, over seeds) and
 ``tests/test_goodput_steady.py`` (a crafted case, within 5%). Every run takes the
@@ -33,6 +35,7 @@ from .goodput_result import (BINDING, GoodputResult, binding_of, found_reason, l
                              unmet_reason)
 from ..common.progress import show_progress
 from .goodput_runs import LIFETIMES, Runs, workload_requests
+from .goodput_spread import EXTEND
 from .request import Request
 from .virtual import progress_bar
 from .workload import WorkloadSpec
@@ -88,7 +91,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             duration_s: float | None = None, min_requests: int | None = None, max_requests: int = 4000,
             start_rate_per_worker: float = 1.0, seed: int = 0, scale: float | None = None, max_runs: int = 40,
             model=None, prefixes: bool = False, step: float = 2.0, progress: bool | None = False,
-            lifetimes: float = LIFETIMES, early: bool = True) -> GoodputResult:
+            lifetimes: float = LIFETIMES, early: bool = True, extend: int = EXTEND) -> GoodputResult:
     """Bisect the request rate to the highest rate per worker at which ``target`` of requests meet their SLOs.
 
     The search steps the rate by ``step`` from ``start_rate_per_worker`` (each step after :data:`WIDEN_AFTER` in
@@ -120,9 +123,14 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             ``max_requests`` (given requests: all of them, every
             run, unless ``prefixes``: then the first rate x duration of them, which lets several searches share
             one request set of ``max_requests``).
-        early: stop each run once its pass/fail is decided (:mod:`.goodput_verdict`; the same verdict as the
-            full run, so the same goodput); the point's ``attainment`` is then a bound (``stopped``: "fail", at
-            most; "pass", at least).
+        early: stop each run once its pass/fail is settled (:mod:`.goodput_spread`): at checkpoints of 1, 2, 4 ...
+            x its requests, judged by the attainment and its batch-means standard error (the point's
+            ``attainment`` and ``attainment_se``, ``extended``: the checkpoint, 0 for the run's own requests), or
+            at once when it is certain to miss the target by 10 points (``stopped``: "fail", ``attainment`` a bound).
+            False: every run to its end, never going on.
+        extend: a run goes on to at most this many times its requests (default :data:`~.goodput_spread.EXTEND`,
+            8; as many as given requests hold); 1: the plain run of its requests, decided as the full run decides
+            (early stopped once its verdict cannot change).
         start_rate_per_worker: the first rate tried (requests/s per worker); ``step``: the factor by which the
             rate grows or shrinks until one rate passes and one fails (a good start deserves a small step), at
             most :data:`MAX_STEP`.
@@ -137,7 +145,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
 
     Raises:
         ValueError: SLOs that are not finite times > 0 (True is no time) or whose lifetime x lifetimes overflows,
-            lifetimes not a number > 0, target
+            lifetimes not a number > 0, extend not an integer >= 1, target
             outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not in (1, 100], max_runs not
             an integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
     """
@@ -151,7 +159,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         raise ValueError(f"start_rate_per_worker must be a finite rate > 0 and step a factor > 1 and at most "
                          f"{MAX_STEP:g}, got {start_rate_per_worker!r} and {step!r}")
     runs = Runs(workload, config, backend, model, ttft_slo_s, tpot_slo_s, target, duration_s, min_requests,
-                 max_requests, seed, scale, prefixes, lifetimes)
+                 max_requests, seed, scale, prefixes, lifetimes, extend)
     cfg, points = runs.cfg, runs.points
     runs.bar = progress_bar(None, f"goodput of {cfg.name}", show_progress(progress), unit="run")
 

@@ -25,7 +25,7 @@ import numpy as np
 from . import metrics as M
 from .request import Request, State
 
-__all__ = ["Verdict", "STOPPED", "late_slo"]
+__all__ = ["Verdict", "STOPPED", "late_slo", "deadlines", "misses_of"]
 
 #: why a request left unfinished by an early stop did not finish
 STOPPED = "the goodput run stopped once its SLO verdict was decided"
@@ -52,6 +52,25 @@ def _due(t: np.ndarray) -> np.ndarray:
     return t * (1 + _MARGIN) + _MARGIN
 
 
+def deadlines(requests: Sequence[Request], ttft_slo_s: float, tpot_slo_s: float) -> np.ndarray:
+    """Each request's lifetime deadline (s, shape (n,)): arrival + TTFT SLO + (output tokens - 1) x TPOT SLO, by
+    when its fate is known (module docstring), with the margin against rounding."""
+    arrival = np.array([r.arrival_s for r in requests], dtype=float)
+    outputs = np.array([r.max_new_tokens for r in requests], dtype=float)
+    return _due(arrival + ttft_slo_s + tpot_slo_s * np.maximum(outputs - 1, 0))
+
+
+def misses_of(missed, ttft_slo_s: float, tpot_slo_s: float) -> dict[str, int]:
+    """Requests that missed, by the SLO missed (the keys of :func:`~.metrics.slo_misses`, ``transfer`` among them):
+    a request left unfinished by a stop counts under the SLO its token times had missed (:func:`late_slo`)."""
+    out = dict(unfinished=0, ttft=0, ttst=0, tpot=0, transfer=0)
+    for r in missed:
+        slo = late_slo(r, ttft_slo_s, tpot_slo_s)
+        out[slo] += 1
+        out["transfer"] += M.transfer_caused(r, slo, ttft_slo_s, tpot_slo_s)
+    return out
+
+
 class Verdict:
     """Counts the counted requests' SLO misses and passes as their deadlines pass (module docstring).
 
@@ -61,16 +80,18 @@ class Verdict:
     Args:
         counted: the requests whose attainment decides the run (objects the run mutates), arrival order.
         ttft_slo_s, tpot_slo_s: the SLOs (s); target: the attainment that passes (0..1].
+        margin: decide only once the attainment is certain to end at least this far from the target (below it:
+            fail; above it: pass), else at the last deadline; 0 is the full run's verdict.
     """
 
-    def __init__(self, counted: Sequence[Request], ttft_slo_s: float, tpot_slo_s: float, target: float):
+    def __init__(self, counted: Sequence[Request], ttft_slo_s: float, tpot_slo_s: float, target: float,
+                 margin: float = 0.0):
         self.reqs, self.slos, self.target, self.n = list(counted), (ttft_slo_s, tpot_slo_s), target, len(counted)
-        arrival = np.array([r.arrival_s for r in self.reqs], dtype=float)
-        outputs = np.array([r.max_new_tokens for r in self.reqs], dtype=float)
-        self.first_due = _due(arrival + ttft_slo_s).tolist()
-        lifetime = arrival + ttft_slo_s + tpot_slo_s * np.maximum(outputs - 1, 0)
-        self.order = np.argsort(lifetime, kind="stable").tolist()
-        self.life_due = _due(lifetime[self.order]).tolist()
+        self.margin = margin
+        self.first_due = _due(np.array([r.arrival_s for r in self.reqs], dtype=float) + ttft_slo_s).tolist()
+        life_due = deadlines(self.reqs, ttft_slo_s, tpot_slo_s)
+        self.order = np.argsort(life_due, kind="stable").tolist()
+        self.life_due = life_due[self.order].tolist()
         self.i = self.j = self.met = 0
         self.missed: dict[int, Request] = {}  # position -> request, known misses
         self.decided: str | None = None
@@ -98,18 +119,13 @@ class Verdict:
             self.j += 1
         self.next = min(self.first_due[self.i] if self.i < n else float("inf"),
                         self.life_due[self.j] if self.j < n else float("inf"))
-        if not (n - len(missed)) / n >= self.target:
+        if not (n - len(missed)) / n >= self.target - self.margin:
             self.decided = "fail"
-        elif self.met / n >= self.target:
+        elif self.met / n >= min(self.target + self.margin, 1.0):
             self.decided = "pass"
         return self.decided is not None
 
     def misses(self) -> dict[str, int]:
         """Known misses by the SLO missed (the keys of :func:`~.metrics.slo_misses`, ``transfer`` among them), read
         after the run."""
-        out = dict(unfinished=0, ttft=0, ttst=0, tpot=0, transfer=0)
-        for r in self.missed.values():
-            slo = late_slo(r, *self.slos)
-            out[slo] += 1
-            out["transfer"] += M.transfer_caused(r, slo, *self.slos)
-        return out
+        return misses_of(self.missed.values(), *self.slos)
