@@ -4,6 +4,7 @@ left out, stopped once their verdict is decided (the full run's verdict, sooner)
 chapters' cases over seeds)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -18,6 +19,13 @@ SHORT = WorkloadSpec("256/24", Fixed(256), Fixed(24))
 SLOS = dict(ttft_slo_s=0.1, tpot_slo_s=0.012)
 LAYOUTS = [ServingConfig.colocated(2), ServingConfig.colocated(2, policy="chunked", chunk_tokens=128),
            ServingConfig.disaggregated(1, 1)]
+
+
+@functools.lru_cache(maxsize=None)
+def _default_search(layout: int):
+    """The default search (early-stopped runs) on ``LAYOUTS[layout]``, done once for the module: two tests read the
+    1P+1D one (the search is deterministic: fixed seed, simulated clock)."""
+    return goodput(SHORT, LAYOUTS[layout], scale=1.0, start_rate_per_worker=4.0, step=1.25, **SLOS)
 
 
 def _runs(cfg, workload=SHORT, **kw):
@@ -73,8 +81,8 @@ def test_requests_left_when_a_run_stops_fail_with_the_reason():
 
 
 def test_an_early_stopped_search_finds_the_same_goodput_and_binding():
-    for cfg in LAYOUTS[1:]:
-        fast = goodput(SHORT, cfg, scale=1.0, start_rate_per_worker=4.0, step=1.25, **SLOS)
+    for i, cfg in enumerate(LAYOUTS[1:], 1):
+        fast = _default_search(i)
         full = goodput(SHORT, cfg, scale=1.0, start_rate_per_worker=4.0, step=1.25, early=False, **SLOS)
         assert fast.goodput_rps_per_worker == full.goodput_rps_per_worker
         assert [p["passed"] for p in fast.points] == [p["passed"] for p in full.points]
@@ -86,7 +94,7 @@ def test_the_default_search_lands_within_5_percent_of_runs_20x_longer():
     """1P+1D on the built-in cost model, TTFT-bound near its boundary, where runs of a few hundred requests (20
     lifetimes of arrivals) landed 21% above this reference; the reference starts at the default's answer."""
     cfg = LAYOUTS[2]
-    short = goodput(SHORT, cfg, scale=1.0, start_rate_per_worker=4.0, step=1.25, **SLOS)
+    short = _default_search(2)
     long = goodput(SHORT, cfg, scale=1.0, start_rate_per_worker=short.goodput_rps_per_worker, step=1.06,
                    lifetimes=20 * LIFETIMES, min_requests=20 * MIN_REQUESTS, max_requests=20 * MIN_REQUESTS, **SLOS)
     assert short.outcome == long.outcome == "found"
