@@ -103,19 +103,9 @@ def test_bad_arguments_fail_in_one_line(args, status):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_every_backend_prints_the_same_json(capsys, monkeypatch):
+def test_every_backend_prints_the_same_json(capsys, probe_once):
     """emulated, simulated and distributed: the same keys, strict JSON (no NaN), completed + rejected + failed ==
-    submitted. The SLOs left out are chosen on a quick measurement of the model (defaults.probe): the distributed
-    run reuses the emulated run's (the same tiny model; measuring it twice cost 2 s of CPU for nothing tested)."""
-    from splitlab.cli import defaults
-    probe, measured, asked = defaults.probe, {}, []
-
-    def once(lm, progress=False):
-        asked.append(lm.model_id)
-        if lm.model_id not in measured:
-            measured[lm.model_id] = probe(lm, progress)
-        return measured[lm.model_id]
-    monkeypatch.setattr(defaults, "probe", once)
+    submitted. The distributed run chooses the SLOs it leaves out on the emulated run's probe of the same model."""
     keys = None
     for backend in ("simulated", "emulated", "distributed"):
         assert main(["serve", "--backend", backend, "--layout", "disaggregated", *SMALL, "--json"]) == 0
@@ -127,7 +117,7 @@ def test_every_backend_prints_the_same_json(capsys, monkeypatch):
         assert m["completed"] + m["rejected"] + m["failed"] == m["submitted"] == 3
         keys = keys or set(m)
         assert set(m) == keys
-    assert len(asked) == 2 and len(measured) == 1  # emulated and distributed chose their SLOs on the model
+    assert len(probe_once) == 2  # emulated and distributed chose their SLOs on the model
 
 
 def test_cli_choices_come_from_the_package():
