@@ -99,6 +99,24 @@ def built_book(tmp_path_factory) -> Path:
     return out / "_build" / "html"
 
 
+@pytest.fixture
+def probe_once(monkeypatch) -> list[str]:
+    """The quick measurement of a model that serve/compare make to choose the SLOs left out
+    (``splitlab.cli.defaults.probe``), made once per model id for the test and reused by its later runs (the
+    same tiny model measured again costs about 2 s of CPU and checks nothing new). Returns the model ids asked
+    for, one per run that chose its SLOs on the model."""
+    from splitlab.cli import defaults
+    probe, measured, asked = defaults.probe, {}, []
+
+    def once(lm, progress=False):
+        asked.append(lm.model_id)
+        if lm.model_id not in measured:
+            measured[lm.model_id] = probe(lm, progress)
+        return measured[lm.model_id]
+    monkeypatch.setattr(defaults, "probe", once)
+    return asked
+
+
 def cli(*args: str) -> tuple[int, str, str]:
     """``python -m splitlab ...`` in this process: (status, stdout, stderr); argparse's usage errors give their
     exit status instead of raising SystemExit."""

@@ -215,7 +215,7 @@ def test_a_run_whose_requests_failed_exits_3_after_printing_its_results(monkeypa
     assert main(["serve", "--backend", "simulated", "--requests", "4", "--json"]) == 0
 
 
-def test_long_distributed_commands_say_each_stage_on_stderr(capsys):
+def test_long_distributed_commands_say_each_stage_on_stderr(capsys, probe_once):
     assert main(["transfer", "--prompt-tokens", "16", "--repeats", "1"]) == 0
     err = capsys.readouterr().err
     assert "starting the second process" in err and "measuring 16-token caches (1 of 1)" in err
@@ -226,3 +226,4 @@ def test_long_distributed_commands_say_each_stage_on_stderr(capsys):
     assert any("serving 2 chat requests" in line for line in err)
     assert main(["serve", "--backend", "distributed", "--requests", "2", "--rate", "50", "--json"]) == 0
     assert capsys.readouterr().err == ""  # --json: the result only
+    assert len(probe_once) == 2  # both serves chose their SLOs on the model (the second on the first's probe)

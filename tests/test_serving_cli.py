@@ -103,9 +103,9 @@ def test_bad_arguments_fail_in_one_line(args, status):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_every_backend_prints_the_same_json(capsys):
+def test_every_backend_prints_the_same_json(capsys, probe_once):
     """emulated, simulated and distributed: the same keys, strict JSON (no NaN), completed + rejected + failed ==
-    submitted."""
+    submitted. The distributed run chooses the SLOs it leaves out on the emulated run's probe of the same model."""
     keys = None
     for backend in ("simulated", "emulated", "distributed"):
         assert main(["serve", "--backend", backend, "--layout", "disaggregated", *SMALL, "--json"]) == 0
@@ -117,6 +117,7 @@ def test_every_backend_prints_the_same_json(capsys):
         assert m["completed"] + m["rejected"] + m["failed"] == m["submitted"] == 3
         keys = keys or set(m)
         assert set(m) == keys
+    assert len(probe_once) == 2  # emulated and distributed chose their SLOs on the model
 
 
 def test_cli_choices_come_from_the_package():
