@@ -18,7 +18,8 @@ span. A goodput search stops a run once its verdict is settled, and goes on past
 set, continued: :meth:`Runs._continue`) up to ``extend`` x them while it is not (:mod:`.goodput_spread`: a run
 measures its own spread; seed 2 of DistServe's toy landed 7.7% low on plain runs of 2,000 because of a burst in its
 first 1,000 arrivals); an attainment curve runs each to its end. DistServe's own search
-(``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe) sizes a run by a count instead: ``run_binary_search(..., N=1000)``, 1000 requests per rate whatever the rate.
+(``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe) sizes a run by a count instead:
+``run_binary_search(..., N=1000)``, 1000 requests per rate whatever the rate.
 """
 from __future__ import annotations
 
