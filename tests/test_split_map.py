@@ -149,6 +149,15 @@ def test_the_rule_of_thumb_reads_the_threshold_off_a_map():
     assert math.isinf(t.loc[4.0, "threshold_steps"]) and "wins nowhere" in t.loc[4.0, "rule"]
 
 
+def test_a_row_whose_longest_prompt_the_split_does_not_win_says_so_without_a_threshold_claim():
+    """ch07 printed "the split wins once a prefill costs 1.19 decode steps or more ...; not every longer prompt"
+    for a row whose last column was a tie: a claim and its denial in one sentence."""
+    t = split_threshold(_hand_map([["split", "split", "tie"]], tpots=(2.5,))).set_index("tpot_steps").loc[2.5]
+    assert not t["monotone"] and t["from_steps"] == 2.0
+    assert t["rule"] == ("at a TPOT SLO of 2.5 decode steps the split wins 2 of the 3 columns from a prefill of 2 "
+                         "decode steps on, but not the longest prompt (500 tokens, 50 decode steps: tie)")
+
+
 def test_the_rule_applied_to_the_book_rows():
     m = _hand_map([["chunked", "tie", "split"], ["chunked", "chunked", "chunked"]])
     table = apply_rule(m, tpot_steps=1.5).set_index(["model", "prompt tokens"])

@@ -54,10 +54,12 @@ def split_threshold(m) -> pd.DataFrame:
         threshold = math.sqrt(lo * hi) if first > 0 else hi
         bound = (f"more than about {threshold:.2g} decode steps (between {lo:.3g} and {hi:.3g})" if first > 0 else
                  f"{hi:.3g} decode steps or more (the map's first column)")
+        rule = (f"at a TPOT SLO of {k:g} decode steps the split wins once a prefill costs {bound}" if monotone else
+                f"at a TPOT SLO of {k:g} decode steps the split wins {sum(wins[first:])} of the "
+                f"{len(cells) - first} columns from a prefill of {hi:.3g} decode steps on, but not the longest prompt "
+                f"({cells[-1].prompt_tokens} tokens, {top:.3g} decode steps: {cells[-1].winner})")
         rows.append(dict(tpot_steps=k, threshold_steps=threshold, above_steps=lo, from_steps=hi,
-                         from_prompt_tokens=cells[first].prompt_tokens, monotone=monotone,
-                         rule=f"at a TPOT SLO of {k:g} decode steps the split wins once a prefill costs {bound}"
-                              + ("" if monotone else "; not every longer prompt: the map's row changes winner again")))
+                         from_prompt_tokens=cells[first].prompt_tokens, monotone=monotone, rule=rule))
     return pd.DataFrame(rows)
 
 
