@@ -158,6 +158,26 @@ def test_a_continued_request_set_keeps_its_first_requests_and_its_rate():
     assert (np.diff(times) > 0).all() and (len(times) - 1) / (times[-1] - times[0]) == pytest.approx(1.0, rel=0.1)
 
 
+def test_a_run_that_never_settles_goes_on_to_extend_times_its_requests_and_no_further(monkeypatch):
+    """extend=3: checkpoints at 1, 2 and 3 x the run's requests (doubling went on to 4 x)."""
+    import splitlab.serving.goodput_spread as spread
+    monkeypatch.setattr(spread, "settled", lambda *a: False)
+
+    class Undecided:  # the first checkpoint's early verdict never decides either
+        next, decided = math.inf, None
+
+        def __init__(self, *a, **k):
+            pass
+
+        def __call__(self, t):
+            return False
+    monkeypatch.setattr(spread, "Verdict", Undecided)
+    runs = _runs(LAYOUTS[0], WorkloadSpec("chat-like", Fixed(64), Fixed(8)), min_requests=200, max_requests=200,
+                 extend=3)
+    point = runs(runs.rate_for_span(1.0) / 2)
+    assert point["extended"] == 2 and point["requests"] == 600 and len(runs.base) == 600
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "8"])
 def test_bad_extend_is_refused(bad):
     with pytest.raises(ValueError, match="extend must be an integer >= 1"):

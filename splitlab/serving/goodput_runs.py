@@ -195,7 +195,7 @@ class Runs:
         n = self.n(rate_per_worker)
         sizes = [n]
         while early and not self.fixed and sizes[-1] < n * self.extend:
-            sizes.append(2 * sizes[-1])
+            sizes.append(min(2 * sizes[-1], n * self.extend))  # at most extend x n, also when not a power of 2
         stop, stage = None, 0
         while True:  # stages of two checkpoints each (1, 2 x n; then 4, 8 x n ...): a run that goes on starts again
             want = sizes[min(2 * stage + 1, len(sizes) - 1)]
