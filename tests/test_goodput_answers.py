@@ -119,3 +119,11 @@ def test_a_step_that_is_not_a_finite_factor_up_to_100_is_refused_before_running(
     with pytest.raises(ValueError, match=r"step a factor > 1 and at most 100, got 1.0 and"):
         goodput("research", ServingConfig.colocated(2), CostModelExecutor(CostModel()), ttft_slo_s=0.5,
                 tpot_slo_s=0.1, step=step)
+
+
+def test_a_plan_whose_searches_cannot_end_names_plans_own_argument():
+    """QA (issue 18): plan(tolerance=1e-12) said "pass goodput() a larger max_runs or tolerance, or a
+    start_rate_per_worker nearer the answer", arguments plan() does not have."""
+    with pytest.raises(ValueError, match=r"pass plan\(\) a larger tolerance") as caught:
+        sl.planner.plan(max_workers=2, tolerance=1e-12, progress=False)
+    assert "goodput()" not in str(caught.value) and "max_runs" not in str(caught.value)

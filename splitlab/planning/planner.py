@@ -27,6 +27,7 @@ import pandas as pd
 from ..common.progress import show_progress
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
+from ..serving.goodput_search import SearchNotEnded
 from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
 from .conditional_layouts import conditional_layouts, prompt_thresholds
@@ -240,7 +241,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
 
     Raises:
         ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, max_requests
-            not an integer >= 2, or a bad option.
+            not an integer >= 2, or a bad option; a goodput search that did not end within its runs (a tolerance
+            too small to reach).
         TypeError: ``progress`` not True, False or None.
     """
     chunk_tokens = tuple(chunk_tokens or ())
@@ -277,9 +279,13 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
             cfg = ServingConfig.disaggregated(x, y, **common, **(local[0] if local else {}))
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
         start, learned = starts.start(policy, x, y, first, local[0] if local else None)
-        res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
-                      tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(start, 1e-3),
-                      prefixes=True, step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once
+        try:
+            res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
+                          tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(start, 1e-3),
+                          prefixes=True, step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once
+        except SearchNotEnded as e:  # its advice names goodput()'s arguments: name plan()'s
+            raise ValueError(f"plan: the goodput search of {cfg.name} did not end within its runs at tolerance "
+                             f"{tolerance!r}: pass plan() a larger tolerance (default 0.03)") from e
         g = res.goodput_rps_per_worker
         price = price_per_hour / 3600 / (g * outputs.mean()) * 1e6 if g > 0 else math.inf
         candidates.append(Candidate(layout, policy, cfg.n_workers, x, y, chunk, g, price, res.binding_slo, first,

@@ -36,6 +36,11 @@ from .goodput_result import (BINDING, GoodputResult, binding_of, found_reason, l
 from ..common.progress import show_progress
 from .goodput_runs import LIFETIMES, Runs, workload_requests
 from .goodput_spread import EXTEND
+
+
+class SearchNotEnded(ValueError):
+    """A goodput search that made ``max_runs`` runs without ending (its message names :func:`goodput`'s arguments;
+    a caller with other arguments, such as the planner, catches it and names its own)."""
 from .request import Request
 from .virtual import progress_bar
 from .workload import WorkloadSpec
@@ -178,7 +183,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
 
     def attempt(rate_per_worker: float, stop: bool = early) -> dict:
         if len(points) >= max_runs:
-            raise ValueError(f"goodput of {cfg.name} did not end in {max_runs} runs (highest rate passed {lo:.4g}, "
+            raise SearchNotEnded(f"goodput of {cfg.name} did not end in {max_runs} runs (highest rate passed {lo:.4g}, "
                              f"lowest failed {hi:.4g} requests/s per worker): pass goodput() a larger max_runs or "
                              f"tolerance, or a start_rate_per_worker nearer the answer")
         return runs(rate_per_worker, stop)
