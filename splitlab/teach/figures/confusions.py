@@ -14,6 +14,7 @@ verdicts: :func:`headline`, :func:`chunked_verdict`, :func:`waste_table`, :func:
 """
 from __future__ import annotations
 
+import textwrap
 from typing import Mapping
 
 import numpy as np
@@ -22,14 +23,14 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .phone import PHONE, WIDTH, figure, legend_below, phone, styled as _styled
 from .style import OTHER_COLORS, PREDICTED, layout_color
-from .confusions_tables import (chunked_verdict, fmt3, headline, quant_note, quant_table, reuse_table, routing_table,
-                                sig3, speculative_tables, summary_table, waste_table)
-from .confusions_runs import prefix_reuse_rows, rate_sweep, speculative_row
+from .confusions_tables import (chunked_verdict, fmt3, headline, quant_note, quant_table, reuse_table, routing_counts,
+                                routing_table, sig3, speculative_tables, summary_table, waste_table)
+from .confusions_runs import draft_note, prefix_reuse_rows, rate_sweep, speculative_row
 
 __all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes", "speculative_sweep", "prefix_reuse",
            "headline", "chunked_verdict", "waste_table", "quant_table", "quant_note", "summary_table",
            "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3", "rate_sweep", "speculative_row",
-           "prefix_reuse_rows"]
+           "prefix_reuse_rows", "draft_note", "routing_counts"]
 
 #: what is not a layout (a draft model, a memory scheme, a routing policy) takes none of a layout's colours
 COLORS = OTHER_COLORS
@@ -74,7 +75,7 @@ def kv_schemes(schemes: pd.DataFrame, worker: str, unit: float = 2 ** 20, unit_n
     fig, (ax,) = figure(1, 4.2)  # the legend below takes ~1 in of it
     g = schemes[schemes.worker == worker]
     styles = {"padded": (COLORS[3], "-"), "reserved": (COLORS[1], "--"), "paged": (COLORS[0], "-"),
-              "used": ("black", ":")}
+              "used": (COLORS[4], ":")}  # measured: a colour; black is for predictions
     labels = {"padded": "padded batch, final sizes", "reserved": "reserved up front (prompt + max new)",
               "paged": "paged (blocks)", "used": "used (positions cached)"}
     for scheme, (color, ls) in styles.items():
@@ -91,14 +92,18 @@ def kv_schemes(schemes: pd.DataFrame, worker: str, unit: float = 2 ** 20, unit_n
 def speculative_sweep(table: pd.DataFrame, baseline_tpot_s: float):
     """From ``table`` (columns ``draft``, ``k``, ``tokens_per_step``, ``predicted_tokens_per_step``,
     ``tpot_ms``): top, tokens per verify step (measured dots, Leviathan et al.'s prediction at the measured
-    acceptance as a dashed line); bottom, TPOT against plain decoding's."""
+    acceptance as a black dashed line, the book's colour of a prediction); bottom, TPOT against plain decoding's
+    (measured: a colour, not black)."""
     fig, (a1, a2) = figure(2, 2.9, sharex=True)
-    for color, (name, g) in zip(COLORS, table.groupby("draft", sort=False)):
+    for i, (color, (name, g)) in enumerate(zip(COLORS, table.groupby("draft", sort=False))):
         g = g.groupby("k").mean(numeric_only=True).reset_index()
         a1.plot(g.k, g.tokens_per_step, "o", color=color, ms=7, label=f"{name}: measured")
-        a1.plot(g.k, g.predicted_tokens_per_step, "--", color=color, lw=1.3, label=f"{name}: predicted")
+        # predicted: black and dashed, as in every chapter; one legend entry for the drafts' predictions
+        a1.plot(g.k, g.predicted_tokens_per_step, "--", color=PREDICTED, lw=1.3,
+                label="predicted" if i == 0 else "_predicted")
         a2.plot(g.k, g.tpot_ms, "o-", color=color, ms=6, label=name)
-    a2.axhline(baseline_tpot_s * 1e3, color=PREDICTED, ls=":", lw=1.5, label="plain decoding")
+    # plain decoding is measured: a colour of its own, not the predictions' black
+    a2.axhline(baseline_tpot_s * 1e3, color=COLORS[4], ls=":", lw=1.8, label="plain decoding")
     a1.set_ylim(bottom=0)
     a2.set_ylim(bottom=0)
     a1.set_ylabel("tokens per verify")
@@ -123,13 +128,15 @@ def prefix_reuse(timings: pd.DataFrame, routing: pd.DataFrame):
     x = timings.prefix_tokens
     a1.plot(x, timings.cold_s * 1e3, "o-", color=COLORS[3], label="no cache: whole prompt")
     a1.plot(x, timings.warm_s * 1e3, "o-", color=COLORS[0], label="prefix cached: suffix only")
-    a1.plot(x, timings.suffix_alone_s * 1e3, "--", color=PREDICTED, lw=1.2, label="a prompt of the suffix's length")
+    # measured too (a prompt of that length, prefilled alone): a colour, not the predictions' black
+    a1.plot(x, timings.suffix_alone_s * 1e3, "--", color=COLORS[2], lw=1.4, label="a prompt of the suffix's length")
     a1.set_ylim(bottom=0)
     a1.set_xlabel("shared prefix (tokens)")
     a1.set_ylabel("prefill (ms)")
     a1.set_title("Prefill with and without the prefix's KV")
     legend_below(fig, a1)
-    names = list(routing.index)
+    # a long policy name ("cache on the decode side") on one line took half the panel's width: wrapped
+    names = [textwrap.fill(str(n), 12) for n in routing.index]
     # one neutral colour: the policies are named on the axis, and a colour of the top panel's lines would tie them
     a2.barh(names, routing.computed_tokens / 1e3, color=COLORS[4])
     a2.invert_yaxis()

@@ -1,6 +1,8 @@
 """Chapter 8's experiment loops whose lines would not fit a phone's column on the page (re-exported by
 :mod:`.confusions`): the rate sweep on the simulator, a row of the speculative table and the prefix-reuse
-measurement. Each does what the chapter's cell did, in the same order; the page says what it measures."""
+measurement. Each does what the chapter's cell did, in the same order; the page says what it measures. Also
+:func:`draft_note`: what the speculative table's acceptance and TPOT say about each draft, in words computed from
+them."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -11,8 +13,9 @@ import pandas as pd
 from ...phases import profiling
 from ...phases.engine import prefill
 from ...serving import CostModelExecutor, make_workload, prefix, run
+from .style import fmt3
 
-__all__ = ["rate_sweep", "speculative_row", "prefix_reuse_rows"]
+__all__ = ["rate_sweep", "speculative_row", "draft_note", "prefix_reuse_rows"]
 
 
 def rate_sweep(spec, configs: Mapping, cost, rates_per_s: Sequence[float], ttft_slo_s: float, tpot_slo_s: float,
@@ -38,6 +41,43 @@ def speculative_row(draft: str, k: int, r) -> dict:
     return dict(draft=draft, k=k, acceptance=r.acceptance_rate, tokens_per_step=r.tokens_per_step,
                 predicted_tokens_per_step=r.predicted_tokens_per_step, tpot_ms=r.tpot_s * 1e3,
                 verify_ms=np.mean(r.verify_s) * 1e3, draft_ms=np.mean(r.draft_s) * 1e3)
+
+
+def _kept(acceptance: np.ndarray) -> str:
+    """How many of a draft's proposals the target kept, from its acceptance rate at each k (shares), with the
+    numbers as the table prints them."""
+    lo, hi = fmt3(float(acceptance.min())), fmt3(float(acceptance.max()))
+    if float(acceptance.max()) == 0:
+        return "kept none of its proposals (acceptance 0 at every k)"
+    span = lo if lo == hi else f"{lo} to {hi}"
+    word = "few" if acceptance.max() < 0.2 else "most" if acceptance.min() >= 0.7 else "some"
+    return f"kept {word} of its proposals (acceptance {span})"
+
+
+def draft_note(spec: pd.DataFrame, plain_tpot_s: float, random_weights: bool) -> str:
+    """What the speculative table says about each draft (``spec``: rows of :func:`speculative_row`, several prompts
+    per draft and k averaged), in words computed from its numbers: how many proposals the target kept ("none" at
+    an acceptance of 0 at every k, where the page said "agrees rarely"), and whether the draft's TPOT beat plain
+    decoding's (``plain_tpot_s``, seconds) at every k, at none or at some. ``random_weights``: the target's weights
+    are random (a draft made of its first layer then has no training behind its guesses)."""
+    mean = spec.groupby(["draft", "k"], sort=False).mean(numeric_only=True)
+    plain_ms = plain_tpot_s * 1e3
+    out = []
+    for draft, g in mean.groupby(level="draft", sort=False):
+        ks = [int(k) for k in g.index.get_level_values("k")]
+        faster = [k for k, t in zip(ks, g.tpot_ms) if t < plain_ms]
+        tpot = f"TPOT {fmt3(g.tpot_ms.min())} to {fmt3(g.tpot_ms.max())} ms against {fmt3(plain_ms)} ms plain"
+        at = " and ".join(map(str, faster)) if len(faster) < 3 else ", ".join(map(str, faster[:-1])) + f" and {faster[-1]}"
+        pays = (f"it saves time at every k ({tpot})" if len(faster) == len(ks) else
+                f"it costs more than it saves at every k ({tpot})" if not faster else
+                f"it saves time only at k = {at} ({tpot})")
+        why = ""
+        if draft == "first layer" and random_weights and g.acceptance.max() < 0.2:
+            why = ": with random weights no training made the first layer predict what the later ones add"
+        elif draft == "n-gram" and random_weights and g.acceptance.min() >= 0.7:
+            why = ": this model's greedy output repeats itself, and the n-gram draft proposes repeats"
+        out.append(f"Of the {draft} draft, the target {_kept(g.acceptance.to_numpy())}{why}; {pays}.")
+    return " ".join(out)
 
 
 def prefix_reuse_rows(lm, prefix_tokens: Sequence[int], user_tokens: int, block_tokens: int = 16,

@@ -137,30 +137,55 @@ def quant_table(variants: Mapping[str, object], moved_s: Mapping[str, float]) ->
     return pd.DataFrame(cols).map(fmt3)
 
 
+def _transfer_how(t: float, b: float) -> str:
+    """What a transfer that took ``t`` x fp16's time for ``b`` x its bytes did, in words that follow from both."""
+    return ("fell about in proportion to the bytes" if abs(t / b - 1) <= TOLERANCE else
+            "fell further than the bytes, which bytes over bandwidth cannot do: the rest is the spread of "
+            "this machine's timings" if t < b else  # was "about in proportion" for 0.39x time, 0.52x bytes
+            "fell less than in proportion to the bytes: a transfer costs a fixed latency plus bytes over "
+            "bandwidth (chapter 5), and only the second part shrinks" if t < 1 else
+            "did not fall at all: at these sizes the fixed latency of a transfer and the machine's other work "
+            "outweigh the bytes saved (chapter 5)" if t <= 1 + TOLERANCE else
+            "took longer for fewer bytes, which the bytes cannot cause: the machine's other work during those "
+            "transfers set their time, not the bytes (chapter 5)")
+
+
+def _eight_bit(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> tuple[float, float, bool]:
+    """int8's bytes and transfer time as fractions of fp16's, and whether int8 and fp8 are the same size: then the
+    time is the mean of both transfers, which moved the same bytes (one explanation for both, not two)."""
+    fp16 = variants["fp16"].nbytes
+    same = variants["int8"].nbytes == variants["fp8"].nbytes
+    t = (moved_s["int8"] + moved_s["fp8"]) / 2 if same else moved_s["int8"]
+    return variants["int8"].nbytes / fp16, t / moved_s["fp16"], same
+
+
 def quant_note(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> str:
     """Markdown from :func:`quant_table`'s numbers (``variants`` with "fp16", "int8", "fp8" and the model's own
-    dtype first): the bytes against fp16 and the model's dtype, and whether each 8-bit transfer fell with them."""
+    dtype first): the bytes against fp16 and the model's dtype, and whether the 8-bit transfers fell with them.
+    int8 and fp8 buffers of the same size get one explanation (their mean time against the bytes), with the
+    difference between their two times said to be noise where it exceeds the tolerance: the same bytes cannot
+    move at two speeds (the page explained 0.57x and 0.45x of fp16's time for the same 1,058 KiB apart)."""
     first = next(iter(variants))
     fp16 = variants["fp16"].nbytes
     text = (f"The bytes follow the formula: 8-bit caches hold {variants['int8'].nbytes / fp16:.2f} of fp16's"
             + (f" ({variants['int8'].nbytes / variants[first].nbytes:.2f} of {first}'s, this model's dtype)"
                if first != "fp16" else "") + ".")
-    for s in ("int8", "fp8"):
-        b, t = variants[s].nbytes / fp16, moved_s[s] / moved_s["fp16"]
-        how = ("fell about in proportion to the bytes" if abs(t / b - 1) <= TOLERANCE else
-               "fell further than the bytes, which bytes over bandwidth cannot do: the rest is the spread of "
-               "this machine's timings" if t < b else  # was "about in proportion" for 0.39x time, 0.52x bytes
-               "fell less than in proportion to the bytes: a transfer costs a fixed latency plus bytes over "
-               "bandwidth (chapter 5), and only the second part shrinks" if t < 1 else
-               "did not fall at all: at these sizes the fixed latency of a transfer and the machine's other work "
-               "outweigh the bytes saved (chapter 5)" if t <= 1 + TOLERANCE else
-               "took longer for fewer bytes, which the bytes cannot cause: the machine's other work during those "
-               "transfers set their time, not the bytes (chapter 5)")
-        text += f" The {s} transfer took {t:.2f}x fp16's time for {b:.2f}x its bytes: it {how}."
-    slow, fast = max(moved_s["int8"], moved_s["fp8"]), min(moved_s["int8"], moved_s["fp8"])
-    if variants["int8"].nbytes == variants["fp8"].nbytes and slow > fast * (1 + TOLERANCE):
-        text += (f" The int8 and fp8 buffers are the same size, yet one transfer took {fmt2(slow / fast)}x the "
-                 f"other's time: differences that large are noise here.")
+    b, t, same = _eight_bit(variants, moved_s)
+    if not same:
+        for s in ("int8", "fp8"):
+            bs, ts = variants[s].nbytes / fp16, moved_s[s] / moved_s["fp16"]
+            text += f" The {s} transfer took {ts:.2f}x fp16's time for {bs:.2f}x its bytes: it {_transfer_how(ts, bs)}."
+        return text
+    ti, tf = moved_s["int8"] / moved_s["fp16"], moved_s["fp8"] / moved_s["fp16"]
+    slow, fast = max(ti, tf), min(ti, tf)
+    text += (f" The int8 and fp8 buffers are the same size, {b:.2f}x fp16's bytes; their transfers took {ti:.2f}x "
+             f"and {tf:.2f}x fp16's time")
+    if slow > fast * (1 + TOLERANCE):
+        text += (f": one took {fmt2(slow / fast)}x the other's time for the same bytes, which the bytes cannot "
+                 f"cause, so differences that large are this machine's noise. Taken together (their mean, {t:.2f}x),"
+                 f" they {_transfer_how(t, b)}.")
+    else:
+        text += f", together (their mean) {t:.2f}x: they {_transfer_how(t, b)}."
     return text
 
 
@@ -178,6 +203,7 @@ def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, rou
     best = spec.groupby(["draft", "k"], sort=False).mean(numeric_only=True).tpot_ms.idxmin()
     spec_best = spec.groupby(["draft", "k"], sort=False).mean(numeric_only=True).loc[best]
     deepest = reuse.iloc[-1]
+    q_bytes, q_time, q_same = _eight_bit(variants, moved_s)
     rows = {
         "chunked prefill": (f"longest gap {gap[base] * 1e3:.0f} → {gap[chunked] * 1e3:.0f} ms; mean TTFT "
                             f"{ttft[base] * 1e3:.0f} → {ttft[chunked] * 1e3:.0f} ms",
@@ -187,10 +213,9 @@ def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, rou
                             f"{waste.loc['paged', 'mean_bytes'] / 2**20:.2f} MiB (used "
                             f"{waste.loc['used', 'mean_bytes'] / 2**20:.2f})",
                             "the bytes of each cache and its transfer (a block's tail at most)"),
-        "KV quantization": (f"bytes per request x{variants['int8'].nbytes / variants['fp16'].nbytes:.2f} of fp16; "
-                            f"transfer x{moved_s['int8'] / moved_s['fp16']:.2f}" + (
-                                "" if abs(moved_s['int8'] / moved_s['fp16'] / (variants['int8'].nbytes / variants[
-                                    'fp16'].nbytes) - 1) <= TOLERANCE else " (not the bytes: latency and noise)"),
+        "KV quantization": (f"bytes per request x{q_bytes:.2f} of fp16; transfer x{q_time:.2f}"
+                            + (" (int8 and fp8, mean)" if q_same else "")
+                            + ("" if abs(q_time / q_bytes - 1) <= TOLERANCE else " (not the bytes: latency and noise)"),
                             "tokens cached, interference, who prefills"),
         "speculative decoding": (f"best TPOT {spec_best.tpot_ms:.2f} ms ({best[0]}, k = {best[1]}) vs "
                                  f"{plain_tpot_s * 1e3:.2f} ms plain",
@@ -233,6 +258,18 @@ def reuse_table(reuse: pd.DataFrame) -> pd.DataFrame:
             "new tokens alone (ms)": fmt3(r.suffix_alone_s * 1e3), "saved (%)": fmt3(r.saved * 100),
             "same logits": str(bool(r.same_logits))}
     return pd.DataFrame(cols)
+
+
+def routing_counts(routed: Mapping[str, pd.DataFrame], total_tokens: int) -> pd.DataFrame:
+    """Per routing policy (``routed``: policy -> :func:`splitlab.serving.prefix.simulate_routing`'s rows, with
+    ``worker`` and ``computed_tokens``) the prompt tokens its prefill pool computed, in all (``computed_tokens``)
+    and per worker (``per_worker``, a list), and a last row, "cache on the decode side", that computes all
+    ``total_tokens``: a prefix cache where the decode runs saves no prefill. The input of :func:`routing_table`."""
+    table = pd.DataFrame({p: dict(computed_tokens=int(d.computed_tokens.sum()),
+                                  per_worker=d.groupby("worker").computed_tokens.sum().tolist())
+                          for p, d in routed.items()}).T
+    table.loc["cache on the decode side"] = dict(computed_tokens=int(total_tokens), per_worker=[])
+    return table
 
 
 def routing_table(routing: pd.DataFrame, total_tokens: int) -> pd.DataFrame:

@@ -2,6 +2,8 @@
 
 - :func:`attainment_curves`: SLO attainment against the request rate per worker, one line per layout, the 90%
   target and each layout's goodput marked.
+- :func:`falls_words`: which layout's curve falls first and which last, ties within the searches' tolerance said
+  as ties.
 - :func:`ratio_sweep`: goodput per worker of every xPyD split against the prefill share x / (x + y), one line per
   total number of workers, the best colocated layout as a horizontal line.
 - :func:`candidates`: the planner's candidates as horizontal bars of goodput per worker (best on top), each with
@@ -29,7 +31,7 @@ from .style import LAYOUT_COLORS, layout_color
 from .pools_tables import (fit_table, guess_verdict, kinds_table, plan_table, ratio_verdict, short_name,
                            trap_table, trap_verdict, validation_verdict, zero_terms_note)
 
-__all__ = ["attainment_curves", "ratio_sweep", "candidates", "trap_table", "trap_verdict", "pools_plan", "pools_grid",
+__all__ = ["attainment_curves", "falls_words", "ratio_sweep", "candidates", "trap_table", "trap_verdict", "pools_plan", "pools_grid",
            "short_name", "LAYOUT_COLORS", "fit_table", "plan_table", "kinds_table", "validation_verdict",
            "guess_verdict", "ratio_verdict", "zero_terms_note", "WIDTH", "STYLE"]
 
@@ -78,6 +80,47 @@ def attainment_curves(curves: Mapping[str, object], target: float = 0.9, goodput
     return ax
 
 
+def falls_words(goodputs: Mapping[str, float], tolerance: float) -> str:
+    """Which curve of :func:`attainment_curves` falls first and which last, from each layout's goodput per worker
+    (name -> req/s): "4 colocated falls first, 3P+1D last"; layouts whose goodputs are within ``tolerance`` (the
+    searches', a fraction) of the lowest or the highest fall together, said as a tie with their numbers ("4
+    colocated and 4 chunked fall first, together: 4.75 and 4.75 req/s per worker, within the searches' 3%").
+
+    Raises:
+        ValueError: fewer than two goodputs, or a negative ``tolerance``.
+    """
+    if len(goodputs) < 2 or tolerance < 0:
+        raise ValueError(f"falls_words needs two goodputs or more and a tolerance >= 0, got {len(goodputs)} "
+                         f"and {tolerance}")
+    order = sorted(goodputs, key=goodputs.get)
+    lo, hi = goodputs[order[0]], goodputs[order[-1]]
+
+    def near(a: float, b: float) -> bool:
+        return b <= 0 or 1 - a / b <= tolerance + 1e-12
+
+    within = f"within the searches' {tolerance:.0%}"
+
+    def nums(names) -> str:
+        values = [f"{goodputs[k]:.3g}" for k in names]
+        return f"{', '.join(values[:-1])} and {values[-1]} req/s per worker, {within}"
+    if near(lo, hi):
+        return f"All {len(order)} fall together ({nums(order)})"
+    first = [k for k in order if near(lo, goodputs[k]) and not near(goodputs[k], hi)]
+    last = [k for k in order if near(goodputs[k], hi)]
+
+    def group(names, where: str) -> str:
+        if len(names) == 1:
+            return f"{names[0]} {where}"
+        return f"{', '.join(names[:-1])} and {names[-1]} {where}, together ({nums(names)})"
+    head = group(first, "falls first" if len(first) == 1 else "fall first")
+    tail = group(last, "last")
+    return f"{head}; {tail}" if len(first) > 1 or len(last) > 1 else f"{head}, {tail}"
+
+
+#: one (marker, line style) per total of workers of :func:`ratio_sweep`: every line is a split, in one colour
+SWEEP_STYLES = ("o-", "s--", "^:", "D-.", "v-", "P--", "X:", "*-.")
+
+
 @_styled
 def ratio_sweep(plan, ax=None, title: str | None = None):
     """Goodput per worker of each split of ``plan`` (a :class:`splitlab.planner.Plan`) against its prefill
@@ -88,7 +131,7 @@ def ratio_sweep(plan, ax=None, title: str | None = None):
     for k, n in enumerate(sorted({c.workers for c in splits})):  # every line a split: the split's colour
         mine = sorted((c for c in splits if c.workers == n), key=lambda c: c.prefill_workers)
         x = [c.prefill_workers / n for c in mine]
-        ax.plot(x, [c.goodput_rps_per_worker for c in mine], ["o-", "s--", "^:", "D-."][k % 4],
+        ax.plot(x, [c.goodput_rps_per_worker for c in mine], SWEEP_STYLES[k % len(SWEEP_STYLES)],
                 color=LAYOUT_COLORS["split"], label=f"{n} workers")
     if splits:  # name only the best split: labels on every line's peak would overlap on a phone
         peak = max(splits, key=lambda c: c.goodput_rps_per_worker)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ...sizing import LINKS
 from .pools import _ax, _styled
-from .style import LAYOUT_COLORS, fmt3, fmt_table
+from .style import LAYOUT_COLORS, TRANSFER, fmt3, fmt_table
 
 __all__ = ["CASES", "OUTPUT_TOKENS", "COMPARED_LINKS", "worked_case", "worked_table", "planner_table", "link_table",
            "link_need", "pool_costs", "pool_table", "split_parts", "compact"]
@@ -134,7 +134,8 @@ def link_need(table: pd.DataFrame, links=COMPARED_LINKS, ax=None):
     each of ``links``' bandwidths; returns the Axes."""
     ax = _ax(ax, 4.6)
     need = table["need_gb_s"].to_numpy(float)
-    ax.bar(range(len(need)), need, color=LAYOUT_COLORS["split"], label="hand-offs need")
+    # the transfer phase's colour, as in chapters 1 to 5 (the split's layout colour was on these bars)
+    ax.bar(range(len(need)), need, color=TRANSFER, label="hand-offs need")
     for link, style in zip(links, ("-", "--", ":")):
         ax.axhline(LINKS[link]["bandwidth_bytes_per_s"] / 1e9, color="0.3", ls=style, lw=1.2,
                    label=f"{SHORT.get(link, link)}: {fmt3(LINKS[link]['bandwidth_bytes_per_s'] / 1e9)} GB/s")

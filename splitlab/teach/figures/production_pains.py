@@ -18,7 +18,7 @@ from ...serving import CostModelExecutor, Fixed, ServingConfig, WorkloadSpec, go
 from ...serving import metrics as M
 from ...serving import workload_requests
 from .pools import _ax, _styled
-from .style import LAYOUT_COLORS, fmt_table
+from .style import TRANSFER, fmt_table
 
 __all__ = ["idle_prefill", "nic_queue", "nic_table", "nic_figure", "tp_mismatch", "tp_table"]
 
@@ -87,8 +87,9 @@ def nic_figure(table: pd.DataFrame, link: str = "100 Gb/s network", ax=None):
     bare transfer as a dashed line. Returns the Axes."""
     ax = _ax(ax, 3.4)
     x = table.index.to_numpy()
-    ax.plot(x, table["link_mean_ms"], "o-", color=LAYOUT_COLORS["split"], label="mean")
-    ax.plot(x, table["link_p90_ms"], "s--", color=LAYOUT_COLORS["split"], alpha=0.6, label="90th percentile")
+    # hand-off times: the transfer phase's colour, as in chapters 1 to 5
+    ax.plot(x, table["link_mean_ms"], "o-", color=TRANSFER, label="mean")
+    ax.plot(x, table["link_p90_ms"], "s--", color=TRANSFER, alpha=0.6, label="90th percentile")
     ax.axhline(table["bare_ms"].iloc[0], color="0.4", ls=":", label="one cache alone")
     ax.set_xticks(x)
     ax.set_xlabel("prefill workers into one decode NIC")

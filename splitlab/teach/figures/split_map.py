@@ -1,24 +1,28 @@
 """The map of :mod:`splitlab.planning.split_map` as a heatmap: one colour per layout (the book's
-:data:`splitlab.teach.figures.style.LAYOUT_COLORS`: colocated prefill-first blue, chunked purple, the split
-orange), its shade the margin over the runner-up (pale: a close win; full from :data:`FULL_MARGIN` on), ties grey,
+:data:`splitlab.teach.figures.style.LAYOUT_COLORS`: colocated prefill-first cyan, chunked purple, the split
+red), its shade the margin over the runner-up (pale: a close win; full from :data:`FULL_MARGIN` on), ties grey,
 cells no layout serves white. Each cell says who won and by how much.
 
 - :func:`map_heatmap`: the static figure (matplotlib), drawn for a 412 px phone (:mod:`.phone`).
 - :func:`map_words`: how many cells each layout wins, in a sentence computed from the map.
+- :func:`rule_table`: the rule of thumb applied to GPU rows, as a table a 412 px phone shows whole.
 - :func:`cell_color`, :func:`cell_text`: one cell's colour (RGB, 0..1) and words, which the kernel-free explorer
   (:func:`splitlab.teach.widgets.split_map.split_map_figure`) uses too, so both show the same map.
 """
 from __future__ import annotations
 
+import os
+
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
 from .phone import figure, legend_below, styled
-from .style import LAYOUT_COLORS
+from .style import LAYOUT_COLORS, fmt3
 
-__all__ = ["map_heatmap", "map_words", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN", "TIE_COLOR",
+__all__ = ["map_heatmap", "map_words", "rule_table", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN", "TIE_COLOR",
            "NONE_COLOR"]
 
 #: a map's kinds in the book's layout colours (:data:`.style.LAYOUT_COLORS`)
@@ -119,3 +123,28 @@ def map_words(m) -> str:
         text += f"; in {n['none']} no layout meets the SLOs"
     return text + "."
 
+
+
+#: the winners as :func:`rule_table` names them: short, as the map's legend does ("colocated, pf-first")
+RULE_NAMES = {"prefill-first": "pf-first"}
+
+
+def rule_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """:func:`splitlab.planning.rule_of_thumb.apply_rule`'s ``rows`` (with ``own map says``, ``check=True``) as a
+    phone-wide display: one row per case ("8B, 2,048" under the models' shared name, "Llama-3"), the prefill and
+    one chunk in decode steps (3 significant digits), what the rule says and what the row's own map says. Chapter
+    7's table of the same rows in full names (two index levels, "256-token chunk (decode steps)", "prefill-first")
+    was 415 px wide in a 365 px column at 412 px."""
+    models = [str(m) for m in rows["model"]]
+    shared = os.path.commonprefix(models)
+    shared = shared[:shared.rfind("-") + 1] if "-" in shared else ""
+    chunk = next(c for c in rows.columns if c.endswith("-token chunk (decode steps)"))
+    out = pd.DataFrame({
+        shared.rstrip("-") or "model": [f"{m[len(shared):]}, {int(t):,}" for m, t in zip(models,
+                                                                                         rows["prompt tokens"])],
+        "prefill (steps)": [fmt3(v) for v in rows["prefill (decode steps)"]],
+        f"chunk of {chunk.split('-')[0]} (steps)": [fmt3(v) for v in rows[chunk]],
+        "rule": list(rows["rule says"])})
+    if "own map says" in rows:
+        out["own map"] = [RULE_NAMES.get(v, v) for v in rows["own map says"]]
+    return out.set_index(out.columns[0])

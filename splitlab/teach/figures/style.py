@@ -34,13 +34,14 @@ LAYOUTS = {"prefill-first": "colocated: a worker prefills new prompts before it 
            "chunked": "colocated with chunked prefill: each step decodes every stream and prefills one chunk",
            "decode-first": "colocated: a worker prefills only when no stream decodes",
            "split": "prefill and decode workers apart (xPyD, disaggregated), the cache moved between them"}
-#: one colour per layout, everywhere in the book (split: orange as in chapter 6's first figure; colocated
-#: prefill-first: blue; chunked: purple; decode-first: brown)
-LAYOUT_COLORS = {"prefill-first": "#1f77b4", "chunked": "#9467bd", "decode-first": "#8c564b", "split": "#ff7f0e"}
+#: one colour per layout, everywhere in the book, none of them a phase's colour (the split was orange, prefill's
+#: colour, and colocated prefill-first blue, decode's: chapter 9 drew orange hand-offs beside orange prefills):
+#: split red (tab:red), colocated prefill-first cyan (tab:cyan), chunked purple, decode-first brown
+LAYOUT_COLORS = {"prefill-first": "#17becf", "chunked": "#9467bd", "decode-first": "#8c564b", "split": "#d62728"}
 
-#: colours of what is neither a phase nor a layout, in the order a figure takes them (matplotlib's tab:cyan,
-#: tab:pink, tab:olive, tab:red, tab:gray): none is a colour of :data:`PHASE_COLORS` or :data:`LAYOUT_COLORS`
-OTHER_COLORS = ("#17becf", "#e377c2", "#bcbd22", "#d62728", "#7f7f7f")
+#: colours of what is neither a phase nor a layout, in the order a figure takes them (matplotlib's tab:pink,
+#: tab:olive, tab:gray, tab20b's indigo and gold): none is a colour of :data:`PHASE_COLORS` or :data:`LAYOUT_COLORS`
+OTHER_COLORS = ("#e377c2", "#bcbd22", "#7f7f7f", "#393b79", "#e7ba52")
 
 _SPLIT = re.compile(r"\d+\s*P\s*\+\s*\d+\s*D|\bsplit\b|disaggregated|xPyD", re.IGNORECASE)
 

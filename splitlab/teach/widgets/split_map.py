@@ -23,6 +23,10 @@ __all__ = ["split_map_grid", "split_map_explorer", "split_map_figure", "LINKS_GB
 LINKS_GBPS = (0.1, 1.0, 10.0, 100.0)
 
 
+#: the slider's inset from each side of the plot (a fraction of its width): room for half an end label
+SLIDER_X = 0.12
+
+
 def link_label(gbps: float | None) -> str:
     """'12.5 GB/s', or "cost model's" for None (the cost model's own transfer)."""
     return "cost model's" if gbps is None else f"{gbps:g} GB/s"
@@ -166,6 +170,9 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
         yaxis=dict(title=dict(text="TPOT SLO (lone decode steps)"), type="category", fixedrange=True),
         legend=dict(orientation="h", x=0, y=-0.25, yanchor="top", font=dict(size=11)),
         plot_bgcolor=NONE_COLOR, modebar=dict(remove=MODEBAR_REMOVED),
-        sliders=[dict(active=list(maps).index(default), steps=steps, x=0, len=1.0, y=-0.47, yanchor="top",
+        # the rail inset so that its end labels, centred on its ends, stay inside a phone's 365 px ("0.01 GB/s" was
+        # cut to "0.01 GB/" at x=0, len=1)
+        sliders=[dict(active=list(maps).index(default), steps=steps, x=SLIDER_X, len=1 - 2 * SLIDER_X, y=-0.47,
+                      yanchor="top",
                       pad=dict(t=10, b=0), currentvalue=dict(prefix="KV link: ", font=dict(size=12)))])
     return fig
