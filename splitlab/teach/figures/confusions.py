@@ -75,7 +75,7 @@ def kv_schemes(schemes: pd.DataFrame, worker: str, unit: float = 2 ** 20, unit_n
     fig, (ax,) = figure(1, 4.2)  # the legend below takes ~1 in of it
     g = schemes[schemes.worker == worker]
     styles = {"padded": (COLORS[3], "-"), "reserved": (COLORS[1], "--"), "paged": (COLORS[0], "-"),
-              "used": (COLORS[4], ":")}  # measured: a colour; black is for predictions
+              "used": (COLORS[2], ":")}  # measured: a colour (grey); black is for predictions
     labels = {"padded": "padded batch, final sizes", "reserved": "reserved up front (prompt + max new)",
               "paged": "paged (blocks)", "used": "used (positions cached)"}
     for scheme, (color, ls) in styles.items():
@@ -103,7 +103,7 @@ def speculative_sweep(table: pd.DataFrame, baseline_tpot_s: float):
                 label="predicted" if i == 0 else "_predicted")
         a2.plot(g.k, g.tpot_ms, "o-", color=color, ms=6, label=name)
     # plain decoding is measured: a colour of its own, not the predictions' black
-    a2.axhline(baseline_tpot_s * 1e3, color=COLORS[4], ls=":", lw=1.8, label="plain decoding")
+    a2.axhline(baseline_tpot_s * 1e3, color=COLORS[2], ls=":", lw=1.8, label="plain decoding")
     a1.set_ylim(bottom=0)
     a2.set_ylim(bottom=0)
     a1.set_ylabel("tokens per verify")

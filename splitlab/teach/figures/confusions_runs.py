@@ -67,7 +67,7 @@ def draft_note(spec: pd.DataFrame, plain_tpot_s: float, random_weights: bool) ->
         ks = [int(k) for k in g.index.get_level_values("k")]
         faster = [k for k, t in zip(ks, g.tpot_ms) if t < plain_ms]
         tpot = f"TPOT {fmt3(g.tpot_ms.min())} to {fmt3(g.tpot_ms.max())} ms against {fmt3(plain_ms)} ms plain"
-        at = " and ".join(map(str, faster)) if len(faster) < 3 else ", ".join(map(str, faster[:-1])) + f" and {faster[-1]}"
+        at = ", ".join(map(str, faster[:-1])) + f" and {faster[-1]}" if len(faster) > 1 else "".join(map(str, faster))
         pays = (f"it saves time at every k ({tpot})" if len(faster) == len(ks) else
                 f"it costs more than it saves at every k ({tpot})" if not faster else
                 f"it saves time only at k = {at} ({tpot})")

@@ -31,8 +31,8 @@ from .style import LAYOUT_COLORS, layout_color
 from .pools_tables import (fit_table, guess_verdict, kinds_table, plan_table, ratio_verdict, short_name,
                            trap_table, trap_verdict, validation_verdict, zero_terms_note)
 
-__all__ = ["attainment_curves", "falls_words", "ratio_sweep", "candidates", "trap_table", "trap_verdict", "pools_plan", "pools_grid",
-           "short_name", "LAYOUT_COLORS", "fit_table", "plan_table", "kinds_table", "validation_verdict",
+__all__ = ["attainment_curves", "falls_words", "ratio_sweep", "candidates", "trap_table", "trap_verdict", "pools_plan",
+           "pools_grid", "short_name", "LAYOUT_COLORS", "fit_table", "plan_table", "kinds_table", "validation_verdict",
            "guess_verdict", "ratio_verdict", "zero_terms_note", "WIDTH", "STYLE"]
 
 #: inches: a 370 px column shows a 5-inch figure (500 px at 100 dpi) at 0.74 of its size, 12 pt as ~9 pt

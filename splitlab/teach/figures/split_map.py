@@ -22,8 +22,8 @@ from matplotlib.patches import Patch
 from .phone import figure, legend_below, styled
 from .style import LAYOUT_COLORS, fmt3
 
-__all__ = ["map_heatmap", "map_words", "rule_table", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN", "TIE_COLOR",
-           "NONE_COLOR"]
+__all__ = ["map_heatmap", "map_words", "rule_table", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN",
+           "TIE_COLOR", "NONE_COLOR"]
 
 #: a map's kinds in the book's layout colours (:data:`.style.LAYOUT_COLORS`)
 KIND_COLORS = {"split": LAYOUT_COLORS["split"], "prefill-first": LAYOUT_COLORS["prefill-first"],
