@@ -87,9 +87,10 @@ def test_the_drafts_acceptance_is_said_as_the_table_prints_it():
 
 # --- tables, sliders and code on a 412 px phone ------------------------------------------------------------------
 
-#: the text column of a 412 px phone (px), and an estimate of a pandas HTML table's width in it: a column is as wide
-#: as its longest word (the browser breaks lines at spaces only), about 7 px a character, plus 12 px of padding.
-#: Calibrated on ch07's rule-of-thumb table, which this estimates at 415 px, as Chromium measured it.
+#: the text column of a 412 px phone (px), and an estimate of a pandas HTML table's narrowest width in it: a column
+#: is as wide as its longest word (taken as breaking at spaces only), about 7 px a character, plus 12 px of padding.
+#: It errs wide: ch07's rule-of-thumb table as the reader saw it estimates at 457 px (Chromium: 415 px, in a 365 px
+#: column), rule_table's at 326 px (Chromium, in the book's CSS: 288 px at the narrowest, 365 px filling the column).
 PHONE_PX, CHAR_PX, COLUMN_PX = 365, 7, 12
 
 
