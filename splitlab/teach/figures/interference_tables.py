@@ -80,7 +80,8 @@ def length_note(by_length: pd.DataFrame, prefill_s) -> str:
         text += ", rising with the length as the formula has it. "
     else:
         pairs = _and([f"{b:,} tokens timed no slower than {a:,}" for a, b in down])
-        text += (f": not rising{' everywhere' if len(down) < len(n) - 1 else ''}, because {pairs}. A longer prompt does more work and cannot truly prefill "
+        everywhere = " everywhere" if len(down) < len(n) - 1 else ""
+        text += (f": not rising{everywhere}, because {pairs}. A longer prompt does more work and cannot truly prefill "
                  "faster: one of the two timings caught a busier moment of this machine, which is why the table also "
                  f"gives the prefill inside the runs ({arrow(ms(v) for v in t.in_run_prefill_s)} ms). ")
     first, last = t.iloc[0], t.iloc[-1]
