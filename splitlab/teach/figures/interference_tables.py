@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .style import change_words, fmt3, fmt_table, signed_pct, fmt2
+from .style import and_list, change_words, fmt3, fmt_table, signed_pct, fmt2
 
 __all__ = ["prefill_alone_table", "stall_table", "ttft_table", "remedies_frame", "remedies_table", "run_spread",
            "length_note", "load_note", "chunk_steps", "chunk_note", "stall_check", "stall_summary"]
@@ -79,7 +79,7 @@ def length_note(by_length: pd.DataFrame, prefill_s) -> str:
     if not down:
         text += ", rising with the length as the formula has it. "
     else:
-        pairs = _and([f"{b:,} tokens timed no slower than {a:,}" for a, b in down])
+        pairs = and_list([f"{b:,} tokens timed no slower than {a:,}" for a, b in down])
         everywhere = " everywhere" if len(down) < len(n) - 1 else ""
         text += (f": not rising{everywhere}, because {pairs}. A longer prompt does more work and cannot truly prefill "
                  "faster: one of the two timings caught a busier moment of this machine, which is why the table also "
@@ -91,11 +91,6 @@ def length_note(by_length: pd.DataFrame, prefill_s) -> str:
         return text + "it grows with the length beyond the runs' spread."
     return text + ("within the runs' spread it does not clearly grow with the length (the longest prompt's lowest run "
                    "is not above the shortest's highest).")
-
-
-def _and(items) -> str:
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def load_note(by_rate: pd.DataFrame, prefill_s: float, decode_step_s: float) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import sizing
-from .style import fmt2
+from .style import and_list, fmt2
 
 __all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "listing",
            "trained_note"]
@@ -17,8 +17,7 @@ __all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batchin
 
 def listing(values) -> str:
     """``[1, 2, 4]`` -> "1, 2 and 4" (integers)."""
-    items = [f"{int(v):,}" for v in values]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return and_list(f"{int(v):,}" for v in values)
 
 
 def prefill_note(pf: pd.DataFrame, ridge: float) -> tuple[str, float]:

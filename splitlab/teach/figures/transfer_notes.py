@@ -8,15 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import sizing
-from .style import fmt2, fmt3, signed_pct
+from .style import and_list, fmt2, fmt3, signed_pct
 
 __all__ = ["sweep_note", "cache_cost_note", "layerwise_note", "stream_prefill_lines", "stream_cost_note", "link_words",
            "gloo_note", "handoff_note", "link_rate_note", "takeaway_note", "summary"]
-
-
-def _names(names) -> str:
-    names = list(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def sweep_note(sweep: pd.DataFrame, within: float = 0.2) -> str:
@@ -67,7 +62,7 @@ def cache_cost_note(sweep: pd.DataFrame, near: float = 0.05) -> str:
     groups = {"more": [m for m, r in zip(mib, share) if r < 1 - near],
               "same": [m for m, r in zip(mib, share) if abs(r - 1) <= near],
               "less": [m for m, r in zip(mib, share) if r > 1 + near]}
-    parts = [f"{words} at {_names(groups[key])} MiB" + (" (raw share above 1)" if key == "less" else "")
+    parts = [f"{words} at {and_list(groups[key])} MiB" + (" (raw share above 1)" if key == "less" else "")
              for key, words in (("more", "longer"), ("same", "about as long"), ("less", "less time"))
              if groups[key]]
     text = ("Against a raw buffer of the same size, the cache transfers here took " + "; ".join(parts) + ". A cache "
@@ -102,7 +97,7 @@ def layerwise_note(bench: pd.DataFrame, near: float = 0.05) -> str:
             "transfer's time")
     less = [f"{int(n):,}" for n, r in ratio.items() if r < 1 - near]
     if less:
-        return text + (f", less at {_names(less)} tokens, which its messages cannot explain: the two were timed at "
+        return text + (f", less at {and_list(less)} tokens, which its messages cannot explain: the two were timed at "
                        "different moments of a shared machine.")
     return text + "."
 
@@ -129,7 +124,7 @@ def stream_cost_note(lw: pd.DataFrame) -> str:
     slower = [n for n in lw.index if lw.stream_prefill_lo_s[n] > lw.prefill_hi_s[n]]
     faster = [n for n in lw.index if lw.stream_prefill_hi_s[n] < lw.prefill_lo_s[n]]
     within = [n for n in lw.index if n not in slower and n not in faster]
-    tokens = lambda ns: _names([f"{int(n):,}" for n in ns]) + " tokens"  # noqa: E731
+    tokens = lambda ns: and_list([f"{int(n):,}" for n in ns]) + " tokens"  # noqa: E731
     def span(ns) -> str:
         lo, hi = signed_pct(min(ratio[ns]) - 1), signed_pct(max(ratio[ns]) - 1)
         return lo if lo == hi else f"{lo} to {hi}"
@@ -185,8 +180,8 @@ def handoff_note(handoffs: pd.DataFrame, measured: str) -> str:
         g = steps[mask]
         if len(g):
             span = f"{fmt3(g.min())}" if len(g) == 1 else f"{fmt3(g.min())} to {fmt3(g.max())}"
-            parts.append(f"over {_names(g.index)} {words} ({span} steps)" if words != "in" else
-                         f"over {_names(g.index)} in {span} decode steps")
+            parts.append(f"over {and_list(g.index)} {words} ({span} steps)" if words != "in" else
+                         f"over {and_list(g.index)} in {span} decode steps")
     share = pub.prefill_share.max()
     cheaper = (f"every published link is cheaper (the last column stays below 1, at most {fmt3(share)})" if share < 1
                else f"not every published link is cheaper (the last column reaches {fmt3(share)})")
