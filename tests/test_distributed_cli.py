@@ -19,6 +19,9 @@ def test_transfer_cli_json_rows(capsys):
         assert r["gb_per_s"] == pytest.approx(r["nbytes"] / r["seconds"] / 1e9)  # GB/s, not gigabits
     lw = [r for r in rows if r["method"] == "layerwise"]
     assert all({"prefill_s", "exposed_s", "hidden_fraction"} <= set(r) for r in lw)
+    for r in lw:  # the repeats' spread of both prefills, for chapter 5's "within the spread" (one repeat: a point)
+        assert r["prefill_lo_s"] <= r["prefill_s"] <= r["prefill_hi_s"]
+        assert r["stream_prefill_lo_s"] <= r["stream_prefill_s"] <= r["stream_prefill_hi_s"]
 
 
 @pytest.mark.parametrize("args, code", [(("transfer", "--prompt-tokens", "0"), 2),

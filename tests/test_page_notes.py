@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 from splitlab import serving, sizing  # noqa: E402
 from splitlab.serving import CostModelExecutor, Request  # noqa: E402
 from splitlab.teach.check import ch01  # noqa: E402
-from splitlab.teach.figures import interference, kv_cache, phases, roofline, transfer_tables  # noqa: E402
+from splitlab.teach.figures import interference, kv_cache, phases, roofline, transfer_notes  # noqa: E402
 
 
 def test_ch01_rule_of_thumb_quotes_the_tables_numbers():
@@ -103,17 +103,17 @@ def test_ch04_chunk_note_reads_the_runs_chunk_steps():
 def test_ch05_notes_follow_the_sweep_and_the_table():
     n = np.array([1, 2, 4, 8]) * 2 ** 20
     sweep = pd.DataFrame({"nbytes": n, "raw_s": n / 2e9, "predicted_s": n / 2e9, "whole_s": n / 2e9 * 1.05})
-    assert "land on it" in transfer_tables.sweep_note(sweep)
+    assert "the largest cache lands on it" in transfer_notes.sweep_note(sweep)
     sweep.loc[3, "whole_s"] *= 1.35
-    assert "land on it" not in transfer_tables.sweep_note(sweep) and "+42%" in transfer_tables.sweep_note(sweep)
+    assert "lands on it" not in transfer_notes.sweep_note(sweep) and "+42%" in transfer_notes.sweep_note(sweep)
     links = {k: v["bandwidth_bytes_per_s"] for k, v in sizing.LINKS.items()} | {"here": 1.5e9}
     h = pd.DataFrame({k: sizing.handoff("Llama-3-8B", 2048, bw, "H100") for k, bw in links.items()}).T
-    rate = transfer_tables.link_rate_note(h, "here")
+    rate = transfer_notes.link_rate_note(h, "here")
     need = h.kv_bytes.iloc[0] / h.prefill_s.iloc[0]
     assert f"{need / 1e9:.3g} GB/s of KV" in rate and "25 Gb/s network is 250% busy" in rate  # the slowest link
-    assert "4.41 to 17.6 decode steps" in transfer_tables.handoff_note(h, "here")
-    assert "4.41 over 100 Gb/s network" in transfer_tables.takeaway_note(h, "here", "Llama-3-8B", 2048)
-    text = transfer_tables.summary(sweep, 4e-4, 6e-4, pd.Series({128: -0.2, 512: 0.1, 1024: 0.6}))
+    assert "4.41 to 17.6 decode steps" in transfer_notes.handoff_note(h, "here")
+    assert "4.41 over 100 Gb/s network" in transfer_notes.takeaway_note(h, "here", "Llama-3-8B", 2048)
+    text = transfer_notes.summary(sweep, 4e-4, 6e-4, pd.Series({128: -0.2, 512: 0.1, 1024: 0.6}))
     assert "streaming hid -20% to 60%" in text and "what the streaming section printed" not in text
     assert "at the largest size, 8 MiB, the bytes alone took" in text
 
@@ -140,6 +140,6 @@ def test_no_minus_zero_percent_and_a_noisy_raw_share_is_said():
     assert [signed_pct(v) for v in (-0.001, 0.12, -0.07)] == ["+0%", "+12%", "-7%"]
     n = np.array([1, 16]) * 2 ** 20
     sweep = pd.DataFrame({"nbytes": n, "raw_s": n / 2e9, "predicted_s": n / 2e9, "whole_s": n / 2e9 * 0.999})
-    assert "-0%" not in transfer_tables.sweep_note(sweep)
-    text = transfer_tables.summary(sweep, 4e-4, 6e-4, pd.Series({128: 0.1}))
+    assert "-0%" not in transfer_notes.sweep_note(sweep)
+    text = transfer_notes.summary(sweep, 4e-4, 6e-4, pd.Series({128: 0.1}))
     assert "lost in the timings' noise" in text

@@ -48,7 +48,9 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
     Returns:
         One dict per (prompt length, method): ``prompt_tokens``, ``batch``, ``nbytes``, ``method``, ``seconds``,
         ``gbps``, ``seconds_min``, ``repeats``, ``backend``, ``model``, ``dtype``; the ``layerwise`` rows add
-        ``prefill_s``, ``stream_prefill_s``, ``total_s``, ``exposed_s``, ``hidden_fraction``.
+        ``prefill_s``, ``stream_prefill_s``, ``total_s``, ``exposed_s``, ``hidden_fraction`` and the repeats'
+        spread of the two prefills, ``prefill_lo_s``/``prefill_hi_s`` and ``stream_prefill_lo_s``/``_hi_s`` (the
+        fastest and slowest repeat: whether streaming slowed the forward beyond the timings' noise).
 
     Raises:
         ValueError: repeats < 1, an empty list or a prompt beyond the model's context;
@@ -101,7 +103,9 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
                 row = dict(common, method=m, seconds=med[m], gbps=nbytes / med[m] / 1e9, seconds_min=min(t[m]))
                 if m == "layerwise":
                     row.update(prefill_s=med["prefill"], stream_prefill_s=med["stream"], total_s=med["total"],
-                               exposed_s=med["exposed"], hidden_fraction=1 - med["exposed"] / med["whole"])
+                               exposed_s=med["exposed"], hidden_fraction=1 - med["exposed"] / med["whole"],
+                               prefill_lo_s=min(t["prefill"]), prefill_hi_s=max(t["prefill"]),
+                               stream_prefill_lo_s=min(t["stream"]), stream_prefill_hi_s=max(t["stream"]))
                 rows.append(row)
     finally:
         if own:

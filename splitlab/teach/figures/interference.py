@@ -14,7 +14,7 @@ from matplotlib.ticker import MaxNLocator
 from . import serving as serving_plots
 from .confusions import _styled, figure
 from .phone import legend_below, wrap
-from .interference_tables import (chunk_note, chunk_steps, load_note, prefill_alone_table,  # noqa: F401
+from .interference_tables import (chunk_note, chunk_steps, length_note, load_note, prefill_alone_table,  # noqa: F401
                                   remedies_frame, remedies_table, run_spread, stall_check, stall_summary, stall_table,
                                   ttft_table)
 from .serving import KIND_COLORS, _as_results
@@ -22,7 +22,7 @@ from .style import DECODE, PREDICTED, change_words, fmt3, layout_color  # noqa: 
 
 __all__ = ["itl_spikes", "ttft_sweep", "ttft_by_request", "stall_run", "ttft_sweeps", "memory_waves", "policies",
            "ttft_load", "prefill_alone_table", "stall_table", "ttft_table", "remedies_table", "run_spread", "load_note",
-           "chunk_steps", "chunk_note", "stall_summary"]
+           "length_note", "chunk_steps", "chunk_note", "stall_summary"]
 
 
 def _ax(ax, size=(8, 3.5)):

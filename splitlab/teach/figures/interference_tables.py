@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .style import change_words, fmt3, fmt_table, signed_pct, fmt2
+from .style import and_list, change_words, fmt3, fmt_table, signed_pct, fmt2
 
 __all__ = ["prefill_alone_table", "stall_table", "ttft_table", "remedies_frame", "remedies_table", "run_spread",
-           "load_note", "chunk_steps", "chunk_note", "stall_check", "stall_summary"]
+           "length_note", "load_note", "chunk_steps", "chunk_note", "stall_check", "stall_summary"]
 
 PROMPT = "prompt (tokens)"
 
@@ -60,6 +60,39 @@ def run_spread(sweep_runs: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def length_note(by_length: pd.DataFrame, prefill_s) -> str:
+    """What the length sweep (rows of :func:`run_spread` at one rate, with ``load`` = rate x the prefill timed
+    alone) says, as Markdown computed from it and from ``prefill_s`` (prompt tokens -> the prefill timed alone, s):
+    whether the load rose with the length, as it does when the prefill timed alone grows with the prompt (where it
+    did not, the lengths at which a shorter prompt timed slower are named: the machine's own variation), and
+    whether the mean TTFT grew with the length beyond the runs' spread (the longest length's lowest run above the
+    shortest length's highest)."""
+    t = by_length.sort_values("prompt_tokens")
+    ms = lambda v: fmt3(v * 1e3)  # noqa: E731
+    n = [int(v) for v in t.prompt_tokens]
+    p = [float(prefill_s[k]) for k in n]
+    arrow = lambda xs: " → ".join(xs)  # noqa: E731
+    text = (f"Top, at {fmt3(t.rate_per_s.iloc[0])} requests/s, the prompt grew {arrow(f'{k:,}' for k in n)} tokens; "
+            f"the prefill timed alone went {arrow(ms(v) for v in p)} ms and with it the load ρ = λP "
+            f"{arrow(fmt3(v) for v in t.load)}")
+    down = [(n[i], n[i + 1]) for i in range(len(n) - 1) if p[i + 1] <= p[i]]
+    if not down:
+        text += ", rising with the length as the formula has it. "
+    else:
+        pairs = and_list([f"{b:,} tokens timed no slower than {a:,}" for a, b in down])
+        everywhere = " everywhere" if len(down) < len(n) - 1 else ""
+        text += (f": not rising{everywhere}, because {pairs}. A longer prompt does more work and cannot truly prefill "
+                 "faster: one of the two timings caught a busier moment of this machine, which is why the table also "
+                 f"gives the prefill inside the runs ({arrow(ms(v) for v in t.in_run_prefill_s)} ms). ")
+    first, last = t.iloc[0], t.iloc[-1]
+    path = arrow(f"{ms(m)} ({ms(lo)}-{ms(hi)})" for m, lo, hi in zip(t.ttft_mean_s, t.ttft_lo_s, t.ttft_hi_s))
+    text += f"The mean TTFT went {path} ms (median of the runs; lowest and highest in brackets): "
+    if last.ttft_lo_s > first.ttft_hi_s:
+        return text + "it grows with the length beyond the runs' spread."
+    return text + ("within the runs' spread it does not clearly grow with the length (the longest prompt's lowest run "
+                   "is not above the shortest's highest).")
+
+
 def load_note(by_rate: pd.DataFrame, prefill_s: float, decode_step_s: float) -> str:
     """What the rate sweep (rows of :func:`run_spread` at one prompt length, with ``load``) says, as Markdown
     computed from it: whether the mean TTFT grows with the load beyond the runs' own spread (the last point's
@@ -73,7 +106,7 @@ def load_note(by_rate: pd.DataFrame, prefill_s: float, decode_step_s: float) -> 
     first, last = t.iloc[0], t.iloc[-1]
     grows = last.ttft_lo_s > first.ttft_hi_s
     steady = bool(np.all(np.diff(t.ttft_mean_s) > 0))
-    text = (f"Bottom, as the load rose from {first.load:.2f} to {last.load:.2f}, the mean TTFT went {path} ms "
+    text = (f"Bottom, as the load rose from {fmt3(first.load)} to {fmt3(last.load)}, the mean TTFT went {path} ms "
             f"(the median of {int(first.runs)} runs, and in brackets their lowest and highest mean). ")
     if grows:
         text += ("It grows with the load: the busiest point's lowest run lies above the lightest point's highest"

@@ -22,8 +22,8 @@ from .style import OTHER_COLORS
 
 __all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note",
            "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "trained_note", "flat_up_to", "device_table",
-           "decode_table", "floor_summary", "gpu_table", "predicted_decode_curves", "decode_vs_batch",
-           "latency_throughput", "roofline", "decode_throughput"]
+           "weights_table", "decode_table", "floor_summary", "gpu_table", "predicted_decode_curves",
+           "decode_vs_batch", "latency_throughput", "roofline", "decode_throughput"]
 
 
 def with_prefill_roofline(lm: LoadedModel, pf: pd.DataFrame, peak: float, bandwidth: float) -> pd.DataFrame:
@@ -97,6 +97,16 @@ def device_table(peak: float, matmul_n: int, bandwidth: float, llc_bytes: int, l
                          "how": [f"best matmul, n = {matmul_n}", "copy: read + write counted", "peak / bandwidth",
                                  llc_source]},
                         index=["peak (GFLOP/s)", "bandwidth (GB/s)", "ridge (FLOP/B)", "last-level cache (MiB)"])
+
+
+def weights_table(models, llc_bytes: int) -> pd.DataFrame:
+    """The weight bytes a decode step of each of ``models`` (``LoadedModel``s, a model given twice shown once) reads
+    (``profiling.weight_bytes_read``, MB) and their ratio to the last-level cache of ``llc_bytes`` bytes."""
+    models = list({id(m): m for m in models}.values())
+    weights = pd.DataFrame([{"model": m.name, "MB": weight_bytes_read(m) / 1e6} for m in models])
+    weights["x LLC"] = weights["MB"] * 1e6 / llc_bytes
+    return fmt_table(weights, {"model": "model", "MB": "weights read per step (MB)", "x LLC": "x last-level cache"},
+                     index="model")
 
 
 #: the columns :func:`decode_table` can show, with their headers and the factor each is shown in

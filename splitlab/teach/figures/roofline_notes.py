@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import sizing
-from .style import fmt2
+from .style import and_list, fmt2
 
 __all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "listing",
            "trained_note"]
@@ -17,8 +17,7 @@ __all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batchin
 
 def listing(values) -> str:
     """``[1, 2, 4]`` -> "1, 2 and 4" (integers)."""
-    items = [f"{int(v):,}" for v in values]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return and_list(f"{int(v):,}" for v in values)
 
 
 def prefill_note(pf: pd.DataFrame, ridge: float) -> tuple[str, float]:
@@ -181,11 +180,15 @@ def batching_note(dc: pd.DataFrame, ridge: float) -> str:
 
 
 def gpu_ridge_note(cpu_ridge: float, here: str = "this CPU core") -> str:
-    """How the datasheet GPUs' ridge points (``sizing.GPUS``) compare with ``cpu_ridge``, the ridge of ``here``."""
+    """How the datasheet GPUs' ridge points (``sizing.GPUS``) compare with ``cpu_ridge``, the ridge of ``here``:
+    the quotients of the ridges as printed (3 significant digits), those of 10 and more as whole numbers (403 / 3.46
+    is 116x; 2 significant digits wrote 120x), smaller ones to 2 significant digits."""
     ridges = [sizing.ridge_point(g["peak_flops_per_s"], g["bandwidth_bytes_per_s"]) for g in sizing.GPUS.values()]
-    lo, hi = min(ridges) / cpu_ridge, max(ridges) / cpu_ridge
+    shown = lambda v: float(f"{v:.3g}")  # noqa: E731  the ridges as printed
+    lo, hi = shown(min(ridges)) / shown(cpu_ridge), shown(max(ridges)) / shown(cpu_ridge)
+    times = lambda r: f"{r:,.0f}" if r >= 10 else fmt2(r)  # noqa: E731  403 / 3.46 is 116x, not fmt2's 120x
     return (f"Their ridge points, {min(ridges):.3g} to {max(ridges):.3g} FLOP/B, are "
-            f"{fmt2(lo)}x to {fmt2(hi)}x {here}'s ({cpu_ridge:.3g} FLOP/B); "
+            f"{times(lo)}x to {times(hi)}x {here}'s ({cpu_ridge:.3g} FLOP/B); "
             "the table's `mem.` columns are the memory bandwidth and size.")
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "PHASE_COLORS", "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS",
-           "layout_of", "layout_color", "sig3", "fmt3", "fmt_table", "change_words", "signed_pct"]
+           "layout_of", "layout_color", "sig3", "fmt3", "fmt_table", "change_words", "signed_pct", "and_list"]
 
 #: the phases (matplotlib's tab:orange, tab:blue, tab:green) and a prediction
 PREFILL, DECODE, TRANSFER, PREDICTED = "#ff7f0e", "#1f77b4", "#2ca02c", "#000000"
@@ -150,3 +150,9 @@ def change_words(ratio: float, near: float = 0.05, number: bool = False) -> str:
     if ratio > 1:
         return f"grows by {ratio - 1:.0%}" if ratio < 2 else f"grows {fmt2(ratio)}x"
     return f"falls by {1 - ratio:.0%}" if ratio >= 0.5 else f"falls to {fmt2(ratio)}x"
+
+
+def and_list(items) -> str:
+    """``["a", "b", "c"]`` -> "a, b and c" (items as text; one item alone)."""
+    items = [str(v) for v in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

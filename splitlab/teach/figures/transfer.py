@@ -14,7 +14,8 @@ length on a log axis means nothing).
 - :func:`handoff_grid`: the numbers behind it (and behind chapter 5's explorers): models x prompts x links.
 - :func:`streaming_timeline`: one layer-wise streamed prefill: the forward, each layer's send, what is left after.
 
-The chapter's tables (phone-wide: few columns, 3 significant digits) come from :mod:`.transfer_tables`.
+The chapter's tables (phone-wide: few columns, 3 significant digits) come from :mod:`.transfer_tables`, its
+sentences about its own run from :mod:`.transfer_notes`.
 """
 from __future__ import annotations
 
@@ -29,14 +30,16 @@ from ... import sizing
 from .confusions import _styled, figure
 from .phone import legend_below
 from .phases import _minor_label
-from .transfer_tables import (bench_table, handoff_note, link_rate_note, overlap_table,  # noqa: F401
-                              published_kv_table, summary, sweep_note, sweep_table, takeaway_note)
+from .transfer_notes import (cache_cost_note, gloo_note, handoff_note, layerwise_note, link_rate_note,  # noqa: F401
+                             link_words, stream_cost_note, stream_prefill_lines, summary, sweep_note, takeaway_note)
+from .transfer_tables import bench_table, overlap_table, published_kv_table, sweep_table  # noqa: F401
 from .style import DECODE, PREDICTED, PREFILL, TRANSFER
 
 __all__ = ["kv_bytes_vs_prompt", "bandwidth_dots", "transfer_vs_bytes", "handoff_dots", "streaming_timeline",
            "bandwidth_bars", "handoff_bars", "handoff_grid", "MEASURED", "PUBLISHED",
            "published_kv_table", "bench_table", "sweep_table", "overlap_table", "sweep_note", "handoff_note",
-           "link_rate_note", "takeaway_note", "summary"]
+           "link_rate_note", "takeaway_note", "summary", "cache_cost_note", "layerwise_note",
+           "stream_prefill_lines", "stream_cost_note", "link_words", "gloo_note"]
 
 MEASURED, PUBLISHED = TRANSFER, "tab:gray"  # a link measured here: the transfer's colour
 _UNITS = {2 ** 30: "GiB", 2 ** 20: "MiB", 2 ** 10: "KiB"}
