@@ -4,6 +4,7 @@ Model-free."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from splitlab.teach.figures import interference, roofline, transfer_notes
@@ -113,3 +114,24 @@ def test_ch05_this_machines_link_is_compared_with_the_slowest_published_one():
     assert "moved 1.17 GB/s (the raw fit), 2.7x slower than" in transfer_notes.gloo_note(1.17e9)
     text = transfer_notes.summary(_sweep([1, 1, 1, 1, 1]), 4e-4, 6e-4, pd.Series({128: 0.1}), 6.25e9)
     assert "gloo link is 2x faster than the slowest published link" in text and "far slower" not in text
+
+
+def test_fit_sweep_falls_back_to_the_fastest_repeats_and_says_so():
+    """ch05 crashed on a machine at load 12 (issue 22's pages22a report): the whole caches' medians did not grow
+    with the bytes, and sizing.fit_latency_bandwidth raised. The sweep's fit then takes the fastest repeats, says so,
+    and raises naming both columns only when those do not grow either."""
+    import pandas as pd
+    from splitlab.teach.figures.transfer import fit_sweep
+    nbytes = [2 ** 18, 2 ** 20, 2 ** 22, 2 ** 24]
+    fastest = [1e-3 + n / 2e9 for n in nbytes]  # 1 ms + bytes / 2 GB/s
+    sweep = pd.DataFrame(dict(nbytes=nbytes, whole_s=[0.05, 0.04, 0.05, 0.03], whole_min_s=fastest,
+                              raw_s=fastest, raw_min_s=fastest))
+    lat, bw, basis = fit_sweep(sweep, "raw_s")
+    assert basis == "medians" and abs(lat - 1e-3) < 1e-9 and abs(bw / 2e9 - 1) < 1e-6
+    lat, bw, basis = fit_sweep(sweep, "whole_s")
+    assert basis == "fastest repeats" and abs(lat - 1e-3) < 1e-9 and abs(bw / 2e9 - 1) < 1e-6
+    flat = sweep.assign(whole_min_s=[0.03, 0.02, 0.03, 0.01])
+    with pytest.raises(ValueError, match="whole_s: .*whole_min_s: .*quieter machine"):
+        fit_sweep(flat, "whole_s")
+    with pytest.raises(ValueError, match="no 'whole_min_s' column"):
+        fit_sweep(sweep.drop(columns="whole_min_s"), "whole_s")

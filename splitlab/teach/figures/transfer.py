@@ -32,14 +32,14 @@ from .phone import legend_below
 from .phases import _minor_label
 from .transfer_notes import (cache_cost_note, gloo_note, handoff_note, layerwise_note, link_rate_note,  # noqa: F401
                              link_words, stream_cost_note, stream_prefill_lines, summary, sweep_note, takeaway_note)
-from .transfer_tables import bench_table, overlap_table, published_kv_table, sweep_table  # noqa: F401
+from .transfer_tables import bench_table, fit_sweep, overlap_table, published_kv_table, sweep_table  # noqa: F401
 from .style import DECODE, PREDICTED, PREFILL, TRANSFER
 
 __all__ = ["kv_bytes_vs_prompt", "bandwidth_dots", "transfer_vs_bytes", "handoff_dots", "streaming_timeline",
            "bandwidth_bars", "handoff_bars", "handoff_grid", "MEASURED", "PUBLISHED",
            "published_kv_table", "bench_table", "sweep_table", "overlap_table", "sweep_note", "handoff_note",
            "link_rate_note", "takeaway_note", "summary", "cache_cost_note", "layerwise_note",
-           "stream_prefill_lines", "stream_cost_note", "link_words", "gloo_note"]
+           "stream_prefill_lines", "stream_cost_note", "link_words", "gloo_note", "fit_sweep"]
 
 MEASURED, PUBLISHED = TRANSFER, "tab:gray"  # a link measured here: the transfer's colour
 _UNITS = {2 ** 30: "GiB", 2 ** 20: "MiB", 2 ** 10: "KiB"}

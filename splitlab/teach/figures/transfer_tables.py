@@ -9,7 +9,7 @@ import pandas as pd
 from ... import sizing
 from .style import fmt3
 
-__all__ = ["published_kv_table", "bench_table", "sweep_table", "overlap_table"]
+__all__ = ["published_kv_table", "bench_table", "sweep_table", "overlap_table", "fit_sweep"]
 
 
 def published_kv_table(models: Sequence[str], tokens: int = 2048, dtype: str = "fp16") -> pd.DataFrame:
@@ -52,3 +52,26 @@ def overlap_table(prompt_tokens, whole_s, exposed_s, predicted_exposed_s, hidden
             "predicted exposed (ms)": [fmt3(v * 1e3) for v in predicted_exposed_s],
             "hidden share": [fmt3(v) for v in hidden]}
     return pd.DataFrame(rows, index=pd.Index([int(n) for n in prompt_tokens], name="prompt (tokens)"))
+
+
+def fit_sweep(sweep: pd.DataFrame, column: str) -> tuple[float, float, str]:
+    """``sizing.fit_latency_bandwidth`` on the size sweep's medians ``sweep[column]`` (``raw_s`` or ``whole_s``, in
+    s, against ``nbytes``), or, where the medians do not grow with the bytes (a machine so busy that the waits
+    between processes drown the bytes' share), on its fastest repeats ``sweep[column.replace("_s", "_min_s")]``,
+    the least disturbed timing of each size. Returns ``(latency_s, bandwidth_bytes_per_s, basis)`` with basis
+    ``"medians"`` or ``"fastest repeats"``, for the page to say which it fitted.
+
+    Raises:
+        ValueError: the fastest repeats do not grow with the bytes either (from ``sizing.fit_latency_bandwidth``,
+            naming the column), or the fastest repeats' column is missing.
+    """
+    try:
+        return (*sizing.fit_latency_bandwidth(sweep.nbytes, sweep[column]), "medians")
+    except ValueError as medians:
+        fastest = column.replace("_s", "_min_s")
+        if fastest not in sweep:
+            raise ValueError(f"{column}: {medians}, and the sweep has no {fastest!r} column to fit instead") from None
+        try:
+            return (*sizing.fit_latency_bandwidth(sweep.nbytes, sweep[fastest]), "fastest repeats")
+        except ValueError as err:
+            raise ValueError(f"{column}: {medians}; {fastest}: {err} (time the sweep on a quieter machine)") from None
