@@ -122,6 +122,11 @@ class Recorder:
             except Exception as exc:  # a message this replay does not read as nbclient would: the build executes
                 self.failed = self.failed or f"cell {item.cell_num}: {exc!r} replaying its messages"
                 return
+            raised = [o.ename for o in cell.outputs if o.output_type == "error"]
+            if raised and "raises-exception" not in cell.metadata.get("tags", []):  # nbval let it pass (its
+                # NBVAL_RAISES_EXCEPTION comment); the build, which reads only the tag, stops there
+                self.failed = self.failed or f"cell {item.cell_num} raised {raised[0]} without the raises-exception tag"
+                return
         cell.execution_count = item.cell_num + 1  # nbclient counts the cells it ran, the install cell too
         self.passed += 1
         if self.complete:
@@ -150,7 +155,8 @@ def project_with_outputs(root: Path, executed: dict[Path, nbformat.NotebookNode]
     turns execution off. Returns the copy's root."""
     copy_root = into / root.name
     shutil.copytree(root, copy_root, ignore=shutil.ignore_patterns(".git", "_build", "__pycache__", "*.egg-info",
-                                                                   ".pytest_cache", ".venv", "venv", ".ipynb_*"))
+                                                                   ".pytest_cache", ".venv", "venv", ".ipynb_*",
+                                                                   "build", "dist"))
     for path, nb in executed.items():
         nbformat.write(nb, copy_root / path.relative_to(root))
     config = yaml.safe_load((root / "_config.yml").read_text())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import nbformat
@@ -121,3 +122,28 @@ def test_the_build_renders_nbval_s_notebooks_only_when_every_one_ran_whole(tmp_p
     assert yaml.safe_load((copy / "_config.yml").read_text())["execute"]["execute_notebooks"] == "off"
     assert nbformat.read(copy / "book" / "a.ipynb", 4).cells[0].outputs[0].data == {"text/plain": "1"}
     assert not nbformat.read(root / "book" / "a.ipynb", 4).cells[0].outputs, "the project itself is left alone"
+
+
+def _ran(rec: book_outputs.Recorder, tags: list[str]) -> None:
+    """``rec`` told that nbval passed its first cell, whose kernel raised an error (NBVAL_RAISES_EXCEPTION)."""
+    rec.nb.cells[0].metadata["tags"] = tags
+    rec.msg_id = "m"
+    rec.messages = [{"msg_type": t, "parent_header": {"msg_id": "m"}, "header": {"msg_type": t}, "content": c,
+                     "metadata": {}}
+                    for t, c in (("status", {"execution_state": "busy"}),
+                                 ("error", {"ename": "ValueError", "evalue": "no", "traceback": []}),
+                                 ("status", {"execution_state": "idle"}))]
+    cell = types.SimpleNamespace(parent=types.SimpleNamespace(kernel=types.SimpleNamespace()), cell_num=0,
+                                 options={"skip": False})
+    rec.stop(cell, "passed")
+
+
+def test_a_cell_that_raises_stands_for_the_build_only_with_the_tag_the_build_reads():
+    """nbval passes a cell that raises under its NBVAL_RAISES_EXCEPTION comment; the build stops at it unless the
+    cell carries the raises-exception tag: only then does the notebook stand for the build's execution."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("raise ValueError('no')  # NBVAL_RAISES_EXCEPTION")])
+    untagged, tagged = book_outputs.Recorder(nb), book_outputs.Recorder(nb)
+    _ran(untagged, [])
+    _ran(tagged, ["raises-exception"])
+    assert not untagged.complete and untagged.failed == "cell 0 raised ValueError without the raises-exception tag"
+    assert tagged.complete and tagged.nb.cells[0].outputs[0].ename == "ValueError"
