@@ -15,9 +15,9 @@ import torch
 import transformers
 
 import splitlab as sl
-
-import book_outputs
 from splitlab.phases.cpu_threads import pin_threads
+
+import book_outputs  # tests/book_outputs.py
 
 # Tiny models gain nothing from a second thread, and OpenMP threads spinning against other busy processes made
 # decode 20-40x slower on a loaded 2-core machine: one thread unless SPLITLAB_TEST_THREADS says otherwise.
@@ -156,7 +156,6 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = book + [item for item in items if id(item) not in in_book]
     for item in items:
         item.add_marker(pytest.mark.xdist_group("book" if id(item) in in_book else item.nodeid.split("::")[0]))
-
 
 
 def pytest_configure(config):

@@ -9,8 +9,8 @@ import sys
 import types
 from pathlib import Path
 
-import nbformat
 import nbclient
+import nbformat
 import yaml
 
 import book_outputs
