@@ -19,7 +19,7 @@ TESTS = Path(__file__).resolve().parent
 
 #: Cells that exercise what nbval and nbclient read differently: a skipped remove-cell (the Colab install cell), a
 #: trailing semicolon, merged prints, an inline figure under MPLBACKEND=Agg, an explorer's live figure (captured by
-#: an ipywidgets Output widget), a display updated by its id, cleared output.
+#: an ipywidgets Output widget), a display updated by its id, cleared output, the kernel's MPLBACKEND.
 CELLS = [
     ("# NBVAL_SKIP\nimport sys", ["remove-cell"]),
     ("%matplotlib inline\nimport matplotlib.pyplot as plt\nimport ipywidgets as widgets\n"
@@ -32,6 +32,7 @@ CELLS = [
      "display(widgets.VBox([s, widgets.interactive_output(draw, {'n': s})]))", []),
     ("h = display('first', display_id=True)\nh.update('second')", []),
     ("print('gone')\nclear_output()\nprint('kept')", []),
+    ("import os\nprint(os.environ.get('MPLBACKEND'))", []),
 ]
 
 DUMP = """
@@ -71,7 +72,7 @@ def test_a_notebook_nbval_ran_holds_what_nbclient_stores(tmp_path, monkeypatch):
                            "book_outputs", "-p", "dump_plugin", "--nbval-lax", "--nbval-current-env", "-q",
                            str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "7 passed, 1 skipped" in done.stdout, done.stdout[-3000:]
+    assert "8 passed, 1 skipped" in done.stdout, done.stdout[-3000:]
     assert yaml.safe_load((tmp_path / "recorded.ipynb.json").read_text()) == {"complete": True, "failed": ""}
     recorded = nbformat.read(tmp_path / "recorded.ipynb", 4)
 
@@ -82,7 +83,7 @@ def test_a_notebook_nbval_ran_holds_what_nbclient_stores(tmp_path, monkeypatch):
     shape = _shape(live)
     assert shape[2] == [("stream", "a\nb\n", []), ("execute_result", None, ["text/plain"])]
     assert shape[3] == [] and shape[4][-1][2] == ["image/png", "text/plain"]
-    assert shape[7] == [("stream", "kept\n", [])]
+    assert shape[7] == [("stream", "kept\n", [])] and shape[8] == [("stream", "Agg\n", [])]
     assert recorded.cells[6].outputs[0].data["text/plain"] == "'second'"
     assert _widgets(recorded) == _widgets(live)
     assert ("OutputModel", str([("stream", "n = 3\n", []), ("display_data", None, ["image/png", "text/plain"])])) \
