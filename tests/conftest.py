@@ -17,6 +17,8 @@ import transformers
 import splitlab as sl
 from splitlab.phases.cpu_threads import pin_threads
 
+import book_outputs  # tests/book_outputs.py
+
 # Tiny models gain nothing from a second thread, and OpenMP threads spinning against other busy processes made
 # decode 20-40x slower on a loaded 2-core machine: one thread unless SPLITLAB_TEST_THREADS says otherwise.
 pin_threads(int(os.environ.get("SPLITLAB_TEST_THREADS", "1")))  # torch.set_num_threads, kept by load_model
@@ -82,18 +84,28 @@ def greedy_chain(lm: sl.LoadedModel, prompt_ids: list[int], n: int):
 
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory) -> Path:
-    """The HTML of the whole book, built once per session with every chapter executed live
-    (``jupyter-book build . -W --keep-going``), with ``MPLBACKEND=Agg`` in the environment as on a headless
-    server (the chapters must still show their figures). ``SPLITLAB_BOOK_HTML`` names an existing build to use
-    instead (a quick local rerun)."""
+    """The HTML of the whole book, built once per session (``jupyter-book build . -W --keep-going``) with
+    ``MPLBACKEND=Agg`` in the environment as on a headless server (the chapters must still show their figures).
+
+    Every chapter is executed live once: where nbval ran every cell of every notebook of ``book/`` in this process
+    earlier in the session (the test command: the chapters and tests/test_book.py share one xdist group, chapters
+    first), the book is built from those executed notebooks with execution off (:mod:`book_outputs`, on a copy of
+    the project); otherwise (``-m slow``, one chapter named, a cell failed) the build executes every chapter itself.
+    ``SPLITLAB_BOOK_HTML`` names an existing build to use instead (a quick local rerun)."""
     given = os.environ.get("SPLITLAB_BOOK_HTML")
     if given:
         return Path(given)
     root = Path(__file__).resolve().parents[1]
     out = tmp_path_factory.mktemp("book")
+    executed, why_not = book_outputs.executed_book(root)
+    if executed:
+        source = book_outputs.project_with_outputs(root, executed, tmp_path_factory.mktemp("project"))
+    else:
+        source = root
+        print(f"built_book: every chapter executed by the build ({why_not})")
     exe = shutil.which("jupyter-book") or str(Path(sys.executable).with_name("jupyter-book"))
     env = dict(os.environ, MPLBACKEND="Agg")
-    done = subprocess.run([exe, "build", str(root), "-W", "--keep-going", "--path-output", str(out)],
+    done = subprocess.run([exe, "build", str(source), "-W", "--keep-going", "--path-output", str(out)],
                           capture_output=True, text=True, timeout=3600, env=env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return out / "_build" / "html"
@@ -132,8 +144,22 @@ def cli(*args: str) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(session, config, items):
-    """The book build (tests/test_book.py, the longest file by far) is handed out first, so that under
-    ``-n auto --dist loadfile`` the other worker(s) run everything else meanwhile instead of waiting for it at
-    the end."""
-    items.sort(key=lambda item: 0 if item.path.name == "test_book.py" else 1)  # stable: the rest keep their order
+    """Under ``--dist loadgroup`` (pyproject.toml) each file is one xdist group, so that module fixtures are built
+    once per file, except one group "book": every chapter notebook's cells (nbval), then tests/test_book.py, whose
+    book build then renders the notebooks nbval executed instead of executing them again. The group goes first
+    (the longest by far): the other worker(s) run everything else meanwhile."""
+    book = [item for item in items if book_outputs.is_chapter_cell(item)] + \
+        [item for item in items if item.path.name == "test_book.py"]
+    in_book = {id(item) for item in book}
+    items[:] = book + [item for item in items if id(item) not in in_book]
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group("book" if id(item) in in_book else item.nodeid.split("::")[0]))
+
+
+def pytest_configure(config):
+    """The hooks that keep each chapter's outputs for the book build (:mod:`book_outputs`): a plugin, not this
+    conftest's hooks, so that they reach the cells of book/ too."""
+    if not config.pluginmanager.is_registered(book_outputs):
+        config.pluginmanager.register(book_outputs, "splitlab-book-outputs")

@@ -1,6 +1,8 @@
 """The book as a whole: every chapter's install cell points at the repository in _config.yml, notebooks are
 stored without outputs, and `jupyter-book build . -W --keep-going` succeeds (every chapter executed live).
-The chapters themselves also run cell by cell under nbval (`book/` is in pytest's testpaths).
+The chapters themselves also run cell by cell under nbval (`book/` is in pytest's testpaths); in the test command
+the build renders the notebooks nbval executed instead of executing each chapter a second time (``built_book`` in
+conftest.py, tests/book_outputs.py).
 
 The rendered book in a real browser (headless Chromium, driven by selenium): every page loads with no
 JavaScript error and no request to the network, every interactive figure is drawn, and moving its slider (a mouse
@@ -16,8 +18,9 @@ The browser tests are skipped, saying why, where Chromium, chromedriver or selen
 Debian's ``chromium`` and ``chromium-driver``). The book is the one the slow build test builds (``built_book``), or
 the build ``SPLITLAB_BOOK_HTML`` names.
 
-The build and the browser tests share one file so that, with tests spread over workers by file
-(pytest-xdist --dist loadfile), the book is built once."""
+The build and the browser tests share one file so that the book is built once: with tests spread over workers
+(pytest-xdist --dist loadgroup), this file runs in the group "book", after every chapter's cells on the same worker
+(conftest.py)."""
 from __future__ import annotations
 
 import functools
@@ -183,10 +186,10 @@ MAX_FIGURES = 6
 
 @pytest.mark.slow
 def test_book_builds_without_warnings(built_book):
-    """The whole book builds with -W, every chapter executed live, under MPLBACKEND=Agg (set by many headless build
-    servers, it used to drop every figure without a warning): each chapter page shows at least one figure, as
-    many as its executed notebook made, and at most MAX_FIGURES, the interactive (plotly) explorers counted: a
-    reader sees them as figures too."""
+    """The whole book builds with -W, every chapter executed live (by nbval, or by the build), under MPLBACKEND=Agg
+    (set by many headless build servers, it used to drop every figure without a warning): each chapter page shows
+    at least one figure, as many as its executed notebook made, and at most MAX_FIGURES, the interactive (plotly)
+    explorers counted: a reader sees them as figures too."""
     html = built_book
     for chapter in CHAPTERS:
         page = (html / "book" / f"{chapter.stem}.html").read_text()
