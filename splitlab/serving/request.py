@@ -56,7 +56,8 @@ class Request:
         state: see :class:`State`.
         output: generated token ids.
         token_times_s: when each output token became available to the client (s); ``token_times_s[0]`` is the
-            first token, so ``len(token_times_s) == len(output)``.
+            first token, so ``len(token_times_s) == len(output)``. (The simulator's fast path defers both
+            lists until they are first read: :meth:`defer_tokens`.)
         finish_s: time of the last token (FINISHED) or of the rejection (REJECTED).
         reject_reason: why it was rejected or failed (None otherwise).
         prefill_worker, decode_worker: names of the workers that did each phase (same name when colocated).

@@ -79,16 +79,12 @@ class LoadIndex:
         for w in self.pool:
             self.refresh(w)
 
-    def _next_version(self, i: int) -> int:
-        v = self.version[i] = self.version[i] + 1 if self.version[i] < self.MASK else 1  # never 0 again
-        return v
-
     def refresh(self, w: Worker) -> None:
         """``w``'s load changed (or a decode stretch started or ended on it). The cluster adds such workers to
         :attr:`stale` instead, and the next query refreshes each of them once."""
         i = w.index
         if not w.alive:
-            self._next_version(i)
+            self.version[i] = self.version[i] % self.MASK + 1  # 1 .. MASK: never 0 again
             return
         # a decode worker owes prompt tokens only under conditional disaggregation (:mod:`.conditional`)
         static = w.prompt_owed if w.role == "prefill" else w.prompt_owed + w.output_owed
@@ -100,7 +96,7 @@ class LoadIndex:
     def _bound(self, w: Worker, counted: int) -> None:
         """Key ``w`` by its load once ``counted + LOOKAHEAD`` steps of its stretch have ended."""
         i = w.index
-        v = self._next_version(i)
+        v = self.version[i] = self.version[i] % self.MASK + 1
         bound = self.static[i]
         if w.ahead is not None:
             upto = counted + max(1, self.LOOKAHEAD // w.ahead_n)
