@@ -9,8 +9,9 @@ below capacity and in overload.
 
 **Lazy token records.** A cost model's tokens are all 0 and every request of a decode batch gets its tokens at
 the same moments, the ends of the worker's decode steps. So a worker appends each step's end to its own list
-(``Worker.clock``: one entry per step) and a request copies its share of that list once, when it finishes
-(:func:`materialize`: a slice, from where its tokens start to where they end); its finish is found from the step
+(``Worker.clock``: one entry per step) and a request keeps where its share of that list starts and ends, once,
+when it finishes (:func:`materialize`), its tokens expanded from the clock only when they are read (metrics read a
+request's first, second and last token times without expanding them); its finish is found from the step
 index it finishes at (``Worker.finishing``), and the batch's cached tokens are a running sum, so a decode step
 costs the same whatever the batch size. Slots parked on a worker keep their bytes as running sums too
 (:class:`~.scheduler.Parked`), so nothing walks a queue on a step or an arrival.
@@ -65,13 +66,12 @@ def decode_seconds(cluster, w: Worker) -> float:
 
 
 def materialize(w: Worker, s) -> None:
-    """Write the tokens ``s`` got from ``w``'s decode steps since it last did."""
-    k = len(w.clock) - s.written
-    if k > 0:
-        r = s.request
-        r.output.extend([0] * k)
-        r.token_times_s.extend(w.clock[s.written:])
-        s.written = len(w.clock)
+    """Give ``s``'s request the tokens it got from ``w``'s decode steps since it last did: where they start and end
+    in ``w.clock``, expanded when first read (:meth:`~.request.Request.defer_tokens`: a run copies no token time)."""
+    end = len(w.clock)
+    if end > s.written:
+        s.request.defer_tokens(w.clock, s.written, end, 0)
+        s.written = end
         s.last_token = 0
 
 
@@ -83,11 +83,11 @@ def decoded(cluster, w: Worker, t: float) -> None:
     done = w.finishing.pop(len(w.clock), None)
     if done:
         for s in done:
+            w.context_base -= s.context - s.written  # its term of register's sum (read before its tokens are deferred)
             materialize(w, s)
             r = s.request
             r.state, r.finish_s = State.FINISHED, t
             w.batch.slots.remove(s)
-            w.context_base -= s.context - len(w.clock)
             w.memory.release(r.id)
         w.registered -= len(done)
         w.batch_ids = None

@@ -23,11 +23,19 @@ def columns(requests: Sequence[Request]) -> dict[str, np.ndarray]:
     finished = State.FINISHED
     rows = [(r.state == finished, len(tt), len(r.output), len(r.prompt), r.arrival_s, tt[0] if tt else NAN,
              tt[1] if len(tt) > 1 else NAN, tt[-1] if tt else NAN, NAN if r.finish_s is None else r.finish_s)
-            for r in requests for tt in (r.token_times_s,)]
+            if "_lazy" not in d else _deferred(r, finished)
+            for r in requests for d in (r.__dict__,) for tt in (d.get("token_times_s"),)]
     a = np.array(rows, dtype=float).reshape(len(rows), 9)
     return dict(finished=a[:, 0] == 1, tokens=a[:, 1].astype(np.int64), output=a[:, 2].astype(np.int64),
                 prompt=a[:, 3].astype(np.int64), arrival=a[:, 4], first=a[:, 5], second=a[:, 6], last=a[:, 7],
                 finish=a[:, 8])
+
+
+def _deferred(r: Request, finished: State) -> tuple:
+    """A row of :func:`columns` for a request whose tokens the simulator deferred (not expanded to read it)."""
+    n, first, second, last = r.token_summary()
+    return (r.state == finished, n, n, len(r.prompt), r.arrival_s, first, second, last,
+            NAN if r.finish_s is None else r.finish_s)
 
 
 def per_request(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

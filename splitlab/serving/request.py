@@ -17,6 +17,8 @@ from ..phases.sampling_params import SamplingParams
 
 __all__ = ["Request", "State", "check_unique_ids", "MAX_ARRIVAL_S"]
 
+NAN = float("nan")
+
 #: latest arrival a run accepts (s, about 32 years): float64 resolves 1.2e-7 s there; at 1e12 s only 1.2e-4 s, and
 #: at 1e300 s (a rate of 1e-300/s) every step rounded to 0 s, so TTFT and TPOT printed 0.0 ms
 MAX_ARRIVAL_S = 1e9
@@ -54,7 +56,8 @@ class Request:
         state: see :class:`State`.
         output: generated token ids.
         token_times_s: when each output token became available to the client (s); ``token_times_s[0]`` is the
-            first token, so ``len(token_times_s) == len(output)``.
+            first token, so ``len(token_times_s) == len(output)``. (The simulator's fast path defers both
+            lists until they are first read: :meth:`defer_tokens`.)
         finish_s: time of the last token (FINISHED) or of the rejection (REJECTED).
         reject_reason: why it was rejected or failed (None otherwise).
         prefill_worker, decode_worker: names of the workers that did each phase (same name when colocated).
@@ -177,6 +180,50 @@ class Request:
         if self.done:
             raise RuntimeError(f"request {self.id} is already {self.state.value}")
         self.state, self.reject_reason, self.finish_s = State.FAILED, reason, float(time_s)
+
+    # --- lazy token records (the simulator's fast path, :mod:`.fast`) ------------------------------------
+    def defer_tokens(self, clock: list, start: int, end: int, token: int) -> None:
+        """Record that this request got one ``token`` at each of ``clock[start:end]`` (a worker's decode step ends,
+        one entry per step) without copying them: ``output`` and ``token_times_s`` are expanded from the worker's
+        clock on their first read (:meth:`__getattr__`), so a run copies no token time; :meth:`token_summary`
+        reads a request's metrics without expanding it."""
+        d = self.__dict__
+        if "_lazy" in d:  # deferred already: expand those first (their order is the tokens' order)
+            self._expand()
+        d["_lazy"] = (d.pop("output"), d.pop("token_times_s"), clock, start, end, token)
+
+    def _expand(self) -> None:
+        output, times, clock, start, end, token = self.__dict__.pop("_lazy")
+        output.extend([token] * (end - start))
+        times.extend(clock[start:end])
+        self.__dict__.update(output=output, token_times_s=times)
+
+    def __getattr__(self, name: str):
+        """``output`` and ``token_times_s`` of a request whose tokens are deferred (:meth:`defer_tokens`)."""
+        if name in ("output", "token_times_s") and "_lazy" in self.__dict__:
+            self._expand()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __getstate__(self) -> dict:
+        if "_lazy" in self.__dict__:  # a copy or a pickle holds its own lists, not a worker's whole clock
+            self._expand()
+        return self.__dict__
+
+    def token_summary(self) -> tuple[int, float, float, float]:
+        """``(tokens, first, second, last)`` token times (s; NaN where there is none), without expanding deferred
+        tokens (:meth:`defer_tokens`): what :mod:`.metric_arrays` reads of each request."""
+        lazy = self.__dict__.get("_lazy")
+        if lazy is None:
+            tt = self.token_times_s
+            n = len(tt)
+            return n, tt[0] if n else NAN, tt[1] if n > 1 else NAN, tt[-1] if n else NAN
+        head, clock, start, end = lazy[1], lazy[2], lazy[3], lazy[4]
+        k = len(head)
+        n = k + end - start
+        first = head[0] if k else clock[start] if n else NAN
+        second = head[1] if k > 1 else clock[start + 1 - k] if n > 1 else NAN
+        return n, first, second, clock[end - 1] if end > start else head[-1] if k else NAN
 
     def fresh(self) -> "Request":
         """A copy with the same inputs and nothing recorded, to run the same workload again (another layout).
