@@ -133,3 +133,14 @@ def test_the_loss_takeaway_follows_the_planner_and_the_seeds():
     co.goodput_rps_per_worker = 9.0
     words = split_loss.takeaway([cells[3]], cells[3], "research", 11.3, sp, co, att)
     assert "the planner did not rank colocated first" in words and "behind 10 for 2P+2D" in words
+
+
+def test_short_prompts_already_lost_at_the_chapters_tpot_are_said_to_be_lost():
+    m, cells = _map({(16, 2.5): (15, 19, 20), (418, 2.5): (7, 4.6, 4.7), (16, 10.0): (35, 37, 23),
+                     (418, 10.0): (6.6, 8.3, 7.4)})
+    lost = [c for c in cells if c.verdict == "colocated"]
+    note = split_loss.cell_note(m, lost[0], lost, "code", 2.4)
+    assert "2 of the map's 4 cells go to a colocated layout" in note
+    assert "the shortest prompts (16 tokens, 1.7 decode steps a prefill) already go to a colocated layout." in note
+    assert "even the shortest" not in note and "a cheap prefill alone" not in note
+    assert "furthest behind at 16-token prompts" in note  # 20 / 15 beats 8.3 / 6.6
