@@ -53,6 +53,7 @@ def test_the_attainment_table_has_a_row_per_seed_the_mean_and_the_paired_gap():
     assert list(t.index) == ["seed 0", "seed 1", "seed 2", "mean"]
     assert list(t.columns) == ["3P+1D", "4 colocated", "3P+1D - 4 colocated (pp)"]
     assert t.loc["seed 0", "3P+1D"] == 100 and t.loc["seed 0", "4 colocated"] == 68.8
+    assert "100.0" not in t.to_string() and "100" in t.to_string()
     assert t.loc["mean", "3P+1D - 4 colocated (pp)"] == pytest.approx(30.2)
 
 

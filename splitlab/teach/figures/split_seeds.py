@@ -112,7 +112,10 @@ def attainment_table(runs: PairedRuns, pairs: Sequence[tuple[str, str]] = ()) ->
         table[f"{short_name(a)} - {short_name(b)} (pp)"] = att[a] - att[b]
     table.loc["mean"] = table.mean()
     table.index = [f"seed {s}" if s != "mean" else s for s in table.index]
-    return table.map(sig3).astype(object)
+    out = table.astype(object)
+    for row in table.index:  # row by row: a column of floats would print 100 as 100.0
+        out.loc[row] = [sig3(v) for v in table.loc[row]]
+    return out
 
 
 def _pct(values) -> str:
