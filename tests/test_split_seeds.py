@@ -104,6 +104,8 @@ def test_the_loss_note_names_the_cell_the_split_loses_and_why():
                        (418, 10.0): (6.6, 8.3, 7.4)}, binding="tpot")
     note = split_loss.cell_note(m2, cells2[3], [cells2[3]], "code", 2)
     assert "its 2 decode workers carry every stream" in note
+    cells[3].names = dict(cells[3].names, split="1P+3D")
+    assert "its 1 prefill worker takes every prompt" in split_loss.cell_note(m, cells[3], [cells[3]], "code", 2)
     assert "even the shortest prompts (16 tokens, 1.7 decode steps a prefill) are a tie" in note
 
 

@@ -41,12 +41,14 @@ def _why(cell, workers: int) -> str:
     x, y = _pools(cell.names["split"])
     kind, binds = _colocated(cell), cell.binding["split"]
     if binds == "ttft":
-        return (f"The split is held back there by its TTFT SLO: its {_workers(x, 'prefill')} take every prompt, "
+        return (f"The split is held back there by its TTFT SLO: its {_workers(x, 'prefill')} "
+                f"take{'s' if x == 1 else ''} every prompt, "
                 f"where all {workers} colocated workers prefill, and a TPOT SLO of {cell.tpot_steps:g} decode steps "
                 f"lets a colocated stream sit out the prefills ({short_name(cell.names[kind])} is held back by its "
                 f"{cell.binding[kind].upper()} SLO).")
     if binds == "tpot":
-        return (f"The split is held back there by its TPOT SLO: its {_workers(y, 'decode')} carry every stream, "
+        return (f"The split is held back there by its TPOT SLO: its {_workers(y, 'decode')} "
+                f"carr{'ies' if y == 1 else 'y'} every stream, "
                 f"where all {workers} colocated workers decode.")
     return f"The split is held back there by its {binds.upper()} SLO."
 
