@@ -1,0 +1,140 @@
+"""Chapter 6's live comparisons over seeds, paired: each seed's request set is served by every layout, so a
+layout's lead is measured seed by seed, on the very same requests, and set against its own spread.
+
+- :func:`paired_runs`: one request set per seed, each served by every layout; SLO attainment per (seed, layout),
+  the first seed's :class:`~splitlab.serving.Comparison` kept whole for the page's tables and timelines.
+- :func:`widest_gap_rate`: of some rates, the one where the simulator predicts the widest paired gap between two
+  layouts (a live run there is most likely to be decisive).
+- :func:`paired_gaps`: the gap in SLO attainment between two layouts, seed by seed (percentage points), its mean
+  and range, and whether the verdict is outside that range (every seed's gap on the same side of zero).
+- :func:`attainment_table`: one row per seed and the mean, one column per layout (%) and per gap (points).
+- :func:`paired_verdict`: that comparison in a sentence.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .split_tables import short_name
+from .style import sig3
+
+__all__ = ["PairedRuns", "paired_runs", "widest_gap_rate", "paired_gaps", "attainment_table", "paired_verdict"]
+
+
+@dataclass
+class PairedRuns:
+    """What :func:`paired_runs` served: ``attainment`` (DataFrame, index the seeds, one column per layout name:
+    the share of that seed's requests within both SLOs, in %), ``first`` (the first seed's Comparison, every
+    run traced), ``n_requests`` (per seed), ``rate_per_s`` and ``tokens_identical`` (every seed's layouts
+    produced the same tokens)."""
+
+    attainment: pd.DataFrame
+    first: object
+    n_requests: int
+    rate_per_s: float
+    tokens_identical: bool
+
+
+def paired_runs(workload, n_requests: int, rate_per_s: float, configs: Mapping[str, object], executor,
+                ttft_slo_s: float, tpot_slo_s: float, seeds: Sequence[int] = (0, 1, 2), model=None,
+                scale: float | None = None) -> PairedRuns:
+    """Serve ``n_requests`` requests of ``workload`` (a name or WorkloadSpec; Poisson arrivals at ``rate_per_s``,
+    lengths scaled by ``scale``) once per seed, each seed's set on every layout of ``configs`` (name ->
+    ServingConfig) on ``executor`` (a ModelExecutor: the real model; a CostModelExecutor simulates). Runs after
+    the first seed keep metrics only (``trace=False``).
+
+    Raises:
+        ValueError: no seeds, a seed twice, fewer than two layouts; those of :func:`splitlab.serving.make_workload`
+            and :func:`splitlab.serving.compare`."""
+    from ... import serving
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and at least one, got {seeds!r}")
+    if len(configs) < 2:
+        raise ValueError(f"paired_runs compares layouts: give two or more configs, got {list(configs)}")
+    rows, first, same = {}, None, True
+    for i, seed in enumerate(seeds):
+        reqs = serving.make_workload(workload, n_requests, rate_per_s, seed=seed, model=model, scale=scale)
+        cfgs = dict(configs) if i == 0 else {k: dataclasses.replace(c, trace=False) for k, c in configs.items()}
+        cmp = serving.compare(reqs, cfgs, executor)
+        same = same and cmp.tokens_identical
+        first = cmp if i == 0 else first
+        rows[seed] = {k: 100 * r.metrics(ttft_slo_s, tpot_slo_s)["slo_attainment"] for k, r in cmp.results.items()}
+    att = pd.DataFrame.from_dict(rows, orient="index")
+    att.index.name = "seed"
+    return PairedRuns(att, first, n_requests, rate_per_s, same)
+
+
+def widest_gap_rate(workload, n_requests: int, rates: Sequence[float], configs: Mapping[str, object], cost,
+                    ttft_slo_s: float, tpot_slo_s: float, a: str, b: str, seeds: Sequence[int] = (0, 1, 2),
+                    model=None, scale: float | None = None) -> tuple[float, pd.Series]:
+    """Of ``rates`` (requests/s), the one where the simulator (``cost``, a CostModel: the same scheduler, the
+    cost model's seconds) predicts the widest mean paired gap ``a`` - ``b`` in SLO attainment on the requests a
+    live :func:`paired_runs` with the same arguments would serve. Returns (that rate, the predicted mean gap in
+    points per rate: a Series indexed by rate).
+
+    Raises:
+        ValueError: no rates; and those of :func:`paired_runs`."""
+    from ...serving import CostModelExecutor
+    if not len(rates):
+        raise ValueError("widest_gap_rate needs at least one rate")
+    ex = CostModelExecutor(cost)
+    gaps = pd.Series({float(r): paired_gaps(paired_runs(workload, n_requests, r, configs, ex, ttft_slo_s, tpot_slo_s,
+                                                        seeds, model, scale).attainment, a, b)["mean"]
+                      for r in rates}, name="predicted gap (pp)")
+    return float(gaps.idxmax()), gaps
+
+
+def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
+    """``a``'s lead over ``b`` in SLO attainment, seed by seed (points; ``attainment`` in %, one row per seed):
+    ``gaps`` (list), ``mean``, ``low``, ``high`` (range over the seeds), ``spread`` (high - low), ``decisive``
+    (every seed's gap on the same side of zero and none zero: the verdict lies outside the runs' own spread),
+    ``leader`` (a or b by the mean; None at a mean of 0).
+
+    Raises:
+        KeyError: a or b not a column of ``attainment``."""
+    gaps = (attainment[a] - attainment[b]).to_numpy(float)
+    low, high, mean = float(gaps.min()), float(gaps.max()), float(gaps.mean())
+    return dict(gaps=list(gaps), mean=mean, low=low, high=high, spread=high - low,
+                decisive=bool(low > 0 or high < 0), leader=a if mean > 0 else b if mean < 0 else None)
+
+
+def attainment_table(runs: PairedRuns, pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
+    """Rows: each seed, then the mean; columns: each layout's SLO attainment (%, short names), then for each
+    (a, b) of ``pairs`` the paired gap a - b (points). 3 significant digits."""
+    att = runs.attainment
+    table = att.rename(columns=short_name)
+    for a, b in pairs:
+        table[f"{short_name(a)} - {short_name(b)} (pp)"] = att[a] - att[b]
+    table.loc["mean"] = table.mean()
+    table.index = [f"seed {s}" if s != "mean" else s for s in table.index]
+    out = table.astype(object)
+    for row in table.index:  # row by row: a column of floats would print 100 as 100.0
+        out.loc[row] = [sig3(v) for v in table.loc[row]]
+    return out
+
+
+def _pct(values) -> str:
+    return " / ".join(f"{v:.0f}" for v in values) + "%"
+
+
+def paired_verdict(attainment: pd.DataFrame, a: str, b: str, n_requests: int) -> str:
+    """One sentence: each seed's attainment of ``a`` and ``b``, the paired gap's range and mean, and whether the
+    verdict (who leads) is outside that range or these runs cannot tell the two apart."""
+    g = paired_gaps(attainment, a, b)
+    sa, sb, k = short_name(a), short_name(b), len(attainment)
+    head = (f"Over {k} seeds of {n_requests} requests each, {sa} met both SLOs for {_pct(attainment[a])} of them "
+            f"and {sb} for {_pct(attainment[b])}")
+    if g["decisive"]:
+        lead, other, sign = (sa, sb, 1) if g["mean"] > 0 else (sb, sa, -1)
+        lo, hi = sorted((sign * g["low"], sign * g["high"]))
+        spread = (f"by {lo:.0f} points in every seed" if lo == hi else
+                  f"by {lo:.0f} to {hi:.0f} points (mean {sign * g['mean']:.0f})")
+        return (f"{head}: seed by seed, {lead} led {other} {spread}, so the verdict lies outside the runs' own "
+                f"spread.")
+    return (f"{head}: seed by seed, the gap ranged from {g['low']:+.0f} to {g['high']:+.0f} points (mean "
+            f"{g['mean']:+.0f}); zero lies within that range, so these runs cannot tell the two layouts apart.")
