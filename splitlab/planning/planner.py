@@ -27,6 +27,7 @@ import pandas as pd
 from ..common.progress import show_progress
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
+from ..serving.goodput_spread import EXTEND
 from ..serving.goodput_search import SearchNotEnded
 from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
@@ -213,7 +214,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
          max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int | None = None,
          max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03, seed: int = 0,
          scale: float | None = None, max_requests: int = 3000, progress: bool | None = None,
-         local_prefill_tokens=None, **options) -> Plan:
+         local_prefill_tokens=None, extend: int = EXTEND, **options) -> Plan:
     """Rank layouts up to ``max_workers`` by simulated goodput per worker (module docstring).
 
     Args:
@@ -228,7 +229,11 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout
             (``max_batch`` None: no cap, each worker's KV budget bounds its batch; ``Plan.batch`` states it).
-        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run.
+        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run (at least 2,000
+            of them, :mod:`~splitlab.serving.goodput_runs`). extend: every layout's runs go on while their verdict is
+            unsettled to at most this many times their requests (:mod:`~splitlab.serving.goodput_spread`; the
+            workload is passed to each search, whose request set continues as far as needed, so the rule is the
+            same for every layout whatever its rate).
         progress: a tqdm bar on stderr: True, False, or None (the default: when stderr is a terminal and there are
             more than 4 candidates).
         local_prefill_tokens: prompt thresholds of conditional contenders (every split again, its decode workers
@@ -280,9 +285,10 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
         start, learned = starts.start(policy, x, y, first, local[0] if local else None)
         try:
-            res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
+            res = goodput(workload, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
                           tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(start, 1e-3),
-                          prefixes=True, step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once
+                          seed=seed, scale=scale, extend=extend,
+                          step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once
         except SearchNotEnded as e:  # its advice names goodput()'s arguments: name plan()'s
             raise ValueError(f"plan: the goodput search of {cfg.name} did not end within its runs at tolerance "
                              f"{tolerance!r}: pass plan() a larger tolerance (default 0.03)") from e
