@@ -229,11 +229,9 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout
             (``max_batch`` None: no cap, each worker's KV budget bounds its batch; ``Plan.batch`` states it).
-        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run (at least 2,000
-            of them, :mod:`~splitlab.serving.goodput_runs`). extend: every layout's runs go on while their verdict is
-            unsettled to at most this many times their requests (:mod:`~splitlab.serving.goodput_spread`; the
-            workload is passed to each search, whose request set continues as far as needed, so the rule is the
-            same for every layout whatever its rate).
+        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run. extend: runs go
+            on while unsettled to this many times their requests (:mod:`~splitlab.serving.goodput_spread`; each
+            search gets the workload, continued as far as needed: the same rule for every layout).
         progress: a tqdm bar on stderr: True, False, or None (the default: when stderr is a terminal and there are
             more than 4 candidates).
         local_prefill_tokens: prompt thresholds of conditional contenders (every split again, its decode workers

@@ -14,7 +14,11 @@ is ``ttft_prefills`` (5, chapter 6) prefills of the prompt. Every request has th
 
 Each layout's goodput is :func:`splitlab.serving.goodput` on the cost model (calibrated, analytic or built in),
 as :func:`splitlab.planner.plan` runs it; the closed form (:mod:`.closed_form`) prunes the splits (only the
-split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate. A cell's
+split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate. Every
+search gets its cell's workload and one ``extend``, the same rule for every layout: by default
+:data:`MAP_EXTEND` = 1, plain runs that never go on (a map of 12 cells took 11 s of CPU; letting its runs go on to 8x
+took more than 4x that, past the seconds a map should take), so a map's goodputs carry the plain search's seed
+spread (benchmarks/goodput_steady.py: its 'plain' column). A cell's
 ``margin`` is ``1 - runner-up / winner``; within ``tie_tolerance`` (default 10%: twice the searches' 5%
 tolerance, each goodput lying up to 5% below its boundary) the cell is a tie. ``link_bytes_per_s`` models the KV
 link between the pools (None: the cost model's transfer): a slow link can make the split lose. Every layout's
@@ -48,8 +52,8 @@ __all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_a
 #: model: 101 searches, 10.8 CPU seconds; 8 workers: 115, 21.6 CPU s)
 MAX_CELLS = 400
 #: how far a map's goodput runs may go on while unsettled (``extend`` of :func:`~splitlab.serving.goodput`), the
-#: same for every layout of every cell: see :func:`split_map`
-MAP_EXTEND = 8
+#: same for every layout of every cell: 1, plain runs (module docstring)
+MAP_EXTEND = 1
 
 
 def geometric_axis(low: float, high: float, points: int, integer: bool = False) -> list:

@@ -155,7 +155,8 @@ class Runs:
         return 1.0 / (self.workers * min(1000 * longest, 1e6))
 
     def n(self, rate_per_worker: float) -> int:
-        """Requests of the run at ``rate_per_worker``: rate x duration, within the limits."""
+        """Requests of the run at ``rate_per_worker``: rate x duration, within the limits (given requests: at most
+        as many as were given)."""
         wanted = min(rate_per_worker * self.workers * self.duration, self.limits[1])  # inf at a rate of 1e308
         if self.fixed:
             return len(self.base)

@@ -136,8 +136,8 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             "fail" or "pass", ``attainment`` a bound; :func:`~.goodput_spread.sure_margins`).
             False: every run to its end, never going on.
         extend: a run goes on to at most this many times its requests (default :data:`~.goodput_spread.EXTEND`,
-            8, at most :data:`~.goodput_spread.MAX_EXTEND`, 64; as many as given requests hold); 1: the plain run of its requests, decided as the full run decides
-            (early stopped once its verdict cannot change).
+            8, at most :data:`~.goodput_spread.MAX_EXTEND`, 64; as many as given requests hold); 1: the plain run
+            of its requests, decided as the full run decides (early stopped once its verdict cannot change).
         start_rate_per_worker: the first rate tried (requests/s per worker); ``step``: the factor by which the
             rate grows or shrinks until one rate passes and one fails (a good start deserves a small step), at
             most :data:`MAX_STEP`.
