@@ -106,10 +106,11 @@ def references_into(path, names, seeds, layouts, longer, tolerance):
                 print(json.dumps(row), file=sys.stderr, flush=True)
 
 
-def measure(name, case, seeds, n_layouts, refs, rows_file=None):
+def measure(name, case, seeds, n_layouts, refs, rows_file=None, measured_only=False):
     """Rows of (layout, seed): the default search, the same search with runs that never go on (``extend=1``) and
     the reference of ``refs`` ((case, layout, seed) -> a row of :func:`references_into`; NaN where none), with
-    their CPU seconds. ``rows_file``: JSON lines of rows measured before (reused) and appended to (resumable)."""
+    their CPU seconds. ``rows_file``: JSON lines of rows measured before (reused) and appended to (resumable);
+    ``measured_only``: only the rows it holds (a table of a run that was stopped)."""
     ex, workload, ttft, tpot, layouts, options = case
     rows, before = [], {}
     if rows_file and os.path.exists(rows_file):
@@ -126,6 +127,8 @@ def measure(name, case, seeds, n_layouts, refs, rows_file=None):
                                cpu_s_longer=ref["cpu_s_longer"], ratio=row["goodput"] / ref["goodput_longer"],
                                ratio_plain=row["goodput_plain"] / ref["goodput_longer"])
                 rows.append(row)
+                continue
+            if measured_only:
                 continue
             common = dict(ttft_slo_s=ttft, tpot_slo_s=tpot, seed=seed, **options)
             t0 = time.process_time()
@@ -193,6 +196,7 @@ def main(argv=None):
                     "--references-only: compute the missing ones into it (resumable), else: use them")
     ap.add_argument("--references-only", action="store_true")
     ap.add_argument("--rows-file", help="JSON lines of the searches' rows: reused, and appended to as each ends")
+    ap.add_argument("--measured-only", action="store_true", help="with --rows-file: print its rows, search no more")
     args = ap.parse_args(argv)
     if args.se:
         se_windows()
@@ -215,7 +219,8 @@ def main(argv=None):
                     refs[name, cfg.name, seed] = reference(case, cfg, seed, longer, args.reference_tolerance)
     out = {}
     for name, case in cases(args.cases.split(",")).items():
-        out[name] = measure(name, case, seeds, 1 if args.quick else args.layouts, refs, args.rows_file)
+        out[name] = measure(name, case, seeds, 1 if args.quick else args.layouts, refs, args.rows_file,
+                            args.measured_only)
     if args.json:
         print(json.dumps(out, indent=1))
         return
