@@ -40,7 +40,7 @@ def test_the_planner_gives_every_search_the_workload_so_every_layout_extends_ali
     planner.plan(None, "chat", 0.5, 0.05, max_workers=3, chunk_tokens=(256,), progress=False)
     assert len(rec.calls) == 5  # colocated, chunked, 1P+1D, 1P+2D, 2P+1D
     for workload, name, kw in rec.calls:
-        assert workload == "chat" and kw["seed"] == 0 and kw["extend"] == spread.EXTEND, name
+        assert workload == "chat" and kw["seed"] == 0 and kw["extend"] == planner.PLAN_EXTEND, name
         assert not kw.get("prefixes", False)
 
 
