@@ -1,15 +1,18 @@
 """Is the goodput search at steady state? Its default runs against the same search on runs 20x longer.
 
     python benchmarks/goodput_steady.py [--cases builtin,toy] [--seeds 0,1,2] [--longer 20]
-                                        [--reference-tolerance 0.01] [--json] [--quick]
+                                        [--reference-tolerance 0.01] [--json] [--quick] [--se]
+                                        [--references-only] [--reference-file F] [--rows-file F] [--measured-only]
 
 A goodput run's arrivals span ``LIFETIMES`` request lifetimes (TTFT SLO + (mean output - 1) x TPOT SLO) with a
 warm-up and a cool-down left out (:mod:`splitlab.serving.goodput_runs`), and stop once their verdict is decided
 (:mod:`splitlab.serving.goodput_verdict`). This measures, for each case, layout and seed of the request set, the
 default search's goodput against the same search with runs ``--longer`` x longer (and ``--longer`` x the
-requests per run), which stands for the steady state, starts at the default's answer and bisects to a tighter
-tolerance (``--reference-tolerance``, 1%: the reference's own 3% bracket would otherwise add up to 3% to every
-ratio); the claim is that the default lands within 5%.
+requests per run), which stands for the steady state, starts at 1 request/s per worker with step 2 whatever the
+searches under test found (:data:`REFERENCE_START`) and bisects to a tighter tolerance (``--reference-tolerance``,
+1%: the reference's own 3% bracket would otherwise add up to 3% to every ratio); the claim is that the default
+lands within 5%. The references are slow (about 50 CPU s each): ``--references-only --reference-file F`` computes
+them into F, resumably, and a later run reads them (``--rows-file`` keeps the searches' rows the same way).
 
 Where a plain search (runs that never go on, ``extend=1``) lands low, the cause is the request set, not the
 search: at a fixed rate near the boundary the SLO attainment of the same layout over 2,000 requests moves with the
@@ -20,7 +23,7 @@ deviations), a burst that 4,000 requests still hold (0.857) and 8,000 dilute (0.
 default search's runs measure their own spread and go on while their verdict is unsettled
 (:mod:`splitlab.serving.goodput_spread`); this benchmark prints both searches against the reference.
 
-Cases (4 workers each; prefill-first colocated, chunked colocated, and two xPyD splits):
+Cases (4 workers each; prefill-first colocated, chunked colocated, and three xPyD splits, balanced and not):
 
 - ``builtin``: the built-in cost model, the ``chat`` workload, the SLOs ``plan`` chooses for it (chapter 6's rule).
 - ``toy``: DistServe's example on the analytic cost model: OPT-13B fp16 on an A100-80GB (NVLink 3), 512 prompt /
