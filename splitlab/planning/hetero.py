@@ -29,12 +29,11 @@ import pandas as pd
 
 from ..common.progress import show_progress
 from ..serving import CostModelExecutor, PoolCostExecutor, ServingConfig, goodput, workload_requests
-from ..serving.goodput_spread import EXTEND
 from ..sizing.budget import MEMORY_UTILIZATION
 from .batch import batch_bound
 from .closed_form import colocated_capacity, decode_capacity, prefill_capacity, split_capacity
 from .defaults import choose_defaults
-from .planner import CLOSED_FORM_BATCH
+from .planner import CLOSED_FORM_BATCH, PLAN_EXTEND
 from .pools import NoPool, cluster_costs, handoff, pool_costs
 
 __all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES", "CHUNK_TOKENS", "NoPool", "batch_cell"]
@@ -195,10 +194,7 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                                scale=scale)
         ttft_slo_s, tpot_slo_s = slos.ttft_slo_s, slos.tpot_slo_s
         chosen = dict(slos.to_json(), on=f"{first_pool.name} ({first_cost.source})")
-    # every search takes the first of them; a run goes on into the rest while its verdict is unsettled, so every
-    # cluster's runs may go on to EXTEND x their requests, the same rule for all (:mod:`..serving.goodput_spread`)
-    longer = workload_requests(workload, EXTEND * max_requests, 1.0, ex0, seed, scale)
-    requests = longer[:max_requests]
+    requests = workload_requests(workload, max_requests, 1.0, ex0, seed, scale)
     prompts = np.array([r.prompt_len for r in requests])
     outputs = np.array([r.max_new_tokens for r in requests])
     common = dict(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens, memory_utilization=memory_utilization)
@@ -252,9 +248,10 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
     bar = dict(desc="plan pools: goodput of each cluster", leave=False,
                disable=not (show and (progress is not None or len(jobs) > 4)))
     for name, layout, pools, cfg, ex, first, info, said in tqdm(jobs, **bar):
-        res = goodput(longer, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
+        res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
                       tolerance=tolerance, min_requests=min(100, max_requests), max_requests=max_requests,
-                      start_rate_per_worker=max(first, 1e-3), prefixes=True, step=1.25)
+                      start_rate_per_worker=max(first, 1e-3), prefixes=True, step=1.25,
+                      extend=PLAN_EXTEND)  # plain runs for every cluster, as the planner's (before: up to the list)
         rps = res.goodput_rps_per_worker * cfg.n_workers
         costs_ = cluster_costs([(p, w) for _, p, w in pools], rps, float(outputs.mean()))
         candidates.append(PoolCandidate(name, layout, pools, rps, costs_, res.binding_slo, info, res, said))
