@@ -165,3 +165,13 @@ def test_plan_names_the_link_it_runs_on():
                            compute_efficiency=None, memory_efficiency=None)
     cost = cost_model(args)
     assert "25 Gb/s network" in cost.source and cost.transfer_s(10 ** 9) == pytest.approx(10 ** 9 / 3.125e9, rel=0.1)
+
+
+def test_plan_and_map_say_their_runs_are_plain():
+    """The extension rule is the same for every layout and stated in the output (SLOs no layout meets: no run)."""
+    from conftest import cli
+    status, out, err = cli("plan", "--workload", "research", "--ttft-slo", "0.05", "--tpot-slo", "0.1",
+                           "--max-workers", "2")
+    assert status == 0 and "goodput runs: plain, never going on past their requests (every layout alike)" in out
+    from splitlab.planning import split_map
+    assert split_map.MAP_EXTEND == 1 and "MAP_EXTEND" in split_map.__doc__
