@@ -79,6 +79,7 @@ def plan(args):
     text = [f"splitlab plan: {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= {p.tpot_slo_s:g} s, at most "
             f"{args.max_workers} workers at {args.price_per_hour:g}/hour",
             f"cost model: {p.cost_source}", *chosen_lines(p.chosen), p.batch_line,
+            "goodput runs: plain, never going on past their requests (every layout alike)",
             f"{'layout':<40} {'goodput/worker':>15} {'first guess':>12} {'cost/1M tok':>12}  binding SLO"]
     for c in p.candidates:
         text.append(f"{c.name:<40} {c.goodput_rps_per_worker:>13.3g}/s {c.first_guess_rps_per_worker:>10.3g}/s "

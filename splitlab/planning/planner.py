@@ -184,6 +184,8 @@ MAX_WORKERS = 16
 
 #: the largest batch the closed form tries (its loops go batch by batch) when KV memory is unlimited
 CLOSED_FORM_BATCH = 65_536
+#: plain runs, every layout alike: going on to 8x took plan --max-workers 8 past issue 19's 30 s of CPU
+PLAN_EXTEND = 1
 
 
 def _splits(n: int) -> int:
@@ -213,7 +215,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
          max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int | None = None,
          max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03, seed: int = 0,
          scale: float | None = None, max_requests: int = 3000, progress: bool | None = None,
-         local_prefill_tokens=None, **options) -> Plan:
+         local_prefill_tokens=None, extend: int = PLAN_EXTEND, **options) -> Plan:
     """Rank layouts up to ``max_workers`` by simulated goodput per worker (module docstring).
 
     Args:
@@ -228,7 +230,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout
             (``max_batch`` None: no cap, each worker's KV budget bounds its batch; ``Plan.batch`` states it).
-        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run.
+        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run. extend: of each
+            search, the same for every layout (each gets the workload; default :data:`PLAN_EXTEND`, 1: plain runs).
         progress: a tqdm bar on stderr: True, False, or None (the default: when stderr is a terminal and there are
             more than 4 candidates).
         local_prefill_tokens: prompt thresholds of conditional contenders (every split again, its decode workers
@@ -280,9 +283,10 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
         start, learned = starts.start(policy, x, y, first, local[0] if local else None)
         try:
-            res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
+            res = goodput(workload, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
                           tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(start, 1e-3),
-                          prefixes=True, step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once
+                          seed=seed, scale=scale, extend=extend,
+                          step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once
         except SearchNotEnded as e:  # its advice names goodput()'s arguments: name plan()'s
             raise ValueError(f"plan: the goodput search of {cfg.name} did not end within its runs at tolerance "
                              f"{tolerance!r}: pass plan() a larger tolerance (default 0.03)") from e

@@ -14,7 +14,11 @@ is ``ttft_prefills`` (5, chapter 6) prefills of the prompt. Every request has th
 
 Each layout's goodput is :func:`splitlab.serving.goodput` on the cost model (calibrated, analytic or built in),
 as :func:`splitlab.planner.plan` runs it; the closed form (:mod:`.closed_form`) prunes the splits (only the
-split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate. A cell's
+split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate. Every
+search gets its cell's workload and one ``extend``, the same rule for every layout: by default
+:data:`MAP_EXTEND` = 1, plain runs that never go on (a map of 12 cells took 11 s of CPU; letting its runs go on to 8x
+took more than 4x that, past the seconds a map should take), so a map's goodputs carry the plain search's seed
+spread (benchmarks/goodput_steady.py: its 'plain' column). A cell's
 ``margin`` is ``1 - runner-up / winner``; within ``tie_tolerance`` (default 10%: twice the searches' 5%
 tolerance, each goodput lying up to 5% below its boundary) the cell is a tie. ``link_bytes_per_s`` models the KV
 link between the pools (None: the cost model's transfer): a slow link can make the split lose. Every layout's
@@ -32,7 +36,7 @@ import numpy as np
 
 from ..common.progress import progress_bar
 from ..costmodel import CostModel
-from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
+from ..serving import CostModelExecutor, ServingConfig, goodput
 from ..serving.workload import Fixed, WorkloadSpec
 from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
@@ -47,6 +51,9 @@ __all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_a
 #: most cells of a map: each is about 5 goodput searches (the default 6 x 4 map of 4 workers on the built-in cost
 #: model: 101 searches, 10.8 CPU seconds; 8 workers: 115, 21.6 CPU s)
 MAX_CELLS = 400
+#: how far a map's goodput runs may go on while unsettled (``extend`` of :func:`~splitlab.serving.goodput`), the
+#: same for every layout of every cell: 1, plain runs (module docstring)
+MAP_EXTEND = 1
 
 
 def geometric_axis(low: float, high: float, points: int, integer: bool = False) -> list:
@@ -159,9 +166,10 @@ def _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefill
     return prompts, steps
 
 
-def _requests(ex, prompt: int, output_tokens: int, max_requests: int, seed: int):
-    spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(output_tokens), "one cell of the map")
-    return workload_requests(spec, max_requests, 1.0, ex, seed, scale=1.0)
+def _spec(prompt: int, output_tokens: int) -> WorkloadSpec:
+    """One cell's workload: every request ``prompt`` tokens in, ``output_tokens`` out (a spec, not a request list,
+    so that each search continues its request set as far as its runs go on: the same rule for every layout)."""
+    return WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(output_tokens), "one cell of the map")
 
 
 def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Sequence[int] | None = None,
@@ -170,7 +178,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
               tie_tolerance: float = 0.1, chunk_tokens: Sequence[int] = (256,), max_batch: int | None = None,
               max_requests: int = 400, tolerance: float = 0.05, seed: int = 0,
               progress: bool | None = None, colocated_from: SplitMap | None = None,
-              conditional_queues: Sequence[int] = (), **options) -> SplitMap:
+              conditional_queues: Sequence[int] = (), extend: int = MAP_EXTEND, **options) -> SplitMap:
     """The map of the module docstring on ``cost``.
 
     Args:
@@ -185,6 +193,9 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         max_batch, options: :class:`~splitlab.serving.ServingConfig` fields of every layout (``max_batch`` None,
             the default: no cap, each worker's KV budget bounds its batch, as in the planner).
         max_requests, tolerance, seed: of each goodput search (:func:`~splitlab.serving.goodput`).
+        extend: every search's runs go on while their verdict is unsettled to at most this many times their
+            requests (:mod:`~splitlab.serving.goodput_spread`), the same rule for every layout of every cell;
+            default :data:`MAP_EXTEND`.
         progress: a tqdm bar of the searches on stderr (True, False, None: when stderr is a terminal).
         colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch and seed
             whose colocated goodputs to take instead of searching them again (they do not depend on the link):
@@ -228,7 +239,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     link = {} if link_bytes_per_s is None else dict(link_bytes_per_s=float(link_bytes_per_s))
     cells, searches, notes = [], 0, []
     bar = progress_bar(len(prompts) * len(steps), f"map of {workers} workers", progress, unit="cell")
-    requests = {n: _requests(ex, n, output_tokens, max_requests, seed) for n in prompts}
+    requests = {n: _spec(n, output_tokens) for n in prompts}
     ratio = {n: prefill_steps(cost, n) for n in prompts}
     with bar:
         for k in steps:
@@ -259,7 +270,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                     res = goodput(reqs, cfg, ex, ttft_slo_s=ttft, tpot_slo_s=tpot, tolerance=tolerance,
                                   min_requests=min(100, max_requests), max_requests=max_requests, seed=seed,
                                   start_rate_per_worker=max(first if math.isfinite(first) else 1.0, 1e-3),
-                                  prefixes=True, step=1.25)
+                                  scale=1.0, extend=extend, step=1.25)
                     searches += 1
                     if res.outcome == "unbounded":
                         notes.append(f"{cfg.name} at {n} tokens, TPOT {k:g} steps: {res.reason}")
@@ -273,7 +284,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                 for cfg in conditional_contenders(best[0] if best else None, conditional_queues):
                     res = goodput(reqs, cfg, ex, ttft_slo_s=ttft, tpot_slo_s=tpot, tolerance=tolerance,
                                   min_requests=min(100, max_requests), max_requests=max_requests, seed=seed,
-                                  start_rate_per_worker=max(good["split"], 1e-3), prefixes=True, step=1.25)
+                                  start_rate_per_worker=max(good["split"], 1e-3), scale=1.0, extend=extend,
+                                  step=1.25)
                     searches += 1
                     if not extra or res.goodput_rps_per_worker > extra["goodput_rps_per_worker"]:
                         extra = dict(layout=cfg.name, goodput_rps_per_worker=res.goodput_rps_per_worker,

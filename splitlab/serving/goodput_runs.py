@@ -30,7 +30,7 @@ from typing import Sequence
 
 from . import metrics as M
 from .cluster import Cluster
-from .goodput_spread import EXTEND, Settle
+from .goodput_spread import EXTEND, MAX_EXTEND, Settle
 from .goodput_verdict import misses_of
 from .request import Request, State
 from .runner import backend_for
@@ -102,9 +102,9 @@ class Runs:
         if not (isinstance(lifetimes, numbers.Real) and not isinstance(lifetimes, bool) and 0 < lifetimes < math.inf):
             raise ValueError(f"lifetimes must be a number > 0 (request lifetimes of arrivals per run), got "
                              f"{lifetimes!r}")
-        if isinstance(extend, bool) or not isinstance(extend, numbers.Integral) or extend < 1:
-            raise ValueError(f"extend must be an integer >= 1 (how many times its requests a run may go on to), got "
-                             f"{extend!r}")
+        if isinstance(extend, bool) or not isinstance(extend, numbers.Integral) or not 1 <= extend <= MAX_EXTEND:
+            raise ValueError(f"extend must be an integer >= 1 and <= {MAX_EXTEND} (how many times its requests a run "
+                             f"may go on to), got {extend!r}")
         self.ex, self.cfg = backend_for(model, backend), config.with_(trace=False)
         self.workers, self.slos, self.target, self.points = self.cfg.n_workers, (ttft_slo_s, tpot_slo_s), target, []
         if min_requests is None:
@@ -155,9 +155,13 @@ class Runs:
         return 1.0 / (self.workers * min(1000 * longest, 1e6))
 
     def n(self, rate_per_worker: float) -> int:
-        """Requests of the run at ``rate_per_worker``: rate x duration, within the limits."""
+        """Requests of the run at ``rate_per_worker``: rate x duration, within the limits (given requests: at most
+        as many as were given)."""
         wanted = min(rate_per_worker * self.workers * self.duration, self.limits[1])  # inf at a rate of 1e308
-        return len(self.base) if self.fixed else min(self.limits[1], max(self.limits[0], math.ceil(wanted)))
+        if self.fixed:
+            return len(self.base)
+        most = self.limits[1] if self.source is not None else min(self.limits[1], len(self.base))  # given: no more
+        return min(most, max(self.limits[0], math.ceil(wanted)))
 
     def counted(self, requests: Sequence[Request]) -> list[Request]:
         """The requests whose attainment decides a run (arrival order): those after the warm-up and before the

@@ -10,8 +10,9 @@ decode slot is not rewarded for hiding that backlog.
 Each run's arrivals span ``lifetimes`` request lifetimes (TTFT SLO + (mean output tokens - 1) x TPOT SLO, default
 20, :mod:`.goodput_runs`), with a warm-up and a cool-down left out of the attainment; a run stops as soon as its
 verdict is settled and goes on (up to ``extend`` x its requests) while it is not (:mod:`.goodput_spread`: a
-sequential test on the run's own batch-means spread; the arrivals stay the seeded Poisson process, so the
-attainment is not biased, only the run's length depends on what it saw). How close the answer comes to
+sequential test on the run's own batch-means spread; the arrivals stay the seeded Poisson process, but under
+this optional stopping only the pass/fail verdict keeps its stated error, not the attainment a run reports: a run
+that started low is the one that went on). How close the answer comes to
 the same search on runs 20 x longer is measured, not argued: ``benchmarks/goodput_steady.py`` (prefill-first,
 chunked and xPyD layouts on the built-in and the analytic cost models, over seeds) and
 ``tests/test_goodput_steady.py`` (a crafted case, within 5%). Every run takes the
@@ -131,11 +132,12 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         early: stop each run once its pass/fail is settled (:mod:`.goodput_spread`): at checkpoints of 1, 2, 4 ...
             x its requests, judged by the attainment and its batch-means standard error (the point's
             ``attainment`` and ``attainment_se``, ``extended``: the checkpoint, 0 for the run's own requests), or
-            at once when it is certain to miss the target by 10 points (``stopped``: "fail", ``attainment`` a bound).
+            at once when its verdict is certain to be settled whatever its undecided requests do (``stopped``:
+            "fail" or "pass", ``attainment`` a bound; :func:`~.goodput_spread.sure_margins`).
             False: every run to its end, never going on.
         extend: a run goes on to at most this many times its requests (default :data:`~.goodput_spread.EXTEND`,
-            8; as many as given requests hold); 1: the plain run of its requests, decided as the full run decides
-            (early stopped once its verdict cannot change).
+            8, at most :data:`~.goodput_spread.MAX_EXTEND`, 64; as many as given requests hold); 1: the plain run
+            of its requests, decided as the full run decides (early stopped once its verdict cannot change).
         start_rate_per_worker: the first rate tried (requests/s per worker); ``step``: the factor by which the
             rate grows or shrinks until one rate passes and one fails (a good start deserves a small step), at
             most :data:`MAX_STEP`.
@@ -150,7 +152,7 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
 
     Raises:
         ValueError: SLOs that are not finite times > 0 (True is no time) or whose lifetime x lifetimes overflows,
-            lifetimes not a number > 0, extend not an integer >= 1, target
+            lifetimes not a number > 0, extend not an integer in 1 .. 64, target
             outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not in (1, 100], max_runs not
             an integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
     """

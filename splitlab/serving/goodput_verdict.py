@@ -80,14 +80,15 @@ class Verdict:
     Args:
         counted: the requests whose attainment decides the run (objects the run mutates), arrival order.
         ttft_slo_s, tpot_slo_s: the SLOs (s); target: the attainment that passes (0..1].
-        margin: decide only once the attainment is certain to end at least this far from the target (below it:
-            fail; above it: pass), else at the last deadline; 0 is the full run's verdict.
+        margin: fail only once the attainment is certain to end at least this far below the target, else at the
+            last deadline; 0 is the full run's verdict. pass_margin: pass only once it is certain to end at least
+            this far above it (None: ``margin``).
     """
 
     def __init__(self, counted: Sequence[Request], ttft_slo_s: float, tpot_slo_s: float, target: float,
-                 margin: float = 0.0):
+                 margin: float = 0.0, pass_margin: float | None = None):
         self.reqs, self.slos, self.target, self.n = list(counted), (ttft_slo_s, tpot_slo_s), target, len(counted)
-        self.margin = margin
+        self.margin, self.pass_margin = margin, margin if pass_margin is None else pass_margin
         self.first_due = _due(np.array([r.arrival_s for r in self.reqs], dtype=float) + ttft_slo_s).tolist()
         life_due = deadlines(self.reqs, ttft_slo_s, tpot_slo_s)
         self.order = np.argsort(life_due, kind="stable").tolist()
@@ -121,7 +122,7 @@ class Verdict:
                         self.life_due[self.j] if self.j < n else float("inf"))
         if not (n - len(missed)) / n >= self.target - self.margin:
             self.decided = "fail"
-        elif self.met / n >= min(self.target + self.margin, 1.0):
+        elif self.met / n >= min(self.target + self.pass_margin, 1.0):
             self.decided = "pass"
         return self.decided is not None
 
