@@ -100,6 +100,18 @@ def test_split_explorer_and_figure_draw_the_grid(monkeypatch):
     plt.close("all")
 
 
+def test_split_figure_of_one_workload_has_no_menu_of_one_entry():
+    """ch06 passes one workload when its loss section serves the same workload as its win (CI's browser test
+    clicked the second entry of a one-entry menu): the figure then names the workload in its title, no menu."""
+    one = {"research": SLOS["research"]}
+    fig = widgets.split_figure(None, one, {"research": 2.0}, ratios=[(1, 1)], factors=(1.0,), **SIM)
+    assert not fig.layout.updatemenus and "(research)" in fig.layout.title.text
+    assert all(t.visible for t in fig.data)
+    both = {**one, "code": (0.2, 0.05)}
+    two = widgets.split_figure(None, both, {w: 2.0 for w in both}, ratios=[(1, 1)], factors=(1.0,), **SIM)
+    assert len(two.layout.updatemenus[0].buttons) == 2
+
+
 # --- chapter 7 -------------------------------------------------------------------------------------------------
 
 PLAN = dict(max_workers=2, chunk_tokens=())  # 2 colocated and 1P+1D: a plan in a fraction of a second

@@ -49,7 +49,7 @@ def split_explorer(cost, workload="research", rate_per_s: float = 8.0, prefill_w
 def split_figure(cost, workloads, reference_rate_per_worker, measured=None, ratios=None, factors=FACTORS,
                  n_requests: int = 100, scale: float | None = None, seed: int = 0, ratio=None):
     """Ch. 6's explorer for the rendered book (no kernel): SLO attainment against the request rate per worker, of
-    a P:D split (slider over ``ratios``) and of as many colocated workers, for each workload (dropdown;
+    a P:D split (slider over ``ratios``) and of as many colocated workers, for each workload (a dropdown from two on;
     ``workloads``: name -> (TTFT SLO, TPOT SLO) in s). Lines: simulated on ``cost`` at ``factors`` x
     ``reference_rate_per_worker[workload]``; dots: the chapter's emulated runs (``measured``: workload ->
     (rate_per_s, name -> ServingResult)), shown where the slider's layout is theirs. The numbers are
@@ -94,8 +94,11 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
         span = [0.9 * g.rate_per_worker.min(), 1.1 * g.rate_per_worker.max()]  # this workload's rates only
         return out + [Trace("90% target", span, [90, 90], dash="dot", color="#000000")]
 
-    fig = explorer_figure(traces, ("P:D", ratios), "SLO attainment: split vs colocated", "request rate per worker "
-                          "(requests/s)", "requests within both SLOs (%)", dropdown=("workload", names),
+    one = len(names) == 1  # one workload: no menu of a single entry
+    fig = explorer_figure((lambda r: traces(names[0], r)) if one else traces, ("P:D", ratios),
+                          f"SLO attainment: split vs colocated{f' ({names[0]})' if one else ''}",
+                          "request rate per worker (requests/s)", "requests within both SLOs (%)",
+                          dropdown=None if one else ("workload", names),
                           slider_default=ratios.index(ratio), slider_format=lambda r: f"{r[0]}P+{r[1]}D", height=600)
     fig.update_traces(marker_size=11, marker_symbol="diamond", marker_line_width=1, marker_line_color="#000000",
                       selector=dict(mode="markers"))
