@@ -66,3 +66,36 @@ def test_falls_words_refuses_nan_infinite_or_negative_goodputs_and_a_nan_toleran
     with pytest.raises(ValueError, match="finite tolerance"):
         pools.falls_words({"a": 1.0, "b": 2.0}, NAN)
     assert pools.falls_words({"a": 0.0, "b": 2.0}, 0.03) == "a falls first, b last"
+
+
+def _spec(tpot_ms, acceptance) -> pd.DataFrame:
+    return pd.DataFrame({"draft": "n-gram", "k": [2, 4][:len(tpot_ms)], "tpot_ms": tpot_ms, "acceptance": acceptance})
+
+
+def test_draft_note_refuses_no_rows_nan_or_zero_tpots_and_acceptance_outside_0_1():
+    from splitlab.teach.figures.confusions_runs import draft_note
+    with pytest.raises(ValueError, match="no rows"):
+        draft_note(_spec([], []), 0.011, True)  # was '' on the page
+    for tpot, plain in (([NAN, 12.0], 0.011), ([10.0, 12.0], 0.0), ([10.0, 12.0], NAN), ([10.0, 12.0], -1.0)):
+        with pytest.raises(ValueError, match="finite and > 0"):  # was '... against nan ms plain', '-1,000 ms'
+            draft_note(_spec(tpot, [0.5, 0.6]), plain, True)
+    with pytest.raises(ValueError, match=r"shares in \[0, 1\]"):
+        draft_note(_spec([10.0, 12.0], [-0.5, 1.6]), 0.011, True)
+    assert "tried none of its proposals" in draft_note(_spec([10.0, 12.0], [NAN, NAN]), 0.011, True)  # was 'nan'
+    assert "(TPOT 10 ms against 11 ms plain)" in draft_note(_spec([10.0], [0.5]), 0.011, True)  # was '10 to 10'
+
+
+def test_quant_note_names_a_missing_variant_and_refuses_zero_nan_or_negative_bytes_and_times():
+    from types import SimpleNamespace
+
+    from splitlab.teach.figures.confusions_tables import quant_note
+    v = {k: SimpleNamespace(nbytes=n) for k, n in (("fp16", 100), ("int8", 50), ("fp8", 50))}
+    ok = {"fp16": 1.0, "int8": 0.5, "fp8": 0.6}
+    assert "0.55x" in quant_note(v, ok)
+    for k, bad in (("fp16", 0.0), ("int8", NAN), ("int8", -0.5)):  # was ZeroDivisionError, 'nanx', '-0.50x'
+        with pytest.raises(ValueError, match="must be finite and > 0"):
+            quant_note(v, {**ok, k: bad})
+    with pytest.raises(ValueError, match="must be finite and > 0"):
+        quant_note({**v, "fp16": SimpleNamespace(nbytes=0)}, ok)
+    with pytest.raises(KeyError, match=r"moved_s needs fp16, int8 and fp8; missing \['fp8'\]"):
+        quant_note(v, {"fp16": 1.0, "int8": 0.5})
