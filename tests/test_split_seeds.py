@@ -186,3 +186,17 @@ def test_widest_gap_rate_checks_its_rates_and_names_before_serving_anything():
         split_seeds.paired_runs("chat", 0, 4.0, configs, serving.CostModelExecutor(), 1.0, 0.1, seeds=(0,))
     with pytest.raises(TypeError, match="configs must map layout names"):
         split_seeds.paired_runs("chat", 4, 4.0, list(configs.values()), serving.CostModelExecutor(), 1.0, 0.1)
+
+
+def test_the_loss_takeaway_names_its_own_arguments_when_a_layout_is_not_in_the_attainment():
+    """break27: a split or colocated name missing from ``attainment`` raised paired_gaps' "a='...'", an argument
+    takeaway's caller does not have; a NaN seed raises paired_gaps' named error, not 'nan%' in the sentence."""
+    m, cells = _map({(16, 2.5): (22, 19, 20), (418, 2.5): (7, 4.6, 4.7), (16, 10.0): (35, 37, 23),
+                     (418, 10.0): (6.6, 8.3, 7.4)})
+    sp = SimpleNamespace(name="2P+2D", goodput_rps_per_worker=10.0)
+    co = SimpleNamespace(name="4 colocated (prefill-first)", goodput_rps_per_worker=13.1)
+    with pytest.raises(KeyError, match="colocated.name='4 colocated \\(prefill-first\\)' is not a column"):
+        split_loss.takeaway([cells[3]], cells[3], "research", 11.3, sp, co, pd.DataFrame({"2P+2D": [60.0]}))
+    with pytest.raises(ValueError, match="NaN for seed"):
+        split_loss.takeaway([cells[3]], cells[3], "research", 11.3, sp, co,
+                            pd.DataFrame({"2P+2D": [60.0, float("nan")], co.name: [90.0, 95.0]}))
