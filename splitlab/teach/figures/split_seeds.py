@@ -164,8 +164,8 @@ def paired_verdict(attainment: pd.DataFrame, a: str, b: str, n_requests: int) ->
     verdict (who leads) is outside that range or these runs cannot tell the two apart."""
     g = paired_gaps(attainment, a, b)
     sa, sb, k = short_name(a), short_name(b), len(attainment)
-    head = (f"Over {k} seed{'' if k == 1 else 's'} of {n_requests} requests each, {sa} met both SLOs for {_pct(attainment[a])} of them "
-            f"and {sb} for {_pct(attainment[b])}")
+    head = (f"Over {k} seed{'' if k == 1 else 's'} of {n_requests} requests each, {sa} met both SLOs for "
+            f"{_pct(attainment[a])} of them and {sb} for {_pct(attainment[b])}")
     if g["decisive"]:
         lead, other, sign = (sa, sb, 1) if g["mean"] > 0 else (sb, sa, -1)
         lo, hi = sorted((sign * g["low"], sign * g["high"]))
