@@ -69,7 +69,7 @@ def test_paired_runs_serve_each_seed_on_every_layout_and_find_the_widest_predict
     assert rate in (2.0, 8.0) and gaps[rate] == gaps.max() and len(gaps) == 2
     with pytest.raises(ValueError, match="distinct"):
         split_seeds.paired_runs("chat", 12, 4.0, configs, ex, 1.0, 0.1, seeds=(0, 0))
-    with pytest.raises(ValueError, match="two or more"):
+    with pytest.raises(ValueError, match="two or more layouts"):
         split_seeds.paired_runs("chat", 12, 4.0, {"1P+1D": configs["1P+1D"]}, ex, 1.0, 0.1)
     with pytest.raises(ValueError, match="at least one rate"):
         split_seeds.widest_gap_rate("chat", 12, [], configs, None, 1.0, 0.1, "1P+1D", "2 colocated (prefill-first)")
@@ -160,7 +160,7 @@ def test_paired_gaps_reject_no_seeds_a_nan_seed_one_layout_twice_and_a_name_not_
         split_seeds.paired_verdict(_att([90] * 3, [80] * 3), A, A, 32)
     with pytest.raises(KeyError, match="b='3P\\+2D' is not a layout of attainment"):
         split_seeds.paired_gaps(_att([90] * 3, [80] * 3), A, "3P+2D")
-    with pytest.raises(KeyError, match="is not a layout of runs.attainment"):
+    with pytest.raises(KeyError, match=r"pairs\[0\]\[1\]='3P\+2D' is not a layout of runs.attainment"):
         split_seeds.attainment_table(split_seeds.PairedRuns(_att([90] * 3, [80] * 3), None, 32, 1.0, True),
                                      [(A, "3P+2D")])
 

@@ -87,7 +87,7 @@ def widest_gap_rate(workload, n_requests: int, rates: Sequence[float], configs: 
         raise ValueError(f"widest_gap_rate needs at least one rate (a list of requests/s), got {rates!r}")
     bad = [r for r in rates if not isinstance(r, (int, float, np.number)) or not np.isfinite(r) or r <= 0]
     if bad:
-        raise ValueError(f"rates must each be finite and > 0 requests/s, got {bad} in {[float(r) for r in rates]}")
+        raise ValueError(f"rates must each be finite and > 0 requests/s, got {[str(r) for r in bad]} of {len(rates)}")
     _check_configs(configs)
     _check_pair(list(configs), a, b, "configs")
     ex = CostModelExecutor(cost)
@@ -101,16 +101,17 @@ def _check_configs(configs) -> None:
     if not isinstance(configs, Mapping):
         raise TypeError(f"configs must map layout names to ServingConfigs, got {type(configs).__name__}")
     if len(configs) < 2:
-        raise ValueError(f"paired_runs compares layouts: give two or more configs, got {list(configs)}")
+        raise ValueError(f"a paired comparison needs two or more layouts in configs, got {list(configs)}")
 
 
-def _check_pair(names: list, a: str, b: str, where: str) -> None:
-    """``a`` and ``b`` must be two different names of ``names`` (the layouts of ``where``)."""
-    for arg, name in (("a", a), ("b", b)):
+def _check_pair(names: list, a: str, b: str, where: str, args: tuple[str, str] = ("a", "b")) -> None:
+    """``a`` and ``b`` (the caller's arguments ``args``) must be two different names of ``names`` (the layouts of
+    ``where``)."""
+    for arg, name in zip(args, (a, b)):
         if name not in names:
             raise KeyError(f"{arg}={name!r} is not a layout of {where}; its layouts: {names}")
     if a == b:
-        raise ValueError(f"a and b must be two different layouts, got {a!r} twice")
+        raise ValueError(f"{args[0]} and {args[1]} must be two different layouts, got {a!r} twice")
 
 
 def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
@@ -142,8 +143,8 @@ def attainment_table(runs: PairedRuns, pairs: Sequence[tuple[str, str]] = ()) ->
     Raises:
         KeyError: a name of ``pairs`` not a layout of ``runs``. ValueError: a pair of one layout twice."""
     att = runs.attainment
-    for a, b in pairs:
-        _check_pair(list(att.columns), a, b, "runs.attainment")
+    for i, (a, b) in enumerate(pairs):
+        _check_pair(list(att.columns), a, b, "runs.attainment", (f"pairs[{i}][0]", f"pairs[{i}][1]"))
     table = att.rename(columns=short_name)
     for a, b in pairs:
         table[f"{short_name(a)} - {short_name(b)} (pp)"] = att[a] - att[b]
