@@ -175,3 +175,27 @@ def test_plan_and_map_say_their_runs_are_plain():
     assert status == 0 and "goodput runs: plain, never going on past their requests (every layout alike)" in out
     from splitlab.planning import split_map
     assert split_map.MAP_EXTEND == 1 and "MAP_EXTEND" in split_map.__doc__
+
+
+def test_a_verdict_refuses_no_requests_a_target_outside_0_1_and_a_nan_or_negative_margin():
+    """break27: Verdict([]) divided by zero once called at t = inf, Settle([[]]) raised numpy's zero-size error, a
+    negative pass_margin passed a run below its target, and a NaN one silently never passed early."""
+    from splitlab import serving
+    from splitlab.serving.goodput_verdict import Verdict
+    reqs = serving.make_workload("chat", 20, 2.0, seed=0)
+    done = serving.run(reqs, ServingConfig.disaggregated(1, 1), CostModelExecutor()).requests
+    for kw, match in ((dict(pass_margin=-0.5), "pass_margin must be a number >= 0"),
+                      (dict(pass_margin=float("nan")), "pass_margin must be a number >= 0"),
+                      (dict(margin=-1.0), "margin must be a number >= 0")):
+        with pytest.raises(ValueError, match=match):
+            Verdict(done, 1.0, 0.1, 0.9, **kw)
+    with pytest.raises(ValueError, match=r"target must be an attainment in \(0, 1\]"):
+        spread.Settle([done], 1.0, 0.1, 0.0)
+    with pytest.raises(ValueError, match="at least one counted request"):
+        Verdict([], 1.0, 0.1, 0.9)
+    with pytest.raises(ValueError, match="each of one or more counted requests"):
+        spread.Settle([[]], 1.0, 0.1, 0.9)
+    v = Verdict(done, 1.0, 0.1, 0.9, pass_margin=1.5)  # the bar caps at 1: passes where every request met
+    assert v(1e9) and v.decided == "pass"  # 20 requests at 2/s on 1P+1D: every one meets 1 s / 0.1 s
+    s = spread.Settle([done], 1.0, 0.1, 1.0)  # a target of 1: the full run's verdict
+    assert s(1e9) and s.decided in ("pass", "fail")

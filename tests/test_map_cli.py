@@ -42,6 +42,9 @@ def test_map_text_and_an_analytic_cost_model(capsys):
     (["--tpot-steps", "nan", "4"], "must be a finite positive number, got nan"),
     (["--tpot-steps", "0.5", "4"], "a TPOT SLO below one lone decode step"),
     (["--columns", "0"], "--columns must be at least 1"),
+    (["--rows", "2"], "--rows needs --tpot-steps LOW HIGH"),  # break27: was ignored, the map drew 4 rows
+    (["--tpot-steps", "2", "4", "--rows", "1"], "--rows 1 needs a range of one value, --tpot-steps N N, got 2 to 4"),
+    (["--prompt-tokens", "64", "512", "--columns", "1"], "--columns 1 needs a range of one value"),  # was 64 alone
     (["--link-gbps", "nan"], "must be a finite positive number"),
     (["--chunk-tokens", "8", "--max-batch", "16"], "every --chunk-tokens must exceed --max-batch (16)"),
     (["--chunk-tokens", "1"], "every --chunk-tokens must exceed 1"),
@@ -62,3 +65,11 @@ def test_a_prompt_past_the_context_is_said(capsys):
     assert main(["map", "--prompt-tokens", "64", "4096"]) == 1  # the built-in model's context is 2048 tokens
     err = capsys.readouterr().err
     assert "exceed the cost model's context of 2048 tokens" in err and len(err.strip().splitlines()) == 1
+
+
+def test_columns_without_a_prompt_range_spread_over_the_default_range(capsys):
+    """break27: ``--columns 2`` without ``--prompt-tokens`` was ignored (the map drew its default 6 columns)."""
+    assert main(["map", "--workers", "2", "--columns", "2", "--tpot-steps", "2.5", "2.5", "--rows", "1",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["prompt_tokens"]) == 2 and data["prompt_tokens"][0] == 16 and len(data["cells"]) == 2

@@ -122,7 +122,8 @@ def test_geometric_axis():
     assert geometric_axis(16, 2048, 8, integer=True) == [16, 32, 64, 128, 256, 512, 1024, 2048]
     assert geometric_axis(1.5, 6, 3) == [1.5, 3.0, 6.0]
     for low, high, n, match in ((512, 64, 3, "empty range"), (float("nan"), 4, 3, "finite number > 0"),
-                                (1, 4, 0, "points must be an integer >= 1")):
+                                (1, 4, 0, "points must be an integer >= 1"),
+                                (2, 4, 1, "one point needs low equal to high")):  # was [2], its 4 dropped
         with pytest.raises(ValueError, match=match):
             geometric_axis(low, high, n)
 

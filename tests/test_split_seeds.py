@@ -69,7 +69,7 @@ def test_paired_runs_serve_each_seed_on_every_layout_and_find_the_widest_predict
     assert rate in (2.0, 8.0) and gaps[rate] == gaps.max() and len(gaps) == 2
     with pytest.raises(ValueError, match="distinct"):
         split_seeds.paired_runs("chat", 12, 4.0, configs, ex, 1.0, 0.1, seeds=(0, 0))
-    with pytest.raises(ValueError, match="two or more"):
+    with pytest.raises(ValueError, match="two or more layouts"):
         split_seeds.paired_runs("chat", 12, 4.0, {"1P+1D": configs["1P+1D"]}, ex, 1.0, 0.1)
     with pytest.raises(ValueError, match="at least one rate"):
         split_seeds.widest_gap_rate("chat", 12, [], configs, None, 1.0, 0.1, "1P+1D", "2 colocated (prefill-first)")
@@ -147,3 +147,56 @@ def test_short_prompts_already_lost_at_the_chapters_tpot_are_said_to_be_lost():
     assert "the shortest prompts (16 tokens, 1.7 decode steps a prefill) already go to a colocated layout." in note
     assert "even the shortest" not in note and "a cheap prefill alone" not in note
     assert "furthest behind at 16-token prompts" in note  # 20 / 15 beats 8.3 / 6.6
+
+
+def test_paired_gaps_reject_no_seeds_a_nan_seed_one_layout_twice_and_a_name_not_there():
+    """break27: an empty table hit numpy's "zero-size array" error, a NaN seed printed "nan%" as a verdict, a == b
+    gave "+0 to +0", and a mistyped name was a bare KeyError."""
+    with pytest.raises(ValueError, match="no seeds"):
+        split_seeds.paired_gaps(pd.DataFrame({A: [], B: []}), A, B)
+    with pytest.raises(ValueError, match=r"NaN for seed\(s\) \[1\]"):
+        split_seeds.paired_verdict(_att([90, float("nan"), 90], [80, 80, 80]), A, B, 32)
+    with pytest.raises(ValueError, match="two different layouts"):
+        split_seeds.paired_verdict(_att([90] * 3, [80] * 3), A, A, 32)
+    with pytest.raises(KeyError, match="b='3P\\+2D' is not a layout of attainment"):
+        split_seeds.paired_gaps(_att([90] * 3, [80] * 3), A, "3P+2D")
+    with pytest.raises(KeyError, match=r"pairs\[0\]\[1\]='3P\+2D' is not a layout of runs.attainment"):
+        split_seeds.attainment_table(split_seeds.PairedRuns(_att([90] * 3, [80] * 3), None, 32, 1.0, True),
+                                     [(A, "3P+2D")])
+
+
+def test_paired_verdict_says_one_seed_and_a_tie_in_words():
+    one = pd.DataFrame({A: [90.0], B: [80.0]}, index=pd.Index([0], name="seed"))
+    assert split_seeds.paired_verdict(one, A, B, 32).startswith("Over 1 seed of 32")
+    tie = split_seeds.paired_verdict(_att([90] * 3, [90] * 3), A, B, 32)
+    assert "tied in every seed" in tie and "+0 to +0" not in tie
+
+
+def test_widest_gap_rate_checks_its_rates_and_names_before_serving_anything():
+    """break27: a rate of 0 failed only after the rates before it had run, naming ``rate_per_s`` (an argument of
+    paired_runs, not of widest_gap_rate); a name not in configs failed with a bare KeyError after every run."""
+    configs = {B: serving.ServingConfig.colocated(2), "1P+1D": serving.ServingConfig.disaggregated(1, 1)}
+    for rates in ([2.0, 0.0], [-1.0], [float("inf")], [float("nan")], 4.0, None, []):
+        with pytest.raises(ValueError, match="rate") as err:
+            split_seeds.widest_gap_rate("chat", 6, rates, configs, None, 1.0, 0.1, "1P+1D", B, seeds=(0,))
+        assert "rate_per_s" not in str(err.value)
+    with pytest.raises(KeyError, match="a='3P\\+1D' is not a layout of configs"):
+        split_seeds.widest_gap_rate("chat", 6, [2.0], configs, None, 1.0, 0.1, "3P+1D", B, seeds=(0,))
+    with pytest.raises(ValueError, match="n_requests must be a whole number >= 1"):
+        split_seeds.paired_runs("chat", 0, 4.0, configs, serving.CostModelExecutor(), 1.0, 0.1, seeds=(0,))
+    with pytest.raises(TypeError, match="configs must map layout names"):
+        split_seeds.paired_runs("chat", 4, 4.0, list(configs.values()), serving.CostModelExecutor(), 1.0, 0.1)
+
+
+def test_the_loss_takeaway_names_its_own_arguments_when_a_layout_is_not_in_the_attainment():
+    """break27: a split or colocated name missing from ``attainment`` raised paired_gaps' "a='...'", an argument
+    takeaway's caller does not have; a NaN seed raises paired_gaps' named error, not 'nan%' in the sentence."""
+    m, cells = _map({(16, 2.5): (22, 19, 20), (418, 2.5): (7, 4.6, 4.7), (16, 10.0): (35, 37, 23),
+                     (418, 10.0): (6.6, 8.3, 7.4)})
+    sp = SimpleNamespace(name="2P+2D", goodput_rps_per_worker=10.0)
+    co = SimpleNamespace(name="4 colocated (prefill-first)", goodput_rps_per_worker=13.1)
+    with pytest.raises(KeyError, match="colocated.name='4 colocated \\(prefill-first\\)' is not a column"):
+        split_loss.takeaway([cells[3]], cells[3], "research", 11.3, sp, co, pd.DataFrame({"2P+2D": [60.0]}))
+    with pytest.raises(ValueError, match="NaN for seed"):
+        split_loss.takeaway([cells[3]], cells[3], "research", 11.3, sp, co,
+                            pd.DataFrame({"2P+2D": [60.0, float("nan")], co.name: [90.0, 95.0]}))

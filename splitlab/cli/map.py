@@ -37,11 +37,13 @@ def _cell(c) -> str:
          arg("--workers", type=int, default=4, metavar="N", help="workers of the cluster, 2 to 16 (default 4)"),
          arg("--prompt-tokens", type=positive_int, nargs=2, default=None, metavar=("LOW", "HIGH"),
              help="range of prompt lengths, the columns (default 16 to the context less --output-tokens)"),
-         arg("--columns", type=int, default=6, metavar="N",
-             help="prompt lengths in the range, their prefill costs geometric (default 6)"),
+         arg("--columns", type=int, default=None, metavar="N",
+             help="prompt lengths in the range (default range without --prompt-tokens), their prefill costs "
+                  "geometric (default 6)"),
          arg("--tpot-steps", type=positive_float, nargs=2, default=None, metavar=("LOW", "HIGH"),
              help="range of the TPOT SLO in lone decode steps, >= 1, the rows (default 1.5, 2.5, 4, 8)"),
-         arg("--rows", type=int, default=4, metavar="N", help="TPOT SLOs, geometric in the range (default 4)"),
+         arg("--rows", type=int, default=None, metavar="N",
+             help="TPOT SLOs, geometric in the --tpot-steps range (default 4)"),
          arg("--output-tokens", type=positive_int, default=64, help="answer tokens of every request (default 64)"),
          arg("--link-gbps", type=link_gbps, default=None,
              help="the KV link between the pools in GB/s (default: the cost model's transfer)"),
@@ -60,11 +62,19 @@ def _cell(c) -> str:
 def map_command(args):
     from ..planning.conditional_layouts import MAP_QUEUES, conditional_wins
     from ..planning.split_map import MAP_EXTEND, geometric_axis, prompt_axis, split_map
+    from ..serving import CostModelExecutor
     if not 2 <= args.workers <= 16:
         raise CLIError(f"--workers must be 2 to 16 (a split needs a prefill and a decode worker), got {args.workers}")
     for flag, n in (("--columns", args.columns), ("--rows", args.rows)):
-        if n < 1:
+        if n is not None and n < 1:
             raise CLIError(f"{flag} must be at least 1, got {n}")
+    if args.rows is not None and args.tpot_steps is None:  # was ignored: the default rows are no geometric range
+        raise CLIError("--rows needs --tpot-steps LOW HIGH (the default rows are 1.5, 2.5, 4 and 8 decode steps)")
+    for flag, n, rng, same in (("--columns", args.columns, args.prompt_tokens, "--prompt-tokens N N"),
+                               ("--rows", args.rows, args.tpot_steps, "--tpot-steps N N")):
+        if n == 1 and (rng is None or rng[0] < rng[1]):  # was the range's low end alone, its high end dropped
+            got = "the default range" if rng is None else f"{rng[0]:g} to {rng[1]:g}"
+            raise CLIError(f"{flag} 1 needs a range of one value, {same}, got {got}")
     if any(c <= (args.max_batch or 1) for c in args.chunk_tokens):
         raise CLIError("every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
                                                               else "1") + f", got {args.chunk_tokens}")
@@ -81,9 +91,11 @@ def map_command(args):
     if len(set(queues)) != len(queues):
         raise CLIError(f"--conditional holds a queue length twice: {list(queues)}")
     cost = cost_model(args, args.model)
-    axes = {} if args.tpot_steps is None else {"--tpot-steps": geometric_axis(*args.tpot_steps, args.rows)}
-    if args.prompt_tokens is not None:
-        axes["--prompt-tokens"] = prompt_axis(cost, *args.prompt_tokens, args.columns)
+    axes = {} if args.tpot_steps is None else {"--tpot-steps": geometric_axis(*args.tpot_steps, args.rows or 4)}
+    if args.prompt_tokens is not None or args.columns is not None:  # --columns alone: the default range (split_map's)
+        context = CostModelExecutor(cost).cost.max_context
+        low, high = args.prompt_tokens or (16, max(16, context - args.output_tokens))
+        axes["--prompt-tokens"] = prompt_axis(cost, low, high, args.columns or 6)
     kw = dict(tpot_steps=axes["--tpot-steps"]) if "--tpot-steps" in axes else {}
     m = split_map(cost, args.workers, axes.get("--prompt-tokens"), output_tokens=args.output_tokens,
                   link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None,

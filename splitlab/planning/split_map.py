@@ -70,6 +70,8 @@ def geometric_axis(low: float, high: float, points: int, integer: bool = False) 
         raise ValueError(f"an empty range: low {low:g} is above high {high:g}")
     if isinstance(points, bool) or not isinstance(points, numbers.Integral) or points < 1:
         raise ValueError(f"points must be an integer >= 1, got {points!r}")
+    if points == 1 and low < high:  # one point of a range would silently drop its high end
+        raise ValueError(f"one point needs low equal to high, got {low:g} to {high:g}")
     vals = np.geomspace(low, high, points) if points > 1 else np.array([low])
     return sorted({int(round(v)) for v in vals}) if integer else [float(f"{v:.3g}") for v in vals]
 
@@ -104,7 +106,7 @@ def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, point
     scale instead. Deduplicated, so possibly fewer than ``points``.
 
     Raises:
-        ValueError: as :func:`geometric_axis` (an empty range, points < 1), or a decode step of 0 s."""
+        ValueError: as :func:`geometric_axis` (an empty range, points < 1 or one in a range), a decode step of 0 s."""
     cost = CostModelExecutor(cost).cost
     geometric_axis(low_tokens, high_tokens, points, integer=True)  # the range's own checks
     steps = functools.partial(prefill_steps, cost)

@@ -118,11 +118,17 @@ class Settle:
     After the run: ``decided`` ("pass", "fail", or None: go on), ``k`` (the checkpoint that decided), ``verdict``
     (the early :class:`Verdict` of the first checkpoint, or None), ``attainment`` and ``se`` (at checkpoint ``k``;
     None if the early verdict decided).
+
+    Raises:
+        ValueError: no checkpoint, or one without counted requests; those of :class:`~.goodput_verdict.Verdict`.
     """
 
     def __init__(self, checkpoints: Sequence[Sequence[Request]], ttft_slo_s: float, tpot_slo_s: float,
                  target: float, first: bool = True, final: bool = True):
         self.cps, self.slos, self.target, self.k = [list(c) for c in checkpoints], (ttft_slo_s, tpot_slo_s), target, 0
+        if not self.cps or not all(self.cps):
+            raise ValueError(f"checkpoints must be one or more, each of one or more counted requests, got "
+                             f"{[len(c) for c in self.cps]} requests")
         self.final = final
         fail, up = (0.0, 0.0) if final and len(self.cps) == 1 else sure_margins(target)
         self.verdict = Verdict(self.cps[0], ttft_slo_s, tpot_slo_s, target, margin=fail, pass_margin=up) \

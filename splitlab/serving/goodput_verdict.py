@@ -82,11 +82,24 @@ class Verdict:
         ttft_slo_s, tpot_slo_s: the SLOs (s); target: the attainment that passes (0..1].
         margin: fail only once the attainment is certain to end at least this far below the target, else at the
             last deadline; 0 is the full run's verdict. pass_margin: pass only once it is certain to end at least
-            this far above it (None: ``margin``).
+            this far above it (None: ``margin``), the bar capped at 1 (every request met). A margin above 1 (2 from
+            :func:`~.goodput_spread.sure_margins` for a side that cannot be sure early) fails no run early and
+            passes only one where every request met.
+
+    Raises:
+        ValueError: no counted requests, a target outside (0, 1], a margin that is not a number >= 0 (NaN, or a
+            negative one, which would pass or fail a run before its attainment says so).
     """
 
     def __init__(self, counted: Sequence[Request], ttft_slo_s: float, tpot_slo_s: float, target: float,
                  margin: float = 0.0, pass_margin: float | None = None):
+        if not len(counted):
+            raise ValueError("Verdict needs at least one counted request: an attainment of no requests is undefined")
+        if not 0 < target <= 1:
+            raise ValueError(f"target must be an attainment in (0, 1], got {target!r}")
+        for name, m in (("margin", margin), ("pass_margin", pass_margin)):
+            if m is not None and not m >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {m!r}")
         self.reqs, self.slos, self.target, self.n = list(counted), (ttft_slo_s, tpot_slo_s), target, len(counted)
         self.margin, self.pass_margin = margin, margin if pass_margin is None else pass_margin
         self.first_due = _due(np.array([r.arrival_s for r in self.reqs], dtype=float) + ttft_slo_s).tolist()

@@ -53,13 +53,17 @@ def fit_latency_bandwidth(nbytes, seconds) -> tuple[float, float]:
     bandwidth refitted through the origin.
 
     Raises:
-        ValueError: fewer than two distinct sizes, times that are not positive, or a fit without a positive slope.
+        ValueError: fewer than two distinct sizes, a size or time that is not finite (NaN: a size never timed),
+            times that are not positive, or a fit without a positive slope.
     """
     import numpy as np
 
     n, t = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
     if n.shape != t.shape or len(np.unique(n)) < 2:
         raise ValueError("need matching arrays with at least two distinct sizes")
+    if not (np.isfinite(n).all() and np.isfinite(t).all()):
+        raise ValueError(f"sizes and times must be finite numbers, got {int((~np.isfinite(t)).sum())} times and "
+                         f"{int((~np.isfinite(n)).sum())} sizes that are not (NaN, inf)")
     if (t <= 0).any():
         raise ValueError("transfer times must be positive")
     slope, latency = np.polyfit(n, t, 1, w=1 / t)

@@ -45,7 +45,10 @@ def speculative_row(draft: str, k: int, r) -> dict:
 
 def _kept(acceptance: np.ndarray) -> str:
     """How many of a draft's proposals the target kept, from its acceptance rate at each k (shares), with the
-    numbers as the table prints them."""
+    numbers as the table prints them; NaN at every k: no proposal was tried (a run of one token)."""
+    acceptance = acceptance[~np.isnan(acceptance)]
+    if not len(acceptance):
+        return "tried none of its proposals (no acceptance to measure at any k)"
     lo, hi = fmt3(float(acceptance.min())), fmt3(float(acceptance.max()))
     if float(acceptance.max()) == 0:
         return "kept none of its proposals (acceptance 0 at every k)"
@@ -59,14 +62,27 @@ def draft_note(spec: pd.DataFrame, plain_tpot_s: float, random_weights: bool) ->
     per draft and k averaged), in words computed from its numbers: how many proposals the target kept ("none" at
     an acceptance of 0 at every k, where the page said "agrees rarely"), and whether the draft's TPOT beat plain
     decoding's (``plain_tpot_s``, seconds) at every k, at none or at some. ``random_weights``: the target's weights
-    are random (a draft made of its first layer then has no training behind its guesses)."""
+    are random (a draft made of its first layer then has no training behind its guesses).
+
+    Raises:
+        ValueError: no rows, a TPOT or ``plain_tpot_s`` that is not finite and > 0, an acceptance outside [0, 1]
+            (NaN, a run that tried no proposal, is read as such)."""
+    if not len(spec):
+        raise ValueError("spec has no rows: no draft to speak of")
+    tpot, acc = spec.tpot_ms.to_numpy(float), spec.acceptance.to_numpy(float)
+    if not (np.isfinite(tpot).all() and (tpot > 0).all() and 0 < plain_tpot_s < float("inf")):
+        raise ValueError(f"spec's tpot_ms and plain_tpot_s must be finite and > 0, got {tpot.tolist()} and "
+                         f"{plain_tpot_s}")
+    if not ((acc >= 0) & (acc <= 1) | np.isnan(acc)).all():  # NaN: a run that tried no proposal
+        raise ValueError(f"spec's acceptance must be shares in [0, 1], got {acc.tolist()}")
     mean = spec.groupby(["draft", "k"], sort=False).mean(numeric_only=True)
     plain_ms = plain_tpot_s * 1e3
     out = []
     for draft, g in mean.groupby(level="draft", sort=False):
         ks = [int(k) for k in g.index.get_level_values("k")]
         faster = [k for k, t in zip(ks, g.tpot_ms) if t < plain_ms]
-        tpot = f"TPOT {fmt3(g.tpot_ms.min())} to {fmt3(g.tpot_ms.max())} ms against {fmt3(plain_ms)} ms plain"
+        lo, hi = fmt3(g.tpot_ms.min()), fmt3(g.tpot_ms.max())
+        tpot = f"TPOT {lo if lo == hi else f'{lo} to {hi}'} ms against {fmt3(plain_ms)} ms plain"
         at = ", ".join(map(str, faster[:-1])) + f" and {faster[-1]}" if len(faster) > 1 else "".join(map(str, faster))
         pays = (f"it saves time at every k ({tpot})" if len(faster) == len(ks) else
                 f"it costs more than it saves at every k ({tpot})" if not faster else

@@ -164,7 +164,19 @@ def quant_note(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> 
     dtype first): the bytes against fp16 and the model's dtype, and whether the 8-bit transfers fell with them.
     int8 and fp8 buffers of the same size get one explanation (their mean time against the bytes), with the
     difference between their two times said to be noise where it exceeds the tolerance: the same bytes cannot
-    move at two speeds (the page explained 0.57x and 0.45x of fp16's time for the same 1,058 KiB apart)."""
+    move at two speeds (the page explained 0.57x and 0.45x of fp16's time for the same 1,058 KiB apart).
+
+    Raises:
+        KeyError: "fp16", "int8" or "fp8" missing from ``variants`` or ``moved_s``.
+        ValueError: bytes or a time that is not finite and > 0."""
+    for name, where in (("variants", variants), ("moved_s", moved_s)):
+        missing = [k for k in ("fp16", "int8", "fp8") if k not in where]
+        if missing:
+            raise KeyError(f"{name} needs fp16, int8 and fp8; missing {missing}")
+    bad = {k: (v.nbytes, moved_s.get(k, 1.0)) for k, v in variants.items()
+           if not (0 < v.nbytes < float("inf") and 0 < moved_s.get(k, 1.0) < float("inf"))}
+    if bad:
+        raise ValueError(f"each variant's bytes and moved_s (seconds) must be finite and > 0, got {bad}")
     first = next(iter(variants))
     fp16 = variants["fp16"].nbytes
     text = (f"The bytes follow the formula: 8-bit caches hold {variants['int8'].nbytes / fp16:.2f} of fp16's"

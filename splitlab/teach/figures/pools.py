@@ -87,11 +87,15 @@ def falls_words(goodputs: Mapping[str, float], tolerance: float) -> str:
     colocated and 4 chunked fall first, together: 4.75 and 4.75 req/s per worker, within the searches' 3%").
 
     Raises:
-        ValueError: fewer than two goodputs, or a negative ``tolerance``.
+        ValueError: fewer than two goodputs, a goodput that is not finite and >= 0, or a ``tolerance`` that is
+            not finite and >= 0.
     """
-    if len(goodputs) < 2 or tolerance < 0:
-        raise ValueError(f"falls_words needs two goodputs or more and a tolerance >= 0, got {len(goodputs)} "
+    if len(goodputs) < 2 or not 0 <= tolerance < float("inf"):
+        raise ValueError(f"falls_words needs two goodputs or more and a finite tolerance >= 0, got {len(goodputs)} "
                          f"and {tolerance}")
+    bad = {k: v for k, v in goodputs.items() if not 0 <= v < float("inf")}
+    if bad:
+        raise ValueError(f"goodputs must be finite and >= 0 req/s per worker, got {bad}")
     order = sorted(goodputs, key=goodputs.get)
     lo, hi = goodputs[order[0]], goodputs[order[-1]]
 

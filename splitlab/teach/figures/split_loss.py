@@ -101,7 +101,14 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
              attainment: pd.DataFrame) -> str:
     """The loss in one sentence: the planner's goodput of its best ``colocated`` layout and of ``split`` (plan
     candidates) for ``workload`` at the TPOT SLO of the map's ``cell``, and each one's live SLO attainment
-    (``attainment``: % per seed, columns their names), with whether the seeds agree."""
+    (``attainment``: % per seed, columns their names), with whether the seeds agree.
+
+    Raises:
+        KeyError: ``split.name`` or ``colocated.name`` not a column of ``attainment``; those of
+            :func:`.split_seeds.paired_gaps` (no seeds, a NaN seed)."""
+    for arg, c in (("split", split), ("colocated", colocated)):
+        if c.name not in attainment:
+            raise KeyError(f"{arg}.name={c.name!r} is not a column of attainment; its columns: {list(attainment)}")
     gc, gs = colocated.goodput_rps_per_worker, split.goodput_rps_per_worker
     planned = (f"{short_name(colocated.name)} served {gc:.3g} requests/s per worker, "
                f"{'ahead of' if gc > gs else 'behind'} {gs:.3g} for {split.name}")

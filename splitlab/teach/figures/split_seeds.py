@@ -48,14 +48,16 @@ def paired_runs(workload, n_requests: int, rate_per_s: float, configs: Mapping[s
     the first seed keep metrics only (``trace=False``).
 
     Raises:
-        ValueError: no seeds, a seed twice, fewer than two layouts; those of :func:`splitlab.serving.make_workload`
-            and :func:`splitlab.serving.compare`."""
+        ValueError: no seeds, a seed twice, fewer than two layouts, no requests; those of
+            :func:`splitlab.serving.make_workload` and :func:`splitlab.serving.compare`.
+        TypeError: ``configs`` not a mapping of names to configs."""
     from ... import serving
     seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct and at least one, got {seeds!r}")
-    if len(configs) < 2:
-        raise ValueError(f"paired_runs compares layouts: give two or more configs, got {list(configs)}")
+    _check_configs(configs)
+    if not isinstance(n_requests, (int, np.integer)) or n_requests < 1:
+        raise ValueError(f"n_requests must be a whole number >= 1 (no requests, no attainment), got {n_requests!r}")
     rows, first, same = {}, None, True
     for i, seed in enumerate(seeds):
         reqs = serving.make_workload(workload, n_requests, rate_per_s, seed=seed, model=model, scale=scale)
@@ -78,15 +80,38 @@ def widest_gap_rate(workload, n_requests: int, rates: Sequence[float], configs: 
     points per rate: a Series indexed by rate).
 
     Raises:
-        ValueError: no rates; and those of :func:`paired_runs`."""
+        ValueError: no rates, a rate that is not finite and > 0, ``a`` or ``b`` not a name of ``configs`` or
+            both the same; and those of :func:`paired_runs`."""
     from ...serving import CostModelExecutor
-    if not len(rates):
-        raise ValueError("widest_gap_rate needs at least one rate")
+    if isinstance(rates, (str, bytes)) or np.ndim(rates) != 1 or not len(rates):
+        raise ValueError(f"widest_gap_rate needs at least one rate (a list of requests/s), got {rates!r}")
+    bad = [r for r in rates if not isinstance(r, (int, float, np.number)) or not np.isfinite(r) or r <= 0]
+    if bad:
+        raise ValueError(f"rates must each be finite and > 0 requests/s, got {[str(r) for r in bad]} of {len(rates)}")
+    _check_configs(configs)
+    _check_pair(list(configs), a, b, "configs")
     ex = CostModelExecutor(cost)
     gaps = pd.Series({float(r): paired_gaps(paired_runs(workload, n_requests, r, configs, ex, ttft_slo_s, tpot_slo_s,
                                                         seeds, model, scale).attainment, a, b)["mean"]
                       for r in rates}, name="predicted gap (pp)")
     return float(gaps.idxmax()), gaps
+
+
+def _check_configs(configs) -> None:
+    if not isinstance(configs, Mapping):
+        raise TypeError(f"configs must map layout names to ServingConfigs, got {type(configs).__name__}")
+    if len(configs) < 2:
+        raise ValueError(f"a paired comparison needs two or more layouts in configs, got {list(configs)}")
+
+
+def _check_pair(names: list, a: str, b: str, where: str, args: tuple[str, str] = ("a", "b")) -> None:
+    """``a`` and ``b`` (the caller's arguments ``args``) must be two different names of ``names`` (the layouts of
+    ``where``)."""
+    for arg, name in zip(args, (a, b)):
+        if name not in names:
+            raise KeyError(f"{arg}={name!r} is not a layout of {where}; its layouts: {names}")
+    if a == b:
+        raise ValueError(f"{args[0]} and {args[1]} must be two different layouts, got {a!r} twice")
 
 
 def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
@@ -96,7 +121,15 @@ def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
     ``leader`` (a or b by the mean; None at a mean of 0).
 
     Raises:
-        KeyError: a or b not a column of ``attainment``."""
+        KeyError: a or b not a column of ``attainment``.
+        ValueError: a and b the same; no seeds; a NaN attainment (a seed that served no requests)."""
+    _check_pair(list(attainment.columns), a, b, "attainment")
+    if not len(attainment):
+        raise ValueError("attainment has no seeds: nothing to compare")
+    nan = attainment.index[attainment[[a, b]].isna().any(axis=1)].tolist()
+    if nan:
+        raise ValueError(f"attainment is NaN for seed(s) {nan} (no requests served?): a gap needs both layouts' "
+                         f"attainment")
     gaps = (attainment[a] - attainment[b]).to_numpy(float)
     low, high, mean = float(gaps.min()), float(gaps.max()), float(gaps.mean())
     return dict(gaps=list(gaps), mean=mean, low=low, high=high, spread=high - low,
@@ -105,8 +138,13 @@ def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
 
 def attainment_table(runs: PairedRuns, pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
     """Rows: each seed, then the mean; columns: each layout's SLO attainment (%, short names), then for each
-    (a, b) of ``pairs`` the paired gap a - b (points). 3 significant digits."""
+    (a, b) of ``pairs`` the paired gap a - b (points). 3 significant digits.
+
+    Raises:
+        KeyError: a name of ``pairs`` not a layout of ``runs``. ValueError: a pair of one layout twice."""
     att = runs.attainment
+    for i, (a, b) in enumerate(pairs):
+        _check_pair(list(att.columns), a, b, "runs.attainment", (f"pairs[{i}][0]", f"pairs[{i}][1]"))
     table = att.rename(columns=short_name)
     for a, b in pairs:
         table[f"{short_name(a)} - {short_name(b)} (pp)"] = att[a] - att[b]
@@ -127,8 +165,8 @@ def paired_verdict(attainment: pd.DataFrame, a: str, b: str, n_requests: int) ->
     verdict (who leads) is outside that range or these runs cannot tell the two apart."""
     g = paired_gaps(attainment, a, b)
     sa, sb, k = short_name(a), short_name(b), len(attainment)
-    head = (f"Over {k} seeds of {n_requests} requests each, {sa} met both SLOs for {_pct(attainment[a])} of them "
-            f"and {sb} for {_pct(attainment[b])}")
+    head = (f"Over {k} seed{'' if k == 1 else 's'} of {n_requests} requests each, {sa} met both SLOs for "
+            f"{_pct(attainment[a])} of them and {sb} for {_pct(attainment[b])}")
     if g["decisive"]:
         lead, other, sign = (sa, sb, 1) if g["mean"] > 0 else (sb, sa, -1)
         lo, hi = sorted((sign * g["low"], sign * g["high"]))
@@ -136,5 +174,7 @@ def paired_verdict(attainment: pd.DataFrame, a: str, b: str, n_requests: int) ->
                   f"by {lo:.0f} to {hi:.0f} points (mean {sign * g['mean']:.0f})")
         return (f"{head}: seed by seed, {lead} led {other} {spread}, so the verdict lies outside the runs' own "
                 f"spread.")
+    if g["low"] == g["high"] == 0:
+        return f"{head}: the two layouts tied in every seed, so these runs cannot tell the two layouts apart."
     return (f"{head}: seed by seed, the gap ranged from {g['low']:+.0f} to {g['high']:+.0f} points (mean "
             f"{g['mean']:+.0f}); zero lies within that range, so these runs cannot tell the two layouts apart.")

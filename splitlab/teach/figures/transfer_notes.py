@@ -14,6 +14,17 @@ __all__ = ["sweep_note", "cache_cost_note", "layerwise_note", "stream_prefill_li
            "gloo_note", "handoff_note", "link_rate_note", "takeaway_note", "summary"]
 
 
+def _check_times(table: pd.DataFrame, columns, what: str) -> None:
+    """``table`` must have rows, and ``columns`` (seconds, or bytes) finite and > 0: a NaN (a size never timed), a
+    zero or a negative time would print as '+nan%' or '-100%' in a sentence about the machine."""
+    if not len(table):
+        raise ValueError(f"{what} has no rows: nothing to say")
+    for col in columns:
+        v = table[col].to_numpy(float)
+        if not ((v > 0) & (v < float("inf"))).all():
+            raise ValueError(f"{what}'s {col!r} must be finite and > 0 in every row, got {v.tolist()}")
+
+
 def sweep_note(sweep: pd.DataFrame, within: float = 0.2) -> str:
     """How the size sweep's caches (``whole_s``) sit against the line fitted to the raw buffer (``predicted_s``),
     as Markdown computed from the table :func:`sweep_table` prints: the largest cache's distance from the line,
@@ -21,7 +32,11 @@ def sweep_note(sweep: pd.DataFrame, within: float = 0.2) -> str:
     the raw buffer of the same size: when it too sits off the line by more than ``within / 2`` on the same side,
     the link ran slower (or faster) while that size was timed than the fit's average; else a cache above the line
     shows its own fixed cost, and one below it beat the raw buffer of its size, which only the timings' noise
-    can do (a fixed cost only adds time)."""
+    can do (a fixed cost only adds time).
+
+    Raises:
+        ValueError: no rows; a size or time that is not finite and > 0."""
+    _check_times(sweep, ("nbytes", "whole_s", "raw_s", "predicted_s"), "sweep")
     s = sweep.sort_values("nbytes")
     off = (s.whole_s / s.predicted_s - 1).to_numpy()
     largest = f"{fmt3(s.nbytes.iloc[-1] / 2 ** 20)} MiB"
@@ -55,7 +70,11 @@ def cache_cost_note(sweep: pd.DataFrame, near: float = 0.05) -> str:
     from :func:`sweep_table`'s ``raw share`` (raw / whole): below ``1 - near`` the cache took longer, above ``1 +
     near`` the raw buffer did (a cache carries the same bytes plus a header, so that is the timings' noise), in
     between about the same; and whether that fixed cost weighs most on the small caches, as it should (the
-    smallest cache's raw share below ``1 - near`` and below the largest's)."""
+    smallest cache's raw share below ``1 - near`` and below the largest's).
+
+    Raises:
+        ValueError: no rows; a size or time that is not finite and > 0."""
+    _check_times(sweep, ("nbytes", "whole_s", "raw_s"), "sweep")
     s = sweep.sort_values("nbytes")
     share = (s.raw_s / s.whole_s).to_numpy()
     mib = [f"{fmt3(n / 2 ** 20)}" for n in s.nbytes]
@@ -119,7 +138,12 @@ def stream_cost_note(lw: pd.DataFrame) -> str:
     and slowest, ``prefill_lo_s``/``_hi_s``, ``stream_prefill_lo_s``/``_hi_s``): at each length the streamed
     prefill was slower than the plain one beyond the repeats' spread (its fastest repeat slower than the plain's
     slowest), faster beyond it, or within it; the words follow from those, so a run whose two prefills differ by
-    noise alone says so instead of blaming the sends."""
+    noise alone says so instead of blaming the sends.
+
+    Raises:
+        ValueError: no rows; a time that is not finite and > 0."""
+    _check_times(lw, ("prefill_s", "stream_prefill_s", "prefill_lo_s", "prefill_hi_s", "stream_prefill_lo_s",
+                      "stream_prefill_hi_s"), "lw")
     ratio = lw.stream_prefill_s / lw.prefill_s
     slower = [n for n in lw.index if lw.stream_prefill_lo_s[n] > lw.prefill_hi_s[n]]
     faster = [n for n in lw.index if lw.stream_prefill_hi_s[n] < lw.prefill_lo_s[n]]

@@ -64,7 +64,11 @@ def fit_sweep(sweep: pd.DataFrame, column: str) -> tuple[float, float, str]:
     Raises:
         ValueError: the fastest repeats do not grow with the bytes either (from ``sizing.fit_latency_bandwidth``,
             naming the column), or the fastest repeats' column is missing.
+        KeyError: ``sweep`` has no ``nbytes`` or no ``column``.
     """
+    for need in ("nbytes", column):
+        if need not in sweep:
+            raise KeyError(f"the sweep has no {need!r} column; its columns: {list(sweep.columns)}")
     try:
         return (*sizing.fit_latency_bandwidth(sweep.nbytes, sweep[column]), "medians")
     except ValueError as medians:
