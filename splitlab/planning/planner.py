@@ -184,9 +184,7 @@ MAX_WORKERS = 16
 
 #: the largest batch the closed form tries (its loops go batch by batch) when KV memory is unlimited
 CLOSED_FORM_BATCH = 65_536
-#: plain runs, every layout alike: going on to 8x took plan --max-workers 8 past issue 19's 30 s of CPU. Their cost:
-#: 25 of 30 searches within 5% of runs 20x longer, the misses (to -7.3%) all on a bursty request set (seed 2), where
-#: the default extend went 29 of 30 (benchmarks/results/goodput_steady_settle_2026-12-03.txt)
+#: plain runs, every layout alike (8x took plan past 30 s CPU); 25 of 30 within 5% of 20x runs, misses on seed 2
 PLAN_EXTEND = 1
 
 
