@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["region_cells", "live_cells", "live_verdict", "layout_config"]
+__all__ = ["region_cells", "live_cells", "live_verdict", "layout_config", "split_pools"]
 
 _COLOCATED = ("prefill-first", "chunked")
 
@@ -36,6 +36,12 @@ def region_cells(m, tpot_steps: float | None = None, max_prompt_tokens: int | No
     return out
 
 
+def split_pools(name: str) -> tuple[int, int] | None:
+    """(prefill workers, decode workers) of a map's split name ("2P+2D"); None for any other name."""
+    split = re.fullmatch(r"(\d+)P\+(\d+)D", name)
+    return (int(split[1]), int(split[2])) if split else None
+
+
 def layout_config(name: str, workers: int, chunk_tokens: Sequence[int], **options):
     """The :class:`~splitlab.serving.ServingConfig` of a map's layout name ("2P+2D", "4 colocated (prefill-first)",
     "4 colocated (chunked, 256-token chunks)"), with ``options`` (``max_batch``...).
@@ -43,9 +49,9 @@ def layout_config(name: str, workers: int, chunk_tokens: Sequence[int], **option
     Raises:
         ValueError: a name the map does not write."""
     from ...serving import ServingConfig
-    split = re.fullmatch(r"(\d+)P\+(\d+)D", name)
+    split = split_pools(name)
     if split:
-        return ServingConfig.disaggregated(int(split[1]), int(split[2]), **options)
+        return ServingConfig.disaggregated(*split, **options)
     chunk = re.search(r"chunked, (\d+)-token chunks", name)
     if chunk:
         return ServingConfig.colocated(workers, policy="chunked", chunk_tokens=int(chunk[1]), **options)

@@ -8,11 +8,11 @@ planner's ranking and the live runs (:mod:`.split_seeds`).
 """
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 import pandas as pd
 
+from .pools_live import split_pools
 from .split_seeds import paired_gaps
 from .split_tables import short_name
 
@@ -20,11 +20,6 @@ __all__ = ["cell_note", "takeaway"]
 
 _VERDICT = {"split": "go to the split", "tie": "are a tie between the split and colocated",
             "colocated": "go to a colocated layout", "none": "meet the SLOs on no layout"}
-
-
-def _pools(name: str) -> tuple[int, int]:
-    m = re.fullmatch(r"(\d+)P\+(\d+)D", name)
-    return (int(m[1]), int(m[2])) if m else (0, 0)
 
 
 def _colocated(cell) -> str:
@@ -38,7 +33,7 @@ def _workers(n: int, what: str) -> str:
 
 def _why(cell, workers: int) -> str:
     """Why the split falls behind in ``cell``: the SLO that binds it, in words."""
-    x, y = _pools(cell.names["split"])
+    x, y = split_pools(cell.names["split"]) or (0, 0)
     kind, binds = _colocated(cell), cell.binding["split"]
     if binds == "ttft":
         return (f"The split is held back there by its TTFT SLO: its {_workers(x, 'prefill')} "
