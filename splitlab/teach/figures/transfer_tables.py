@@ -58,8 +58,9 @@ def fit_sweep(sweep: pd.DataFrame, column: str) -> tuple[float, float, str]:
     """``sizing.fit_latency_bandwidth`` on the size sweep's medians ``sweep[column]`` (``raw_s`` or ``whole_s``, in
     s, against ``nbytes``), or, where the medians cannot be fitted (they do not grow with the bytes, on a machine so
     busy that the waits between processes drown the bytes' share; or one is not a time: NaN, <= 0), on its fastest
-    repeats ``sweep[column.replace("_s", "_min_s")]``, the least disturbed timing of each size. Returns ``(latency_s, bandwidth_bytes_per_s, basis)`` with basis
-    ``"medians"`` or ``"fastest repeats"``, for the page to say which it fitted.
+    repeats ``sweep[column.replace("_s", "_min_s")]``, the least disturbed timing of each size. Returns
+    ``(latency_s, bandwidth_bytes_per_s, basis)`` with basis ``"medians"`` or ``"fastest repeats"``, for the page to
+    say which it fitted.
 
     Raises:
         ValueError: the fastest repeats do not grow with the bytes either (from ``sizing.fit_latency_bandwidth``,
