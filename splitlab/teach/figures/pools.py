@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..notebook import rc_style
-from .style import LAYOUT_COLORS, layout_color
+from .style import LAYOUT_COLORS, and_list, layout_color
 from .pools_tables import (fit_table, guess_verdict, kinds_table, plan_table, ratio_verdict, short_name,
                            trap_table, trap_verdict, validation_verdict, zero_terms_note)
 
@@ -105,8 +105,7 @@ def falls_words(goodputs: Mapping[str, float], tolerance: float) -> str:
     within = f"within the searches' {tolerance:.0%}"
 
     def nums(names) -> str:
-        values = [f"{goodputs[k]:.3g}" for k in names]
-        return f"{', '.join(values[:-1])} and {values[-1]} req/s per worker, {within}"
+        return f"{and_list(f'{goodputs[k]:.3g}' for k in names)} req/s per worker, {within}"
     if near(lo, hi):
         return f"All {len(order)} fall together ({nums(order)})"
     first = [k for k in order if near(lo, goodputs[k]) and not near(goodputs[k], hi)]
@@ -115,7 +114,7 @@ def falls_words(goodputs: Mapping[str, float], tolerance: float) -> str:
     def group(names, where: str) -> str:
         if len(names) == 1:
             return f"{names[0]} {where}"
-        return f"{', '.join(names[:-1])} and {names[-1]} {where}, together ({nums(names)})"
+        return f"{and_list(names)} {where}, together ({nums(names)})"
     head = group(first, "falls first" if len(first) == 1 else "fall first")
     tail = group(last, "last")
     return f"{head}; {tail}" if len(first) > 1 or len(last) > 1 else f"{head}, {tail}"
