@@ -13,7 +13,7 @@ import pandas as pd
 from ...phases import profiling
 from ...phases.engine import prefill
 from ...serving import CostModelExecutor, make_workload, prefix, run
-from .style import fmt3
+from .style import and_list, fmt3
 
 __all__ = ["rate_sweep", "speculative_row", "draft_note", "prefix_reuse_rows"]
 
@@ -83,10 +83,9 @@ def draft_note(spec: pd.DataFrame, plain_tpot_s: float, random_weights: bool) ->
         faster = [k for k, t in zip(ks, g.tpot_ms) if t < plain_ms]
         lo, hi = fmt3(g.tpot_ms.min()), fmt3(g.tpot_ms.max())
         tpot = f"TPOT {lo if lo == hi else f'{lo} to {hi}'} ms against {fmt3(plain_ms)} ms plain"
-        at = ", ".join(map(str, faster[:-1])) + f" and {faster[-1]}" if len(faster) > 1 else "".join(map(str, faster))
         pays = (f"it saves time at every k ({tpot})" if len(faster) == len(ks) else
                 f"it costs more than it saves at every k ({tpot})" if not faster else
-                f"it saves time only at k = {at} ({tpot})")
+                f"it saves time only at k = {and_list(faster)} ({tpot})")
         why = ""
         if draft == "first layer" and random_weights and g.acceptance.max() < 0.2:
             why = ": with random weights no training made the first layer predict what the later ones add"
