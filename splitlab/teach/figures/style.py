@@ -6,6 +6,8 @@ precision.
   :class:`~splitlab.serving.ServingConfig`, :func:`layout_color` gives its colour.
 - :data:`PREFILL`, :data:`DECODE`, :data:`TRANSFER`, :data:`PREDICTED`: the phases' colours and the colour of a
   prediction (a line computed, not measured); :data:`PHASE_COLORS`: phase -> colour.
+- :data:`TARGET`, :data:`TARGET_LS`, :data:`TARGET_DASH`: a target line (the 90% attainment of goodput, an SLO):
+  black and dotted in every chapter, apart from a prediction's black dashes.
 - :data:`OTHER_COLORS`: colours for what is neither a phase nor a layout (routing policies, draft models, memory
   schemes, ...), none of them a phase's or a layout's, so that no figure seems to name a layout it does not.
 - :func:`sig3` and :func:`fmt3`: three significant digits, as a number and as text ("121", not "121.000" or
@@ -20,11 +22,15 @@ import re
 import numpy as np
 import pandas as pd
 
-__all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "PHASE_COLORS", "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS",
-           "layout_of", "layout_color", "sig3", "fmt3", "fmt_table", "change_words", "signed_pct", "and_list"]
+__all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "TARGET", "TARGET_LS", "TARGET_DASH", "PHASE_COLORS",
+           "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color", "sig3", "fmt3", "fmt_table", "change_words", "signed_pct", "and_list"]
 
 #: the phases (matplotlib's tab:orange, tab:blue, tab:green) and a prediction
 PREFILL, DECODE, TRANSFER, PREDICTED = "#ff7f0e", "#1f77b4", "#2ca02c", "#000000"
+#: a target the numbers are judged against (the 90% SLO attainment that defines goodput, an SLO, a budget): black,
+#: as nothing measured is, and dotted where a prediction is dashed (ch08 drew its 90% line dashed like a prediction,
+#: ch06 and ch07 dotted); the line style in matplotlib's and in plotly's words
+TARGET, TARGET_LS, TARGET_DASH = "#000000", ":", "dot"
 #: phase -> colour, the one convention of every chapter (matplotlib and plotly figures alike)
 PHASE_COLORS = {"prefill": PREFILL, "decode": DECODE, "transfer": TRANSFER}
 
