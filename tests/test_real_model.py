@@ -296,4 +296,4 @@ def test_chapter_3s_decode_table_shows_the_columns_named():
         roofline.decode_table(dc, "ttft_s")
     assert roofline.floor_summary("tiny", dc.iloc[0]).splitlines() == [
         "tiny: 190 MB of weights", "  + 10 MB of KV per step", "floor from memory: 5 ms",
-        "the step: 10 ms (2.0x the floor)"]
+        "the step: 10 ms (2x the floor)"]
