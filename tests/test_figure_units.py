@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import splitlab as sl  # noqa: E402
-from phone_cases import CASES, as_figure  # noqa: E402
+from phone_cases import CASES, as_figure, is_number as _number  # noqa: E402
 from splitlab.costmodel import CostModel  # noqa: E402
 from splitlab.serving import CostModelExecutor, Fixed, ServingConfig, WorkloadSpec, make_workload, run  # noqa: E402
 from splitlab.teach import widgets  # noqa: E402
@@ -33,14 +33,6 @@ SPEC = WorkloadSpec("fixed", Fixed(100), Fixed(40))
 def has_unit(label: str) -> bool:
     """``label`` names a unit: a bracket with something in it, or a count or unit of :data:`COUNTED`."""
     return bool(re.search(r"\(\s*\S[^)]*\)", label) or COUNTED.search(label))
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text.replace(",", "").replace("\u2212", "-").rstrip("%"))
-    except ValueError:
-        return False
-    return True
 
 
 def unlabelled(fig) -> list[str]:
