@@ -200,7 +200,7 @@ def request_tokens(res, request_id: int, ax=None, title: str | None = None):
     t = np.asarray(r.token_times_s)
     if t.size:
         gaps = np.diff(t)
-        itl = f", median ITL {np.median(gaps) * 1e3:.1f} ms" if gaps.size else ""
+        itl = f", median ITL {np.median(gaps) * 1e3:.3g} ms" if gaps.size else ""
         ax.plot(t, np.arange(1, t.size + 1), ".", color=KIND_COLORS["decode"], ms=4,
                 label=f"output tokens (TTFT {(t[0] - r.arrival_s) * 1e3:.0f} ms{itl})")
         ax.plot(t[0], 1, "o", mfc="none", mec=BUDGET, ms=9, label="first token")
