@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .style import fmt2
+from .style import fmt2, fmt3
 
 __all__ = ["gpu_record", "gpu_record_note"]
 
@@ -58,8 +58,7 @@ def gpu_record_note(data: dict | None = None) -> str:
     if holds:
         big = [r for r in prefill if size(r) >= holds[0]]
         eff = [r["efficiency"] for r in big if "efficiency" in r]
-        two = lambda v: f"{v:.2f}"  # noqa: E731  near 1, two decimals
-        text += (f"Prefills of {holds[0]:,} tokens and more in one forward took {_span([ratio(r) for r in big], two)}x "
+        text += (f"Prefills of {holds[0]:,} tokens and more in one forward took {_span([ratio(r) for r in big], fmt3)}x "
                  f"the prediction" + (f", {_span(eff)} of the dense peak (the roofline assumes 0.6)" if eff else "")
                  + ": compute-bound, on the roof. ")
         small = [r for r in prefill if size(r) < holds[0]]
@@ -70,16 +69,15 @@ def gpu_record_note(data: dict | None = None) -> str:
         text += (f"Smaller prefills took {_span([ratio(r) for r in small])}x it, and decode steps (batch "
                  f"{min(r['batch'] for r in decode)} to {max(r['batch'] for r in decode)}) "
                  f"{_span([ratio(r) for r in decode])}x: "
-                 f"{_span([1e3 * r['measured_s'] for r in decode], lambda v: f'{v:.0f}')} ms against a predicted "
-                 f"{_span([1e3 * r['predicted_s'] for r in decode], lambda v: f'{v:.1f}')} ms. ")
+                 f"{_span([1e3 * r['measured_s'] for r in decode])} ms against a predicted "
+                 f"{_span([1e3 * r['predicted_s'] for r in decode])} ms. ")
     hf = [run["hf_generate_per_token_s"] for run in runs if "hf_generate_per_token_s" in run]
     hf = [1e3 * run["hf_generate_per_token_s"] for run in runs if "hf_generate_per_token_s" in run]
-    ms = lambda v: f"{v:.0f}"  # noqa: E731
     floor = min(r["measured_s"] for r in rows)
-    text += (f"Every forward took at least {1e3 * floor:.0f} ms, whatever its size: a fixed cost per forward, which "
+    text += (f"Every forward took at least {fmt2(1e3 * floor)} ms, whatever its size: a fixed cost per forward, which "
              "on a GPU is the host launching the forward's kernels one by one from Python (eager PyTorch), not the "
              "GPU's arithmetic or memory traffic"
-             + (f"; transformers' own `generate` took {_span(hf, ms)} ms per token on the same model" if hf else "")
+             + (f"; transformers' own `generate` took {_span(hf)} ms per token on the same model" if hf else "")
              + ". Serving engines capture the decode step as a CUDA graph, launched at once, so the roofline "
              "stands for what such an engine does, and this book's GPU figures are its predictions.")
     pairs = [p for run in runs for p in run.get("pairs", [])]
