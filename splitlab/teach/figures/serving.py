@@ -22,14 +22,15 @@ import numpy as np
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from .style import DECODE, PHASE_COLORS, layout_color
+from .style import DECODE, OTHER_COLORS, PHASE_COLORS, layout_color
 
 __all__ = ["KIND_COLORS", "worker_timeline", "kv_memory", "latency_cdf", "ttft_cdf", "itl_cdf", "request_tokens",
            "itl_over_time", "bytes_unit"]
 
 #: colour of each kind of interval (the phases' colours of :mod:`.style`)
 KIND_COLORS = {**PHASE_COLORS, "idle": "#e6e6e6"}
-ARRIVAL, BUDGET = "tab:red", "black"
+#: an arrival is neither a phase nor a layout: tab:pink, not the split's red
+ARRIVAL, BUDGET = OTHER_COLORS[0], "black"
 
 
 def _ax(ax, size=(8, 3.5)):
