@@ -2,6 +2,7 @@
 it (an error naming an argument the caller does not have, a traceback, a claim the numbers do not hold)."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pandas as pd
@@ -70,3 +71,71 @@ def test_one_seed_is_never_decisive_it_has_no_spread():
     words = split_loss.takeaway([], cell, "research", 11.3, SimpleNamespace(name=a, goodput_rps_per_worker=8.0),
                                 SimpleNamespace(name=b, goodput_rps_per_worker=8.3), _one_seed(100, 69))
     assert "one seed: no spread to judge its gap against" in words and "ahead in every seed" not in words
+
+
+# --- task B: the command line ------------------------------------------------------------------------------------
+
+def test_cv_is_checked_at_parse_time_and_refused_without_gamma_arrivals():
+    """``--cv 1e-9`` failed after parsing, naming ``cv``, exit 1; ``--cv 5`` with Poisson arrivals was ignored."""
+    status, _, err = cli("simulate", "--arrival", "gamma", "--cv", "1e-9", "--rate", "1")
+    assert status == 2 and "argument --cv: must be a coefficient of variation in 0.001 .. 100" in err
+    status, _, err = cli("simulate", "--cv", "5", "--rate", "1", "--ttft-slo", "1", "--tpot-slo", "0.1")
+    assert status == 2 and "--cv shapes gamma arrivals, but --arrival is poisson" in err
+    status, out, _ = cli("simulate", "--arrival", "gamma", "--cv", "5", "--rate", "1", "--ttft-slo", "1",
+                         "--tpot-slo", "0.1", "--requests", "4", "--json")
+    assert status == 0 and json.loads(out)["arrival"] == "gamma" and json.loads(out)["colocated"]["completed"] == 4
+
+
+def test_an_empty_chunk_list_does_not_ask_for_a_prompt_length():
+    status, _, err = cli("plan", "--chunk-tokens", "")
+    assert status == 2 and "--chunk-tokens: give at least one number of tokens" in err and "prompt" not in err
+
+
+def test_kv_size_of_absurd_token_counts_is_refused_not_printed_as_float_digits():
+    """``kv-size tiny --tokens 1e30`` (written out) printed 2,047,999,...,997,952 B (1862645149230957068288.0 TiB)."""
+    status, out, err = cli("kv-size", "tiny", "--tokens", "9" * 30)
+    assert status == 2 and out == "" and "--tokens x --batch must be at most 1,000,000,000,000 tokens" in err
+    from splitlab.cli.args import human_bytes
+    assert human_bytes(2.048e33) == "1.78e+15 EiB" and human_bytes(3 * 2 ** 50) == "3.0 PiB"
+    assert human_bytes(1536) == "1.5 KiB" and human_bytes(100) == "100 B"
+
+
+# --- task B: sizing, the public API -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [lambda: sl.sizing.predicted_prefill_s("Llama-3-8B", 100, "nosuch"),
+                                  lambda: sl.sizing.handoff("Llama-3-8B", 100, "100 Gb/s network", "nosuch")])
+def test_an_unknown_gpu_is_named_with_the_known_ones(call):
+    """Both raised a bare KeyError: 'nosuch'."""
+    with pytest.raises(ValueError, match="unknown GPU 'nosuch'; choose one of .*H100"):
+        call()
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: sl.sizing.transfer_time_s(1e6, NAN), "bandwidth_bytes_per_s"),  # returned nan
+    (lambda: sl.sizing.transfer_time_s(1e6, 1e9, NAN), "latency_s"),  # returned nan
+    (lambda: sl.sizing.transfer_time_s(1e6, INF), "bandwidth_bytes_per_s"),  # returned 0.0
+    (lambda: sl.sizing.ridge_point(NAN, 1e12), "peak_flops_per_s"),  # returned nan
+    (lambda: sl.sizing.arithmetic_intensity(-1, 5), "flops"),  # returned -0.2
+    (lambda: sl.sizing.min_decode_step_s(-1, 1, 1e9), "weight_bytes"),  # returned 0.0
+    (lambda: sl.sizing.min_decode_step_s(1e9, 1, NAN), "bandwidth_bytes_per_s"),  # returned nan
+    (lambda: sl.sizing.roofline_time_s(1, 1, 0, 1), "peak_flops_per_s"),  # ZeroDivisionError
+    (lambda: sl.sizing.roofline_time_s(NAN, 1, 1, 1), "flops"),  # returned nan
+    (lambda: sl.sizing.max_decode_batch(80e9, 16e9, 4096, NAN), "kv_bytes_token"),  # cannot convert float NaN
+    (lambda: sl.sizing.max_decode_batch(NAN, 1, 1, 1), "memory_bytes"),
+    (lambda: sl.sizing.streamed_exposed_s(1.0, 1e6, 2.5, 1e9), "layers"),  # 'float' ... as an integer
+    (lambda: sl.sizing.streamed_exposed_s(NAN, 1e6, 10, 1e9), "prefill_s"),  # returned nan
+    (lambda: sl.sizing.predicted_prefill_s("Llama-3-8B", NAN), "prompt_tokens"),  # returned nan
+])
+def test_sizing_refuses_nan_inf_and_negatives_naming_the_argument(call, names):
+    with pytest.raises(ValueError, match=f"^{names} must be"):
+        call()
+
+
+def test_sizing_still_answers_on_good_numbers():
+    assert sl.sizing.transfer_time_s(1e9, 1e9, 1e-3) == pytest.approx(1.001)
+    assert sl.sizing.streamed_exposed_s(1.0, 1e6, 10, 1e9) > 0
+    assert sl.sizing.max_decode_batch(80e9, 16e9, 4096, 131072) == 119
+    assert sl.sizing.roofline_time_s(0, 0, 1, 1) == 0

@@ -31,6 +31,7 @@ import numpy as np
 from ..common.presets import is_preset
 from ..sizing import (GPUS, LINKS, PUBLISHED_MODELS, activation_bytes_per_token, dtype_bytes, kv_bytes_per_token,
                       kv_geometry, resolve_config)
+from ..sizing.tables import gpu_spec
 from .model import CostModel
 from .parallel import TensorParallel, allreduce_terms, check_tp
 
@@ -133,8 +134,7 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
             KV heads (:func:`~.parallel.check_tp`), or a shard (weights / tp + the KV of one request at the
             model's whole context / tp) that does not fit 90% of one device.
     """
-    if gpu not in GPUS:
-        raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
+    gpu_spec(gpu)  # an unknown GPU refused, naming the known ones
     if link not in LINKS:
         raise ValueError(f"unknown link {link!r}; choose one of {', '.join(LINKS)}")
     for name, x in (("compute_efficiency", compute_efficiency), ("memory_efficiency", memory_efficiency)):
