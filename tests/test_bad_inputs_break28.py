@@ -3,14 +3,18 @@ it (an error naming an argument the caller does not have, a traceback, a claim t
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import splitlab as sl
 from conftest import cli
+from splitlab import serving
 from splitlab.planning.split_map import split_map
+from splitlab.serving.workload import LogNormal
 from splitlab.teach.figures import split_loss, split_seeds
 
 
@@ -139,3 +143,89 @@ def test_sizing_still_answers_on_good_numbers():
     assert sl.sizing.streamed_exposed_s(1.0, 1e6, 10, 1e9) > 0
     assert sl.sizing.max_decode_batch(80e9, 16e9, 4096, 131072) == 119
     assert sl.sizing.roofline_time_s(0, 0, 1, 1) == 0
+
+
+# --- task B: workloads, goodput, the pools planner, the rule of thumb ---------------------------------------------
+
+@pytest.mark.parametrize("make, what", [
+    (lambda: serving.Fixed(0), "Fixed length n must be a finite token count >= 1, got 0"),  # served as 1 token
+    (lambda: serving.Fixed(-5), "got -5"),  # served as 1 token
+    (lambda: serving.Fixed(float("nan")), "got nan"),  # 'cannot convert float NaN to integer' at the first draw
+    (lambda: serving.Uniform(5, 2), "1 <= low <= high, got low=5, high=2"),  # accepted, numpy failed later
+    (lambda: LogNormal(100, float("nan"), 1, 5), "sigma=nan"),
+    (lambda: LogNormal(0, 0.5, 1, 5), "LogNormal median must be > 0"),
+])
+def test_length_distributions_refuse_lengths_no_request_can_have(make, what):
+    with pytest.raises(ValueError, match=re.escape(what)):
+        make()
+
+
+def test_make_workload_takes_the_simulated_executor_as_its_model():
+    """``make_workload(..., model=CostModelExecutor())`` raised int(None): the executor has no vocabulary."""
+    reqs = serving.make_workload("chat", 3, 1.0, model=serving.CostModelExecutor())
+    assert len(reqs) == 3 and all(0 <= t < 256 for r in reqs for t in r.prompt)
+
+
+def test_goodput_of_a_list_of_configs_names_the_argument():
+    """A list of configs raised AttributeError: 'list' object has no attribute 'with_' from inside a run."""
+    with pytest.raises(TypeError, match="config must be one ServingConfig"):
+        serving.goodput("chat", [serving.ServingConfig.colocated(1)], ttft_slo_s=1, tpot_slo_s=0.1)
+
+
+def test_the_rule_of_thumb_of_something_else_than_a_map_is_a_type_error():
+    from splitlab.planning import rule_of_thumb
+    for call in (rule_of_thumb.split_threshold, rule_of_thumb.apply_rule):
+        with pytest.raises(TypeError, match="m must be a SplitMap .* got NoneType"):  # AttributeError: tpot_steps
+            call(None)
+
+
+@pytest.mark.parametrize("options, error, what", [
+    (dict(bogus=1), TypeError, "unknown option 'bogus': the analytic cost model's options are compute_efficiency"),
+    (dict(compute_efficiency=float("nan")), ValueError, "^compute_efficiency must be in"),
+    (dict(link="nosuch"), ValueError, "^unknown link 'nosuch'"),
+    (dict(dtype="fp7"), ValueError, "^unknown dtype 'fp7'"),
+])
+def test_plan_pools_refuses_a_bad_option_once_not_as_every_tp_degrees_reason(options, error, what):
+    """``bogus=1`` named roofline_cost_model(), which the caller never called; a NaN efficiency, an unknown link or
+    dtype came as ``NoPool: no TP degree of [1] serves Llama-3-8B on H100: TP 1: ...``."""
+    from splitlab.planning.hetero import plan_pools
+    from splitlab.planning.pools import NoPool
+    with pytest.raises(error, match=what) as err:
+        plan_pools("Llama-3-8B", "H100", "H100", max_devices=2, **options)
+    assert not isinstance(err.value, NoPool) and "roofline_cost_model" not in str(err.value)
+
+
+def test_decoding_text_or_floats_says_decode_takes_ids():
+    """``lm.decode("x")`` raised "'<=' not supported between instances of 'int' and 'str'"."""
+    from splitlab.phases.tokenizer import ByteTokenizer
+    tok = ByteTokenizer()
+    with pytest.raises(TypeError, match="decode takes token ids .*got the text 'x'"):
+        tok.decode("x")
+    with pytest.raises(TypeError, match="decode takes integer token ids, got 1.5"):
+        tok.decode([72, 1.5])
+    assert tok.decode([72, 105]) == "Hi" and tok.decode(list(np.array([72, 105]))) == "Hi"
+
+
+@pytest.mark.parametrize("content, what", [
+    ("[1, 2]", "does not hold a config object (a JSON dict), but a list"),  # AttributeError traceback: 'get'
+    ('"abc"', "does not hold a config object (a JSON dict), but a str"),
+    ('{"n_params": "abc", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}',
+     "has n_params 'abc': a parameter count must be a number > 0"),  # could not convert string to float: 'abc'
+    ('{"n_params": -8e9, "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}',
+     "has n_params -8000000000.0"),  # named CostModel.prefill_per_token_s
+    ('{"n_params": NaN, "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}',
+     "has n_params nan"),  # "a device's shard is nan GB of weights"
+    ('{"n_params": 1e300, "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}',
+     "has n_params 1e+300"),  # a 300-digit shard in GB
+    ('{"n_params": 8e9, "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, '
+     '"max_position_embeddings": "x"}', "has max_position_embeddings 'x'"),  # invalid literal for int()
+])
+def test_a_model_config_that_is_no_config_is_named_on_every_command(tmp_path, content, what):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    for command in (["plan", "--gpu", "H100", "--model-config", str(path)],
+                    ["simulate", "--gpu", "H100", "--model-config", str(path), "--rate", "1"]):
+        status, out, err = cli(*command)
+        assert status == 1 and out == "" and what in err and len(err.strip().splitlines()) == 1, err
+    if "config object" in what:
+        assert what in cli("kv-size", str(path))[2]

@@ -78,9 +78,7 @@ def kv_size(args) -> tuple[dict, list[str]]:
     looks_like_path = args.model.endswith(".json") or os.sep in args.model or "/" in args.model
     if looks_like_path and not trained and args.model not in sizing.PUBLISHED_MODELS and not Path(args.model).exists():
         raise ValueError(f"config file {args.model!r} does not exist")
-    config = sizing.resolve_config(trained.shape_preset if trained else args.model)
-    if not isinstance(config, dict):
-        raise ValueError(f"{args.model!r} does not hold a config object (a JSON dict)")
+    config = sizing.resolve_config(trained.shape_preset if trained else args.model)  # a JSON dict, else ValueError
     g = sizing.kv_geometry(config)
     per_token = sizing.kv_bytes_per_token(g, args.dtype)
     total = sizing.kv_bytes(g, args.tokens, args.batch, args.dtype)
