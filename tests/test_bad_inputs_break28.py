@@ -229,3 +229,20 @@ def test_a_model_config_that_is_no_config_is_named_on_every_command(tmp_path, co
         assert status == 1 and out == "" and what in err and len(err.strip().splitlines()) == 1, err
     if "config object" in what:
         assert what in cli("kv-size", str(path))[2]
+
+
+def test_the_checkers_name_an_unknown_gpu():
+    """``sl.check.ridge_point(300, gpu="nosuch")`` and its like raised a bare KeyError: 'nosuch'."""
+    for call in (lambda: sl.check.ridge_point(300, gpu="nosuch"),
+                 lambda: sl.check.decode_floor(0.01, "Llama-3-8B", "nosuch", 1, 100),
+                 lambda: sl.check.max_tokens_in_memory(1000, "Llama-3-8B", "nosuch")):
+        with pytest.raises(ValueError, match="unknown GPU 'nosuch'; choose one of"):
+            call()
+
+
+def test_transfer_refuses_a_cache_too_large_to_measure_before_starting_a_process():
+    """``transfer --batch 100000 --prompt-tokens 16`` (3.1 GiB of tiny's cache) ran past 200 s before its first row."""
+    status, out, err = cli("transfer", "--batch", "100000", "--prompt-tokens", "16", "--repeats", "1")
+    assert status == 1 and out == "" and "starting the second process" not in err
+    assert "a batch of 100,000 rows of 16 tokens is a 3.1 GiB cache of tiny: transfer measures caches of at most 2 GiB" \
+        in err
