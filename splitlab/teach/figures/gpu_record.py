@@ -59,7 +59,8 @@ def gpu_record_note(data: dict | None = None) -> str:
         big = [r for r in prefill if size(r) >= holds[0]]
         eff = [r["efficiency"] for r in big if "efficiency" in r]
         text += (f"Prefills of {holds[0]:,} tokens and more in one forward took "
-                 f"{_span([ratio(r) for r in big], fmt3)}x the prediction" + (f", {_span(eff)} of the dense peak (the roofline assumes 0.6)" if eff else "")
+                 f"{_span([ratio(r) for r in big], fmt3)}x the prediction"
+                 + (f", {_span(eff)} of the dense peak (the roofline assumes 0.6)" if eff else "")
                  + ": compute-bound, on the roof. ")
         small = [r for r in prefill if size(r) < holds[0]]
     else:
