@@ -118,8 +118,10 @@ class VirtualClock:
             if plan.decode and plan.prefill:  # a hybrid step: one fused forward (the batch's context as fast keeps it)
                 n = len(plan.decode)
                 out = c.backend.hybrid_outcome(plan.prefill, plan.prefill_tokens, n, w.context_base + n * len(w.clock))
-            else:
+            elif plan.prefill:
                 out = StepOutcome(decode_s=fast.decode_seconds(c, w) if plan.decode else 0.0)
+            else:
+                out = fast.Decoded(fast.decode_seconds(c, w))
             if plan.prefill and not out.fused:
                 res = c.backend.prefill(plan.prefill, plan.prefill_tokens)
                 out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
