@@ -120,7 +120,7 @@ def test_decode_run_seconds_table_gives_the_step_by_step_floats(cost, monkeypatc
                                      dict(layout="disaggregated", prefill_workers=3, decode_workers=9,
                                           kv_budget_bytes=2048 * 900, max_batch=6)], ids=str)
 def test_router_index_picks_what_a_scan_picks_on_large_pools(options):
-    """The fast path's router keeps loads in a heap (router.LoadIndex); on pools of many workers, under light and
+    """The fast path's router keeps loads in a sorted list (router.LoadIndex); on pools of many workers, under light and
     heavy load, it sends every request where the step-by-step run's scan of the pool does."""
     for rate in (60.0, 600.0):
         reqs = make_workload("chat", 400, rate, seed=5)

@@ -51,11 +51,12 @@ class LoadIndex:
 
     A worker's load changes when work reaches or leaves it (the cluster calls :meth:`refresh` then) and, inside a
     decode stretch (:mod:`.fast`), falls at every silent step's end. :attr:`keys` holds, per live worker, a bound its
-    load cannot go below until a given time: its load (outside a stretch), or its load once the next ``LOOKAHEAD``
-    tokens of silent steps have ended (inside one; the bound is renewed when a query passes that time). A query
-    reads the workers in the order of their bounds, computes the exact load of each at ``t``, and stops as soon as
-    the next bound cannot beat the best exact load found: the worker a scan of the pool picks (least load, ties to
-    the lowest index). Queries come in time order, as the event loop makes them.
+    load cannot go below until a given time: its load (outside a stretch), or its load once the silent steps of the
+    next ``LOOKAHEAD`` tokens, or of half its distance above the least bound if more, have ended (inside one; the
+    bound is renewed when a query passes that time: a worker far from the least load, which no query reads, less
+    often). A query reads the workers in the order of their bounds, computes the exact load of each at ``t``, and
+    stops as soon as the next bound cannot beat the best exact load found: the worker a scan of the pool picks
+    (least load, ties to the lowest index). Queries come in time order, as the event loop makes them.
 
     A key is one int, ``bound * W + index``: sorted order is the order of ``(bound, index)`` (W workers,
     ``0 <= index < W``). The list holds exactly one key per live worker, replaced in place (a bisection and a
