@@ -87,10 +87,11 @@ class VirtualClock:
         every = max(1, n // 100)
         mark = every if bar is not None else n + 1  # i never passes n: without a bar, never an update
         handlers, stop = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}, c.stop
-        hidden = stop is not None and c.fast and hasattr(stop, "next")  # see _hidden_stop
+        sifted = stop is not None and c.fast  # stop only at the step-by-step run's instants
+        hidden = sifted and hasattr(stop, "next")  # see _hidden_stop
         while i < n or events:
             t = events[0][0] if events else inf
-            real = stop is None  # with a stop: an instant of the step-by-step run (not a cut stretch's own end)
+            real = not sifted  # else: an instant of the step-by-step run (not only a cut stretch's own end)?
             if times[i] <= t:
                 t, real = times[i], True
                 while times[i] == t:
