@@ -120,7 +120,7 @@ def test_decode_run_seconds_table_gives_the_step_by_step_floats(cost, monkeypatc
                                      dict(layout="disaggregated", prefill_workers=3, decode_workers=9,
                                           kv_budget_bytes=2048 * 900, max_batch=6)], ids=str)
 def test_router_index_picks_what_a_scan_picks_on_large_pools(options):
-    """The fast path's router keeps loads in a heap (router.LoadIndex); on pools of many workers, under light and
+    """The fast path's router keeps loads in a sorted list (router.LoadIndex); on pools of many workers, under light and
     heavy load, it sends every request where the step-by-step run's scan of the pool does."""
     for rate in (60.0, 600.0):
         reqs = make_workload("chat", 400, rate, seed=5)
@@ -200,3 +200,24 @@ def test_prompt_id_range_is_computed_once_and_follows_a_replaced_prompt():
     res = run([copy, Request(1, 0.0, [3], 2)], ServingConfig(trace=False))
     assert res.requests[0].state.value == "rejected" and "-2" in res.requests[0].reject_reason
     assert res.requests[1].state.value == "finished"
+
+
+@pytest.mark.parametrize("options", [CONFIGS[0], CONFIGS[3], OVERLOAD[0], OVERLOAD[3]], ids=str)
+@pytest.mark.parametrize("rate", [40.0, 400.0])
+def test_a_stopped_run_stops_where_the_step_by_step_run_does(options, rate):
+    """A breaker's case: a goodput run's stop was called only at the fast path's own instants, so a run stopped at
+    the next one after the step end where the step-by-step run stopped (0.6836 s, not 0.6810 s). Now the silent
+    steps' ends are instants too for a stop that says when it may next say True (Verdict.next): the same end, the
+    same tokens and the same requests left failing."""
+    from splitlab.serving.goodput_verdict import STOPPED, Verdict
+    reqs = make_workload("code", 300, rate, seed=4)
+    runs = []
+    for backend, fast in ((StepByStep(COST), False), (CostModelExecutor(COST), True)):
+        copies = [r.fresh() for r in reqs]
+        cluster = Cluster(backend, ServingConfig(trace=False, **options))
+        assert cluster.fast is fast
+        verdict = Verdict(copies[20:], 0.05, 0.004, 0.9)
+        res = cluster.run(copies, stop=verdict)
+        runs.append((outcome(res), verdict.decided, sum(r.reject_reason == STOPPED for r in copies)))
+    assert runs[0] == runs[1]
+    assert runs[0][1] is not None and runs[0][2] > 0  # it did stop early, with requests left

@@ -173,10 +173,11 @@ class Cluster:
                     w.memory.release(r.id)
                     self.handoff_pending = True
             w.output_owed -= len(plan.decode)
-        for slot, n, tok in zip(plan.prefill, plan.prefill_tokens, out.first_tokens):
-            w.prompt_owed -= n
-            if tok is not None:
-                self._prefilled(t, w, slot, tok)
+        if plan.prefill:
+            for slot, n, tok in zip(plan.prefill, plan.prefill_tokens, out.first_tokens):
+                w.prompt_owed -= n
+                if tok is not None:
+                    self._prefilled(t, w, slot, tok)
         if self.trace:  # a memory sample: with a trace only (the call alone costs)
             self.record(w, t=t)
         self.router.changed(w)

@@ -50,6 +50,7 @@ class Slot:
         resumed: the request had emitted tokens before this slot, so finishing its prefill emits nothing new.
         transfer_id: the hand-off in flight, if any (a cancelled hand-off's arrival is ignored).
         joined, written: the simulator's lazy token records (:mod:`.fast`).
+        parked: its KV bytes while it is parked on a worker (:class:`~.scheduler.Parked`).
     """
 
     request: Request
@@ -62,6 +63,7 @@ class Slot:
     transfer_id: int | None = None
     joined: int = 0
     written: int = 0
+    parked: int = 0
 
     @classmethod
     def admit(cls, request: Request) -> "Slot":

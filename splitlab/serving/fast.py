@@ -30,12 +30,26 @@ from __future__ import annotations
 
 from itertools import accumulate
 
-from .executor import StepOutcome
 from .request import State
 from .scheduler import StepPlan, Worker, steps_ended
 
-__all__ = ["register", "batch_ids", "decode_seconds", "decoded", "materialize", "sealed", "start_stretch", "commit",
-           "cut", "reached", "end_stretch"]
+__all__ = ["Decoded", "register", "batch_ids", "decode_seconds", "decoded", "materialize", "sealed", "start_stretch",
+           "commit", "cut", "reached", "end_stretch"]
+
+
+class Decoded:
+    """What a decode step of a cost model did, as :class:`~.executor.StepOutcome` says it, without its lists: its
+    seconds (no tokens to carry: the fast path's tokens are deferred). One is made per step event."""
+
+    __slots__ = ("decode_s",)
+    prefill_s, fused, tokens, first_tokens = 0.0, False, (), ()
+
+    def __init__(self, decode_s: float):
+        self.decode_s = decode_s
+
+    @property
+    def seconds(self) -> float:
+        return self.decode_s
 
 
 def register(w: Worker) -> None:
@@ -116,7 +130,7 @@ def start_stretch(cluster, w: Worker, t: float, plan: StepPlan) -> bool:
     next(ends)  # t itself (no list copies: a stretch's cost is these sums)
     w.ahead = list(ends)
     w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = n, 0, t, w.ahead.pop()
-    cluster.push_done(w.ahead_end, w, plan, StepOutcome(decode_s=float(seconds[-1])))
+    cluster.push_done(w.ahead_end, w, plan, Decoded(float(seconds[-1])))
     return True
 
 
@@ -150,7 +164,7 @@ def cut(cluster, w: Worker, t: float, inclusive: bool) -> None:
         begin = w.ahead[j - 1] if j else w.ahead_start
         end = w.ahead[j]
         w.step += 1
-        cluster.push_done(end, w, StepPlan(decode=list(w.batch.slots)), StepOutcome(decode_s=end - begin))
+        cluster.push_done(end, w, StepPlan(decode=list(w.batch.slots)), Decoded(end - begin))
     else:  # the step in progress is the stretch's last: its own event ends it
         begin, end = w.ahead[-1] if w.ahead else w.ahead_start, w.ahead_end
     if cluster.trace:

@@ -15,7 +15,7 @@ request: the tests compare both runs decision for decision.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from typing import Callable, Sequence
 
 from .scheduler import Worker, steps_ended
@@ -46,34 +46,34 @@ def pick_decode(decoders: Sequence[Worker], tokens: int, t: float = 0.0) -> Work
 
 
 class LoadIndex:
-    """The loads of one pool's workers in a heap, so that the least-loaded worker costs O(log W), not O(W).
+    """The loads of one pool's workers in a sorted list, so that the least-loaded worker costs about O(log W) plus
+    the few workers near the least load, not O(W).
 
     A worker's load changes when work reaches or leaves it (the cluster calls :meth:`refresh` then) and, inside a
-    decode stretch (:mod:`.fast`), falls at every silent step's end. The heap holds, per worker, a bound its load
-    cannot go below until a given time: its load (outside a stretch), or its load once the next ``LOOKAHEAD``
-    silent steps have ended (inside one; the bound is renewed when a query passes that time). A query takes the
-    workers in the order of their bounds, computes the exact load of each at ``t``, and stops as soon as the next
-    bound cannot beat the best exact load found: the worker a scan of the pool picks (least load, ties to the
-    lowest index). Entries carry a version; older ones are skipped. Queries come in time order, as the event loop
-    makes them.
+    decode stretch (:mod:`.fast`), falls at every silent step's end. :attr:`keys` holds, per live worker, a bound its
+    load cannot go below until a given time: its load (outside a stretch), or its load once the silent steps of the
+    next ``LOOKAHEAD`` tokens, or of half its distance above the least bound if more, have ended (inside one; the
+    bound is renewed when a query passes that time: a worker far from the least load, which no query reads, less
+    often). A query reads the workers in the order of their bounds, computes the exact load of each at ``t``, and
+    stops as soon as the next bound cannot beat the best exact load found: the worker a scan of the pool picks
+    (least load, ties to the lowest index). Queries come in time order, as the event loop makes them.
 
-    An entry is one int, ``(bound * W + index) << 32 | version``: heap order is the order of ``(bound, index)``
-    (W workers, ``0 <= index < W``), compared as one int rather than as a tuple (a query's walk pops and pushes
-    about 11 entries on 64 busy workers: the router's cost).
+    A key is one int, ``bound * W + index``: sorted order is the order of ``(bound, index)`` (W workers,
+    ``0 <= index < W``). The list holds exactly one key per live worker, replaced in place (a bisection and a
+    ``memmove`` of at most W pointers): a query walks it with no pops and pushes and no stale entries to skip (a
+    heap with lazy deletion cost about 12 pops and pushes per query on 48 busy workers, the router's main cost).
     """
 
     LOOKAHEAD = 16  # tokens
-    BITS = 32  # an entry's version: its low bits
-    MASK = (1 << BITS) - 1
 
     def __init__(self, pool: Sequence[Worker]):
         self.pool = list(pool)
         self.size = max(1, len(self.pool))
-        self.version = [0] * len(self.pool)
+        self.version = [0] * len(self.pool)  # of each worker's bound: an expiry of an older bound is ignored
         self.static = [0] * len(self.pool)
-        self.stretch: list = [None] * len(self.pool)  # the decode stretch (Worker.ahead) each entry was keyed in
-        self.current: list[int] = [i << self.BITS for i in range(len(self.pool))]
-        self.heap: list[int] = []       # entries: (lower bound of the load, index, version) as one int
+        self.stretch: list = [None] * len(self.pool)  # the decode stretch (Worker.ahead) each key was made in
+        self.current: list = [None] * len(self.pool)  # each worker's key in :attr:`keys` (None: not in it)
+        self.keys: list[int] = []       # sorted: (lower bound of the load) * W + index, one per live worker
         self.expiry: list[tuple] = []   # (time until which the bound holds, index, version)
         self.stale: set[Worker] = set()  # workers whose load changed since the last query (see :meth:`refresh`)
         for w in self.pool:
@@ -84,34 +84,41 @@ class LoadIndex:
         :attr:`stale` instead, and the next query refreshes each of them once."""
         i = w.index
         if not w.alive:
-            self.version[i] = self.version[i] % self.MASK + 1  # 1 .. MASK: never 0 again
+            self.version[i] += 1  # its pending expiry is ignored
+            self._place(i, None)
             return
         # a decode worker owes prompt tokens only under conditional disaggregation (:mod:`.conditional`)
         static = w.prompt_owed if w.role == "prefill" else w.prompt_owed + w.output_owed
-        if static == self.static[i] and w.ahead is self.stretch[i] and self.version[i]:
-            return  # the same load and the same stretch (or none): its entry's bound still holds
+        if static == self.static[i] and w.ahead is self.stretch[i] and self.current[i] is not None:
+            return  # the same load and the same stretch (or none): its key's bound still holds
         self.static[i], self.stretch[i] = static, w.ahead
         self._bound(w, w.ahead_done)
 
     def _bound(self, w: Worker, counted: int) -> None:
-        """Key ``w`` by its load once ``counted + LOOKAHEAD`` steps of its stretch have ended."""
+        """Key ``w`` by its load once ``counted + LOOKAHEAD`` tokens of its stretch's steps have ended."""
         i = w.index
-        v = self.version[i] = self.version[i] % self.MASK + 1
+        v = self.version[i] = self.version[i] + 1
         bound = self.static[i]
-        if w.ahead is not None:
-            upto = counted + max(1, self.LOOKAHEAD // w.ahead_n)
+        if w.ahead is not None:  # a lookahead of half its distance above the least bound, at least LOOKAHEAD
+            n, keys = w.ahead_n, self.keys
+            far = bound - (counted - w.ahead_done) * n - (keys[0] // self.size if keys else bound)
+            upto = counted + max(1, max(self.LOOKAHEAD, far // 2) // n)
             if upto < len(w.ahead):
                 heapq.heappush(self.expiry, (w.ahead[upto], i, v))
             else:
                 upto = len(w.ahead)
-            bound -= (upto - w.ahead_done) * w.ahead_n
-        entry = self.current[i] = (bound * self.size + i) << self.BITS | v
-        if len(self.heap) > 4 * len(self.pool) + 64:  # drop the stale entries now and then
-            mask, version = self.MASK, self.version
-            self.heap = [e for i, e in enumerate(self.current) if e & mask == version[i]]
-            heapq.heapify(self.heap)
-        else:
-            heapq.heappush(self.heap, entry)
+            bound -= (upto - w.ahead_done) * n
+        self._place(i, bound * self.size + i)
+
+    def _place(self, i: int, key: int | None) -> None:
+        """Put worker ``i``'s key ``key`` (None: none) in place of its old one."""
+        old, keys = self.current[i], self.keys
+        if old != key:
+            if old is not None:
+                del keys[bisect_left(keys, old)]
+            if key is not None:
+                insort(keys, key)
+            self.current[i] = key
 
     def least(self, t: float, inclusive: bool = False, room: Callable[[Worker], bool] | None = None
               ) -> Worker | None:
@@ -126,25 +133,18 @@ class LoadIndex:
             _, i, v = heapq.heappop(expiry)
             if v == version[i]:
                 self._bound(pool[i], steps_ended(pool[i], t, inclusive))
-        heap, pop, bits, mask, size = self.heap, heapq.heappop, self.BITS, self.MASK, self.size  # after the bounds
-        while heap and heap[0] & mask != version[(heap[0] >> bits) % size]:
-            pop(heap)
-        if heap:  # the usual case: the top's bound is its exact load (no stretch), which no other load beats
-            w = pool[(heap[0] >> bits) % size]
-            if w.ahead is None and (room is None or room(w)):
-                return w
-        held, best, key = [], None, None  # key: the best (load, index) as load * W + index
+        keys, size = self.keys, self.size
+        if not keys:
+            return None
+        w = pool[keys[0] % size]
+        if w.ahead is None and (room is None or room(w)):
+            return w  # the usual case: the first bound is its exact load (no stretch), which no other load beats
+        best, key = None, None  # key: the best (load, index) as load * W + index
         static, ended = self.static, bisect_right if inclusive else bisect_left
-        while heap:
-            e = heap[0]
-            ordered = e >> bits  # bound * W + index
-            i = ordered % size
-            if e & mask != version[i]:
-                pop(heap)
-                continue
+        for ordered in keys:
             if key is not None and ordered >= key:
                 break
-            held.append(pop(heap))
+            i = ordered % size
             w = pool[i]
             if room is not None and not room(w):
                 continue
@@ -153,8 +153,6 @@ class LoadIndex:
                 ordered = (static[i] - (ended(ahead, t) - w.ahead_done) * w.ahead_n) * size + i
             if key is None or ordered < key:
                 best, key = w, ordered
-        for e in held:
-            heapq.heappush(heap, e)
         return best
 
 

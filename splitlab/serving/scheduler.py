@@ -54,10 +54,10 @@ class Parked(deque):
 
     def __init__(self, size):
         super().__init__()
-        self.size, self.nbytes, self.held = size, 0, {}  # id(slot) -> its bytes
+        self.size, self.nbytes = size, 0  # a slot keeps its bytes in Slot.parked (it is parked in one place at a time)
 
     def _park(self, s: Slot) -> None:
-        b = self.held[id(s)] = self.size(s.context)
+        b = s.parked = self.size(s.context)
         self.nbytes += b
 
     def append(self, s: Slot) -> None:
@@ -70,16 +70,16 @@ class Parked(deque):
 
     def popleft(self) -> Slot:
         s = deque.popleft(self)
-        self.nbytes -= self.held.pop(id(s))
+        self.nbytes -= s.parked
         return s
 
     def remove(self, s: Slot) -> None:
         deque.remove(self, s)
-        self.nbytes -= self.held.pop(id(s))
+        self.nbytes -= s.parked
 
     def clear(self) -> None:
         deque.clear(self)
-        self.nbytes, self.held = 0, {}
+        self.nbytes = 0
 
 
 class StepPlan:
@@ -124,7 +124,8 @@ class Worker:
 
     def __init__(self, name: str, role: str, memory: KVMemory, index: int = 0):
         self.name, self.role, self.memory, self.index = name, role, memory, index
-        self.order = (role == "decode", index)  # workers plan their steps prefill pool first, in index order
+        # workers plan their steps prefill pool first, in index order (one int: sorting compares no tuples)
+        self.order = index + (1 << 32 if role == "decode" else 0)
         self.queue: deque[Request] = deque()
         self.prefilling: list[Slot] = []
         self.batch = DecodeBatch()

@@ -13,6 +13,8 @@ from __future__ import annotations
 import gc
 import heapq
 import itertools
+import math
+from bisect import bisect_left
 from operator import attrgetter
 
 from ..common.progress import progress_bar as common_bar
@@ -53,7 +55,16 @@ class VirtualClock:
         list rather than on the heap, so the heap holds only the events in flight. With the cluster's ``progress``,
         a bar of the arrivals served (:func:`progress_bar`). With the cluster's ``stop`` (a goodput run:
         :mod:`.goodput_verdict`), called with the time once each instant's events are done: True ends the run there,
-        the requests not done failing with ``stop.reason``. Returns the time of the last event."""
+        the requests not done failing with ``stop.reason``. Returns the time of the last event.
+
+        On the simulator's fast path (:mod:`.fast`) a stop with a ``next`` attribute (the time before which it says
+        False: :class:`~.goodput_verdict.Verdict`, :class:`~.goodput_spread.Settle`) is called at the step-by-step
+        run's instants, silent steps' ends included (:meth:`_hidden_stop`), so the run stops where that run does
+        (``tests/test_simulator_fast_path.py``); one without it is called only at the fast path's own instants
+        (events and arrivals), so it may stop at a later one. Either way, mid-run a request still decoding shows
+        in ``output`` and ``token_times_s`` its tokens only up to its first (the rest are deferred until it
+        finishes, :meth:`~.request.Request.defer_tokens`): a stop should read first tokens, states and finish
+        times, as those two do, not a decoding request's token list."""
         c = self.c
         arrivals = sorted(c.requests, key=attrgetter("arrival_s"))  # stable: ties keep submission order
         bar = progress_bar(len(arrivals), f"serving ({getattr(c.backend, 'name', 'executor')})",
@@ -76,24 +87,48 @@ class VirtualClock:
         every = max(1, n // 100)
         mark = every if bar is not None else n + 1  # i never passes n: without a bar, never an update
         handlers, stop = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}, c.stop
+        sifted = stop is not None and c.fast  # stop only at the step-by-step run's instants
+        hidden = sifted and hasattr(stop, "next")  # see _hidden_stop
         while i < n or events:
             t = events[0][0] if events else inf
+            real = not sifted  # else: an instant of the step-by-step run (not only a cut stretch's own end)?
             if times[i] <= t:
-                t = times[i]
+                t, real = times[i], True
                 while times[i] == t:
                     arrive(t, arrivals[i])
                     i += 1
             while events and events[0][0] == t:
                 _, _, kind, payload = pop(events)
+                real = real or kind != "done" or payload[1] == payload[0].step
                 handlers[kind](t, *payload)
             dispatch(t)
-            if stop is not None and stop(t):  # the run's outcome is decided (a goodput run): end it here
-                self._stop(t, stop.reason)
-                break
+            if stop is not None:
+                end = t if real and stop(t) else self._hidden_stop(stop, times[i]) if hidden else None
+                if end is not None:  # the run's outcome is decided (a goodput run): end it here
+                    self._stop(end, stop.reason)
+                    return end
             if i >= mark:
                 bar.update(i - bar.n)
                 mark = i + every
         return t
+
+    def _hidden_stop(self, stop, arrival: float) -> float | None:
+        """On the fast path, the silent steps of decode stretches (:mod:`.fast`) end at instants the step-by-step
+        run has and this one does not: call ``stop`` at those of them from ``stop.next`` (the time before which it
+        says False, as :class:`~.goodput_verdict.Verdict` and :class:`~.goodput_spread.Settle` keep it) to the next
+        event or ``arrival``, as step by step. The time at which it says True, or None."""
+        events, workers = self.events, [w for w in self.c.workers if w.ahead is not None]
+        upcoming = min(arrival, events[0][0]) if events else arrival
+        after = stop.next
+        while after < upcoming and workers:
+            ends = [w.ahead[j] for w in workers for j in (bisect_left(w.ahead, after),) if j < len(w.ahead)]
+            t = min(ends, default=upcoming)
+            if t >= upcoming:
+                return None
+            if stop(t):
+                return t
+            after = max(stop.next, math.nextafter(t, math.inf))
+        return None
 
     def _stop(self, t: float, reason: str) -> None:
         """End the run early at ``t``: record the decode steps ended by then and fail the requests not done."""
@@ -118,8 +153,10 @@ class VirtualClock:
             if plan.decode and plan.prefill:  # a hybrid step: one fused forward (the batch's context as fast keeps it)
                 n = len(plan.decode)
                 out = c.backend.hybrid_outcome(plan.prefill, plan.prefill_tokens, n, w.context_base + n * len(w.clock))
-            else:
+            elif plan.prefill:
                 out = StepOutcome(decode_s=fast.decode_seconds(c, w) if plan.decode else 0.0)
+            else:
+                out = fast.Decoded(fast.decode_seconds(c, w))
             if plan.prefill and not out.fused:
                 res = c.backend.prefill(plan.prefill, plan.prefill_tokens)
                 out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
