@@ -139,12 +139,21 @@ def cell_now(m, cell, cost_now) -> tuple[int, float, float]:
     return n, m.ttft_prefills * cost_now.prefill_s(n), cell.tpot_steps * cost_now.decode_s(1, n)
 
 
+#: how far a live run's steps may stray from the probed speed (measured under nbval on a loaded 2-core machine: decode
+#: steps 0.71x the cost model in the probe, 0.87x in the runs after it): a rate is chosen by its narrowest gap over
+#: decode steps this many times slower, as fast, and faster
+DRIFT = 1.15
+
+
 @dataclass
 class LiveCell:
     """What :func:`live_cell` served: the map's ``cell``, ``winner`` and ``rival`` (layout names), the ``probe``
-    (:func:`step_probe`), ``prompt_tokens``, ``ttft_slo_s`` and ``tpot_slo_s`` (:func:`cell_now`), ``rate_per_s``
+    (:func:`step_probe`), ``prompt_tokens``, ``ttft_slo_s`` and ``tpot_slo_s`` (:func:`cell_now`), ``prefill_steps``
+    (that prompt's prefill in lone decode steps on the rescaled model: the cell's own, unless no prompt reaches
+    it), ``rate_per_s``
     (the cluster's), ``predicted`` (the rescaled simulator's mean paired gap winner - rival per rate tried, points),
-    ``runs`` (:class:`~.split_seeds.PairedRuns`, live) and ``steps`` (:func:`step_ratios` of the live runs)."""
+    ``runs`` (:class:`~.split_seeds.PairedRuns`, live) and ``steps`` (:func:`step_ratios` of the live runs); both
+    None where the simulator predicted no gap at any rate, so that nothing was served; ``drift``: :data:`DRIFT`."""
 
     cell: object
     winner: str
@@ -153,26 +162,33 @@ class LiveCell:
     prompt_tokens: int
     ttft_slo_s: float
     tpot_slo_s: float
+    prefill_steps: float
     rate_per_s: float
     predicted: pd.Series
-    runs: PairedRuns
-    steps: pd.DataFrame
+    runs: PairedRuns | None
+    steps: pd.DataFrame | None
+    drift: float = DRIFT
 
 
 def _contest(m, cell, cost, prompt: int, ttft_s: float, tpot_s: float, n_requests: int, seeds, rates: int,
              slow: float, model, options: dict) -> tuple:
     """(spec, configs, rate, predicted): the cell's two layouts (the map's winner, its runner-up) on prompts of
-    ``prompt`` tokens and the rate of the widest predicted paired gap on ``cost`` (:func:`live_cell`)."""
+    ``prompt`` tokens, and per rate tried the narrowest of the mean paired gaps :func:`~.split_seeds.widest_gap_rate`
+    predicts on ``cost`` with its decode steps :data:`DRIFT` x slower, as fast and faster; the rate of the widest
+    of those (:func:`live_cell`)."""
+    from ...serving import CostModelExecutor
     from ...serving.workload import Fixed, WorkloadSpec
+    cost = CostModelExecutor(cost).cost  # None: the built-in model
     spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(m.output_tokens))
     names = [cell.names[k] for k in (cell.winner, cell.runner_up)]
     configs = {n: layout_config(n, m.workers, m.chunk_tokens, max_batch=m.max_batch, trace=False, **options)
                for n in names}
     low = max(cell.goodput[cell.runner_up], 1e-3 * cell.goodput[cell.winner])
     tries = m.workers / slow * np.geomspace(0.5 * low, 4 * cell.goodput[cell.winner], rates)
-    rate, predicted = widest_gap_rate(spec, n_requests, tries, configs, cost, ttft_s, tpot_s, *names, seeds=seeds,
-                                      model=model, scale=1.0)
-    return spec, configs, rate, predicted
+    predicted = pd.concat([widest_gap_rate(spec, n_requests, tries, configs, rescaled(cost, 1.0, f), ttft_s, tpot_s,
+                                           *names, seeds=seeds, model=model, scale=1.0)[1]
+                           for f in (1 / DRIFT, 1.0, DRIFT)], axis=1).min(axis=1).rename("predicted gap (pp)")
+    return spec, configs, float(predicted.idxmax()), predicted
 
 
 def _check_cell(cell, rates) -> None:
@@ -198,7 +214,7 @@ def gap_cells(m, cost, n_requests: int = 24, seeds: Sequence[int] = (0, 1, 2), r
         for c in cells:
             _check_cell(c, rates)
         gaps = [_contest(m, c, cost, c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s, n_requests, seeds, rates, 1.0,
-                         None, options)[3].max() for c in cells]
+                         None, options)[3].max() for c in cells]  # each at its best rate, 15% drift allowed
         if cells:
             out[kind] = cells[int(np.argmax(gaps))]
     return out
@@ -210,8 +226,11 @@ def live_cell(m, cell, lm, cost, n_requests: int = 24, seeds: Sequence[int] = (0
     (:func:`step_probe`), rescale ``cost`` (:func:`rescaled`), place the cell on it (:func:`cell_now`), choose of
     ``rates`` rates (from half the runner-up's goodput to 4x the winner's, per worker, over the slower of the
     two ratios) the one where the rescaled model predicts the widest mean paired gap between the map's winner and
-    its runner-up on these very runs (:func:`~.split_seeds.widest_gap_rate`), and serve ``n_requests`` requests
-    per seed there on both layouts (:func:`~.split_seeds.paired_runs`, the model's executor). ``options``:
+    its runner-up on these very runs (:func:`~.split_seeds.widest_gap_rate`), the narrowest of three with decode
+    steps :data:`DRIFT` x slower, as fast and faster (a gap at a TPOT SLO of 1.5 steps can vanish if decode steps
+    run 15% slower than probed), and serve ``n_requests`` requests per seed there on both layouts
+    (:func:`~.split_seeds.paired_runs`, the model's executor); where no rate leaves a gap, nothing is served
+    (``runs`` None: short runs cannot tell the two apart there). ``options``:
     :class:`~splitlab.serving.ServingConfig` fields of both layouts (the link: ``serving.link_fields``).
 
     Raises:
@@ -228,9 +247,11 @@ def live_cell(m, cell, lm, cost, n_requests: int = 24, seeds: Sequence[int] = (0
             break
     spec, configs, rate, predicted = _contest(m, cell, now, prompt, ttft, tpot, n_requests, seeds, rates,
                                               max(probe["prefill"], probe["decode"], 1.0), lm, options)
+    from ...planning.split_map import prefill_steps
+    placed = (cell, *configs, probe, prompt, ttft, tpot, prefill_steps(now, prompt), rate, predicted)
+    if not predicted.max() > 0:  # runs this short show no gap at any rate: serving them would tell nothing
+        return LiveCell(*placed, None, None)
     ex = ModelExecutor(lm)
     ex.step_log = []
     runs = paired_runs(spec, n_requests, rate, configs, ex, ttft, tpot, seeds=seeds, model=lm, scale=1.0)
-    winner, rival = list(configs)
-    return LiveCell(cell, winner, rival, probe, prompt, ttft, tpot, rate, predicted, runs,
-                    step_ratios(cost, ex.step_log))
+    return LiveCell(*placed, runs, step_ratios(cost, ex.step_log))

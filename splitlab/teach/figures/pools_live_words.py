@@ -22,7 +22,10 @@ _REGION_WORDS = {"split": "the split", "prefill-first": "colocated prefill-first
 
 def live_outcome(live) -> str:
     """"matches" (the map's winner led its runner-up on every seed: outside the runs' own spread, chapter 6's
-    rule), "does not match" (the runner-up led on every seed) or "undecided" (the seeds disagree or tie)."""
+    rule), "does not match" (the runner-up led on every seed) or "undecided" (the seeds disagree or tie, or
+    nothing was served: the simulator predicted no gap on runs this short)."""
+    if live.runs is None:
+        return "undecided"
     g = paired_gaps(live.runs.attainment, live.winner, live.rival)
     return "undecided" if not g["decisive"] else "matches" if g["leader"] == live.winner else "does not match"
 
@@ -33,11 +36,12 @@ def live_table(lives: dict) -> pd.DataFrame:
     (the range of the paired gaps winner - runner-up over the seeds) and ``live`` (:func:`live_outcome`)."""
     rows = {}
     for kind, lc in lives.items():
-        att, g = lc.runs.attainment, paired_gaps(lc.runs.attainment, lc.winner, lc.rival)
+        att = lc.runs.attainment if lc.runs is not None else {lc.winner: (), lc.rival: ()}
+        g = paired_gaps(att, lc.winner, lc.rival) if lc.runs is not None else None
         rows[kind] = {"cell": f"{lc.cell.prompt_tokens} tok, {lc.cell.tpot_steps:g} st",
-                      "winner (%)": f"{short_name(lc.winner)}: " + "/".join(f"{v:.0f}" for v in att[lc.winner]),
-                      "runner-up (%)": f"{short_name(lc.rival)}: " + "/".join(f"{v:.0f}" for v in att[lc.rival]),
-                      "gap (pp)": f"{g['low']:+.0f} to {g['high']:+.0f}", "live": live_outcome(lc)}
+                      **{col: f"{short_name(name)}: " + ("/".join(f"{v:.0f}" for v in att[name]) or "not served")
+                         for col, name in (("winner (%)", lc.winner), ("runner-up (%)", lc.rival))},
+                      "gap (pp)": f"{g['low']:+.0f} to {g['high']:+.0f}" if g else "-", "live": live_outcome(lc)}
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "region"
     return out
@@ -56,17 +60,25 @@ def live_words(lives: dict, m) -> str:
             continue
         lc = lives[kind]
         c, p = lc.cell, lc.probe
-        gap = lc.predicted[lc.rate_per_s]
+        there = (f"put the cell back at {c.prefill_steps:.2g} steps" if abs(lc.prefill_steps / c.prefill_steps - 1)
+                 < 0.05 else f"cost {lc.prefill_steps:.2g} steps, as near as a prompt gets")
+        head = (f"**{_REGION_WORDS[kind].capitalize()}** ({c.prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} "
+                f"steps: {c.prefill_steps:.2g} decode steps of prefill): the probe timed prefills at "
+                f"{p['prefill']:.2f}x and decode steps at {p['decode']:.2f}x the cost model, so "
+                f"{lc.prompt_tokens}-token prompts {there}")
+        if lc.runs is None:
+            out.append(f"{head}. There the rescaled simulator predicted no gap between {short_name(lc.winner)} and "
+                       f"{short_name(lc.rival)} on runs this short at any rate tried (with decode steps "
+                       f"{lc.drift - 1:.0%} slower or faster), so these short runs cannot confirm the cell and it was "
+                       f"not served: its winner stays unconfirmed live.")
+            continue
+        ran = lc.steps["measured / predicted"]
+        during = ", ".join(f"{k} {ran[k]:.2f}x" for k in ran.index)
         outcome = {"matches": "the live winner matches the map's",
                    "does not match": "the live winner is not the map's",
                    "undecided": "these runs leave the map's winner unconfirmed"}[live_outcome(lc)]
-        ran = lc.steps["measured / predicted"]
-        during = ", ".join(f"{k} {ran[k]:.2f}x" for k in ran.index)
-        out.append(f"**{_REGION_WORDS[kind].capitalize()}** ({c.prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} "
-                   f"steps: {c.prefill_steps:.2g} decode steps of prefill): the probe timed prefills at "
-                   f"{p['prefill']:.2f}x and decode steps at {p['decode']:.2f}x the cost model, so "
-                   f"{lc.prompt_tokens}-token prompts put the cell back at {c.prefill_steps:.2g} steps (the runs' own "
-                   f"steps then: {during}); at {lc.rate_per_s / m.workers:.3g} requests/s per worker the rescaled "
-                   f"simulator predicted a gap of {gap:+.0f} points. "
-                   f"{paired_verdict(lc.runs.attainment, lc.winner, lc.rival, lc.runs.n_requests)} So {outcome}.")
+        out.append(f"{head} (the runs' own steps then: {during}); at {lc.rate_per_s / m.workers:.3g} requests/s per "
+                   f"worker the rescaled simulator predicted a gap of {lc.predicted[lc.rate_per_s]:+.0f} points or "
+                   f"more. {paired_verdict(lc.runs.attainment, lc.winner, lc.rival, lc.runs.n_requests)} So "
+                   f"{outcome}.")
     return "\n\n".join(out)
