@@ -1,44 +1,39 @@
-"""Chapter 7's live check of the map (:mod:`splitlab.planning.split_map`): a cell of each region served by the real
-model (emulated), against the layout of the other region, over several seeds.
+"""Chapter 7's live check of the map (:mod:`splitlab.planning.split_map`): a cell of each region (the split wins,
+colocated prefill-first wins, colocated chunked wins) served by the real model (emulated), its winner against its
+runner-up, on paired seeds (:mod:`.split_seeds`: each seed's requests served by both layouts, the verdict by
+chapter 6's rule, :func:`~.split_seeds.paired_gaps`).
 
-- :func:`region_cells`: per region (the split wins; a colocated layout wins) the cell the map gives the widest
-  margin, on one TPOT row if asked.
-- :func:`live_cells`: each chosen cell's winner and its best rival of the other region, served on the same
-  requests (the cell's prompt and answer lengths) at a rate between their simulated goodputs, once per seed:
-  SLO attainment per seed, its mean and its spread (largest - smallest).
-- :func:`live_verdict`: the table in sentences: the live winner, whether the gap is outside the runs' own spread,
-  and whether it matches the map.
+A shared CPU runs the same step slower or faster from one minute to the next, and prefill and decode drift by
+different amounts (measured under nbval on a loaded 2-core machine: prefill 1.1x, decode 0.71x the cost model a
+few minutes after its calibration). The map's axes are in decode steps, so such a drift moves a cell on the map,
+and no single speed factor moves it back. So right before a cell's live runs:
+
+- :func:`step_probe`: a few of the cell's requests through the live executor, prefill and decode timed apart
+  against the cost model (:func:`step_ratios`);
+- :func:`rescaled`: the cost model with its prefill and decode seconds times those two ratios;
+- :func:`cell_now`: the prompt and SLOs that put the cell at its map coordinates (prefill cost and TPOT SLO in
+  lone decode steps) on that rescaled model;
+- :func:`live_cell`: the rate where the rescaled simulator predicts the widest paired gap
+  (:func:`~.split_seeds.widest_gap_rate`), then both layouts served there live (:func:`~.split_seeds.paired_runs`).
+
+:func:`gap_cells` picks the cells: per region, the one where the simulator predicts the widest gap on these short
+runs. What the runs found, in a table and words (:func:`live_outcome`, :func:`live_table`, :func:`live_words`), is
+:mod:`.pools_live_words`'; imported here with the rest.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from .style import sig3
+from .pools_live_words import REGIONS, live_outcome, live_table, live_words
+from .split_seeds import PairedRuns, paired_runs, widest_gap_rate
 
-__all__ = ["region_cells", "live_cells", "live_verdict", "layout_config", "split_pools"]
-
-_COLOCATED = ("prefill-first", "chunked")
-#: the numeric columns of :func:`live_cells`' table, kept to 3 significant digits
-_SHOWN = ("goodput (sim.)", "rate (req/s per worker)", "mean (%)", "spread (pp)")
-
-
-def region_cells(m, tpot_steps: float | None = None, max_prompt_tokens: int | None = None) -> dict:
-    """{"split": cell, "colocated": cell}: per region of the map ``m`` the cell its winner leads by the widest
-    margin (ties and empty cells skipped), on the row ``tpot_steps`` if given, among prompts of at most
-    ``max_prompt_tokens`` if given (a live run's cost grows with the prompt); a region the map (or that choice)
-    has no cell of is left out."""
-    out = {}
-    for region, kinds in (("split", ("split",)), ("colocated", _COLOCATED)):
-        cells = [c for c in m.cells if c.winner in kinds and (tpot_steps is None or c.tpot_steps == tpot_steps)
-                 and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
-        if cells:
-            out[region] = max(cells, key=lambda c: c.margin)
-    return out
-
+__all__ = ["layout_config", "split_pools", "step_ratios", "step_probe", "rescaled", "cell_now", "LiveCell",
+           "gap_cells", "live_cell", "live_outcome", "live_table", "live_words", "REGIONS"]
 
 def split_pools(name: str) -> tuple[int, int] | None:
     """(prefill workers, decode workers) of a map's split name ("2P+2D"); None for any other name."""
@@ -64,85 +59,199 @@ def layout_config(name: str, workers: int, chunk_tokens: Sequence[int], **option
     raise ValueError(f"not a layout name of a map: {name!r}")
 
 
-def _rival(cell) -> str:
-    """The best kind of the other region than the cell's winner."""
-    kinds = _COLOCATED if cell.winner == "split" else ("split",)
-    return max(kinds, key=lambda k: cell.goodput[k])
+def step_ratios(cost, steps) -> pd.DataFrame:
+    """The steps a run measured against ``cost``'s prediction of each: ``steps`` is an executor's ``step_log``
+    (:func:`splitlab.serving.executor.run_step`). One row per kind of step ("prefill", "decode", "hybrid"; kinds
+    not run left out): ``steps``, ``measured (ms)`` and ``predicted (ms)`` (medians) and ``measured / predicted``
+    (the median of the per-step ratios: a step the machine stalled once does not move it)."""
+    rows = {}
+    for r in steps:
+        if r["kind"] == "decode":
+            seconds, pred = r["step_s"], cost.decode_s(r["batch"], r["context_tokens"])
+        elif r["kind"] == "prefill":
+            seconds, pred = r["prefill_s"], cost.prefill_s(r["tokens"], r["squares"], r["masked_pairs"])
+        else:
+            seconds = r["step_s"]
+            pred = cost.hybrid_s(*(r[k] for k in ("chunk_tokens", "chunk_squares", "masked_pairs", "decode_batch",
+                                                  "decode_context_tokens")))
+        rows.setdefault(r["kind"], []).append((seconds, pred))
+    out = {k: {"steps": len(v), "measured (ms)": 1e3 * float(np.median([a for a, _ in v])),
+               "predicted (ms)": 1e3 * float(np.median([b for _, b in v])),
+               "measured / predicted": float(np.median([a / b for a, b in v]))}
+           for k, v in sorted(rows.items(), key=lambda kv: ("prefill", "decode", "hybrid").index(kv[0]))}
+    return pd.DataFrame.from_dict(out, orient="index")
 
 
-def live_cells(m, executor, cells: dict, n_requests: int | dict = 20, seeds: Sequence[int] = (0, 1, 2),
-               toward_winner: float = 0.5, **options) -> pd.DataFrame:
-    """Serve each cell of ``cells`` ({region: cell} of :func:`region_cells`) on ``executor`` (a
-    :class:`~splitlab.serving.ModelExecutor`: the real model; a cost model's executor simulates): its winner's
-    layout and its best rival's, on the same ``n_requests`` requests of the cell's prompt and answer lengths,
-    Poisson arrivals at a rate between the two simulated goodputs (times the cluster): ``rival^(1 - t) x
-    winner^t`` for ``t = toward_winner`` (0.5: their geometric mean; nearer 1, nearer the winner's goodput and
-    further above the rival's, where a short run shows the rival's overload sooner), once per seed, with the map's
-    batch cap and SLOs; ``options``: more :class:`~splitlab.serving.ServingConfig` fields of every layout (the
-    link: ``serving.link_fields``).
-
-    Returns a DataFrame, one row per (cell, layout): ``cell`` ("428-token prompts, TPOT 2.5 steps"), ``map``
-    (the map's winner kind of that cell), ``kind``, ``layout``, ``goodput (sim.)`` (requests/s per worker),
-    ``rate (req/s per worker)``, ``attainment (%)`` per seed ("75 / 80 / 85"), ``mean (%)`` and ``spread (pp)``
-    (largest - smallest over the seeds), ``requests`` (per seed); the goodputs, rates, means and spreads with 3
-    significant digits (:func:`.style.sig3`, a column of ``dtype=object`` that prints each as written).
+def step_probe(lm, cost, prompt_tokens: int, output_tokens: int = 16, requests: int = 6) -> dict:
+    """How many times ``cost``'s seconds this device's prefills and decode steps take now, apart: ``requests``
+    requests of ``prompt_tokens`` prompt and ``output_tokens`` answer tokens arriving at once on one
+    prefill-first worker of :class:`~splitlab.serving.ModelExecutor` (the live runs' executor; each prompt its own
+    prefill, then a decode batch of them all), timed step by step (:func:`step_ratios`). Returns {"prefill": ratio,
+    "decode": ratio, "steps": the table}.
 
     Raises:
-        ValueError: n_requests < 2 (an int, or {region: int} for every region of ``cells``), no seeds,
-            toward_winner outside [0, 1]; and those of :func:`splitlab.serving.compare`."""
-    from ...serving import compare, make_workload
+        ValueError: prompt_tokens, output_tokens (>= 2) or requests not a whole number in range."""
+    from ...serving import ModelExecutor, ServingConfig, make_workload, run
     from ...serving.workload import Fixed, WorkloadSpec
-    counts = n_requests if isinstance(n_requests, dict) else {region: n_requests for region in cells}
-    for n in (counts.get(region) for region in cells):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-            raise ValueError(f"n_requests must be an integer >= 2 (or one per region of cells), got {n_requests!r}")
-    if not 0 <= toward_winner <= 1:
-        raise ValueError(f"toward_winner must be in [0, 1] (0: the rival's goodput, 1: the winner's), got "
-                         f"{toward_winner!r}")
-    if not len(seeds):
-        raise ValueError("seeds is empty: give at least one seed")
-    rows = []
-    for region, cell in cells.items():
-        kinds, n_requests = (cell.winner, _rival(cell)), counts[region]
-        rate = cell.goodput[kinds[0]] ** toward_winner * max(cell.goodput[kinds[1]], 1e-9) ** (1 - toward_winner)
-        configs = {cell.names[k]: layout_config(cell.names[k], m.workers, m.chunk_tokens, max_batch=m.max_batch,
-                                                trace=False, **options) for k in kinds}
-        spec = WorkloadSpec(f"{cell.prompt_tokens}-token prompts", Fixed(cell.prompt_tokens), Fixed(m.output_tokens))
-        att = {k: [] for k in kinds}
-        for seed in seeds:
-            reqs = make_workload(spec, n_requests, rate * m.workers, seed=seed, model=getattr(executor, "lm", None),
-                                 scale=1.0)
-            runs = compare(reqs, configs, executor).results
-            for k in kinds:
-                att[k].append(100 * runs[cell.names[k]].metrics(cell.ttft_slo_s, cell.tpot_slo_s)["slo_attainment"])
-        for k in kinds:
-            rows.append({"cell": f"{cell.prompt_tokens}-token prompts, TPOT {cell.tpot_steps:g} steps",
-                         "map": cell.winner, "kind": k, "layout": cell.names[k],
-                         "goodput (sim.)": cell.goodput[k], "rate (req/s per worker)": rate,
-                         "attainment (%)": " / ".join(f"{a:.0f}" for a in att[k]), "mean (%)": np.mean(att[k]),
-                         "spread (pp)": max(att[k]) - min(att[k]), "requests": n_requests})
-    table = pd.DataFrame(rows)
-    for col in _SHOWN:  # as the page shows them: 3 significant digits, 100 and 71.9, not 100.000 and 71.875
-        table[col] = pd.Series([sig3(v) for v in table[col]], dtype=object)
-    return table
+    for name, v, low in (("prompt_tokens", prompt_tokens, 1), ("output_tokens", output_tokens, 2),
+                         ("requests", requests, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    ex = ModelExecutor(lm)
+    ex.step_log = []
+    spec = WorkloadSpec("probe", Fixed(int(prompt_tokens)), Fixed(int(output_tokens)))
+    run(make_workload(spec, requests, 1e6, seed=0, model=lm, scale=1.0),
+        ServingConfig.colocated(1, max_prefill_tokens=int(prompt_tokens), trace=False), ex)
+    table = step_ratios(cost, ex.step_log)
+    return {"prefill": float(table.loc["prefill", "measured / predicted"]),
+            "decode": float(table.loc["decode", "measured / predicted"]), "steps": table}
 
 
-def live_verdict(table: pd.DataFrame) -> str:
-    """One sentence per cell of a :func:`live_cells` table: which layout met the SLOs for more requests live, by
-    how many points against the spread of its runs, and whether that matches the map's winner."""
-    out = []
-    for cell, rows in table.groupby("cell", sort=False):
-        a, b = rows.iloc[0], rows.iloc[1]  # the map's winner, then its rival
-        live, other = (a, b) if a["mean (%)"] >= b["mean (%)"] else (b, a)
-        gap, spread = live["mean (%)"] - other["mean (%)"], max(a["spread (pp)"], b["spread (pp)"])
-        clear = gap > spread
-        match = live["kind"] == a["map"]
-        out.append(f"At {cell}, {live['layout']} met the SLOs for {live['mean (%)']:.0f}% of requests on average "
-                   f"against {other['mean (%)']:.0f}% for {other['layout']}: a gap of {gap:.0f} points, "
-                   + (f"outside the runs' own spread of {spread:.0f}" if clear else
-                      f"within the runs' own spread of {spread:.0f}, so these runs cannot tell the two apart")
-                   + (f"; the map's winner, {a['layout']}, {'won live too' if match else 'did not win live'}."
-                      if clear else f" (the map's winner: {a['layout']}).")
-                   + ("" if not clear or match else " The simulator's step times are the cost model's: where the "
-                      "real steps run slower or faster than the fit, the boundary between the regions moves."))
-    return " ".join(out)
+def rescaled(cost, prefill: float, decode: float):
+    """``cost`` with every prefill term (and a fused hybrid step's, a prefill forward with decode rows riding in
+    it) times ``prefill`` and every decode term times ``decode``: the cost model of a machine whose prefills take
+    ``prefill`` x and whose decode steps ``decode`` x the calibration's (:func:`step_probe`).
+
+    Raises:
+        ValueError: a factor not a finite number > 0."""
+    for name, f in (("prefill", prefill), ("decode", decode)):
+        if isinstance(f, bool) or not isinstance(f, (int, float, np.floating)) or not (0 < f < float("inf")):
+            raise ValueError(f"{name} must be a finite factor > 0, got {f!r}")
+    terms = {k: getattr(cost, k) * prefill for k in ("prefill_base_s", "prefill_per_token_s", "prefill_per_token2_s",
+                                                     "prefill_masked_per_pair_s", "hybrid_per_row_s",
+                                                     "hybrid_per_context_token_s")}
+    terms.update({k: getattr(cost, k) * decode for k in ("decode_base_s", "decode_per_seq_s", "decode_per_token_s",
+                                                        "decode_batched_s")})
+    return replace(cost, **terms, source=f"{cost.source}; prefill x{prefill:.3g}, decode x{decode:.3g}")
+
+
+def cell_now(m, cell, cost_now) -> tuple[int, float, float]:
+    """(prompt tokens, TTFT SLO s, TPOT SLO s) of ``cell`` (a cell of the map ``m``) on ``cost_now``
+    (:func:`rescaled`): the prompt whose prefill costs the cell's lone decode steps there (the nearest of the
+    prompts the context holds with the map's answers), the map's SLO rules on it (``m.ttft_prefills`` of its
+    prefills; the cell's TPOT steps of its lone decode step)."""
+    from ...planning.split_map import prefill_steps
+    a, b = 1, cost_now.max_context - m.output_tokens  # prefill_steps grows with the prompt
+    while b - a > 1:
+        mid = (a + b) // 2
+        a, b = (mid, b) if prefill_steps(cost_now, mid) < cell.prefill_steps else (a, mid)
+    n = min((a, b), key=lambda p: abs(prefill_steps(cost_now, p) - cell.prefill_steps))
+    return n, m.ttft_prefills * cost_now.prefill_s(n), cell.tpot_steps * cost_now.decode_s(1, n)
+
+
+#: how far a live run's steps may stray from the probed speed (measured under nbval on a loaded 2-core machine: decode
+#: steps 0.71x the cost model in the probe, 0.87x in the runs after it): a rate is chosen by its narrowest gap over
+#: decode steps this many times slower, as fast, and faster
+DRIFT = 1.15
+
+
+@dataclass
+class LiveCell:
+    """What :func:`live_cell` served: the map's ``cell``, ``winner`` and ``rival`` (layout names), the ``probe``
+    (:func:`step_probe`), ``prompt_tokens``, ``ttft_slo_s`` and ``tpot_slo_s`` (:func:`cell_now`), ``prefill_steps``
+    (that prompt's prefill in lone decode steps on the rescaled model: the cell's own, unless no prompt reaches
+    it), ``rate_per_s``
+    (the cluster's), ``predicted`` (the rescaled simulator's mean paired gap winner - rival per rate tried, points),
+    ``runs`` (:class:`~.split_seeds.PairedRuns`, live) and ``steps`` (:func:`step_ratios` of the live runs); both
+    None where the simulator predicted no gap at any rate, so that nothing was served; ``drift``: :data:`DRIFT`."""
+
+    cell: object
+    winner: str
+    rival: str
+    probe: dict
+    prompt_tokens: int
+    ttft_slo_s: float
+    tpot_slo_s: float
+    prefill_steps: float
+    rate_per_s: float
+    predicted: pd.Series
+    runs: PairedRuns | None
+    steps: pd.DataFrame | None
+    drift: float = DRIFT
+
+
+def _contest(m, cell, cost, prompt: int, ttft_s: float, tpot_s: float, n_requests: int, seeds, rates: int,
+             slow: float, model, options: dict) -> tuple:
+    """(spec, configs, rate, predicted): the cell's two layouts (the map's winner, its runner-up) on prompts of
+    ``prompt`` tokens, and per rate tried the narrowest of the mean paired gaps :func:`~.split_seeds.widest_gap_rate`
+    predicts on ``cost`` with its decode steps :data:`DRIFT` x slower, as fast and faster; the rate of the widest
+    of those (:func:`live_cell`)."""
+    from ...serving import CostModelExecutor
+    from ...serving.workload import Fixed, WorkloadSpec
+    cost = CostModelExecutor(cost).cost  # None: the built-in model
+    spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(m.output_tokens))
+    names = [cell.names[k] for k in (cell.winner, cell.runner_up)]
+    configs = {n: layout_config(n, m.workers, m.chunk_tokens, max_batch=m.max_batch, trace=False, **options)
+               for n in names}
+    low = max(cell.goodput[cell.runner_up], 1e-3 * cell.goodput[cell.winner])
+    tries = m.workers / slow * np.geomspace(0.5 * low, 4 * cell.goodput[cell.winner], rates)
+    predicted = pd.concat([widest_gap_rate(spec, n_requests, tries, configs, rescaled(cost, 1.0, f), ttft_s, tpot_s,
+                                           *names, seeds=seeds, model=model, scale=1.0)[1]
+                           for f in (1 / DRIFT, 1.0, DRIFT)], axis=1).min(axis=1).rename("predicted gap (pp)")
+    return spec, configs, float(predicted.idxmax()), predicted
+
+
+def _check_cell(cell, rates) -> None:
+    if cell.winner not in REGIONS:
+        raise ValueError(f"a live check needs a cell one layout wins, got winner {cell.winner!r}")
+    if isinstance(rates, bool) or not isinstance(rates, int) or rates < 2:
+        raise ValueError(f"rates must be an integer >= 2 (rates tried on the simulator), got {rates!r}")
+
+
+def gap_cells(m, cost, n_requests: int = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
+              max_prompt_tokens: int | None = None, **options) -> dict:
+    """{kind: cell}: per region of the map ``m`` (:data:`REGIONS`; prompts of at most ``max_prompt_tokens`` if
+    given), the cell a short live check tells apart best: of the cells the kind wins, the one where ``cost``
+    predicts the widest paired gap between the winner and its runner-up on :func:`live_cell`'s runs
+    (``n_requests``, ``seeds``, ``rates``, ``options``) at their best rate. A map's goodputs are steady state; a
+    run of a few dozen requests starts on idle workers and may end before any backlog builds (a 16-token cell the
+    split wins by 47% left no gap in runs of 24 requests), so the widest margin is not the widest short-run gap. A
+    region the map gives no cell is left out."""
+    out = {}
+    for kind in REGIONS:
+        cells = [c for c in m.cells if c.winner == kind
+                 and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
+        for c in cells:
+            _check_cell(c, rates)
+        gaps = [_contest(m, c, cost, c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s, n_requests, seeds, rates, 1.0,
+                         None, options)[3].max() for c in cells]  # each at its best rate, 15% drift allowed
+        if cells:
+            out[kind] = cells[int(np.argmax(gaps))]
+    return out
+
+
+def live_cell(m, cell, lm, cost, n_requests: int = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
+              **options) -> LiveCell:
+    """Serve ``cell`` (of the map ``m``, calibrated as ``cost``) live on ``lm``: probe the steps
+    (:func:`step_probe`), rescale ``cost`` (:func:`rescaled`), place the cell on it (:func:`cell_now`), choose of
+    ``rates`` rates (from half the runner-up's goodput to 4x the winner's, per worker, over the slower of the
+    two ratios) the one where the rescaled model predicts the widest mean paired gap between the map's winner and
+    its runner-up on these very runs (:func:`~.split_seeds.widest_gap_rate`), the narrowest of three with decode
+    steps :data:`DRIFT` x slower, as fast and faster (a gap at a TPOT SLO of 1.5 steps can vanish if decode steps
+    run 15% slower than probed), and serve ``n_requests`` requests per seed there on both layouts
+    (:func:`~.split_seeds.paired_runs`, the model's executor); where no rate leaves a gap, nothing is served
+    (``runs`` None: short runs cannot tell the two apart there). ``options``:
+    :class:`~splitlab.serving.ServingConfig` fields of both layouts (the link: ``serving.link_fields``).
+
+    Raises:
+        ValueError: a cell no layout wins alone (a tie, none), rates < 2; those of :func:`step_probe` and
+            :func:`~.split_seeds.paired_runs`."""
+    from ...serving import ModelExecutor
+    _check_cell(cell, rates)
+    prompt = cell.prompt_tokens
+    for _ in range(2):  # probed at the cell's prompt, then again at the prompt that places it, if that moved
+        probe = step_probe(lm, cost, prompt)
+        now = rescaled(cost, probe["prefill"], probe["decode"])
+        moved, (prompt, ttft, tpot) = prompt, cell_now(m, cell, now)
+        if abs(prompt / moved - 1) <= 0.1:
+            break
+    spec, configs, rate, predicted = _contest(m, cell, now, prompt, ttft, tpot, n_requests, seeds, rates,
+                                              max(probe["prefill"], probe["decode"], 1.0), lm, options)
+    from ...planning.split_map import prefill_steps
+    placed = (cell, *configs, probe, prompt, ttft, tpot, prefill_steps(now, prompt), rate, predicted)
+    if not predicted.max() > 0:  # runs this short show no gap at any rate: serving them would tell nothing
+        return LiveCell(*placed, None, None)
+    ex = ModelExecutor(lm)
+    ex.step_log = []
+    runs = paired_runs(spec, n_requests, rate, configs, ex, ttft, tpot, seeds=seeds, model=lm, scale=1.0)
+    return LiveCell(*placed, runs, step_ratios(cost, ex.step_log))

@@ -1,0 +1,187 @@
+"""Chapter 7's live check of the map (splitlab.teach.figures.pools_live, issue 22 item 3): the cells it picks per
+region, the probe and the cost model rescaled by it, the cell placed back at its map coordinates, the verdict by
+chapter 6's paired rule (split_seeds.paired_gaps) and its words. Maps and attainments are crafted or simulated;
+one test serves a cell on the tiny model."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from splitlab.costmodel import CostModel
+from splitlab.planning import split_map as SM
+from splitlab.planning.map_result import Cell, SplitMap
+from splitlab.teach.figures import pools_live
+from splitlab.serving.workload import Fixed, WorkloadSpec
+from splitlab.teach.figures.split_seeds import PairedRuns, widest_gap_rate
+
+NAMES = {"split": "1P+1D", "prefill-first": "2 colocated (prefill-first)",
+         "chunked": "2 colocated (chunked, 256-token chunks)"}
+
+
+def _cell(prompt: int, tpot_steps: float, goodput: dict, cost=CostModel()) -> Cell:
+    return Cell(prompt, SM.prefill_steps(cost, prompt), tpot_steps, 5 * cost.prefill_s(prompt),
+                tpot_steps * cost.decode_s(1, prompt), goodput, {k: "tpot" for k in goodput}, dict(NAMES)).decide(0.1)
+
+
+def _map(cells) -> SplitMap:
+    prompts = sorted({c.prompt_tokens for c in cells})
+    return SplitMap(cells, 2, prompts, [], sorted({c.tpot_steps for c in cells}), 64, 5.0, None, 0.1, "built-in",
+                    [256])
+
+
+def test_layout_config_reads_every_name_a_map_writes():
+    assert pools_live.layout_config("2P+2D", 4, [256]).name == "2P+2D"
+    assert pools_live.layout_config("4 colocated (prefill-first)", 4, [256]).policy == "prefill-first"
+    cfg = pools_live.layout_config("4 colocated (chunked, 256-token chunks)", 4, [256], max_batch=16)
+    assert (cfg.policy, cfg.chunk_tokens, cfg.max_batch) == ("chunked", 256, 16)
+    with pytest.raises(ValueError, match="not a layout name"):
+        pools_live.layout_config("4 workers", 4, [256])
+
+
+def test_gap_cells_serve_three_regions_and_leave_out_one_without_a_cell():
+    cells = [_cell(16, 2.5, {"split": 10, "prefill-first": 5, "chunked": 4}),  # split by 50%
+             _cell(256, 2.5, {"split": 5, "prefill-first": 10, "chunked": 6}),  # prefill-first by 40%
+             _cell(512, 2.5, {"split": 5, "prefill-first": 5.2, "chunked": 10}),  # chunked by 48%
+             _cell(16, 5.0, {"split": 10, "prefill-first": 9.5, "chunked": 4})]  # a tie: no region's
+    m = _map(cells)
+    got = pools_live.gap_cells(m, None, n_requests=6, seeds=(0,), rates=2)
+    assert {k: (c.prompt_tokens, c.tpot_steps) for k, c in got.items()} == \
+        {"split": (16, 2.5), "prefill-first": (256, 2.5), "chunked": (512, 2.5)}
+    short = pools_live.gap_cells(m, None, n_requests=6, seeds=(0,), rates=2, max_prompt_tokens=300)
+    assert set(short) == {"split", "prefill-first"}  # a region with no cell in bounds is left out
+    with pytest.raises(ValueError, match="rates must be"):
+        pools_live.gap_cells(m, None, rates=1)
+
+
+def test_rescaled_scales_prefill_and_decode_apart():
+    cost = CostModel(prefill_per_token2_s=1e-8, hybrid_per_row_s=1e-4, decode_batched_s=1e-3)
+    now = pools_live.rescaled(cost, 1.5, 0.5)
+    assert now.prefill_s(300) == pytest.approx(1.5 * cost.prefill_s(300))
+    assert now.decode_s(4, 900) == pytest.approx(0.5 * cost.decode_s(4, 900))
+    assert now.hybrid_s(128, 128 ** 2, 0, 3, 600) == pytest.approx(1.5 * cost.hybrid_s(128, 128 ** 2, 0, 3, 600))
+    assert now.transfer_s(10 ** 6) == cost.transfer_s(10 ** 6) and "prefill x1.5, decode x0.5" in now.source
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "2"):
+        with pytest.raises(ValueError, match="prefill must be a finite factor"):
+            pools_live.rescaled(cost, bad, 1.0)
+
+
+def test_cell_now_puts_the_cell_back_at_its_map_coordinates():
+    cost = CostModel()
+    cell = _cell(400, 2.5, {"split": 10, "prefill-first": 5, "chunked": 4})
+    m = _map([cell])
+    assert pools_live.cell_now(m, cell, cost) == (400, pytest.approx(cell.ttft_slo_s), pytest.approx(cell.tpot_slo_s))
+    # prefills 2x slower, decode steps as fast: the prefill of a shorter prompt costs the cell's decode steps
+    now = pools_live.rescaled(cost, 2.0, 1.0)
+    prompt, ttft, tpot = pools_live.cell_now(m, cell, now)
+    assert prompt < 300 and SM.prefill_steps(now, prompt) == pytest.approx(cell.prefill_steps, rel=0.01)
+    assert ttft == pytest.approx(5 * now.prefill_s(prompt)) and tpot == pytest.approx(2.5 * now.decode_s(1, prompt))
+
+
+def test_gap_cells_pick_the_widest_simulated_gap_not_the_widest_margin():
+    """A 16-token cell the split won by 47% left no gap in runs of 24 requests (a loaded machine's map): of each
+    region's cells, the one the simulator tells apart best on the live runs."""
+    m = SM.split_map(None, 2, [16, 1024], [1.5, 2.5], max_requests=100, progress=False)
+    picked = pools_live.gap_cells(m, None, n_requests=12, seeds=(0, 1), rates=3)
+    assert picked and all(c.winner == k for k, c in picked.items())
+
+    def gap(d):  # the widest mean paired gap of the cell's two layouts over gap_cells' three rates
+        spec = WorkloadSpec("x", Fixed(d.prompt_tokens), Fixed(64))
+        names = [d.names[d.winner], d.names[d.runner_up]]
+        cfgs = {n: pools_live.layout_config(n, 2, [256], trace=False) for n in names}
+        low = max(d.goodput[d.runner_up], 1e-3 * d.goodput[d.winner])
+        tries = 2 * np.geomspace(0.5 * low, 4 * d.goodput[d.winner], 3)
+        return widest_gap_rate(spec, 12, tries, cfgs, None, d.ttft_slo_s, d.tpot_slo_s, *names, seeds=(0, 1),
+                               scale=1.0)[1].max()
+    for kind, c in picked.items():
+        assert gap(c) == max(gap(d) for d in m.cells if d.winner == kind)
+    assert pools_live.gap_cells(m, None, n_requests=12, max_prompt_tokens=8) == {}  # no cell: no region
+
+
+def _live(kind: str, winner, rival, prompt=120, rate=40.0) -> pools_live.LiveCell:
+    cell = _cell(128, 2.5, {"split": 10, "prefill-first": 6, "chunked": 5} if kind == "split" else
+                 {"split": 5, "prefill-first": 10, "chunked": 6})
+    w, r = cell.names[cell.winner], cell.names[cell.runner_up]
+    att = pd.DataFrame({w: winner, r: rival}, index=pd.Index(range(len(winner)), name="seed"))
+    steps = pd.DataFrame({"measured / predicted": [1.1, 0.9]}, index=["prefill", "decode"])
+    return pools_live.LiveCell(cell, w, r, {"prefill": 1.2, "decode": 0.8, "steps": steps}, prompt, 0.1, 0.01,
+                               cell.prefill_steps, rate, pd.Series({rate: 30.0, 2 * rate: 10.0}),
+                               PairedRuns(att, None, 24, rate, True), steps)
+
+
+def test_the_verdict_is_chapter_6s_paired_rule_in_three_words():
+    assert pools_live.live_outcome(_live("split", [100, 90, 95], [60, 80, 40])) == "matches"
+    assert pools_live.live_outcome(_live("split", [60, 80, 40], [100, 90, 95])) == "does not match"
+    # ahead on average (+20) but behind on one seed: zero lies within the range of the paired gaps
+    assert pools_live.live_outcome(_live("split", [100, 90, 50], [60, 80, 55])) == "undecided"
+    assert pools_live.live_outcome(_live("split", [90, 90, 90], [90, 90, 90])) == "undecided"
+
+
+def test_live_table_and_words_print_each_seed_the_interval_and_a_computed_sentence():
+    lives = {"split": _live("split", [100, 90, 95], [60, 80, 40]),
+             "prefill-first": _live("prefill-first", [70, 90, 50], [75, 80, 40])}
+    t = pools_live.live_table(lives)
+    assert list(t.index) == ["split", "prefill-first"] and t.shape[1] + 1 <= 6  # a phone's table
+    assert t.loc["split", "winner (%)"] == "1P+1D: 100/90/95"
+    assert t.loc["split", "runner-up (%)"] == "2 colocated: 60/80/40"
+    assert t.loc["split", "gap (pp)"] == "+10 to +55" and t.loc["split", "live"] == "matches"
+    assert t.loc["prefill-first", "gap (pp)"] == "-5 to +10" and t.loc["prefill-first", "live"] == "undecided"
+    words = pools_live.live_words(lives, _map([lives["split"].cell]))
+    split, colocated, chunked = words.split("\n\n")
+    assert "the probe timed prefills at 1.20x and decode steps at 0.80x the cost model" in split
+    assert "120-token prompts put the cell back" in split and "prefill 1.10x, decode 0.90x" in split
+    assert "at 20 requests/s per worker the rescaled simulator predicted a gap of +30 points or more" in split
+    assert "100 / 90 / 95%" in split and "by 10 to 55 points" in split and split.endswith("matches the map's.")
+    assert "cannot tell the two layouts apart" in colocated and colocated.endswith("the map's winner unconfirmed.")
+    assert chunked == ("The map gives colocated chunked no cell it wins alone here, so that region goes unconfirmed "
+                       "live.")
+    lost = pools_live.live_words({"split": _live("split", [60, 80, 40], [100, 90, 95])}, _map([]))
+    assert "the live winner is not the map's" in lost
+
+
+def test_a_cell_short_runs_cannot_tell_apart_is_not_served_and_said_so():
+    """Under nbval a 16-token cell was served live at a rate where the simulator predicted a gap of 0 (both
+    layouts 100% on every seed): CPU spent on runs that could not tell anything."""
+    lc = _live("split", [100], [100])
+    lc.runs, lc.steps, lc.prefill_steps = None, None, 3 * lc.cell.prefill_steps
+    assert pools_live.live_outcome(lc) == "undecided"
+    t = pools_live.live_table({"split": lc})
+    assert (t.loc["split", "winner (%)"], t.loc["split", "gap (pp)"]) == ("1P+1D: not served", "-")
+    words = pools_live.live_words({"split": lc}, _map([lc.cell])).split("\n\n")[0]
+    assert f"120-token prompts cost {lc.prefill_steps:.2g} steps, as near as a prompt gets" in words
+    assert "predicted no gap between 1P+1D and 2 colocated on runs this short at any rate tried (with decode steps " \
+           "15% slower or faster)" in words and words.endswith("it was not served: its winner stays unconfirmed live.")
+
+
+def test_step_ratios_read_each_kind_of_step_against_the_cost_model():
+    cost = CostModel()
+    log = [dict(kind="decode", batch=2, context_tokens=300, batched=1, step_s=1.5 * cost.decode_s(2, 300)),
+           dict(kind="decode", batch=1, context_tokens=100, batched=0, step_s=1.5 * cost.decode_s(1, 100)),
+           dict(kind="decode", batch=1, context_tokens=100, batched=0, step_s=9 * cost.decode_s(1, 100)),  # a stall
+           dict(kind="prefill", tokens=200, squares=200 ** 2, masked_pairs=0, prefill_s=0.5 * cost.prefill_s(200))]
+    t = pools_live.step_ratios(cost, log)
+    assert list(t.index) == ["prefill", "decode"] and list(t["steps"]) == [1, 3]
+    assert t.loc["decode", "measured / predicted"] == pytest.approx(1.5)  # the median: one stall does not move it
+    assert t.loc["prefill", "measured / predicted"] == pytest.approx(0.5)
+
+
+def test_a_cell_served_on_the_real_model(lm):
+    """The whole live path on the tiny model: a probe, the rescaled cell, the simulated rate, paired live runs (a
+    cell where a burst of 6 requests leaves the split behind at the fastest rate tried, on the built-in model)."""
+    cost = CostModel()
+    cell = _cell(256, 1.5, {"split": 10, "prefill-first": 100, "chunked": 8}, cost)
+    m = _map([cell])
+    probe = pools_live.step_probe(lm, cost, 64, requests=2)
+    assert probe["prefill"] > 0 and probe["decode"] > 0 and list(probe["steps"].index) == ["prefill", "decode"]
+    lc = pools_live.live_cell(m, cell, lm, cost, n_requests=6, seeds=(0, 1), rates=3)
+    assert (lc.winner, lc.rival) == ("2 colocated (prefill-first)", "1P+1D")
+    assert lc.rate_per_s == lc.predicted.idxmax() and lc.predicted.max() > 0, lc.predicted
+    assert list(lc.runs.attainment.index) == [0, 1] and list(lc.runs.attainment.columns) == [lc.winner, lc.rival]
+    assert pools_live.live_outcome(lc) in ("matches", "does not match", "undecided")
+    assert {"prefill", "decode"} <= set(lc.steps.index)
+    with pytest.raises(ValueError, match="one layout wins"):
+        pools_live.live_cell(m, _cell(64, 2.5, {"split": 10, "prefill-first": 10, "chunked": 1}), lm, cost)
+    with pytest.raises(ValueError, match="rates must be"):
+        pools_live.live_cell(m, cell, lm, cost, rates=1)
+    with pytest.raises(ValueError, match="requests must be"):
+        pools_live.step_probe(lm, cost, 64, requests=0)
