@@ -106,7 +106,7 @@ def map_command(args):
             f"prefills of the prompt, KV link {link}",
             f"cost model: {m.cost_source}",
             f"decode batch: {m.batch_words}",
-            f"winner in goodput per worker, margin over the runner-up (ties: within {m.tie_tolerance:.0%}); "
+            f"winner in goodput per worker, margin over the runner-up (ties: within {m.tie_tolerance:.0%})",
             m.search_words]
     rows = {k: [_cell(c) for c in m.cells if c.tpot_steps == k] for k in m.tpot_steps}
     width = max(9, *(len(c) + 1 for r in rows.values() for c in r))

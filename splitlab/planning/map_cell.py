@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from ..serving import goodput
 from ..serving.goodput_runs import MIN_REQUESTS
 from .conditional_layouts import conditional_contenders
-from .refine import PLAIN, refine, refine_contenders
+from .refine import PLAIN, REFINE_MARGIN, bracket, refine, refine_contenders
 
 __all__ = ["search_cell", "MAP_MIN_REQUESTS"]
 
@@ -35,7 +35,9 @@ def search_cell(workload, layouts, ex, *, ttft_slo_s: float, tpot_slo_s: float, 
         ex: the executor (a cost model). ttft_slo_s, tpot_slo_s: the cell's SLOs (s).
         tolerance, max_requests, min_requests, seed: of every search (:func:`~splitlab.serving.goodput`).
         extend: of the contenders' refined searches (:func:`~.refine.refine`); 1: plain runs only.
-        queues: ``local_prefill_queue`` values of the conditional contenders (the best plain split again with each).
+        queues: ``local_prefill_queue`` values of the conditional contenders (the best plain split again with each;
+            refined when within the margin of the best of all, after the pure layouts are refined among themselves,
+            so that the pure layouts' goodputs do not depend on whether a conditional contender was searched).
         reused: kind -> (goodput, binding SLO, layout name) of kinds taken from another map (not searched).
         scale: of the workload's lengths (1.0: as given, the map's cells).
 
@@ -66,8 +68,20 @@ def search_cell(workload, layouts, ex, *, ttft_slo_s: float, tpot_slo_s: float, 
         jobs.append((kind, SimpleNamespace(name=name)))
         results[len(jobs) - 1] = SimpleNamespace(goodput_rps_per_worker=g, outcome="reused", points=[])
     plain_g = {jobs[i][1].name: r.goodput_rps_per_worker for i, r in results.items() if r.outcome != "reused"}
-    refined = [] if extend == PLAIN else refine_contenders(
-        results, lambda i, res: refine(workload, jobs[i][1], ex, res, extend=extend, **args))
+    refined = []
+    if extend != PLAIN:  # the pure layouts among themselves (a conditional contender leaves them as they were) ...
+        def again(i, res):
+            return refine(workload, jobs[i][1], ex, res, extend=extend, **args)
+
+        conditional = [i for i, (kind, _) in enumerate(jobs) if kind == "conditional"]
+        pure = {i: r for i, r in results.items() if i not in conditional}
+        refined = refine_contenders(pure, again)
+        results.update(pure)
+        top = max(r.goodput_rps_per_worker for r in results.values())
+        for i in conditional:  # ... then a conditional contender within the margin of the best of all
+            if results[i].goodput_rps_per_worker >= (1 - REFINE_MARGIN) * top and bracket(results[i]) is not None:
+                results[i] = again(i, results[i])
+                refined.append(i)
     out = dict(goodput={}, binding={}, names={}, conditional={}, notes=[], refined=[jobs[i][1].name for i in refined],
                plain=plain_g,
                searches=sum(r.outcome != "reused" for r in results.values()) + len(refined))

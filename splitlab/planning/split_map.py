@@ -211,8 +211,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             requests while unsettled (:mod:`.refine`; ``Cell.refined``), the same rule for every layout of every
             cell; default :data:`MAP_EXTEND` (8); 1: plain runs only.
         progress: a tqdm bar of the searches on stderr (True, False, None: when stderr is a terminal).
-        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch and seed
-            whose colocated goodputs to take instead of searching them again (they do not depend on the link):
+        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch, seed and runs
+            (requests, extend) whose colocated goodputs to take instead of searching them again (they do not depend on the link):
             a map at another ``link_bytes_per_s`` searches only its splits.
         conditional_queues: off when empty (the default: the map of three layouts, unchanged). Else the conditional
             contender: each cell's best split again with its decode workers prefilling a request themselves when
@@ -242,7 +242,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     common = dict(max_batch=max_batch, **options)
     same = dict(workers=workers, prompt_tokens=prompts, tpot_steps=steps, output_tokens=output_tokens,
                 ttft_prefills=ttft_prefills, chunk_tokens=list(chunk_tokens), max_batch=max_batch, seed=seed,
-                cost_source=cost.source)
+                cost_source=cost.source, min_requests=min_requests, max_requests=max_requests, extend=extend)
     if colocated_from is not None:
         other = {k: getattr(colocated_from, k, None) for k in same}
         if other != same:
