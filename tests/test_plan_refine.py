@@ -97,7 +97,8 @@ def test_the_map_refines_only_its_close_cells():
     for c in m.cells:
         best = max(c.goodput.values())
         for kind in ("split", "prefill-first", "chunked"):
-            if c.names[kind] not in c.refined:  # left plain: more than the margin below the best
+            unbounded = any(note.startswith(f"{c.names[kind]} at {c.prompt_tokens} tokens") for note in m.notes)
+            if c.names[kind] not in c.refined and not unbounded:  # left plain: more than the margin below the best
                 assert c.goodput[kind] < (1 - R.REFINE_MARGIN) * best, (c.prompt_tokens, kind)
         assert c.to_json()["refined"] == list(c.refined)
 

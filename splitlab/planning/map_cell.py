@@ -67,7 +67,7 @@ def search_cell(workload, layouts, ex, *, ttft_slo_s: float, tpot_slo_s: float, 
     for kind, (g, _, name) in (reused or {}).items():  # searched in another map: they count for the best
         jobs.append((kind, SimpleNamespace(name=name)))
         results[len(jobs) - 1] = SimpleNamespace(goodput_rps_per_worker=g, outcome="reused", points=[])
-    plain_g = {jobs[i][1].name: r.goodput_rps_per_worker for i, r in results.items() if r.outcome != "reused"}
+    plain_g = {_label(*jobs[i]): r.goodput_rps_per_worker for i, r in results.items() if r.outcome != "reused"}
     refined = []
     if extend != PLAIN:  # the pure layouts among themselves (a conditional contender leaves them as they were) ...
         def again(i, res):
@@ -82,7 +82,7 @@ def search_cell(workload, layouts, ex, *, ttft_slo_s: float, tpot_slo_s: float, 
             if results[i].goodput_rps_per_worker >= (1 - REFINE_MARGIN) * top and bracket(results[i]) is not None:
                 results[i] = again(i, results[i])
                 refined.append(i)
-    out = dict(goodput={}, binding={}, names={}, conditional={}, notes=[], refined=[jobs[i][1].name for i in refined],
+    out = dict(goodput={}, binding={}, names={}, conditional={}, notes=[], refined=[_label(*jobs[i]) for i in refined],
                plain=plain_g,
                searches=sum(r.outcome != "reused" for r in results.values()) + len(refined))
     for kind, (g, binding, name) in (reused or {}).items():
@@ -100,6 +100,10 @@ def search_cell(workload, layouts, ex, *, ttft_slo_s: float, tpot_slo_s: float, 
                                           local_prefill_queue=cfg.local_prefill_queue)
         elif kind not in out["goodput"] or g > out["goodput"][kind]:
             out["goodput"][kind], out["binding"][kind] = g, res.binding_slo
-            out["names"][kind] = cfg.name if kind != "chunked" else \
-                f"{cfg.n_workers} colocated (chunked, {cfg.chunk_tokens}-token chunks)"
+            out["names"][kind] = _label(kind, cfg)
     return out
+
+
+def _label(kind: str, cfg) -> str:
+    """A layout's name in the map: a chunked one's with its chunk size (a cell may try several)."""
+    return f"{cfg.n_workers} colocated (chunked, {cfg.chunk_tokens}-token chunks)" if kind == "chunked" else cfg.name
