@@ -144,7 +144,8 @@ class SplitMap:
         if self.extend == 1:
             return f"{self.searches} goodput searches on plain {runs} that never go on (every layout alike)"
         return (f"{self.searches} goodput searches: every layout on plain {runs}, then the {self.refined} within "
-                f"{REFINE_MARGIN:.0%} of their cell's best searched again on runs going on up to {self.extend}x while unsettled")
+                f"{REFINE_MARGIN:.0%} of their cell's best searched again on runs going on up to {self.extend}x "
+                f"while unsettled")
 
     def counts(self) -> dict:
         """Cells won by each kind, tied and met by none."""

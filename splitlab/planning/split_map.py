@@ -212,8 +212,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             cell; default :data:`MAP_EXTEND` (8); 1: plain runs only.
         progress: a tqdm bar of the searches on stderr (True, False, None: when stderr is a terminal).
         colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch, seed and runs
-            (requests, extend) whose colocated goodputs to take instead of searching them again (they do not depend on the link):
-            a map at another ``link_bytes_per_s`` searches only its splits.
+            (requests, extend) whose colocated goodputs to take instead of searching them again (they do not
+            depend on the link): a map at another ``link_bytes_per_s`` searches only its splits.
         conditional_queues: off when empty (the default: the map of three layouts, unchanged). Else the conditional
             contender: each cell's best split again with its decode workers prefilling a request themselves when
             ``Q`` requests wait at its prefill worker, for each ``Q`` given (:mod:`.conditional_layouts`); the best
