@@ -119,6 +119,7 @@ def timed_plan(repeats):
         cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         lines.append(f"  plan --max-workers 8: CPU {cpu[-1]:.1f} s, wall {wall[-1]:.1f} s, load average "
                      f"{os.getloadavg()[0]:.1f}")
+        print(lines[-1], flush=True)
     lines.append(f"plan --max-workers 8: median CPU {statistics.median(cpu):.1f} s, wall "
                  f"{statistics.median(wall):.1f} s over {repeats}")
     return lines
@@ -138,6 +139,7 @@ def timed_maps(quick=False):
         lines.append(f"map, {label} ({len(m.cells)} cells, built-in cost model): CPU {time.process_time() - t0:.1f} s, "
                      f"wall {time.time() - w0:.1f} s, {m.searches} searches ({m.refined} refined), load average "
                      f"{os.getloadavg()[0]:.1f}; winners {m.counts()}")
+        print(lines[-1], flush=True)
     return lines
 
 
@@ -154,10 +156,11 @@ def main(argv=None):
     if args.quick:
         p = plan(None, "chat", 0.5, 0.05, max_workers=2, chunk_tokens=(256,), max_requests=200, progress=False)
         print(p.search_line)
-        print("\n".join(timed_maps(quick=True)))
+        timed_maps(quick=True)
         return
     if args.time:
-        print("\n".join(timed_plan(args.repeats) + timed_maps()))
+        print(timed_plan(args.repeats)[-1])
+        timed_maps()
         return
     refs = {}
     for line in open(args.reference_file):
