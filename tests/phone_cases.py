@@ -194,3 +194,12 @@ CASES = {
 def as_figure(drawn):
     """The Figure of what a figure function returned (a Figure or an Axes)."""
     return drawn if isinstance(drawn, plt.Figure) else drawn.figure
+
+
+def is_number(text: str) -> bool:
+    """A tick label that is a number ("1,024", "−12", "50%"): the axis is a scale, not a list of names."""
+    try:
+        float(text.replace(",", "").replace("\u2212", "-").rstrip("%"))
+    except ValueError:
+        return False
+    return True

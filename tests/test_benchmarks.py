@@ -24,5 +24,26 @@ def test_benchmark_runs_quick(script, tmp_path):
                          text=True, timeout=900, env=env, cwd=tmp_path)
     assert out.returncode == 0, f"{script} --quick failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     assert out.stdout.strip(), f"{script} --quick printed nothing"
-    if script == "gpu_check.py" and "skipped, no CUDA device" in out.stdout:
-        pytest.skip("gpu_check.py: no CUDA device here (its arguments were parsed; it skipped cleanly)")
+    if script in ("gpu_check.py", "gpu_roofline.py") and "skipped, no CUDA device" in out.stdout:
+        pytest.skip(f"{script}: no CUDA device here (its arguments were parsed; it skipped cleanly)")
+
+
+def test_gpu_roofline_on_the_cpu(tmp_path):
+    """gpu_roofline.py's whole path (calibrate, each point beside the roofline, fused beside two passes) on the
+    tiny preset on the CPU, where the ratios mean nothing but every row must be there and finite."""
+    import json
+    import math
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OUT=str(tmp_path))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_roofline.py"), "--quick", "--allow-cpu"],
+                         capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((tmp_path / "gpu_roofline.json").read_text())
+    assert {r["kind"] for r in data["rows"]} == {"prefill", "chunk", "hybrid", "decode"}
+    assert all(math.isfinite(r[k]) and r[k] > 0 for r in data["rows"] for k in ("measured_s", "predicted_s", "ratio"))
+    assert len(data["pairs"]) == sum(r["kind"] == "hybrid" for r in data["rows"]) == 8
+    for p in data["pairs"]:
+        assert p["two_pass_s"] > 0 and 0 < p["predicted_saving"] < 1  # the roofline reads the weights once, not twice
+    assert [r["kind"] for r in data["kernel_split"]] == ["prefill", "decode", "decode"]
+    assert all(r["seconds"] > 0 and r["predicted_s"] > 0 for r in data["kernel_split"])
+    assert data["hf_generate_per_token_s"] > 0
+    assert data["calibration"]["format"].startswith("splitlab-calibration") and "device" in data

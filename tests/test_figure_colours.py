@@ -20,9 +20,9 @@ import splitlab as sl  # noqa: E402
 from phone_cases import CASES, as_figure  # noqa: E402
 from splitlab import sizing  # noqa: E402
 from splitlab.phases.engine import Generation  # noqa: E402
-from splitlab.teach.figures import roofline, serving as serving_plots  # noqa: E402
+from splitlab.teach.figures import pools, roofline, serving as serving_plots  # noqa: E402
 from splitlab.teach.figures.style import (DECODE, LAYOUT_COLORS, OTHER_COLORS, PHASE_COLORS, PREDICTED,  # noqa: E402
-                                          PREFILL, TRANSFER)
+                                          PREFILL, TARGET, TARGET_DASH, TARGET_LS, TRANSFER)
 from splitlab.teach.widgets import ch03  # noqa: E402
 
 TAKEN = {to_hex(c) for c in (*LAYOUT_COLORS.values(), *PHASE_COLORS.values())}
@@ -141,3 +141,22 @@ def test_chapter_3_decode_legend_covers_no_measured_point():
     for line in ax.get_lines():
         xy = ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]))
         assert not any(box.contains(x, y) for x, y in xy), line.get_label()
+
+
+def test_the_90_percent_target_is_one_style_in_every_chapter():
+    """ch08 drew its 90% line of goodput black and dashed, like the book's predictions, while ch06 and ch07 drew it
+    dotted: a target is :data:`style.TARGET`, dotted (``TARGET_LS`` in matplotlib, ``TARGET_DASH`` in plotly)."""
+    def targets(fig):  # the horizontal lines at 90% of a matplotlib figure
+        return [ln for ax in fig.axes for ln in ax.get_lines()
+                if len(set(ln.get_ydata())) == 1 and float(ln.get_ydata()[0]) == 90.0 and "90%" in ln.get_label()]
+
+    ch08 = targets(as_figure(CASES["ch08 chunked_vs_split"]()))
+    curve = pd.DataFrame(dict(rate_per_worker=[1.0, 2.0, 3.0], attainment=[1.0, 0.95, 0.5]))
+    ch07 = targets(pools.attainment_curves({"2P+2D": curve, "4 colocated": curve}, goodputs={"2P+2D": 2.2}).figure)
+    for line in ch08 + ch07:
+        assert to_hex(line.get_color()) == TARGET and line.get_linestyle() == TARGET_LS == ":", line.get_label()
+    assert len(ch08) == 1 and len(ch07) == 1
+    ch06 = sl.widgets.split_figure(None, {"research": (0.5, 0.05)}, {"research": 2.0}, ratios=[(1, 1)],
+                                   factors=(1.0,), ratio=(1, 1), n_requests=20, scale=0.5)
+    [trace] = [t for t in ch06.data if t.name == "90% target"]
+    assert (trace.line.dash, to_hex(trace.line.color)) == (TARGET_DASH, TARGET) == ("dot", PREDICTED)

@@ -82,7 +82,7 @@ def test_plan_pools_tries_chunked_prefill_colocated_under_its_own_batch_bound(sm
                    max_requests=100, chunk_tokens=())
     assert {c.name for c in p.candidates} == {"2 colocated (H100)", "1P(H100)+1D(H100)"}
     for bad in ((1,), (512.0,), (True,)):
-        with pytest.raises(ValueError, match="chunk_tokens must be integers > 1"):
+        with pytest.raises(ValueError, match="chunk_tokens must be integers above 1"):
             plan_pools("Llama-3-8B", "H100", "H100", max_devices=2, chunk_tokens=bad)
     with pytest.raises(ValueError, match="above max_batch \\(16\\)"):
         plan_pools("Llama-3-8B", "H100", "H100", max_devices=2, max_batch=16, chunk_tokens=(16,))

@@ -18,7 +18,8 @@ from splitlab.serving import CostModelExecutor, Request  # noqa: E402
 from splitlab.teach import widgets  # noqa: E402
 from splitlab.teach.figures import confusions, interference, pools, serving as serving_plots  # noqa: E402
 from splitlab.teach.figures import split as split_figures  # noqa: E402
-from splitlab.teach.figures.style import LAYOUT_COLORS, change_words, fmt3, layout_color, layout_of  # noqa: E402
+from splitlab.teach.figures.style import (LAYOUT_COLORS, change_words, fmt2, fmt3, layout_color,  # noqa: E402
+                                          layout_of)
 
 #: the names the chapters give their runs, with the layout each one is
 NAMES = {"2 colocated (prefill-first)": "prefill-first", "4 colocated": "prefill-first", "4 coloc.": "prefill-first",
@@ -128,6 +129,13 @@ def test_chapter_6_plotly_figure_colours_each_layout():
 def test_numbers_carry_no_false_precision():
     assert [fmt3(v) for v in (121.0, 105.04, 4608, 4610.4, 0.0811798, 2 ** 16, True)] == \
         ["121", "105", "4,608", "4,610", "0.0812", "65,536", "True"]
+    # no trailing zeros ("2.00 MiB", "1.50x", "11.50 requests/s" were on the pages) and no exponent
+    assert [fmt3(v) for v in (2.0000001, 1.5, 11.5, 99.96, 9.999, 1.23e-5, -0.000123456, 1234567.0, 0.0)] == \
+        ["2", "1.5", "11.5", "100", "10", "0.0000123", "-0.000123", "1,230,000", "0"]
+    # fmt2 is fmt3 with 2 digits (a ratio of noisy times), exact whole numbers in full like fmt3's
+    assert [fmt2(v) for v in (0.2134, 4.71, 47.2, 116.3, 116.0, 0.999, 1.6e-6)] == \
+        ["0.21", "4.7", "47", "120", "116", "1", "0.0000016"]
+    assert [fmt3(v, 2) for v in (0.2134, 116.3)] == ["0.21", "120"]
     assert [change_words(r) for r in (1.02, 1.83, 2.04, 2.7, 0.8, 0.2)] == \
         ["stays about the same", "grows by 83%", "about doubles", "grows 2.7x", "falls by 20%", "falls to 0.2x"]
     assert change_words(1.02, number=True) == "stays about the same (+2%)"

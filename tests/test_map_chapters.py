@@ -1,5 +1,7 @@
 """Chapters 06-07 on the map: the live check of a map's cells, the sentences computed from a map, a plan's
 batch line and a fit's zero terms (issue 22 items 1, 3, 5)."""
+import re
+
 import pandas as pd
 import pytest
 
@@ -34,6 +36,8 @@ def test_region_cells_and_live_cells_on_the_simulator(small_map):
     table = pools_live.live_cells(small_map, serving.CostModelExecutor(None), cells, n_requests=12, seeds=(0, 1))
     assert len(table) == 2 * len(cells)
     assert (table["spread (pp)"] >= 0).all() and table["mean (%)"].between(0, 100).all()
+    shown = table.drop(columns=["map", "kind"]).set_index(["cell", "layout"]).round(3).to_string()  # as ch07 does
+    assert not re.search(r"\d\.\d*0\b", shown), shown  # ch07 showed 100.000, 71.875 and 0.00 beside 18.75
     text = pools_live.live_verdict(table)
     assert text.count("met the SLOs") == len(cells)
     with pytest.raises(ValueError, match="n_requests"):

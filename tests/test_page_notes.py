@@ -44,7 +44,7 @@ def test_ch02_attention_note_follows_the_steps():
     v = pd.DataFrame({"cache (KiB)": [2300, 574, 287], "decode step (ms)": [3.5, 4.79, 4.25]},
                      index=["tiny-mha", "tiny", "tiny-mqa"])
     note = kv_cache.attention_note(v)
-    assert "largest cache took the shortest step" in note and "8.01x" in note and "0.82x" in note
+    assert "largest cache took the shortest step" in note and "8.01x" in note and "0.824x" in note
     v["decode step (ms)"] = [6.0, 4.2, 4.0]
     assert "costs time, but far less than in proportion" in kv_cache.attention_note(v)
     v["decode step (ms)"] = [4.1, 4.2, 4.0]

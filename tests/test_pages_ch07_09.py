@@ -223,3 +223,11 @@ def test_chapter_9_hand_offs_are_in_the_transfer_colour():
                        index=[1, 2])
     ax = production_pains.nic_figure(nic)
     assert {to_hex(ln.get_color()) for ln in ax.get_lines() if re.match("mean|90th", ln.get_label())} == {TRANSFER}
+
+
+def test_an_arrival_is_not_drawn_in_a_layouts_colour():
+    """serving.py drew arrivals in tab:red, the split's colour, on chapter 4's timelines (where no split runs)."""
+    from matplotlib.colors import to_hex
+
+    from splitlab.teach.figures import serving
+    assert to_hex(serving.ARRIVAL) not in {to_hex(c) for c in (*LAYOUT_COLORS.values(), *PHASE_COLORS.values())}

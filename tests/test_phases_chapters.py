@@ -231,7 +231,7 @@ def test_itl_note_follows_the_gaps():
     even = SimpleNamespace(token_time_s=[0.1, 0.2, 0.3, 0.4, 0.5])
     assert "within 0% of the median" in phases.itl_note(even) and "close to it" in phases.itl_note(even)
     paused = SimpleNamespace(token_time_s=[0.1, 0.2, 0.3, 0.6, 0.7])
-    assert "3.0x the median" in phases.itl_note(paused) and "pause of this machine" in phases.itl_note(paused)
+    assert "3x the median" in phases.itl_note(paused) and "pause of this machine" in phases.itl_note(paused)
 
 
 def test_decode_op_shares_time_the_step_with_and_without_the_profiler(lm):

@@ -12,17 +12,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from phone_cases import CASES, as_figure  # noqa: E402
+from phone_cases import CASES, as_figure, is_number as _number  # noqa: E402
 from splitlab.teach.figures import phone  # noqa: E402
 from splitlab.teach.notebook import BOOK_STYLE, rc_style  # noqa: E402
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text.replace(",", "").replace("\u2212", "-").rstrip("%"))
-    except ValueError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("name", list(CASES))

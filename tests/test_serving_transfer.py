@@ -71,6 +71,17 @@ def test_decoding_from_a_received_cache_gives_the_same_tokens(lm, prefilled):
     assert torch.equal(local.logits, remote.logits)
 
 
+def test_cuda_without_an_index_is_the_current_gpu(monkeypatch):
+    """A copy to "cuda" of a cache on "cuda:0" is a clone on that GPU, not a trip through pinned host memory (seen on
+    an H200: "cuda" != "cuda:0", and a GPU is not its own peer)."""
+    from splitlab.transfer.copy import _indexed, _method
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert _indexed(torch.device("cuda")) == torch.device("cuda", 0)
+    assert _method(torch.device("cuda", 0), _indexed(torch.device("cuda")), via_host=False) == "clone"
+    assert _method(torch.device("cuda", 0), _indexed(torch.device("cuda")), via_host=True) == "via-pinned-host"
+    assert _indexed(torch.device("cpu")) == torch.device("cpu")
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_paths_are_bit_exact():

@@ -9,8 +9,8 @@ import sys
 
 __all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "slo_seconds", "link_gbps",
            "list_items", "token_list", "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun",
-           "human_bytes", "number", "THREADS", "MEMORY_UTILIZATION", "memory_share", "progress", "threads_fields",
-           "timeout_seconds", "check_kv_room"]
+           "human_bytes", "number", "gamma_cv", "THREADS", "MEMORY_UTILIZATION", "memory_share", "progress",
+           "threads_fields", "timeout_seconds", "check_kv_room"]
 
 
 def positive_int(text: str) -> int:
@@ -85,6 +85,17 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a finite positive number, got {text}")
+    return value
+
+
+def gamma_cv(text: str) -> float:
+    """A ``--cv`` of gamma arrivals: a number in [0.001, 100], the range
+    :func:`splitlab.serving.workload.gamma_arrivals` draws (below, the gaps are even; above, a run is one or two
+    bursts and misses its rate)."""
+    value = positive_float(text)
+    if not 1e-3 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be a coefficient of variation in 0.001 .. 100 (1: Poisson, above: "
+                                         f"bursty), got {text}")
     return value
 
 
@@ -202,7 +213,7 @@ def token_list(text: str) -> list[int]:
     """'128,512 2048' -> [128, 512, 2048] (commas and/or separate arguments), each a positive integer."""
     out = [positive_int(part) for part in list_items(text)]
     if not out:
-        raise argparse.ArgumentTypeError("give at least one prompt length")
+        raise argparse.ArgumentTypeError("give at least one number of tokens")
     return out
 
 
@@ -229,16 +240,13 @@ def queue_length(text: str) -> int:
 
 
 def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB' (binary units)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    """1536 -> '1.5 KiB' (binary units, up to EiB; 3 significant digits from 10,000 EiB on: a float's 22 digits
+    of TiB were garbage)."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    for unit in units:
+        if abs(n) < 1024 or unit == units[-1]:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}" if abs(n) < 1e4 else f"{n:.3g} {unit}"
         n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def _number(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else float(x)
 
 
 def number(x: float) -> int | float:

@@ -13,7 +13,11 @@ from .. import sizing
 from ..common.presets import list_presets
 from ..phases.trained import offline_model
 from .args import human_bytes, kv_dtype, number, positive_int
-from .registry import arg, command
+from .registry import CLIError, arg, command
+
+#: most tokens (--tokens x --batch) kv-size sizes: far past any context, and below the bytes where a float's
+#: integers end (2**53, 8 PiB; 1e30 tokens printed 2,047,999,999,999,999,999,999,999,999,997,952 B for 2.048e33)
+MAX_TOKENS = 10 ** 12
 
 __all__ = ["kv_size"]
 
@@ -65,15 +69,16 @@ def _default_dtype(args) -> str:
              help="KV element type: fp32, fp16, bf16, fp8, int8, int4 (default: a preset's fp32, what load_model "
                   "gives it on a CPU; fp16 for other models)"))
 def kv_size(args) -> tuple[dict, list[str]]:
+    if args.tokens * args.batch > MAX_TOKENS:
+        raise CLIError(f"--tokens x --batch must be at most {MAX_TOKENS:,} tokens, got {args.tokens:,} x "
+                       f"{args.batch:,}")
     dtype_note = _default_dtype(args)
     element = sizing.dtype_bytes(args.dtype)
     trained = offline_model(args.model)  # smollm2-135m-instruct: the shape of a preset, trained weights
     looks_like_path = args.model.endswith(".json") or os.sep in args.model or "/" in args.model
     if looks_like_path and not trained and args.model not in sizing.PUBLISHED_MODELS and not Path(args.model).exists():
         raise ValueError(f"config file {args.model!r} does not exist")
-    config = sizing.resolve_config(trained.shape_preset if trained else args.model)
-    if not isinstance(config, dict):
-        raise ValueError(f"{args.model!r} does not hold a config object (a JSON dict)")
+    config = sizing.resolve_config(trained.shape_preset if trained else args.model)  # a JSON dict, else ValueError
     g = sizing.kv_geometry(config)
     per_token = sizing.kv_bytes_per_token(g, args.dtype)
     total = sizing.kv_bytes(g, args.tokens, args.batch, args.dtype)

@@ -92,8 +92,14 @@ def map_command(args):
         raise CLIError(f"--conditional holds a queue length twice: {list(queues)}")
     cost = cost_model(args, args.model)
     axes = {} if args.tpot_steps is None else {"--tpot-steps": geometric_axis(*args.tpot_steps, args.rows or 4)}
+    context = CostModelExecutor(cost).cost.max_context
+    longest = args.prompt_tokens[1] if args.prompt_tokens else 16  # split_map's would name its own output_tokens
+    if longest + args.output_tokens > context:
+        what = (f"--prompt-tokens HIGH ({longest})" if args.prompt_tokens else
+                "the default range's shortest prompt (16 tokens)") + f" and --output-tokens ({args.output_tokens})"
+        raise ValueError(f"{what} exceed the cost model's context of {context} tokens: keep their sum at most "
+                         f"{context}")
     if args.prompt_tokens is not None or args.columns is not None:  # --columns alone: the default range (split_map's)
-        context = CostModelExecutor(cost).cost.max_context
         low, high = args.prompt_tokens or (16, max(16, context - args.output_tokens))
         axes["--prompt-tokens"] = prompt_axis(cost, low, high, args.columns or 6)
     kw = dict(tpot_steps=axes["--tpot-steps"]) if "--tpot-steps" in axes else {}

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from ..serving.config import POLICIES, ROUTINGS, TRANSFER_MODES
 from ..serving.workload import WORKLOADS
-from .args import (MEMORY_UTILIZATION, THREADS, check_chunking, check_kv_room, check_torchrun, device_name, link_gbps,
-                   positive_float, positive_int, progress, prompt_threshold, queue_length, request_count, seed_int,
-                   slo_seconds, timeout_seconds)
+from .args import (MEMORY_UTILIZATION, THREADS, check_chunking, check_kv_room, check_torchrun, device_name, gamma_cv,
+                   link_gbps, positive_float, positive_int, progress, prompt_threshold, queue_length, request_count,
+                   seed_int, slo_seconds, timeout_seconds)
 from .defaults import OPTIONS_HELP, chosen_lines, fill
 from .demo import check_loadable, quiet_hub
 from .prefix_options import prefix_fields, with_system
@@ -41,7 +41,7 @@ COMMON = (
         help="mean arrival rate (default: below the layouts' simulated capacity within the SLOs)"),
     arg("--requests", type=request_count, default=16, metavar="N", help="requests to send (default 16)"),
     arg("--arrival", choices=("poisson", "gamma"), default="poisson", help="arrival process (default poisson)"),
-    arg("--cv", type=positive_float, default=2.0,
+    arg("--cv", type=gamma_cv, default=None,
         help="gamma arrivals: coefficient of variation, 0.001 to 100 (default 2)"),
     arg("--scale", type=positive_float, default=None,
         help="multiply the workload's prompt and output lengths (default: from the model's context)"),
@@ -96,7 +96,7 @@ POOLS = (
 
 #: the defaults of options that only some runs read (None on the command line: not given)
 DEFAULTS = dict(workers=1, prefill_workers=1, decode_workers=1, policy="prefill-first", chunk_tokens=256,
-                first_token_on="decode", transfer_mode="whole", model="tiny")
+                first_token_on="decode", transfer_mode="whole", model="tiny", cv=2.0)
 #: options only one layout reads
 ONLY = {"colocated": ("workers", "policy"),
         "disaggregated": ("prefill_workers", "decode_workers", "first_token_on", "transfer_mode", "link_gbps",
@@ -126,6 +126,9 @@ def resolve(args, layouts: tuple[str, ...]) -> None:
     if args.chunk_tokens is not None and (args.policy or "prefill-first") != "chunked":
         raise CLIError(f"--chunk-tokens sets the chunked policy's budget, but --policy is "
                        f"{args.policy or 'prefill-first (the default)'}: add --policy chunked or leave it out")
+    if args.cv is not None and args.arrival != "gamma":  # was ignored: Poisson arrivals have a CV of 1
+        raise CLIError(f"--cv shapes gamma arrivals, but --arrival is {args.arrival}: add --arrival gamma or leave it "
+                       f"out")
     unused = [n for n in ("model", "device", "threads") if getattr(args, n, None) is not None]
     if args.backend == "simulated" and unused:
         raise CLIError(f"{_flags(unused)} only {'applies' if len(unused) == 1 else 'apply'} to the back ends that run "

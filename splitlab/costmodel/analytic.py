@@ -23,6 +23,7 @@ memory-bound), no per-step overhead. Measure your own with :func:`splitlab.profi
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +32,12 @@ import numpy as np
 from ..common.presets import is_preset
 from ..sizing import (GPUS, LINKS, PUBLISHED_MODELS, activation_bytes_per_token, dtype_bytes, kv_bytes_per_token,
                       kv_geometry, resolve_config)
+from ..sizing.tables import gpu_spec
 from .model import CostModel
 from .parallel import TensorParallel, allreduce_terms, check_tp
 
-__all__ = ["RooflineCostModel", "roofline_cost_model", "roofline_models", "COMPUTE_EFFICIENCY", "MEMORY_EFFICIENCY"]
+__all__ = ["RooflineCostModel", "roofline_cost_model", "roofline_models", "COMPUTE_EFFICIENCY", "MEMORY_EFFICIENCY",
+           "ROOFLINE_OPTIONS", "check_roofline_options"]
 
 COMPUTE_EFFICIENCY = 0.6  # share of the datasheet dense peak reached by prefill GEMMs (assumed)
 MEMORY_EFFICIENCY = 0.8   # share of the datasheet memory bandwidth reached by a decode step's reads (assumed)
@@ -100,6 +103,10 @@ def roofline_models() -> list[str]:
     return [name for name, cfg in PUBLISHED_MODELS.items() if cfg.get("n_params")]
 
 
+#: most parameters a config may give the roofline: 1e15, about 6,000 x GPT-3 (1e300 printed a 300-digit shard)
+MAX_PARAMS = 1e15
+
+
 def _roofline_config(model) -> dict:
     """The config of ``model`` if the roofline can use it (it has ``n_params``), or a ValueError saying what to
     give instead."""
@@ -111,6 +118,13 @@ def _roofline_config(model) -> dict:
         kind = "the preset" if is_preset(model) else "the config of"
         raise ValueError(f"{kind} {model!r} has no n_params (the parameter count the roofline cost model needs): "
                          f"{instead}")
+    n, context = cfg["n_params"], cfg.get("max_position_embeddings") or 4096
+    if isinstance(n, bool) or not isinstance(n, numbers.Real) or not 0 < n <= MAX_PARAMS:  # NaN, 'abc', -8e9, 1e300
+        raise ValueError(f"the config of {model!r} has n_params {n!r}: a parameter count must be a number > 0 and at "
+                         f"most {MAX_PARAMS:.0e}")
+    if isinstance(context, bool) or not isinstance(context, numbers.Integral) or context < 1:
+        raise ValueError(f"the config of {model!r} has max_position_embeddings {context!r}: a context must be a "
+                         f"whole number of tokens >= 1")
     return cfg
 
 
@@ -133,16 +147,7 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
             KV heads (:func:`~.parallel.check_tp`), or a shard (weights / tp + the KV of one request at the
             model's whole context / tp) that does not fit 90% of one device.
     """
-    if gpu not in GPUS:
-        raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
-    if link not in LINKS:
-        raise ValueError(f"unknown link {link!r}; choose one of {', '.join(LINKS)}")
-    for name, x in (("compute_efficiency", compute_efficiency), ("memory_efficiency", memory_efficiency)):
-        if not MIN_EFFICIENCY <= x <= 1:  # 1e-300 of the bandwidth printed a TTFT of 300 digits of milliseconds
-            raise ValueError(f"{name} must be in [{MIN_EFFICIENCY:g}, 1] (a share of the datasheet's peak; served "
-                             f"LLMs reach 0.3-0.8), got {x!r}")
-    if not step_overhead_s >= 0:
-        raise ValueError(f"step_overhead_s must be >= 0 s, got {step_overhead_s!r}")
+    check_roofline_options(gpu, dtype, link, compute_efficiency, memory_efficiency, step_overhead_s)
     cfg = _roofline_config(model)
     g, geo = GPUS[gpu], kv_geometry(cfg)
     par = tp if isinstance(tp, TensorParallel) else TensorParallel(tp)
@@ -170,6 +175,31 @@ def roofline_cost_model(model: str = "Llama-3-8B", gpu: str = "H100", dtype: str
         activation_bytes_per_token=activation_bytes_per_token(cfg, dtype, n), flops_per_token=flops_token,
         attn_flops_per_square=attn, peak_flops_per_s=peak, bandwidth_bytes_per_s=bw, step_overhead_s=step_overhead_s,
         tp=n, comm_base_s=comm_base, comm_per_token_s=comm_token, layers=geo.layers)
+
+
+#: the options of :func:`roofline_cost_model` besides the model, GPU, dtype, link and TP (a caller's ``**options``)
+ROOFLINE_OPTIONS = ("compute_efficiency", "memory_efficiency", "step_overhead_s")
+
+
+def check_roofline_options(gpu: str, dtype: str = "bf16", link: str = "400 Gb/s network",
+                           compute_efficiency: float = COMPUTE_EFFICIENCY, memory_efficiency: float = MEMORY_EFFICIENCY,
+                           step_overhead_s: float = 0.0) -> None:
+    """What :func:`roofline_cost_model` checks before it reads the model, whatever the model and TP (so that a
+    caller trying several TP degrees can refuse a bad option once, not as every degree's reason).
+
+    Raises:
+        ValueError: an unknown GPU, dtype or link (the message lists the known ones), efficiencies outside
+            [0.01, 1], a negative overhead."""
+    gpu_spec(gpu)  # an unknown GPU refused, naming the known ones
+    dtype_bytes(dtype)
+    if link not in LINKS:
+        raise ValueError(f"unknown link {link!r}; choose one of {', '.join(LINKS)}")
+    for name, x in (("compute_efficiency", compute_efficiency), ("memory_efficiency", memory_efficiency)):
+        if not MIN_EFFICIENCY <= x <= 1:  # 1e-300 of the bandwidth printed a TTFT of 300 digits of milliseconds
+            raise ValueError(f"{name} must be in [{MIN_EFFICIENCY:g}, 1] (a share of the datasheet's peak; served "
+                             f"LLMs reach 0.3-0.8), got {x!r}")
+    if not step_overhead_s >= 0:
+        raise ValueError(f"step_overhead_s must be >= 0 s, got {step_overhead_s!r}")
 
 
 def _check_fits(model: str, dtype: str, gpu: str, tp: int, weights: float, kv_context: float, context: int) -> None:

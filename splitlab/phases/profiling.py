@@ -17,6 +17,7 @@ import torch
 from .. import sizing
 from ..sizing import kv_bytes
 from .calibrate import calibrate, fit_warnings  # noqa: F401  (sl.profiling.calibrate: measure, fit a cost model)
+from .calibrate_shared import calibrate_or_reuse  # noqa: F401  (the same, reused by the chapters that follow)
 from .device import STATISTICS, Timer, check_measurement
 from .engine import accepts_logits_to_keep, decode_step, forward_logits, prefill
 from .hardware import last_level_cache, measure_matmul_flops, measure_memory_bandwidth, measure_peak_flops

@@ -2,6 +2,7 @@
 ids), and finding the Hugging Face tokenizer saved with a model."""
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,17 @@ class ByteTokenizer:
         return ([self.bos_token_id] if add_bos else []) + list(text.encode("utf-8"))
 
     def decode(self, ids) -> str:
-        """Text of ``ids``; special ids are dropped, undecodable bytes and ids >= 256 become U+FFFD."""
+        """Text of ``ids``; special ids are dropped, undecodable bytes and ids >= 256 become U+FFFD.
+
+        Raises:
+            TypeError: ``ids`` a string, or holding anything but integers (was "'<=' not supported between
+                instances of 'int' and 'str'")."""
+        if isinstance(ids, (str, bytes)):
+            raise TypeError(f"decode takes token ids (integers), got the text {ids!r:.40}: encode turns text into ids")
         ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)  # a tensor or array of ids, or a list
+        bad = [i for i in ids if not isinstance(i, numbers.Integral)]
+        if bad:
+            raise TypeError(f"decode takes integer token ids, got {bad[0]!r}")
         specials = (self.bos_token_id, self.eos_token_id, self.pad_token_id)
         out = bytearray()
         for i in ids:

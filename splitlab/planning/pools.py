@@ -19,6 +19,7 @@ import numbers
 from dataclasses import dataclass
 
 from ..costmodel import CostModel, TensorParallel, reshard, roofline_cost_model
+from ..costmodel.analytic import ROOFLINE_OPTIONS, check_roofline_options
 from ..sizing import GPUS, LINKS, kv_geometry, resolve_config
 from ..sizing.budget import kv_budget_bytes
 
@@ -100,9 +101,16 @@ def pool_costs(model, sides: dict, tps, dtype: str, link: str, memory_utilizatio
 
     Raises:
         NoPool: a role no degree serves (a TP that does not divide the heads, a shard or its KV that does not fit).
-        ValueError: an unknown GPU, a GPU without a price in the table and none given."""
+        ValueError: an unknown GPU, a GPU without a price in the table and none given; an option of the analytic
+            model that no degree could take (a dtype, link or efficiency: :func:`check_roofline_options`), once.
+        TypeError: an efficiency that is not an option of the analytic model, naming those that are."""
+    unknown = sorted(set(efficiencies) - set(ROOFLINE_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown option {', '.join(map(repr, unknown))}: the analytic cost model's options are "
+                        f"{', '.join(ROOFLINE_OPTIONS)}")
     costs, refused = {}, {}
     for role, (gpu, price) in sides.items():
+        check_roofline_options(gpu, dtype, link, **efficiencies)
         for tp in tps:
             pool = Pool(gpu, tp, price)
             pool.device_price_per_hour  # no price for this GPU: refused before any search

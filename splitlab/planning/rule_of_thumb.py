@@ -17,6 +17,7 @@ from typing import Sequence
 import pandas as pd
 
 from .defaults import TPOT_STEPS
+from .map_result import SplitMap
 
 __all__ = ["split_threshold", "apply_rule", "BOOK_ROWS"]
 
@@ -34,7 +35,9 @@ def split_threshold(m) -> pd.DataFrame:
     ``above_steps``, the last column the split does not win, and ``from_steps``, the first it wins from; NaN
     and inf: ``from_steps`` is the map's first column, so the threshold is at most that; inf: the split wins
     no column), ``from_prompt_tokens``, ``monotone`` (the split wins every column from there on) and ``rule``
-    (the row in words)."""
+    (the row in words). TypeError: ``m`` not a SplitMap."""
+    if not isinstance(m, SplitMap):  # was an AttributeError on m.tpot_steps
+        raise TypeError(f"m must be a SplitMap (what split_map.split_map returns), got {type(m).__name__}")
     rows = []
     for i, k in enumerate(m.tpot_steps):
         cells = sorted(m.cells[i * len(m.prompt_tokens):(i + 1) * len(m.prompt_tokens)], key=lambda c: c.prefill_steps)

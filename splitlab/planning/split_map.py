@@ -48,6 +48,7 @@ from .conditional_layouts import check_queues
 from .map_cell import MAP_MIN_REQUESTS, search_cell
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
+from .options import chunk_sizes, layout_options
 from .planner import CLOSED_FORM_BATCH
 from .refine import REFINE_EXTEND
 
@@ -146,7 +147,7 @@ def _axis(name: str, values, integer: bool, lowest: float) -> list:
 
 
 def _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefills, link_bytes_per_s,
-           tie_tolerance, chunk_tokens, max_batch) -> tuple[list, list]:
+           tie_tolerance) -> tuple[list, list]:
     if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or not 2 <= workers <= 16:
         raise ValueError(f"workers must be an integer in 2 .. 16 (a split needs a prefill and a decode worker; each "
                          f"split of the cluster is a goodput search), got {workers!r}")
@@ -169,10 +170,6 @@ def _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefill
             link_bytes_per_s, numbers.Real) or not (math.isfinite(link_bytes_per_s) and link_bytes_per_s > 0)):
         raise ValueError(f"link_bytes_per_s must be a finite number of bytes/s > 0 (or None: the cost model's "
                          f"transfer), got {link_bytes_per_s!r}")
-    if not chunk_tokens or any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= (max_batch or 1)
-                               for c in chunk_tokens):
-        raise ValueError(f"chunk_tokens must be one or more integers above "
-                         f"{'max_batch (%d)' % max_batch if max_batch else 1}, got {list(chunk_tokens)}")
     return prompts, steps
 
 
@@ -230,16 +227,17 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             integers >= 1 fitting the context with the answer, TPOT steps >= 1); more than 400 cells; bad
             output_tokens, ttft_prefills, tie_tolerance (in (0, 1)), link_bytes_per_s or chunk sizes (integers
             above max_batch, or 1); a ``colocated_from`` of other inputs; and those of
-            :func:`~splitlab.serving.goodput`.
+            :func:`~splitlab.serving.goodput`. TypeError: an option that is no ServingConfig field or one the map sets
+            per layout (:func:`~.options.layout_options`).
     """
     ex = CostModelExecutor(cost)
     cost = ex.cost
     if prompt_tokens is None:
         prompt_tokens = prompt_axis(cost, 16, max(16, cost.max_context - output_tokens), 6)
     prompts, steps = _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefills,
-                            link_bytes_per_s, tie_tolerance, tuple(chunk_tokens), max_batch)
-    conditional_queues = check_queues(conditional_queues)
-    common = dict(max_batch=max_batch, **options)
+                            link_bytes_per_s, tie_tolerance)
+    conditional_queues, chunk_tokens = check_queues(conditional_queues), chunk_sizes(chunk_tokens, max_batch, 1)
+    common = dict(max_batch=max_batch, **layout_options("split_map", options))
     same = dict(workers=workers, prompt_tokens=prompts, tpot_steps=steps, output_tokens=output_tokens,
                 ttft_prefills=ttft_prefills, chunk_tokens=list(chunk_tokens), max_batch=max_batch, seed=seed,
                 cost_source=cost.source, min_requests=min_requests, max_requests=max_requests, extend=extend)

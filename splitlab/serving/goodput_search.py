@@ -155,7 +155,11 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
             lifetimes not a number > 0, extend not an integer in 1 .. 64, target
             outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not in (1, 100], max_runs not
             an integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
+        TypeError: a config that is not a :class:`ServingConfig`.
     """
+    if not isinstance(config, ServingConfig):  # a list of configs failed deep in a run: 'list' has no 'with_'
+        raise TypeError(f"config must be one ServingConfig (e.g. ServingConfig.disaggregated(1, 1)), got "
+                        f"{type(config).__name__}")
     if not all(isinstance(x, numbers.Real) for x in (target, tolerance)) or not 0 < target <= 1 or not \
             0 < tolerance < 1:
         raise ValueError(f"target must be in (0, 1] and tolerance in (0, 1), got {target!r} and {tolerance!r}")

@@ -45,11 +45,26 @@ def random_ids(n: int, seed, vocab: int = 256) -> list[int]:
     return np.random.default_rng(seed).integers(0, vocab, size=n).tolist()
 
 
+def _check_lengths(kind: str, low: float, high: float, **others) -> None:
+    """A ValueError unless ``low <= high`` are finite numbers >= 1 (token counts) and ``others`` finite numbers >= 0
+    (a lognormal's median and sigma; a NaN failed deep in numpy, a length of 0 or -5 was served as 1 token)."""
+    real = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
+    if not (real(low) and real(high) and 1 <= low <= high) or not all(real(v) and v >= 0 for v in others.values()):
+        if kind == "Fixed":
+            raise ValueError(f"Fixed length n must be a finite token count >= 1, got {low!r}")
+        got = ", ".join(f"{k}={v!r}" for k, v in {"low": low, "high": high, **others}.items())
+        raise ValueError(f"{kind} lengths must be finite token counts with 1 <= low <= high"
+                         + (f" ({', '.join(others)} finite, >= 0)" if others else "") + f", got {got}")
+
+
 @dataclass(frozen=True)
 class Fixed:
-    """Every length equals ``n``."""
+    """Every length equals ``n`` (a finite number >= 1, else ValueError)."""
 
     n: int
+
+    def __post_init__(self):
+        _check_lengths("Fixed", self.n, self.n)
 
     def sample(self, count: int, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
         return np.full(count, max(1, round(self.n * scale)), dtype=int)
@@ -57,10 +72,13 @@ class Fixed:
 
 @dataclass(frozen=True)
 class Uniform:
-    """Integers uniform in ``[low, high]`` (both included)."""
+    """Integers uniform in ``[low, high]`` (both included; 1 <= low <= high, else ValueError)."""
 
     low: int
     high: int
+
+    def __post_init__(self):
+        _check_lengths("Uniform", self.low, self.high)
 
     def sample(self, count: int, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
         lo, hi = max(1, round(self.low * scale)), max(1, round(self.high * scale))
@@ -70,12 +88,18 @@ class Uniform:
 @dataclass(frozen=True)
 class LogNormal:
     """Lognormal with the given ``median`` and log-space ``sigma``, rounded and clipped to ``[low, high]``
-    (real prompt lengths are heavy-tailed; the clip keeps them inside the context)."""
+    (real prompt lengths are heavy-tailed; the clip keeps them inside the context). ValueError: a median or sigma
+    that is not a finite number >= 0 (the median > 0), or not 1 <= low <= high."""
 
     median: float
     sigma: float
     low: int
     high: int
+
+    def __post_init__(self):
+        _check_lengths("LogNormal", self.low, self.high, median=self.median, sigma=self.sigma)
+        if not self.median > 0:
+            raise ValueError(f"LogNormal median must be > 0 tokens, got {self.median!r}")
 
     def sample(self, count: int, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
         x = rng.lognormal(np.log(self.median * scale), self.sigma, size=count)
@@ -245,7 +269,7 @@ def make_workload(name: str | WorkloadSpec, n_requests: int, rate_per_s: float, 
         raise TypeError(f"model must be a splitlab LoadedModel (lm = splitlab.load_model({model!r:.40})) or None, got "
                         f"{type(model).__name__}")
     context = int(model.max_context) if model is not None else BASE_CONTEXT
-    vocab = min(256, int(model.vocab_size)) if model is not None else 256
+    vocab = 256 if model is None or model.vocab_size is None else min(256, int(model.vocab_size))  # a cost model: None
     _check_context(context)
     if scale is not None:
         _check_scale(spec, scale, context)

@@ -251,7 +251,8 @@ def resolve_config(name_or_path: str) -> dict:
 
     Raises:
         ValueError: the name is none of those (the message lists the known names), a directory without a
-            config.json, or a file that is not JSON text. TypeError: not a string or a path.
+            config.json, or a file that is not JSON text or holds no config object (a list, a string: it failed
+            later as "'list' object has no attribute 'get'"). TypeError: not a string or a path.
     """
     if not isinstance(name_or_path, (str, Path)):
         raise TypeError(f"give a model name or a config.json path (a string), got {type(name_or_path).__name__}")
@@ -268,8 +269,12 @@ def resolve_config(name_or_path: str) -> dict:
     for candidate in (preset, path):
         if candidate.is_file():
             try:
-                return json.loads(candidate.read_text())
+                config = json.loads(candidate.read_text())
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
                 raise ValueError(f"{candidate} is not valid JSON: {err}") from None
+            if not isinstance(config, dict):
+                raise ValueError(f"{str(name_or_path)!r} does not hold a config object (a JSON dict), but a "
+                                 f"{type(config).__name__}")
+            return config
     raise ValueError(f"unknown model {name_or_path!r}: not a published model ({', '.join(PUBLISHED_MODELS)}), "
                      f"a preset ({', '.join(presets.list_presets())}) or a config.json path")

@@ -11,8 +11,8 @@ import numbers
 from typing import Any
 
 from .kv import dtype_bytes, kv_bytes, resolve_config
-from .roofline import min_decode_step_s, predicted_prefill_s
-from .tables import GPUS, LINKS
+from .roofline import check_amounts, min_decode_step_s, predicted_prefill_s
+from .tables import LINKS, gpu_spec
 
 __all__ = ["transfer_time_s", "fit_latency_bandwidth", "streamed_exposed_s", "handoff", "link_bandwidth"]
 
@@ -38,10 +38,9 @@ def transfer_time_s(nbytes: float, bandwidth_bytes_per_s: float, latency_s: floa
     """Time (s) to move ``nbytes`` over a link: latency + bytes / bandwidth.
 
     Raises:
-        ValueError: a bandwidth <= 0 or negative bytes or latency.
+        ValueError: a bandwidth that is not a finite number > 0, bytes or latency not finite numbers >= 0.
     """
-    if bandwidth_bytes_per_s <= 0 or nbytes < 0 or latency_s < 0:
-        raise ValueError("need bandwidth > 0, bytes >= 0 and latency >= 0")
+    check_amounts(dict(bandwidth_bytes_per_s=bandwidth_bytes_per_s), dict(nbytes=nbytes, latency_s=latency_s))
     return latency_s + nbytes / bandwidth_bytes_per_s
 
 
@@ -82,9 +81,14 @@ def streamed_exposed_s(prefill_s: float, nbytes: float, layers: int, bandwidth_b
     ready at (i + 1) x prefill_s / layers; the link sends one layer at a time, each taking latency + its bytes /
     bandwidth, in order. Returns (when the last layer has arrived) - prefill_s: at least one layer's transfer,
     and more when the link is slower than the compute.
+
+    Raises:
+        ValueError: ``layers`` not an integer >= 1, ``prefill_s`` not a finite number >= 0, and those of
+            :func:`transfer_time_s`.
     """
-    if layers < 1:
-        raise ValueError("layers must be >= 1")
+    if isinstance(layers, bool) or not isinstance(layers, numbers.Integral) or layers < 1:
+        raise ValueError(f"layers must be an integer >= 1, got {layers!r}")
+    check_amounts(nonnegative=dict(prefill_s=prefill_s))
     per_layer = transfer_time_s(nbytes / layers, bandwidth_bytes_per_s, latency_s)
     finish = 0.0
     for i in range(layers):
@@ -99,12 +103,16 @@ def handoff(model: str, prompt_tokens: int, link: str | float, gpu: str = "H100"
 
     Returns a dict: ``kv_bytes``, ``transfer_s``, ``decode_step_s``, ``prefill_s``, ``decode_steps`` (transfer /
     decode step) and ``prefill_share`` (transfer / prefill).
+
+    Raises:
+        ValueError: an unknown model, link, GPU or dtype (each message lists the known ones), or ``prompt_tokens``
+            not an integer >= 0.
     """
-    cfg = resolve_config(model)
+    cfg, g = resolve_config(model), gpu_spec(gpu)
     bandwidth = link_bandwidth(link)
     nbytes = kv_bytes(cfg, prompt_tokens, dtype=dtype)
     transfer = transfer_time_s(nbytes, bandwidth)
-    step = min_decode_step_s(cfg["n_params"] * dtype_bytes(dtype), nbytes, GPUS[gpu]["bandwidth_bytes_per_s"])
+    step = min_decode_step_s(cfg["n_params"] * dtype_bytes(dtype), nbytes, g["bandwidth_bytes_per_s"])
     prefill = predicted_prefill_s(model, prompt_tokens, gpu, dtype)
     return dict(kv_bytes=nbytes, transfer_s=transfer, decode_step_s=step, prefill_s=prefill,
                 decode_steps=transfer / step, prefill_share=transfer / prefill)

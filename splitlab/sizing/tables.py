@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["PUBLISHED_MODELS", "GPUS", "LINKS"]
+__all__ = ["PUBLISHED_MODELS", "GPUS", "LINKS", "gpu_spec"]
 
 _DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "published.json").read_text())
 #: Published model configs (fields of each model's config.json on the Hugging Face Hub) with parameter counts.
@@ -18,3 +18,13 @@ GPUS: dict[str, dict] = _DATA["gpus"]
 #: Links a KV cache can cross: ``bandwidth_bytes_per_s`` in ONE direction (what one transfer can use), a ``note``
 #: on how it follows from the specification (lanes, encoding, the bidirectional total), and the ``source``.
 LINKS: dict[str, dict] = _DATA["links"]
+
+
+def gpu_spec(name: str) -> dict:
+    """The datasheet row of GPU ``name`` in :data:`GPUS`.
+
+    Raises:
+        ValueError: a name :data:`GPUS` does not hold (the message lists those it does)."""
+    if not isinstance(name, str) or name not in GPUS:
+        raise ValueError(f"unknown GPU {name!r}; choose one of {', '.join(GPUS)}")
+    return GPUS[name]

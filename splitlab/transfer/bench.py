@@ -29,6 +29,9 @@ from typing import Sequence
 __all__ = ["measure_transfers", "METHODS"]
 
 METHODS = ("in-process", "whole", "layerwise", "raw")
+#: largest cache measured (bytes): each method holds copies of it in both processes; a batch of 100,000 16-token
+#: rows of tiny (3.3 GB) ran past 200 s before its first row on a shared 2-core machine
+MAX_CACHE_BYTES = 2 ** 31
 
 
 def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 512, 2048), batch: int = 1,
@@ -53,7 +56,8 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
         fastest and slowest repeat: whether streaming slowed the forward beyond the timings' noise).
 
     Raises:
-        ValueError: repeats < 1, an empty list or a prompt beyond the model's context;
+        ValueError: repeats < 1, an empty list or a prompt beyond the model's context; a cache of ``batch`` rows of
+            the longest prompt above :data:`MAX_CACHE_BYTES` (2 GiB);
         splitlab.transfer.group.DistributedError: the second process could not start or died.
     """
     from ..phases.engine import prefill
@@ -69,6 +73,11 @@ def measure_transfers(model: str = "tiny", prompt_tokens: Sequence[int] = (128, 
     too_long = [n for n in prompt_tokens if not 1 <= n <= lm.max_context]
     if too_long:
         raise ValueError(f"prompt lengths {too_long} are outside 1..{lm.max_context} (the model's context)")
+    largest = batch * lm.kv_bytes(max(prompt_tokens))
+    if largest > MAX_CACHE_BYTES:
+        raise ValueError(f"a batch of {batch:,} rows of {max(prompt_tokens):,} tokens is a {largest / 2 ** 30:.1f} GiB "
+                         f"cache of {lm.name}: transfer measures caches of at most {MAX_CACHE_BYTES / 2 ** 30:g} GiB "
+                         f"(each method holds copies of it in both processes); give a smaller batch or shorter prompts")
     say = say or (lambda line: None)
     own = peer is None
     if own:

@@ -45,6 +45,15 @@ class TransferStats:
         return self.nbytes / self.seconds if self.seconds > 0 else float("inf")
 
 
+def _indexed(device: torch.device) -> torch.device:
+    """``device`` with its index: "cuda" means the current GPU, so that "cuda" and "cuda:0" compare equal there (a
+    copy to "cuda" on a one-GPU machine went through pinned host memory: "cuda" != "cuda:0", and no GPU is its own
+    peer)."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def _method(src: torch.device, dst: torch.device, via_host: bool) -> str:
     if src.type == "cuda" and dst.type == "cuda":
         if via_host:
@@ -97,8 +106,8 @@ def copy_cache(cache: KVCache, device: str | torch.device | None = None, mode: s
         raise ValueError(f"mode must be 'whole' or 'layerwise', got {mode!r}")
     if on_layer is not None and not callable(on_layer):
         raise TypeError(f"on_layer must be a function on_layer(layer, seconds) or None, got {type(on_layer).__name__}")
-    src = cache.device
-    dst = pick_device(device) if device is not None else src
+    src = _indexed(cache.device)
+    dst = _indexed(pick_device(device)) if device is not None else src
     method = _method(src, dst, via_host)
     timer_device = src if (src == dst and method == "clone") else "cpu"
     keys, values, layer_s = [], [], []

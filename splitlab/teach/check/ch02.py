@@ -20,7 +20,7 @@ def kv_bytes_per_token(answer: Any, model: str, dtype: str = "fp16") -> bool:
 def max_tokens_in_memory(answer: Any, model: str, gpu: str, dtype: str = "fp16") -> bool:
     """Ch. 2: how many tokens of KV cache fit on ``gpu`` after the fp16/bf16 weights of ``model``."""
     cfg = sizing.resolve_config(model)
-    free = sizing.GPUS[gpu]["memory_bytes"] - cfg["n_params"] * sizing.dtype_bytes(dtype)
+    free = sizing.tables.gpu_spec(gpu)["memory_bytes"] - cfg["n_params"] * sizing.dtype_bytes(dtype)
     expected = max(0.0, free) // sizing.kv_bytes_per_token(cfg, dtype)
     return verdict(answer, expected, 0.02, f"the tokens of {model} KV cache that fit on a {gpu}",
                    "(GPU memory - parameters x bytes per parameter) / KV bytes per token.")

@@ -13,7 +13,7 @@ __all__ = ['ridge_point', 'decode_intensity', 'compute_bound_batch', 'decode_flo
 
 def _roofs(gpu: str | None, peak_flops_per_s: float | None, bandwidth_bytes_per_s: float | None) -> tuple[float, float]:
     if gpu is not None:
-        g = sizing.GPUS[gpu]
+        g = sizing.tables.gpu_spec(gpu)
         return g["peak_flops_per_s"], g["bandwidth_bytes_per_s"]
     if not peak_flops_per_s or not bandwidth_bytes_per_s:
         raise ValueError("give a GPU name from sizing.GPUS, or both peak_flops_per_s and bandwidth_bytes_per_s")
@@ -55,7 +55,7 @@ def _step_s(cfg: dict, gpu: dict, batch: int, context: int, dtype: str) -> float
 def decode_floor(answer: Any, model: str, gpu: str, batch: int, context: int, dtype: str = "bf16") -> bool:
     """Ch. 3: the memory floor (s) of one decode step of a published ``model`` on ``gpu``:
     (weights + batch x context x KV bytes per token) / bandwidth (``sizing.min_decode_step_s``)."""
-    cfg, g = sizing.resolve_config(model), sizing.GPUS[gpu]
+    cfg, g = sizing.resolve_config(model), sizing.tables.gpu_spec(gpu)
     kv_total = batch * context * sizing.kv_bytes_per_token(cfg, dtype)
     expected = sizing.min_decode_step_s(cfg["n_params"] * sizing.dtype_bytes(dtype), kv_total,
                                         g["bandwidth_bytes_per_s"])
@@ -67,7 +67,7 @@ def max_batch_for_tpot(answer: Any, model: str, gpu: str, context: int, tpot_slo
                        dtype: str = "bf16") -> bool:
     """Ch. 3: the largest decode batch whose roofline step (= TPOT) meets ``tpot_slo_s`` and whose caches fit in
     ``gpu``'s memory beside the weights, for sequences of ``context`` tokens."""
-    cfg, g = sizing.resolve_config(model), sizing.GPUS[gpu]
+    cfg, g = sizing.resolve_config(model), sizing.tables.gpu_spec(gpu)
     weights, kv = cfg["n_params"] * sizing.dtype_bytes(dtype), sizing.kv_bytes_per_token(cfg, dtype)
     best, b = 0, 1
     while weights + b * context * kv <= g["memory_bytes"] and _step_s(cfg, g, b, context, dtype) <= tpot_slo_s:

@@ -22,7 +22,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .phone import PHONE, WIDTH, figure, legend_below, phone, styled as _styled
-from .style import OTHER_COLORS, PREDICTED, layout_color
+from .style import OTHER_COLORS, PREDICTED, TARGET, TARGET_LS, layout_color
 from .confusions_tables import (chunked_verdict, fmt3, headline, quant_note, quant_table, reuse_table, routing_counts,
                                 routing_table, sig3, speculative_tables, summary_table, waste_table)
 from .confusions_runs import draft_note, prefix_reuse_rows, rate_sweep, speculative_row
@@ -58,7 +58,7 @@ def chunked_vs_split(runs: Mapping[str, object], sweep: pd.DataFrame, ttft_slo_s
     for i, (name, g) in enumerate(sweep.groupby("config", sort=False)):
         a2.plot(g.rate_per_s, g.slo_attainment * 100, "o-", color=layout_color(name, COLORS[i % len(COLORS)]), ms=4,
                 label=name)
-    a2.axhline(target * 100, color=PREDICTED, ls="--", lw=1, label=f"{target:.0%}: goodput")
+    a2.axhline(target * 100, color=TARGET, ls=TARGET_LS, lw=1, label=f"{target:.0%}: goodput")
     a2.set_ylim(-3, 103)
     a2.set_xlabel("request rate (requests/s)")
     a2.set_ylabel("within both SLOs (%)")

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .confusions_tables import TOLERANCE  # a prediction within 25% of the measurement counts as met
 from .phases import fmt3
-from .style import fmt2
+from .style import fmt2, fmt3
 
 __all__ = ["quality_table", "quality_note", "lookup_spread", "lookup_table", "lookup_note", "chat_table",
            "chat_note", "summary_notes", "takeaway_note"]
@@ -45,9 +45,9 @@ def quality_note(q: pd.DataFrame, n_prompts: int, full_name: str = "full") -> st
     teacher-forced distributions, each scheme against the full-precision cache and fp8 against int8 where both
     ran."""
     rows = [r for r in q.itertuples() if r.scheme != "full"]
-    ratios = {f"{r.bytes_ratio:.2f}" for r in rows}
+    ratios = {fmt3(r.bytes_ratio) for r in rows}
     size = (f"{' and '.join(r.scheme for r in rows)} each hold {ratios.pop()} of the {full_name} cache's bytes"
-            if len(ratios) == 1 else "; ".join(f"{r.scheme} holds {r.bytes_ratio:.2f} of the {full_name} cache's "
+            if len(ratios) == 1 else "; ".join(f"{r.scheme} holds {fmt3(r.bytes_ratio)} of the {full_name} cache's "
                                                 f"bytes" for r in rows))
     same = [r for r in rows if r.tokens_differ == 0]
     names = [r.scheme for r in same]
@@ -101,10 +101,11 @@ def lookup_table(spread: pd.DataFrame, labels: Sequence[str]) -> pd.DataFrame:
     out = pd.DataFrame({
         "prompt": [labels[p] for p in spread.prompt], "k": spread.k,
         "accepted": ["-" if k == 0 else f"{a:.0%}" for k, a in zip(spread.k, spread.acceptance)],
-        "tokens/step": [f"{m:.2f} ({p:.2f})" for m, p in zip(spread.tokens_per_step, spread.predicted_tokens_per_step)],
+        "tokens/step": [f"{fmt3(m)} ({fmt3(p)})"
+                        for m, p in zip(spread.tokens_per_step, spread.predicted_tokens_per_step)],
         "TPOT (ms)": [f"{fmt3(r.tpot_s * 1e3)} ({_range(r.tpot_min_s, r.tpot_max_s, 1e3)})"
                       for r in spread.itertuples()],
-        "speed-up": ["1" if r.k == 0 else f"{r.speedup:.2f} ({r.speedup_min:.2f}–{r.speedup_max:.2f})"
+        "speed-up": ["1" if r.k == 0 else f"{fmt3(r.speedup)} ({fmt3(r.speedup_min)}–{fmt3(r.speedup_max)})"
                      for r in spread.itertuples()]})
     return out.set_index(["prompt", "k"])
 
@@ -117,15 +118,15 @@ def lookup_note(spread: pd.DataFrame, labels: Sequence[str]) -> str:
         plain = spread[(spread.prompt == r.prompt) & (spread.k == 0)].iloc[0]
         miss = r.tokens_per_step / r.predicted_tokens_per_step - 1
         fit = "within" if abs(miss) <= TOLERANCE else "outside"
-        claim = {"faster": f"a speed-up of {r.speedup:.2f}x (median), outside the spread: every speculative run "
+        claim = {"faster": f"a speed-up of {fmt3(r.speedup)}x (median), outside the spread: every speculative run "
                            f"was faster than every plain one",
-                 "slower": f"a slow-down ({r.speedup:.2f}x, median), outside the spread",
+                 "slower": f"a slow-down ({fmt3(r.speedup)}x, median), outside the spread",
                  "within the spread": f"the TPOT ranges overlap, so neither a speed-up nor a slow-down is claimed "
-                                      f"(per repeat {r.speedup_min:.2f}x to {r.speedup_max:.2f}x)"}
+                                      f"(per repeat {fmt3(r.speedup_min)}x to {fmt3(r.speedup_max)}x)"}
         parts.append(f"*{labels[r.prompt]}*, k = {r.k}: the target kept {r.acceptance:.0%} of the proposals, "
-                     f"{r.tokens_per_step:.2f} tokens per verify step against {r.predicted_tokens_per_step:.2f} "
+                     f"{fmt3(r.tokens_per_step)} tokens per verify step against {fmt3(r.predicted_tokens_per_step)} "
                      f"predicted at that acceptance ({miss:+.0%}, {fit} {TOLERANCE:.0%}); a verify forward of up to "
-                     f"{r.k + 1} tokens took {r.verify_s / plain.verify_s:.2f}x a plain step; TPOT "
+                     f"{r.k + 1} tokens took {fmt3(r.verify_s / plain.verify_s)}x a plain step; TPOT "
                      f"{fmt3(r.tpot_s * 1e3)} ms ({_range(r.tpot_min_s, r.tpot_max_s, 1e3)}) against "
                      f"{fmt3(plain.tpot_s * 1e3)} ms ({_range(plain.tpot_min_s, plain.tpot_max_s, 1e3)}) plain over "
                      f"{r.repeats} repeats: {claim[r.verdict]}.")
@@ -181,7 +182,7 @@ def summary_notes(quality: pd.DataFrame, spread: pd.DataFrame, labels: Sequence[
     later = reuse.iloc[1:]
     return {"KV quantization": f"trained model: {quant}",
             "speculative decoding": (f"trained model, prompt lookup ({labels[int(best.prompt)]}, k = {int(best.k)}):"
-                                     f" {best.speedup:.2f}x ({best.speedup_min:.2f}–{best.speedup_max:.2f}), "
+                                     f" {fmt3(best.speedup)}x ({fmt3(best.speedup_min)}–{fmt3(best.speedup_max)}), "
                                      f"{VERDICTS[best.verdict]}"),
             "prefix caching": (f"chat system prompt: {int(later.cached_tokens.min())} tokens cached, prefill "
                                f"{fmt3(later.cold_s.median() * 1e3)} → {fmt3(later.warm_s.median() * 1e3)} ms")}
@@ -193,14 +194,14 @@ def takeaway_note(quality: pd.DataFrame, spread: pd.DataFrame, labels: Sequence[
     q = {r.scheme: r for r in quality.itertuples() if r.scheme != "full"}
     changed = sum(r.tokens_differ for r in q.values())
     n = min(int(r.tokens) for r in q.values())
-    quant = (f"an 8-bit cache ({' or '.join(q)}) holds {max(r.bytes_ratio for r in q.values()):.2f} of the "
+    quant = (f"an 8-bit cache ({' or '.join(q)}) holds {fmt3(max(r.bytes_ratio for r in q.values()))} of the "
              f"{full_name} cache's bytes and changed " + " and ".join(
                  f"{int(r.tokens_differ)} of {int(r.tokens)} ({name})" for name, r in q.items())
              + " greedy tokens (mean KL " + ", ".join(f"{r.kl_mean:.2g}" for r in q.values()) + " nats): "
              + (f"{n} tokens cannot show a rate of change below about {3 / n:.0%} (the rule of three), so the KL "
                 f"is the finer measure; long contexts and many prompts are what a quality claim needs"
                 if changed == 0 else "check the text before trusting it"))
-    lookup = "; ".join(f"{labels[int(r.prompt)]}, {r.acceptance:.0%} accepted: {r.speedup:.2f}x, "
+    lookup = "; ".join(f"{labels[int(r.prompt)]}, {r.acceptance:.0%} accepted: {fmt3(r.speedup)}x, "
                        f"{VERDICTS[r.verdict]}" for r in spread[spread.k > 0].itertuples())
     later = reuse.iloc[1:]
     saved = 1 - later.warm_s.median() / later.cold_s.median()

@@ -89,17 +89,17 @@ def chunked_verdict(runs: Mapping[str, object], prefill_s, decode_s, goodput: Ma
         miss = gap[n] / pred - 1 if pred > 0 else float("nan")
         note = "" if round(abs(miss) * 100) <= round(TOLERANCE * 100) else (  # as printed: +25% is within
             f"; {miss:+.0%}, beyond the {TOLERANCE:.0%} tolerance: inside the run those steps took "
-            f"{ran * 1e3:.1f} ms, {ran / pred:.2f}x their time alone"
+            f"{fmt3(ran * 1e3)} ms, {fmt3(ran / pred)}x their time alone"
             + (" (a chunk attends to the chunks cached before it; a fresh prefill does not)" if n == chunked else "")
-            + (f"; {(gap[n] - ran) * 1e3:.1f} ms of the gap had no step of this worker (a transfer, a wait)"
+            + (f"; {fmt3((gap[n] - ran) * 1e3)} ms of the gap had no step of this worker (a transfer, a wait)"
                if gap[n] - ran > TOLERANCE * gap[n] else ""))
-        _say(f"{n}: longest gap {gap[n] * 1e3:.1f} ms = {_steps_text(steps)}; timed alone {pred * 1e3:.1f} ms"
+        _say(f"{n}: longest gap {fmt3(gap[n] * 1e3)} ms = {_steps_text(steps)}; timed alone {fmt3(pred * 1e3)} ms"
              f"{note}")
     _say(f"chunking cut the longest gap to {gap[chunked] / gap[base]:.0%} of {base}'s and changed the mean TTFT "
          f"by {ttft[chunked] / ttft[base] - 1:+.0%}; the split cut it to {gap[split] / gap[base]:.0%} and "
          f"changed the mean TTFT by {ttft[split] / ttft[base] - 1:+.0%}")
     best = max(goodput, key=goodput.get)
-    _say("highest goodput per worker at these SLOs: " + (f"{best} ({goodput[best]:.2f} requests/s per worker)"
+    _say("highest goodput per worker at these SLOs: " + (f"{best} ({fmt3(goodput[best])} requests/s per worker)"
                                                          if goodput[best] > 0 else "none reached 90%"))
 
 
@@ -164,7 +164,8 @@ def quant_note(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> 
     dtype first): the bytes against fp16 and the model's dtype, and whether the 8-bit transfers fell with them.
     int8 and fp8 buffers of the same size get one explanation (their mean time against the bytes), with the
     difference between their two times said to be noise where it exceeds the tolerance: the same bytes cannot
-    move at two speeds (the page explained 0.57x and 0.45x of fp16's time for the same 1,058 KiB apart).
+    move at two speeds (the page explained 0.57x and 0.45x of fp16's time for the same 1,058 KiB apart). Byte
+    ratios with 3 significant digits, ratios of single transfers' times with 2 (:func:`.style.fmt2`).
 
     Raises:
         KeyError: "fp16", "int8" or "fp8" missing from ``variants`` or ``moved_s``.
@@ -179,25 +180,26 @@ def quant_note(variants: Mapping[str, object], moved_s: Mapping[str, float]) -> 
         raise ValueError(f"each variant's bytes and moved_s (seconds) must be finite and > 0, got {bad}")
     first = next(iter(variants))
     fp16 = variants["fp16"].nbytes
-    text = (f"The bytes follow the formula: 8-bit caches hold {variants['int8'].nbytes / fp16:.2f} of fp16's"
-            + (f" ({variants['int8'].nbytes / variants[first].nbytes:.2f} of {first}'s, this model's dtype)"
+    text = (f"The bytes follow the formula: 8-bit caches hold {fmt3(variants['int8'].nbytes / fp16)} of fp16's"
+            + (f" ({fmt3(variants['int8'].nbytes / variants[first].nbytes)} of {first}'s, this model's dtype)"
                if first != "fp16" else "") + ".")
     b, t, same = _eight_bit(variants, moved_s)
     if not same:
         for s in ("int8", "fp8"):
             bs, ts = variants[s].nbytes / fp16, moved_s[s] / moved_s["fp16"]
-            text += f" The {s} transfer took {ts:.2f}x fp16's time for {bs:.2f}x its bytes: it {_transfer_how(ts, bs)}."
+            text += (f" The {s} transfer took {fmt2(ts)}x fp16's time for {fmt3(bs)}x its bytes: it "
+                     f"{_transfer_how(ts, bs)}.")
         return text
     ti, tf = moved_s["int8"] / moved_s["fp16"], moved_s["fp8"] / moved_s["fp16"]
     slow, fast = max(ti, tf), min(ti, tf)
-    text += (f" The int8 and fp8 buffers are the same size, {b:.2f}x fp16's bytes; their transfers took {ti:.2f}x "
-             f"and {tf:.2f}x fp16's time")
+    text += (f" The int8 and fp8 buffers are the same size, {fmt3(b)}x fp16's bytes; their transfers took {fmt2(ti)}x "
+             f"and {fmt2(tf)}x fp16's time")
     if slow > fast * (1 + TOLERANCE):
         text += (f": one took {fmt2(slow / fast)}x the other's time for the same bytes, which the bytes cannot "
-                 f"cause, so differences that large are this machine's noise. Taken together (their mean, {t:.2f}x),"
+                 f"cause, so differences that large are this machine's noise. Taken together (their mean, {fmt2(t)}x),"
                  f" they {_transfer_how(t, b)}.")
     else:
-        text += f", together (their mean) {t:.2f}x: they {_transfer_how(t, b)}."
+        text += f", together (their mean) {fmt2(t)}x: they {_transfer_how(t, b)}."
     return text
 
 
@@ -220,17 +222,17 @@ def summary_table(runs, waste, variants, moved_s, spec, plain_tpot_s, reuse, rou
         "chunked prefill": (f"longest gap {gap[base] * 1e3:.0f} → {gap[chunked] * 1e3:.0f} ms; mean TTFT "
                             f"{ttft[base] * 1e3:.0f} → {ttft[chunked] * 1e3:.0f} ms",
                             f"a chunk still between two tokens: the split's longest gap {gap[split] * 1e3:.0f} ms"),
-        "paged KV memory": (f"mean KV held on D0: padded {waste.loc['padded', 'mean_bytes'] / 2**20:.2f}, reserved "
-                            f"{waste.loc['reserved', 'mean_bytes'] / 2**20:.2f} → paged "
-                            f"{waste.loc['paged', 'mean_bytes'] / 2**20:.2f} MiB (used "
-                            f"{waste.loc['used', 'mean_bytes'] / 2**20:.2f})",
+        "paged KV memory": (f"mean KV held on D0: padded {fmt3(waste.loc['padded', 'mean_bytes'] / 2**20)}, reserved "
+                            f"{fmt3(waste.loc['reserved', 'mean_bytes'] / 2**20)} → paged "
+                            f"{fmt3(waste.loc['paged', 'mean_bytes'] / 2**20)} MiB (used "
+                            f"{fmt3(waste.loc['used', 'mean_bytes'] / 2**20)})",
                             "the bytes of each cache and its transfer (a block's tail at most)"),
-        "KV quantization": (f"bytes per request x{q_bytes:.2f} of fp16; transfer x{q_time:.2f}"
+        "KV quantization": (f"bytes per request x{fmt3(q_bytes)} of fp16; transfer x{fmt2(q_time)}"
                             + (" (int8 and fp8, mean)" if q_same else "")
                             + ("" if abs(q_time / q_bytes - 1) <= TOLERANCE else " (not the bytes: latency and noise)"),
                             "tokens cached, interference, who prefills"),
-        "speculative decoding": (f"best TPOT {spec_best.tpot_ms:.2f} ms ({best[0]}, k = {best[1]}) vs "
-                                 f"{plain_tpot_s * 1e3:.2f} ms plain",
+        "speculative decoding": (f"best TPOT {fmt3(spec_best.tpot_ms)} ms ({best[0]}, k = {best[1]}) vs "
+                                 f"{fmt3(plain_tpot_s * 1e3)} ms plain",
                                  "the same tokens, the same prompt cache to transfer"),
         "prefix caching": (f"{int(deepest.prefix_tokens)}-token prefix: prefill {deepest.cold_s * 1e3:.0f} → "
                            f"{deepest.warm_s * 1e3:.0f} ms; prefix-aware routing prefills "

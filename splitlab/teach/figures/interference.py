@@ -57,7 +57,7 @@ def itl_spikes(spikes: pd.DataFrame, predicted: Mapping[str, tuple] | None = Non
     _predicted_lines(ax, predicted)
     typical = float(np.nanmedian(spikes.typical_itl_s))
     ax.axhline(typical * 1e3, color=KIND_COLORS["decode"], ls=":", lw=1,
-               label=f"typical gap between tokens ({typical * 1e3:.1f} ms)")
+               label=f"typical gap between tokens ({typical * 1e3:.3g} ms)")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("length of the arriving prompt (tokens)")
     ax.set_ylabel("longest gap between tokens (ms)")

@@ -177,7 +177,7 @@ def stall_check(spikes: pd.DataFrame, predicted_s, decode_step_s: float, toleran
         inside, ahead = row.spike_s / (row.prefill_s + decode_step_s) - 1, row.spike_s / pred - 1
         why = "" if round(abs(ahead) * 100) <= round(tolerance * 100) else (
             f"\n      missed by more than {tolerance:.0%}: the prefill took "
-            f"{row.prefill_s / (pred - decode_step_s):.2f}x its time alone")
+            f"{fmt3(row.prefill_s / (pred - decode_step_s))}x its time alone")
         lines.append(f"{row.prompt_tokens:5d} tokens: stall {fmt3(row.spike_s * 1e3):>5} ms\n      vs in-run prefill "
                      f"+ D {inside:+.0%}\n      vs prefill alone + D {ahead:+.0%}{why}")
     return "\n".join(lines)

@@ -90,7 +90,7 @@ def attention_note(variants: pd.DataFrame) -> str:
     small, large = v.iloc[0], v.iloc[-1]
     cache_x = large["cache (KiB)"] / small["cache (KiB)"]
     step_x = large["decode step (ms)"] / small["decode step (ms)"]
-    text = (f"The cache of {large.name} is {cache_x:.3g}x that of {small.name}; its decode step is {step_x:.2f}x as "
+    text = (f"The cache of {large.name} is {cache_x:.3g}x that of {small.name}; its decode step is {fmt3(step_x)}x as "
             f"long ({fmt3(large['decode step (ms)'])} against {fmt3(small['decode step (ms)'])} ms). ")
     why = ("with a model this small, fixed per-step costs (chapter 3 measures them) are most of every step, and "
            "the cache is a small part of what a step reads")

@@ -12,7 +12,7 @@ from matplotlib import ticker
 
 from ...phases.engine import Generation
 from .phone import legend_below
-from .style import DECODE, PREDICTED, PREFILL, fmt3, fmt_table, sig3  # noqa: F401  (the chapters import them here)
+from .style import DECODE, PREDICTED, PREFILL, fmt2, fmt3, fmt_table, sig3  # noqa: F401  (chapters import them here)
 
 __all__ = ["PREFILL", "DECODE", "PREDICTED", "sig3", "fmt3", "fmt_table", "new_ax", "plain_log_ticks",
            "request_latencies", "itl_note", "ttft_tpot_s", "off_note", "rule_note", "phase_rates", "token_timeline",
@@ -73,11 +73,11 @@ def itl_note(gen: Generation) -> str:
     itl = np.diff(t) * 1e3
     med, longest, tpot = float(np.median(itl)), float(itl.max()), (t[-1] - t[0]) / (len(t) - 1) * 1e3
     text = f"Here the median ITL is {med:.3g} ms and TPOT {tpot:.3g} ms"
-    text += ", close to it" if abs(tpot / med - 1) <= 0.2 else f", {tpot / med:.2f}x it"
+    text += ", close to it" if abs(tpot / med - 1) <= 0.2 else f", {fmt3(tpot / med)}x it"
     if longest <= 1.5 * med:
         return text + (f"; even the longest gap, {longest:.3g} ms, is within {longest / med - 1:.0%} of the median: "
                        "on an idle worker the gaps stay even, which chapter 4 will change.")
-    return text + (f"; the longest gap, {longest:.3g} ms, is {longest / med:.1f}x the median. Every decode step of "
+    return text + (f"; the longest gap, {longest:.3g} ms, is {fmt2(longest / med)}x the median. Every decode step of "
                    "this request does nearly the same work, so that gap is a pause of this machine (another program "
                    "held the core for a moment), not of the model; in chapter 4 other requests' prefills make such "
                    "gaps on purpose.")

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..notebook import rc_style
-from .style import LAYOUT_COLORS, and_list, layout_color
+from .style import LAYOUT_COLORS, TARGET, TARGET_LS, and_list, layout_color
 from .pools_tables import (fit_table, guess_verdict, kinds_table, plan_table, ratio_verdict, short_name,
                            trap_table, trap_verdict, validation_verdict, zero_terms_note)
 
@@ -71,7 +71,7 @@ def attainment_curves(curves: Mapping[str, object], target: float = 0.9, goodput
         line, = ax.plot(df.rate_per_worker, 100 * df.attainment, "o-", ms=4, label=name, color=layout_color(name))
         if goodputs and name in goodputs:
             ax.plot(goodputs[name], 100 * target, "v", ms=10, color=line.get_color(), mec="black")
-    ax.axhline(100 * target, color="black", ls=":", lw=1, label=f"target {target:.0%}")
+    ax.axhline(100 * target, color=TARGET, ls=TARGET_LS, lw=1, label=f"target {target:.0%}")
     ax.set_ylim(0, 102)
     ax.set_xlabel("request rate per worker (req/s)")
     ax.set_ylabel("within both SLOs (%)")

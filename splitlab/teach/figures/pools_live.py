@@ -17,9 +17,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .style import sig3
+
 __all__ = ["region_cells", "live_cells", "live_verdict", "layout_config", "split_pools"]
 
 _COLOCATED = ("prefill-first", "chunked")
+#: the numeric columns of :func:`live_cells`' table, kept to 3 significant digits
+_SHOWN = ("goodput (sim.)", "rate (req/s per worker)", "mean (%)", "spread (pp)")
 
 
 def region_cells(m, tpot_steps: float | None = None, max_prompt_tokens: int | None = None) -> dict:
@@ -80,7 +84,8 @@ def live_cells(m, executor, cells: dict, n_requests: int | dict = 20, seeds: Seq
     Returns a DataFrame, one row per (cell, layout): ``cell`` ("428-token prompts, TPOT 2.5 steps"), ``map``
     (the map's winner kind of that cell), ``kind``, ``layout``, ``goodput (sim.)`` (requests/s per worker),
     ``rate (req/s per worker)``, ``attainment (%)`` per seed ("75 / 80 / 85"), ``mean (%)`` and ``spread (pp)``
-    (largest - smallest over the seeds), ``requests`` (per seed).
+    (largest - smallest over the seeds), ``requests`` (per seed); the goodputs, rates, means and spreads with 3
+    significant digits (:func:`.style.sig3`, a column of ``dtype=object`` that prints each as written).
 
     Raises:
         ValueError: n_requests < 2 (an int, or {region: int} for every region of ``cells``), no seeds,
@@ -116,7 +121,10 @@ def live_cells(m, executor, cells: dict, n_requests: int | dict = 20, seeds: Seq
                          "goodput (sim.)": cell.goodput[k], "rate (req/s per worker)": rate,
                          "attainment (%)": " / ".join(f"{a:.0f}" for a in att[k]), "mean (%)": np.mean(att[k]),
                          "spread (pp)": max(att[k]) - min(att[k]), "requests": n_requests})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    for col in _SHOWN:  # as the page shows them: 3 significant digits, 100 and 71.9, not 100.000 and 71.875
+        table[col] = pd.Series([sig3(v) for v in table[col]], dtype=object)
+    return table
 
 
 def live_verdict(table: pd.DataFrame) -> str:

@@ -18,7 +18,7 @@ from .phases import DECODE, PREDICTED, PREFILL, fmt3, fmt_table, new_ax, plain_l
 from .phone import legend_below
 from .roofline_notes import (batching_note, gpu_ridge_note, ops_note, prediction_note, prefill_note,  # noqa: F401
                              ridge_note, trained_note)
-from .style import OTHER_COLORS
+from .style import OTHER_COLORS, fmt2
 
 __all__ = ["with_prefill_roofline", "prefill_crossing", "with_decode_roofline", "prediction_note", "prefill_note",
            "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "trained_note", "flat_up_to", "device_table",
@@ -130,7 +130,7 @@ def floor_summary(name: str, row: pd.Series) -> str:
     kv_mb = (row["bytes"] - row["weight_bytes"]) / 1e6
     return (f"{name}: {row['weight_bytes'] / 1e6:.3g} MB of weights\n  + {kv_mb:.2g} MB of KV per step\n"
             f"floor from memory: {row['floor_s'] * 1e3:.3g} ms\n"
-            f"the step: {row['step_s'] * 1e3:.3g} ms ({row['step_s'] / row['floor_s']:.1f}x the floor)")
+            f"the step: {row['step_s'] * 1e3:.3g} ms ({fmt2(row['step_s'] / row['floor_s'])}x the floor)")
 
 
 def gpu_table() -> pd.DataFrame:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import sizing
-from .style import and_list, fmt2
+from .style import and_list, fmt2, fmt3
 
 __all__ = ["prefill_note", "prediction_note", "ridge_note", "ops_note", "batching_note", "gpu_ridge_note", "listing",
            "trained_note"]
@@ -54,13 +54,13 @@ def prediction_note(dc: pd.DataFrame, tolerance: float = 0.35) -> str:
     ratio = dc["step_s"] / dc["predicted_s"]
     within = int(((ratio <= 1 + tolerance) & (ratio >= 1 / (1 + tolerance))).sum())
     if ratio.min() < 0.95:
-        text = (f"A step beat its roofline bound (measured / bound {ratio.min():.2f}): the bandwidth measurement was "
+        text = (f"A step beat its roofline bound (measured / bound {fmt3(ratio.min())}): the bandwidth measurement was "
                 "slowed by another program; rerun the device cell. ")
     elif within == len(dc):
-        text = (f"Every step takes {ratio.min():.2f} to {ratio.max():.2f} times its roofline bound: the prediction "
+        text = (f"Every step takes {fmt3(ratio.min())} to {fmt3(ratio.max())} times its roofline bound: the prediction "
                 f"holds within its {tolerance:.0%} tolerance at every batch. ")
     else:
-        text = (f"**The roofline bound misses here**: steps take {ratio.min():.2f} to {ratio.max():.2f} times it, "
+        text = (f"**The roofline bound misses here**: steps take {fmt3(ratio.min())} to {fmt3(ratio.max())} times it, "
                 f"outside its {tolerance:.0%} tolerance at {len(dc) - within} of {len(dc)} batches. ")
     if "matmul_s" not in dc or len(dc) < 2:
         return text
@@ -162,8 +162,8 @@ def batching_note(dc: pd.DataFrame, ridge: float) -> str:
     grow = step[1:] / step[:-1]
     gain = (batch[1:] / step[1:]) / (batch[:-1] / step[:-1])
     text = (f"Here each doubling of the batch, from {int(batch[0])} to {int(batch[-1])}, made the step "
-            f"{grow.min():.2f}x to {grow.max():.2f}x as long and multiplied tokens/s by {gain.min():.2f}x to "
-            f"{gain.max():.2f}x. ")
+            f"{fmt3(grow.min())}x to {fmt3(grow.max())}x as long and multiplied tokens/s by {fmt3(gain.min())}x to "
+            f"{fmt3(gain.max())}x. ")
     past = dc[dc["intensity"] > ridge]
     if len(past) == 0:
         return text + (f"Every batch measured here sits left of the ridge ({ridge:.3g} FLOP/B): memory-bound by the "
@@ -175,7 +175,7 @@ def batching_note(dc: pd.DataFrame, ridge: float) -> str:
     return text + (f"Batch {listing(past['batch'])} sit{'s' if len(past) == 1 else ''} past the ridge "
                    f"({ridge:.3g} FLOP/B), where the roofline predicts a step that doubles with the batch; the "
                    f"doubling{'s' if len(late) > 1 else ''} into {'them' if len(past) > 1 else 'it'} made the step "
-                   f"{late.min():.2f}x{'' if len(late) == 1 else f' to {late.max():.2f}x'} as long. The batch size "
+                   f"{fmt3(late.min())}x{'' if len(late) == 1 else f' to {fmt3(late.max())}x'} as long. The batch size "
                    "trades throughput against the TPOT SLO of chapter 1.")
 
 
@@ -201,7 +201,8 @@ def trained_note(trained: pd.DataFrame, dc: pd.DataFrame, name: str, big: str, b
     share, ref_share = float(one["share_of_bandwidth"]), float(ref["share_of_bandwidth"])
     grow, batch = float(last["step_s"] / one["step_s"]), int(last["batch"])
     text = (f"At batch 1 {name}'s step reads {one['bytes'] / 1e6:.0f} MB in {one['step_s'] * 1e3:.3g} ms "
-            f"({one['step_s'] / one['floor_s']:.2f}x its memory floor): {one['achieved_bytes_per_s'] / 1e9:.3g} GB/s, "
+            f"({fmt3(one['step_s'] / one['floor_s'])}x its memory floor): "
+            f"{one['achieved_bytes_per_s'] / 1e9:.3g} GB/s, "
             f"{share:.0%} of the copy bandwidth, against {ref_share:.0%} for {big}'s {'random ' * big_random}weights "
             f"at batch 1")
     if abs(share / ref_share - 1) <= 0.25:
@@ -211,8 +212,8 @@ def trained_note(trained: pd.DataFrame, dc: pd.DataFrame, name: str, big: str, b
         text += (": another share. Besides the bytes, the number of layers and the shapes of the matrices set how "
                  "fast a step streams them (the decode note above). ")
     if grow < batch / 2:
-        return text + (f"Batch {batch} takes {grow:.2f}x batch 1's step for {batch}x the tokens: the weights read "
+        return text + (f"Batch {batch} takes {fmt3(grow)}x batch 1's step for {batch}x the tokens: the weights read "
                        f"once serve every sequence of the batch, as a step below the ridge (memory-bound by the "
                        f"roofline) should.")
-    return text + (f"Batch {batch} takes {grow:.2f}x batch 1's step for {batch}x the tokens: the step grew nearly "
+    return text + (f"Batch {batch} takes {fmt3(grow)}x batch 1's step for {batch}x the tokens: the step grew nearly "
                    f"with the batch here, so the work per sequence, not the weights read once, set its time.")

@@ -22,14 +22,15 @@ import numpy as np
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from .style import DECODE, PHASE_COLORS, layout_color
+from .style import DECODE, OTHER_COLORS, PHASE_COLORS, layout_color
 
 __all__ = ["KIND_COLORS", "worker_timeline", "kv_memory", "latency_cdf", "ttft_cdf", "itl_cdf", "request_tokens",
            "itl_over_time", "bytes_unit"]
 
 #: colour of each kind of interval (the phases' colours of :mod:`.style`)
 KIND_COLORS = {**PHASE_COLORS, "idle": "#e6e6e6"}
-ARRIVAL, BUDGET = "tab:red", "black"
+#: an arrival is neither a phase nor a layout: tab:pink, not the split's red
+ARRIVAL, BUDGET = OTHER_COLORS[0], "black"
 
 
 def _ax(ax, size=(8, 3.5)):
@@ -200,7 +201,7 @@ def request_tokens(res, request_id: int, ax=None, title: str | None = None):
     t = np.asarray(r.token_times_s)
     if t.size:
         gaps = np.diff(t)
-        itl = f", median ITL {np.median(gaps) * 1e3:.1f} ms" if gaps.size else ""
+        itl = f", median ITL {np.median(gaps) * 1e3:.3g} ms" if gaps.size else ""
         ax.plot(t, np.arange(1, t.size + 1), ".", color=KIND_COLORS["decode"], ms=4,
                 label=f"output tokens (TTFT {(t[0] - r.arrival_s) * 1e3:.0f} ms{itl})")
         ax.plot(t[0], 1, "o", mfc="none", mec=BUDGET, ms=9, label="first token")

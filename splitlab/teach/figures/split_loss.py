@@ -109,7 +109,8 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
                f"{'ahead of' if gc > gs else 'behind'} {gs:.3g} for {split.name}")
     g = paired_gaps(attainment, split.name, colocated.name)
     seeds = ("the colocated layout ahead in every seed" if g["decisive"] and g["leader"] == colocated.name else
-             "the split ahead in every seed" if g["decisive"] else "a gap within the runs' own spread")
+             "the split ahead in every seed" if g["decisive"] else
+             "one seed: no spread to judge its gap against" if g["seeds"] < 2 else "a gap within the runs' own spread")
     live = (f"live, {attainment[colocated.name].mean():.0f}% of the colocated requests met both SLOs on average "
             f"against {attainment[split.name].mean():.0f}% on the split ({seeds})")
     prompts = f"`{workload}` prompts of {workload_steps:.1f} decode steps"

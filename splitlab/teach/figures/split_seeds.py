@@ -116,9 +116,10 @@ def _check_pair(names: list, a: str, b: str, where: str, args: tuple[str, str] =
 
 def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
     """``a``'s lead over ``b`` in SLO attainment, seed by seed (points; ``attainment`` in %, one row per seed):
-    ``gaps`` (list), ``mean``, ``low``, ``high`` (range over the seeds), ``spread`` (high - low), ``decisive``
-    (every seed's gap on the same side of zero and none zero: the verdict lies outside the runs' own spread),
-    ``leader`` (a or b by the mean; None at a mean of 0).
+    ``gaps`` (list), ``seeds`` (how many), ``mean``, ``low``, ``high`` (range over the seeds), ``spread`` (high -
+    low), ``decisive`` (at least two seeds, every seed's gap on the same side of zero and none zero: the verdict lies
+    outside the runs' own spread; one seed has no spread to lie outside), ``leader`` (a or b by the mean; None at a
+    mean of 0).
 
     Raises:
         KeyError: a or b not a column of ``attainment``.
@@ -132,8 +133,9 @@ def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
                          f"attainment")
     gaps = (attainment[a] - attainment[b]).to_numpy(float)
     low, high, mean = float(gaps.min()), float(gaps.max()), float(gaps.mean())
-    return dict(gaps=list(gaps), mean=mean, low=low, high=high, spread=high - low,
-                decisive=bool(low > 0 or high < 0), leader=a if mean > 0 else b if mean < 0 else None)
+    return dict(gaps=list(gaps), seeds=len(gaps), mean=mean, low=low, high=high, spread=high - low,
+                decisive=bool(len(gaps) >= 2 and (low > 0 or high < 0)),
+                leader=a if mean > 0 else b if mean < 0 else None)
 
 
 def attainment_table(runs: PairedRuns, pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
@@ -174,6 +176,9 @@ def paired_verdict(attainment: pd.DataFrame, a: str, b: str, n_requests: int) ->
                   f"by {lo:.0f} to {hi:.0f} points (mean {sign * g['mean']:.0f})")
         return (f"{head}: seed by seed, {lead} led {other} {spread}, so the verdict lies outside the runs' own "
                 f"spread.")
+    if k == 1:
+        return (f"{head}: a gap of {g['mean']:+.0f} points from one seed, which has no spread to judge it "
+                f"against, so this run cannot tell the two layouts apart (run two seeds or more).")
     if g["low"] == g["high"] == 0:
         return f"{head}: the two layouts tied in every seed, so these runs cannot tell the two layouts apart."
     return (f"{head}: seed by seed, the gap ranged from {g['low']:+.0f} to {g['high']:+.0f} points (mean "

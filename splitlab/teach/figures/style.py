@@ -6,10 +6,12 @@ precision.
   :class:`~splitlab.serving.ServingConfig`, :func:`layout_color` gives its colour.
 - :data:`PREFILL`, :data:`DECODE`, :data:`TRANSFER`, :data:`PREDICTED`: the phases' colours and the colour of a
   prediction (a line computed, not measured); :data:`PHASE_COLORS`: phase -> colour.
+- :data:`TARGET`, :data:`TARGET_LS`, :data:`TARGET_DASH`: a target line (the 90% attainment of goodput, an SLO):
+  black and dotted in every chapter, apart from a prediction's black dashes.
 - :data:`OTHER_COLORS`: colours for what is neither a phase nor a layout (routing policies, draft models, memory
   schemes, ...), none of them a phase's or a layout's, so that no figure seems to name a layout it does not.
 - :func:`sig3` and :func:`fmt3`: three significant digits, as a number and as text ("121", not "121.000" or
-  "121.0"); :func:`fmt_table`: a display copy of a table in that format.
+  "121.0"); :func:`fmt2`: two, for a ratio; :func:`fmt_table`: a display copy of a table in that format.
 - :func:`change_words`: the word for how much a quantity changed ("about doubles", "grows by 83%"), computed
   from the ratio, so that a sentence says what its numbers say.
 """
@@ -20,11 +22,16 @@ import re
 import numpy as np
 import pandas as pd
 
-__all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "PHASE_COLORS", "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS",
-           "layout_of", "layout_color", "sig3", "fmt3", "fmt_table", "change_words", "signed_pct", "and_list"]
+__all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "TARGET", "TARGET_LS", "TARGET_DASH", "PHASE_COLORS",
+           "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color", "sig3", "fmt3", "fmt2", "fmt_table",
+           "change_words", "signed_pct", "and_list"]
 
 #: the phases (matplotlib's tab:orange, tab:blue, tab:green) and a prediction
 PREFILL, DECODE, TRANSFER, PREDICTED = "#ff7f0e", "#1f77b4", "#2ca02c", "#000000"
+#: a target the numbers are judged against (the 90% SLO attainment that defines goodput, an SLO, a budget): black,
+#: as nothing measured is, and dotted where a prediction is dashed (ch08 drew its 90% line dashed like a prediction,
+#: ch06 and ch07 dotted); the line style in matplotlib's and in plotly's words
+TARGET, TARGET_LS, TARGET_DASH = "#000000", ":", "dot"
 #: phase -> colour, the one convention of every chapter (matplotlib and plotly figures alike)
 PHASE_COLORS = {"prefill": PREFILL, "decode": DECODE, "transfer": TRANSFER}
 
@@ -83,9 +90,10 @@ def sig3(value):
     return int(r) if r.is_integer() else r
 
 
-def fmt3(value: float) -> str:
-    """``value`` as text with 3 significant digits and no exponent and no trailing zeros: 0.0123, 4.56, 78.9,
-    4,880, 1,230,000; an exact whole number below a million in full (4,608 KiB stays 4,608, not 4,610)."""
+def fmt3(value: float, digits: int = 3) -> str:
+    """``value`` as text with ``digits`` significant digits (3, or 2 for a ratio: :func:`fmt2`), no exponent and
+    no trailing zeros: 0.0123, 4.56, 78.9, 4,880, 1,230,000, 0.0000123, 2 (not "2.00" or "2e+00"); an exact whole
+    number below a million in full (4,608 KiB stays 4,608, not 4,610). A bool prints as itself."""
     if isinstance(value, (bool, np.bool_)):
         return str(value)
     value = float(value)
@@ -93,17 +101,13 @@ def fmt3(value: float) -> str:
         return f"{value:g}"
     if value.is_integer() and abs(value) < 1e6:
         return f"{value:,.0f}"
-    r = sig3(value)
-    return f"{r:,.0f}" if abs(r) >= 100 else f"{r:.3g}"
+    r = float(f"{value:.{digits}g}")  # rounded to the digits, then written without padding or an exponent
+    return f"{r:,.0f}" if abs(r) >= 10 ** (digits - 1) else np.format_float_positional(r, trim="-")
 
 
 def fmt2(value: float) -> str:
-    """A ratio as text with 2 significant digits and no exponent: 0.21, 4.7, 47, 120 (``:.2g`` wrote 1.2e+02)."""
-    value = float(value)
-    if value == 0 or not np.isfinite(value):
-        return f"{value:g}"
-    r = float(f"{value:.2g}")
-    return f"{r:,.0f}" if abs(r) >= 10 else f"{r:.2g}"
+    """A ratio as text with 2 significant digits: :func:`fmt3` with ``digits=2`` (0.21, 4.7, 47, 120)."""
+    return fmt3(value, 2)
 
 
 def fmt_table(df: pd.DataFrame, columns: dict, index: str | None = None) -> pd.DataFrame:

@@ -177,7 +177,7 @@ def transfer_vs_bytes(series: Mapping[str, tuple], latency_s: float, bandwidth_b
         lo, hi = min(lo, nbytes.min()), max(hi, nbytes.max())
     x = np.geomspace(lo / 1.5, hi * 1.5, 100)
     ax.plot(x / 2 ** 20, (latency_s + x / bandwidth_bytes_per_s) * 1e3, "--", color=PREDICTED,
-            label=f"{latency_s * 1e3:.2f} ms + bytes / {bandwidth_bytes_per_s / 1e9:.2f} GB/s")
+            label=f"{latency_s * 1e3:.3g} ms + bytes / {bandwidth_bytes_per_s / 1e9:.3g} GB/s")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the legend above the points
@@ -214,8 +214,8 @@ def handoff_bars(model: str, prompt_tokens: int, gpu: str = "H100", dtype="fp16"
         ax.annotate(f"{v:,.3g}", (v, yi), xytext=(6, 0), textcoords="offset points", va="center")
     ax.set_yticks(y, [n.split(" (")[0] if src == "measured" else n for n, src in zip(grid.link, grid.link_source)])
     ax.invert_yaxis()
-    ax.axvline(decode_ms, color=DECODE, ls="--", label=f"decode step (min.): {decode_ms:.2f} ms")
-    ax.axvline(prefill_ms, color=PREFILL, ls=":", lw=2, label=f"prefill (roofline): {prefill_ms:.1f} ms")
+    ax.axvline(decode_ms, color=DECODE, ls="--", label=f"decode step (min.): {decode_ms:.3g} ms")
+    ax.axvline(prefill_ms, color=PREFILL, ls=":", lw=2, label=f"prefill (roofline): {prefill_ms:.3g} ms")
     ax.set_xscale("log")
     _plain_log(ax.xaxis, minor=False)
     ax.set_xlim(lo, hi)
@@ -236,7 +236,7 @@ def streaming_timeline(stream: dict, layers: int, ax=None, title: str | None = N
     start = max(0.0, end - stats.compute_s)
     ax.broken_barh([(start * 1e3, stats.compute_s * 1e3)], (1.6, 0.8), color=PREFILL, label="prefill forward")
     ax.broken_barh([(end * 1e3, stream["exposed_s"] * 1e3)], (0.6, 0.8), color=TRANSFER,
-                   label=f"exposed transfer: {stream['exposed_s'] * 1e3:.2f} ms")
+                   label=f"exposed transfer: {stream['exposed_s'] * 1e3:.3g} ms")
     every = max(1, int(np.ceil(len(stats.layer_s[:layers]) / 6)))  # at most ~6 labels: 12 pt ones must not touch
     for i, t in enumerate(stats.layer_s[:layers]):
         ax.plot([t * 1e3] * 2, [0.6, 2.4], color="black", lw=1)

@@ -61,7 +61,7 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
         a reference rate > 0.
     """
     from ..figures import split as split_figures
-    from ..figures.style import LAYOUT_COLORS
+    from ..figures.style import LAYOUT_COLORS, TARGET, TARGET_DASH
     from ..interactive import Trace, explorer_figure, room_for_legend
 
     ratios = [tuple(r) for r in (ratios or split_figures.RATIOS)]
@@ -92,7 +92,7 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
                 out.append(Trace(f"{kind}, {label}", list(r.rate_per_worker), list(100 * r.slo_attainment), mode,
                                  color=color, dash="solid" if kind == "split" else "dash"))
         span = [0.9 * g.rate_per_worker.min(), 1.1 * g.rate_per_worker.max()]  # this workload's rates only
-        return out + [Trace("90% target", span, [90, 90], dash="dot", color="#000000")]
+        return out + [Trace("90% target", span, [90, 90], dash=TARGET_DASH, color=TARGET)]
 
     one = len(names) == 1  # one workload: no menu of a single entry
     fig = explorer_figure((lambda r: traces(names[0], r)) if one else traces, ("P:D", ratios),
