@@ -45,7 +45,8 @@ from .starts import Starts
 __all__ = ["plan", "Plan", "Candidate"]
 
 #: most workers :func:`plan` searches: every xPyD split up to it is a goodput search of its own (120 splits at 16;
-#: 8 workers took 22 CPU seconds of the built-in cost model on a shared 2-core CPU with steady-state runs, 2026-12-03)
+#: 8 workers took 43-46 CPU seconds of the built-in cost model on a shared 2-core CPU with steady-state runs and two
+#: contenders refined, 32 s plain, at load average 5-6, 2026-12-04)
 MAX_WORKERS = 16
 
 
