@@ -28,29 +28,20 @@ class _Recorder:
 
     def __call__(self, workload, cfg, ex, **kw):
         self.calls.append((workload, cfg.name, kw))
-        points = [dict(rate_per_worker=1.0, passed=True), dict(rate_per_worker=1.03, passed=False)]
-        return SimpleNamespace(goodput_rps_per_worker=1.0, binding_slo="ttft", outcome="found", reason="",
-                               points=points)
+        return SimpleNamespace(goodput_rps_per_worker=1.0, binding_slo="ttft", outcome="found", reason="", points=[])
 
 
 def test_the_planner_gives_every_search_the_workload_so_every_layout_extends_alike(monkeypatch):
     """Before: the planner passed its own 3,000-request list, so a run went on at most 1.5x and a run of 3,000 not
-    at all (16 colocated workers reached about 3,190 and lost extension while smaller splits kept it). Two stages
-    (planning.refine): a plain search of every layout, then the contenders (here all five: the same goodput) again
-    from their bracket, each on runs going on up to PLAN_EXTEND x."""
-    from splitlab.planning import planner, refine
+    at all (16 colocated workers reached about 3,190 and lost extension while smaller splits kept it)."""
+    from splitlab.planning import planner
     rec = _Recorder()
     monkeypatch.setattr(planner, "goodput", rec)
-    monkeypatch.setattr(refine, "goodput", rec)
-    p = planner.plan(None, "chat", 0.5, 0.05, max_workers=3, chunk_tokens=(256,), progress=False)
-    assert len(rec.calls) == 10  # colocated, chunked, 1P+1D, 1P+2D, 2P+1D; plain, then refined
+    planner.plan(None, "chat", 0.5, 0.05, max_workers=3, chunk_tokens=(256,), progress=False)
+    assert len(rec.calls) == 5  # colocated, chunked, 1P+1D, 1P+2D, 2P+1D
     for workload, name, kw in rec.calls:
-        assert workload == "chat" and kw["seed"] == 0, name
+        assert workload == "chat" and kw["seed"] == 0 and kw["extend"] == planner.PLAN_EXTEND, name
         assert not kw.get("prefixes", False)
-    assert [kw["extend"] for _, _, kw in rec.calls] == [1] * 5 + [planner.PLAN_EXTEND] * 5
-    assert {kw["start_rate_per_worker"] for _, _, kw in rec.calls[5:]} == {1.0}  # the bracket's low end ...
-    assert {kw["step"] for _, _, kw in rec.calls[5:]} == {1.03}  # ... then its high end
-    assert all(c.refined for c in p.candidates) and "the 5 of 5 within 10% of the best" in p.search_line
 
 
 def test_a_named_workloads_run_goes_on_past_max_requests():
@@ -61,26 +52,18 @@ def test_a_named_workloads_run_goes_on_past_max_requests():
 
 
 def test_the_map_gives_every_search_its_cells_workload_and_one_extend(monkeypatch):
-    from splitlab.planning import map_cell, refine, split_map
+    from splitlab.planning import split_map
     rec = _Recorder()
-    monkeypatch.setattr(map_cell, "goodput", rec)
-    monkeypatch.setattr(refine, "goodput", rec)
-    m = split_map.split_map(None, 3, [64, 256], (2.5,), progress=False)
-    per_cell = len(rec.calls) // 2  # per cell: every layout plain, then every one refined (all tie at 1/s)
-    assert rec.calls and per_cell % 2 == 0
-    for cell in (rec.calls[:per_cell], rec.calls[per_cell:]):
-        half = per_cell // 2
-        assert [kw["extend"] for _, _, kw in cell] == [1] * half + [split_map.MAP_EXTEND] * half
-        assert [name for _, name, _ in cell[:half]] == [name for _, name, _ in cell[half:]]
-    assert {kw["min_requests"] for _, _, kw in rec.calls} == {split_map.MAP_MIN_REQUESTS}
-    assert m.refined == len(rec.calls) // 2 and m.searches == len(rec.calls)
+    monkeypatch.setattr(split_map, "goodput", rec)
+    split_map.split_map(None, 3, [64, 256], (2.5,), progress=False)
+    assert rec.calls and {kw["extend"] for _, _, kw in rec.calls} == {split_map.MAP_EXTEND}
     assert all(isinstance(w, WorkloadSpec) and kw["scale"] == 1.0 for w, _, kw in rec.calls)
 
 
 def test_the_hetero_planner_gives_every_search_the_same_extend(monkeypatch):
     """Plain runs for every cluster, as the planner's (before: runs went on only as far as its list of max_requests
     held, so a cluster whose runs held all of them could not go on while smaller ones could)."""
-    from splitlab.planning import hetero
+    from splitlab.planning import hetero, planner
     rec = _Recorder()
     monkeypatch.setattr(hetero, "goodput", rec)
     try:
@@ -90,7 +73,7 @@ def test_the_hetero_planner_gives_every_search_the_same_extend(monkeypatch):
         pass  # the stand-in result lacks what the pool plan reads after the searches: they are recorded
     assert rec.calls
     for workload, name, kw in rec.calls:
-        assert kw["extend"] == 1 and kw["max_requests"] == 200, name
+        assert kw["extend"] == planner.PLAN_EXTEND and kw["max_requests"] == 200, name
 
 
 def test_the_critical_value_accounts_for_t_and_repeated_looks():
@@ -184,15 +167,14 @@ def test_plan_names_the_link_it_runs_on():
     assert "25 Gb/s network" in cost.source and cost.transfer_s(10 ** 9) == pytest.approx(10 ** 9 / 3.125e9, rel=0.1)
 
 
-def test_plan_and_map_say_how_their_runs_went():
-    """The search is the same for every layout and stated in the output: plain runs for every layout, then the
-    contenders refined (SLOs no layout meets: no run, none refined)."""
+def test_plan_and_map_say_their_runs_are_plain():
+    """The extension rule is the same for every layout and stated in the output (SLOs no layout meets: no run)."""
     from conftest import cli
     status, out, err = cli("plan", "--workload", "research", "--ttft-slo", "0.05", "--tpot-slo", "0.1",
                            "--max-workers", "2")
-    assert status == 0 and "goodput runs: plain for every layout, then the 0 of 5 within 10% of the best" in out
+    assert status == 0 and "goodput runs: plain, never going on past their requests (every layout alike)" in out
     from splitlab.planning import split_map
-    assert split_map.MAP_EXTEND == 8 and "MAP_EXTEND" in split_map.__doc__
+    assert split_map.MAP_EXTEND == 1 and "MAP_EXTEND" in split_map.__doc__
 
 
 def test_a_verdict_refuses_no_requests_a_target_outside_0_1_and_a_nan_or_negative_margin():

@@ -16,11 +16,7 @@ from splitlab.serving import ServingConfig
 #: conditional 2P+2D (local prefill when 2 requests wait) served 15.7 requests/s per worker, the 2P+2D split 13.9
 #: and 4 colocated chunked workers 13.4 (measured with the default map's searches and the map's former default cap of
 #: 16 requests per decode batch, kept here: without a cap the KV budget bounds the batch and this cell changes)
-CELL = dict(prompt_tokens=[405], tpot_steps=[2.5], max_batch=16, min_requests=100, max_requests=400, extend=1)
-#: (and on plain runs of at most 400 requests, the map's former search, kept here: on the map's runs of 20 request
-#: lifetimes and 2,000 requests or more, or with its contenders refined (planning.refine), the conditional split no
-#: longer beats both pure layouts by more than the tie tolerance in this cell; a cell where it does at steady state
-#: is still to be found)
+CELL = dict(prompt_tokens=[405], tpot_steps=[2.5], max_batch=16)
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +30,7 @@ def test_off_by_default_and_the_pure_layouts_unchanged(maps):
     (p,), (c,) = plain.cells, cond.cells
     assert p.conditional == {} and "conditional" not in p.to_json()
     assert p.goodput == c.goodput and p.winner == c.winner and p.margin == c.margin
-    assert cond.searches == plain.searches + 1 + (cond.refined - plain.refined)  # it, and again if a contender
-    assert cond.refined - plain.refined in (0, 1)
+    assert cond.searches == plain.searches + 1
     with pytest.raises(ValueError, match="no conditional contender"):
         conditional_wins(plain)
 
@@ -77,8 +72,9 @@ def test_cli_map_conditional():
                            "--rows", "1", "--conditional", "2", "--max-batch", "16", "--json")
     data = json.loads(out)
     assert status == 0, err
-    assert data["cells"][0]["conditional"]["layout"].endswith("(local if queue >= 2)")
-    assert all(w["layout"] == data["cells"][0]["conditional"]["layout"] for w in data["conditional_wins"])
+    (win,) = data["conditional_wins"]
+    assert win["layout"].endswith("(local if queue >= 2)") and data["cells"][0]["conditional"]["layout"] == \
+        win["layout"]
     status, out, err = cli("map", "--conditional", "1", "1")
     assert status == 2 and "--conditional holds a queue length twice" in err
     status, out, err = cli("map", "--conditional", "-1")

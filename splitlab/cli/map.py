@@ -61,7 +61,7 @@ def _cell(c) -> str:
          *COST_OPTIONS)
 def map_command(args):
     from ..planning.conditional_layouts import MAP_QUEUES, conditional_wins
-    from ..planning.split_map import geometric_axis, prompt_axis, split_map
+    from ..planning.split_map import MAP_EXTEND, geometric_axis, prompt_axis, split_map
     from ..serving import CostModelExecutor
     if not 2 <= args.workers <= 16:
         raise CLIError(f"--workers must be 2 to 16 (a split needs a prefill and a decode worker), got {args.workers}")
@@ -112,8 +112,10 @@ def map_command(args):
             f"prefills of the prompt, KV link {link}",
             f"cost model: {m.cost_source}",
             f"decode batch: {m.batch_words}",
-            f"winner in goodput per worker, margin over the runner-up (ties: within {m.tie_tolerance:.0%})",
-            m.search_words]
+            f"winner in goodput per worker, margin over the runner-up (ties: within {m.tie_tolerance:.0%}); "
+            f"{m.searches} goodput searches, " + (
+                "plain runs that never go on (every layout alike)" if MAP_EXTEND == 1
+                else f"runs going on to {MAP_EXTEND}x while unsettled (every layout alike)")]
     rows = {k: [_cell(c) for c in m.cells if c.tpot_steps == k] for k in m.tpot_steps}
     width = max(9, *(len(c) + 1 for r in rows.values() for c in r))
     text += [f"{'TPOT SLO':>14} | prefill cost in decode steps (prompt tokens)",

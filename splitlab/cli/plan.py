@@ -3,8 +3,7 @@ every xPyD split up to ``--max-workers`` by simulated goodput per worker (:func:
 cost model of ``simulate`` (``--cost FILE``, ``--gpu NAME --model-config NAME``, or the built-in one). No model
 is loaded. JSON: ``candidates`` (best first; each with ``layout``, ``policy``, ``workers``, ``prefill_workers``,
 ``decode_workers``, ``goodput_rps_per_worker``, ``cost_per_million_tokens``, ``binding_slo``, ``outcome``,
-``reason``, ``batch_cap``, ``refined``: searched again as a contender, ``plain_rps_per_worker``: its plain search's
-goodput, ...), ``best``, ``search`` (the two stages: ``extend``, ``margin``, how many ``refined``; planning.refine),
+``reason``, ``batch_cap``, ...), ``best``,
 ``first_guess`` (the closed form), ``batch`` (the decode batch bound every layout ran with: ``kv_budget_bytes``,
 ``kv_requests`` it holds, ``max_batch``, ``binds``; its ``line`` is printed) and the inputs. ``--local-prefill-tokens
 median,512`` adds conditional contenders: every split again, its decode workers prefilling the prompts up to each
@@ -80,12 +79,11 @@ def plan(args):
     text = [f"splitlab plan: {args.workload}, TTFT <= {p.ttft_slo_s:g} s, TPOT <= {p.tpot_slo_s:g} s, at most "
             f"{args.max_workers} workers at {args.price_per_hour:g}/hour",
             f"cost model: {p.cost_source}", *chosen_lines(p.chosen), p.batch_line,
-            p.search_line,
+            "goodput runs: plain, never going on past their requests (every layout alike)",
             f"{'layout':<40} {'goodput/worker':>15} {'first guess':>12} {'cost/1M tok':>12}  binding SLO"]
     for c in p.candidates:
         text.append(f"{c.name:<40} {c.goodput_rps_per_worker:>13.3g}/s {c.first_guess_rps_per_worker:>10.3g}/s "
-                    f"{c.cost_per_million_tokens:>12.4g}  {c.binding_slo}{'' if c.outcome == 'found' else ' *'}"
-                    f"{' +' if c.refined else ''}")
+                    f"{c.cost_per_million_tokens:>12.4g}  {c.binding_slo}{'' if c.outcome == 'found' else ' *'}")
     text += [f"* {c.name}: {c.reason}" for c in p.candidates if c.outcome != "found"]
     text += [f"closed form: a prefill worker {g['prefill_rps']:.3g} req/s at the TTFT SLO, a decode worker "
              f"{g['decode_rps']:.3g} req/s at the TPOT SLO -> {g['prefill_workers']}P+{g['decode_workers']}D; "

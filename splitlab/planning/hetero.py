@@ -34,8 +34,7 @@ from .batch import batch_bound
 from .closed_form import colocated_capacity, decode_capacity, prefill_capacity, split_capacity
 from .defaults import choose_defaults
 from .options import chunk_sizes
-from .planner import CLOSED_FORM_BATCH
-from .refine import PLAIN
+from .planner import CLOSED_FORM_BATCH, PLAN_EXTEND
 from .pools import NoPool, cluster_costs, handoff, pool_costs
 
 __all__ = ["plan_pools", "PoolPlan", "PoolCandidate", "MAX_DEVICES", "CHUNK_TOKENS", "NoPool", "batch_cell"]
@@ -253,7 +252,7 @@ def plan_pools(model, prefill_gpu: str, decode_gpu: str, tps=(1,), workload="cha
         res = goodput(requests, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
                       tolerance=tolerance, min_requests=min(100, max_requests), max_requests=max_requests,
                       start_rate_per_worker=max(first, 1e-3), prefixes=True, step=1.25,
-                      extend=PLAIN)  # plain runs for every cluster (no second stage of planning.refine here)
+                      extend=PLAN_EXTEND)  # plain runs for every cluster, as the planner's (before: up to the list)
         rps = res.goodput_rps_per_worker * cfg.n_workers
         costs_ = cluster_costs([(p, w) for _, p, w in pools], rps, float(outputs.mean()))
         candidates.append(PoolCandidate(name, layout, pools, rps, costs_, res.binding_slo, info, res, said))

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .refine import REFINE_MARGIN
-
 __all__ = ["Cell", "SplitMap", "KINDS", "KIND_LABELS"]
 
 #: the three contenders of a cell, and what a cell's ``winner`` may also be
@@ -27,8 +25,7 @@ class Cell:
     ``margin`` (1 - runner-up / winner's goodput, 0 when none meets the SLOs); ``conditional``: the best
     conditional split of the cell (``layout``, ``goodput_rps_per_worker``, ``binding_slo``,
     ``local_prefill_queue``) when the map searched one, else empty: it never enters ``winner``
-    (:func:`~.conditional_layouts.conditional_wins` compares it with the pure layouts); ``refined``: the names of
-    the cell's layouts searched again as contenders (:mod:`.refine`)."""
+    (:func:`~.conditional_layouts.conditional_wins` compares it with the pure layouts)."""
 
     prompt_tokens: int
     prefill_steps: float
@@ -43,7 +40,6 @@ class Cell:
     runner_up: str = ""
     margin: float = 0.0
     conditional: dict = field(default_factory=dict)
-    refined: tuple = ()
 
     def decide(self, tie_tolerance: float) -> "Cell":
         """Set ``winner``, ``tied``, ``runner_up`` and ``margin`` from ``goodput``: kinds within ``tie_tolerance``
@@ -84,7 +80,7 @@ class Cell:
                     runner_up_layout=self.names[self.runner_up],
                     runner_up_goodput_rps_per_worker=self.goodput[self.runner_up], margin=self.margin,
                     layouts={k: dict(layout=self.names[k], goodput_rps_per_worker=self.goodput[k],
-                                     binding_slo=self.binding[k]) for k in KINDS}, refined=list(self.refined),
+                                     binding_slo=self.binding[k]) for k in KINDS},
                     **({"conditional": dict(self.conditional)} if self.conditional else {}))
 
 
@@ -93,9 +89,7 @@ class SplitMap:
     """What :func:`split_map` found: ``cells`` (row by row: TPOT steps outer, prompt lengths inner), the axes
     (``prompt_tokens``, ``prefill_steps``, ``tpot_steps``), the inputs, ``searches`` made, ``notes`` (searches
     whose goodput is only a lower bound) and ``chunk_steps`` (per column: one step of the first chunk size beside
-    a decode row, in lone decode steps: :func:`~.split_map.chunk_steps`); how its runs went: ``refined`` (searches
-    made again as contenders, :mod:`.refine`), ``extend`` (of those; 1: plain runs only), ``min_requests`` and
-    ``max_requests`` (of each run, which holds 20 request lifetimes of arrivals within them)."""
+    a decode row, in lone decode steps: :func:`~.split_map.chunk_steps`)."""
 
     cells: list[Cell]
     workers: int
@@ -113,10 +107,6 @@ class SplitMap:
     searches: int = 0
     notes: list[str] = field(default_factory=list)
     chunk_steps: list[float] = field(default_factory=list)
-    refined: int = 0  # searches made again as contenders (planning.refine)
-    extend: int = 1  # of the refined searches (1: plain runs only)
-    min_requests: int = 0  # of each run (at least; 20 request lifetimes of arrivals otherwise)
-    max_requests: int = 0  # of each run (at most)
 
     def table(self) -> pd.DataFrame:
         """One row per cell (its :meth:`Cell.to_json` less the per-layout detail)."""
@@ -136,17 +126,6 @@ class SplitMap:
         return ("no cap, each worker's KV budget bounds it" if self.max_batch is None else
                 f"at most {self.max_batch} requests per worker (max_batch)")
 
-    @property
-    def search_words(self) -> str:
-        """How its goodputs were searched, in words (:mod:`.refine`, :mod:`.map_cell`)."""
-        runs = (f"runs of 20 request lifetimes ({self.min_requests:,} to {self.max_requests:,} requests)"
-                if self.max_requests else "runs of 20 request lifetimes")
-        if self.extend == 1:
-            return f"{self.searches} goodput searches on plain {runs} that never go on (every layout alike)"
-        return (f"{self.searches} goodput searches: every layout on plain {runs}, then the {self.refined} within "
-                f"{REFINE_MARGIN:.0%} of their cell's best searched again on runs going on up to {self.extend}x "
-                f"while unsettled")
-
     def counts(self) -> dict:
         """Cells won by each kind, tied and met by none."""
         return {w: sum(c.winner == w for c in self.cells) for w in (*KINDS, "tie", "none")}
@@ -157,6 +136,5 @@ class SplitMap:
                     link_bytes_per_s=self.link_bytes_per_s, tie_tolerance=self.tie_tolerance,
                     cost_source=self.cost_source, chunk_tokens=self.chunk_tokens, max_batch=self.max_batch,
                     seed=self.seed, searches=self.searches, counts=self.counts(), notes=self.notes,
-                    chunk_steps=self.chunk_steps, refined=self.refined, extend=self.extend,
-                    min_requests=self.min_requests, max_requests=self.max_requests,
+                    chunk_steps=self.chunk_steps,
                     cells=[c.to_json() for c in self.cells])

@@ -13,48 +13,180 @@ sec. 4): ``max_workers`` colocated workers prefill-first; the same, chunked, for
 ``cost_per_million_tokens = price_per_hour / 3600 / (goodput per worker x mean output tokens) x 1e6``: the price
 of the output tokens a worker produces while serving at its goodput. The closed-form first guess
 (:mod:`.closed_form`) is printed beside each simulated answer.
-
-The search has two stages (:mod:`.refine`): a plain search of every layout (runs of 20 request lifetimes and at
-least 2,000 requests that never go on) brackets its goodput and ranks it; then every layout within 10% of the best
-(the plain search's measured error: it could still win) is searched again from its bracket on runs that go on
-while their verdict is unsettled, the same search for each, until every layout left plain is more than 10% below
-the best. Only where the answer is decided does the planner pay for the longer runs.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
+import textwrap
+from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from ..common.progress import show_progress
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from ..serving.goodput_search import SearchNotEnded
-from ..serving.goodput_spread import MAX_EXTEND
 from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
 from .conditional_layouts import conditional_layouts, prompt_thresholds
 from .defaults import choose_defaults
 from .options import chunk_sizes, layout_options
-from .plan_result import Candidate, Plan
-from .refine import PLAIN, REFINE_EXTEND, REFINE_MARGIN, refine, refine_contenders
 from .starts import Starts
 
 __all__ = ["plan", "Plan", "Candidate"]
 
+
+@dataclass
+class Candidate:
+    """One layout the planner tried, with its search (``result``: a :class:`~splitlab.serving.GoodputResult`).
+
+    ``goodput_rps_per_worker`` is simulated; ``first_guess_rps_per_worker`` is the closed form of
+    :mod:`.closed_form` for this layout (``colocated_rps``, or ``min(x mu_p, y mu_d) / (x + y)``) on the very
+    request set, SLOs, ``max_batch`` and ``max_prefill_tokens`` of the simulation, never copied from its result;
+    the goodput search starts there corrected by the layouts searched before it (:mod:`.starts`)."""
+
+    layout: str
+    policy: str
+    workers: int
+    prefill_workers: int
+    decode_workers: int
+    chunk_tokens: int | None
+    goodput_rps_per_worker: float
+    cost_per_million_tokens: float
+    binding_slo: str
+    first_guess_rps_per_worker: float
+    config: ServingConfig = field(repr=False, default=None)
+    result: object = field(repr=False, default=None)
+
+    @property
+    def batch_cap(self) -> int | None:
+        """The cap on a worker's batch this layout ran with (None: none, KV memory bounds it; chunked layouts
+        without ``max_batch``: ``chunk_tokens - 1``)."""
+        cap = self.config.batch_cap if self.config is not None else math.inf
+        return None if math.isinf(cap) else int(cap)
+
+    @property
+    def outcome(self) -> str:
+        """How its goodput search ended: "found", "unmet" (no rate meets the SLOs: goodput 0) or "unbounded" (no
+        rate breaks them: the goodput is a lower bound); see :mod:`splitlab.serving.goodput_result`."""
+        return getattr(self.result, "outcome", "found")
+
+    @property
+    def reason(self) -> str:
+        """Why its goodput is what it is, in one sentence (the search's ``reason``)."""
+        return getattr(self.result, "reason", "")
+
+    @property
+    def name(self) -> str:
+        if self.layout == "disaggregated":  # a conditional split's name says its rule
+            return self.config.name if self.config is not None else f"{self.prefill_workers}P+{self.decode_workers}D"
+        chunk = f", {self.chunk_tokens}-token chunks" if self.policy == "chunked" else ""
+        return f"{self.workers} colocated ({self.policy}{chunk})"
+
+    def to_json(self) -> dict:
+        keys = ("layout", "policy", "workers", "prefill_workers", "decode_workers", "chunk_tokens",
+                "goodput_rps_per_worker", "cost_per_million_tokens", "binding_slo", "first_guess_rps_per_worker")
+        out = {k: getattr(self, k) for k in keys}
+        cost = None if math.isinf(self.cost_per_million_tokens) else self.cost_per_million_tokens
+        return dict(out, name=self.name, outcome=self.outcome, reason=self.reason, cost_per_million_tokens=cost,
+                    batch_cap=self.batch_cap, local_prefill_tokens=getattr(self.config, "local_prefill_tokens", None))
+
+
+@dataclass
+class Plan:
+    """What :func:`plan` found: ``candidates`` (best first), ``best``, ``first_guess`` (the closed form) and the
+    inputs (``ttft_slo_s``, ``tpot_slo_s``, ``max_workers``, ``price_per_hour``, ``mean_output_tokens``,
+    ``cost_source``); ``chosen``: the SLOs left out, chosen, and why (:meth:`.defaults.Chosen.to_json`; None if
+    both were given); ``batch``: the decode batch bound of a worker, stated (:class:`.batch.BatchBound`: the KV
+    budget, the requests it holds, the cap and which binds; ``batch_line`` says it in words)."""
+
+    candidates: list[Candidate]
+    first_guess: dict
+    ttft_slo_s: float
+    tpot_slo_s: float
+    max_workers: int
+    price_per_hour: float
+    mean_output_tokens: float
+    cost_source: str
+    chosen: dict | None = None
+    batch: dict | None = None  # the decode batch bound every layout ran with (planning.batch.BatchBound.to_json)
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+    def best_of(self, layout: str | None = None, policy: str | None = None) -> Candidate:
+        """The best candidate of a ``layout`` ("colocated" or "disaggregated") and/or ``policy``
+        ("prefill-first", "chunked").
+
+        Raises:
+            KeyError: no candidate is of that kind.
+        """
+        for c in self.candidates:
+            if (layout is None or c.layout == layout) and (policy is None or c.policy == policy):
+                return c
+        raise KeyError(f"no candidate with layout={layout!r}, policy={policy!r}")
+
+    def table(self) -> pd.DataFrame:
+        """One row per candidate, best first: goodput per worker (simulated and closed-form guess, requests/s),
+        cost per million output tokens, the binding SLO, and why (the search's reason: the rates either side of
+        the boundary, or why no rate meets the SLOs or none breaks them).
+
+        Each goodput search starts at its candidate's first guess corrected by the layouts searched before it
+        (:mod:`.starts`; a good start saves runs), so the goodput is a rate the search tested, and the true
+        boundary lies within the search's tolerance (3%) above it."""
+        rows = [{"layout": c.name, "workers": c.workers, "batch cap": c.batch_cap or "none (KV)",
+                 "goodput (req/s per worker)": c.goodput_rps_per_worker,
+                 "first guess (req/s per worker)": c.first_guess_rps_per_worker,
+                 "cost per 1M tokens": c.cost_per_million_tokens, "binding SLO": c.binding_slo, "why": c.reason}
+                for c in self.candidates]
+        return pd.DataFrame(rows).set_index("layout")
+
+    @property
+    def batch_line(self) -> str:
+        """The decode batch bound every layout ran with, in one sentence (empty if unknown)."""
+        return self.batch.get("line", "") if self.batch else ""
+
+    def why(self, width: int | None = None) -> str:
+        """Why the winner wins: its goodput against the best of the other kind, and the SLO binding each; on
+        lines of at most ``width`` characters if given (a phone's column holds about 60)."""
+        best = self.best
+        if best.outcome != "found":  # every search ended "unmet", or the winner's SLOs break at no rate
+            text = (f"No layout meets TTFT <= {self.ttft_slo_s:g} s and TPOT <= {self.tpot_slo_s:g} s at any rate; "
+                    f"{best.name}: {best.reason}." if best.goodput_rps_per_worker == 0 else
+                    f"{best.name} ranks first at {best.goodput_rps_per_worker:.3g} requests/s per worker, which says "
+                    f"little: {best.reason}.")
+            return text if width is None else textwrap.fill(text, width, break_on_hyphens=False)
+        other = next((c for c in self.candidates if (c.layout == "colocated") != (best.layout == "colocated")), None)
+        text = (f"{best.name} wins: {best.goodput_rps_per_worker:.3g} requests/s per worker within TTFT <= "
+                f"{self.ttft_slo_s:g} s and TPOT <= {self.tpot_slo_s:g} s (binding: {best.binding_slo})")
+        if other is not None:
+            kind = "colocated" if other.layout == "colocated" else "split"
+            less = 1 - other.goodput_rps_per_worker / best.goodput_rps_per_worker if best.goodput_rps_per_worker else 0
+            text += (f"; the best {kind} layout, {other.name}, serves {other.goodput_rps_per_worker:.3g} (binding: "
+                     f"{other.binding_slo}), {less:.0%} less per worker")
+        text += "."
+        return text if width is None else textwrap.fill(text, width, break_on_hyphens=False)
+
+    def to_json(self) -> dict:
+        return dict(candidates=[c.to_json() for c in self.candidates], best=self.best.to_json(),
+                    first_guess=self.first_guess, ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s,
+                    max_workers=self.max_workers, price_per_hour=self.price_per_hour,
+                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source, chosen=self.chosen,
+                    batch=self.batch)
+
+
 #: most workers :func:`plan` searches: every xPyD split up to it is a goodput search of its own (120 splits at 16;
-#: 8 workers took 43-46 CPU seconds of the built-in cost model on a shared 2-core CPU with steady-state runs and two
-#: contenders refined, 32 s plain, at load average 5-6, 2026-12-04)
+#: 8 workers took 22 CPU seconds of the built-in cost model on a shared 2-core CPU with steady-state runs, 2026-12-03)
 MAX_WORKERS = 16
 
 
 #: the largest batch the closed form tries (its loops go batch by batch) when KV memory is unlimited
 CLOSED_FORM_BATCH = 65_536
-#: the contenders' refined searches go on to this many times their requests while unsettled (:mod:`.refine`: every
-#: layout a plain search first; going on to 8x for every layout took plan --max-workers 8 past 40 s); 1: plain only
-PLAN_EXTEND = REFINE_EXTEND
+#: plain runs, every layout alike (8x took plan past 30 s CPU); 25 of 30 within 5% of 20x runs, misses on seed 2
+PLAN_EXTEND = 1
 
 
 def _splits(n: int) -> int:
@@ -73,23 +205,6 @@ def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour) -> None:
         raise ValueError(f"max_workers must be <= {MAX_WORKERS}: the planner runs a goodput search for every xPyD "
                          f"split up to it ({_splits(MAX_WORKERS)} at {MAX_WORKERS}, {_splits(max_workers):,} at "
                          f"{max_workers}), got {max_workers}")
-
-
-@contextlib.contextmanager
-def _named(cfg: ServingConfig, tolerance: float):
-    """A search that did not end within its runs, said in plan()'s words (goodput()'s advice names its own)."""
-    try:
-        yield
-    except SearchNotEnded as e:
-        raise ValueError(f"plan: the goodput search of {cfg.name} did not end within its runs at tolerance "
-                         f"{tolerance!r}: pass plan() a larger tolerance (default 0.03)") from e
-
-
-def _take(c: Candidate, res, price_per_hour: float, mean_output: float) -> None:
-    """Set a candidate's goodput, cost per million output tokens, binding SLO and result from a search."""
-    g = res.goodput_rps_per_worker
-    c.goodput_rps_per_worker, c.binding_slo, c.result = g, res.binding_slo, res
-    c.cost_per_million_tokens = price_per_hour / 3600 / (g * mean_output) * 1e6 if g > 0 else math.inf
 
 
 def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | None = None,
@@ -112,11 +227,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout
             (``max_batch`` None: no cap, each worker's KV budget bounds its batch; ``Plan.batch`` states it).
-        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run.
-        extend: every layout gets the plain search (runs never going on), then the contenders within
-            :data:`~.refine.REFINE_MARGIN` of the best are searched again on runs going on up to ``extend`` x their
-            requests while unsettled (:mod:`.refine`; ``Candidate.refined``), the same rule for each; default
-            :data:`PLAN_EXTEND` (8); 1: plain runs only.
+        target, tolerance: of each goodput search. seed: of the request set. max_requests: per run. extend: of each
+            search, the same for every layout (each gets the workload; default :data:`PLAN_EXTEND`, 1: plain runs).
         progress: a tqdm bar on stderr: True, False, or None (the default: when stderr is a terminal and there are
             more than 4 candidates).
         local_prefill_tokens: prompt thresholds of conditional contenders (every split again, its decode workers
@@ -129,9 +241,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
 
     Raises:
         ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk_tokens not a list of integers
-            above max_batch (:func:`~.options.chunk_sizes`), max_requests not an integer >= 2, extend not an integer
-            in 1 .. 64, or a bad option value; a goodput search that did not end within its runs (a tolerance too
-            small to reach).
+            above max_batch (:func:`~.options.chunk_sizes`), max_requests not an integer >= 2, or a bad option value;
+            a goodput search that did not end within its runs (a tolerance too small to reach).
         TypeError: ``progress`` not True, False or None; an option that is no ServingConfig field or one the planner
             sets per layout (:func:`~.options.layout_options`).
     """
@@ -139,9 +250,6 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     show_progress(progress)  # a bad progress is refused before any search
     if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
         raise ValueError(f"max_requests must be an integer >= 2 (requests of a goodput run), got {max_requests!r}")
-    if isinstance(extend, bool) or not isinstance(extend, numbers.Integral) or not PLAIN <= extend <= MAX_EXTEND:
-        raise ValueError(f"extend must be an integer in 1 .. {MAX_EXTEND} (how far a contender's refined runs go on; "
-                         f"1: plain runs only), got {extend!r}")
     chosen = None
     if ttft_slo_s is None or tpot_slo_s is None:
         slos = choose_defaults(cost, workload, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, seed=seed, scale=scale)
@@ -162,8 +270,6 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     layouts += conditional_layouts(max_workers, prompt_thresholds(local_prefill_tokens, prompts))
     from tqdm import tqdm
     show = show_progress(progress) and (progress is not None or len(layouts) > 4)
-    search = dict(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target, tolerance=tolerance,
-                  max_requests=max_requests, seed=seed, scale=scale)
     candidates, starts = [], Starts(guess["prefill_rps"], guess["decode_rps"])
     for layout, policy, n, x, y, chunk, *local in tqdm(layouts, desc="planner: goodput of each layout",
                                                        disable=not show, leave=False):
@@ -174,23 +280,19 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
             cfg = ServingConfig.disaggregated(x, y, **common, **(local[0] if local else {}))
             first = split_capacity(guess["prefill_rps"], guess["decode_rps"], x, y)
         start, learned = starts.start(policy, x, y, first, local[0] if local else None)
-        with _named(cfg, tolerance):  # stage 1: the plain search of every layout
-            res = goodput(workload, cfg, ex, start_rate_per_worker=max(start, 1e-3), extend=PLAIN,
-                          step=1 + 2 * tolerance if learned else 1.25, **search)  # near: pass, fail, bisect once
-        candidates.append(Candidate(layout, policy, cfg.n_workers, x, y, chunk, 0.0, math.inf, "", first, cfg))
-        _take(candidates[-1], res, price_per_hour, outputs.mean())
+        try:
+            res = goodput(workload, cfg, ex, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, target=target,
+                          tolerance=tolerance, max_requests=max_requests, start_rate_per_worker=max(start, 1e-3),
+                          seed=seed, scale=scale, extend=extend,
+                          step=1 + 2 * tolerance if learned else 1.25)  # near: pass, fail, bisect once
+        except SearchNotEnded as e:  # its advice names goodput()'s arguments: name plan()'s
+            raise ValueError(f"plan: the goodput search of {cfg.name} did not end within its runs at tolerance "
+                             f"{tolerance!r}: pass plan() a larger tolerance (default 0.03)") from e
+        g = res.goodput_rps_per_worker
+        price = price_per_hour / 3600 / (g * outputs.mean()) * 1e6 if g > 0 else math.inf
+        candidates.append(Candidate(layout, policy, cfg.n_workers, x, y, chunk, g, price, res.binding_slo, first,
+                                    cfg, res))
         starts.learn(candidates[-1])
-
-    def again(i: int, plain):  # stage 2: a contender searched again on runs that go on while unsettled
-        with _named(candidates[i].config, tolerance):
-            return refine(workload, candidates[i].config, ex, plain, extend=extend, **search)
-
-    results = {i: c.result for i, c in enumerate(candidates)}
-    refined = [] if extend == PLAIN else refine_contenders(results, again)
-    for i in refined:
-        candidates[i].plain_rps_per_worker = candidates[i].goodput_rps_per_worker
-        _take(candidates[i], results[i], price_per_hour, outputs.mean())
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
-                ex.cost.source, chosen, dict(bound.to_json(), line=bound.line()),
-                dict(extend=extend, margin=REFINE_MARGIN, refined=len(refined)))
+                ex.cost.source, chosen, dict(bound.to_json(), line=bound.line()))

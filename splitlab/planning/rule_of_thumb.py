@@ -71,9 +71,7 @@ def _row_check(cost, m, prompt: int, tpot_steps: float) -> str:
     from .split_map import split_map
     cell = split_map(cost, m.workers, [prompt], [tpot_steps], output_tokens=m.output_tokens,
                      ttft_prefills=m.ttft_prefills, tie_tolerance=m.tie_tolerance, chunk_tokens=m.chunk_tokens,
-                     max_batch=m.max_batch, seed=m.seed, progress=False,
-                     **({"min_requests": m.min_requests, "max_requests": m.max_requests, "extend": m.extend}
-                        if m.max_requests else {})).cells[0]
+                     max_batch=m.max_batch, seed=m.seed, progress=False).cells[0]
     return cell.winner if cell.winner != "tie" else "tie (" + ", ".join(cell.tied) + ")"
 
 

@@ -13,16 +13,12 @@ is ``ttft_prefills`` (5, chapter 6) prefills of the prompt. Every request has th
 ``output_tokens`` answer tokens.
 
 Each layout's goodput is :func:`splitlab.serving.goodput` on the cost model (calibrated, analytic or built in),
-searched in the planner's two stages (:mod:`.refine`, :mod:`.map_cell`); the closed form (:mod:`.closed_form`)
-prunes the splits (only the split it ranks best and its neighbours, x +- 1, are simulated) and gives every search
-its first rate. Each run's arrivals span 20 request lifetimes of the cell's SLOs, at least
-:data:`~.map_cell.MAP_MIN_REQUESTS` and at most ``max_requests`` (not a fixed count: at 16-token prompts 400
-requests had put prefill-first at 93 requests/s per worker against 57 for the split, 3,000 at 34.8 against 36.2).
-Every layout of a cell gets the plain search (runs that never go on); then the cell's contenders, the layouts
-within :data:`~.refine.REFINE_MARGIN` (10%, the plain search's measured error) of its best, are searched again from
-their bracket on runs going on up to :data:`MAP_EXTEND` (8) x their requests while unsettled, the same search
-for each (going on for every layout of every cell took a map past 4x its time). A cell whose winner leads by more
-than the margin keeps its plain goodputs. A cell's
+as :func:`splitlab.planner.plan` runs it; the closed form (:mod:`.closed_form`) prunes the splits (only the
+split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate. Every
+search gets its cell's workload and one ``extend``, the same rule for every layout: by default
+:data:`MAP_EXTEND` = 1, plain runs that never go on (a map of 12 cells took 11 s of CPU; letting its runs go on to 8x
+took more than 4x that, past the seconds a map should take), so a map's goodputs carry the plain search's seed
+spread (benchmarks/goodput_steady.py: its 'plain' column). A cell's
 ``margin`` is ``1 - runner-up / winner``; within ``tie_tolerance`` (default 10%: twice the searches' 5%
 tolerance, each goodput lying up to 5% below its boundary) the cell is a tie. ``link_bytes_per_s`` models the KV
 link between the pools (None: the cost model's transfer): a slow link can make the split lose. Every layout's
@@ -40,17 +36,15 @@ import numpy as np
 
 from ..common.progress import progress_bar
 from ..costmodel import CostModel
-from ..serving import CostModelExecutor, ServingConfig
+from ..serving import CostModelExecutor, ServingConfig, goodput
 from ..serving.workload import Fixed, WorkloadSpec
 from .batch import batch_bound
 from .closed_form import first_guess, split_capacity
-from .conditional_layouts import check_queues
-from .map_cell import MAP_MIN_REQUESTS, search_cell
+from .conditional_layouts import check_queues, conditional_contenders
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
 from .options import chunk_sizes, layout_options
 from .planner import CLOSED_FORM_BATCH
-from .refine import REFINE_EXTEND
 
 __all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps",
            "chunk_steps", "MAX_CELLS"]
@@ -58,11 +52,9 @@ __all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_a
 #: most cells of a map: each is about 5 goodput searches (the default 6 x 4 map of 4 workers on the built-in cost
 #: model: 101 searches, 10.8 CPU seconds; 8 workers: 115, 21.6 CPU s)
 MAX_CELLS = 400
-#: how far the refined searches of a cell's contenders go on while unsettled (:mod:`.refine`; every layout is first
-#: searched on plain runs; going on to 8x for every layout took a map past 4x its time); 1: plain runs only
-MAP_EXTEND = REFINE_EXTEND
-#: the most requests of a map's run: 20 request lifetimes of arrivals within MAP_MIN_REQUESTS .. this
-MAP_MAX_REQUESTS = 8000
+#: how far a map's goodput runs may go on while unsettled (``extend`` of :func:`~splitlab.serving.goodput`), the
+#: same for every layout of every cell: 1, plain runs (module docstring)
+MAP_EXTEND = 1
 
 
 def geometric_axis(low: float, high: float, points: int, integer: bool = False) -> list:
@@ -183,8 +175,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
               tpot_steps: Sequence[float] = (1.5, TPOT_STEPS, 4.0, 8.0), output_tokens: int = 64,
               ttft_prefills: float = TTFT_PREFILLS, link_bytes_per_s: float | None = None,
               tie_tolerance: float = 0.1, chunk_tokens: Sequence[int] = (256,), max_batch: int | None = None,
-              max_requests: int = MAP_MAX_REQUESTS, min_requests: int = MAP_MIN_REQUESTS, tolerance: float = 0.05,
-              seed: int = 0,
+              max_requests: int = 400, tolerance: float = 0.05, seed: int = 0,
               progress: bool | None = None, colocated_from: SplitMap | None = None,
               conditional_queues: Sequence[int] = (), extend: int = MAP_EXTEND, **options) -> SplitMap:
     """The map of the module docstring on ``cost``.
@@ -200,17 +191,14 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         tie_tolerance: margins below it are ties. chunk_tokens: chunk sizes of the chunked layout (best counts).
         max_batch, options: :class:`~splitlab.serving.ServingConfig` fields of every layout (``max_batch`` None,
             the default: no cap, each worker's KV budget bounds its batch, as in the planner).
-        max_requests, min_requests, tolerance, seed: of each goodput search (:func:`~splitlab.serving.goodput`):
-            each run's arrivals span 20 request lifetimes of the cell's SLOs, with at least ``min_requests``
-            (default :data:`~.map_cell.MAP_MIN_REQUESTS`) and at most ``max_requests`` (:data:`MAP_MAX_REQUESTS`).
-        extend: every layout is searched on plain runs; then a cell's contenders (within
-            :data:`~.refine.REFINE_MARGIN` of its best) are searched again on runs going on up to ``extend`` x their
-            requests while unsettled (:mod:`.refine`; ``Cell.refined``), the same rule for every layout of every
-            cell; default :data:`MAP_EXTEND` (8); 1: plain runs only.
+        max_requests, tolerance, seed: of each goodput search (:func:`~splitlab.serving.goodput`).
+        extend: every search's runs go on while their verdict is unsettled to at most this many times their
+            requests (:mod:`~splitlab.serving.goodput_spread`), the same rule for every layout of every cell;
+            default :data:`MAP_EXTEND`.
         progress: a tqdm bar of the searches on stderr (True, False, None: when stderr is a terminal).
-        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch, seed and runs
-            (requests, extend) whose colocated goodputs to take instead of searching them again (they do not
-            depend on the link): a map at another ``link_bytes_per_s`` searches only its splits.
+        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch and seed
+            whose colocated goodputs to take instead of searching them again (they do not depend on the link):
+            a map at another ``link_bytes_per_s`` searches only its splits.
         conditional_queues: off when empty (the default: the map of three layouts, unchanged). Else the conditional
             contender: each cell's best split again with its decode workers prefilling a request themselves when
             ``Q`` requests wait at its prefill worker, for each ``Q`` given (:mod:`.conditional_layouts`); the best
@@ -240,16 +228,16 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     common = dict(max_batch=max_batch, **layout_options("split_map", options))
     same = dict(workers=workers, prompt_tokens=prompts, tpot_steps=steps, output_tokens=output_tokens,
                 ttft_prefills=ttft_prefills, chunk_tokens=list(chunk_tokens), max_batch=max_batch, seed=seed,
-                cost_source=cost.source, min_requests=min_requests, max_requests=max_requests, extend=extend)
+                cost_source=cost.source)
     if colocated_from is not None:
         other = {k: getattr(colocated_from, k, None) for k in same}
         if other != same:
             diff = sorted(k for k in same if other[k] != same[k])
             raise ValueError(f"colocated_from is a map of other inputs ({', '.join(diff)}): its colocated goodputs "
                              f"are not this map's")
-        reused_cells = {(c.tpot_steps, c.prompt_tokens): c for c in colocated_from.cells}
+        reused = {(c.tpot_steps, c.prompt_tokens): c for c in colocated_from.cells}
     link = {} if link_bytes_per_s is None else dict(link_bytes_per_s=float(link_bytes_per_s))
-    cells, searches, notes, refined = [], 0, [], 0
+    cells, searches, notes = [], 0, []
     bar = progress_bar(len(prompts) * len(steps), f"map of {workers} workers", progress, unit="cell")
     requests = {n: _spec(n, output_tokens) for n in prompts}
     ratio = {n: prefill_steps(cost, n) for n in prompts}
@@ -267,7 +255,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                 best_x = max(cap, key=lambda x: (cap[x], -x))
                 layouts = [("split", ServingConfig.disaggregated(x, workers - x, **link, **common), cap[x])
                            for x in sorted({max(1, best_x - 1), best_x, min(workers - 1, best_x + 1)})]
-                reused = None
+                good, binding, names = {}, {}, {}
                 if colocated_from is None:
                     layouts.append(("prefill-first", ServingConfig.colocated(workers, **common),
                                     guess["colocated_rps"]))
@@ -275,23 +263,36 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                                                                    **common), guess["colocated_rps"])
                                 for c in chunk_tokens]
                 else:
-                    old = reused_cells[(k, n)]
-                    reused = {kind: (old.goodput[kind], old.binding[kind], old.names[kind])
-                              for kind in ("prefill-first", "chunked")}
-                found = search_cell(reqs, [(kind, cfg, first if math.isfinite(first) else 1.0)
-                                           for kind, cfg, first in layouts], ex, ttft_slo_s=ttft, tpot_slo_s=tpot,
-                                    tolerance=tolerance, max_requests=max_requests,
-                                    min_requests=min(min_requests, max_requests), seed=seed, extend=extend,
-                                    queues=conditional_queues, reused=reused)
-                searches += found["searches"]
-                refined += len(found["refined"])
-                notes += [f"{name} at {n} tokens, TPOT {k:g} steps: {why}" for name, why in found["notes"]]
-                good, binding, names = found["goodput"], found["binding"], found["names"]
-                extra = found["conditional"]
-                cells.append(Cell(n, ratio[n], k, ttft, tpot, good, binding, names, conditional=extra,
-                                  refined=tuple(found["refined"])).decide(tie_tolerance))
+                    old = reused[(k, n)]
+                    for kind in ("prefill-first", "chunked"):
+                        good[kind], binding[kind], names[kind] = old.goodput[kind], old.binding[kind], old.names[kind]
+                for kind, cfg, first in layouts:
+                    res = goodput(reqs, cfg, ex, ttft_slo_s=ttft, tpot_slo_s=tpot, tolerance=tolerance,
+                                  min_requests=min(100, max_requests), max_requests=max_requests, seed=seed,
+                                  start_rate_per_worker=max(first if math.isfinite(first) else 1.0, 1e-3),
+                                  scale=1.0, extend=extend, step=1.25)
+                    searches += 1
+                    if res.outcome == "unbounded":
+                        notes.append(f"{cfg.name} at {n} tokens, TPOT {k:g} steps: {res.reason}")
+                    g = res.goodput_rps_per_worker
+                    if kind not in good or g > good[kind]:
+                        good[kind], binding[kind] = g, res.binding_slo
+                        names[kind] = cfg.name if kind != "chunked" else \
+                            f"{workers} colocated (chunked, {cfg.chunk_tokens}-token chunks)"
+                best = [cfg for kind, cfg, _ in layouts if kind == "split" and cfg.name == names["split"]]
+                extra = {}
+                for cfg in conditional_contenders(best[0] if best else None, conditional_queues):
+                    res = goodput(reqs, cfg, ex, ttft_slo_s=ttft, tpot_slo_s=tpot, tolerance=tolerance,
+                                  min_requests=min(100, max_requests), max_requests=max_requests, seed=seed,
+                                  start_rate_per_worker=max(good["split"], 1e-3), scale=1.0, extend=extend,
+                                  step=1.25)
+                    searches += 1
+                    if not extra or res.goodput_rps_per_worker > extra["goodput_rps_per_worker"]:
+                        extra = dict(layout=cfg.name, goodput_rps_per_worker=res.goodput_rps_per_worker,
+                                     binding_slo=res.binding_slo, local_prefill_queue=cfg.local_prefill_queue)
+                cells.append(Cell(n, ratio[n], k, ttft, tpot, good, binding, names, conditional=extra
+                                  ).decide(tie_tolerance))
                 bar.update()
     return SplitMap(cells, workers, prompts, [ratio[n] for n in prompts], steps, output_tokens, ttft_prefills,
                     link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, searches, notes,
-                    [chunk_steps(cost, chunk_tokens[0], n) for n in prompts], refined, extend, min_requests,
-                    max_requests)
+                    [chunk_steps(cost, chunk_tokens[0], n) for n in prompts])
