@@ -13,7 +13,7 @@ from splitlab.serving import CostModelExecutor, Fixed, ServingConfig, WorkloadSp
 from splitlab.serving.goodput_runs import (COOLDOWN_LIFETIMES, LIFETIMES, MIN_REQUESTS, WARMUP_LIFETIMES, Runs,
                                            lifetime_s)
 from splitlab.serving.goodput_verdict import STOPPED
-from splitlab.serving.request import State
+from splitlab.serving.request import Request, State
 
 SHORT = WorkloadSpec("256/24", Fixed(256), Fixed(24))
 SLOS = dict(ttft_slo_s=0.1, tpot_slo_s=0.012)
@@ -123,14 +123,15 @@ def test_seed_2s_first_arrivals_are_a_burst():
 
 def test_a_run_near_the_boundary_goes_on_and_one_far_from_it_does_not():
     """Toy 2P+2D, seed 2, 5.8 requests/s per worker (1.3% below its goodput on runs 20x longer): 2,000 requests
-    meet the SLOs 84.5% of the time (the burst), far from the settled long-run attainment of about 0.92; the run
-    goes on until its verdict is settled (pass). At 4 requests/s per worker it is settled at once."""
+    meet the SLOs 87.6% of the time (84.5% before a run's arrivals were scaled to its exact rate: the burst is in
+    their order too, not only in their rate), far from the settled long-run attainment of about 0.92; the run goes
+    on until its verdict is settled (pass). At 4 requests/s per worker it is settled at once."""
     cfg = ServingConfig.disaggregated(2, 2, max_batch=64)
     runs = Runs(TOY, cfg, _toy(), None, *TOY_SLOS.values(), 0.9, None, None, 4000, 2, 1.0, False)
     near = runs(5.8)
     assert near["extended"] >= 2 and near["requests"] >= 8000 and near["passed"]
     plain = Runs(TOY, cfg, _toy(), None, *TOY_SLOS.values(), 0.9, None, None, 4000, 2, 1.0, False, extend=1)
-    assert plain(5.8, early=False)["attainment"] == pytest.approx(0.845, abs=0.005)  # the plain run fails
+    assert plain(5.8, early=False)["attainment"] == pytest.approx(0.876, abs=0.005)  # the plain run fails
     far = runs(4.0)
     assert far["extended"] == 0 and far["passed"] and far["requests"] == MIN_REQUESTS
 
@@ -182,3 +183,39 @@ def test_a_run_that_never_settles_goes_on_to_extend_times_its_requests_and_no_fu
 def test_bad_extend_is_refused(bad):
     with pytest.raises(ValueError, match="extend must be an integer >= 1"):
         goodput(SHORT, LAYOUTS[0], extend=bad, **SLOS)
+
+
+def test_a_run_arrives_at_exactly_its_rate_at_each_checkpoint():
+    """Seed 2's first 1,000 arrivals come 8% fast; scaled by at_rate, the first m of a run span (m - 1) / rate for
+    each checkpoint m, in the same order, with the gaps' shape kept between checkpoints."""
+    from splitlab.serving.goodput_runs import at_rate
+    from splitlab.serving.workload import poisson_arrivals
+    reqs = [Request(i, float(t), [1], 1) for i, t in enumerate(poisson_arrivals(4000, 1.0, seed=2))]
+    assert 999 / (reqs[999].arrival_s - reqs[0].arrival_s) > 1.07  # the burst
+    out = at_rate(reqs, 2.5, marks=[1000, 2000])
+    times = np.array([r.arrival_s for r in out])
+    for m in (1000, 2000, 4000):
+        assert times[m - 1] - times[0] == pytest.approx((m - 1) / 2.5, rel=1e-12)
+    assert (np.diff(times) >= 0).all() and [r.id for r in out] == list(range(4000))
+    gaps, before = np.diff(times[:1000]), np.diff([r.arrival_s for r in reqs[:1000]])
+    assert np.allclose(gaps / before, gaps[0] / before[0])  # one factor inside a stretch
+    assert all(a is not b for a, b in zip(out, reqs))  # fresh copies
+    with pytest.raises(ValueError, match="at least 2 requests arriving at different times"):
+        at_rate([Request(0, 1.0, [1], 1), Request(1, 1.0, [1], 1)], 1.0)
+
+
+def test_a_cost_models_request_set_is_made_once_and_handed_out_fresh():
+    """workload_requests keeps a cost model's set (the planner's searches each ask for it): a caller that serves
+    its copies leaves the next caller's untouched."""
+    from splitlab.serving.cluster import Cluster
+    from splitlab.serving.goodput_runs import workload_requests
+    ex = CostModelExecutor()
+    first = workload_requests("chat", 50, 5.0, ex, seed=3)
+    Cluster(ex, ServingConfig.colocated(1)).run(first)  # serves these very objects
+    again = workload_requests("chat", 50, 5.0, ex, seed=3)
+    assert all(r.state == State.FINISHED for r in first)
+    assert all(r.state == State.WAITING and not r.output for r in again)
+    assert [(r.id, r.arrival_s, r.prompt, r.max_new_tokens) for r in again] == \
+        [(r.id, r.arrival_s, r.prompt, r.max_new_tokens) for r in first]
+    with pytest.raises(ValueError, match="scale must be a finite number"):
+        workload_requests("chat", 50, 5.0, ex, scale=[1.0])  # not hashable: make_workload's own check
