@@ -117,9 +117,11 @@ class VirtualClock:
         run has and this one does not: call ``stop`` at those of them from ``stop.next`` (the time before which it
         says False, as :class:`~.goodput_verdict.Verdict` and :class:`~.goodput_spread.Settle` keep it) to the next
         event or ``arrival``, as step by step. The time at which it says True, or None."""
-        events, workers = self.events, [w for w in self.c.workers if w.ahead is not None]
+        events, after = self.events, stop.next
         upcoming = min(arrival, events[0][0]) if events else arrival
-        after = stop.next
+        if after >= upcoming:
+            return None  # the usual case: no instant to call it at before the next event (no walk of the workers)
+        workers = [w for w in self.c.workers if w.ahead is not None]
         while after < upcoming and workers:
             ends = [w.ahead[j] for w in workers for j in (bisect_left(w.ahead, after),) if j < len(w.ahead)]
             t = min(ends, default=upcoming)
