@@ -125,8 +125,9 @@ def timeout_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err).replace("the timeout must be", "must be")) from None
 
 
-#: the longest SLO the command line takes (s): about 30,000 years, no limit in practice; a goodput search runs
-#: for 20 x (TTFT SLO + TPOT SLO) of simulated arrivals, which overflowed at 1e308
+#: the longest SLO the command line takes (s): about 30,000 years, no limit in practice; a goodput search's runs
+#: span 20 request lifetimes (TTFT SLO + (mean output - 1) x TPOT SLO) of simulated arrivals, which overflowed at
+#: 1e308
 MAX_SLO_S = 1e12
 
 

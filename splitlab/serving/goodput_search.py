@@ -16,8 +16,10 @@ that started low is the one that went on). How close the answer comes to
 the same search on runs 20 x longer is measured, not argued: ``benchmarks/goodput_steady.py`` (prefill-first,
 chunked and xPyD layouts on the built-in and the analytic cost models, over seeds) and
 ``tests/test_goodput_steady.py`` (a crafted case, within 5%). Every run takes the
-first requests of one seeded request set, their arrival times scaled by 1 / rate (Poisson gaps are exponential
-draws times 1 / rate), so every rate sees the same lengths and prompts. The search steps the rate up or down
+first requests of one seeded request set, their arrival times rescaled to the rate (Poisson gaps are exponential
+draws times 1 / rate; stretched piecewise so that a run arrives at exactly its rate at each checkpoint,
+:func:`.goodput_runs.at_rate`, or by one factor where every run serves the whole of a given set), so every rate
+sees the same lengths and prompts. The search steps the rate up or down
 until one passes and one fails, then bisects until the two are within ``tolerance`` of each other: the answer is
 the highest rate that passed. A search that finds no such pair still ends with an answer (:mod:`.goodput_result`):
 goodput 0 when even a trickle of requests, each served alone, misses the SLOs, and a lower bound when even a
