@@ -101,3 +101,22 @@ def test_budget_arithmetic_and_its_errors():
     half = run(make_workload("chat", 4, 1.0, seed=0), ServingConfig(memory_utilization=0.5), CostModelExecutor())
     assert half.kv_budget_bytes == int(0.5 * CPU_MEMORY_BYTES)
     assert serving.ServingConfig(max_batch=None, policy="chunked", chunk_tokens=2).batch_cap == 1
+
+
+def test_the_plan_and_the_map_state_the_chunked_cap_too():
+    """Under chunked with no max_batch a worker holds at most chunk_tokens - 1 requests (ServingConfig.batch_cap):
+    the plan's batch line and the map's batch words say so beside the KV budget."""
+    from splitlab.planning.batch import chunked_cap_words
+    from splitlab.planning.map_result import SplitMap
+    p = sl.planner.plan(None, "chat", 0.3, 0.03, max_workers=2, chunk_tokens=(256, 64), progress=False)
+    assert "no cap: KV memory bounds the batch" in p.batch_line
+    assert "chunked layouts at most chunk_tokens - 1 requests per worker (63 with 64-token chunks, 255 with " \
+        "256-token chunks)" in p.batch_line
+    capped = sl.planner.plan(None, "chat", 0.3, 0.03, max_workers=2, chunk_tokens=(256,), max_batch=32,
+                             progress=False)
+    assert "chunk_tokens - 1" not in capped.batch_line
+    assert chunked_cap_words((), None) == "" and chunked_cap_words((128,), 16) == ""
+    words = SplitMap.__new__(SplitMap)
+    words.max_batch, words.chunk_tokens = None, [256]
+    assert words.batch_words == ("no cap, each worker's KV budget bounds it; but chunked layouts at most "
+                                 "chunk_tokens - 1 requests per worker (255 with 256-token chunks)")

@@ -17,7 +17,7 @@ import numpy as np
 from ..serving import ServingConfig
 from ..sizing import requests_in_budget
 
-__all__ = ["BatchBound", "batch_bound"]
+__all__ = ["BatchBound", "batch_bound", "chunked_cap_words"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,16 @@ class BatchBound:
         return dict(max_batch=self.max_batch, cap=inf(self.cap), kv_budget_bytes=self.kv_budget_bytes,
                     request_bytes=self.request_bytes, kv_requests=inf(self.kv_requests), batch=inf(self.batch),
                     binds=self.binds, memory_utilization=self.memory_utilization, tp=self.tp)
+
+
+def chunked_cap_words(chunk_tokens: Sequence[int], max_batch: int | None) -> str:
+    """What caps a chunked worker's batch when no ``max_batch`` is given (``ServingConfig.batch_cap``: one decode
+    row per token of a step's budget, so ``chunk_tokens - 1`` rows leave a prompt at least one token, as vLLM needs
+    ``max_num_seqs <= max_num_batched_tokens``), in words; "" with a ``max_batch`` or no chunk sizes."""
+    if max_batch is not None or not chunk_tokens:
+        return ""
+    sizes = ", ".join(f"{c - 1} with {c}-token chunks" for c in sorted(chunk_tokens))
+    return f"but chunked layouts at most chunk_tokens - 1 requests per worker ({sizes})"
 
 
 def batch_bound(executor, config: ServingConfig, prompt_tokens: Sequence[int],

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .batch import chunked_cap_words
+
 __all__ = ["Cell", "SplitMap", "KINDS", "KIND_LABELS"]
 
 #: the three contenders of a cell, and what a cell's ``winner`` may also be
@@ -123,8 +125,10 @@ class SplitMap:
     @property
     def batch_words(self) -> str:
         """What bounded every layout's decode batch, in words: no cap (each worker's KV budget) or ``max_batch``."""
-        return ("no cap, each worker's KV budget bounds it" if self.max_batch is None else
-                f"at most {self.max_batch} requests per worker (max_batch)")
+        if self.max_batch is not None:
+            return f"at most {self.max_batch} requests per worker (max_batch)"
+        return "; ".join(filter(None, ("no cap, each worker's KV budget bounds it",
+                                       chunked_cap_words(self.chunk_tokens, None))))
 
     def counts(self) -> dict:
         """Cells won by each kind, tied and met by none."""

@@ -28,7 +28,7 @@ from ..common.progress import show_progress
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from ..serving.goodput_search import SearchNotEnded
-from .batch import batch_bound
+from .batch import batch_bound, chunked_cap_words
 from .closed_form import first_guess, split_capacity
 from .conditional_layouts import conditional_layouts, prompt_thresholds
 from .defaults import choose_defaults
@@ -295,4 +295,5 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         starts.learn(candidates[-1])
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
-                ex.cost.source, chosen, dict(bound.to_json(), line=bound.line()))
+                ex.cost.source, chosen, dict(bound.to_json(), line="; ".join(
+                    filter(None, (bound.line(), chunked_cap_words(chunk_tokens, max_batch))))))
