@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from splitlab import costmodel
@@ -111,3 +112,28 @@ def test_calibrating_a_sliding_window_model_gives_a_two_pass_cost_model():
     assert cal.cost.hybrid_path == "two-pass" and "sliding-window" in cal.cost.two_pass_reason
     assert not any(r.get("hybrid_rows") for r in cal.fits["prefill"].rows)  # no fused forward measured
     assert sl.serving.ModelExecutor(lm, warm=False).fused_unsupported == cal.cost.two_pass_reason
+
+
+def test_paired_runs_keep_their_hybrid_steps_and_the_page_says_how_they_ran():
+    """Chapter 6's sentence after its chunked runs, from the runs' own step records and the cost model."""
+    from test_simulator_fast_path import StepByStep
+    from splitlab.teach.figures import split_seeds
+    configs = {"2 colocated": ServingConfig.colocated(2, max_batch=8, kv_budget_bytes=None),
+               "2 chunked 48": ServingConfig.colocated(2, policy="chunked", chunk_tokens=48, max_batch=8,
+                                                       kv_budget_bytes=None)}
+    words = {}
+    for name, cost in (("fused", LINEAR), ("two-pass", two_pass(LINEAR))):
+        ex = StepByStep(cost)  # off the fast path: run_step records every step
+        runs = split_seeds.paired_runs("chat", 20, 30.0, configs, ex, 1.0, 1.0, seeds=(0, 1), scale=0.3)
+        assert ex.step_log is None and len(runs.hybrid_steps) >= 10  # the executor's record left as it was
+        assert {r["kind"] for r in runs.hybrid_steps} == {"hybrid" if name == "fused" else "two-pass"}
+        words[name] = split_seeds.hybrid_note(runs, cost)
+        measured = sorted(r["step_s"] for r in runs.hybrid_steps)
+        median = split_seeds.fmt3(1e3 * float(pd.Series(measured).median()))
+        assert f"{median} ms" in words[name]
+    assert words["fused"].startswith("The chunked runs' ") and "ran as one fused forward each" in words["fused"]
+    assert words["two-pass"].startswith(f"This model's family (sliding-window layers) runs hybrid steps in two passes, and "
+                                        f"the simulator charges two passes too")
+    assert "a fused engine's step would cost" in words["two-pass"]
+    stale = split_seeds.hybrid_note(runs, LINEAR)  # a fused cost model beside a two-pass run
+    assert "this cost model charges one fused forward" in stale
