@@ -132,8 +132,8 @@ def test_paired_runs_keep_their_hybrid_steps_and_the_page_says_how_they_ran():
         median = split_seeds.fmt3(1e3 * float(pd.Series(measured).median()))
         assert f"{median} ms" in words[name]
     assert words["fused"].startswith("The chunked runs' ") and "ran as one fused forward each" in words["fused"]
-    assert words["two-pass"].startswith(f"This model's family (sliding-window layers) runs hybrid steps in two passes, and "
-                                        f"the simulator charges two passes too")
+    assert words["two-pass"].startswith("This model's family (sliding-window layers) runs hybrid steps in two "
+                                        "passes, and the simulator charges two passes too")
     assert "a fused engine's step would cost" in words["two-pass"]
     stale = split_seeds.hybrid_note(runs, LINEAR)  # a fused cost model beside a two-pass run
     assert "this cost model charges one fused forward" in stale
