@@ -46,7 +46,9 @@ class StepByStep(Executor):
     def transfer(self, slot, mode="whole"):
         return self.sim.transfer(slot, mode)
 
-    hybrid_path = "fused"  # a chunked step is one forward, as the cost model charges it
+    @property
+    def hybrid_path(self):  # as the cost model charges a chunked step: one forward, or two passes
+        return self.sim.hybrid_path
 
     def hybrid(self, batch, slots, n_tokens):
         return self.sim.hybrid(batch, slots, n_tokens)

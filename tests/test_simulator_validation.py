@@ -139,3 +139,22 @@ def test_in_run_fit_takes_the_device_speed_out_of_the_error(lm):
     assert "in-run error (%)" in V.summary(table).columns
     with pytest.raises(ValueError, match="at least 4 prefill"):
         V.in_run_cost(cost, [dict(kind="decode", batch=1, context_tokens=9, batched=0, step_s=1e-3)] * 5)
+
+
+def test_a_family_that_cannot_fuse_runs_and_is_simulated_in_two_passes():
+    """A sliding-window model's engine runs a hybrid step in two passes; a cost model that says so (as its
+    calibration does, CostModel.hybrid_path) makes the simulator take the same decisions, token time for token
+    time, on the fast path and off it."""
+    from tiny_families import loaded
+    sw = loaded("mistral-sw")
+    cost = COST.with_(kv_bytes_per_token=ModelExecutor(sw, warm=False).kv_bytes_per_token,
+                      max_context=sw.max_context, hybrid_path="two-pass")
+    reqs = make_workload("chat", 10, 200.0, seed=2, model=sw, scale=0.2)
+    cfg = ServingConfig.colocated(2, policy="chunked", chunk_tokens=16, max_batch=4, kv_budget_bytes=None)
+    emu = Charged(sw, cost)
+    emu.step_log = []
+    emulated = run(reqs, cfg, emu)
+    assert emulated.hybrid_path == "two-pass" and sum(r["kind"] == "two-pass" for r in emu.step_log) >= 20
+    for trace in (True, False):
+        simulated = run(reqs, cfg.with_(trace=trace), CostModelExecutor(cost))
+        assert simulated.hybrid_path == "two-pass" and decisions(simulated) == decisions(emulated)

@@ -86,4 +86,6 @@ def calibrate(args):
             f"threads: {lm.threads_note}"]
     for name, f in cal.fits.items():
         text.append(f"  {f!r}")
+    if cal.cost.hybrid_path == "two-pass":  # the simulator charges a chunked step as this engine runs it
+        text.append(f"  hybrid steps (chunked prefill) charged as two passes: {cal.cost.two_pass_reason}")
     return data, text

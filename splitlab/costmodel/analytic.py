@@ -78,8 +78,8 @@ class RooflineCostModel(CostModel):
         return (self.step_overhead_s + max(flops / self.peak_flops_per_s, nbytes / self.bandwidth_bytes_per_s)
                 + self._comm_s(batch))
 
-    def hybrid_s(self, chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
-                 decode_context_tokens: int) -> float:
+    def fused_hybrid_s(self, chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
+                       decode_context_tokens: int) -> float:
         """The roofline of one fused hybrid forward (``CostModel.hybrid_s``'s arguments; ``masked_pairs`` is
         ignored as in :meth:`prefill_s`): FLOPs of the chunks and of the decode rows summed; bytes = weights
         (once) + the chunks' KV written + the decode rows' KV read."""

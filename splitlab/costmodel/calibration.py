@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .fit import Fit, coefficients, fit_decode, fit_prefill, fit_transfer
-from .model import CostModel
+from .model import HYBRID_PATHS, CostModel
 
 __all__ = ["Calibration", "CalibrationError", "save", "load", "combine", "FORMAT"]
 
@@ -25,6 +25,8 @@ FORMAT = "splitlab-calibration/1"
 META_FIELDS = ("device", "model", "dtype", "torch", "date")
 OPTIONAL_META = ("splitlab", "clock")  # strings too, where a file has them (older files lack them)
 COST_FIELDS = tuple(f.name for f in dataclasses.fields(CostModel))
+#: how the engine ran hybrid steps, and why two passes: a file written before they existed was of a fused engine
+HYBRID_FIELDS = {"hybrid_path": "fused", "two_pass_reason": None}
 #: terms a file may lack: 0 (not measured, or written before the term existed)
 ZERO_BY_DEFAULT = ("prefill_masked_per_pair_s", "decode_batched_s", "activation_bytes_per_token", "hybrid_per_row_s",
                    "hybrid_per_context_token_s")
@@ -81,7 +83,9 @@ def combine(calibrations) -> Calibration:
 
     Raises:
         TypeError: ``calibrations`` is not a list (or other iterable) of them.
-        ValueError: no calibrations, calibrations of different models or devices, or a fit without measurements.
+        ValueError: no calibrations, calibrations of different models or devices, or of engines that ran hybrid
+            steps differently (``CostModel.hybrid_path``: a file written before the field loads as fused), or a fit
+            without measurements.
     """
     if isinstance(calibrations, Calibration) or not isinstance(calibrations, Iterable):
         raise TypeError(f"combine needs a list of Calibration objects, got {type(calibrations).__name__}")
@@ -93,6 +97,11 @@ def combine(calibrations) -> Calibration:
         seen = {c.meta.get(key) for c in cals}
         if len(seen) > 1:
             raise ValueError(f"cannot combine calibrations of different {key}s: {sorted(map(str, seen))}")
+    paths = {c.cost.hybrid_path for c in cals}
+    if len(paths) > 1:  # an older file of a sliding-window model loads as fused: calibrate it again
+        raise ValueError(f"cannot combine calibrations whose engines ran hybrid steps differently "
+                         f"({', '.join(sorted(paths))}: cost.hybrid_path); calibrate again with this splitlab, "
+                         f"which records the path")
     fitters = {"prefill": fit_prefill, "decode": fit_decode, "transfer": fit_transfer}
     fits = {}
     for name, fitter in fitters.items():
@@ -171,7 +180,7 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
                                f"write one with `python -m splitlab calibrate --out FILE`")
     missing = [k for k in (*META_FIELDS, "cost_model", "fits") if data.get(k) in (None, "")]
     cost = data.get("cost_model") if isinstance(data.get("cost_model"), dict) else {}
-    optional = ("memory_bytes", "source", "padded_prefill", *ZERO_BY_DEFAULT)
+    optional = ("memory_bytes", "source", "padded_prefill", *ZERO_BY_DEFAULT, *HYBRID_FIELDS)
     missing += [f"cost_model.{k}" for k in COST_FIELDS if k not in cost and k not in optional]
     if missing:
         raise CalibrationError(f"{where} lacks the field(s) {', '.join(missing)}")
@@ -188,6 +197,12 @@ def from_json(data: dict, where: str = "calibration") -> Calibration:
                 raise CalibrationError(f"field cost_model.padded_prefill must be true or false, got {values[k]!r}")
         elif k == "source":
             values[k] = str(v or f"measured: {data['model']} on {data['device']}")
+        elif k in HYBRID_FIELDS:
+            values[k] = cost.get(k, HYBRID_FIELDS[k])
+            path = k == "hybrid_path"
+            if not (values[k] in HYBRID_PATHS if path else values[k] is None or isinstance(values[k], str)):
+                want = " or ".join(HYBRID_PATHS) if path else "a string or null"
+                raise CalibrationError(f"field cost_model.{k} must be {want}, got {values[k]!r:.60}")
         elif k == "memory_bytes":
             values[k] = None if v is None else _number(k, v, positive=True)
         elif k == "transfer_bytes_per_s":

@@ -22,7 +22,11 @@
   attention call per decode row and layer, and the reads of its cached keys and values: splitlab's fused path
   runs each row's attention on its own, as a variable-length kernel does; fitted on fused forwards, 0 where none
   were measured: measured on the tiny model on a CPU, the prefill form alone missed fused forwards of 16-32
-  decode rows by 25-55% (rms 21% over 76 forwards), with the two terms by 9% rms).
+  decode rows by 25-55% (rms 21% over 76 forwards), with the two terms by 9% rms). That is the fused form
+  (:meth:`CostModel.fused_hybrid_s`); a cost model whose engine cannot fuse (``hybrid_path`` "two-pass": a
+  calibration of a sliding-window or MLA family, :func:`splitlab.phases.fused.fused_unsupported`, the reason in
+  ``two_pass_reason``) charges what that engine runs instead, the decode step and then the chunk's prefill
+  forward: ``decode_s(B, C) + prefill_s(chunk_tokens, chunk_squares, masked_pairs)``.
 - a KV transfer of ``b`` bytes: ``transfer_base_s + b / transfer_bytes_per_s``
 
 Defaults are round numbers of the tiny model on a 2-thread laptop CPU (measured on the development machine: prefill
@@ -38,8 +42,10 @@ import numpy as np
 
 from ..sizing.links import link_bandwidth
 
-__all__ = ["CostModel", "hybrid_terms", "hybrid_as_prefill", "hybrid_fit_row", "HYBRID_TERMS"]
+__all__ = ["CostModel", "hybrid_terms", "hybrid_as_prefill", "hybrid_fit_row", "HYBRID_TERMS", "HYBRID_PATHS"]
 
+#: how a cost model's engine runs a hybrid step (:attr:`CostModel.hybrid_path`)
+HYBRID_PATHS = ("fused", "two-pass")
 #: the arguments of :meth:`CostModel.hybrid_s`, the columns of a "hybrid" step record (``serving.run_step``)
 HYBRID_TERMS = ("chunk_tokens", "chunk_squares", "masked_pairs", "decode_batch", "decode_context_tokens")
 
@@ -56,7 +62,13 @@ class CostModel:
     :data:`splitlab.sizing.CPU_MEMORY_BYTES` then);
     ``padded_prefill``: a batch of whole prompts runs padded to its longest (splitlab's engine, so a calibration
     of it sets this) rather than ragged (a paged server);
-    ``source`` says where the numbers come from ("built-in", "measured on ...", "predicted: ...").
+    ``source`` says where the numbers come from ("built-in", "measured on ...", "predicted: ...");
+    ``hybrid_path``: how the modeled engine runs a hybrid step, "fused" (one forward; production engines do, and
+    so do the built-in and the roofline models) or "two-pass" (the decode step, then the chunks' prefill), which
+    :meth:`hybrid_s` charges and the simulator reports; ``two_pass_reason``: why (None where fused).
+
+    Raises:
+        ValueError: a ``hybrid_path`` other than "fused" or "two-pass", or a ``two_pass_reason`` not a string.
     """
 
     prefill_base_s: float = 2e-3
@@ -78,6 +90,15 @@ class CostModel:
     activation_bytes_per_token: float = 0.0
     padded_prefill: bool = False
     source: str = "built-in (tiny model, laptop CPU)"
+    hybrid_path: str = "fused"
+    two_pass_reason: str | None = None
+
+    def __post_init__(self):
+        if self.hybrid_path not in HYBRID_PATHS:
+            raise ValueError(f"hybrid_path must be one of {', '.join(map(repr, HYBRID_PATHS))}, got "
+                             f"{self.hybrid_path!r}")
+        if self.two_pass_reason is not None and not isinstance(self.two_pass_reason, str):
+            raise ValueError(f"two_pass_reason must be a string or None, got {self.two_pass_reason!r}")
 
     def prefill_s(self, tokens: int, squares: int | None = None, masked_pairs: int = 0) -> float:
         """Seconds of one prefill forward adding ``tokens`` tokens in all; ``squares`` = sum over its rows of
@@ -89,12 +110,28 @@ class CostModel:
 
     def hybrid_s(self, chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
                  decode_context_tokens: int) -> float:
-        """Seconds of one fused hybrid forward: prompt chunks adding ``chunk_tokens`` tokens in all (``chunk_squares``
-        = sum of (cached + new)^2 - cached^2 over them) and ``decode_batch`` decode rows holding
-        ``decode_context_tokens`` cached tokens in all, one token each; ``masked_pairs``: query x key pairs of
-        the forward's explicit mask (:func:`splitlab.serving.executor.hybrid_terms`). The prefill form over every
-        row of the forward plus the per-row attention terms (module docstring); :func:`splitlab.profiling.calibrate`
-        fits them on real fused forwards among the prefill measurements."""
+        """Seconds of one hybrid step as this model's engine runs it (``hybrid_path``): prompt chunks adding
+        ``chunk_tokens`` tokens in all (``chunk_squares`` = sum of (cached + new)^2 - cached^2 over them) and
+        ``decode_batch`` decode rows holding ``decode_context_tokens`` cached tokens in all, one token each;
+        ``masked_pairs``: query x key pairs of the chunks' explicit masks
+        (:func:`splitlab.serving.executor.hybrid_terms`). "fused": :meth:`fused_hybrid_s`; "two-pass":
+        :meth:`two_pass_s`."""
+        terms = (chunk_tokens, chunk_squares, masked_pairs, decode_batch, decode_context_tokens)
+        return self.fused_hybrid_s(*terms) if self.hybrid_path == "fused" else self.two_pass_s(*terms)
+
+    def two_pass_s(self, chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
+                   decode_context_tokens: int) -> float:
+        """Seconds of a hybrid step run in two passes (:meth:`hybrid_s`'s arguments): the decode step of the batch,
+        then the chunks' prefill as one forward (a step of one chunk, the chunked policy's usual step, exactly; the
+        simulator charges a step of several chunks one forward each, as the engine runs them)."""
+        return self.decode_s(decode_batch, decode_context_tokens) + self.prefill_s(chunk_tokens, chunk_squares,
+                                                                                  masked_pairs)
+
+    def fused_hybrid_s(self, chunk_tokens: int, chunk_squares: int, masked_pairs: int, decode_batch: int,
+                       decode_context_tokens: int) -> float:
+        """Seconds of one fused hybrid forward (:meth:`hybrid_s`'s arguments), whatever ``hybrid_path`` says:
+        the prefill form over every row of the forward plus the per-row attention terms (module docstring);
+        :func:`splitlab.profiling.calibrate` fits them on real fused forwards among the prefill measurements."""
         return (self.prefill_s(*hybrid_as_prefill(chunk_tokens, chunk_squares, masked_pairs, decode_batch,
                                                   decode_context_tokens))
                 + self.hybrid_per_row_s * decode_batch + self.hybrid_per_context_token_s * decode_context_tokens)

@@ -31,7 +31,9 @@ serving scheduler runs, each the way the emulated back end runs it.
 - transfer: a same-device copy (``KVCache.clone``, what the emulated hand-off does on one device) of caches of
   ``transfer_tokens`` tokens; fitted as ``a + bytes / bandwidth``.
 
-splitlab's engine pads a batch of prompts to the longest, so the calibration sets ``padded_prefill``.
+splitlab's engine pads a batch of prompts to the longest, so the calibration sets ``padded_prefill``; where it
+runs hybrid steps in two passes, it sets ``hybrid_path`` "two-pass" and ``two_pass_reason``, so the simulator
+charges them as that engine runs them.
 """
 from __future__ import annotations
 
@@ -237,7 +239,8 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
             points.append(("prefill", dict(batch=1, prompt_tokens=n, cached=p, tokens=n, squares=(p + n) ** 2 - p * p,
                                            masked_pairs=n * (p + n)),
                            lambda ids=ids, mask=mask, cached=cached: forward_logits(lm, ids, mask, cached)[2], None))
-    if chunk_tokens and fused_unsupported(lm) is None:
+    two_pass = fused_unsupported(lm)  # why the engine runs hybrid steps in two passes (None: one fused forward)
+    if chunk_tokens and two_pass is None:
         points += _hybrid_points(lm, chunk_tokens, chunk_prefixes[0], decode_batches, contexts, seed)
     batched = min(decode_batches) == 1 < max(decode_batches)  # the batched term is fitted where both kinds are
     for c in contexts:
@@ -287,6 +290,7 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
     cost = CostModel(**coefficients(fits.values()), kv_bytes_per_token=int(kv_bytes_per_token(lm.geometry, lm.dtype)),
                      max_context=ctx, memory_bytes=_memory_bytes(lm.device), weight_bytes=lm.weight_bytes,
                      activation_bytes_per_token=activation_bytes_per_token(lm.config, lm.dtype), padded_prefill=True,
+                     hybrid_path="fused" if two_pass is None else "two-pass", two_pass_reason=two_pass,
                      source=f"measured: {lm.name} ({meta['dtype']}) on {meta['device']}, {meta['date']}")
     cal = Calibration(cost, fits, meta)
     for message in fit_warnings(cal):

@@ -91,8 +91,9 @@ def prefill_steps(cost: CostModel, prompt_tokens: int) -> float:
 
 
 def chunk_steps(cost: CostModel, chunk_tokens: int, prompt_tokens: int) -> float:
-    """One fused step of a fresh ``chunk_tokens``-token prompt chunk beside one decode row at a context of
-    ``prompt_tokens``, in lone decode steps at that context (``cost.hybrid_s`` / ``cost.decode_s(1, n)``): what a
+    """One hybrid step of a fresh ``chunk_tokens``-token prompt chunk beside one decode row at a context of
+    ``prompt_tokens`` (one fused forward, or two passes where ``cost.hybrid_path`` says its engine cannot fuse),
+    in lone decode steps at that context (``cost.hybrid_s`` / ``cost.decode_s(1, n)``): what a
     chunk stalls a running stream for. Near 1 where a chunk rides in a memory-bound decode step for free (a GPU's
     roofline), several where every prompt token costs time (a CPU). Raises ValueError for a free decode step."""
     prefill_steps(cost, prompt_tokens)  # refuses a free decode step

@@ -235,12 +235,15 @@ def run_step(executor: Executor, batch: DecodeBatch, decode: list[Slot], prefill
     With a list as ``executor.step_log``, each decode forward is appended as ``dict(kind="decode", batch,
     context_tokens, batched, step_s)`` and each prefill call of one forward as ``dict(kind="prefill", tokens,
     squares, masked_pairs, prefill_s)``: the columns :func:`splitlab.costmodel.fit_decode` and ``fit_prefill``
-    fit (a call of several chunk forwards reports only their sum, so it is not recorded).
+    fit (a call of several chunk forwards reports only their sum, so it is not recorded). A hybrid step run in
+    two passes is then recorded whole too, after them, as ``dict(kind="two-pass", **hybrid_terms(...), step_s)``
+    (what a fused engine's step is compared with; the fits leave it out).
     """
     log = executor.step_log
-    if decode and prefill and executor.hybrid_path == "fused":
-        context = sum(s.context for s in decode) if log is not None else 0
-        terms = hybrid_terms(len(decode), context, prefill, prefill_tokens) if log is not None else None
+    hybrid = bool(decode and prefill)
+    if hybrid and log is not None:
+        terms = hybrid_terms(len(decode), sum(s.context for s in decode), prefill, prefill_tokens)
+    if hybrid and executor.hybrid_path == "fused":
         out = executor.hybrid(batch, prefill, prefill_tokens)
         if log is not None:
             log.append(dict(kind="hybrid", **terms, step_s=out.seconds))
@@ -261,4 +264,6 @@ def run_step(executor: Executor, batch: DecodeBatch, decode: list[Slot], prefill
             tokens, squares, masked = forwards[0]
             log.append(dict(kind="prefill", tokens=tokens, squares=squares, masked_pairs=masked,
                             prefill_s=res.seconds))
+    if hybrid and log is not None:
+        log.append(dict(kind="two-pass", **terms, step_s=out.seconds))
     return out

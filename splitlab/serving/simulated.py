@@ -23,6 +23,8 @@ DAY_S = 86_400.0
 NANOSECOND = 1e-9
 #: the most step seconds a simulator keeps in its tables (:meth:`CostModelExecutor.decode_run_seconds`): 32 MB
 RUN_TABLE_ENTRIES = 1 << 20
+#: the CostModel fields that say how its engine runs a hybrid step, not numbers (``CostModel.__post_init__``)
+_HYBRID = ("hybrid_path", "two_pass_reason")
 
 
 def check_cost(cost) -> CostModel:
@@ -41,9 +43,10 @@ def check_cost(cost) -> CostModel:
         raise TypeError(f"CostModel.padded_prefill must be True or False, got {cost.padded_prefill!r}")
     if not isinstance(cost.source, str):
         raise TypeError(f"CostModel.source must be a string, got {cost.source!r}")
+    CostModel.__post_init__(cost)  # hybrid_path and two_pass_reason (a dataclasses.replace checks them too)
     for f in fields(cost):
         value = getattr(cost, f.name)
-        if f.name in ("padded_prefill", "source") or (f.name == "memory_bytes" and value is None):
+        if f.name in ("padded_prefill", "source", *_HYBRID) or (f.name == "memory_bytes" and value is None):
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"CostModel.{f.name} must be a number, got {value!r}")
@@ -77,12 +80,14 @@ class CostModelExecutor(Executor):
 
     ``prefill`` charges one forward for a batch of whole prompts (``n`` = their total tokens) and one forward
     per slot for chunks, like :class:`~.executors.ModelExecutor`; a hybrid step (decode rows + chunks) is
-    charged as one fused forward, ``CostModel.hybrid_s``. ``kv_layers``: the layers a layer-wise transfer streams
-    (the cost model's ``layers`` where it has them, as the roofline one does; else :data:`.nic.DEFAULT_KV_LAYERS`).
+    charged as the cost model's engine runs it (:attr:`hybrid_path`, ``CostModel.hybrid_path``): one fused
+    forward, ``CostModel.hybrid_s``, or two passes, the decode step and then the chunks' prefill forwards, as
+    :func:`~.executor.run_step` runs them on a model that cannot fuse.
+    ``kv_layers``: the layers a layer-wise transfer streams (the cost model's ``layers`` where it has them, as the
+    roofline one does; else :data:`.nic.DEFAULT_KV_LAYERS`).
     """
 
     name = "simulated"
-    hybrid_path = "fused"
 
     def __init__(self, cost: CostModel | None = None):
         self.cost = check_cost(CostModel() if cost is None else cost)
@@ -97,6 +102,11 @@ class CostModelExecutor(Executor):
         self._linear = type(self.cost).decode_s is CostModel.decode_s  # _seconds may inline it
         self._runs: dict[int, list[float]] = {}  # batch size -> decode_seconds of each context (decode_run_seconds)
         self._entries = 0
+
+    @property
+    def hybrid_path(self) -> str:
+        """How this simulator runs a hybrid step: its cost model's ``hybrid_path`` ("fused" or "two-pass")."""
+        return self.cost.hybrid_path
 
     def prefill_seconds(self, slots: list[Slot], n_tokens: list[int]) -> float:
         """Predicted seconds of the prefill forward(s) :meth:`prefill` charges (slots are not changed): the cost
@@ -122,7 +132,8 @@ class CostModelExecutor(Executor):
 
     def hybrid_outcome(self, slots: list[Slot], n_tokens: list[int], decode_batch: int,
                        decode_context_tokens: int) -> StepOutcome:
-        """One fused hybrid step (:meth:`hybrid_seconds`); the slots' prefills advance."""
+        """One fused hybrid step (:meth:`hybrid_seconds`); the slots' prefills advance. Only where
+        :attr:`hybrid_path` is "fused": a two-pass step is a decode step and a prefill call."""
         seconds = self.hybrid_seconds(decode_batch, decode_context_tokens, slots, n_tokens)
         firsts = self.prefill(slots, n_tokens).first_tokens
         return StepOutcome.fused_step(seconds, decode_batch, sum(n_tokens), [0] * decode_batch, firsts)

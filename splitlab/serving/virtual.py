@@ -152,7 +152,7 @@ class VirtualClock:
                                                       (not c.trace and fast.sealed(w, c.cfg))):
                 if fast.start_stretch(c, w, t, plan):
                     return
-            if plan.decode and plan.prefill:  # a hybrid step: one fused forward (the batch's context as fast keeps it)
+            if plan.decode and plan.prefill and c.backend.hybrid_path == "fused":  # one forward (fast's context)
                 n = len(plan.decode)
                 out = c.backend.hybrid_outcome(plan.prefill, plan.prefill_tokens, n, w.context_base + n * len(w.clock))
             elif plan.prefill:

@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ...costmodel.model import HYBRID_TERMS
 from .pools_live_words import REGIONS, live_outcome, live_table, live_words
 from .split_seeds import PairedRuns, paired_runs, widest_gap_rate
 
@@ -61,24 +62,24 @@ def layout_config(name: str, workers: int, chunk_tokens: Sequence[int], **option
 
 def step_ratios(cost, steps) -> pd.DataFrame:
     """The steps a run measured against ``cost``'s prediction of each: ``steps`` is an executor's ``step_log``
-    (:func:`splitlab.serving.executor.run_step`). One row per kind of step ("prefill", "decode", "hybrid"; kinds
-    not run left out): ``steps``, ``measured (ms)`` and ``predicted (ms)`` (medians) and ``measured / predicted``
-    (the median of the per-step ratios: a step the machine stalled once does not move it)."""
+    (:func:`splitlab.serving.executor.run_step`). One row per kind of step ("prefill", "decode", "hybrid", and
+    "two-pass": a hybrid step of a model that cannot fuse, whole; kinds not run left out): ``steps``,
+    ``measured (ms)`` and ``predicted (ms)`` (medians) and ``measured / predicted`` (the median of the per-step
+    ratios: a step the machine stalled once does not move it)."""
     rows = {}
     for r in steps:
         if r["kind"] == "decode":
             seconds, pred = r["step_s"], cost.decode_s(r["batch"], r["context_tokens"])
         elif r["kind"] == "prefill":
             seconds, pred = r["prefill_s"], cost.prefill_s(r["tokens"], r["squares"], r["masked_pairs"])
-        else:
-            seconds = r["step_s"]
-            pred = cost.hybrid_s(*(r[k] for k in ("chunk_tokens", "chunk_squares", "masked_pairs", "decode_batch",
-                                                  "decode_context_tokens")))
+        else:  # a hybrid step, one fused forward or two passes (recorded whole after its two)
+            form = cost.fused_hybrid_s if r["kind"] == "hybrid" else cost.two_pass_s
+            seconds, pred = r["step_s"], form(*(r[k] for k in HYBRID_TERMS))
         rows.setdefault(r["kind"], []).append((seconds, pred))
     out = {k: {"steps": len(v), "measured (ms)": 1e3 * float(np.median([a for a, _ in v])),
                "predicted (ms)": 1e3 * float(np.median([b for _, b in v])),
                "measured / predicted": float(np.median([a / b for a, b in v]))}
-           for k, v in sorted(rows.items(), key=lambda kv: ("prefill", "decode", "hybrid").index(kv[0]))}
+           for k, v in sorted(rows.items(), key=lambda kv: ("prefill", "decode", "hybrid", "two-pass").index(kv[0]))}
     return pd.DataFrame.from_dict(out, orient="index")
 
 

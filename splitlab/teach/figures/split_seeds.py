@@ -9,34 +9,40 @@ layout's lead is measured seed by seed, on the very same requests, and set again
   and range, and whether the verdict is outside that range (every seed's gap on the same side of zero).
 - :func:`attainment_table`: one row per seed and the mean, one column per layout (%) and per gap (points).
 - :func:`paired_verdict`: that comparison in a sentence.
+- :func:`hybrid_note`: how the chunked runs' hybrid steps ran on the real model (one fused forward, or two passes
+  on a family that cannot fuse, beside the cost model's fused prediction), in a sentence.
 """
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from ...costmodel.model import HYBRID_TERMS
 from .split_tables import short_name
-from .style import sig3
+from .style import fmt3, sig3
 
-__all__ = ["PairedRuns", "paired_runs", "widest_gap_rate", "paired_gaps", "attainment_table", "paired_verdict"]
+__all__ = ["PairedRuns", "paired_runs", "widest_gap_rate", "paired_gaps", "attainment_table", "paired_verdict",
+           "hybrid_note"]
 
 
 @dataclass
 class PairedRuns:
     """What :func:`paired_runs` served: ``attainment`` (DataFrame, index the seeds, one column per layout name:
     the share of that seed's requests within both SLOs, in %), ``first`` (the first seed's Comparison, every
-    run traced), ``n_requests`` (per seed), ``rate_per_s`` and ``tokens_identical`` (every seed's layouts
-    produced the same tokens)."""
+    run traced), ``n_requests`` (per seed), ``rate_per_s``, ``tokens_identical`` (every seed's layouts
+    produced the same tokens) and ``hybrid_steps`` (the executor's records of every hybrid step the runs took,
+    kind "hybrid" or "two-pass", :func:`splitlab.serving.executor.run_step`; none on the simulator's fast path)."""
 
     attainment: pd.DataFrame
     first: object
     n_requests: int
     rate_per_s: float
     tokens_identical: bool
+    hybrid_steps: list = field(default_factory=list)
 
 
 def paired_runs(workload, n_requests: int, rate_per_s: float, configs: Mapping[str, object], executor,
@@ -59,16 +65,24 @@ def paired_runs(workload, n_requests: int, rate_per_s: float, configs: Mapping[s
     if not isinstance(n_requests, (int, np.integer)) or n_requests < 1:
         raise ValueError(f"n_requests must be a whole number >= 1 (no requests, no attainment), got {n_requests!r}")
     rows, first, same = {}, None, True
-    for i, seed in enumerate(seeds):
-        reqs = serving.make_workload(workload, n_requests, rate_per_s, seed=seed, model=model, scale=scale)
-        cfgs = dict(configs) if i == 0 else {k: dataclasses.replace(c, trace=False) for k, c in configs.items()}
-        cmp = serving.compare(reqs, cfgs, executor)
-        same = same and cmp.tokens_identical
-        first = cmp if i == 0 else first
-        rows[seed] = {k: 100 * r.metrics(ttft_slo_s, tpot_slo_s)["slo_attainment"] for k, r in cmp.results.items()}
+    kept = getattr(executor, "step_log", None)  # the caller's record goes on; else one for these runs only
+    log = [] if kept is None else kept
+    start, executor.step_log = len(log), log
+    try:
+        for i, seed in enumerate(seeds):
+            reqs = serving.make_workload(workload, n_requests, rate_per_s, seed=seed, model=model, scale=scale)
+            cfgs = dict(configs) if i == 0 else {k: dataclasses.replace(c, trace=False) for k, c in configs.items()}
+            cmp = serving.compare(reqs, cfgs, executor)
+            same = same and cmp.tokens_identical
+            first = cmp if i == 0 else first
+            rows[seed] = {k: 100 * r.metrics(ttft_slo_s, tpot_slo_s)["slo_attainment"]
+                          for k, r in cmp.results.items()}
+    finally:
+        executor.step_log = kept
     att = pd.DataFrame.from_dict(rows, orient="index")
     att.index.name = "seed"
-    return PairedRuns(att, first, n_requests, rate_per_s, same)
+    hybrid = [r for r in log[start:] if r.get("kind") in ("hybrid", "two-pass")]
+    return PairedRuns(att, first, n_requests, rate_per_s, same, hybrid)
 
 
 def widest_gap_rate(workload, n_requests: int, rates: Sequence[float], configs: Mapping[str, object], cost,
@@ -183,3 +197,28 @@ def paired_verdict(attainment: pd.DataFrame, a: str, b: str, n_requests: int) ->
         return f"{head}: the two layouts tied in every seed, so these runs cannot tell the two layouts apart."
     return (f"{head}: seed by seed, the gap ranged from {g['low']:+.0f} to {g['high']:+.0f} points (mean "
             f"{g['mean']:+.0f}); zero lies within that range, so these runs cannot tell the two layouts apart.")
+
+
+def hybrid_note(runs: PairedRuns, cost) -> str:
+    """One sentence on how the chunked runs' hybrid steps (decode rows riding with a prompt chunk) ran: as one fused
+    forward each, their median measured against ``cost``'s prediction; or, where the model's family cannot fuse
+    (``run.hybrid_path`` "two-pass", the reason ``cost.two_pass_reason``), in two passes, whether the simulator
+    charges two passes too (``cost.hybrid_path``), and what a fused engine's step would cost by the fused form
+    (``cost.fused_hybrid_s``) against the median measured. "" when no layout of the runs was chunked."""
+    chunked = [r for r in runs.first.results.values() if r.config.policy == "chunked"]
+    if not chunked:
+        return ""
+    steps = runs.hybrid_steps
+    if not steps:
+        return "No step of the chunked runs carried decode rows and a prompt chunk together."
+    measured = fmt3(1e3 * float(np.median([r["step_s"] for r in steps])))
+    fused = fmt3(1e3 * float(np.median([cost.fused_hybrid_s(*(r[k] for k in HYBRID_TERMS)) for r in steps])))
+    if chunked[0].hybrid_path == "fused":
+        return (f"The chunked runs' {len(steps)} hybrid steps ran as one fused forward each: {measured} ms "
+                f"measured, {fused} ms predicted (medians).")
+    why = (cost.two_pass_reason or "one splitlab cannot pack into one forward").split(" (")[0]  # its gist
+    sim = ("the simulator charges two passes too" if cost.hybrid_path == "two-pass" else
+           "but this cost model charges one fused forward (a calibration from before it recorded the path)")
+    return (f"This model's family ({why}) runs hybrid steps in two passes, and {sim}: the chunked runs' "
+            f"{len(steps)} hybrid steps took {measured} ms (median), where a fused engine's step would cost {fused} "
+            f"ms (the fused form's prediction).")
