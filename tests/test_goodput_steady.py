@@ -219,3 +219,25 @@ def test_a_cost_models_request_set_is_made_once_and_handed_out_fresh():
         [(r.id, r.arrival_s, r.prompt, r.max_new_tokens) for r in first]
     with pytest.raises(ValueError, match="scale must be a finite number"):
         workload_requests("chat", 50, 5.0, ex, scale=[1.0])  # not hashable: make_workload's own check
+
+
+def test_a_kept_request_set_survives_a_caller_editing_its_prompts_and_equal_but_bad_arguments():
+    """A breaker's case: the kept set's prompt lists were shared with every caller's copies, so a caller appending to
+    a prompt changed every later caller's set; and seed=True or n=5.0 were served the set of 1 or 5 when it was
+    kept (equal keys), refused when it was not."""
+    from splitlab.serving.goodput_runs import _made, workload_requests
+    ex = CostModelExecutor()
+    first = workload_requests("chat", 5, 1.0, ex, seed=11)
+    made = [list(r.prompt) for r in first]
+    first[0].prompt.append(7)
+    first[1].prompt[0] = -1
+    again = workload_requests("chat", 5, 1.0, ex, seed=11)
+    assert [r.prompt for r in again] == made
+    assert again[0].prompt_id_range == (min(made[0]), max(made[0]))
+    assert workload_requests("chat", np.int64(5), np.float64(1.0), ex, seed=np.int64(11))[0].prompt == made[0]
+    workload_requests("chat", 5, 1.0, ex, seed=1)  # kept: 1 == True and 5 == 5.0 as keys
+    with pytest.raises(ValueError, match="seed must be an integer >= 0, got True"):
+        workload_requests("chat", 5, 1.0, ex, seed=True)
+    with pytest.raises(TypeError, match="number of requests must be an integer, got 5.0"):
+        workload_requests("chat", 5.0, 1.0, ex, seed=1)
+    assert _made.cache_info().maxsize == 8
