@@ -241,3 +241,25 @@ def test_a_kept_request_set_survives_a_caller_editing_its_prompts_and_equal_but_
     with pytest.raises(TypeError, match="number of requests must be an integer, got 5.0"):
         workload_requests("chat", 5.0, 1.0, ex, seed=1)
     assert _made.cache_info().maxsize == 8
+
+
+def test_given_requests_out_of_order_run_as_in_order_and_a_prefix_at_one_instant_is_refused_early():
+    """A breaker's cases: a given list not in arrival order was refused as 'not 2 requests at different times' (its
+    last element arrived first), and with prefixes a set whose first min_requests arrive at once failed mid-search
+    in at_rate; at_rate with ties at its end left the whole set spanning (m - 1) / rate of an earlier mark m."""
+    from splitlab.serving import attainment_curve, make_workload
+    from splitlab.serving.goodput_runs import at_rate
+    cfg, ex = ServingConfig.disaggregated(1, 1, max_batch=32), CostModelExecutor()
+    reqs = make_workload("chat", 60, 5.0, seed=0, scale=0.5)
+    shuffled = [reqs[i] for i in np.random.default_rng(1).permutation(60)]
+    for prefixes in (False, True):
+        curves = [attainment_curve(given, cfg, ex, rates_per_worker=[2.0, 40.0], ttft_slo_s=0.2, tpot_slo_s=0.02,
+                                   max_requests=60, prefixes=prefixes) for given in (reqs, shuffled)]
+        assert curves[0].equals(curves[1]) and list(curves[0].requests) == [60, 60]
+    tied = [Request(i, 0.0 if i < 10 else r.arrival_s, r.prompt, r.max_new_tokens) for i, r in enumerate(reqs)]
+    with pytest.raises(ValueError, match=r"among its first min_requests \(2\)"):
+        goodput(tied, cfg, ex, ttft_slo_s=0.2, tpot_slo_s=0.02, min_requests=2, max_requests=60, prefixes=True)
+    out = at_rate([Request(i, float(t), [1], 1) for i, t in enumerate([0, 1, 2, 3, 5, 5, 5, 5])], 2.0, marks=[5])
+    times = [r.arrival_s for r in out]
+    assert times[-1] - times[0] == pytest.approx(7 / 2.0) and times == sorted(times)
+    assert len(set(times[4:])) == 1  # the tie kept
