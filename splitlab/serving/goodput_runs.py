@@ -78,7 +78,7 @@ def workload_requests(workload, n_requests: int, rate_per_s: float, backend=None
 @functools.lru_cache(maxsize=8, typed=True)  # typed: seed=True or n=5.0 is refused, not served 1's or 5's set
 def _made(workload, n_requests, rate_per_s, seed, max_context, vocab_size, arrival, cv, scale) -> tuple:
     """A cost model's request set, made once per arguments: the planner's and the map's searches each ask for the
-    same set (making 3,000 requests costs about 10 times copying them; each caller gets fresh copies, prompt lists
+    same set (making 3,000 requests costs about 7 times copying them; each caller gets fresh copies, prompt lists
     included, so one that edits a prompt in place leaves the next caller's set as made)."""
     return tuple(make_workload(workload, n_requests, rate_per_s, seed=seed, model=_Shape(max_context, vocab_size),
                                arrival=arrival, cv=cv, scale=scale))
