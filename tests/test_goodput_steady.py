@@ -219,3 +219,47 @@ def test_a_cost_models_request_set_is_made_once_and_handed_out_fresh():
         [(r.id, r.arrival_s, r.prompt, r.max_new_tokens) for r in first]
     with pytest.raises(ValueError, match="scale must be a finite number"):
         workload_requests("chat", 50, 5.0, ex, scale=[1.0])  # not hashable: make_workload's own check
+
+
+def test_a_kept_request_set_survives_a_caller_editing_its_prompts_and_equal_but_bad_arguments():
+    """A breaker's case: the kept set's prompt lists were shared with every caller's copies, so a caller appending to
+    a prompt changed every later caller's set; and seed=True or n=5.0 were served the set of 1 or 5 when it was
+    kept (equal keys), refused when it was not."""
+    from splitlab.serving.goodput_runs import _made, workload_requests
+    ex = CostModelExecutor()
+    first = workload_requests("chat", 5, 1.0, ex, seed=11)
+    made = [list(r.prompt) for r in first]
+    first[0].prompt.append(7)
+    first[1].prompt[0] = -1
+    again = workload_requests("chat", 5, 1.0, ex, seed=11)
+    assert [r.prompt for r in again] == made
+    assert again[0].prompt_id_range == (min(made[0]), max(made[0]))
+    assert workload_requests("chat", np.int64(5), np.float64(1.0), ex, seed=np.int64(11))[0].prompt == made[0]
+    workload_requests("chat", 5, 1.0, ex, seed=1)  # kept: 1 == True and 5 == 5.0 as keys
+    with pytest.raises(ValueError, match="seed must be an integer >= 0, got True"):
+        workload_requests("chat", 5, 1.0, ex, seed=True)
+    with pytest.raises(TypeError, match="number of requests must be an integer, got 5.0"):
+        workload_requests("chat", 5.0, 1.0, ex, seed=1)
+    assert _made.cache_info().maxsize == 8
+
+
+def test_given_requests_out_of_order_run_as_in_order_and_a_prefix_at_one_instant_is_refused_early():
+    """A breaker's cases: a given list not in arrival order was refused as 'not 2 requests at different times' (its
+    last element arrived first), and with prefixes a set whose first min_requests arrive at once failed mid-search
+    in at_rate; at_rate with ties at its end left the whole set spanning (m - 1) / rate of an earlier mark m."""
+    from splitlab.serving import attainment_curve, make_workload
+    from splitlab.serving.goodput_runs import at_rate
+    cfg, ex = ServingConfig.disaggregated(1, 1, max_batch=32), CostModelExecutor()
+    reqs = make_workload("chat", 60, 5.0, seed=0, scale=0.5)
+    shuffled = [reqs[i] for i in np.random.default_rng(1).permutation(60)]
+    for prefixes in (False, True):
+        curves = [attainment_curve(given, cfg, ex, rates_per_worker=[2.0, 40.0], ttft_slo_s=0.2, tpot_slo_s=0.02,
+                                   max_requests=60, prefixes=prefixes) for given in (reqs, shuffled)]
+        assert curves[0].equals(curves[1]) and list(curves[0].requests) == [60, 60]
+    tied = [Request(i, 0.0 if i < 10 else r.arrival_s, r.prompt, r.max_new_tokens) for i, r in enumerate(reqs)]
+    with pytest.raises(ValueError, match=r"among its first min_requests \(2\)"):
+        goodput(tied, cfg, ex, ttft_slo_s=0.2, tpot_slo_s=0.02, min_requests=2, max_requests=60, prefixes=True)
+    out = at_rate([Request(i, float(t), [1], 1) for i, t in enumerate([0, 1, 2, 3, 5, 5, 5, 5])], 2.0, marks=[5])
+    times = [r.arrival_s for r in out]
+    assert times[-1] - times[0] == pytest.approx(7 / 2.0) and times == sorted(times)
+    assert len(set(times[4:])) == 1  # the tie kept

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import splitlab as sl
@@ -120,3 +121,18 @@ def test_the_plan_and_the_map_state_the_chunked_cap_too():
     words.max_batch, words.chunk_tokens = None, [256]
     assert words.batch_words == ("no cap, each worker's KV budget bounds it; but chunked layouts at most "
                                  "chunk_tokens - 1 requests per worker (255 with 256-token chunks)")
+
+
+def test_a_chunk_size_given_twice_is_searched_and_stated_once():
+    """A breaker's case: chunk_tokens=(64, 64) searched the 64-token chunked layout twice and stated its cap twice
+    ("63 with 64-token chunks, 63 with 64-token chunks"); a bad max_batch is refused naming it."""
+    from splitlab.planning.batch import chunked_cap_words
+    from splitlab.planning.options import chunk_sizes
+    assert chunk_sizes([64, 256, 64, np.int64(256)], None) == (64, 256)
+    assert chunked_cap_words([64, 64, 2], None).endswith("(1 with 2-token chunks, 63 with 64-token chunks)")
+    p = sl.planner.plan(None, "chat", 0.3, 0.03, max_workers=2, chunk_tokens=(64, 64), progress=False)
+    assert p.batch_line.count("63 with 64-token chunks") == 1
+    assert sum(c.chunk_tokens == 64 for c in p.candidates) == 1
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match=f"max_batch must be an integer >= 1 or None .*got {bad}"):
+            sl.planner.plan(None, "chat", 0.3, 0.03, max_workers=2, max_batch=bad, progress=False)

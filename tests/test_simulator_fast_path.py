@@ -223,3 +223,32 @@ def test_a_stopped_run_stops_where_the_step_by_step_run_does(options, rate):
         runs.append((outcome(res), verdict.decided, sum(r.reject_reason == STOPPED for r in copies)))
     assert runs[0] == runs[1]
     assert runs[0][1] is not None and runs[0][2] > 0  # it did stop early, with requests left
+
+
+class _Promise:
+    """A stop that passes a Verdict's answers through but says ``next`` as given (None: no ``next`` at all)."""
+
+    def __init__(self, verdict, next_s):
+        self.verdict, self.reason = verdict, verdict.reason
+        if next_s is not None:
+            self.next = next_s
+
+    def __call__(self, t):
+        return self.verdict(t)
+
+
+@pytest.mark.parametrize("next_s", [float("nan"), -float("inf")])
+def test_a_stop_whose_next_is_nan_or_minus_inf_stops_where_the_step_by_step_run_does(next_s):
+    """A breaker's case: a stop whose ``next`` was NaN was never called at the silent steps' ends (NaN < t is
+    False), so its fast run stopped later than the step-by-step one (1.5996 s against 1.5614 s); NaN and -inf now
+    promise nothing, so it is called at every instant. A stop without ``next`` may stop later, as documented."""
+    from splitlab.serving.goodput_verdict import Verdict
+    reqs = make_workload("code", 300, 40.0, seed=4)
+    runs = []
+    for backend, wrap in ((StepByStep(COST), False), (CostModelExecutor(COST), True)):
+        copies = [r.fresh() for r in reqs]
+        verdict = Verdict(copies[20:], 0.05, 0.004, 0.9)
+        res = Cluster(backend, ServingConfig(trace=False, workers=2, max_batch=4)).run(
+            copies, stop=_Promise(verdict, next_s) if wrap else verdict)
+        runs.append((outcome(res), verdict.decided))
+    assert runs[0] == runs[1] and runs[0][1] is not None

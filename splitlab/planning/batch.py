@@ -82,7 +82,7 @@ def chunked_cap_words(chunk_tokens: Sequence[int], max_batch: int | None) -> str
     ``max_num_seqs <= max_num_batched_tokens``), in words; "" with a ``max_batch`` or no chunk sizes."""
     if max_batch is not None or not chunk_tokens:
         return ""
-    sizes = ", ".join(f"{c - 1} with {c}-token chunks" for c in sorted(chunk_tokens))
+    sizes = ", ".join(f"{c - 1} with {c}-token chunks" for c in sorted(set(chunk_tokens)))
     return f"but chunked layouts at most chunk_tokens - 1 requests per worker ({sizes})"
 
 

@@ -16,7 +16,8 @@ LAYOUT_FIELDS = ("layout", "workers", "prefill_workers", "decode_workers", "poli
 
 
 def chunk_sizes(chunk_tokens, max_batch, least: int = 0) -> tuple:
-    """``chunk_tokens`` (the token budgets per step of the chunked layouts) as a tuple in the order given; None: ().
+    """``chunk_tokens`` (the token budgets per step of the chunked layouts) as a tuple in the order given, each size
+    once (a size given twice would be searched twice, and listed twice); None: ().
 
     Raises:
         ValueError: a string, a number or anything else that is no list of sizes; fewer than ``least`` sizes; a size
@@ -37,7 +38,7 @@ def chunk_sizes(chunk_tokens, max_batch, least: int = 0) -> tuple:
         raise ValueError(f"chunk_tokens must be {'one or more ' if least else ''}integers above "
                          f"{f'max_batch ({max_batch})' if max_batch else 1} (chunk sizes, tokens per step), got "
                          f"{list(chunks)!r}")
-    return chunks
+    return tuple(dict.fromkeys(chunks))
 
 
 def layout_options(who: str, options: dict) -> dict:

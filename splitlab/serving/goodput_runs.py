@@ -26,9 +26,8 @@ a set whose first arrivals happen to come fast ran above the rate it reported: s
 8% fast, and the default search of the built-in 1P+3D landed 6.4% below runs 20x longer (4.2% with this, and 30 of
 30 layouts, cost models and seeds within 5%: ``benchmarks/results/goodput_steady_rate_2026-12-04.txt``).
 
-DistServe's own search
-(``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe) sizes a run by a count instead:
-``run_binary_search(..., N=1000)``, 1000 requests per rate whatever the rate.
+DistServe's own search (``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe) sizes a run by a count
+instead: ``run_binary_search(..., N=1000)``, 1000 requests per rate whatever the rate.
 """
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ import functools
 import math
 import numbers
 import sys
+from operator import attrgetter
 from typing import Sequence
 
 from . import metrics as M
@@ -72,24 +72,23 @@ def workload_requests(workload, n_requests: int, rate_per_s: float, backend=None
     except TypeError:  # a model's set, or an argument that is not hashable: make_workload's checks say what is wrong
         return make_workload(workload, n_requests, rate_per_s, seed=seed, model=shape, arrival=arrival, cv=cv,
                              scale=scale)
-    return [r.fresh() for r in made]
+    return [r.fresh(own_prompt=True) for r in made]
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=8, typed=True)  # typed: seed=True or n=5.0 is refused, not served 1's or 5's set
 def _made(workload, n_requests, rate_per_s, seed, max_context, vocab_size, arrival, cv, scale) -> tuple:
     """A cost model's request set, made once per arguments: the planner's and the map's searches each ask for the
-    same set (making 3,000 requests costs about 10 times copying them; each caller gets fresh copies)."""
+    same set (making 3,000 requests costs about 7 times copying them; each caller gets fresh copies, prompt lists
+    included, so one that edits a prompt in place leaves the next caller's set as made)."""
     return tuple(make_workload(workload, n_requests, rate_per_s, seed=seed, model=_Shape(max_context, vocab_size),
                                arrival=arrival, cv=cv, scale=scale))
 
 
 def _rescaled(requests: Sequence[Request], factor: float) -> list[Request]:
     """The same requests with arrival times multiplied by ``factor`` (a rate divided by it)."""
-    out = []
-    for r in requests:
-        c = r.fresh()
-        c.arrival_s = r.arrival_s * factor
-        out.append(c)
+    out = [r.fresh() for r in requests]
+    for c in out:
+        c.arrival_s *= factor
     return out
 
 
@@ -108,9 +107,9 @@ def at_rate(requests: Sequence[Request], rate_per_s: float, marks: Sequence[int]
         raise ValueError("a rate needs at least 2 requests arriving at different times")
     knots, goals = [times[0]], [0.0]
     for m in sorted({*(m for m in marks if 2 <= m < len(times)), len(times)}):
-        if times[m - 1] > knots[-1]:  # a mark whose last arrival ties the previous knot adds no constraint
+        if times[m - 1] > knots[-1]:  # else ties: the later mark's span holds (the whole set's always does)
             knots.append(times[m - 1])
-            goals.append((m - 1) / rate_per_s)
+        goals[len(knots) - 1:] = [(m - 1) / rate_per_s] if len(knots) > 1 else [0.0]  # the first m at once: none
     first = times[0] * goals[1] / (knots[1] - knots[0])  # the first gap scaled as the first stretch is
     out, j = [], 1
     for r, t in zip(requests, times):
@@ -170,9 +169,11 @@ class Runs:
             self.base, self.rate, self.fixed = workload_requests(workload, max_requests, 1.0, self.ex, seed, scale), \
                 1.0, False
         else:
-            self.base, self.fixed = list(workload), not prefixes
-            if len(self.base) < 2 or self.base[-1].arrival_s <= self.base[0].arrival_s:
-                raise ValueError("goodput needs at least 2 requests arriving at different times")
+            self.base, self.fixed = sorted(workload, key=attrgetter("arrival_s")), not prefixes  # stable: ties kept
+            least = len(self.base) if self.fixed else min(min_requests, len(self.base))  # the fewest a run serves
+            if least < 2 or self.base[least - 1].arrival_s <= self.base[0].arrival_s:
+                raise ValueError("goodput needs at least 2 requests arriving at different times" + (
+                    "" if least == len(self.base) else f" among its first min_requests ({least}): a run serves those"))
             head = self.base if self.fixed else self.base[:max_requests]  # a longer set's tail is for extending
             self.rate = (len(head) - 1) / (head[-1].arrival_s - head[0].arrival_s)
         self.lifetime = lifetime_s(self.base, ttft_slo_s, tpot_slo_s)

@@ -117,8 +117,9 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
       ("unbounded": goodput is the highest rate stepped to, a lower bound).
 
     Args:
-        workload: a workload name, a :class:`WorkloadSpec`, or requests (their arrival times are scaled to each
-            tested rate; their mean rate is taken as measured from the first to the last arrival).
+        workload: a workload name, a :class:`WorkloadSpec`, or requests (taken in arrival order, in whatever order
+            given; their arrival times are scaled to each tested rate; their mean rate is taken as measured from the
+            first to the last arrival).
         config: the layout (its ``trace`` is switched off: metrics only).
         backend, model: as :func:`splitlab.serving.run` (default: the built-in cost model).
         ttft_slo_s, tpot_slo_s: the SLOs (s, finite, > 0).
@@ -156,7 +157,8 @@ def goodput(workload: str | WorkloadSpec | Sequence[Request], config: ServingCon
         ValueError: SLOs that are not finite times > 0 (True is no time) or whose lifetime x lifetimes overflows,
             lifetimes not a number > 0, extend not an integer in 1 .. 64, target
             outside (0, 1], tolerance outside (0, 1), a start rate that is not > 0, step not in (1, 100], max_runs not
-            an integer >= 1, fewer than 2 requests; or ``max_runs`` runs made before the search ended.
+            an integer >= 1, fewer than 2 requests at different times (with ``prefixes``: among the first
+            ``min_requests``); or ``max_runs`` runs made before the search ended.
         TypeError: a config that is not a :class:`ServingConfig`.
     """
     if not isinstance(config, ServingConfig):  # a list of configs failed deep in a run: 'list' has no 'with_'

@@ -225,13 +225,19 @@ class Request:
         second = head[1] if k > 1 else clock[start + 1 - k] if n > 1 else NAN
         return n, first, second, clock[end - 1] if end > start else head[-1] if k else NAN
 
-    def fresh(self) -> "Request":
+    def fresh(self, own_prompt: bool = False) -> "Request":
         """A copy with the same inputs and nothing recorded, to run the same workload again (another layout).
-        The inputs were checked when this request was made, so the copy skips the checks."""
+        The inputs were checked when this request was made, so the copy skips the checks. It shares the prompt
+        list (read-only, :attr:`prompt_id_range`) unless ``own_prompt``: then it gets a copy of its own, as a set
+        kept for later callers hands out (one caller editing a prompt in place leaves the kept set as it was)."""
         copy = object.__new__(Request)
-        copy.__dict__.update(_FRESH, id=self.id, arrival_s=self.arrival_s, prompt=self.prompt,
+        prompt, cached = self.prompt, self.__dict__.get("_id_range")
+        if own_prompt:
+            prompt = list(prompt)
+            cached = (prompt, *self.prompt_id_range)
+        copy.__dict__.update(_FRESH, id=self.id, arrival_s=self.arrival_s, prompt=prompt,
                              max_new_tokens=self.max_new_tokens, sampling=self.sampling, output=[], token_times_s=[],
-                             _id_range=self.__dict__.get("_id_range"))
+                             _id_range=cached)
         return copy
 
     def __repr__(self) -> str:

@@ -121,6 +121,8 @@ class VirtualClock:
         upcoming = min(arrival, events[0][0]) if events else arrival
         if after >= upcoming:
             return None  # the usual case: no instant to call it at before the next event (no walk of the workers)
+        if after != after:  # NaN: no time promised, so every instant (as step by step), not none
+            after = -math.inf
         workers = [w for w in self.c.workers if w.ahead is not None]
         while after < upcoming and workers:
             ends = [w.ahead[j] for w in workers for j in (bisect_left(w.ahead, after),) if j < len(w.ahead)]
@@ -129,7 +131,7 @@ class VirtualClock:
                 return None
             if stop(t):
                 return t
-            after = max(stop.next, math.nextafter(t, math.inf))
+            after = max(math.nextafter(t, math.inf), stop.next)  # a NaN next: the next instant
         return None
 
     def _stop(self, t: float, reason: str) -> None:
