@@ -52,3 +52,19 @@ def test_zero_terms_note_names_a_term_fitted_to_zero():
     assert "decode: batch" in text and "unstable" in text
     Cal.fits = {"prefill": F(("1",), (1e-3,))}
     assert pools.zero_terms_note(Cal()) == ""
+
+
+def test_run_length_words_compare_a_column_on_short_and_long_runs():
+    """Chapter 7's sentence on its GPU map searched on runs of 2,000 and, for one column, of 400 requests."""
+    from types import SimpleNamespace as C
+    from splitlab.teach.figures.split_map import run_length_words
+    long = C(cells=[C(prompt_tokens=64, tpot_steps=1.5, winner="tie", margin=0.05),
+                    C(prompt_tokens=64, tpot_steps=2.5, winner="chunked", margin=0.2),
+                    C(prompt_tokens=743, tpot_steps=1.5, winner="chunked", margin=0.25)])
+    short = C(cells=[C(prompt_tokens=64, tpot_steps=1.5, winner="chunked", margin=0.48),
+                     C(prompt_tokens=64, tpot_steps=2.5, winner="chunked", margin=0.21)])
+    assert run_length_words(long, short) == (
+        "On its 64-token prompts runs of 400 requests find chunked by 48% at 1.5 steps, chunked by 21% at 2.5 "
+        "steps; runs of 2,000 a tie at 1.5 steps, chunked by 20% at 2.5 steps (1 of 2 cells change hands): a short "
+        "run ends before a decode backlog builds, and the backlog weighs on the layouts differently.")
+    assert run_length_words(long, C(cells=[C(prompt_tokens=16, tpot_steps=1.5, winner="split", margin=0.1)])) == ""

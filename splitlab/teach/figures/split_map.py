@@ -125,6 +125,24 @@ def map_words(m) -> str:
 
 
 
+def run_length_words(long_map, short_map, long_requests: int = 2000, short_requests: int = 400) -> str:
+    """A sentence on one column of the map ``long_map`` (runs of ``long_requests``) searched again on shorter runs
+    (``short_map``, runs of ``short_requests``): each cell's winner and its margin over the runner-up on both,
+    computed; "" when the short map has no cell of ``long_map``."""
+    def said(c) -> str:
+        return ("a tie" if c.winner == "tie" else f"{c.winner} by {c.margin:.0%}") + f" at {c.tpot_steps:g} steps"
+    long = {(c.prompt_tokens, c.tpot_steps): c for c in long_map.cells}
+    pairs = [(long[c.prompt_tokens, c.tpot_steps], c) for c in short_map.cells
+             if (c.prompt_tokens, c.tpot_steps) in long]
+    if not pairs:
+        return ""
+    moved = sum(a.winner != b.winner for a, b in pairs)
+    return (f"On its {pairs[0][0].prompt_tokens}-token prompts runs of {short_requests} requests find "
+            f"{', '.join(said(b) for _, b in pairs)}; runs of {long_requests:,} "
+            f"{', '.join(said(a) for a, _ in pairs)} ({moved} of {len(pairs)} cells change hands): a short run ends "
+            f"before a decode backlog builds, and the backlog weighs on the layouts differently.")
+
+
 #: the winners as :func:`rule_table` names them: short, as the map's legend does ("colocated, pf-first")
 RULE_NAMES = {"prefill-first": "pf-first"}
 
