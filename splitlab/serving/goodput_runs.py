@@ -65,14 +65,14 @@ def workload_requests(workload, n_requests: int, rate_per_s: float, backend=None
                                              getattr(backend, "vocab_size", None))
     if scale is None:
         scale = workload_scale(shape.max_context)
+    key = (workload, n_requests, rate_per_s, seed, shape.max_context, shape.vocab_size, arrival, cv, scale)
     try:
-        if lm is not None or not isinstance(workload, (str, WorkloadSpec)):
-            raise TypeError
-        made = _made(workload, n_requests, rate_per_s, seed, shape.max_context, shape.vocab_size, arrival, cv, scale)
-    except TypeError:  # a model's set, or an argument that is not hashable: make_workload's checks say what is wrong
-        return make_workload(workload, n_requests, rate_per_s, seed=seed, model=shape, arrival=arrival, cv=cv,
-                             scale=scale)
-    return [r.fresh(own_prompt=True) for r in made]
+        hash(key)
+    except TypeError:  # an argument that is not hashable: make_workload's checks say what is wrong with it
+        key = None
+    if key is not None and lm is None and isinstance(workload, (str, WorkloadSpec)):  # a cost model's set: kept
+        return [r.fresh(own_prompt=True) for r in _made(*key)]
+    return make_workload(workload, n_requests, rate_per_s, seed=seed, model=shape, arrival=arrival, cv=cv, scale=scale)
 
 
 @functools.lru_cache(maxsize=8, typed=True)  # typed: seed=True or n=5.0 is refused, not served 1's or 5's set
