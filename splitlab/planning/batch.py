@@ -79,11 +79,12 @@ class BatchBound:
 def chunked_cap_words(chunk_tokens: Sequence[int], max_batch: int | None) -> str:
     """What caps a chunked worker's batch when no ``max_batch`` is given (``ServingConfig.batch_cap``: one decode
     row per token of a step's budget, so ``chunk_tokens - 1`` rows leave a prompt at least one token, as vLLM needs
-    ``max_num_seqs <= max_num_batched_tokens``), in words; "" with a ``max_batch`` or no chunk sizes."""
+    ``max_num_seqs <= max_num_batched_tokens``), in words, as a clause to append to a batch line ("; but ...");
+    "" with a ``max_batch`` or no chunk sizes."""
     if max_batch is not None or not chunk_tokens:
         return ""
     sizes = ", ".join(f"{c - 1} with {c}-token chunks" for c in sorted(set(chunk_tokens)))
-    return f"but chunked layouts at most chunk_tokens - 1 requests per worker ({sizes})"
+    return f"; but chunked layouts at most chunk_tokens - 1 requests per worker ({sizes})"
 
 
 def batch_bound(executor, config: ServingConfig, prompt_tokens: Sequence[int],

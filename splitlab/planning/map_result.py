@@ -127,8 +127,7 @@ class SplitMap:
         """What bounded every layout's decode batch, in words: no cap (each worker's KV budget) or ``max_batch``."""
         if self.max_batch is not None:
             return f"at most {self.max_batch} requests per worker (max_batch)"
-        return "; ".join(filter(None, ("no cap, each worker's KV budget bounds it",
-                                       chunked_cap_words(self.chunk_tokens, None))))
+        return "no cap, each worker's KV budget bounds it" + chunked_cap_words(self.chunk_tokens, None)
 
     def counts(self) -> dict:
         """Cells won by each kind, tied and met by none."""

@@ -295,5 +295,5 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         starts.learn(candidates[-1])
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
-                ex.cost.source, chosen, dict(bound.to_json(), line="; ".join(
-                    filter(None, (bound.line(), chunked_cap_words(chunk_tokens, max_batch))))))
+                ex.cost.source, chosen, dict(bound.to_json(), line=bound.line() + chunked_cap_words(chunk_tokens,
+                                                                                                  max_batch)))
