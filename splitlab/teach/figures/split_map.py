@@ -124,7 +124,6 @@ def map_words(m) -> str:
     return text + "."
 
 
-
 def run_length_words(long_map, short_map, long_requests: int = 2000, short_requests: int = 400) -> str:
     """A sentence on one column of the map ``long_map`` (runs of ``long_requests``) searched again on shorter runs
     (``short_map``, runs of ``short_requests``): each cell's winner and its margin over the runner-up on both,
