@@ -11,6 +11,7 @@ import math
 import time
 
 import pytest
+import torch
 
 import splitlab as sl
 from splitlab import serving
@@ -307,6 +308,17 @@ def test_peer_options_are_checked_before_a_process_starts(kwargs, error, message
     from splitlab.transfer.peer import Peer
     with pytest.raises(error, match=message):
         Peer(**kwargs)
+
+
+@pytest.mark.parametrize("data, error, message", [
+    (torch.zeros(4, 4, dtype=torch.uint8).t(), ValueError, "raw sends a contiguous tensor"),
+    (0, ValueError, "raw needs at least one byte, got 0"),
+    (True, TypeError, "raw takes a byte count or a tensor, got bool"),
+])
+def test_peer_raw_refuses_what_it_cannot_send_before_any_exchange(data, error, message):
+    from splitlab.transfer.peer import Peer
+    with pytest.raises(error, match=message):
+        Peer().raw(data)  # never started: the check comes first
 
 
 def test_goodput_per_zero_workers():

@@ -266,3 +266,22 @@ def test_kv_quality_and_chat_notes_say_what_their_tables_show():
     chat = notes.chat_note(reuse, 16)
     assert "reused 80 of them" in chat and "190 ms against 500 ms cold" in chat and "62% less" in chat
     assert "slowest warm prefill was faster than the fastest cold one" in chat and "at most 1e-05" in chat
+    slower = reuse.assign(warm_s=[0.50, 0.60, 0.58])  # on an H200 the warm prefills were slower: "-17% less" once
+    chat = notes.chat_note(slower, 16)
+    assert "590 ms against 500 ms cold (medians, 18% more; the warm and cold times overlap" in chat and "-" not in \
+        chat.split("cold (medians, ")[1][:8]
+
+
+def test_the_takeaway_says_a_slower_warm_prefill_saved_nothing():
+    """The chapter's rule of thumb once read "saved -17% of the later prefills" (an H200, warm prefills slower)."""
+    import pandas as pd
+    from splitlab.teach.figures import confusions_real as notes
+    q = pd.DataFrame([dict(scheme="full", bytes_ratio=1.0, tokens=20, tokens_differ=0, kl_mean=0.0),
+                      dict(scheme="int8", bytes_ratio=0.52, tokens=20, tokens_differ=1, kl_mean=1e-3)])
+    spread = pd.DataFrame([dict(prompt=0, k=4, acceptance=0.8, speedup=1.5, verdict="faster")])
+    reuse = pd.DataFrame(dict(prompt_tokens=[100, 104, 98], shared_tokens=[90] * 3, cached_tokens=[0, 80, 80],
+                              cold_s=[0.50, 0.52, 0.48], warm_s=[0.50, 0.20, 0.18]))
+    assert "reused in whole blocks) saved 62% of the later prefills' time." in notes.takeaway_note(
+        q, spread, ["repeat"], reuse)
+    slower = notes.takeaway_note(q, spread, ["repeat"], reuse.assign(warm_s=[0.50, 0.60, 0.58]))
+    assert slower.endswith("saved nothing here: the later prefills took 18% longer.") and "-" not in slower[-60:]

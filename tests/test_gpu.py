@@ -37,3 +37,13 @@ def test_timer_uses_cuda_events(gpu_lm, monkeypatch):
     assert len(made) == 2 and timer.seconds > 0
     out = sl.prefill(gpu_lm, "timed with events")  # the engine times its forward passes the same way
     assert len(made) == 4 and out.seconds > 0
+
+
+def test_raw_baseline_takes_a_gpu_buffer():
+    """Chapters 5 and 8 time ``Peer.raw`` on the buffer a GPU cache lives in: it is staged to host memory inside the
+    timed call (gloo sends host memory), as ``transfer`` stages the cache (on an H200 both once raised "raw sends a
+    contiguous CPU tensor")."""
+    buf = torch.arange(1 << 20, dtype=torch.int32, device="cuda").view(torch.uint8)
+    with sl.transfer.peer.Peer(timeout_s=120) as peer:
+        seconds = peer.raw(buf)
+    assert 0 < seconds < 60

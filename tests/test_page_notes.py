@@ -38,6 +38,24 @@ def test_ch01_doubling_words_follow_the_ratios():
     assert "+16%: within the checker's 35%" in note
     m["ttft_ratio"] = 3.3
     assert "outside the checker's 35%" in ch01.doubling_note(2.32, 1.08, m)
+    assert "fixed cost" not in ch01.doubling_note(2.32, 1.08, m)  # above the FLOPs' ratio: not that reason
+    m["ttft_ratio"] = 1.05  # an H200 running the tiny model: every prefill about one kernel-launch cost
+    slow = ch01.doubling_note(2.32, 1.08, m)
+    assert "-55%: outside the checker's 35%). A forward's fixed cost" in slow
+
+
+def test_ch01_hint_follows_what_the_prefill_did(capsys):
+    """Where twice the prompt barely moved TTFT (a GPU running the tiny model), the hint does not send the reader
+    to the FLOPs, which would fail the check again."""
+    from types import SimpleNamespace as NS
+    run = lambda ttft_s, tpot_s: NS(ttft_s=ttft_s, token_time_s=[ttft_s + i * tpot_s for i in range(9)],
+                                    prefill_s=ttft_s, decode_step_s=[tpot_s] * 8)  # noqa: E731
+    assert not ch01.prompt_doubling(2.3, 1.0, [run(0.0055, 0.004)] * 3, [run(0.0058, 0.004)] * 3)
+    out = " ".join(capsys.readouterr().out.split())  # the checker wraps its lines
+    assert "barely moved TTFT here" in out and "set TTFT" not in out
+    assert not ch01.prompt_doubling(1.0, 1.0, [run(0.005, 0.004)] * 3, [run(0.011, 0.004)] * 3)
+    assert "the prefill's FLOPs, about 2 x parameters x prompt tokens, set TTFT" in " ".join(
+        capsys.readouterr().out.split())
 
 
 def test_ch02_attention_note_follows_the_steps():
@@ -65,6 +83,9 @@ def test_ch03_ops_note_reconciles_two_timings_of_one_step():
     shares.attrs.update(step_s=0.0214, profiled_step_s=0.022, ops_s=0.018)
     assert "wall clock" in roofline.ops_note(shares, timed_step_s=0.0192)
     assert "about the same" in roofline.ops_note(shares, timed_step_s=0.021)
+    assert "this thread's CPU time" in roofline.ops_note(shares, timed_step_s=0.0192)
+    on_gpu = roofline.ops_note(shares, timed_step_s=0.0192, device="cuda")  # an H200 once read "this thread's CPU"
+    assert "CUDA events" in on_gpu and "CPU time" not in on_gpu
 
 
 def test_ch03_roofline_chart_has_at_least_two_labelled_y_ticks():

@@ -87,6 +87,9 @@ def test_decode_roofline_columns_and_notes(lm):
     assert "misses here" in note and f"at {missed} of 4 batches" in note
     rate1 = sl.profiling.weight_bytes_read(lm) / 0.006
     assert f"{rate1 / 1e9:.3g} GB/s" in note and "slow to" in note  # 0.009 s at batch 2: slower per byte
+    slow = dc.assign(matmul_s=dc["matmul_s"] * 10)  # matmuls far below the copy bandwidth: who runs them is named
+    assert "one core's matrix kernel reads" in roofline.prediction_note(slow, tolerance=0.35)
+    assert "core" not in roofline.prediction_note(slow, tolerance=0.35, device="cuda")  # an H200 once read "core"
     for ax in (roofline.decode_vs_batch(dc), roofline.latency_throughput(dc),
                roofline.roofline(1e10, 2e9, {"decode": (dc["intensity"], dc["flops"] / dc["step_s"])}, 0.5)):
         _labelled(ax)

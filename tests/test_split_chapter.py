@@ -189,3 +189,25 @@ def test_stream_prefill_share_and_the_tpot_note_read_the_timeline():
     assert close.endswith("Each colocated run is within the 20% we allow a formula here.") and "(-10%)" in close
     edge = T.tpot_prediction_note({}, steps.assign(**{"1 colocated": [7.996, 10.0]}), 0.5, "1P+1D")
     assert "(-20%)" in edge and "Each colocated run is within the 20%" in edge  # printed -20% is not a miss of 20%
+
+
+def test_the_tpot_note_where_the_formula_has_no_steady_state():
+    """At rho >= 1 the colocated formula has no TPOT to predict: the table says so in words and the note says why,
+    judging only the runs it can predict (on an H200 chapter 6's live rate gave rho = 1.21 and the note raised
+    'cannot convert float NaN to integer')."""
+    import pandas as pd
+
+    from splitlab.serving import Request, ServingConfig, run
+    from splitlab.teach.figures import split_tables as T
+
+    reqs = [Request(i, 0.01 * i, list(range(100)), 10) for i in range(4)]
+    res = run(reqs, ServingConfig.colocated(1), CostModelExecutor(COST))
+    st = T.step_table({"1 colocated (prefill-first)": res}, COST, 20.0, 0.1)  # rho = 2
+    assert st.loc["TPOT, predicted (ms)", "1 colocated"] == T.NO_STEADY_STATE
+    steps = pd.DataFrame({"1P+1D": {"TPOT, measured (ms)": 10.0, "TPOT, predicted (ms)": 10.0},
+                          "1 colocated": {"TPOT, measured (ms)": 31.0, "TPOT, predicted (ms)": T.NO_STEADY_STATE}})
+    note = T.tpot_prediction_note({"1 colocated (prefill-first)": res}, steps, 1.21, "1P+1D")
+    assert "1 colocated: 31 ms measured, none predicted" in note and "At rho = 121%" in note
+    assert "no steady TPOT" in note and "Each colocated run is within" not in note and "nan" not in note.lower()
+    both = T.tpot_prediction_note({}, steps.assign(**{"1 chunked 64": [9.0, 10.0]}), 1.21, "1P+1D")
+    assert "1 chunked 64: 9 ms measured, 10 predicted (-10%)" in both and "Each colocated run is within" in both

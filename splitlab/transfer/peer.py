@@ -202,9 +202,15 @@ class Peer:
                     exposed_s=self._end - stats.compute_end, tokens=done.tokens, receiver=done.stats)
 
     def raw(self, data: int | torch.Tensor) -> float:
-        """Seconds to send one contiguous uint8 tensor until the child acknowledges (the baseline). ``data``: the
+        """Seconds to send one contiguous tensor's bytes until the child acknowledges (the baseline). ``data``: the
         tensor (e.g. the very buffer a flat cache lives in, so both read the same memory), or a byte count (a
-        zeroed buffer of that size, kept between calls so that it is not freshly written, hence cache-hot)."""
+        zeroed buffer of that size, kept between calls so that it is not freshly written, hence cache-hot). A
+        tensor on a GPU is copied to host memory inside the timed call, as :meth:`transfer` stages a GPU cache
+        for gloo, which sends host memory only.
+
+        Raises:
+            TypeError: ``data`` neither a byte count nor a tensor.
+            ValueError: a count < 1, or a tensor that is not contiguous."""
         if isinstance(data, bool) or not isinstance(data, (numbers.Integral, torch.Tensor)):
             raise TypeError(f"raw takes a byte count or a tensor, got {type(data).__name__}")
         if isinstance(data, numbers.Integral):
@@ -214,10 +220,12 @@ class Peer:
                 self._raw_buf = torch.zeros(int(data), dtype=torch.uint8)
             buf = self._raw_buf
         else:
-            if not data.is_contiguous() or data.device.type != "cpu":
-                raise ValueError("raw sends a contiguous CPU tensor")
+            if not data.is_contiguous():
+                raise ValueError("raw sends a contiguous tensor (call .contiguous() first)")
             buf = data.reshape(-1).view(torch.uint8)
-        _, seconds, _ = self._exchange(PeerOp("raw", nbytes=buf.numel()), lambda: W.send_raw(buf, 1), wait_ack=True)
+        staged = (lambda: buf) if buf.device.type == "cpu" else (lambda: buf.cpu())  # gloo: host memory only
+        _, seconds, _ = self._exchange(PeerOp("raw", nbytes=buf.numel()), lambda: W.send_raw(staged(), 1),
+                                       wait_ack=True)
         return seconds
 
 

@@ -115,9 +115,11 @@ def prompt_doubling(ttft_ratio: Any, tpot_ratio: Any, before: Any, after: Any) -
         say("Not answered yet: set both predicted ratios, then run the cell again.")
         return False
     m = doubling_ratios(before, after)
+    ttft_hint = ("the prefill's FLOPs, about 2 x parameters x prompt tokens, set TTFT." if m["ttft_ratio"] >= 1.4
+                 else "twice the prompt barely moved TTFT here: a forward's fixed cost (launching its kernels, "
+                 "Python) outweighs its FLOPs at these lengths, so predict from the measured prefill times.")
     ok = [_ratio_verdict(ttft_ratio, m["ttft_ratio"], m["tolerance"]["ttft"], m["judged"]["ttft"],
-                         "the measured TTFT ratio", "the prefill's FLOPs, about 2 x parameters x prompt tokens, set "
-                         "TTFT."),
+                         "the measured TTFT ratio", ttft_hint),
           _ratio_verdict(tpot_ratio, m["tpot_ratio"], m["tolerance"]["tpot"], m["judged"]["tpot"],
                          "the measured TPOT ratio", "a decode step reads every weight once, whatever the prompt; the "
                          "cache it reads is a small part.")]
@@ -137,8 +139,11 @@ def doubling_note(flops_ratio: float, bytes_ratio: float, m: dict) -> str:
         key, off = name.lower(), measured / predicted - 1
         tol = m["tolerance"][key]
         where = ("within" if abs(off) <= tol else "outside") + f" the checker's {tol:.0%}"
+        fixed = (" A forward's fixed cost (launching its kernels, Python) outweighs its FLOPs at these lengths on "
+                 "this device, so twice the tokens cost far less than twice the time; chapter 3 measures where the "
+                 "FLOPs take over." if name == "TTFT" and off < -tol else "")
         return (f"{name} {change_words(measured)} (measured {measured:.2f}x; {why} {predicted:.2f}x, "
-                f"{signed_pct(off)}: {where}).")
+                f"{signed_pct(off)}: {where}).{fixed}")
     spread = max(m["spread"].values())
     return (part("TTFT", m["ttft_ratio"], flops_ratio, "the prefill's $2PT$ FLOPs double with $T$ and attention "
                  "adds a term in $T^2$, so the FLOP count says")

@@ -164,7 +164,8 @@ def chat_note(reuse: pd.DataFrame, block_tokens: int) -> str:
             f"reused {cached} of them and computed {computed.min():.0%} to {computed.max():.0%} of their prompts. "
             "Their "
             f"prefills took {fmt3(warm * 1e3)} ms against {fmt3(cold * 1e3)} ms cold (medians, "
-            f"{1 - warm / cold:.0%} less; {apart}). Scaling each cold prefill by the share of tokens computed "
+            + (f"{1 - warm / cold:.0%} less" if warm <= cold else f"{warm / cold - 1:.0%} more")
+            + f"; {apart}). Scaling each cold prefill by the share of tokens computed "
             f"predicts {fmt3(predicted * 1e3)} ms ({miss:+.0%}: " + (
                 "the new tokens still attend to every cached position, and a forward has a fixed cost)"
                 if miss > TOLERANCE else f"within {TOLERANCE:.0%})")
@@ -208,5 +209,6 @@ def takeaway_note(quality: pd.DataFrame, spread: pd.DataFrame, labels: Sequence[
     prompt = later.prompt_tokens.median()
     return (f"On the trained model, {quant}. A draft pays only where it is accepted: {lookup}. A shared system "
             f"prompt ({reuse.shared_tokens.iloc[0] / prompt:.0%} of each prompt, "
-            f"{later.cached_tokens.min() / prompt:.0%} reused in whole blocks) saved {saved:.0%} of the later "
-            f"prefills.")
+            f"{later.cached_tokens.min() / prompt:.0%} reused in whole blocks) " + (
+                f"saved {saved:.0%} of the later prefills' time." if saved >= 0 else
+                f"saved nothing here: the later prefills took {-saved:.0%} longer."))

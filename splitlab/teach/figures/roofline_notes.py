@@ -45,12 +45,13 @@ def prefill_note(pf: pd.DataFrame, ridge: float) -> tuple[str, float]:
                    "$e$."), e
 
 
-def prediction_note(dc: pd.DataFrame, tolerance: float = 0.35) -> str:
+def prediction_note(dc: pd.DataFrame, tolerance: float = 0.35, device: str = "cpu") -> str:
     """What the measured decode steps of :func:`roofline.with_decode_roofline` (with ``matmul_s`` from
     ``profiling.measure_weight_matmuls``, and ``bandwidth`` the copy bandwidth used there) say about the roofline
     prediction, as Markdown: measured / bound per batch against ``tolerance`` (said plainly where it misses), and
     why at batch 1: how much of the step the weight matmuls alone take and at what rate, and the rest of the
-    step, which no byte count predicts; then whether the matmuls keep their rate at the next batch."""
+    step, which no byte count predicts; then whether the matmuls keep their rate at the next batch. ``device``: the
+    device type the steps ran on ("cpu", "cuda"...), which names who runs the matrix kernels."""
     ratio = dc["step_s"] / dc["predicted_s"]
     within = int(((ratio <= 1 + tolerance) & (ratio >= 1 / (1 + tolerance))).sum())
     if ratio.min() < 0.95:
@@ -71,7 +72,8 @@ def prediction_note(dc: pd.DataFrame, tolerance: float = 0.35) -> str:
     text += (f"At batch {int(one['batch'])} the bound is {ms(one['predicted_s'])}. The weight matmuls alone take "
              f"{ms(one['matmul_s'])} and stream the weights at {rate(one) / 1e9:.3g} GB/s, {rate(one) / copy:.0%} "
              "of the copy bandwidth")
-    text += (": one core's matrix kernel reads these weights more slowly than a plain copy does" if
+    kernel = "one core's matrix kernel" if device == "cpu" else "a matrix kernel given one decode row"
+    text += (f": {kernel} reads these weights more slowly than a plain copy does" if
              rate(one) < 0.9 * copy else ": about as fast as memory allows")
     rest = float(one["step_s"] - one["matmul_s"])
     text += (f"; the other {ms(rest)} of the {ms(one['step_s'])} step is work that moves few bytes: norms, rotary "
@@ -113,11 +115,11 @@ def ridge_note(dc: pd.DataFrame, pf: pd.DataFrame, ridge: float) -> str:
     return text
 
 
-def ops_note(shares: pd.DataFrame, timed_step_s: float | None = None) -> str:
+def ops_note(shares: pd.DataFrame, timed_step_s: float | None = None, device: str = "cpu") -> str:
     """What the profiled operators of ``shares`` (``profiling.decode_op_shares``) are, naming only those printed,
     and what the profiler itself cost: the step's wall-clock time with and without it (``shares.attrs``); with
-    ``timed_step_s`` (the same step as live run 2 timed it, by the thread's CPU time), how the two times of one
-    step relate."""
+    ``timed_step_s`` (the same step as live run 2 timed it: by the thread's CPU time where ``device`` is "cpu", by
+    CUDA events on "cuda"), how the two times of one step relate."""
     names, share = list(shares["operator"]), dict(zip(shares["operator"], shares["share"]))
     parts = []
     if "aten::mm" in names:
@@ -145,9 +147,11 @@ def ops_note(shares: pd.DataFrame, timed_step_s: float | None = None) -> str:
             parts.append(f"Live run 2 timed the same step at {timed_step_s * 1e3:.3g} ms"
                          + (", about the same. " if abs(off) <= 0.1 else
                             f": the {a['step_s'] * 1e3:.3g} ms here is {off:+.0%} from it because the profiler can "
-                            "only use the wall clock, which also counts the moments another program held the core or "
-                            "its caches, while live run 2 counted this thread's CPU time (and kept the fastest of its "
-                            "rounds). "))
+                            "only use the wall clock, which also counts the moments another program held the "
+                            + {"cpu": "core or its caches, while live run 2 counted this thread's CPU time",
+                               "cuda": "device, while live run 2 timed the GPU's own work with CUDA events"}.get(
+                                device, "device, while live run 2 was timed by its own clock")
+                            + " (and kept the fastest of its rounds). "))
     return " ".join(parts)
 
 

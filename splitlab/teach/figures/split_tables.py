@@ -21,7 +21,7 @@ import pandas as pd
 from .style import sig3
 
 __all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table",
-           "tpot_prediction_note"]
+           "tpot_prediction_note", "NO_STEADY_STATE"]
 
 
 def short_name(name: str) -> str:
@@ -107,19 +107,21 @@ def step_table(runs: Mapping[str, object], cost, rate_per_s: float, mean_prefill
     """Measured against predicted, one column per run (short names): mean and largest decode batch, the mean
     decode step measured and predicted by ``cost`` at the same batches and contexts (ms), the mean TPOT
     measured, and predicted (ms): the predicted step stretched by ``1 / (1 - rho)`` on a colocated worker
-    (``rho = rate_per_s x mean_prefill_s / N``; NaN when rho >= 1), the predicted step alone on a split."""
+    (``rho = rate_per_s x mean_prefill_s / N``; :data:`NO_STEADY_STATE` when rho >= 1: the formula's worker would
+    prefill all the time), the predicted step alone on a split."""
     cols = {}
     for name, res in runs.items():
         steps = decode_steps(res, cost)
         n = len(res.workers)
         rho = rate_per_s * mean_prefill_s / n
-        stretch = (1 / (1 - rho) if rho < 1 else np.nan) if res.config.layout == "colocated" else 1.0
+        stretch = (1 / (1 - rho) if rho < 1 else None) if res.config.layout == "colocated" else 1.0
+        tpot_pred = NO_STEADY_STATE if stretch is None else _sig(1e3 * steps.predicted_s.mean() * stretch)
         cols[short_name(name)] = {
             "mean decode batch": _sig(steps.batch.mean()), "largest decode batch": int(steps.batch.max()),
             "step, measured (ms)": _sig(1e3 * steps.measured_s.mean()),
             "step, predicted (ms)": _sig(1e3 * steps.predicted_s.mean()),
             "TPOT, measured (ms)": _sig(1e3 * res.metrics()["tpot_s"]["mean"]),
-            "TPOT, predicted (ms)": _sig(1e3 * steps.predicted_s.mean() * stretch)}
+            "TPOT, predicted (ms)": tpot_pred}
     out = pd.DataFrame(cols).astype(object)
     out.loc["largest decode batch"] = [int(v) for v in out.loc["largest decode batch"]]
     return out
@@ -142,6 +144,9 @@ def stream_prefill_share(res) -> float:
     return float(np.mean(shares)) if shares else float("nan")
 
 
+NO_STEADY_STATE = "none: rho >= 1"  # step_table's predicted TPOT of a colocated run the formula cannot predict
+
+
 def tpot_prediction_note(runs: Mapping[str, object], steps: pd.DataFrame, rho: float, split: str,
                          tolerance: float = 0.2) -> str:
     """A sentence on a :func:`step_table` of ``runs``: how far each colocated run's measured mean TPOT is from the
@@ -151,15 +156,20 @@ def tpot_prediction_note(runs: Mapping[str, object], steps: pd.DataFrame, rho: f
     against its predicted step at its batches, and where that misses by more than ``tolerance``, how much of the
     miss its slower steps explain (:func:`_split_tpot_note`)."""
     measured, predicted = steps.loc["TPOT, measured (ms)"].drop(split), steps.loc["TPOT, predicted (ms)"].drop(split)
-    errors = {name: float(measured[name]) / float(predicted[name]) - 1 for name in measured.index}
-    text = "Against the formula, " + "; ".join(
-        f"{name}: {float(measured[name]):.3g} ms measured, {float(predicted[name]):.3g} predicted ({e:+.0%})"
-        for name, e in errors.items()) + "."
+    none = [name for name in measured.index if predicted[name] == NO_STEADY_STATE]
+    errors = {name: float(measured[name]) / float(predicted[name]) - 1 for name in measured.index if name not in none}
+    said = [f"{name}: {float(measured[name]):.3g} ms measured, {float(predicted[name]):.3g} predicted ({e:+.0%})"
+            for name, e in errors.items()]
+    said += [f"{name}: {float(measured[name]):.3g} ms measured, none predicted" for name in none]
+    text = "Against the formula, " + "; ".join(said) + "."
+    if none:
+        text += (f" At rho = {rho:.0%} the formula's colocated worker would spend all its time prefilling, so it has "
+                 "no steady TPOT to predict: a run this short ends before that backlog builds.")
     # judged on the printed (whole) percentages, so that a printed -20% is never called a miss of 20%
     missed = [name for name, e in errors.items() if round(abs(e) * 100) > round(tolerance * 100)]
     text += _split_tpot_note(steps, split, tolerance)
     if not missed:
-        return text + f" Each colocated run is within the {tolerance:.0%} we allow a formula here."
+        return text + (f" Each colocated run is within the {tolerance:.0%} we allow a formula here." if errors else "")
     by_short = {short_name(name): res for name, res in runs.items()}
     shares = {name: stream_prefill_share(by_short[name]) for name in missed}
     spent = (f"{next(iter(shares.values())):.0%}" if len(shares) == 1 else
