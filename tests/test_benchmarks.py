@@ -24,7 +24,7 @@ def test_benchmark_runs_quick(script, tmp_path):
                          text=True, timeout=900, env=env, cwd=tmp_path)
     assert out.returncode == 0, f"{script} --quick failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     assert out.stdout.strip(), f"{script} --quick printed nothing"
-    if script in ("gpu_check.py", "gpu_roofline.py") and "skipped, no CUDA device" in out.stdout:
+    if script in ("gpu_check.py", "gpu_roofline.py", "book_on_gpu.py") and "skipped, no CUDA device" in out.stdout:
         pytest.skip(f"{script}: no CUDA device here (its arguments were parsed; it skipped cleanly)")
 
 
@@ -47,3 +47,24 @@ def test_gpu_roofline_on_the_cpu(tmp_path):
     assert all(r["seconds"] > 0 and r["predicted_s"] > 0 for r in data["kernel_split"])
     assert data["hf_generate_per_token_s"] > 0
     assert data["calibration"]["format"].startswith("splitlab-calibration") and "device" in data
+
+
+def test_book_on_gpu_runs_a_chapter_on_the_cpu(tmp_path):
+    """book_on_gpu.py's whole path (a chapter in its own kernel, its record and the executed notebook) on chapter
+    1's set-up cells on the CPU; on a GPU it ran every chapter (benchmarks/results/book_on_gpu_h200_*.json)."""
+    import json
+    import tarfile
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OUT=str(tmp_path))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "book_on_gpu.py"), "--quick", "--allow-cpu"],
+                         capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "1 of 1 chapters ran whole" in out.stdout
+    record = json.loads((tmp_path / "book_on_gpu.json").read_text())
+    (chapter,) = record["chapters"]
+    assert chapter["ok"] and chapter["error"] is None and chapter["seconds"] > 0
+    assert "LoadedModel('tiny'" in chapter["cells"][0]["text"]  # what the set-up cell printed, kept
+    with tarfile.open(tmp_path / "book_on_gpu_notebooks.tar.gz") as tar:
+        assert tar.getnames() == [chapter["chapter"]]
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "book_on_gpu.py"), "--chapters", "42"],
+                         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert bad.returncode == 2 and "no chapter ['42'] in book/" in bad.stderr
