@@ -202,6 +202,9 @@ def test_a_run_arrives_at_exactly_its_rate_at_each_checkpoint():
     assert all(a is not b for a, b in zip(out, reqs))  # fresh copies
     with pytest.raises(ValueError, match="at least 2 requests arriving at different times"):
         at_rate([Request(0, 1.0, [1], 1), Request(1, 1.0, [1], 1)], 1.0)
+    for bad in (0.0, -1.0, float("inf"), float("nan")):  # 0 was a ZeroDivisionError, nan silent garbage
+        with pytest.raises(ValueError, match="a rate > 0"):
+            at_rate(reqs[:10], bad)
 
 
 def test_a_cost_models_request_set_is_made_once_and_handed_out_fresh():

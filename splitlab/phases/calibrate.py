@@ -40,7 +40,6 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
-import os
 import warnings
 from typing import Iterable, Sequence
 
@@ -56,6 +55,7 @@ from .device import _CPU_CLOCK, STATISTICS, Timer, check_measurement, describe_d
 from .engine import decode_step, forward_logits, prefill
 from .fit_quality import NOISY_RESIDUAL, NoisyCalibrationWarning, fit_warnings  # re-exported
 from .fused import fused_unsupported, hybrid_forward
+from .hardware import device_memory_bytes
 from .models import LoadedModel
 
 __all__ = ["calibrate", "fit_warnings", "NoisyCalibrationWarning", "NOISY_RESIDUAL"]
@@ -71,13 +71,6 @@ def _version() -> str:
         return version("splitlab")
     except PackageNotFoundError:
         return "unknown"
-
-
-def _memory_bytes(device: torch.device) -> int:
-    """What the emulated back end takes a worker's device memory to be: the GPU's, else this machine's RAM."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def _timed(fn, repeats: int) -> list[float]:
@@ -127,7 +120,7 @@ def _check_size(lm: LoadedModel, prompt_tokens: list[int], prefill_batch: int, d
                          f"tokens built in one forward, more than the {MAX_FORWARD_TOKENS:,} calibrate measures: use "
                          f"fewer rows or shorter contexts")
     per_token = kv_bytes_per_token(lm.geometry, lm.dtype)
-    budget = min(MAX_KV_BYTES, _memory_bytes(lm.device) // 2)
+    budget = min(MAX_KV_BYTES, device_memory_bytes(lm.device) // 2)
     need = rows * context * per_token
     if need > budget:
         raise ValueError(f"decode_batches up to {rows} x contexts up to {context} tokens need {_size(need)} of KV "
@@ -288,7 +281,7 @@ def calibrate(lm: LoadedModel, prompt_tokens: Sequence[int] | None = None, prefi
                 clock=clock, torch=torch.__version__, splitlab=_version(),
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     cost = CostModel(**coefficients(fits.values()), kv_bytes_per_token=int(kv_bytes_per_token(lm.geometry, lm.dtype)),
-                     max_context=ctx, memory_bytes=_memory_bytes(lm.device), weight_bytes=lm.weight_bytes,
+                     max_context=ctx, memory_bytes=device_memory_bytes(lm.device), weight_bytes=lm.weight_bytes,
                      activation_bytes_per_token=activation_bytes_per_token(lm.config, lm.dtype), padded_prefill=True,
                      hybrid_path="fused" if two_pass is None else "two-pass", two_pass_reason=two_pass,
                      source=f"measured: {lm.name} ({meta['dtype']}) on {meta['device']}, {meta['date']}")

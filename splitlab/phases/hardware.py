@@ -14,12 +14,21 @@ import torch
 
 from .device import STATISTICS, Timer, check_measurement
 
-__all__ = ["measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth", "last_level_cache",
-           "FALLBACK_LLC_BYTES"]
+__all__ = ["device_memory_bytes", "measure_matmul_flops", "measure_peak_flops", "measure_memory_bandwidth",
+           "last_level_cache", "FALLBACK_LLC_BYTES"]
 
 #: Assumed when the machine does not say (32 MiB: the L3 of one CPU complex of a current server CPU).
 FALLBACK_LLC_BYTES = 32 * 2 ** 20
 
+
+
+def device_memory_bytes(device: torch.device | str) -> int:
+    """The memory a worker on ``device`` owns, in bytes: a CUDA GPU's total memory, else this machine's RAM
+    (``os.sysconf``). The emulated back end sizes each worker's KV budget from it, and a calibration records it."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def _best_seconds(fn, repeats: int, statistic: str) -> float:

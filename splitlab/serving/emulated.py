@@ -6,7 +6,6 @@ worker: a paged-attention server does not copy caches to batch them.
 """
 from __future__ import annotations
 
-import os
 import time
 
 import torch
@@ -14,6 +13,7 @@ import torch
 from ..kvcache import KVCache
 from ..phases.engine import decode_step, forward_logits, generate, prefill as engine_prefill
 from ..phases.fused import fused_unsupported, hybrid_forward
+from ..phases.hardware import device_memory_bytes
 from ..phases.models import LoadedModel, require_loaded
 from ..phases.sampling import Sampler
 from ..sizing import RequestKVBytes, activation_bytes_per_token, kv_budget_bytes, kv_bytes_per_token
@@ -22,13 +22,6 @@ from ..transfer.header import check, pack
 from .executor import DecodeBatch, DecodeResult, Executor, PrefillResult, Slot, StepOutcome, TransferResult
 
 __all__ = ["ModelExecutor", "derive_kv_budget", "reference_tokens"]
-
-
-def _device_memory_bytes(device: torch.device) -> int:
-    """The memory of ``device``: the GPU's total memory (CUDA), else this machine's RAM (``os.sysconf``)."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def derive_kv_budget(lm=None, fraction: float = 0.9, memory_bytes: int | None = None) -> int:
@@ -43,7 +36,7 @@ def derive_kv_budget(lm=None, fraction: float = 0.9, memory_bytes: int | None = 
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     if memory_bytes is None:
-        memory_bytes = _device_memory_bytes(lm.device if lm is not None else torch.device("cpu"))
+        memory_bytes = device_memory_bytes(lm.device if lm is not None else torch.device("cpu"))
     return kv_budget_bytes(memory_bytes, lm.weight_bytes if lm is not None else 0, 0, fraction)
 
 
@@ -69,7 +62,7 @@ class ModelExecutor(Executor):
         self.vocab_size = lm.vocab_size
         self.weight_bytes = lm.weight_bytes
         self.activation_bytes_per_token = activation_bytes_per_token(lm.config, lm.dtype)
-        self.memory_bytes = _device_memory_bytes(lm.device)
+        self.memory_bytes = device_memory_bytes(lm.device)
         self.overhead_s = 0.0
         #: why this model's hybrid steps run in two passes (None: one fused forward, see :attr:`hybrid_path`)
         self.fused_unsupported = fused_unsupported(lm)

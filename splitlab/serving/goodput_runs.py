@@ -101,10 +101,11 @@ def at_rate(requests: Sequence[Request], rate_per_s: float, marks: Sequence[int]
     otherwise test 1.08 x the rate it is said to run at, and a search of short runs land up to 8% low.
 
     Raises:
-        ValueError: fewer than 2 requests, or the first and last arriving at the same time."""
+        ValueError: fewer than 2 requests, the first and last arriving at the same time, a rate not > 0 and finite."""
     times = [r.arrival_s for r in requests]
-    if len(times) < 2 or times[-1] <= times[0]:
-        raise ValueError("a rate needs at least 2 requests arriving at different times")
+    if len(times) < 2 or times[-1] <= times[0] or not 0 < rate_per_s < float("inf"):  # 0: ZeroDivisionError
+        raise ValueError(f"a rate needs a rate > 0 and at least 2 requests arriving at different times, got "
+                         f"{rate_per_s!r} requests/s for {len(times)} requests")
     knots, goals = [times[0]], [0.0]
     for m in sorted({*(m for m in marks if 2 <= m < len(times)), len(times)}):
         if times[m - 1] > knots[-1]:  # else ties: the later mark's span holds (the whole set's always does)
