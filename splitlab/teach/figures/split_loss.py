@@ -54,7 +54,7 @@ def _shortest(m, tpot_steps: float) -> str:
     if not row:
         return ""
     c = min(row, key=lambda c: c.prompt_tokens)
-    where = f"({c.prompt_tokens} tokens, {c.prefill_steps:.1f} decode steps a prefill)"
+    where = f"({c.prompt_tokens} tokens, {c.prefill_steps:.3g} decode steps a prefill)"
     if c.verdict == "colocated":
         return (f"At this chapter's TPOT SLO of {tpot_steps:g} decode steps the shortest prompts {where} already "
                 f"{_VERDICT[c.verdict]}.")
@@ -69,7 +69,7 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
     ``workload`` (its prefill costing ``workload_steps`` decode steps) the page serves next."""
     kind = _colocated(cell)
     gc, gs = cell.goodput[kind], cell.goodput["split"]
-    where = (f"{cell.prompt_tokens}-token prompts ({cell.prefill_steps:.1f} decode steps a prefill) with a TPOT SLO "
+    where = (f"{cell.prompt_tokens}-token prompts ({cell.prefill_steps:.3g} decode steps a prefill) with a TPOT SLO "
              f"of {cell.tpot_steps:g} decode steps")
     rival = short_name(cell.names[kind])
     if lost:
@@ -79,14 +79,14 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
                 f"({m.tie_tolerance:.0%}): {cells}. The split falls furthest behind at {where}: {rival} serves "
                 f"{gc:.3g} requests/s per worker, the best split, {cell.names['split']}, {gs:.3g}, "
                 f"{1 - gs / gc:.0%} less. {_why(cell, m.workers)}")
-        tail = (f"The `{workload}` prompts ({workload_steps:.1f} decode steps a prefill) lie nearest that column: "
+        tail = (f"The `{workload}` prompts ({workload_steps:.3g} decode steps a prefill) lie nearest that column: "
                 f"below, the planner ranks every layout for them at that TPOT SLO, and the real model serves them.")
     else:
         head = (f"**No loss on this map.** None of its {len(m.cells)} cells goes to a colocated layout by more than "
                 f"the tie tolerance ({m.tie_tolerance:.0%}): on this calibration the split wins or ties everywhere, "
                 f"so this page shows no loss. The split comes nearest to losing at {where}: {rival} serves "
                 f"{gc:.3g} requests/s per worker against {gs:.3g} for {cell.names['split']}.")
-        tail = (f"Below, the planner ranks the `{workload}` prompts ({workload_steps:.1f} decode steps a prefill, "
+        tail = (f"Below, the planner ranks the `{workload}` prompts ({workload_steps:.3g} decode steps a prefill, "
                 f"nearest that column) at that TPOT SLO, and the real model serves them: a near thing, not a loss "
                 f"the map predicts.")
     return " ".join(s for s in (head, _shortest(m, tpot_steps), tail) if s)
@@ -113,7 +113,7 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
              "one seed: no spread to judge its gap against" if g["seeds"] < 2 else "a gap within the runs' own spread")
     live = (f"live, {attainment[colocated.name].mean():.0f}% of the colocated requests met both SLOs on average "
             f"against {attainment[split.name].mean():.0f}% on the split ({seeds})")
-    prompts = f"`{workload}` prompts of {workload_steps:.1f} decode steps"
+    prompts = f"`{workload}` prompts of {workload_steps:.3g} decode steps"
     if not lost:
         return (f"The map has no colocated region on this device: where the split came nearest to losing (a TPOT "
                 f"SLO of {cell.tpot_steps:g} decode steps, {prompts}), {planned}; {live}.")
