@@ -91,6 +91,17 @@ def make(cost, axes, setting: dict) -> dict:
     return dict(cpu_s=cpu_s, searches=m.searches, runs=count.runs, requests=count.requests, cells=cells)
 
 
+def grid(cost, axes, setting: dict) -> str:
+    """Chapter 7's whole CPU grid (``split_map_grid`` over its three links) at ``setting``: CPU seconds, runs."""
+    from splitlab.teach.widgets.split_map import split_map_grid
+    with Count() as count:
+        t0 = time.process_time()
+        maps = split_map_grid(cost, links_gbps=(None, 0.1, 0.01), workers=4, progress=False, **axes, **setting)
+        cpu_s = time.process_time() - t0
+    counts = "; ".join(f"{g}: {m.counts()}" for g, m in maps.items())
+    return f"grid of 3 links {setting}: {cpu_s:.1f} CPU s, {count.runs} runs, {count.requests:,} requests ({counts})"
+
+
 def report(name: str, res: dict, ref: str = "steady") -> list[str]:
     out = [f"== {name} map: " + ", ".join(f"{k}: {v['cpu_s']:.1f} CPU s, {v['searches']} searches, {v['runs']} runs "
                                           f"({v['runs'] / max(v['searches'], 1):.1f}/search), "
@@ -134,6 +145,8 @@ def main(argv=None) -> int:
     ap.add_argument("--settings", default="400,2000,steady")
     ap.add_argument("--extra", default="", help="name=JSON of split_map keywords, e.g. fast={\"fast\": true}")
     ap.add_argument("--json", help="write every cell here")
+    ap.add_argument("--grid", action="store_true", help="time chapter 7's grid of three links at each setting "
+                                                        "(the CPU map) instead")
     ap.add_argument("--load", help="a --json file of an earlier run: its settings are taken, not made again")
     ap.add_argument("--tag", default="", help="appended to the names of the settings made in this run (beside the "
                                               "same settings loaded from an earlier run of other code)")
@@ -153,6 +166,10 @@ def main(argv=None) -> int:
         cost, axes = {"cpu": cpu_cost, "h100": h100_cost}[name]()
         print(f"{name}: {cost.source}; prompts {axes['prompt_tokens']}, TPOT steps {list(axes['tpot_steps'])}",
               flush=True)
+        if a.grid:
+            for k, s in settings.items():
+                print(f"  {k}: {grid(cost, axes, s)}", flush=True)
+            continue
         res = every.get(name, {})
         for k, s in settings.items():
             if k in res:

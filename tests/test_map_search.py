@@ -8,7 +8,7 @@ import math
 import pytest
 
 from splitlab.costmodel import CostModel
-from splitlab.planning.closed_form import first_guess, split_capacity
+from splitlab.planning.closed_form import first_guess, link_capacity, split_capacity
 from splitlab.planning.map_search import CellSearch, MapStarts
 from splitlab.planning.split_map import _spec, split_map
 from splitlab.serving import CostModelExecutor, ServingConfig, goodput
@@ -82,7 +82,7 @@ def test_a_split_below_the_best_is_ruled_out_in_one_run():
     ttft, tpot = 5 * CRAFTED.prefill_s(prompt), k * CRAFTED.decode_s(1, prompt)
     guess = first_guess(CRAFTED, [prompt], [128], ttft, tpot, 4, 16)
     mu = (guess["prefill_rps"], guess["decode_rps"])
-    layouts = [(x, ServingConfig.disaggregated(x, 4 - x, max_batch=16), split_capacity(*mu, x, 4 - x))
+    layouts = [(x, ServingConfig.disaggregated(x, 4 - x, max_batch=16), split_capacity(*mu, x, 4 - x), math.inf)
                for x in (3, 1)]
     finder = CellSearch(ex, dict(tolerance=TOL, min_requests=100, max_requests=300, seed=0, extend=1))
     (best_cfg, best), (cfg, ruled_out) = finder.splits((0, 0), _spec(prompt, 128), ttft, tpot, layouts, mu)
@@ -97,3 +97,24 @@ def test_a_split_below_the_best_is_ruled_out_in_one_run():
 def test_a_bad_min_requests_is_refused(bad):
     with pytest.raises(ValueError, match="min_requests must be an integer >= 2 or None"):
         split_map(CRAFTED, 4, prompt_tokens=[64], tpot_steps=[2.0], min_requests=bad, progress=False)
+
+
+def test_a_slow_link_bounds_the_closed_form_of_a_split():
+    # one NIC per worker, held for a whole transfer at both ends: 1P+3D carries one cache at a time, 2P+2D two
+    assert link_capacity(0.5, 1, 3) == pytest.approx(1 / 0.5 / 4) and link_capacity(0.5, 2, 2) == pytest.approx(1.0)
+    assert link_capacity(0.0, 1, 3) == math.inf
+    with pytest.raises(ValueError, match="transfer_s must be a time >= 0 s"):
+        link_capacity(float("nan"), 1, 3)
+    # 500-token caches of 64 B per token (32 kB) at 20 kB/s: 1.6 s each. The closed form alone ranks 3P+1D best
+    # (1.5 per worker); the link bounds it at 1 / 1.6 / 4 = 0.16 and 2P+2D at 0.31: the split the map searches first
+    ex = CostModelExecutor(CRAFTED)
+    slow = split_map(CRAFTED, 4, prompt_tokens=[500], tpot_steps=[1.5], output_tokens=128, max_batch=16,
+                     link_bytes_per_s=2e4, max_requests=300, progress=False)
+    fast = split_map(CRAFTED, 4, prompt_tokens=[500], tpot_steps=[1.5], output_tokens=128, max_batch=16,
+                     max_requests=300, progress=False)
+    (s,), (f,) = slow.cells, fast.cells
+    assert s.names["split"] == "2P+2D" and f.names["split"] == "3P+1D", (s.names, f.names)
+    full = {x: goodput(_spec(500, 128), ServingConfig.disaggregated(x, 4 - x, max_batch=16, link_bytes_per_s=2e4),
+                       ex, ttft_slo_s=s.ttft_slo_s, tpot_slo_s=s.tpot_slo_s, tolerance=TOL, min_requests=100,
+                       max_requests=300, scale=1.0, extend=1).goodput_rps_per_worker for x in (1, 2, 3)}
+    assert s.goodput["split"] == pytest.approx(max(full.values()), rel=2 * TOL) and max(full, key=full.get) == 2

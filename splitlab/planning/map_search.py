@@ -11,7 +11,9 @@ bisection). A search with nothing to learn from starts at its closed form with t
 
 **Splits ruled out in one run.** Only the best split of a cell enters its winner. The split the closed form ranks
 best is searched first; each other split (x +- 1) whose start (:class:`~.starts.Starts`: the closed form corrected
-by the split just found) is not above the best split's goodput first runs at that goodput, and a run that fails
+by the split just found; at most the closed form's link bound, :func:`~.closed_form.link_capacity`, scaled as the
+first split's goodput is to its own where that bound decided the first split's closed form) is not above the best
+split's goodput first runs at that goodput, and a run that fails
 there rules it out: by the search's own premise (attainment falls as the rate grows), its goodput lies below the
 best split's, and a full search of it could only have found a lower rate. A run that passes goes on as a search
 starting there. A ruled-out split's goodput is not measured; the cell never needed it.
@@ -96,16 +98,20 @@ class CellSearch:
         return runs(rate)["passed"]
 
     def splits(self, cell, workload, ttft, tpot, layouts: list, mu: tuple[float, float]) -> list:
-        """The split searches of a cell: ``layouts`` of (prefill workers, config, closed form), the closed form's
-        best first; ``mu``: the closed form's requests/s of one prefill and one decode worker (:class:`Starts`).
-        Returns (config, result or None) per layout, None for a split one run ruled out (module docstring)."""
-        out, best, inside = [], 0.0, Starts(*mu)
-        for i, (x, cfg, first) in enumerate(layouts):
+        """The split searches of a cell: ``layouts`` of (prefill workers, config, closed form, the link's bound:
+        :func:`~.closed_form.link_capacity`), the closed form's best first; ``mu``: the closed form's requests/s of
+        one prefill and one decode worker (:class:`Starts`). Returns (config, result or None) per layout, None for
+        a split one run ruled out (module docstring)."""
+        out, best, inside, k_link = [], 0.0, Starts(*mu), 1.0
+        for i, (x, cfg, first, link) in enumerate(layouts):
             y = cfg.n_workers - x
             if i == 0:
                 res = self.learned(f"split {x}", cell, first, workload, cfg, ttft, tpot, also=("split",))
+                if res.outcome == "found" and first >= link and 0 < link < math.inf:  # the link bound the first split
+                    k_link = res.goodput_rps_per_worker / link  # and lowers the others' as much
             else:
                 start, learned = inside.start("prefill-first", x, y, first)
+                start = min(start, link * k_link)
                 if best > 0 and start <= best:
                     self.searches += 1
                     if not self.beats(workload, cfg, ttft, tpot, best):

@@ -40,7 +40,7 @@ from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig
 from ..serving.workload import Fixed, WorkloadSpec
 from .batch import batch_bound
-from .closed_form import first_guess, split_capacity
+from .closed_form import first_guess, link_capacity, split_capacity
 from .conditional_layouts import check_queues, conditional_contenders
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_axes import check_axis, chunk_steps, geometric_axis, prefill_steps, prompt_axis
@@ -171,24 +171,29 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                                  extend=extend))
     bar = progress_bar(len(prompts) * len(steps), f"map of {workers} workers", progress, unit="cell")
     requests = {n: _spec(n, output_tokens) for n in prompts}
+    cache_bytes = {n: n * getattr(ex, "kv_bytes_per_token", cost.kv_bytes_per_token) for n in prompts}
+    transfer = {n: cost.transfer_s(cache_bytes[n]) if link_bytes_per_s is None else cache_bytes[n] / link_bytes_per_s
+                for n in prompts}  # a cache's seconds on the link (the closed form's bound on a split: link_capacity)
     ratio = {n: prefill_steps(cost, n) for n in prompts}
     with bar:
         for row, k in enumerate(steps):
             for col, n in enumerate(prompts):
-                reqs, t_p, t_d = requests[n], cost.prefill_s(n), cost.decode_s(1, n)
+                reqs, t_p, t_d, t_x = requests[n], cost.prefill_s(n), cost.decode_s(1, n), transfer[n]
                 ttft, tpot = ttft_prefills * t_p, k * t_d
                 prompts_arr, outs = np.full(1, n), np.full(1, output_tokens)
                 held = batch_bound(ex, ServingConfig.disaggregated(1, 1, **common), prompts_arr, outs).batch
                 guess = first_guess(cost, prompts_arr, outs, ttft, tpot, workers, int(min(held, CLOSED_FORM_BATCH)),
                                     common.get("max_prefill_tokens", 2048))
-                cap = {x: split_capacity(guess["prefill_rps"], guess["decode_rps"], x, workers - x)
+                link_cap = {x: link_capacity(t_x, x, workers - x) for x in range(1, workers)}
+                cap = {x: min(split_capacity(guess["prefill_rps"], guess["decode_rps"], x, workers - x), link_cap[x])
                        for x in range(1, workers)}
                 best_x = max(cap, key=lambda x: (cap[x], -x))
                 xs = sorted({max(1, best_x - 1), best_x, min(workers - 1, best_x + 1)},
                             key=lambda x: (x != best_x, -cap[x], x))  # the closed form's best first
                 found = [("split", cfg, res) for cfg, res in finder.splits(
                     (row, col), reqs, ttft, tpot, [(x, ServingConfig.disaggregated(x, workers - x, **link, **common),
-                                                    cap[x]) for x in xs], (guess["prefill_rps"], guess["decode_rps"]))]
+                                                    cap[x], link_cap[x]) for x in xs],
+                    (guess["prefill_rps"], guess["decode_rps"]))]
                 good, binding, names = {}, {}, {}
                 if colocated_from is None:
                     for kind, cfg in [("prefill-first", ServingConfig.colocated(workers, **common))] + [
