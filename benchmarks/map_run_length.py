@@ -7,7 +7,8 @@ H100 map of Llama-3-8B on the roofline) made again at three run lengths:
 - ``2000``: ``max_requests=2000`` (runs of 100 .. 2,000: the chapter's GPU map);
 - ``steady``: goodput's own run sizing (20 request lifetimes, at least 2,000 and at most 4,000 requests) going on
   up to 8 x while unsettled (``min_requests=None, max_requests=4000, extend=8``: goodput's defaults);
-- ``planner``: the planner's runs (at least 2,000, at most 3,000 requests, 20 lifetimes, plain: ``extend=1``).
+- ``planner``: the planner's runs (at least 2,000, at most 3,000 requests, 20 lifetimes, plain: ``extend=1``);
+- ``2000s``: runs of exactly 2,000 requests (``min_requests=None, max_requests=2000``), plain.
 
 Per cell: each setting's winner, margin and goodputs; then the winner changes against ``steady`` and each
 layout's goodput ratio to it (the bias of short runs), and each map's CPU seconds (this process's), searches and
@@ -31,7 +32,8 @@ from splitlab.serving import goodput_runs
 
 SETTINGS = {"400": dict(max_requests=400), "2000": dict(max_requests=2000),
             "steady": dict(max_requests=4000, min_requests=None, extend=8),
-            "planner": dict(max_requests=3000, min_requests=None, extend=1)}
+            "planner": dict(max_requests=3000, min_requests=None, extend=1),
+            "2000s": dict(max_requests=2000, min_requests=None, extend=1)}
 KINDS = SM.KINDS
 SHORT = {"split": "split", "prefill-first": "pf", "chunked": "chunk", "tie": "tie", "none": "none"}
 
