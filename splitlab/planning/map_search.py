@@ -107,7 +107,8 @@ class CellSearch:
             y = cfg.n_workers - x
             if i == 0:
                 res = self.learned(f"split {x}", cell, first, workload, cfg, ttft, tpot, also=("split",))
-                if res.outcome == "found" and first >= link and 0 < link < math.inf:  # the link bound the first split
+                if res.outcome == "found" and res.goodput_rps_per_worker > 0 and first >= link and 0 < link < math.inf:
+                    # the link bound the first split's closed form
                     k_link = res.goodput_rps_per_worker / link  # and lowers the others' as much
             else:
                 start, learned = inside.start("prefill-first", x, y, first)
