@@ -52,12 +52,19 @@ def test_a_named_workloads_run_goes_on_past_max_requests():
 
 
 def test_the_map_gives_every_search_its_cells_workload_and_one_extend(monkeypatch):
-    from splitlab.planning import split_map
-    rec = _Recorder()
-    monkeypatch.setattr(split_map, "goodput", rec)
+    from splitlab.planning import map_search, split_map
+    rec, checks, real = _Recorder(), [], map_search.Runs
+
+    def one_run(workload, cfg, *args, **kw):  # the one-run checks that rule a split out (planning/map_search.py)
+        checks.append((workload, kw["extend"]))
+        return real(workload, cfg, *args, **kw)
+    monkeypatch.setattr(map_search, "goodput", rec)
+    monkeypatch.setattr(map_search, "Runs", one_run)
     split_map.split_map(None, 3, [64, 256], (2.5,), progress=False)
     assert rec.calls and {kw["extend"] for _, _, kw in rec.calls} == {split_map.MAP_EXTEND}
     assert all(isinstance(w, WorkloadSpec) and kw["scale"] == 1.0 for w, _, kw in rec.calls)
+    # the stand-in's answers (1 per worker everywhere) may leave no split to rule out; tests/test_map_search.py has one
+    assert all(isinstance(w, WorkloadSpec) and e == split_map.MAP_EXTEND for w, e in checks)
 
 
 def test_the_hetero_planner_gives_every_search_the_same_extend(monkeypatch):

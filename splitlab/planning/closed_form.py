@@ -13,7 +13,9 @@ each kind can take within its SLO, from the cost model alone.
   ``B = lam x output x TPOT`` streams; the highest ``lam`` with that TPOT within its SLO, ``B <= max_batch`` and an
   M/D/1 TTFT ``t_p + rho t_p / (2 (1 - rho))`` within the TTFT SLO.
 - **xPyD split**: ``min(x lam_p, y lam_d) / (x + y)`` requests/s per worker; the best ratio ``x : y`` is about
-  ``lam_d : lam_p``.
+  ``lam_d : lam_p``. Over a link of ``t_x`` seconds per cache, at most ``min(x, y) / t_x`` requests/s cross it:
+  every worker has one NIC, held for a whole transfer at both ends (:mod:`splitlab.serving.nic`), so at most
+  ``min(x, y)`` transfers run at once (:func:`link_capacity`).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["prefill_capacity", "decode_capacity", "colocated_capacity", "split_capacity", "first_guess"]
+__all__ = ["prefill_capacity", "decode_capacity", "colocated_capacity", "split_capacity", "link_capacity",
+           "first_guess"]
 
 
 def prefill_capacity(cost, prompt_tokens: Sequence[int], ttft_slo_s: float, max_prefill_tokens: int = 2048) -> float:
@@ -85,6 +88,20 @@ def colocated_capacity(cost, prompt_tokens: Sequence[int], output_tokens: Sequen
 def split_capacity(prefill_rps: float, decode_rps: float, prefill_workers: int, decode_workers: int) -> float:
     """Requests/s per worker of an xPyD split whose workers serve ``prefill_rps`` and ``decode_rps`` each."""
     return min(prefill_workers * prefill_rps, decode_workers * decode_rps) / (prefill_workers + decode_workers)
+
+
+def link_capacity(transfer_s: float, prefill_workers: int, decode_workers: int) -> float:
+    """Requests/s per worker that the NICs of an xPyD split carry when each cache takes ``transfer_s`` seconds on
+    the link: ``min(x, y) / transfer_s / (x + y)`` (module docstring; inf for a free link). An upper bound: it
+    leaves out the TTFT the transfer uses up and the queueing of one decode worker's ingress.
+
+    Raises:
+        ValueError: ``transfer_s`` negative or NaN."""
+    if not transfer_s >= 0:
+        raise ValueError(f"transfer_s must be a time >= 0 s, got {transfer_s!r}")
+    if transfer_s == 0:
+        return math.inf
+    return min(prefill_workers, decode_workers) / transfer_s / (prefill_workers + decode_workers)
 
 
 def first_guess(cost, prompt_tokens: Sequence[int], output_tokens: Sequence[int], ttft_slo_s: float,

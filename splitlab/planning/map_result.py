@@ -89,9 +89,10 @@ class Cell:
 @dataclass
 class SplitMap:
     """What :func:`split_map` found: ``cells`` (row by row: TPOT steps outer, prompt lengths inner), the axes
-    (``prompt_tokens``, ``prefill_steps``, ``tpot_steps``), the inputs, ``searches`` made, ``notes`` (searches
-    whose goodput is only a lower bound) and ``chunk_steps`` (per column: one step of the first chunk size beside
-    a decode row, in lone decode steps: :func:`~.split_map.chunk_steps`)."""
+    (``prompt_tokens``, ``prefill_steps``, ``tpot_steps``), the inputs, ``searches`` made (layouts weighed, a split
+    one run ruled out included: :mod:`.map_search`), ``notes`` (searches whose goodput is only a lower bound),
+    ``chunk_steps`` (per column: one step of the first chunk size beside a decode row, in lone decode steps:
+    :func:`~.map_axes.chunk_steps`) and ``runs`` (the goodput runs of all its searches)."""
 
     cells: list[Cell]
     workers: int
@@ -109,6 +110,7 @@ class SplitMap:
     searches: int = 0
     notes: list[str] = field(default_factory=list)
     chunk_steps: list[float] = field(default_factory=list)
+    runs: int = 0
 
     def table(self) -> pd.DataFrame:
         """One row per cell (its :meth:`Cell.to_json` less the per-layout detail)."""
@@ -138,6 +140,6 @@ class SplitMap:
                     tpot_steps=self.tpot_steps, output_tokens=self.output_tokens, ttft_prefills=self.ttft_prefills,
                     link_bytes_per_s=self.link_bytes_per_s, tie_tolerance=self.tie_tolerance,
                     cost_source=self.cost_source, chunk_tokens=self.chunk_tokens, max_batch=self.max_batch,
-                    seed=self.seed, searches=self.searches, counts=self.counts(), notes=self.notes,
+                    seed=self.seed, searches=self.searches, runs=self.runs, counts=self.counts(), notes=self.notes,
                     chunk_steps=self.chunk_steps,
                     cells=[c.to_json() for c in self.cells])

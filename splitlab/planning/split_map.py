@@ -14,7 +14,9 @@ is ``ttft_prefills`` (5, chapter 6) prefills of the prompt. Every request has th
 
 Each layout's goodput is :func:`splitlab.serving.goodput` on the cost model (calibrated, analytic or built in),
 as :func:`splitlab.planner.plan` runs it; the closed form (:mod:`.closed_form`) prunes the splits (only the
-split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate. Every
+split it ranks best and its neighbours, x +- 1, are simulated) and gives every search its first rate, corrected by
+the nearest cell searched before (:mod:`.map_search`, which also rules out in one run a neighbour that fails at the
+best split's goodput). The axes are :mod:`.map_axes`'. Every
 search gets its cell's workload and one ``extend``, the same rule for every layout: by default
 :data:`MAP_EXTEND` = 1, plain runs that never go on (a map of 12 cells took 11 s of CPU; letting its runs go on to 8x
 took more than 4x that, past the seconds a map should take), so a map's goodputs carry the plain search's seed
@@ -27,7 +29,6 @@ gives one (chunked without one caps at ``chunk_tokens - 1``); the closed form ta
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 from typing import Sequence
@@ -36,12 +37,14 @@ import numpy as np
 
 from ..common.progress import progress_bar
 from ..costmodel import CostModel
-from ..serving import CostModelExecutor, ServingConfig, goodput
+from ..serving import CostModelExecutor, ServingConfig
 from ..serving.workload import Fixed, WorkloadSpec
 from .batch import batch_bound
-from .closed_form import first_guess, split_capacity
+from .closed_form import first_guess, link_capacity, split_capacity
 from .conditional_layouts import check_queues, conditional_contenders
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
+from .map_axes import check_axis, chunk_steps, geometric_axis, prefill_steps, prompt_axis
+from .map_search import CellSearch
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
 from .options import chunk_sizes, layout_options
 from .planner import CLOSED_FORM_BATCH
@@ -57,95 +60,13 @@ MAX_CELLS = 400
 MAP_EXTEND = 1
 
 
-def geometric_axis(low: float, high: float, points: int, integer: bool = False) -> list:
-    """``points`` values from ``low`` to ``high`` evenly spaced on a log scale (rounded and deduplicated if
-    ``integer``).
-
-    Raises:
-        ValueError: low or high not a finite number > 0, low > high, points not an integer >= 1 (or > 1 with
-            low < high)."""
-    for name, v in (("low", low), ("high", high)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
-            raise ValueError(f"the axis' {name} end must be a finite number > 0, got {v!r}")
-    if low > high:
-        raise ValueError(f"an empty range: low {low:g} is above high {high:g}")
-    if isinstance(points, bool) or not isinstance(points, numbers.Integral) or points < 1:
-        raise ValueError(f"points must be an integer >= 1, got {points!r}")
-    if points == 1 and low < high:  # one point of a range would silently drop its high end
-        raise ValueError(f"one point needs low equal to high, got {low:g} to {high:g}")
-    vals = np.geomspace(low, high, points) if points > 1 else np.array([low])
-    return sorted({int(round(v)) for v in vals}) if integer else [float(f"{v:.3g}") for v in vals]
-
-
-def prefill_steps(cost: CostModel, prompt_tokens: int) -> float:
-    """The prefill of a ``prompt_tokens``-token prompt in lone decode steps at that context:
-    ``cost.prefill_s(n) / cost.decode_s(1, n)`` (the map's across axis).
-
-    Raises:
-        ValueError: the cost model predicts a decode step of 0 s (no step to count in)."""
-    d = cost.decode_s(1, prompt_tokens)
-    if not d > 0:
-        raise ValueError(f"this cost model ({cost.source}) predicts a decode step of 0 s: a map's axes are in decode "
-                         f"steps")
-    return cost.prefill_s(prompt_tokens) / d
-
-
-def chunk_steps(cost: CostModel, chunk_tokens: int, prompt_tokens: int) -> float:
-    """One hybrid step of a fresh ``chunk_tokens``-token prompt chunk beside one decode row at a context of
-    ``prompt_tokens`` (one fused forward, or two passes where ``cost.hybrid_path`` says its engine cannot fuse),
-    in lone decode steps at that context (``cost.hybrid_s`` / ``cost.decode_s(1, n)``): what a
-    chunk stalls a running stream for. Near 1 where a chunk rides in a memory-bound decode step for free (a GPU's
-    roofline), several where every prompt token costs time (a CPU). Raises ValueError for a free decode step."""
-    prefill_steps(cost, prompt_tokens)  # refuses a free decode step
-    return cost.hybrid_s(chunk_tokens, chunk_tokens ** 2, 0, 1, prompt_tokens) / cost.decode_s(1, prompt_tokens)
-
-
-def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, points: int) -> list[int]:
-    """``points`` prompt lengths in ``[low_tokens, high_tokens]`` whose prefill costs (in lone decode steps,
-    ``prefill_s(n) / decode_s(1, n)``) are evenly spaced on a log scale: for each target cost the shortest prompt
-    that reaches it (by bisection; the cost grows with the prompt). Where the cost does not grow over the range
-    (a roofline's prefill is memory-bound, 1 step, up to a few hundred tokens), lengths evenly spaced on a log
-    scale instead. Deduplicated, so possibly fewer than ``points``.
-
-    Raises:
-        ValueError: as :func:`geometric_axis` (an empty range, points < 1 or one in a range), a decode step of 0 s."""
-    cost = CostModelExecutor(cost).cost
-    geometric_axis(low_tokens, high_tokens, points, integer=True)  # the range's own checks
-    steps = functools.partial(prefill_steps, cost)
-    lo, hi = steps(low_tokens), steps(high_tokens)
-    if not hi > lo * 1.01:
-        return geometric_axis(low_tokens, high_tokens, points, integer=True)
-    out = set()
-    for target in np.geomspace(lo, hi, points) if points > 1 else [lo]:
-        a, b = low_tokens, high_tokens  # steps(b) >= target
-        while b - a > 1:
-            mid = (a + b) // 2
-            a, b = (a, mid) if steps(mid) >= target else (mid, b)
-        out.add(a if steps(a) >= target else b)
-    return sorted(out)
-
-
-def _axis(name: str, values, integer: bool, lowest: float) -> list:
-    vals = list(values) if values is not None else []
-    if not vals:
-        raise ValueError(f"{name} is empty: give at least one value")
-    for v in vals:
-        ok = not isinstance(v, bool) and isinstance(v, numbers.Integral if integer else numbers.Real)
-        if not ok or not (math.isfinite(v) and v >= lowest):
-            kind = "an integer" if integer else "a finite number"
-            raise ValueError(f"every {name} value must be {kind} >= {lowest:g}, got {v!r}")
-    if len(set(vals)) != len(vals):
-        raise ValueError(f"{name} holds a value twice: {vals}")
-    return sorted(int(v) if integer else float(v) for v in vals)
-
-
 def _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefills, link_bytes_per_s,
            tie_tolerance) -> tuple[list, list]:
     if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or not 2 <= workers <= 16:
         raise ValueError(f"workers must be an integer in 2 .. 16 (a split needs a prefill and a decode worker; each "
                          f"split of the cluster is a goodput search), got {workers!r}")
-    prompts = _axis("prompt_tokens", prompt_tokens, True, 1)
-    steps = _axis("tpot_steps", tpot_steps, False, 1.0)
+    prompts = check_axis("prompt_tokens", prompt_tokens, True, 1)
+    steps = check_axis("tpot_steps", tpot_steps, False, 1.0)
     if len(prompts) * len(steps) > MAX_CELLS:
         raise ValueError(f"a map of at most {MAX_CELLS} cells (each is about 5 goodput searches), got "
                          f"{len(prompts)} x {len(steps)}")
@@ -176,7 +97,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
               tpot_steps: Sequence[float] = (1.5, TPOT_STEPS, 4.0, 8.0), output_tokens: int = 64,
               ttft_prefills: float = TTFT_PREFILLS, link_bytes_per_s: float | None = None,
               tie_tolerance: float = 0.1, chunk_tokens: Sequence[int] = (256,), max_batch: int | None = None,
-              max_requests: int = 400, tolerance: float = 0.05, seed: int = 0,
+              max_requests: int = 400, tolerance: float = 0.05, seed: int = 0, min_requests: int | None = 100,
               progress: bool | None = None, colocated_from: SplitMap | None = None,
               conditional_queues: Sequence[int] = (), extend: int = MAP_EXTEND, **options) -> SplitMap:
     """The map of the module docstring on ``cost``.
@@ -193,6 +114,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         max_batch, options: :class:`~splitlab.serving.ServingConfig` fields of every layout (``max_batch`` None,
             the default: no cap, each worker's KV budget bounds its batch, as in the planner).
         max_requests, tolerance, seed: of each goodput search (:func:`~splitlab.serving.goodput`).
+        min_requests: the fewest requests of a run (at most ``max_requests``); None: goodput's own, runs of 20
+            request lifetimes and at least 2,000 requests (``max_requests`` if fewer), as the planner's.
         extend: every search's runs go on while their verdict is unsettled to at most this many times their
             requests (:mod:`~splitlab.serving.goodput_spread`), the same rule for every layout of every cell;
             default :data:`MAP_EXTEND`.
@@ -215,7 +138,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         ValueError: workers not in 2 .. 16; an empty axis, a value twice, a NaN or a value out of range (prompts
             integers >= 1 fitting the context with the answer, TPOT steps >= 1); more than 400 cells; bad
             output_tokens, ttft_prefills, tie_tolerance (in (0, 1)), link_bytes_per_s or chunk sizes (integers
-            above max_batch, or 1); a ``colocated_from`` of other inputs; and those of
+            above max_batch, or 1); min_requests not an integer >= 2 or None; a ``colocated_from`` of other
+            inputs; a search that did not end within its runs (a tolerance too small to reach); and those of
             :func:`~splitlab.serving.goodput`. TypeError: an option that is no ServingConfig field or one the map sets
             per layout (:func:`~.options.layout_options`).
     """
@@ -237,42 +161,54 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             raise ValueError(f"colocated_from is a map of other inputs ({', '.join(diff)}): its colocated goodputs "
                              f"are not this map's")
         reused = {(c.tpot_steps, c.prompt_tokens): c for c in colocated_from.cells}
+    if min_requests is not None and (isinstance(min_requests, bool) or not isinstance(min_requests, numbers.Integral)
+                                     or min_requests < 2):
+        raise ValueError(f"min_requests must be an integer >= 2 or None (goodput's: 2,000), got {min_requests!r}")
+    least = None if min_requests is None else min(min_requests, max_requests)
     link = {} if link_bytes_per_s is None else dict(link_bytes_per_s=float(link_bytes_per_s))
-    cells, searches, notes = [], 0, []
+    cells, notes = [], []
+    finder = CellSearch(ex, dict(tolerance=tolerance, min_requests=least, max_requests=max_requests, seed=seed,
+                                 extend=extend))
     bar = progress_bar(len(prompts) * len(steps), f"map of {workers} workers", progress, unit="cell")
     requests = {n: _spec(n, output_tokens) for n in prompts}
+    cache_bytes = {n: n * getattr(ex, "kv_bytes_per_token", cost.kv_bytes_per_token) for n in prompts}
+    transfer = {n: cost.transfer_s(cache_bytes[n]) if link_bytes_per_s is None else cache_bytes[n] / link_bytes_per_s
+                for n in prompts}  # a cache's seconds on the link (the closed form's bound on a split: link_capacity)
     ratio = {n: prefill_steps(cost, n) for n in prompts}
     with bar:
-        for k in steps:
-            for n in prompts:
-                reqs, t_p, t_d = requests[n], cost.prefill_s(n), cost.decode_s(1, n)
+        for row, k in enumerate(steps):
+            for col, n in enumerate(prompts):
+                reqs, t_p, t_d, t_x = requests[n], cost.prefill_s(n), cost.decode_s(1, n), transfer[n]
                 ttft, tpot = ttft_prefills * t_p, k * t_d
                 prompts_arr, outs = np.full(1, n), np.full(1, output_tokens)
                 held = batch_bound(ex, ServingConfig.disaggregated(1, 1, **common), prompts_arr, outs).batch
                 guess = first_guess(cost, prompts_arr, outs, ttft, tpot, workers, int(min(held, CLOSED_FORM_BATCH)),
                                     common.get("max_prefill_tokens", 2048))
-                cap = {x: split_capacity(guess["prefill_rps"], guess["decode_rps"], x, workers - x)
+                link_cap = {x: link_capacity(t_x, x, workers - x) for x in range(1, workers)}
+                cap = {x: min(split_capacity(guess["prefill_rps"], guess["decode_rps"], x, workers - x), link_cap[x])
                        for x in range(1, workers)}
                 best_x = max(cap, key=lambda x: (cap[x], -x))
-                layouts = [("split", ServingConfig.disaggregated(x, workers - x, **link, **common), cap[x])
-                           for x in sorted({max(1, best_x - 1), best_x, min(workers - 1, best_x + 1)})]
+                xs = sorted({max(1, best_x - 1), best_x, min(workers - 1, best_x + 1)},
+                            key=lambda x: (x != best_x, -cap[x], x))  # the closed form's best first
+                found = [("split", cfg, res) for cfg, res in finder.splits(
+                    (row, col), reqs, ttft, tpot, [(x, ServingConfig.disaggregated(x, workers - x, **link, **common),
+                                                    cap[x], link_cap[x]) for x in xs],
+                    (guess["prefill_rps"], guess["decode_rps"]))]
                 good, binding, names = {}, {}, {}
                 if colocated_from is None:
-                    layouts.append(("prefill-first", ServingConfig.colocated(workers, **common),
-                                    guess["colocated_rps"]))
-                    layouts += [("chunked", ServingConfig.colocated(workers, policy="chunked", chunk_tokens=c,
-                                                                   **common), guess["colocated_rps"])
-                                for c in chunk_tokens]
+                    for kind, cfg in [("prefill-first", ServingConfig.colocated(workers, **common))] + [
+                            ("chunked", ServingConfig.colocated(workers, policy="chunked", chunk_tokens=c, **common))
+                            for c in chunk_tokens]:
+                        key = kind if kind != "chunked" else f"chunked {cfg.chunk_tokens}"
+                        found.append((kind, cfg, finder.learned(key, (row, col), guess["colocated_rps"], reqs, cfg,
+                                                                ttft, tpot)))
                 else:
                     old = reused[(k, n)]
                     for kind in ("prefill-first", "chunked"):
                         good[kind], binding[kind], names[kind] = old.goodput[kind], old.binding[kind], old.names[kind]
-                for kind, cfg, first in layouts:
-                    res = goodput(reqs, cfg, ex, ttft_slo_s=ttft, tpot_slo_s=tpot, tolerance=tolerance,
-                                  min_requests=min(100, max_requests), max_requests=max_requests, seed=seed,
-                                  start_rate_per_worker=max(first if math.isfinite(first) else 1.0, 1e-3),
-                                  scale=1.0, extend=extend, step=1.25)
-                    searches += 1
+                for kind, cfg, res in found:
+                    if res is None:  # a split one run ruled out: below the best split (map_search)
+                        continue
                     if res.outcome == "unbounded":
                         notes.append(f"{cfg.name} at {n} tokens, TPOT {k:g} steps: {res.reason}")
                     g = res.goodput_rps_per_worker
@@ -280,14 +216,11 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                         good[kind], binding[kind] = g, res.binding_slo
                         names[kind] = cfg.name if kind != "chunked" else \
                             f"{workers} colocated (chunked, {cfg.chunk_tokens}-token chunks)"
-                best = [cfg for kind, cfg, _ in layouts if kind == "split" and cfg.name == names["split"]]
+                best = [cfg for kind, cfg, _ in found if kind == "split" and cfg.name == names["split"]]
                 extra = {}
                 for cfg in conditional_contenders(best[0] if best else None, conditional_queues):
-                    res = goodput(reqs, cfg, ex, ttft_slo_s=ttft, tpot_slo_s=tpot, tolerance=tolerance,
-                                  min_requests=min(100, max_requests), max_requests=max_requests, seed=seed,
-                                  start_rate_per_worker=max(good["split"], 1e-3), scale=1.0, extend=extend,
-                                  step=1.25)
-                    searches += 1
+                    res = finder.learned(f"conditional {cfg.local_prefill_queue}", (row, col), good["split"], reqs,
+                                         cfg, ttft, tpot)
                     if not extra or res.goodput_rps_per_worker > extra["goodput_rps_per_worker"]:
                         extra = dict(layout=cfg.name, goodput_rps_per_worker=res.goodput_rps_per_worker,
                                      binding_slo=res.binding_slo, local_prefill_queue=cfg.local_prefill_queue)
@@ -295,5 +228,5 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                                   ).decide(tie_tolerance))
                 bar.update()
     return SplitMap(cells, workers, prompts, [ratio[n] for n in prompts], steps, output_tokens, ttft_prefills,
-                    link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, searches, notes,
-                    [chunk_steps(cost, chunk_tokens[0], n) for n in prompts])
+                    link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, finder.searches,
+                    notes, [chunk_steps(cost, chunk_tokens[0], n) for n in prompts], finder.runs)
