@@ -12,7 +12,7 @@ H100 map of Llama-3-8B on the roofline) made again at three run lengths:
 
 Per cell: each setting's winner, margin and goodputs; then the winner changes against ``steady`` and each
 layout's goodput ratio to it (the bias of short runs), and each map's CPU seconds (this process's), searches and
-runs. ``--fast``: the same maps at ``steady`` made with ``split_map(..., fast=True)`` if it exists.
+runs. ``--extra name=JSON`` adds a setting of further split_map keywords.
 
     python benchmarks/map_run_length.py [--maps cpu,h100] [--settings 400,2000,steady] [--json FILE]
 """
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--maps", default="cpu,h100")
     ap.add_argument("--settings", default="400,2000,steady")
-    ap.add_argument("--extra", default="", help="name=JSON of split_map keywords, e.g. fast={\"fast\": true}")
+    ap.add_argument("--extra", default="", help="name=JSON of split_map keywords, e.g. short={\"max_requests\": 200}")
     ap.add_argument("--json", help="write every cell here")
     ap.add_argument("--grid", action="store_true", help="time chapter 7's grid of three links at each setting "
                                                         "(the CPU map) instead")
