@@ -130,7 +130,7 @@ def start_stretch(cluster, w: Worker, t: float, plan: StepPlan) -> bool:
     next(ends)  # t itself (no list copies: a stretch's cost is these sums)
     w.ahead = list(ends)
     w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = n, 0, t, w.ahead.pop()
-    w.ahead_cum = range(0, n * left + 1, n)  # tokens its first i silent steps decode (uniform: a range)
+    w.ahead_cum = None  # every step decodes n tokens (a splice makes a list: .splice)
     cluster.push_done(w.ahead_end, w, plan, Decoded(float(seconds[-1])))
     return True
 
@@ -151,7 +151,8 @@ def commit(cluster, w: Worker, upto: int) -> None:
                 samples.append((end, used, reserved))
                 begin = end
         w.clock.extend(ends)
-        w.output_owed -= w.ahead_cum[upto] - w.ahead_cum[w.ahead_done]
+        cum = w.ahead_cum
+        w.output_owed -= k * w.ahead_n if cum is None else cum[upto] - cum[w.ahead_done]
         cluster.measured_s += ends[-1] - previous
         w.ahead_done = upto
 

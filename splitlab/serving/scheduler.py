@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections import deque
-from typing import Sequence
 
 from .config import ServingConfig
 from .executor import DecodeBatch, Slot
@@ -149,7 +148,7 @@ class Worker:
         self.finishing: dict[int, list[Slot]] = {}
         self.ahead: list[float] | None = None
         self.ahead_n = self.ahead_done = 0
-        self.ahead_cum: Sequence[int] = ()  # tokens decoded by the stretch's first i silent steps (index i)
+        self.ahead_cum: list[int] | None = None  # tokens its stretch's first i silent steps decode (None: ahead_n each)
         self.credits: list[tuple[float, int]] = []  # (time, tokens): first tokens of joins spliced at that time
         self.spliced_s = -math.inf  # the latest join spliced into its stretch (.splice): no cut before it
         self.released: deque = deque()  # (arrival, slot) of caches spliced away from here, not yet freed
@@ -183,8 +182,8 @@ class Worker:
             return self.prompt_owed
         owed = self.output_owed
         if self.ahead is not None:
-            cum = self.ahead_cum
-            owed -= cum[steps_ended(self, t, inclusive)] - cum[self.ahead_done]
+            cum, k = self.ahead_cum, steps_ended(self, t, inclusive)
+            owed -= (k - self.ahead_done) * self.ahead_n if cum is None else cum[k] - cum[self.ahead_done]
             if self.credits:  # joins spliced into the stretch (.splice): their first tokens leave after their step
                 owed += sum(k for when, k in self.credits if when >= t)
         return self.prompt_owed + owed  # a decode worker owes prompt tokens only for local prefills

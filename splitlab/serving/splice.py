@@ -74,6 +74,8 @@ def join(cluster, p: Worker, d: Worker, slot, t: float, arrive_s: float) -> bool
     tail = list(ends)
     end = tail.pop()
     cum = d.ahead_cum
+    if cum is None:  # uniform so far
+        cum = range(0, d.ahead_n * len(ahead) + 1, d.ahead_n)
     base = cum[j + 1]
     d.ahead = ahead[:j + 1] + tail
     d.ahead_cum = [*cum[:j + 2], *range(base + n, base + n * len(tail) + 1, n)]
