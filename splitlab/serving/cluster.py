@@ -234,7 +234,7 @@ class Cluster:
             dirty, self.dirty = self.dirty, set()
             for w in sorted(dirty, key=attrgetter("order")) if len(dirty) > 1 else dirty:
                 if w.alive and not w.busy:
-                    if w.released:  # caches spliced away from w (.splice) that have arrived by now free memory
+                    if w.released and w.released[0][0] <= t:  # caches spliced away (.splice) arrived: memory
                         splice.settle(w, t)
                     plan = plan_step(w, self.cfg)
                     if plan.decode or plan.prefill:  # not an empty plan

@@ -55,8 +55,9 @@ def join(cluster, p: Worker, d: Worker, slot, t: float, arrive_s: float) -> bool
     r.transfer_end_s, r.decode_worker, r.state = arrive_s, d.name, State.DECODING
     p.released.append((arrive_s, slot))
     # its admission at `at` (handoff.admitted): the first token leaves, counted in the load only after `at`
-    if decode_first:
-        r.emit(slot.last_token, at)
+    if decode_first:  # Request.emit, whose checks hold: nothing emitted yet, more than one token to come
+        r.output.append(int(slot.last_token))
+        r.token_times_s.append(at)
         d.output_owed -= 1
         d.credits.append((at, 1))
     slots = d.batch.slots
@@ -69,17 +70,20 @@ def join(cluster, p: Worker, d: Worker, slot, t: float, arrive_s: float) -> bool
     # the stretch from `at` on: the new batch's steps up to its first finish
     n = len(slots)
     seconds = c.backend.decode_run_seconds(n, d.context_base + n * now, min(d.finishing) - now)
-    ends = accumulate(seconds, initial=at)
+    ends = accumulate(seconds, initial=at)  # sequential sums: the floats of step by step
     next(ends)
-    tail = list(ends)
-    end = tail.pop()
+    steps = ahead[:j + 1]  # a new list: the router's index tells stretches apart by identity
+    steps += ends
+    end = steps.pop()
     cum = d.ahead_cum
     if cum is None:  # uniform so far
-        cum = range(0, d.ahead_n * len(ahead) + 1, d.ahead_n)
-    base = cum[j + 1]
-    d.ahead = ahead[:j + 1] + tail
-    d.ahead_cum = [*cum[:j + 2], *range(base + n, base + n * len(tail) + 1, n)]
-    d.ahead_n, d.ahead_end, d.spliced_s = n, end, at
+        base = d.ahead_n * (j + 1)
+        cum = list(range(0, base + 1, d.ahead_n))
+    else:
+        base = cum[j + 1]
+        cum = cum[:j + 2]
+    cum += range(base + n, base + n * (len(steps) - j - 1) + 1, n)
+    d.ahead, d.ahead_cum, d.ahead_n, d.ahead_end, d.spliced_s = steps, cum, n, end, at
     d.step += 1  # the stretch's old last event is ignored
     c.push_done(end, d, StepPlan(decode=list(slots)), Decoded(float(seconds[-1])))
     return True
