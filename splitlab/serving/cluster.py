@@ -20,7 +20,7 @@ import itertools
 import time
 from operator import attrgetter
 
-from . import fast, handoff, recovery
+from . import fast, handoff, recovery, splice
 from ..common.faults import WorkerFault
 from .inputs import arrival_refusal, check_backend, check_config, check_faults
 from .memory import KVMemory, cap_note
@@ -102,7 +102,11 @@ class Cluster:
         self.requests = list(requests)
         wall0, over0 = time.perf_counter(), self.backend.overhead_s
         self.progress, self.stop = progress, stop
+        # hand-offs join decode stretches at once (.splice) where nothing reads a state before its time
+        self.splicing = self.fast and not self.trace and stop is None and not self.cfg.conditional
         end = self.clock.run()
+        for p in self.pool if self.splicing else ():
+            splice.settle(p, end)
         for w in self.workers:
             for s in w.batch.slots if self.fast else ():
                 fast.materialize(w, s)
@@ -209,6 +213,11 @@ class Cluster:
     def on_arrived(self, t: float, src: Worker, dst: Worker, slot, transfer_id: int) -> None:
         handoff.arrived(self, t, src, dst, slot, transfer_id)
 
+    def on_wake(self, t: float, w: Worker) -> None:
+        """A spliced cache (:mod:`.splice`) arrives from idle ``w`` at ``t``: its memory is free, ``w`` plans."""
+        splice.settle(w, t)
+        self.dirty.add(w)
+
     def on_lost(self, t: float, w: Worker, reason: str) -> None:
         recovery.lost(self, t, w, reason)
 
@@ -225,9 +234,13 @@ class Cluster:
             dirty, self.dirty = self.dirty, set()
             for w in sorted(dirty, key=attrgetter("order")) if len(dirty) > 1 else dirty:
                 if w.alive and not w.busy:
+                    if w.released and w.released[0][0] <= t:  # caches spliced away (.splice) arrived: memory
+                        splice.settle(w, t)
                     plan = plan_step(w, self.cfg)
                     if plan.decode or plan.prefill:  # not an empty plan
                         self._start(w, plan, t)
+                    elif w.released and (wake := splice.wake_at(w)) is not None:
+                        self.clock.push(wake, "wake", w)
 
     def _start(self, w: Worker, plan: StepPlan, t: float) -> None:
         if plan.admitted:

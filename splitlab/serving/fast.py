@@ -130,6 +130,7 @@ def start_stretch(cluster, w: Worker, t: float, plan: StepPlan) -> bool:
     next(ends)  # t itself (no list copies: a stretch's cost is these sums)
     w.ahead = list(ends)
     w.ahead_n, w.ahead_done, w.ahead_start, w.ahead_end = n, 0, t, w.ahead.pop()
+    w.ahead_cum = None  # every step decodes n tokens (a splice makes a list: .splice)
     cluster.push_done(w.ahead_end, w, plan, Decoded(float(seconds[-1])))
     return True
 
@@ -150,7 +151,8 @@ def commit(cluster, w: Worker, upto: int) -> None:
                 samples.append((end, used, reserved))
                 begin = end
         w.clock.extend(ends)
-        w.output_owed -= k * w.ahead_n
+        cum = w.ahead_cum
+        w.output_owed -= k * w.ahead_n if cum is None else cum[upto] - cum[w.ahead_done]
         cluster.measured_s += ends[-1] - previous
         w.ahead_done = upto
 
@@ -170,6 +172,8 @@ def cut(cluster, w: Worker, t: float, inclusive: bool) -> None:
     if cluster.trace:
         cluster.log(w.name, "decode", begin, end, batch_ids(w), w.ahead_n, w.ahead_n)
     w.ahead = None
+    if w.credits:
+        w.credits.clear()
 
 
 def end_stretch(cluster, w: Worker, t: float) -> None:
@@ -180,9 +184,12 @@ def end_stretch(cluster, w: Worker, t: float) -> None:
             begin = w.ahead[-1] if w.ahead else w.ahead_start
             cluster.log(w.name, "decode", begin, t, batch_ids(w), w.ahead_n, w.ahead_n)
         w.ahead = None
+        if w.credits:  # every join spliced into it came before its last step
+            w.credits.clear()
 
 
 def reached(cluster, w: Worker, t: float, inclusive: bool) -> None:
-    """Work reaches ``w`` at ``t``: a stretch it is in ends there (:func:`cut`) unless it is sealed."""
-    if w.ahead is not None and (cluster.trace or not sealed(w, cluster.cfg)):
+    """Work reaches ``w`` at ``t``: a stretch it is in ends there (:func:`cut`) unless it is sealed, or holds a join
+    spliced at a later step (:mod:`.splice`: whatever reaches it joins at a step end the stretch ends at)."""
+    if w.ahead is not None and (cluster.trace or not sealed(w, cluster.cfg)) and t >= w.spliced_s:
         cut(cluster, w, t, inclusive)

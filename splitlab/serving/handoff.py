@@ -8,7 +8,7 @@ slot is in TTFT. A request whose only output token is its first is done when its
 from __future__ import annotations
 
 from ..common.faults import WorkerFault
-from . import fast, recovery
+from . import fast, recovery, splice
 from .request import State
 
 __all__ = ["hand_off", "arrived", "admitted"]
@@ -32,15 +32,24 @@ def hand_off(cluster, p, t: float) -> bool:
         except WorkerFault as fault:
             recovery.fault(c, t, p, fault)
             return False
-    if d.ahead is not None:  # in a decode stretch (.fast): cut it unless sealed
+    arrive_s, spliced, owed = None, False, r.max_new_tokens - len(r.output)  # before a splice emits a token
+    if d.ahead is not None and c.splicing:  # in a decode stretch (.fast): join it at once (.splice) if it can
+        arrive_s = c.clock.transfer(p, d, slot, t, arrive=False)
+        spliced = splice.join(c, p, d, slot, t, arrive_s)
+    if d.ahead is not None and not spliced:  # in a decode stretch (.fast): cut it unless sealed
         fast.reached(c, d, t, inclusive=True)
     p.sending.append(p.outbox.popleft())
-    d.incoming.append(slot)
+    if not spliced:
+        d.incoming.append(slot)
     d.memory.reserve(r.id, r.max_total_tokens)
-    d.output_owed += r.max_new_tokens - len(r.output)
-    slot.transfer_id = next(c.transfer_ids)
+    d.output_owed += owed
     r.transfer_start_s = t
-    c.clock.transfer(p, d, slot, t)
+    if not spliced:
+        slot.transfer_id = next(c.transfer_ids)
+        if arrive_s is None:
+            c.clock.transfer(p, d, slot, t)
+        else:  # charged already
+            c.clock.push(arrive_s, "arrived", p, d, slot, slot.transfer_id)
     if c.trace:  # a memory sample: with a trace only (the call alone costs)
         c.record(d, t=t)
     c.router.changed(d)

@@ -27,6 +27,7 @@ costs the same whatever the length of the queues.
 """
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections import deque
 
@@ -147,6 +148,11 @@ class Worker:
         self.finishing: dict[int, list[Slot]] = {}
         self.ahead: list[float] | None = None
         self.ahead_n = self.ahead_done = 0
+        self.ahead_cum: list[int] | None = None  # tokens its stretch's first i silent steps decode (None: ahead_n each)
+        self.credits: list[tuple[float, int]] = []  # (time, tokens): first tokens of joins spliced at that time
+        self.spliced_s = -math.inf  # the latest join spliced into its stretch (.splice): no cut before it
+        self.released: deque = deque()  # (arrival, slot) of caches spliced away from here, not yet freed
+        self.wake_s = -math.inf  # when a wake for the first of them is scheduled (.splice.wake_at)
         self.ahead_start = self.ahead_end = 0.0
 
     def __repr__(self) -> str:
@@ -176,7 +182,10 @@ class Worker:
             return self.prompt_owed
         owed = self.output_owed
         if self.ahead is not None:
-            owed -= (steps_ended(self, t, inclusive) - self.ahead_done) * self.ahead_n
+            cum, k = self.ahead_cum, steps_ended(self, t, inclusive)
+            owed -= (k - self.ahead_done) * self.ahead_n if cum is None else cum[k] - cum[self.ahead_done]
+            if self.credits:  # joins spliced into the stretch (.splice): their first tokens leave after their step
+                owed += sum(k for when, k in self.credits if when >= t)
         return self.prompt_owed + owed  # a decode worker owes prompt tokens only for local prefills
 
     def enqueue(self, r: Request, front: bool = False) -> None:

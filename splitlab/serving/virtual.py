@@ -86,7 +86,8 @@ class VirtualClock:
         times = [r.arrival_s for r in arrivals] + [inf]  # ends with inf: no test of i < n on each event
         every = max(1, n // 100)
         mark = every if bar is not None else n + 1  # i never passes n: without a bar, never an update
-        handlers, stop = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost}, c.stop
+        handlers, stop = {"done": c.on_done, "arrived": c.on_arrived, "lost": c.on_lost,
+                          "wake": c.on_wake}, c.stop
         sifted = stop is not None and c.fast  # stop only at the step-by-step run's instants
         hidden = sifted and hasattr(stop, "next")  # see _hidden_stop
         while i < n or events:
@@ -176,9 +177,10 @@ class VirtualClock:
                   len(plan.prefill), sum(plan.prefill_tokens))
         c.push_done(t + out.seconds, w, plan, out)
 
-    def transfer(self, p, d, slot, t: float) -> None:
+    def transfer(self, p, d, slot, t: float, arrive: bool = True) -> float:
         """Move ``slot``'s cache from ``p`` to ``d`` (really, for a model) and charge the link between their NICs
-        (:func:`.nic.schedule`)."""
+        (:func:`.nic.schedule`); returns when it arrives, which is an event unless ``arrive`` is false (the
+        caller's: a hand-off spliced into a decode stretch, :mod:`.splice`)."""
         c = self.c
         res = c.backend.transfer(slot, c.cfg.transfer_mode)
         r = slot.request
@@ -192,7 +194,9 @@ class VirtualClock:
         if c.trace:
             c.log(f"{p.name}->{d.name}", "transfer", start, end, [r.id], 1, slot.context)
         c.measured_s += res.seconds
-        self.push(end, "arrived", p, d, slot, slot.transfer_id)
+        if arrive:
+            self.push(end, "arrived", p, d, slot, slot.transfer_id)
+        return end
 
     def lost(self, w, after_s: float, t: float, reason: str) -> None:
         """``w`` is lost ``after_s`` from ``t`` (a fault hook fired)."""
