@@ -23,8 +23,9 @@ class Cell:
     """One cell of the map: its coordinates (``prompt_tokens``; ``prefill_steps``: the prefill cost in lone
     decode steps; ``tpot_steps``: the TPOT SLO in lone decode steps), its SLOs (s), each kind's goodput per worker
     (``goodput``, requests/s), binding SLO (``binding``) and layout name (``names``: "3P+1D"), the ``winner``
-    (a kind, "tie" or "none"), ``tied`` (the kinds within the tie tolerance of the best), ``runner_up`` and
-    ``margin`` (1 - runner-up / winner's goodput, 0 when none meets the SLOs); ``conditional``: the best
+    (a kind, "tie" or "none"), ``tied`` (the kinds within the tie tolerance of the best), ``runner_up`` (the best
+    kind of the other family: :meth:`decide`) and ``margin`` (1 - runner-up / winner's goodput, 0 when none meets
+    the SLOs); ``conditional``: the best
     conditional split of the cell (``layout``, ``goodput_rps_per_worker``, ``binding_slo``,
     ``local_prefill_queue``) when the map searched one, else empty: it never enters ``winner``
     (:func:`~.conditional_layouts.conditional_wins` compares it with the pure layouts)."""
@@ -44,17 +45,23 @@ class Cell:
     conditional: dict = field(default_factory=dict)
 
     def decide(self, tie_tolerance: float) -> "Cell":
-        """Set ``winner``, ``tied``, ``runner_up`` and ``margin`` from ``goodput``: kinds within ``tie_tolerance``
-        (a share) of the best goodput tie with it; no goodput above 0 is "none". Returns the cell."""
+        """Set ``winner``, ``tied``, ``runner_up`` and ``margin`` from ``goodput``. The map asks the split against
+        colocated serving, so the runner-up is the best kind of the other family (the split's is the better
+        colocated kind, a colocated kind's the split) and the margin is over it; kinds within ``tie_tolerance`` (a
+        share) of the best goodput tie with it, and the cell is a "tie" when the runner-up does. Where only the two
+        colocated kinds tie, colocated serving wins the cell and its better kind is the winner (a "tie" there once
+        painted a cell grey that colocated won by 18%). No goodput above 0 is "none". Returns the cell."""
         order = sorted(KINDS, key=lambda k: -self.goodput[k])
         best = self.goodput[order[0]]
+        rival = ("split" if order[0] != "split" else
+                 max(("prefill-first", "chunked"), key=lambda k: self.goodput[k]))
         if best <= 0:
-            self.winner, self.tied, self.runner_up, self.margin = "none", (), order[1], 0.0
+            self.winner, self.tied, self.runner_up, self.margin = "none", (), rival, 0.0
             return self
         self.tied = tuple(k for k in order if self.goodput[k] >= best * (1 - tie_tolerance))
-        self.winner = order[0] if len(self.tied) == 1 else "tie"
-        self.runner_up = order[1]
-        self.margin = 1 - self.goodput[order[1]] / best
+        self.winner = "tie" if rival in self.tied else order[0]
+        self.runner_up = rival
+        self.margin = 1 - self.goodput[rival] / best
         return self
 
     @property

@@ -214,7 +214,8 @@ def hybrid_note(runs: PairedRuns, cost) -> str:
     measured = fmt3(1e3 * float(np.median([r["step_s"] for r in steps])))
     fused = fmt3(1e3 * float(np.median([cost.fused_hybrid_s(*(r[k] for k in HYBRID_TERMS)) for r in steps])))
     if chunked[0].hybrid_path == "fused":
-        return (f"The chunked runs' {len(steps)} hybrid steps ran as one fused forward each: {measured} ms "
+        return (f"The chunked runs' {len(steps)} hybrid steps (a prompt chunk with the decode rows riding in its "
+                f"forward) ran as one fused forward each: {measured} ms "
                 f"measured, {fused} ms predicted (medians).")
     why = (cost.two_pass_reason or "one splitlab cannot pack into one forward").split(" (")[0]  # its gist
     sim = ("the simulator charges two passes too" if cost.hybrid_path == "two-pass" else
