@@ -123,7 +123,8 @@ def test_geometric_axis():
     assert geometric_axis(1.5, 6, 3) == [1.5, 3.0, 6.0]
     for low, high, n, match in ((512, 64, 3, "empty range"), (float("nan"), 4, 3, "finite number > 0"),
                                 (1, 4, 0, "points must be an integer >= 1"),
-                                (2, 4, 1, "one point needs low equal to high")):  # was [2], its 4 dropped
+                                (2, 4, 1, "one point needs low equal to high"),  # was [2], its 4 dropped
+                                (4, 4, 3, "3 points need low below high")):  # was [4]: `map --columns 3` one column
         with pytest.raises(ValueError, match=match):
             geometric_axis(low, high, n)
 
