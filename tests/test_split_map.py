@@ -105,6 +105,13 @@ def test_bad_input_is_refused_before_any_search(kwargs, match):
         split_map(CRAFTED, **({"workers": 4} | args))
 
 
+def test_a_free_prefill_is_refused_naming_the_ttft_slo_it_leaves_at_0():
+    # was goodput's 'ttft_slo_s must be a time > 0 s', an argument split_map's caller never gave
+    free = CostModel(prefill_base_s=0.0, prefill_per_token_s=0.0, prefill_per_token2_s=0.0, max_context=2048)
+    with pytest.raises(ValueError, match="predicts a prefill of 0 s for a 64-token prompt: the TTFT SLO"):
+        split_map(free, 2, prompt_tokens=[64], tpot_steps=[2.0], progress=False)
+
+
 def test_the_default_columns_space_the_prefill_cost_evenly():
     from splitlab.costmodel import roofline_cost_model
     cost = roofline_cost_model("Llama-3-8B", "H100")  # prefill memory-bound, 1 step, up to ~600 tokens

@@ -72,6 +72,10 @@ def _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefill
                          f"{len(prompts)} x {len(steps)}")
     if isinstance(output_tokens, bool) or not isinstance(output_tokens, numbers.Integral) or output_tokens < 2:
         raise ValueError(f"output_tokens must be an integer >= 2 (one TPOT needs two tokens), got {output_tokens!r}")
+    for n in prompts:
+        if not cost.prefill_s(n) > 0:
+            raise ValueError(f"this cost model ({cost.source}) predicts a prefill of 0 s for a {n}-token prompt: the "
+                             f"TTFT SLO, ttft_prefills prefills of the prompt, would be 0 s")
     if prompts[-1] + output_tokens > cost.max_context:
         raise ValueError(f"the longest prompt ({prompts[-1]} tokens) and output_tokens ({output_tokens}) exceed the "
                          f"cost model's context of {cost.max_context} tokens")
@@ -136,7 +140,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
 
     Raises:
         ValueError: workers not in 2 .. 16; an empty axis, a value twice, a NaN or a value out of range (prompts
-            integers >= 1 fitting the context with the answer, TPOT steps >= 1); more than 400 cells; bad
+            integers >= 1 fitting the context with the answer, TPOT steps >= 1); a cost model predicting a prefill of
+            0 s (no TTFT SLO); more than 400 cells; bad
             output_tokens, ttft_prefills, tie_tolerance (in (0, 1)), link_bytes_per_s or chunk sizes (integers
             above max_batch, or 1); min_requests not an integer >= 2 or None; a ``colocated_from`` of other
             inputs; a search that did not end within its runs (a tolerance too small to reach); and those of
