@@ -46,3 +46,35 @@ def test_chat_note_says_warm_prefills_all_slower_than_cold_ones_without_claiming
                               same_token=[True] * 3, logit_err=[0.0] * 3))
     chat = notes.chat_note(reuse, 16)  # warm 0.58 .. 0.60 s, cold 0.48 .. 0.52 s: no overlap (it said one)
     assert "overlap" not in chat and "the fastest warm prefill was slower than the slowest cold one" in chat
+
+
+def _colocated_run(output_tokens):
+    from splitlab.costmodel import CostModel
+    from splitlab.serving import CostModelExecutor, Request, ServingConfig, run
+    reqs = [Request(i, 0.01 * i, list(range(100)), output_tokens) for i in range(4)]
+    return run(reqs, ServingConfig.colocated(1), CostModelExecutor(CostModel()))
+
+
+@pytest.mark.parametrize("rate, prefill", [(float("nan"), 0.1), (-20.0, 0.1), (5.0, -0.1), (5.0, float("inf"))])
+def test_step_table_refuses_a_rate_or_prefill_that_makes_no_rho(rate, prefill):
+    """nan said 'none: rho >= 1', a negative rate predicted a TPOT below the step (1 / (1 - rho) < 1)."""
+    from splitlab.costmodel import CostModel
+    from splitlab.teach.figures import split_tables as T
+    with pytest.raises(ValueError, match="rate_per_s and mean_prefill_s must be finite numbers >= 0"):
+        T.step_table({"1 colocated (prefill-first)": _colocated_run(10)}, CostModel(), rate, prefill)
+
+
+def test_step_table_says_which_run_decoded_no_step():
+    from splitlab.costmodel import CostModel
+    from splitlab.teach.figures import split_tables as T
+    with pytest.raises(ValueError, match="1 colocated: no decode step to compare"):  # was 'cannot convert float NaN'
+        T.step_table({"1 colocated (prefill-first)": _colocated_run(1)}, CostModel(), 5.0, 0.1)
+
+
+def test_the_tpot_note_refuses_a_rho_that_is_no_share():
+    from splitlab.teach.figures import split_tables as T
+    steps = pd.DataFrame({"1P+1D": {"TPOT, measured (ms)": 10.0, "TPOT, predicted (ms)": 10.0},
+                          "1 colocated": {"TPOT, measured (ms)": 9.0, "TPOT, predicted (ms)": T.NO_STEADY_STATE}})
+    for rho in (float("nan"), -0.5):  # nan said 'At rho = nan% the formula's colocated worker would ...'
+        with pytest.raises(ValueError, match="rho must be a finite number >= 0"):
+            T.tpot_prediction_note({}, steps, rho, "1P+1D")
