@@ -78,3 +78,43 @@ def test_the_tpot_note_refuses_a_rho_that_is_no_share():
     for rho in (float("nan"), -0.5):  # nan said 'At rho = nan% the formula's colocated worker would ...'
         with pytest.raises(ValueError, match="rho must be a finite number >= 0"):
             T.tpot_prediction_note({}, steps, rho, "1P+1D")
+
+
+def _book_on_gpu():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "book_on_gpu.py"
+    spec = importlib.util.spec_from_file_location("book_on_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    import sys
+    sys.modules["book_on_gpu"] = mod  # a pool's child finds run_chapter by the module's name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--chapters"], "--chapters needs at least one chapter number"),  # ran the whole book, hours on a GPU
+    (["--quick", "--chapters", "06"], "--quick runs chapter 1's set-up alone: drop --chapters"),  # 06 ignored
+])
+def test_book_on_gpu_refuses_arguments_it_would_ignore(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        _book_on_gpu().main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_book_on_gpu_records_a_chapter_whose_process_died(tmp_path, monkeypatch, capsys):
+    """A chapter's worker process killed (out of memory, a crash in the kernel's client) broke the pool: the
+    script raised BrokenProcessPool and the chapters still running were never recorded."""
+    import json
+    mod = _book_on_gpu()
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.setattr(mod, "run_chapter", _die)
+    assert mod.main(["--quick", "--allow-cpu"]) == 1
+    (chapter,) = json.loads((tmp_path / "book_on_gpu.json").read_text())["chapters"]
+    assert not chapter["ok"] and chapter["error"]["kind"] == "BrokenProcessPool" and chapter["chapter"].startswith("01")
+    assert "FAILED (cell None: BrokenProcessPool)" in capsys.readouterr().out  # not "in None s"
+
+
+def _die(path, timeout_s, quick):
+    import os
+    os._exit(3)
