@@ -124,9 +124,9 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             requests (:mod:`~splitlab.serving.goodput_spread`), the same rule for every layout of every cell;
             default :data:`MAP_EXTEND`.
         progress: a tqdm bar of the searches on stderr (True, False, None: when stderr is a terminal).
-        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch and seed
-            whose colocated goodputs to take instead of searching them again (they do not depend on the link):
-            a map at another ``link_bytes_per_s`` searches only its splits.
+        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch, seed, run
+            lengths, tolerance, extend and options whose colocated goodputs to take instead of searching them again
+            (they do not depend on the link): a map at another ``link_bytes_per_s`` searches only its splits.
         conditional_queues: off when empty (the default: the map of three layouts, unchanged). Else the conditional
             contender: each cell's best split again with its decode workers prefilling a request themselves when
             ``Q`` requests wait at its prefill worker, for each ``Q`` given (:mod:`.conditional_layouts`); the best
@@ -159,10 +159,13 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     same = dict(workers=workers, prompt_tokens=prompts, tpot_steps=steps, output_tokens=output_tokens,
                 ttft_prefills=ttft_prefills, chunk_tokens=list(chunk_tokens), max_batch=max_batch, seed=seed,
                 cost_source=cost.source)
+    search = dict(max_requests=max_requests, min_requests=min_requests, tolerance=tolerance, extend=extend,
+                  options=dict(options))  # runs of another length or tolerance find other goodputs
     if colocated_from is not None:
-        other = {k: getattr(colocated_from, k, None) for k in same}
-        if other != same:
-            diff = sorted(k for k in same if other[k] != same[k])
+        other = {k: getattr(colocated_from, k, None) for k in same} | {k: colocated_from.search.get(k) for k in search}
+        mine = same | search
+        if other != mine:
+            diff = sorted(k for k in mine if other[k] != mine[k])
             raise ValueError(f"colocated_from is a map of other inputs ({', '.join(diff)}): its colocated goodputs "
                              f"are not this map's")
         reused = {(c.tpot_steps, c.prompt_tokens): c for c in colocated_from.cells}
@@ -234,4 +237,4 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                 bar.update()
     return SplitMap(cells, workers, prompts, [ratio[n] for n in prompts], steps, output_tokens, ttft_prefills,
                     link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, finder.searches,
-                    notes, [chunk_steps(cost, chunk_tokens[0], n) for n in prompts], finder.runs)
+                    notes, [chunk_steps(cost, chunk_tokens[0], n) for n in prompts], finder.runs, search)
