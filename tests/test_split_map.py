@@ -105,6 +105,8 @@ def test_colocated_from_reuses_the_colocated_searches(corners):
     (dict(chunk_tokens=[8], max_batch=16), "chunk_tokens must be one or more integers above max_batch"),
     (dict(chunk_tokens=[1]), "chunk_tokens must be one or more integers above 1"),
     (dict(output_tokens=1), "output_tokens must be an integer >= 2"),
+    (dict(max_requests=1, min_requests=None), "max_requests must be an integer >= 2, got 1"),  # '... got 1 and 1'
+    (dict(max_requests=100.5), "max_requests must be an integer >= 2, got 100.5"),
 ])
 def test_bad_input_is_refused_before_any_search(kwargs, match):
     args = dict(prompt_tokens=[64], tpot_steps=[2.0], progress=False) | kwargs

@@ -141,12 +141,11 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     Raises:
         ValueError: workers not in 2 .. 16; an empty axis, a value twice, a NaN or a value out of range (prompts
             integers >= 1 fitting the context with the answer, TPOT steps >= 1); a cost model predicting a prefill of
-            0 s (no TTFT SLO); more than 400 cells; bad
-            output_tokens, ttft_prefills, tie_tolerance (in (0, 1)), link_bytes_per_s or chunk sizes (integers
-            above max_batch, or 1); min_requests not an integer >= 2 or None; a ``colocated_from`` of other
-            inputs; a search that did not end within its runs (a tolerance too small to reach); and those of
-            :func:`~splitlab.serving.goodput`. TypeError: an option that is no ServingConfig field or one the map sets
-            per layout (:func:`~.options.layout_options`).
+            0 s (no TTFT SLO); more than 400 cells; bad output_tokens, ttft_prefills, tie_tolerance (in (0, 1)),
+            link_bytes_per_s or chunk sizes (integers above max_batch, or 1); min_requests not an integer >= 2 or
+            None, max_requests not one >= 2; a ``colocated_from`` of other inputs; a search that did not end within
+            its runs (a tolerance too small to reach); and those of :func:`~splitlab.serving.goodput`. TypeError: an
+            option that is no ServingConfig field or one the map sets per layout (:func:`~.options.layout_options`).
     """
     ex = CostModelExecutor(cost)
     cost = ex.cost
@@ -172,6 +171,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     if min_requests is not None and (isinstance(min_requests, bool) or not isinstance(min_requests, numbers.Integral)
                                      or min_requests < 2):
         raise ValueError(f"min_requests must be an integer >= 2 or None (goodput's: 2,000), got {min_requests!r}")
+    if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
+        raise ValueError(f"max_requests must be an integer >= 2, got {max_requests!r}")  # was goodput's 'min_requests'
     least = None if min_requests is None else min(min_requests, max_requests)
     link = {} if link_bytes_per_s is None else dict(link_bytes_per_s=float(link_bytes_per_s))
     cells, notes = [], []
