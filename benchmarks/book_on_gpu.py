@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.jobs < 1 or args.timeout < 1:
         p.error(f"--jobs and --timeout must be >= 1, got {args.jobs} and {args.timeout}")
+    if args.chapters is not None and not args.chapters:  # was every chapter: hours on a GPU
+        p.error("--chapters needs at least one chapter number (leave it out for every chapter)")
+    if args.quick and args.chapters:  # was ignored: chapter 1 alone ran
+        p.error("--quick runs chapter 1's set-up alone: drop --chapters, or --quick")
     paths = sorted(str(f) for f in BOOK.glob("[0-9][0-9]_*.ipynb"))
     if args.quick:
         paths = paths[:1]
@@ -126,15 +130,20 @@ def main(argv: list[str] | None = None) -> int:
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         futures = {pool.submit(run_chapter, f, args.timeout, args.quick): f for f in paths}
         for fut in concurrent.futures.as_completed(futures):
-            rec, data = fut.result()
+            try:
+                rec, data = fut.result()
+            except Exception as e:  # its process died (a broken pool fails every chapter left): recorded, not lost
+                rec, data = {"chapter": Path(futures[fut]).name, "ok": False, "seconds": None, "cells": [],
+                             "error": {"cell": None, "kind": type(e).__name__, "message": repr(e)[-3000:]}}, b""
             record["chapters"].append(rec)
             record["chapters"].sort(key=lambda r: r["chapter"])
             record["wall_s"] = round(time.perf_counter() - t0, 1)
-            notebooks[rec["chapter"]] = data
+            if data:
+                notebooks[rec["chapter"]] = data
             _save(out_dir, record, notebooks)
             where = "" if rec["ok"] else f" (cell {rec['error']['cell']}: {rec['error']['kind']})"
-            print(f"{rec['chapter']}: {'ran whole' if rec['ok'] else 'FAILED'} in {rec['seconds']} s{where}",
-                  flush=True)
+            took = "" if rec["seconds"] is None else f" in {rec['seconds']} s"
+            print(f"{rec['chapter']}: {'ran whole' if rec['ok'] else 'FAILED'}{took}{where}", flush=True)
     failed = [r["chapter"] for r in record["chapters"] if not r["ok"]]
     print(f"{len(paths) - len(failed)} of {len(paths)} chapters ran whole on {record['device']} in "
           f"{record['wall_s']} s" + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -314,6 +314,9 @@ def test_peer_options_are_checked_before_a_process_starts(kwargs, error, message
     (torch.zeros(4, 4, dtype=torch.uint8).t(), ValueError, "raw sends a contiguous tensor"),
     (0, ValueError, "raw needs at least one byte, got 0"),
     (True, TypeError, "raw takes a byte count or a tensor, got bool"),
+    (torch.zeros(2, 0, 3), ValueError, "raw needs at least one byte, got a tensor of 0"),  # break30: timed 0 bytes
+    (torch.zeros(3, device="meta"), ValueError, "a meta tensor holds no data"),  # broke the peer from inside
+    (torch.zeros(3).to_sparse(), ValueError, "raw sends a strided tensor, got torch.sparse_coo"),  # '.contiguous()'
 ])
 def test_peer_raw_refuses_what_it_cannot_send_before_any_exchange(data, error, message):
     from splitlab.transfer.peer import Peer

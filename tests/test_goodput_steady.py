@@ -202,9 +202,19 @@ def test_a_run_arrives_at_exactly_its_rate_at_each_checkpoint():
     assert all(a is not b for a, b in zip(out, reqs))  # fresh copies
     with pytest.raises(ValueError, match="at least 2 requests arriving at different times"):
         at_rate([Request(0, 1.0, [1], 1), Request(1, 1.0, [1], 1)], 1.0)
-    for bad in (0.0, -1.0, float("inf"), float("nan")):  # 0 was a ZeroDivisionError, nan silent garbage
-        with pytest.raises(ValueError, match="a rate > 0"):
+    for bad in (0.0, -1.0, float("inf"), float("nan"), 1e-310, "2", None, True):  # 0 was a ZeroDivisionError, nan
+        with pytest.raises(ValueError, match="a rate > 0"):  # silent garbage, 1e-310 arrivals of NaN, '2' a TypeError
             at_rate(reqs[:10], bad)
+
+
+def test_at_rate_refuses_requests_out_of_arrival_order_and_odd_marks_and_serves_a_generator_whole():
+    from splitlab.serving.goodput_runs import at_rate
+    reqs = [Request(i, float(t), [1], 1) for i, t in enumerate([0, 1, 2, 3])]
+    assert [r.arrival_s for r in at_rate(iter(reqs), 1.0)] == [0.0, 1.0, 2.0, 3.0]  # was [], every request lost
+    with pytest.raises(ValueError, match="requests in arrival order: request 2 arrives at 0.5 s, before request 1"):
+        at_rate([Request(i, float(t), [1], 1) for i, t in enumerate([0, 5, 0.5, 10])], 1.0)  # was 0, 1, 0.2, 3
+    with pytest.raises(ValueError, match="marks must be request counts"):
+        at_rate(reqs, 1.0, [2.5])  # was an IndexError's TypeError from inside
 
 
 def test_a_cost_models_request_set_is_made_once_and_handed_out_fresh():

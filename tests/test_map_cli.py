@@ -45,6 +45,8 @@ def test_map_text_and_an_analytic_cost_model(capsys):
     (["--rows", "2"], "--rows needs --tpot-steps LOW HIGH"),  # break27: was ignored, the map drew 4 rows
     (["--tpot-steps", "2", "4", "--rows", "1"], "--rows 1 needs a range of one value, --tpot-steps N N, got 2 to 4"),
     (["--prompt-tokens", "64", "512", "--columns", "1"], "--columns 1 needs a range of one value"),  # was 64 alone
+    (["--prompt-tokens", "64", "64", "--columns", "3"], "--columns 3 needs LOW below HIGH, got 64 to 64"),  # was 1
+    (["--tpot-steps", "2", "2", "--rows", "3"], "--rows 3 needs LOW below HIGH, got 2 to 2"),  # 'tpot_steps ... twice'
     (["--link-gbps", "nan"], "must be a finite positive number"),
     (["--chunk-tokens", "8", "--max-batch", "16"], "every --chunk-tokens must exceed --max-batch (16)"),
     (["--chunk-tokens", "1"], "every --chunk-tokens must exceed 1"),

@@ -105,6 +105,9 @@ def test_a_slow_link_bounds_the_closed_form_of_a_split():
     assert link_capacity(0.0, 1, 3) == math.inf
     with pytest.raises(ValueError, match="transfer_s must be a time >= 0 s"):
         link_capacity(float("nan"), 1, 3)
+    for x, y in ((0, 0), (-1, 2), (1, 0), (1.5, 2), (True, 2)):  # (0, 0) was a ZeroDivisionError, (-1, 2) -1.0 req/s
+        with pytest.raises(ValueError, match="prefill_workers and decode_workers must be integers >= 1"):
+            link_capacity(0.5, x, y)
     # 500-token caches of 64 B per token (32 kB) at 20 kB/s: 1.6 s each. The closed form alone ranks 3P+1D best
     # (1.5 per worker); the link bounds it at 1 / 1.6 / 4 = 0.16 and 2P+2D at 0.31: the split the map searches first
     ex = CostModelExecutor(CRAFTED)

@@ -89,3 +89,16 @@ def test_a_split_costs_fewer_events_with_splices():
     cluster = Cluster(CostModelExecutor(CostModel()), ServingConfig.disaggregated(4, 12, trace=False))
     cluster.run(reqs)
     assert next(cluster.clock.seq) < 3.6 * len(reqs)
+
+
+def test_a_one_token_request_on_the_link_does_not_hold_back_a_later_splice():
+    """A request whose only token is its first is done when its cache arrives: it never joins the batch. On its way
+    it blocked every later splice into a stretch that already held one, and those hand-offs then joined at the
+    stretch's end, steps after the step where step by step they join (break30: 3 of 80 requests a step late)."""
+    rng = np.random.default_rng(0)
+    reqs = [Request(i, float(rng.integers(0, 30)) / 64, [1] * int(rng.integers(1, 60)), int(rng.integers(1, 60)))
+            for i in range(80)]
+    assert any(r.max_new_tokens == 1 for r in reqs)
+    slow, fast, counts = runs(reqs, TIES, prefill_workers=1, decode_workers=2, kv_budget_bytes=2048 * 2100)
+    assert outcome(slow) == outcome(fast)
+    assert counts["spliced"] > 0, counts

@@ -82,6 +82,13 @@ def test_colocated_from_reuses_the_colocated_searches(corners):
     with pytest.raises(ValueError, match="colocated_from is a map of other inputs .*output_tokens"):
         split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=64, max_batch=16,
                   colocated_from=corners)
+    # break30: runs of other lengths, tolerance or ServingConfig options were taken in silently (chapter 7 measured
+    # runs of 400 biasing a map's goodputs by up to +152% against steady state)
+    for other, name in ((dict(max_requests=100), "max_requests"), (dict(min_requests=None), "min_requests"),
+                        (dict(tolerance=0.1), "tolerance"), (dict(kv_budget_bytes=2 ** 20), "options")):
+        with pytest.raises(ValueError, match=f"colocated_from is a map of other inputs .*{name}"):
+            split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=128, max_batch=16,
+                      colocated_from=corners, **other)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -98,11 +105,20 @@ def test_colocated_from_reuses_the_colocated_searches(corners):
     (dict(chunk_tokens=[8], max_batch=16), "chunk_tokens must be one or more integers above max_batch"),
     (dict(chunk_tokens=[1]), "chunk_tokens must be one or more integers above 1"),
     (dict(output_tokens=1), "output_tokens must be an integer >= 2"),
+    (dict(max_requests=1, min_requests=None), "max_requests must be an integer >= 2, got 1"),  # '... got 1 and 1'
+    (dict(max_requests=100.5), "max_requests must be an integer >= 2, got 100.5"),
 ])
 def test_bad_input_is_refused_before_any_search(kwargs, match):
     args = dict(prompt_tokens=[64], tpot_steps=[2.0], progress=False) | kwargs
     with pytest.raises(ValueError, match=match):
         split_map(CRAFTED, **({"workers": 4} | args))
+
+
+def test_a_free_prefill_is_refused_naming_the_ttft_slo_it_leaves_at_0():
+    # was goodput's 'ttft_slo_s must be a time > 0 s', an argument split_map's caller never gave
+    free = CostModel(prefill_base_s=0.0, prefill_per_token_s=0.0, prefill_per_token2_s=0.0, max_context=2048)
+    with pytest.raises(ValueError, match="predicts a prefill of 0 s for a 64-token prompt: the TTFT SLO"):
+        split_map(free, 2, prompt_tokens=[64], tpot_steps=[2.0], progress=False)
 
 
 def test_the_default_columns_space_the_prefill_cost_evenly():
@@ -123,7 +139,8 @@ def test_geometric_axis():
     assert geometric_axis(1.5, 6, 3) == [1.5, 3.0, 6.0]
     for low, high, n, match in ((512, 64, 3, "empty range"), (float("nan"), 4, 3, "finite number > 0"),
                                 (1, 4, 0, "points must be an integer >= 1"),
-                                (2, 4, 1, "one point needs low equal to high")):  # was [2], its 4 dropped
+                                (2, 4, 1, "one point needs low equal to high"),  # was [2], its 4 dropped
+                                (4, 4, 3, "3 points need low below high")):  # was [4]: `map --columns 3` one column
         with pytest.raises(ValueError, match=match):
             geometric_axis(low, high, n)
 

@@ -75,6 +75,8 @@ def map_command(args):
         if n == 1 and (rng is None or rng[0] < rng[1]):  # was the range's low end alone, its high end dropped
             got = "the default range" if rng is None else f"{rng[0]:g} to {rng[1]:g}"
             raise CLIError(f"{flag} 1 needs a range of one value, {same}, got {got}")
+        if n is not None and n > 1 and rng is not None and rng[0] == rng[1]:  # was one column, or a value twice
+            raise CLIError(f"{flag} {n} needs LOW below HIGH, got {rng[0]:g} to {rng[1]:g} (one value: {flag} 1)")
     if any(c <= (args.max_batch or 1) for c in args.chunk_tokens):
         raise CLIError("every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
                                                               else "1") + f", got {args.chunk_tokens}")

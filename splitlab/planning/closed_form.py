@@ -20,6 +20,7 @@ each kind can take within its SLO, from the cost model alone.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Sequence
 
 import numpy as np
@@ -96,9 +97,13 @@ def link_capacity(transfer_s: float, prefill_workers: int, decode_workers: int) 
     leaves out the TTFT the transfer uses up and the queueing of one decode worker's ingress.
 
     Raises:
-        ValueError: ``transfer_s`` negative or NaN."""
+        ValueError: ``transfer_s`` negative or NaN; a worker count not an integer >= 1."""
     if not transfer_s >= 0:
         raise ValueError(f"transfer_s must be a time >= 0 s, got {transfer_s!r}")
+    if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
+               for n in (prefill_workers, decode_workers)):
+        raise ValueError(f"prefill_workers and decode_workers must be integers >= 1, got {prefill_workers!r} and "
+                         f"{decode_workers!r}")
     if transfer_s == 0:
         return math.inf
     return min(prefill_workers, decode_workers) / transfer_s / (prefill_workers + decode_workers)

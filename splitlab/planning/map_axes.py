@@ -20,8 +20,8 @@ def geometric_axis(low: float, high: float, points: int, integer: bool = False) 
     ``integer``).
 
     Raises:
-        ValueError: low or high not a finite number > 0, low > high, points not an integer >= 1 (or > 1 with
-            low < high)."""
+        ValueError: low or high not a finite number > 0, low > high, points not an integer >= 1 (1 with low < high,
+            or more than 1 with low == high)."""
     for name, v in (("low", low), ("high", high)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0):
             raise ValueError(f"the axis' {name} end must be a finite number > 0, got {v!r}")
@@ -31,6 +31,8 @@ def geometric_axis(low: float, high: float, points: int, integer: bool = False) 
         raise ValueError(f"points must be an integer >= 1, got {points!r}")
     if points == 1 and low < high:  # one point of a range would silently drop its high end
         raise ValueError(f"one point needs low equal to high, got {low:g} to {high:g}")
+    if points > 1 and low == high:  # a range of one value holds one point: was it once, or duplicates
+        raise ValueError(f"{points} points need low below high, got {low:g} to {high:g} (one point: points=1)")
     vals = np.geomspace(low, high, points) if points > 1 else np.array([low])
     return sorted({int(round(v)) for v in vals}) if integer else [float(f"{v:.3g}") for v in vals]
 

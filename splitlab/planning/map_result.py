@@ -99,7 +99,8 @@ class SplitMap:
     (``prompt_tokens``, ``prefill_steps``, ``tpot_steps``), the inputs, ``searches`` made (layouts weighed, a split
     one run ruled out included: :mod:`.map_search`), ``notes`` (searches whose goodput is only a lower bound),
     ``chunk_steps`` (per column: one step of the first chunk size beside a decode row, in lone decode steps:
-    :func:`~.map_axes.chunk_steps`) and ``runs`` (the goodput runs of all its searches)."""
+    :func:`~.map_axes.chunk_steps`), ``runs`` (the goodput runs of all its searches) and ``search`` (what its
+    searches were given: ``max_requests``, ``min_requests``, ``tolerance``, ``extend``, the layouts' ``options``)."""
 
     cells: list[Cell]
     workers: int
@@ -118,6 +119,7 @@ class SplitMap:
     notes: list[str] = field(default_factory=list)
     chunk_steps: list[float] = field(default_factory=list)
     runs: int = 0
+    search: dict = field(default_factory=dict)  # the searches' max_requests, min_requests, tolerance, extend, options
 
     def table(self) -> pd.DataFrame:
         """One row per cell (its :meth:`Cell.to_json` less the per-layout detail)."""

@@ -72,6 +72,10 @@ def _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefill
                          f"{len(prompts)} x {len(steps)}")
     if isinstance(output_tokens, bool) or not isinstance(output_tokens, numbers.Integral) or output_tokens < 2:
         raise ValueError(f"output_tokens must be an integer >= 2 (one TPOT needs two tokens), got {output_tokens!r}")
+    for n in prompts:
+        if not cost.prefill_s(n) > 0:
+            raise ValueError(f"this cost model ({cost.source}) predicts a prefill of 0 s for a {n}-token prompt: the "
+                             f"TTFT SLO, ttft_prefills prefills of the prompt, would be 0 s")
     if prompts[-1] + output_tokens > cost.max_context:
         raise ValueError(f"the longest prompt ({prompts[-1]} tokens) and output_tokens ({output_tokens}) exceed the "
                          f"cost model's context of {cost.max_context} tokens")
@@ -120,9 +124,9 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             requests (:mod:`~splitlab.serving.goodput_spread`), the same rule for every layout of every cell;
             default :data:`MAP_EXTEND`.
         progress: a tqdm bar of the searches on stderr (True, False, None: when stderr is a terminal).
-        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch and seed
-            whose colocated goodputs to take instead of searching them again (they do not depend on the link):
-            a map at another ``link_bytes_per_s`` searches only its splits.
+        colocated_from: a map of the same cluster, axes, answers, TTFT rule, chunk sizes, max_batch, seed, run
+            lengths, tolerance, extend and options whose colocated goodputs to take instead of searching them again
+            (they do not depend on the link): a map at another ``link_bytes_per_s`` searches only its splits.
         conditional_queues: off when empty (the default: the map of three layouts, unchanged). Else the conditional
             contender: each cell's best split again with its decode workers prefilling a request themselves when
             ``Q`` requests wait at its prefill worker, for each ``Q`` given (:mod:`.conditional_layouts`); the best
@@ -136,12 +140,12 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
 
     Raises:
         ValueError: workers not in 2 .. 16; an empty axis, a value twice, a NaN or a value out of range (prompts
-            integers >= 1 fitting the context with the answer, TPOT steps >= 1); more than 400 cells; bad
-            output_tokens, ttft_prefills, tie_tolerance (in (0, 1)), link_bytes_per_s or chunk sizes (integers
-            above max_batch, or 1); min_requests not an integer >= 2 or None; a ``colocated_from`` of other
-            inputs; a search that did not end within its runs (a tolerance too small to reach); and those of
-            :func:`~splitlab.serving.goodput`. TypeError: an option that is no ServingConfig field or one the map sets
-            per layout (:func:`~.options.layout_options`).
+            integers >= 1 fitting the context with the answer, TPOT steps >= 1); a cost model predicting a prefill of
+            0 s (no TTFT SLO); more than 400 cells; bad output_tokens, ttft_prefills, tie_tolerance (in (0, 1)),
+            link_bytes_per_s or chunk sizes (integers above max_batch, or 1); min_requests not an integer >= 2 or
+            None, max_requests not one >= 2; a ``colocated_from`` of other inputs; a search that did not end within
+            its runs (a tolerance too small to reach); and those of :func:`~splitlab.serving.goodput`. TypeError: an
+            option that is no ServingConfig field or one the map sets per layout (:func:`~.options.layout_options`).
     """
     ex = CostModelExecutor(cost)
     cost = ex.cost
@@ -154,16 +158,21 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     same = dict(workers=workers, prompt_tokens=prompts, tpot_steps=steps, output_tokens=output_tokens,
                 ttft_prefills=ttft_prefills, chunk_tokens=list(chunk_tokens), max_batch=max_batch, seed=seed,
                 cost_source=cost.source)
+    search = dict(max_requests=max_requests, min_requests=min_requests, tolerance=tolerance, extend=extend,
+                  options=dict(options))  # runs of another length or tolerance find other goodputs
     if colocated_from is not None:
-        other = {k: getattr(colocated_from, k, None) for k in same}
-        if other != same:
-            diff = sorted(k for k in same if other[k] != same[k])
+        other = {k: getattr(colocated_from, k, None) for k in same} | {k: colocated_from.search.get(k) for k in search}
+        mine = same | search
+        if other != mine:
+            diff = sorted(k for k in mine if other[k] != mine[k])
             raise ValueError(f"colocated_from is a map of other inputs ({', '.join(diff)}): its colocated goodputs "
                              f"are not this map's")
         reused = {(c.tpot_steps, c.prompt_tokens): c for c in colocated_from.cells}
     if min_requests is not None and (isinstance(min_requests, bool) or not isinstance(min_requests, numbers.Integral)
                                      or min_requests < 2):
         raise ValueError(f"min_requests must be an integer >= 2 or None (goodput's: 2,000), got {min_requests!r}")
+    if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
+        raise ValueError(f"max_requests must be an integer >= 2, got {max_requests!r}")  # was goodput's 'min_requests'
     least = None if min_requests is None else min(min_requests, max_requests)
     link = {} if link_bytes_per_s is None else dict(link_bytes_per_s=float(link_bytes_per_s))
     cells, notes = [], []
@@ -229,4 +238,4 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                 bar.update()
     return SplitMap(cells, workers, prompts, [ratio[n] for n in prompts], steps, output_tokens, ttft_prefills,
                     link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, finder.searches,
-                    notes, [chunk_steps(cost, chunk_tokens[0], n) for n in prompts], finder.runs)
+                    notes, [chunk_steps(cost, chunk_tokens[0], n) for n in prompts], finder.runs, search)

@@ -20,11 +20,11 @@ measures its own spread; seed 2 of DistServe's toy landed 7.7% low on plain runs
 first 1,000 arrivals); an attainment curve runs each to its end.
 
 **At exactly its rate.** A run at ``r`` requests/s scales its requests' arrivals so that its first ``m`` span
-exactly ``(m - 1) / r`` at each of its checkpoints ``m`` (:func:`at_rate`: the seeded Poisson set conditioned on
-its counts, the order and shape of its gaps kept), as a trace replayed at a rate is. Scaled by one factor instead,
-a set whose first arrivals happen to come fast ran above the rate it reported: seed 2's first 1,000 arrivals come
-8% fast, and the default search of the built-in 1P+3D landed 6.4% below runs 20x longer (4.2% with this, and 30 of
-30 layouts, cost models and seeds within 5%: ``benchmarks/results/goodput_steady_rate_2026-12-04.txt``).
+exactly ``(m - 1) / r`` at each of its checkpoints ``m`` (:func:`~.arrival_rate.at_rate`: the seeded Poisson set
+conditioned on its counts, the order and shape of its gaps kept), as a trace replayed at a rate is. Scaled by one
+factor instead, a set whose first arrivals happen to come fast ran above the rate it reported: seed 2's first 1,000
+arrivals come 8% fast, and the default search of the built-in 1P+3D landed 6.4% below runs 20x longer (4.2% with
+this, and 30 of 30 layouts, cost models and seeds within 5%: ``benchmarks/results/goodput_steady_rate_2026-12-04.txt``).
 
 DistServe's own search (``simdistserve/benchmarks/search_binary.py``, LLMServe/DistServe) sizes a run by a count
 instead: ``run_binary_search(..., N=1000)``, 1000 requests per rate whatever the rate.
@@ -42,6 +42,7 @@ from . import metrics as M
 from .cluster import Cluster
 from .goodput_spread import EXTEND, MAX_EXTEND, Settle
 from .goodput_verdict import misses_of
+from .arrival_rate import at_rate
 from .request import Request, State
 from .runner import backend_for
 from .workload import WorkloadSpec, make_workload, workload_scale
@@ -89,36 +90,6 @@ def _rescaled(requests: Sequence[Request], factor: float) -> list[Request]:
     out = [r.fresh() for r in requests]
     for c in out:
         c.arrival_s *= factor
-    return out
-
-
-def at_rate(requests: Sequence[Request], rate_per_s: float, marks: Sequence[int] = ()) -> list[Request]:
-    """Fresh copies of ``requests`` (arrival order) whose arrivals come at exactly ``rate_per_s`` on average: the
-    first ``m`` span ``(m - 1) / rate_per_s`` seconds for ``m`` = each of ``marks`` and ``len(requests)`` (times
-    stretched piecewise linearly between those requests, so their order and their gaps' shape stay; the first
-    arrives at its own time scaled by the first stretch's factor). A Poisson set conditioned on its counts: a seed
-    whose first arrivals come 8% faster than its nominal rate (seed 2 of the chat and toy sets, over 1,000) would
-    otherwise test 1.08 x the rate it is said to run at, and a search of short runs land up to 8% low.
-
-    Raises:
-        ValueError: fewer than 2 requests, the first and last arriving at the same time, a rate not > 0 and finite."""
-    times = [r.arrival_s for r in requests]
-    if len(times) < 2 or times[-1] <= times[0] or not 0 < rate_per_s < float("inf"):  # 0: ZeroDivisionError
-        raise ValueError(f"a rate needs a rate > 0 and at least 2 requests arriving at different times, got "
-                         f"{rate_per_s!r} requests/s for {len(times)} requests")
-    knots, goals = [times[0]], [0.0]
-    for m in sorted({*(m for m in marks if 2 <= m < len(times)), len(times)}):
-        if times[m - 1] > knots[-1]:  # else ties: the later mark's span holds (the whole set's always does)
-            knots.append(times[m - 1])
-        goals[len(knots) - 1:] = [(m - 1) / rate_per_s] if len(knots) > 1 else [0.0]  # the first m at once: none
-    first = times[0] * goals[1] / (knots[1] - knots[0])  # the first gap scaled as the first stretch is
-    out, j = [], 1
-    for r, t in zip(requests, times):
-        while j < len(knots) - 1 and t > knots[j]:
-            j += 1
-        c = r.fresh()
-        c.arrival_s = first + goals[j - 1] + (t - knots[j - 1]) * (goals[j] - goals[j - 1]) / (knots[j] - knots[j - 1])
-        out.append(c)
     return out
 
 
@@ -189,7 +160,7 @@ class Runs:
 
     def span_s(self, rate_per_worker: float) -> float:
         """Seconds from the first to the last arrival of the run at ``rate_per_worker`` (exactly ``(n - 1) /
-        rate`` for a set whose first ``n`` a run scales to its rate, :func:`at_rate`)."""
+        rate`` for a set whose first ``n`` a run scales to its rate, :func:`~.arrival_rate.at_rate`)."""
         if not self.fixed:
             return (len(self.base[:self.n(rate_per_worker)]) - 1) / (rate_per_worker * self.workers)
         return (self.base[-1].arrival_s - self.base[0].arrival_s) * self.rate / (rate_per_worker * self.workers)

@@ -18,7 +18,7 @@ chunked and xPyD layouts on the built-in and the analytic cost models, over seed
 ``tests/test_goodput_steady.py`` (a crafted case, within 5%). Every run takes the
 first requests of one seeded request set, their arrival times rescaled to the rate (Poisson gaps are exponential
 draws times 1 / rate; stretched piecewise so that a run arrives at exactly its rate at each checkpoint,
-:func:`.goodput_runs.at_rate`, or by one factor where every run serves the whole of a given set), so every rate
+:func:`.arrival_rate.at_rate`, or by one factor where every run serves the whole of a given set), so every rate
 sees the same lengths and prompts. The search steps the rate up or down
 until one passes and one fails, then bisects until the two are within ``tolerance`` of each other: the answer is
 the highest rate that passed. A search that finds no such pair still ends with an answer (:mod:`.goodput_result`):

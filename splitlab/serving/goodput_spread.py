@@ -5,7 +5,7 @@ behind it), so the attainment of one run of a few thousand requests is a noisy s
 5.8 requests/s per worker, 1.3% below its goodput) 2,000 requests of seeds 0-7 met the SLOs 84.5%-96.1% of the
 time, 40,000 of seed 0 92.9%. Seed 2's first 1,000 arrivals come 8% faster than the rate asked (their mean gap
 is 0.926 of the nominal one, 2.3 standard deviations of a Poisson count of 1,000), which put its run at 84.5% and
-its search 7.7% low; a run now scales its arrivals to exactly its rate (:func:`~.goodput_runs.at_rate`), and the
+its search 7.7% low; a run now scales its arrivals to exactly its rate (:func:`~.arrival_rate.at_rate`), and the
 same run still meets the SLOs only 87.6% of the time: the burst is also in the order of its gaps. A fixed run
 long enough for every seed would cost many times the search; so a run measures its own spread and goes on only
 while its verdict is not settled.

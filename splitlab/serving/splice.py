@@ -18,7 +18,8 @@ kept waiting for memory is woken at ``t_a`` (:func:`wake_at`), as the arrival's 
 
 A splice needs the worker's batch to have room at ``J``, ``J`` before the stretch's last step, no trace (a trace
 samples memory at the arrival), no ``stop`` (a goodput run reads states mid-run), no conditional router (nothing
-may reach the decode worker's queue and cut the stretch before ``J``), and a request that is not done on arrival.
+may reach the decode worker's queue and cut the stretch before ``J``), no other cache on its way to the worker but
+ones done on arrival (they join no batch), and a request that is not done on arrival.
 Otherwise the hand-off goes the ordinary way; a stretch holding a splice is then never cut, which changes nothing:
 a cache arriving after the stretch's last silent step, or finding the batch full, joins at a step end the stretch
 already ends at. ``tests/test_simulator_splice.py`` compares runs with splices to step-by-step runs.
@@ -40,11 +41,13 @@ def join(cluster, p: Worker, d: Worker, slot, t: float, arrive_s: float) -> bool
     into ``d``'s stretch, or False (nothing changed) when it cannot be (module docstring)."""
     r = slot.request
     c = cluster
-    if d.queue or d.prefilling or d.joining or d.incoming or len(d.batch.slots) >= c.cfg.batch_cap:
+    if d.queue or d.prefilling or d.joining or len(d.batch.slots) >= c.cfg.batch_cap:
         return False
+    if d.incoming and not all(_done_on_arrival(c, s) for s in d.incoming):
+        return False  # a cache on its way may join before this one (one done on arrival joins nothing)
+    if _done_on_arrival(c, slot):
+        return False  # nothing to join
     decode_first = c.cfg.first_token_on == "decode" and not slot.resumed and not r.output
-    if decode_first and r.max_new_tokens <= 1:
-        return False  # done on arrival: nothing to join
     ahead = d.ahead
     j = bisect_left(ahead, arrive_s, bisect_right(ahead, t, d.ahead_done))  # the step ending at or after arrival
     if j >= len(ahead):
@@ -87,6 +90,13 @@ def join(cluster, p: Worker, d: Worker, slot, t: float, arrive_s: float) -> bool
     d.step += 1  # the stretch's old last event is ignored
     c.push_done(end, d, StepPlan(decode=list(slots)), Decoded(float(seconds[-1])))
     return True
+
+
+def _done_on_arrival(c, slot) -> bool:
+    """Whether ``slot``'s request is done when its cache arrives (its only token the first, sent on the decode
+    side: :func:`.handoff.arrived`), so that it never joins a batch."""
+    r = slot.request
+    return c.cfg.first_token_on == "decode" and not slot.resumed and len(r.output) + 1 >= r.max_new_tokens
 
 
 def settle(p: Worker, t: float) -> None:

@@ -210,7 +210,8 @@ class Peer:
 
         Raises:
             TypeError: ``data`` neither a byte count nor a tensor.
-            ValueError: a count < 1, or a tensor that is not contiguous."""
+            ValueError: a count < 1, or a tensor that is empty, not contiguous, not strided (sparse) or on the meta
+                device (no data)."""
         if isinstance(data, bool) or not isinstance(data, (numbers.Integral, torch.Tensor)):
             raise TypeError(f"raw takes a byte count or a tensor, got {type(data).__name__}")
         if isinstance(data, numbers.Integral):
@@ -220,9 +221,15 @@ class Peer:
                 self._raw_buf = torch.zeros(int(data), dtype=torch.uint8)
             buf = self._raw_buf
         else:
+            if data.layout != torch.strided:  # a sparse tensor is never contiguous: .contiguous() would not help
+                raise ValueError(f"raw sends a strided tensor, got {data.layout} (call .to_dense() first)")
+            if data.is_meta:  # its copy to host memory failed in the timed call, breaking the peer
+                raise ValueError("a meta tensor holds no data for raw to send")
             if not data.is_contiguous():
                 raise ValueError("raw sends a contiguous tensor (call .contiguous() first)")
             buf = data.reshape(-1).view(torch.uint8)
+            if buf.numel() < 1:  # as a count of 0: a baseline of nothing
+                raise ValueError(f"raw needs at least one byte, got a tensor of 0 (shape {tuple(data.shape)})")
         staged = (lambda: buf) if buf.device.type == "cpu" else (lambda: buf.cpu())  # gloo: host memory only
         _, seconds, _ = self._exchange(PeerOp("raw", nbytes=buf.numel()), lambda: W.send_raw(staged(), 1),
                                        wait_ack=True)

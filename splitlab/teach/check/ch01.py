@@ -1,6 +1,7 @@
 """Chapter 1 (two phases): its exercise checkers."""
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -68,13 +69,17 @@ def doubling_ratios(before: Any, after: Any, floor: float = 0.35, cap: float = 0
     could pass, so the runs are too noisy to judge a prediction).
 
     Raises:
-        ValueError: the two lists differ in length or are empty; a run has fewer than two output tokens.
+        ValueError: the two lists differ in length or are empty; a run has fewer than two output tokens, or a
+            TTFT or TPOT measured as 0 s.
     """
     before = list(before) if isinstance(before, (list, tuple)) else [before]
     after = list(after) if isinstance(after, (list, tuple)) else [after]
     if not before or len(before) != len(after):
         raise ValueError(f"need as many runs before as after (>= 1), got {len(before)} and {len(after)}")
     b, a = np.array([_phase_times(g) for g in before]), np.array([_phase_times(g) for g in after])
+    for i, name in enumerate(("TTFT", "TPOT")):  # a ratio over 0 s printed inf, its spread nan%
+        if not (b[:, i] > 0).all() or not (a[:, i] > 0).all():
+            raise ValueError(f"a run's {name} was measured as 0 s (a clock too coarse for it): no ratio to judge")
     out = {"pairs": len(before), "ttft_s": (b[:, 0].min(), a[:, 0].min()), "tpot_s": (b[:, 1].min(), a[:, 1].min()),
            "spread": {}, "tolerance": {}, "judged": {}}
     for i, name in enumerate(("ttft", "tpot")):
@@ -117,7 +122,9 @@ def prompt_doubling(ttft_ratio: Any, tpot_ratio: Any, before: Any, after: Any) -
     m = doubling_ratios(before, after)
     ttft_hint = ("the prefill's FLOPs, about 2 x parameters x prompt tokens, set TTFT." if m["ttft_ratio"] >= 1.4
                  else "twice the prompt barely moved TTFT here: a forward's fixed cost (launching its kernels, "
-                 "Python) outweighs its FLOPs at these lengths, so predict from the measured prefill times.")
+                 "Python) outweighs its FLOPs at these lengths, so predict from the measured prefill times."
+                 if m["ttft_ratio"] >= 0.9 else "the longer prompt's prefill came out faster, which more work "
+                 "cannot do: this machine's noise (another program took the core); run the cell again.")
     ok = [_ratio_verdict(ttft_ratio, m["ttft_ratio"], m["tolerance"]["ttft"], m["judged"]["ttft"],
                          "the measured TTFT ratio", ttft_hint),
           _ratio_verdict(tpot_ratio, m["tpot_ratio"], m["tolerance"]["tpot"], m["judged"]["tpot"],
@@ -141,9 +148,13 @@ def doubling_note(flops_ratio: float, bytes_ratio: float, m: dict) -> str:
         where = ("within" if abs(off) <= tol else "outside") + f" the checker's {tol:.0%}"
         fixed = (" A forward's fixed cost (launching its kernels, Python) outweighs its FLOPs at these lengths on "
                  "this device, so twice the tokens cost far less than twice the time; chapter 3 measures where the "
-                 "FLOPs take over." if name == "TTFT" and off < -tol else "")
+                 "FLOPs take over." if name == "TTFT" and off < -tol and measured >= 0.9 else
+                 " The longer prompt is more work and cannot prefill faster: that is the machine's noise."
+                 if name == "TTFT" and measured < 0.9 else "")
         return (f"{name} {change_words(measured)} (measured {measured:.2f}x; {why} {predicted:.2f}x, "
                 f"{signed_pct(off)}: {where}).{fixed}")
+    if not all(isinstance(v, numbers.Real) and v > 0 for v in (flops_ratio, bytes_ratio)):  # 0: ZeroDivisionError
+        raise ValueError(f"flops_ratio and bytes_ratio must be ratios > 0, got {flops_ratio!r} and {bytes_ratio!r}")
     spread = max(m["spread"].values())
     return (part("TTFT", m["ttft_ratio"], flops_ratio, "the prefill's $2PT$ FLOPs double with $T$ and attention "
                  "adds a term in $T^2$, so the FLOP count says")

@@ -156,7 +156,8 @@ def chat_note(reuse: pd.DataFrame, block_tokens: int) -> str:
     predicted = float((later.cold_s * computed).median())
     miss = warm / predicted - 1
     apart = ("the slowest warm prefill was faster than the fastest cold one" if later.warm_s.max() <
-             later.cold_s.min() else "the warm and cold times overlap, so no saving is claimed")
+             later.cold_s.min() else "the fastest warm prefill was slower than the slowest cold one" if
+             later.warm_s.min() > later.cold_s.max() else "the warm and cold times overlap, so no saving is claimed")
     same = "Every warm prefill chose the cold one's first token" if reuse.same_token.all() else \
         "Some warm prefills chose another first token than the cold ones"
     return (f"All {len(reuse)} prompts begin with the same {shared} tokens (the system turn and the start of the "

@@ -12,6 +12,8 @@ digits), and the numbers its prose is computed from.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import textwrap
 from typing import Mapping
 
@@ -108,10 +110,18 @@ def step_table(runs: Mapping[str, object], cost, rate_per_s: float, mean_prefill
     decode step measured and predicted by ``cost`` at the same batches and contexts (ms), the mean TPOT
     measured, and predicted (ms): the predicted step stretched by ``1 / (1 - rho)`` on a colocated worker
     (``rho = rate_per_s x mean_prefill_s / N``; :data:`NO_STEADY_STATE` when rho >= 1: the formula's worker would
-    prefill all the time), the predicted step alone on a split."""
+    prefill all the time), the predicted step alone on a split.
+
+    Raises:
+        ValueError: ``rate_per_s`` or ``mean_prefill_s`` not a finite number >= 0; a run that decoded no step."""
+    if not all(isinstance(v, numbers.Real) and 0 <= v < math.inf for v in (rate_per_s, mean_prefill_s)):
+        raise ValueError(f"rate_per_s and mean_prefill_s must be finite numbers >= 0, got {rate_per_s!r} and "
+                         f"{mean_prefill_s!r}")  # nan said 'none: rho >= 1', a negative rate stretched by < 1
     cols = {}
     for name, res in runs.items():
         steps = decode_steps(res, cost)
+        if steps.empty:  # was 'cannot convert float NaN to integer'
+            raise ValueError(f"{short_name(name)}: no decode step to compare (every answer was one token long)")
         n = len(res.workers)
         rho = rate_per_s * mean_prefill_s / n
         stretch = (1 / (1 - rho) if rho < 1 else None) if res.config.layout == "colocated" else 1.0
@@ -154,7 +164,10 @@ def tpot_prediction_note(runs: Mapping[str, object], steps: pd.DataFrame, rho: f
     ``tolerance``, why, from the run: the share of its streams' lives its workers really spent prefilling
     (:func:`stream_prefill_share`) against ``rho``. ``split``: the split's column (short name): its measured TPOT
     against its predicted step at its batches, and where that misses by more than ``tolerance``, how much of the
-    miss its slower steps explain (:func:`_split_tpot_note`)."""
+    miss its slower steps explain (:func:`_split_tpot_note`). Raises ValueError for ``rho`` not a finite number
+    >= 0."""
+    if not (isinstance(rho, numbers.Real) and 0 <= rho < math.inf):  # nan said 'At rho = nan% ...'
+        raise ValueError(f"rho must be a finite number >= 0 (a share of a worker's time), got {rho!r}")
     measured, predicted = steps.loc["TPOT, measured (ms)"].drop(split), steps.loc["TPOT, predicted (ms)"].drop(split)
     none = [name for name in measured.index if predicted[name] == NO_STEADY_STATE]
     errors = {name: float(measured[name]) / float(predicted[name]) - 1 for name in measured.index if name not in none}
