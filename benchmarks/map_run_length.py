@@ -152,8 +152,13 @@ def main(argv=None) -> int:
     ap.add_argument("--load", help="a --json file of an earlier run: its settings are taken, not made again")
     ap.add_argument("--tag", default="", help="appended to the names of the settings made in this run (beside the "
                                               "same settings loaded from an earlier run of other code)")
+    ap.add_argument("--quick", action="store_true", help="CI: the H100 map's first cell at runs of at most 100 and "
+                                                         "200 requests (the second the reference), seconds")
     a = ap.parse_args(argv)
     settings = {k + a.tag: SETTINGS[k] for k in a.settings.split(",") if k}
+    if a.quick:
+        a.maps, a.grid, a.load = "h100", False, None
+        settings = {"100": dict(max_requests=100), "steady": dict(max_requests=200)}
     if a.extra:
         name, kw = a.extra.split("=", 1)
         settings[name] = {**SETTINGS["steady"], **json.loads(kw)}
@@ -166,6 +171,8 @@ def main(argv=None) -> int:
             every = json.load(f)
     for name in a.maps.split(","):
         cost, axes = {"cpu": cpu_cost, "h100": h100_cost}[name]()
+        if a.quick:
+            axes = {k: list(v)[:1] for k, v in axes.items()}
         print(f"{name}: {cost.source}; prompts {axes['prompt_tokens']}, TPOT steps {list(axes['tpot_steps'])}",
               flush=True)
         if a.grid:
