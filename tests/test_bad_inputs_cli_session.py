@@ -243,6 +243,15 @@ def test_a_fast_but_finite_link_still_runs():
     assert status == 0 and json.loads(out)["disaggregated"]["completed"] == 2, err
 
 
+def test_the_text_names_the_link_that_replaced_the_cost_models():
+    """An H100 model's source says "KV over 400 Gb/s network"; with --link-gbps the run's link is another, and the
+    text once said only the former (a fresh reader's 0.0001 GB/s run, 2026-12-04)."""
+    status, out, err = cli("simulate", "--gpu", "H100", "--model-config", "Llama-3-8B", "--layout", "disaggregated",
+                           "--link-gbps", "0.5", "--requests", "2")
+    assert status == 0, err
+    assert "KV link: 0.5 GB/s (--link-gbps), in place of the cost model's" in out
+
+
 # --- 8. the bounds the SLO attainment counts, in the text --------------------------------------------------------
 
 README_SIMULATE = ("simulate", "--gpu", "H100", "--model-config", "Llama-3-8B", "--layout", "disaggregated",

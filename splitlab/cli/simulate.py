@@ -40,7 +40,9 @@ def simulate(args):
                 cost_source=backend.cost.source)
     if pools:
         data.update(decode_cost_source=pools.decode_cost.source, handoff=handoff)
-    text = [title("simulate", args), f"cost model: {backend.cost.source}",
+    link = ([f"KV link: {args.link_gbps:g} GB/s (--link-gbps), in place of the cost model's"]
+            if args.link_gbps and args.layout == "disaggregated" else [])
+    text = [title("simulate", args), f"cost model: {backend.cost.source}", *link,
             *([f"decode pool: {pools.decode_cost.source}", handoff_line(handoff)] if pools else []),
             *chosen_lines(args.chosen),
             *lines(args.layout, m),
