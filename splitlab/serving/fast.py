@@ -151,8 +151,7 @@ def commit(cluster, w: Worker, upto: int) -> None:
                 samples.append((end, used, reserved))
                 begin = end
         w.clock.extend(ends)
-        cum = w.ahead_cum
-        w.output_owed -= k * w.ahead_n if cum is None else cum[upto] - cum[w.ahead_done]
+        w.output_owed -= w.decoded(w.ahead_done, upto)
         cluster.measured_s += ends[-1] - previous
         w.ahead_done = upto
 

@@ -100,16 +100,15 @@ class LoadIndex:
         v = self.version[i] = self.version[i] + 1
         bound = self.static[i]
         if w.ahead is not None:  # a lookahead of half its distance above the least bound, at least LOOKAHEAD
-            n, keys, cum, done = w.ahead_n, self.keys, w.ahead_cum, w.ahead_done
-            far = bound - ((counted - done) * n if cum is None else cum[counted] - cum[done])
-            far -= keys[0] // self.size if keys else bound
+            n, keys = w.ahead_n, self.keys
+            far = bound - w.decoded(w.ahead_done, counted) - (keys[0] // self.size if keys else bound)
             upto = counted + max(1, max(self.LOOKAHEAD, far // 2) // n)
             if upto < len(w.ahead):
                 heapq.heappush(self.expiry, (w.ahead[upto], i, v))
             else:
                 upto = len(w.ahead)
             # spliced joins' first tokens (Worker.credits) only raise the load
-            bound -= (upto - done) * n if cum is None else cum[upto] - cum[done]
+            bound -= w.decoded(w.ahead_done, upto)
         self._place(i, bound * self.size + i)
 
     def _place(self, i: int, key: int | None) -> None:
@@ -157,9 +156,7 @@ class LoadIndex:
                     ordered = (static[i] - (ended(ahead, t) - w.ahead_done) * w.ahead_n) * size + i
                 else:  # spliced (.splice)
                     load = static[i] - (cum[ended(ahead, t)] - cum[w.ahead_done])
-                    if w.credits:
-                        load += sum(k for when, k in w.credits if when >= t)
-                    ordered = load * size + i
+                    ordered = (load + w.credited(t) if w.credits else load) * size + i
             if key is None or ordered < key:
                 best, key = w, ordered
         return best

@@ -174,6 +174,17 @@ class Worker:
             held += self.memory.used_bytes([s.context for s in (*self.prefilling, *slots[k:])])
         return held
 
+    def decoded(self, done: int, upto: int) -> int:
+        """Output tokens its decode stretch's silent steps ``done + 1 .. upto`` make: ``ahead_n`` each, or, in a
+        stretch a join was spliced into (:mod:`.splice`), read off ``ahead_cum``."""
+        cum = self.ahead_cum
+        return (upto - done) * self.ahead_n if cum is None else cum[upto] - cum[done]
+
+    def credited(self, t: float) -> int:
+        """First tokens of joins spliced into its stretch (:mod:`.splice`) still counted in its load at ``t``: they
+        leave only once their step has ended."""
+        return sum(k for when, k in self.credits if when >= t)
+
     def load(self, t: float = 0.0, inclusive: bool = False) -> int:
         """Work still owed at time ``t``, in tokens: prompt tokens not yet prefilled (not for decode workers) plus
         output tokens not yet generated (not for prefill workers). The router sends new work to the smallest.
@@ -182,10 +193,9 @@ class Worker:
             return self.prompt_owed
         owed = self.output_owed
         if self.ahead is not None:
-            cum, k = self.ahead_cum, steps_ended(self, t, inclusive)
-            owed -= (k - self.ahead_done) * self.ahead_n if cum is None else cum[k] - cum[self.ahead_done]
-            if self.credits:  # joins spliced into the stretch (.splice): their first tokens leave after their step
-                owed += sum(k for when, k in self.credits if when >= t)
+            owed -= self.decoded(self.ahead_done, steps_ended(self, t, inclusive))
+            if self.credits:
+                owed += self.credited(t)
         return self.prompt_owed + owed  # a decode worker owes prompt tokens only for local prefills
 
     def enqueue(self, r: Request, front: bool = False) -> None:
