@@ -59,7 +59,7 @@ def test_the_cli_plan_of_qa_f2_answers_goodput_0_with_its_reason():
                            "--max-workers", "2", "--json")
     assert status == 0 and "max_runs" not in out + err and "did not converge" not in out + err
     data = json.loads(out)
-    assert len(data["candidates"]) == 5
+    assert len(data["candidates"]) == 6  # 1P+1D, prefill-first, chunked at 128, 256, 512 and the TPOT budget
     for c in data["candidates"]:
         assert c["goodput_rps_per_worker"] == 0 and c["outcome"] == "unmet" and c["binding_slo"] == "ttft"
         assert c["reason"].startswith("no rate meets the SLOs") and c["cost_per_million_tokens"] is None

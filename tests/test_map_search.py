@@ -18,7 +18,8 @@ CRAFTED = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=
                     decode_per_token_s=0.0, transfer_base_s=0.0, transfer_bytes_per_s=math.inf,
                     kv_bytes_per_token=64, max_context=2048,
                     source="crafted: 10 ms decode steps, 1 ms per prompt token")
-MAP = dict(prompt_tokens=[10, 500], tpot_steps=[1.5, 4.0], output_tokens=128, max_batch=16, max_requests=300)
+MAP = dict(prompt_tokens=[10, 500], tpot_steps=[1.5, 4.0], output_tokens=128, max_batch=16, max_requests=300,
+           chunk_tokens=(256,))  # the chunk _full searches
 TOL = 0.05
 
 

@@ -85,14 +85,15 @@ def test_gap_cells_pick_the_widest_simulated_gap_not_the_widest_margin():
     picked = pools_live.gap_cells(m, None, n_requests=12, seeds=(0, 1), rates=3)
     assert picked and all(c.winner == k for k, c in picked.items())
 
-    def gap(d):  # the widest mean paired gap of the cell's two layouts over gap_cells' three rates
-        spec = WorkloadSpec("x", Fixed(d.prompt_tokens), Fixed(64))
-        names = [d.names[d.winner], d.names[d.runner_up]]
+    def gap(d):  # the widest mean paired gap of the cell's two layouts over gap_cells' three rates, the
+        spec = WorkloadSpec("x", Fixed(d.prompt_tokens), Fixed(64))  # narrowest of decode steps 15% slower, as
+        names = [d.names[d.winner], d.names[d.runner_up]]              # fast and faster (pools_live.DRIFT)
         cfgs = {n: pools_live.layout_config(n, 2, [256], trace=False) for n in names}
         low = max(d.goodput[d.runner_up], 1e-3 * d.goodput[d.winner])
         tries = 2 * np.geomspace(0.5 * low, 4 * d.goodput[d.winner], 3)
-        return widest_gap_rate(spec, 12, tries, cfgs, None, d.ttft_slo_s, d.tpot_slo_s, *names, seeds=(0, 1),
-                               scale=1.0)[1].max()
+        return pd.concat([widest_gap_rate(spec, 12, tries, cfgs, pools_live.rescaled(CostModel(), 1.0, f),
+                                          d.ttft_slo_s, d.tpot_slo_s, *names, seeds=(0, 1), scale=1.0)[1]
+                          for f in (1 / pools_live.DRIFT, 1.0, pools_live.DRIFT)], axis=1).min(axis=1).max()
     for kind, c in picked.items():
         assert gap(c) == max(gap(d) for d in m.cells if d.winner == kind)
     assert pools_live.gap_cells(m, None, n_requests=12, max_prompt_tokens=8) == {}  # no cell: no region

@@ -8,9 +8,9 @@ import math
 import sys
 
 __all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "slo_seconds", "link_gbps",
-           "list_items", "token_list", "device_name", "kv_dtype", "weight_dtype", "check_chunking", "check_torchrun",
-           "human_bytes", "number", "gamma_cv", "THREADS", "MEMORY_UTILIZATION", "memory_share", "progress",
-           "threads_fields", "timeout_seconds", "check_kv_room"]
+           "list_items", "token_list", "chunk_list", "device_name", "kv_dtype", "weight_dtype", "check_chunking",
+           "check_torchrun", "human_bytes", "number", "gamma_cv", "THREADS", "MEMORY_UTILIZATION", "memory_share",
+           "progress", "threads_fields", "timeout_seconds", "check_kv_room"]
 
 
 def positive_int(text: str) -> int:
@@ -215,6 +215,15 @@ def token_list(text: str) -> list[int]:
     out = [positive_int(part) for part in list_items(text)]
     if not out:
         raise argparse.ArgumentTypeError("give at least one number of tokens")
+    return out
+
+
+def chunk_list(text: str) -> list:
+    """'256,tpot' -> [256, "tpot"]: chunk sizes (positive integers) and ``tpot``, the budget the TPOT SLO allows
+    (:func:`splitlab.planning.chunk_budget.tpot_budget`)."""
+    out = [part if part == "tpot" else positive_int(part) for part in list_items(text)]
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one number of tokens (a chunk size) or tpot")
     return out
 
 

@@ -12,7 +12,7 @@ where it beats both the best pure split and the best colocated layout by more th
 (:func:`splitlab.planning.conditional_layouts.conditional_wins`)."""
 from __future__ import annotations
 
-from .args import link_gbps, positive_float, positive_int, progress, queue_length, seed_int, token_list
+from .args import link_gbps, positive_float, positive_int, progress, queue_length, seed_int, chunk_list
 from .costs import COST_OPTIONS, cost_model
 from .registry import CLIError, arg, command
 from .report import clean
@@ -47,8 +47,9 @@ def _cell(c) -> str:
          arg("--output-tokens", type=positive_int, default=64, help="answer tokens of every request (default 64)"),
          arg("--link-gbps", type=link_gbps, default=None,
              help="the KV link between the pools in GB/s (default: the cost model's transfer)"),
-         arg("--chunk-tokens", type=token_list, default=[256], metavar="LIST",
-             help="chunk sizes of the chunked layout, the best counts (default 256)"),
+         arg("--chunk-tokens", type=chunk_list, default=[256, "tpot"], metavar="LIST",
+             help="chunk sizes of the chunked layout, the best counts; tpot: each cell's largest budget whose hybrid "
+                  "step fits its TPOT SLO (default 256,tpot)"),
          arg("--tie-tolerance", type=positive_float, default=0.1,
              help="margins below this share of the winner's goodput are ties (default 0.1)"),
          arg("--max-batch", type=positive_int, default=None,
@@ -77,7 +78,7 @@ def map_command(args):
             raise CLIError(f"{flag} 1 needs a range of one value, {same}, got {got}")
         if n is not None and n > 1 and rng is not None and rng[0] == rng[1]:  # was one column, or a value twice
             raise CLIError(f"{flag} {n} needs LOW below HIGH, got {rng[0]:g} to {rng[1]:g} (one value: {flag} 1)")
-    if any(c <= (args.max_batch or 1) for c in args.chunk_tokens):
+    if any(c != "tpot" and c <= (args.max_batch or 1) for c in args.chunk_tokens):
         raise CLIError("every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
                                                               else "1") + f", got {args.chunk_tokens}")
     if args.tie_tolerance >= 1:
@@ -125,9 +126,10 @@ def map_command(args):
              f"{'':>14} | " + "".join(f"{'(' + str(n) + ')':>{width}}" for n in m.prompt_tokens)]
     text += [f"{k:>14.3g} | " + "".join(f"{c:>{width}}" for c in rows[k])
              for k in reversed(m.tpot_steps)]  # loose SLOs on top, tight at the bottom
-    lo, hi = min(m.chunk_steps), max(m.chunk_steps)
-    text.append(f"one step of a {m.chunk_tokens[0]}-token chunk beside a decode row: "
-                + (f"{lo:.3g}" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.3g} to {hi:.3g}") + " decode steps")
+    if m.chunk_steps:  # of the first chunk size, a fixed one
+        lo, hi = min(m.chunk_steps), max(m.chunk_steps)
+        text.append(f"one step of a {m.chunk_tokens[0]}-token chunk beside a decode row: "
+                    + (f"{lo:.3g}" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.3g} to {hi:.3g}") + " decode steps")
     text += [f"note: {note}" for note in m.notes]
     counts = m.counts()
     text.append("cells won: " + ", ".join(f"{SHORT[w]} {n}" for w, n in counts.items() if n) +

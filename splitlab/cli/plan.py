@@ -14,7 +14,7 @@ from ..serving.workload import WORKLOADS
 import argparse
 
 from .args import (MEMORY_UTILIZATION, positive_float, positive_int, progress, prompt_threshold, seed_int,
-                   slo_seconds, list_items, token_list)
+                   slo_seconds, list_items, chunk_list)
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines, in_flags
 from .pools import POOL_OPTIONS, plan_pools, wants_pools
@@ -42,8 +42,9 @@ def thresholds(text: str) -> list:
          arg("--max-workers", type=int, default=4, metavar="N", help="at most this many workers, 2 to 16 (default 4)"),
          arg("--price-per-hour", type=positive_float, default=2.0, metavar="PRICE",
              help="price of one worker per hour (default 2.0; the cost column is in the same currency)"),
-         arg("--chunk-tokens", type=token_list, default=[128, 256, 512], metavar="LIST",
-             help="chunk sizes tried for chunked prefill (default 128,256,512)"),
+         arg("--chunk-tokens", type=chunk_list, default=[128, 256, 512, "tpot"], metavar="LIST",
+             help="chunk sizes tried for chunked prefill; tpot: the largest budget whose hybrid step fits the TPOT "
+                  "SLO (default 128,256,512,tpot)"),
          arg("--max-batch", type=positive_int, default=None,
              help="cap on requests resident per worker (default: none, the KV budget bounds the batch)"),
          MEMORY_UTILIZATION,
@@ -63,7 +64,7 @@ def plan(args):
     if not 2 <= args.max_workers <= MAX_WORKERS:
         raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker) and <= "
                        f"{MAX_WORKERS} (every xPyD split up to it is a goodput search), got {args.max_workers}")
-    if any(c <= (args.max_batch or 1) for c in args.chunk_tokens):
+    if any(c != "tpot" and c <= (args.max_batch or 1) for c in args.chunk_tokens):
         raise CLIError(f"every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
                                                                else "1") + f", got {args.chunk_tokens}")
     cost = cost_model(args, args.model)

@@ -120,7 +120,7 @@ def plan_pools(args):
                        "give --model-config NAME, not --cost/--model")
     if args.price_per_hour != 2.0:
         raise CLIError("with pool options give --prefill-price/--decode-price (per device), not --price-per-hour")
-    if args.chunk_tokens != [128, 256, 512]:
+    if args.chunk_tokens != [128, 256, 512, "tpot"]:
         raise CLIError("pools plan chunked colocated clusters at 512-token chunks: leave --chunk-tokens out")
     if args.local_prefill_tokens is not None:  # it was dropped without a word
         raise CLIError("a plan of pools ranks no conditional splits: leave --local-prefill-tokens out (or plan them "

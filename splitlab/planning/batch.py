@@ -80,10 +80,11 @@ def chunked_cap_words(chunk_tokens: Sequence[int], max_batch: int | None) -> str
     """What caps a chunked worker's batch when no ``max_batch`` is given (``ServingConfig.batch_cap``: one decode
     row per token of a step's budget, so ``chunk_tokens - 1`` rows leave a prompt at least one token, as vLLM needs
     ``max_num_seqs <= max_num_batched_tokens``), in words, as a clause to append to a batch line ("; but ...");
-    "" with a ``max_batch`` or no chunk sizes."""
+    "" with a ``max_batch`` or no chunk sizes. A ``"tpot"`` entry (a map's per-cell budget) is named as such."""
     if max_batch is not None or not chunk_tokens:
         return ""
-    sizes = ", ".join(f"{c - 1} with {c}-token chunks" for c in sorted(set(chunk_tokens)))
+    sizes = ", ".join([f"{c - 1} with {c}-token chunks" for c in sorted({c for c in chunk_tokens if c != "tpot"})]
+                      + ["one less than the TPOT budget with that budget"] * ("tpot" in chunk_tokens))
     return f"; but chunked layouts at most chunk_tokens - 1 requests per worker ({sizes})"
 
 

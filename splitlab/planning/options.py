@@ -8,21 +8,26 @@ import numbers
 from collections.abc import Iterable
 
 from ..serving import ServingConfig
+from .chunk_budget import TPOT
 
 __all__ = ["chunk_sizes", "layout_options", "LAYOUT_FIELDS"]
 
+#: the words of a chunk_tokens error for the searches that take "tpot"
+OR_TPOT = f" or {TPOT!r} (the budget the TPOT SLO allows)"
 #: the ServingConfig fields a search sets itself for each layout it builds: never an option of the search
 LAYOUT_FIELDS = ("layout", "workers", "prefill_workers", "decode_workers", "policy", "chunk_tokens")
 
 
-def chunk_sizes(chunk_tokens, max_batch, least: int = 0) -> tuple:
+def chunk_sizes(chunk_tokens, max_batch, least: int = 0, tpot: bool = False) -> tuple:
     """``chunk_tokens`` (the token budgets per step of the chunked layouts) as a tuple in the order given, each size
-    once (a size given twice would be searched twice, and listed twice); None: ().
+    once (a size given twice would be searched twice, and listed twice); None: (). With ``tpot``, an entry
+    ``"tpot"`` stands for the budget the TPOT SLO allows (:func:`~.chunk_budget.tpot_budget`), resolved by the search.
 
     Raises:
         ValueError: a string, a number or anything else that is no list of sizes; fewer than ``least`` sizes; a size
             that is not an integer above ``max_batch`` (or above 1 with no ``max_batch``: a chunked step holds every
-            decode row and at least one prompt token); a ``max_batch`` that is not None or an integer >= 1."""
+            decode row and at least one prompt token), other than ``"tpot"`` with ``tpot``; a ``max_batch`` that is not
+            None or an integer >= 1."""
     if max_batch is not None and (isinstance(max_batch, bool) or not isinstance(max_batch, numbers.Integral)
                                   or max_batch < 1):
         raise ValueError(f"max_batch must be an integer >= 1 or None (no cap), got {max_batch!r}")
@@ -33,11 +38,12 @@ def chunk_sizes(chunk_tokens, max_batch, least: int = 0) -> tuple:
                          f"{chunk_tokens!r}")
     chunks = tuple(chunk_tokens)
     floor = max_batch or 1
-    bad = [c for c in chunks if isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= floor]
+    bad = [c for c in chunks if not (tpot and c == TPOT) and (
+        isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= floor)]
     if bad or len(chunks) < least:
         raise ValueError(f"chunk_tokens must be {'one or more ' if least else ''}integers above "
-                         f"{f'max_batch ({max_batch})' if max_batch else 1} (chunk sizes, tokens per step), got "
-                         f"{list(chunks)!r}")
+                         f"{f'max_batch ({max_batch})' if max_batch else 1} (chunk sizes, tokens per step)"
+                         f"{OR_TPOT if tpot else ''}, got {list(chunks)!r}")
     return tuple(dict.fromkeys(chunks))
 
 

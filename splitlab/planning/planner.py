@@ -29,6 +29,7 @@ from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig, goodput, workload_requests
 from ..serving.goodput_search import SearchNotEnded
 from .batch import batch_bound, chunked_cap_words
+from .chunk_budget import resolve_chunks, tpot_budget_words
 from .closed_form import first_guess, split_capacity
 from .conditional_layouts import conditional_layouts, prompt_thresholds
 from .defaults import choose_defaults
@@ -173,16 +174,13 @@ class Plan:
     def to_json(self) -> dict:
         return dict(candidates=[c.to_json() for c in self.candidates], best=self.best.to_json(),
                     first_guess=self.first_guess, ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s,
-                    max_workers=self.max_workers, price_per_hour=self.price_per_hour,
-                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source, chosen=self.chosen,
-                    batch=self.batch)
+                    max_workers=self.max_workers, price_per_hour=self.price_per_hour, chosen=self.chosen,
+                    mean_output_tokens=self.mean_output_tokens, cost_source=self.cost_source, batch=self.batch)
 
 
 #: most workers :func:`plan` searches: every xPyD split up to it is a goodput search of its own (120 splits at 16;
 #: 8 workers took 22 CPU seconds of the built-in cost model on a shared 2-core CPU with steady-state runs, 2026-12-03)
 MAX_WORKERS = 16
-
-
 #: the largest batch the closed form tries (its loops go batch by batch) when KV memory is unlimited
 CLOSED_FORM_BATCH = 65_536
 #: plain runs, every layout alike (8x took plan past 30 s CPU); 25 of 30 within 5% of 20x runs, misses on seed 2
@@ -208,8 +206,8 @@ def _check(ttft_slo_s, tpot_slo_s, max_workers, price_per_hour) -> None:
 
 
 def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | None = None,
-         tpot_slo_s: float | None = None,
-         max_workers: int = 8, price_per_hour: float = 2.0, chunk_tokens=(128, 256, 512), max_batch: int | None = None,
+         tpot_slo_s: float | None = None, max_workers: int = 8, price_per_hour: float = 2.0,
+         chunk_tokens=(128, 256, 512, "tpot"), max_batch: int | None = None,
          max_prefill_tokens: int = 2048, target: float = 0.9, tolerance: float = 0.03, seed: int = 0,
          scale: float | None = None, max_requests: int = 3000, progress: bool | None = None,
          local_prefill_tokens=None, extend: int = PLAN_EXTEND, **options) -> Plan:
@@ -224,7 +222,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
             prefills, 2.5 lone decode steps: :func:`~.defaults.choose_defaults`; ``Plan.chosen`` says so).
         max_workers: at most this many workers (2 .. :data:`MAX_WORKERS`).
         price_per_hour: of one worker (any currency; the cost column is in the same).
-        chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none).
+        chunk_tokens: chunk sizes tried for chunked prefill (each > ``max_batch``; empty: none); ``"tpot"``: the
+            budget the TPOT SLO allows at the median prompt (:func:`~.chunk_budget.tpot_budget`, Sarathi-Serve's).
         max_batch, max_prefill_tokens, options: :class:`~splitlab.serving.ServingConfig` fields for every layout
             (``max_batch`` None: no cap, each worker's KV budget bounds its batch; ``Plan.batch`` states it).
         target, tolerance: of each goodput search. seed: of the request set. max_requests: per run. extend: of each
@@ -246,7 +245,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         TypeError: ``progress`` not True, False or None; an option that is no ServingConfig field or one the planner
             sets per layout (:func:`~.options.layout_options`).
     """
-    chunk_tokens, options = chunk_sizes(chunk_tokens, max_batch), layout_options("plan", options)
+    chunk_tokens, options = chunk_sizes(chunk_tokens, max_batch, tpot=True), layout_options("plan", options)
     show_progress(progress)  # a bad progress is refused before any search
     if isinstance(max_requests, bool) or not isinstance(max_requests, numbers.Integral) or max_requests < 2:
         raise ValueError(f"max_requests must be an integer >= 2 (requests of a goodput run), got {max_requests!r}")
@@ -260,6 +259,7 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     requests = workload_requests(workload, max_requests, 1.0, ex, seed, scale)
     prompts = np.array([r.prompt_len for r in requests])
     outputs = np.array([r.max_new_tokens for r in requests])
+    chunk_tokens, budget = resolve_chunks(chunk_tokens, ex.cost, tpot_slo_s, int(np.median(prompts)), max_batch)
     bound = batch_bound(ex, ServingConfig.disaggregated(1, 1, **common), prompts, outputs)
     guess = first_guess(ex.cost, prompts, outputs, ttft_slo_s, tpot_slo_s, max_workers,
                         int(min(bound.batch, CLOSED_FORM_BATCH)), max_prefill_tokens)
@@ -295,5 +295,5 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         starts.learn(candidates[-1])
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
-                ex.cost.source, chosen, dict(bound.to_json(), line=bound.line() + chunked_cap_words(chunk_tokens,
-                                                                                                  max_batch)))
+                ex.cost.source, chosen, dict(bound.to_json(), tpot_chunk_tokens=budget, line=bound.line() + (
+                    chunked_cap_words(chunk_tokens, max_batch) + tpot_budget_words(budget, tpot_slo_s))))

@@ -40,6 +40,7 @@ from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig
 from ..serving.workload import Fixed, WorkloadSpec
 from .batch import batch_bound
+from .chunk_budget import TPOT, resolve_chunks
 from .closed_form import first_guess, link_capacity, split_capacity
 from .conditional_layouts import check_queues, conditional_contenders
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
@@ -100,7 +101,7 @@ def _spec(prompt: int, output_tokens: int) -> WorkloadSpec:
 def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Sequence[int] | None = None,
               tpot_steps: Sequence[float] = (1.5, TPOT_STEPS, 4.0, 8.0), output_tokens: int = 64,
               ttft_prefills: float = TTFT_PREFILLS, link_bytes_per_s: float | None = None,
-              tie_tolerance: float = 0.1, chunk_tokens: Sequence[int] = (256,), max_batch: int | None = None,
+              tie_tolerance: float = 0.1, chunk_tokens: Sequence = (256, TPOT), max_batch: int | None = None,
               max_requests: int = 400, tolerance: float = 0.05, seed: int = 0, min_requests: int | None = 100,
               progress: bool | None = None, colocated_from: SplitMap | None = None,
               conditional_queues: Sequence[int] = (), extend: int = MAP_EXTEND, **options) -> SplitMap:
@@ -114,7 +115,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             rows (TPOT SLO in lone decode steps, each >= 1).
         output_tokens: answer tokens of every request. ttft_prefills: the TTFT SLO in prefills of the prompt.
         link_bytes_per_s: the KV link between the pools (bytes/s); None: the cost model's ``transfer_s``.
-        tie_tolerance: margins below it are ties. chunk_tokens: chunk sizes of the chunked layout (best counts).
+        tie_tolerance: margins below it are ties. chunk_tokens: chunk sizes of the chunked layout (best counts);
+            ``"tpot"``: each cell's largest budget whose hybrid step fits its TPOT SLO (:mod:`.chunk_budget`).
         max_batch, options: :class:`~splitlab.serving.ServingConfig` fields of every layout (``max_batch`` None,
             the default: no cap, each worker's KV budget bounds its batch, as in the planner).
         max_requests, tolerance, seed: of each goodput search (:func:`~splitlab.serving.goodput`).
@@ -153,7 +155,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         prompt_tokens = prompt_axis(cost, 16, max(16, cost.max_context - output_tokens), 6)
     prompts, steps = _check(cost, workers, prompt_tokens, tpot_steps, output_tokens, ttft_prefills,
                             link_bytes_per_s, tie_tolerance)
-    conditional_queues, chunk_tokens = check_queues(conditional_queues), chunk_sizes(chunk_tokens, max_batch, 1)
+    conditional_queues = check_queues(conditional_queues)
+    chunk_tokens = chunk_sizes(chunk_tokens, max_batch, 1, tpot=True)
     common = dict(max_batch=max_batch, **layout_options("split_map", options))
     same = dict(workers=workers, prompt_tokens=prompts, tpot_steps=steps, output_tokens=output_tokens,
                 ttft_prefills=ttft_prefills, chunk_tokens=list(chunk_tokens), max_batch=max_batch, seed=seed,
@@ -205,10 +208,12 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                     (guess["prefill_rps"], guess["decode_rps"]))]
                 good, binding, names = {}, {}, {}
                 if colocated_from is None:
+                    sizes, budget = resolve_chunks(chunk_tokens, cost, tpot, n, max_batch)
                     for kind, cfg in [("prefill-first", ServingConfig.colocated(workers, **common))] + [
                             ("chunked", ServingConfig.colocated(workers, policy="chunked", chunk_tokens=c, **common))
-                            for c in chunk_tokens]:
-                        key = kind if kind != "chunked" else f"chunked {cfg.chunk_tokens}"
+                            for c in sizes]:  # the TPOT budget's corrections learned from its own earlier cells
+                        size = TPOT if cfg.chunk_tokens == budget else cfg.chunk_tokens
+                        key = kind if kind != "chunked" else f"chunked {size}"
                         found.append((kind, cfg, finder.learned(key, (row, col), guess["colocated_rps"], reqs, cfg,
                                                                 ttft, tpot)))
                 else:
@@ -238,4 +243,5 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                 bar.update()
     return SplitMap(cells, workers, prompts, [ratio[n] for n in prompts], steps, output_tokens, ttft_prefills,
                     link_bytes_per_s, tie_tolerance, cost.source, list(chunk_tokens), max_batch, seed, finder.searches,
-                    notes, [chunk_steps(cost, chunk_tokens[0], n) for n in prompts], finder.runs, search)
+                    notes, [chunk_steps(cost, c, n) for n in prompts for c in chunk_tokens[:1] if c != TPOT],
+                    finder.runs, search)

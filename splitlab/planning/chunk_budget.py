@@ -1,0 +1,80 @@
+"""A chunked layout's token budget from the TPOT SLO, as Sarathi-Serve picks it (Agrawal et al., OSDI 2024): the
+most tokens a hybrid step may hold such that the step still fits within the SLO on time between tokens, found by
+profiling there and here by the cost model. A fixed budget (256) charges a chunked layout for stalls a tight TPOT
+SLO cannot afford, or wastes steps a loose one could fill: the planner and the map search the budget ``"tpot"``
+beside the fixed sizes they are given, each cell (each TPOT SLO) its own."""
+from __future__ import annotations
+
+import math
+import numbers
+
+from ..costmodel import CostModel
+
+__all__ = ["TPOT", "tpot_budget", "resolve_chunks", "tpot_budget_words"]
+
+#: the entry of a ``chunk_tokens`` list that stands for :func:`tpot_budget`'s budget
+TPOT = "tpot"
+
+
+def tpot_budget(cost: CostModel, tpot_slo_s: float, prompt_tokens: int, decode_rows: int = 1, least: int = 2,
+                most: int | None = None) -> int:
+    """The largest token budget ``B`` (tokens per step, decode rows included, as ``ServingConfig.chunk_tokens``)
+    in ``least .. most`` whose hybrid step fits the TPOT SLO: a fresh chunk of ``B - decode_rows`` prompt tokens
+    beside ``decode_rows`` decode rows of ``prompt_tokens`` cached tokens each, ``cost.hybrid_s(...) <= tpot_slo_s``
+    (one fused forward, or two passes where ``cost.hybrid_path`` says its engine cannot fuse). ``least`` when no
+    budget fits: the layout then misses TPOT, and its goodput search says so. Bisection (the step grows with its
+    tokens): about ``log2(most)`` cost-model calls.
+
+    Args:
+        cost: the cost model. tpot_slo_s: the TPOT SLO (s). prompt_tokens: the decode rows' context (tokens).
+        decode_rows: rows of the step sized for (1: a chunk beside one running stream; more rows leave the chunk
+            fewer of the budget's tokens and add their attention).
+        least, most: the range of budgets (most None: the cost model's ``max_context``); ``least`` must exceed
+            ``decode_rows`` (a step holds every row and at least one prompt token).
+
+    Raises:
+        ValueError: a TPOT SLO that is not a finite number > 0; prompt_tokens, decode_rows, least or most not
+            integers >= 1, least <= decode_rows or most < least."""
+    most = cost.max_context if most is None else most
+    if isinstance(tpot_slo_s, bool) or not isinstance(tpot_slo_s, numbers.Real) or not (
+            math.isfinite(tpot_slo_s) and tpot_slo_s > 0):
+        raise ValueError(f"tpot_slo_s must be a finite number of seconds > 0, got {tpot_slo_s!r}")
+    for name, v in (("prompt_tokens", prompt_tokens), ("decode_rows", decode_rows), ("least", least),
+                    ("most", most)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    if least <= decode_rows or most < least:
+        raise ValueError(f"budgets {least}..{most} must exceed decode_rows ({decode_rows}) and not be empty")
+
+    def fits(budget: int) -> bool:
+        chunk = budget - decode_rows
+        return cost.hybrid_s(chunk, chunk * chunk, 0, decode_rows, decode_rows * prompt_tokens) <= tpot_slo_s
+
+    if not fits(least):
+        return least
+    lo, hi = least, most  # fits(lo); the answer lies in lo..hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def resolve_chunks(chunk_tokens, cost: CostModel, tpot_slo_s: float, prompt_tokens: int,
+                   max_batch: int | None) -> tuple[tuple[int, ...], int | None]:
+    """``chunk_tokens`` with its :data:`TPOT` entry (if any) replaced by :func:`tpot_budget`'s budget at this SLO
+    and context (above ``max_batch``, as every chunk size), each size once: ``(sizes, budget)``, the budget None
+    where there was no such entry. The sizes keep their order; the budget takes the entry's place (dropped if a
+    fixed size equals it)."""
+    if TPOT not in chunk_tokens:
+        return tuple(chunk_tokens), None
+    budget = tpot_budget(cost, tpot_slo_s, prompt_tokens, least=(max_batch or 1) + 1,
+                         most=max((max_batch or 1) + 1, cost.max_context))
+    return tuple(dict.fromkeys(budget if c == TPOT else c for c in chunk_tokens)), budget
+
+
+def tpot_budget_words(budget: int | None, tpot_slo_s: float) -> str:
+    """What a search's ``"tpot"`` chunk size came to, as a clause for its batch line ('' for none)."""
+    if budget is None:
+        return ""
+    return (f"; the 'tpot' chunk size is {budget} tokens, the largest budget whose hybrid step fits the TPOT SLO "
+            f"({tpot_slo_s * 1e3:.3g} ms) beside one decode row")
