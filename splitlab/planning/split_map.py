@@ -54,7 +54,8 @@ __all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_a
            "chunk_steps", "MAX_CELLS"]
 
 #: most cells of a map: each is about 5 goodput searches (the default 6 x 4 map of 4 workers on the built-in cost
-#: model: 101 searches, 10.8 CPU seconds; 8 workers: 115, 21.6 CPU s)
+#: model, its chunked layout at 256 tokens and each cell's TPOT budget: 128 searches, 13.4 CPU seconds; 8 workers:
+#: 138, 15.7 CPU s, on 2026-12-04 at load average 0.5)
 MAX_CELLS = 400
 #: how far a map's goodput runs may go on while unsettled (``extend`` of :func:`~splitlab.serving.goodput`), the
 #: same for every layout of every cell: 1, plain runs (module docstring)
