@@ -81,3 +81,20 @@ def test_map_budget_follows_each_rows_slo():
     assert sizes[0] < sizes[1]  # the tight row's budget is the smaller
     assert m.chunk_steps == []  # no fixed chunk size to count a stall for
     assert "one less than the TPOT budget" in m.batch_words
+
+
+def test_a_budget_that_cannot_fit_is_said_so():
+    p = plan(None, "chat", max_workers=2, chunk_tokens=("tpot",), max_batch=3000, progress=False, max_requests=400)
+    budget = p.batch["tpot_chunk_tokens"]
+    assert budget == 3001
+    assert f"the 'tpot' chunk size is {budget} tokens, the smallest allowed: no budget's hybrid step fits" in \
+        p.batch_line
+
+
+def test_cli_takes_tpot_in_any_case_and_refuses_other_words():
+    from conftest import cli
+    status, out, err = cli("plan", "--max-workers", "2", "--chunk-tokens", "TPOT", "--json")
+    assert status == 0, err
+    assert '"tpot_chunk_tokens"' in out
+    status, out, err = cli("map", "--chunk-tokens", "256,tpo")
+    assert status == 2 and "'tpo' is neither a chunk size (a positive integer) nor tpot" in err

@@ -221,7 +221,14 @@ def token_list(text: str) -> list[int]:
 def chunk_list(text: str) -> list:
     """'256,tpot' -> [256, "tpot"]: chunk sizes (positive integers) and ``tpot``, the budget the TPOT SLO allows
     (:func:`splitlab.planning.chunk_budget.tpot_budget`)."""
-    out = [part if part == "tpot" else positive_int(part) for part in list_items(text)]
+    out = []
+    for part in list_items(text):
+        if part.lower() == "tpot":
+            out.append("tpot")
+        elif not part.lstrip("+-").isdigit():
+            raise argparse.ArgumentTypeError(f"{part!r} is neither a chunk size (a positive integer) nor tpot")
+        else:
+            out.append(positive_int(part))
     if not out:
         raise argparse.ArgumentTypeError("give at least one number of tokens (a chunk size) or tpot")
     return out

@@ -10,7 +10,7 @@ import numbers
 
 from ..costmodel import CostModel
 
-__all__ = ["TPOT", "tpot_budget", "resolve_chunks", "tpot_budget_words"]
+__all__ = ["TPOT", "tpot_budget", "step_s", "resolve_chunks", "tpot_budget_words"]
 
 #: the entry of a ``chunk_tokens`` list that stands for :func:`tpot_budget`'s budget
 TPOT = "tpot"
@@ -47,8 +47,7 @@ def tpot_budget(cost: CostModel, tpot_slo_s: float, prompt_tokens: int, decode_r
         raise ValueError(f"budgets {least}..{most} must exceed decode_rows ({decode_rows}) and not be empty")
 
     def fits(budget: int) -> bool:
-        chunk = budget - decode_rows
-        return cost.hybrid_s(chunk, chunk * chunk, 0, decode_rows, decode_rows * prompt_tokens) <= tpot_slo_s
+        return step_s(cost, budget, prompt_tokens, decode_rows) <= tpot_slo_s
 
     if not fits(least):
         return least
@@ -57,6 +56,13 @@ def tpot_budget(cost: CostModel, tpot_slo_s: float, prompt_tokens: int, decode_r
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
     return lo
+
+
+def step_s(cost: CostModel, budget: int, prompt_tokens: int, decode_rows: int = 1) -> float:
+    """Seconds of the hybrid step :func:`tpot_budget` sizes: a fresh chunk of ``budget - decode_rows`` prompt
+    tokens beside ``decode_rows`` decode rows of ``prompt_tokens`` cached tokens each."""
+    chunk = budget - decode_rows
+    return cost.hybrid_s(chunk, chunk * chunk, 0, decode_rows, decode_rows * prompt_tokens)
 
 
 def resolve_chunks(chunk_tokens, cost: CostModel, tpot_slo_s: float, prompt_tokens: int,
@@ -72,9 +78,14 @@ def resolve_chunks(chunk_tokens, cost: CostModel, tpot_slo_s: float, prompt_toke
     return tuple(dict.fromkeys(budget if c == TPOT else c for c in chunk_tokens)), budget
 
 
-def tpot_budget_words(budget: int | None, tpot_slo_s: float) -> str:
-    """What a search's ``"tpot"`` chunk size came to, as a clause for its batch line ('' for none)."""
+def tpot_budget_words(cost: CostModel, budget: int | None, tpot_slo_s: float, prompt_tokens: int) -> str:
+    """What a search's ``"tpot"`` chunk size came to (at ``prompt_tokens``), as a clause for its batch line ('' for
+    none): the largest budget whose step fits, or the smallest allowed where none does."""
     if budget is None:
         return ""
+    step = step_s(cost, budget, prompt_tokens)
+    if step > tpot_slo_s:
+        return (f"; the 'tpot' chunk size is {budget} tokens, the smallest allowed: no budget's hybrid step fits the "
+                f"TPOT SLO ({tpot_slo_s * 1e3:.3g} ms; this one takes {step * 1e3:.3g} ms)")
     return (f"; the 'tpot' chunk size is {budget} tokens, the largest budget whose hybrid step fits the TPOT SLO "
             f"({tpot_slo_s * 1e3:.3g} ms) beside one decode row")

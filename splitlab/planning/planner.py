@@ -259,7 +259,9 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
     requests = workload_requests(workload, max_requests, 1.0, ex, seed, scale)
     prompts = np.array([r.prompt_len for r in requests])
     outputs = np.array([r.max_new_tokens for r in requests])
-    chunk_tokens, budget = resolve_chunks(chunk_tokens, ex.cost, tpot_slo_s, int(np.median(prompts)), max_batch)
+    median = int(np.median(prompts))  # the "tpot" chunk size is sized at it
+    chunk_tokens, budget = resolve_chunks(chunk_tokens, ex.cost, tpot_slo_s, median, max_batch)
+    said = chunked_cap_words(chunk_tokens, max_batch) + tpot_budget_words(ex.cost, budget, tpot_slo_s, median)
     bound = batch_bound(ex, ServingConfig.disaggregated(1, 1, **common), prompts, outputs)
     guess = first_guess(ex.cost, prompts, outputs, ttft_slo_s, tpot_slo_s, max_workers,
                         int(min(bound.batch, CLOSED_FORM_BATCH)), max_prefill_tokens)
@@ -295,5 +297,4 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
         starts.learn(candidates[-1])
     candidates.sort(key=lambda c: (-c.goodput_rps_per_worker, c.workers, c.name))
     return Plan(candidates, guess, ttft_slo_s, tpot_slo_s, max_workers, price_per_hour, float(outputs.mean()),
-                ex.cost.source, chosen, dict(bound.to_json(), tpot_chunk_tokens=budget, line=bound.line() + (
-                    chunked_cap_words(chunk_tokens, max_batch) + tpot_budget_words(budget, tpot_slo_s))))
+                ex.cost.source, chosen, dict(bound.to_json(), tpot_chunk_tokens=budget, line=bound.line() + said))
