@@ -64,7 +64,7 @@ def test_plan_table_keeps_the_best_of_each_kind(plan):
     chunked = plan.best_of("colocated", "chunked")
     assert pools.short_name(best_colocated) in t.index and f"4 chunked {chunked.chunk_tokens}" in t.index
     assert t.loc[pools.short_name(best_colocated), "#"] == plan.candidates.index(best_colocated) + 1
-    assert all(isinstance(r, int) for r in t["#"])
+    assert all(isinstance(r, int) for r in t["#"]) and list(t["#"]) == sorted(t["#"])  # in rank order
     assert list(t.columns) == ["#", "goodput (req/s per worker)", "first guess (req/s per worker)",
                                "cost per 1M tokens", "binds"]
     assert set(t["binds"]) <= {"TTFT", "TTST", "TPOT", "UNFINISHED", "NONE"}

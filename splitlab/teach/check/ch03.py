@@ -72,7 +72,7 @@ def max_batch_for_tpot(answer: Any, model: str, gpu: str, context: int, tpot_slo
     best, b = 0, 1
     while weights + b * context * kv <= g["memory_bytes"] and _step_s(cfg, g, b, context, dtype) <= tpot_slo_s:
         best, b = b, b + 1
-    return verdict(answer, best, 0, f"the largest batch meeting a {tpot_slo_s * 1e3:g} ms TPOT",
+    return verdict(answer, best, 0, f"the largest batch meeting a {tpot_slo_s * 1e3:.3g} ms TPOT",
                    "in the memory-bound range, step = (weights + batch x context x KV bytes) / bandwidth; solve "
                    "for batch, round down, and check that the caches fit.")
 

@@ -45,7 +45,7 @@ def min_prefill_workers(answer: Any, rate_per_s: float, mean_prefill_s: float, m
         raise ValueError(f"max_utilization must be in (0, 1], got {max_utilization}")
     load = rate_per_s * mean_prefill_s  # busy prefill-seconds per second, in worker units
     expected = max(1, math.ceil(load / max_utilization - 1e-9))
-    return verdict(answer, expected, 0, f"the number of prefill workers for {rate_per_s:g} requests/s",
+    return verdict(answer, expected, 0, f"the number of prefill workers for {rate_per_s:.3g} requests/s",
                    "all prompts need rate x mean prefill time worker-seconds per second; each worker may give at "
                    "most max_utilization of a second per second. Round up.")
 

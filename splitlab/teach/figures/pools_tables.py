@@ -109,8 +109,8 @@ def short_name(c) -> str:
 
 def plan_table(plan, top: int = 5) -> pd.DataFrame:
     """The ``top`` candidates of ``plan`` (a :class:`splitlab.planner.Plan`), then the best colocated
-    prefill-first, the best chunked and the best split where they rank lower, so that every kind the page
-    compares is in the table. Index: :func:`short_name` (with the chunk size where several were tried); columns
+    prefill-first, the best chunked and the best split where they rank lower (rows in rank order), so that every
+    kind the page compares is in the table. Index: :func:`short_name` (with the chunk size where several were tried); columns
     ``#`` (the rank, 1 = best), ``goodput (req/s per worker)`` (simulated), ``first guess (req/s per worker)``
     (closed form), ``cost per 1M tokens`` (at the plan's price per worker-hour) and ``binds`` (the binding SLO,
     "TTFT"); three significant digits; headers that wrap between words, so that the table fits the 380 px column
@@ -135,7 +135,7 @@ def plan_table(plan, top: int = 5) -> pd.DataFrame:
     rows = {name(c): {"#": i, "goodput (req/s per worker)": sig3(c.goodput_rps_per_worker),
                       "first guess (req/s per worker)": sig3(c.first_guess_rps_per_worker),
                       "cost per 1M tokens": sig3(c.cost_per_million_tokens), "binds": c.binding_slo.upper()}
-            for i, c in shown}
+            for i, c in sorted(shown, key=lambda ic: ic[0])}  # by rank: the kinds added below the top in their order
     return pd.DataFrame.from_dict(rows, orient="index", dtype=object).rename_axis("layout")
 
 
