@@ -8,9 +8,10 @@ from splitlab.planning.planner import plan
 from splitlab.planning.split_map import split_map
 
 
-def _step_s(cost, budget, rows=1, context=512):
+def _step_s(cost, budget, rows=1, context=512):  # the prompt's last chunk: attends to the whole prompt before it
     chunk = budget - rows
-    return cost.hybrid_s(chunk, chunk * chunk, 0, rows, rows * context)
+    squares = sum(2 * p + 1 for p in range(context - chunk, context)) if chunk <= context else chunk * context
+    return cost.hybrid_s(chunk, squares, 0, rows, rows * context)
 
 
 @pytest.mark.parametrize("cost", [CostModel(), roofline_cost_model("Llama-3-8B", "H100", "bf16")],
@@ -40,7 +41,7 @@ def test_no_budget_fits_gives_the_least():
     (dict(tpot_slo_s=0.0), "tpot_slo_s"), (dict(tpot_slo_s=float("nan")), "tpot_slo_s"),
     (dict(tpot_slo_s=True), "tpot_slo_s"), (dict(prompt_tokens=0), "prompt_tokens"),
     (dict(decode_rows=2.5), "decode_rows"), (dict(least=1), "exceed decode_rows"),
-    (dict(least=100, most=50), "exceed decode_rows"),
+    (dict(least=100, most=50), "is below least"),
 ])
 def test_bad_input_is_refused(kw, match):
     args = dict(tpot_slo_s=0.01, prompt_tokens=512) | kw
@@ -98,3 +99,35 @@ def test_cli_takes_tpot_in_any_case_and_refuses_other_words():
     assert '"tpot_chunk_tokens"' in out
     status, out, err = cli("map", "--chunk-tokens", "256,tpo")
     assert status == 2 and "'tpo' is neither a chunk size (a positive integer) nor tpot" in err
+
+
+def test_a_fused_step_costs_at_least_its_decode_rows():
+    cost = CostModel()  # built in: a 2 ms prefill base against a 3 ms decode base
+    for rows, context in ((1, 512), (32, 32 * 512)):
+        assert cost.fused_hybrid_s(1, 1, 0, rows, context) == cost.decode_s(rows, context)
+        assert cost.fused_hybrid_s(400, 400 ** 2, 0, rows, context) > cost.decode_s(rows, context)
+    assert cost.fused_hybrid_s(64, 64 ** 2, 0, 0, 0) == cost.prefill_s(64, 64 ** 2, 0)  # no rows: no floor
+
+
+def test_a_nan_step_is_never_said_to_fit():
+    import dataclasses
+    from splitlab.planning.chunk_budget import tpot_budget_words
+    nan = dataclasses.replace(CostModel(), prefill_base_s=float("nan"))
+    assert tpot_budget(nan, 0.01, 512) == 2
+    assert "no budget's hybrid step fits" in tpot_budget_words(nan, 2, 0.01, 512)
+
+
+def test_numpy_sizes_come_back_as_ints():
+    import json
+    import numpy as np
+    sizes = chunk_sizes([np.int64(128), "tpot"], None, 1, tpot=True)
+    assert sizes == (128, "tpot") and type(sizes[0]) is int
+    json.dumps(sizes)
+
+
+def test_rule_of_thumb_on_a_tpot_map_shows_the_budget_step():
+    from splitlab.planning.rule_of_thumb import apply_rule
+    m = split_map(None, 2, [200, 1000], (1.5, 2.5), chunk_tokens=("tpot",), max_requests=200, progress=False)
+    rows = apply_rule(m, [("Llama-3-8B", "H100", "bf16", 2048)], tpot_steps=2.5, check=False)
+    step = rows["tpot-token chunk (decode steps)"].iloc[0]
+    assert 0 < step <= 2.5  # the budget's step fits the row's SLO of 2.5 decode steps

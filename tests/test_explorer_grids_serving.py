@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from splitlab import serving, sizing  # noqa: E402
 from splitlab.teach import widgets  # noqa: E402
+from splitlab.teach.widgets.ch07 import phone_tick  # noqa: E402
 from splitlab.teach.figures import pools, split as split_figures, transfer as transfer_plots  # noqa: E402
 
 SLOS = {"research": (0.5, 0.05)}
@@ -138,7 +139,8 @@ def test_pools_explorer_and_figure_draw_the_grid(monkeypatch):
     assert {pools.short_name(c): c.goodput_rps_per_worker for c in drawn[0].candidates} == sim.to_dict()
     fig = widgets.pools_figure(None, "research", 0.5, (0.05,), scales=(0.5, 1.0), scale=0.5, **PLAN)
     bars = _visible(fig, "goodput, simulated")
-    assert dict(zip([x.replace("<br>", " ") for x in bars.x], bars.y)) == sim.to_dict()
+    assert dict(zip(bars.x, bars.y)) == {phone_tick(n): g for n, g in sim.to_dict().items()}
+    assert all(len(line) <= 5 for x in bars.x for line in x.split("<br>"))  # eight ticks fit a phone's column
     with pytest.raises(ValueError, match="must be among"):
         widgets.pools_figure(None, "research", 0.5, (0.05,), scales=(0.5,), scale=1.0, **PLAN)
     plt.close("all")

@@ -34,7 +34,7 @@ CRAFTED = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=
 @pytest.fixture(scope="module")
 def corners():
     return split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=128, max_batch=16,
-                     progress=False)
+                     chunk_tokens=(256,), progress=False)  # the arithmetic above: 256-token chunks
 
 
 def _cell(m, prompt, steps):
@@ -75,20 +75,20 @@ def test_a_slow_link_makes_the_split_lose(corners):
 
 def test_colocated_from_reuses_the_colocated_searches(corners):
     m = split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=128, link_bytes_per_s=1e9,
-                  max_batch=16, colocated_from=corners, progress=False)
+                  max_batch=16, colocated_from=corners, chunk_tokens=(256,), progress=False)
     assert m.searches < corners.searches
     for a, b in zip(m.cells, corners.cells):
         assert (a.goodput["chunked"], a.goodput["prefill-first"]) == (b.goodput["chunked"], b.goodput["prefill-first"])
     with pytest.raises(ValueError, match="colocated_from is a map of other inputs .*output_tokens"):
         split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=64, max_batch=16,
-                  colocated_from=corners)
+                  colocated_from=corners, chunk_tokens=(256,))
     # break30: runs of other lengths, tolerance or ServingConfig options were taken in silently (chapter 7 measured
     # runs of 400 biasing a map's goodputs by up to +152% against steady state)
     for other, name in ((dict(max_requests=100), "max_requests"), (dict(min_requests=None), "min_requests"),
                         (dict(tolerance=0.1), "tolerance"), (dict(kv_budget_bytes=2 ** 20), "options")):
         with pytest.raises(ValueError, match=f"colocated_from is a map of other inputs .*{name}"):
             split_map(CRAFTED, 4, prompt_tokens=[10, 500], tpot_steps=[1.5], output_tokens=128, max_batch=16,
-                      colocated_from=corners, **other)
+                      colocated_from=corners, chunk_tokens=(256,), **other)
 
 
 @pytest.mark.parametrize("kwargs, match", [

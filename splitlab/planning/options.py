@@ -44,7 +44,7 @@ def chunk_sizes(chunk_tokens, max_batch, least: int = 0, tpot: bool = False) -> 
         raise ValueError(f"chunk_tokens must be {'one or more ' if least else ''}integers above "
                          f"{f'max_batch ({max_batch})' if max_batch else 1} (chunk sizes, tokens per step)"
                          f"{OR_TPOT if tpot else ''}, got {list(chunks)!r}")
-    return tuple(dict.fromkeys(chunks))
+    return tuple(dict.fromkeys(c if c == TPOT else int(c) for c in chunks))  # numpy integers as ints (JSON)
 
 
 def layout_options(who: str, options: dict) -> dict:

@@ -99,7 +99,7 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
             unknown model or GPU, or weights that do not fit (from ``roofline_cost_model``).
     """
     from ..costmodel import roofline_cost_model
-    from .chunk_budget import TPOT, tpot_budget
+    from .chunk_budget import TPOT, resolve_chunks, step_s
     from .split_map import chunk_steps, prefill_steps
     table = split_threshold(m).set_index("tpot_steps")
     first = m.chunk_tokens[0]
@@ -120,8 +120,8 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
                 else "near the threshold")
         rec = {"model": model, "GPU": gpu, "dtype": dtype, "prompt tokens": prompt, "prefill (ms)": p * 1e3,
                "decode step (ms)": d * 1e3, "prefill (decode steps)": steps,
-               f"{first}-token chunk (decode steps)": chunk_steps(cost, first if first != TPOT else tpot_budget(
-                   cost, tpot_steps * d, prompt, least=(m.max_batch or 1) + 1), prompt),
+               f"{first}-token chunk (decode steps)": chunk_steps(cost, first, prompt) if first != TPOT else
+               step_s(cost, resolve_chunks((TPOT,), cost, tpot_steps * d, prompt, m.max_batch)[1], prompt) / d,
                "TPOT SLO (steps)": tpot_steps,
                "threshold (steps)": t.threshold_steps, "rule says": says}
         if check:

@@ -110,7 +110,8 @@ def short_name(c) -> str:
 def plan_table(plan, top: int = 5) -> pd.DataFrame:
     """The ``top`` candidates of ``plan`` (a :class:`splitlab.planner.Plan`), then the best colocated
     prefill-first, the best chunked and the best split where they rank lower (rows in rank order), so that every
-    kind the page compares is in the table. Index: :func:`short_name` (with the chunk size where several were tried); columns
+    kind the page compares is in the table. Index: :func:`short_name` (with the chunk size where several were
+    tried); columns
     ``#`` (the rank, 1 = best), ``goodput (req/s per worker)`` (simulated), ``first guess (req/s per worker)``
     (closed form), ``cost per 1M tokens`` (at the plan's price per worker-hour) and ``binds`` (the binding SLO,
     "TTFT"); three significant digits; headers that wrap between words, so that the table fits the 380 px column
