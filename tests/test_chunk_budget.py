@@ -131,3 +131,13 @@ def test_rule_of_thumb_on_a_tpot_map_shows_the_budget_step():
     rows = apply_rule(m, [("Llama-3-8B", "H100", "bf16", 2048)], tpot_steps=2.5, check=False)
     step = rows["tpot-token chunk (decode steps)"].iloc[0]
     assert 0 < step <= 2.5  # the budget's step fits the row's SLO of 2.5 decode steps
+
+
+def test_cli_map_text_names_the_cells_chunk_sizes():
+    from conftest import cli
+    status, out, err = cli("map", "--workers", "2", "--prompt-tokens", "200", "200", "--columns", "1",
+                           "--tpot-steps", "1.5", "1.5", "--rows", "1", "--chunk-tokens", "tpot")
+    assert status == 0, err
+    assert "one step of a" not in out  # no fixed chunk size to count a stall for
+    line = next(x for x in out.splitlines() if x.startswith("best chunked layout's chunk sizes"))
+    assert line.endswith(" tokens") and int(line.rsplit(": ", 1)[1].split()[0]) > 1

@@ -12,6 +12,8 @@ where it beats both the best pure split and the best colocated layout by more th
 (:func:`splitlab.planning.conditional_layouts.conditional_wins`)."""
 from __future__ import annotations
 
+import re
+
 from .args import link_gbps, positive_float, positive_int, progress, queue_length, seed_int, chunk_list
 from .costs import COST_OPTIONS, cost_model
 from .registry import CLIError, arg, command
@@ -130,6 +132,11 @@ def map_command(args):
         lo, hi = min(m.chunk_steps), max(m.chunk_steps)
         text.append(f"one step of a {m.chunk_tokens[0]}-token chunk beside a decode row: "
                     + (f"{lo:.3g}" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.3g} to {hi:.3g}") + " decode steps")
+    budgets = sorted({int(size[1]) for c in m.cells
+                      for size in [re.search(r"chunked, (\d+)-token", c.names.get("chunked", ""))] if size})
+    if "tpot" in m.chunk_tokens and budgets:  # the chunk sizes the cells' best chunked layouts ran at
+        text.append(f"best chunked layout's chunk sizes over the cells ('tpot': each cell's TPOT budget): "
+                    + ", ".join(map(str, budgets)) + " tokens")
     text += [f"note: {note}" for note in m.notes]
     counts = m.counts()
     text.append("cells won: " + ", ".join(f"{SHORT[w]} {n}" for w, n in counts.items() if n) +

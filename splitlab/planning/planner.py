@@ -240,8 +240,8 @@ def plan(cost: CostModel | None = None, workload="chat", ttft_slo_s: float | Non
 
     Raises:
         ValueError: SLOs or price that are not > 0, max_workers < 2 or > 16, chunk_tokens not a list of integers
-            above max_batch (:func:`~.options.chunk_sizes`), max_requests not an integer >= 2, or a bad option value;
-            a goodput search that did not end within its runs (a tolerance too small to reach).
+            above max_batch or "tpot" (:func:`~.options.chunk_sizes`), max_requests not an integer >= 2, or a bad
+            option value; a goodput search that did not end within its runs (a tolerance too small to reach).
         TypeError: ``progress`` not True, False or None; an option that is no ServingConfig field or one the planner
             sets per layout (:func:`~.options.layout_options`).
     """

@@ -145,10 +145,11 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
         ValueError: workers not in 2 .. 16; an empty axis, a value twice, a NaN or a value out of range (prompts
             integers >= 1 fitting the context with the answer, TPOT steps >= 1); a cost model predicting a prefill of
             0 s (no TTFT SLO); more than 400 cells; bad output_tokens, ttft_prefills, tie_tolerance (in (0, 1)),
-            link_bytes_per_s or chunk sizes (integers above max_batch, or 1); min_requests not an integer >= 2 or
-            None, max_requests not one >= 2; a ``colocated_from`` of other inputs; a search that did not end within
-            its runs (a tolerance too small to reach); and those of :func:`~splitlab.serving.goodput`. TypeError: an
-            option that is no ServingConfig field or one the map sets per layout (:func:`~.options.layout_options`).
+            link_bytes_per_s or chunk sizes (integers above max_batch, or 1, or "tpot"); min_requests not an integer
+            >= 2 or None, max_requests not one >= 2; a ``colocated_from`` of other inputs; a search that did not end
+            within its runs (a tolerance too small to reach); and those of :func:`~splitlab.serving.goodput`.
+            TypeError: an option that is no ServingConfig field or one the map sets per layout
+            (:func:`~.options.layout_options`).
     """
     ex = CostModelExecutor(cost)
     cost = ex.cost
