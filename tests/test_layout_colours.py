@@ -16,6 +16,7 @@ from matplotlib.colors import to_hex  # noqa: E402
 from splitlab import serving  # noqa: E402
 from splitlab.serving import CostModelExecutor, Request  # noqa: E402
 from splitlab.teach import widgets  # noqa: E402
+from splitlab.teach.widgets.ch07 import phone_tick  # noqa: E402
 from splitlab.teach.figures import confusions, interference, pools, serving as serving_plots  # noqa: E402
 from splitlab.teach.figures import split as split_figures  # noqa: E402
 from splitlab.teach.figures.style import (LAYOUT_COLORS, change_words, fmt2, fmt3, layout_color,  # noqa: E402
@@ -115,7 +116,9 @@ def test_chapter_7_figures_colour_each_layout():
     fig = widgets.pools_figure(None, "research", 0.5, (0.05,), (0.5,), scale=0.5, tpot_slo_s=0.05, max_workers=2,
                                chunk_tokens=(64,))
     bar = next(t for t in fig.data if t.type == "bar" and t.visible)
-    assert list(bar.marker.color) == [layout_color(n.replace("<br>", " ")) for n in bar.x]
+    grid = pools.pools_grid(None, "research", 0.5, (0.05,), (0.5,), max_workers=2, chunk_tokens=(64,))
+    name = {phone_tick(n): n for n in grid.candidate}  # each tick's candidate ("2<br>coloc": "2 coloc.")
+    assert list(bar.marker.color) == [layout_color(name[x]) for x in bar.x]
 
 
 def test_chapter_6_plotly_figure_colours_each_layout():
