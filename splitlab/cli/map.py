@@ -12,8 +12,6 @@ where it beats both the best pure split and the best colocated layout by more th
 (:func:`splitlab.planning.conditional_layouts.conditional_wins`)."""
 from __future__ import annotations
 
-import re
-
 from .args import link_gbps, positive_float, positive_int, progress, queue_length, seed_int, chunk_list
 from .costs import COST_OPTIONS, cost_model
 from .registry import CLIError, arg, command
@@ -64,6 +62,7 @@ def _cell(c) -> str:
          *COST_OPTIONS)
 def map_command(args):
     from ..planning.conditional_layouts import MAP_QUEUES, conditional_wins
+    from ..planning.options import chunk_of
     from ..planning.split_map import MAP_EXTEND, geometric_axis, prompt_axis, split_map
     from ..serving import CostModelExecutor
     if not 2 <= args.workers <= 16:
@@ -132,8 +131,7 @@ def map_command(args):
         lo, hi = min(m.chunk_steps), max(m.chunk_steps)
         text.append(f"one step of a {m.chunk_tokens[0]}-token chunk beside a decode row: "
                     + (f"{lo:.3g}" if f"{lo:.2g}" == f"{hi:.2g}" else f"{lo:.3g} to {hi:.3g}") + " decode steps")
-    budgets = sorted({int(size[1]) for c in m.cells
-                      for size in [re.search(r"chunked, (\d+)-token", c.names.get("chunked", ""))] if size})
+    budgets = sorted({chunk_of(c.names.get("chunked", "")) for c in m.cells} - {None})
     if "tpot" in m.chunk_tokens and budgets:  # the chunk sizes the cells' best chunked layouts ran at
         text.append(f"best chunked layout's chunk sizes over the cells ('tpot': each cell's TPOT budget): "
                     + ", ".join(map(str, budgets)) + " tokens")

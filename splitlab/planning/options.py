@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import re
 from collections.abc import Iterable
 
 from ..serving import ServingConfig
 from .chunk_budget import TPOT
 
-__all__ = ["chunk_sizes", "layout_options", "LAYOUT_FIELDS"]
+__all__ = ["chunk_sizes", "layout_options", "colocated_name", "chunk_of", "LAYOUT_FIELDS"]
 
 #: the words of a chunk_tokens error for the searches that take "tpot"
 OR_TPOT = f" or {TPOT!r} (the budget the TPOT SLO allows)"
@@ -62,3 +63,16 @@ def layout_options(who: str, options: dict) -> dict:
         valid = ", ".join(k for k in fields if k not in LAYOUT_FIELDS)
         raise TypeError(f"{who}() got an unknown option: {why}; the options it takes: {valid}")
     return options
+
+
+def colocated_name(workers: int, policy: str, chunk_tokens: int | None = None) -> str:
+    """A colocated layout's name in the searches' results (the planner's, the map's): "4 colocated
+    (prefill-first)", "4 colocated (chunked, 256-token chunks)"; :func:`chunk_of` reads the chunk size back."""
+    chunk = f", {chunk_tokens}-token chunks" if policy == "chunked" else ""
+    return f"{workers} colocated ({policy}{chunk})"
+
+
+def chunk_of(name: str) -> int | None:
+    """The chunk size (tokens) in a layout name of :func:`colocated_name`; None for any other name."""
+    found = re.search(r"chunked, (\d+)-token chunks", name)
+    return int(found[1]) if found else None

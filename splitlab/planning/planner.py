@@ -33,7 +33,7 @@ from .chunk_budget import resolve_chunks, tpot_budget_words
 from .closed_form import first_guess, split_capacity
 from .conditional_layouts import conditional_layouts, prompt_thresholds
 from .defaults import choose_defaults
-from .options import chunk_sizes, layout_options
+from .options import chunk_sizes, colocated_name, layout_options
 from .starts import Starts
 
 __all__ = ["plan", "Plan", "Candidate"]
@@ -83,8 +83,7 @@ class Candidate:
     def name(self) -> str:
         if self.layout == "disaggregated":  # a conditional split's name says its rule
             return self.config.name if self.config is not None else f"{self.prefill_workers}P+{self.decode_workers}D"
-        chunk = f", {self.chunk_tokens}-token chunks" if self.policy == "chunked" else ""
-        return f"{self.workers} colocated ({self.policy}{chunk})"
+        return colocated_name(self.workers, self.policy, self.chunk_tokens)
 
     def to_json(self) -> dict:
         keys = ("layout", "policy", "workers", "prefill_workers", "decode_workers", "chunk_tokens",

@@ -47,7 +47,7 @@ from .defaults import TPOT_STEPS, TTFT_PREFILLS
 from .map_axes import check_axis, chunk_steps, geometric_axis, prefill_steps, prompt_axis
 from .map_search import CellSearch
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
-from .options import chunk_sizes, layout_options
+from .options import chunk_sizes, colocated_name, layout_options
 from .planner import CLOSED_FORM_BATCH
 
 __all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_axis", "prompt_axis", "prefill_steps",
@@ -231,7 +231,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                     if kind not in good or g > good[kind]:
                         good[kind], binding[kind] = g, res.binding_slo
                         names[kind] = cfg.name if kind != "chunked" else \
-                            f"{workers} colocated (chunked, {cfg.chunk_tokens}-token chunks)"
+                            colocated_name(workers, "chunked", cfg.chunk_tokens)
                 best = [cfg for kind, cfg, _ in found if kind == "split" and cfg.name == names["split"]]
                 extra = {}
                 for cfg in conditional_contenders(best[0] if best else None, conditional_queues):

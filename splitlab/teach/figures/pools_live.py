@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ...costmodel.model import HYBRID_TERMS
+from ...planning.options import chunk_of
 from .pools_live_words import REGIONS, live_outcome, live_table, live_words
 from .split_seeds import PairedRuns, paired_runs, widest_gap_rate
 
@@ -52,9 +53,9 @@ def layout_config(name: str, workers: int, chunk_tokens: Sequence[int], **option
     split = split_pools(name)
     if split:
         return ServingConfig.disaggregated(*split, **options)
-    chunk = re.search(r"chunked, (\d+)-token chunks", name)
+    chunk = chunk_of(name)
     if chunk:
-        return ServingConfig.colocated(workers, policy="chunked", chunk_tokens=int(chunk[1]), **options)
+        return ServingConfig.colocated(workers, policy="chunked", chunk_tokens=chunk, **options)
     if name.endswith("(prefill-first)"):
         return ServingConfig.colocated(workers, **options)
     raise ValueError(f"not a layout name of a map: {name!r}")

@@ -20,6 +20,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from ...planning.options import chunk_of
 from .style import sig3
 
 __all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table",
@@ -33,8 +34,7 @@ def short_name(name: str) -> str:
         return name
     n, rest = name.split(" colocated (", 1)
     if rest.startswith("chunked"):
-        chunk = rest.split(", ")[1].split("-token")[0] if ", " in rest else ""
-        return f"{n} chunked {chunk}".strip()
+        return f"{n} chunked {chunk_of(name) or ''}".strip()
     return f"{n} colocated"
 
 
