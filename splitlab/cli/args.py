@@ -9,8 +9,8 @@ import sys
 
 __all__ = ["positive_int", "request_count", "thread_count", "seed_int", "positive_float", "slo_seconds", "link_gbps",
            "list_items", "token_list", "chunk_list", "device_name", "kv_dtype", "weight_dtype", "check_chunking",
-           "check_torchrun", "human_bytes", "number", "gamma_cv", "THREADS", "MEMORY_UTILIZATION", "memory_share",
-           "progress", "threads_fields", "timeout_seconds", "check_kv_room"]
+           "check_chunk_list", "check_torchrun", "human_bytes", "number", "gamma_cv", "THREADS", "MEMORY_UTILIZATION",
+           "memory_share", "progress", "threads_fields", "timeout_seconds", "check_kv_room"]
 
 
 def positive_int(text: str) -> int:
@@ -189,6 +189,15 @@ def check_chunking(args) -> None:
     if args.policy == "chunked" and args.chunk_tokens < 2:
         raise CLIError(f"--chunk-tokens must be >= 2 (a decode token and a prompt token per step), got "
                        f"{args.chunk_tokens}")
+
+
+def check_chunk_list(args) -> None:
+    """Every fixed size of a search's ``--chunk-tokens`` (:func:`chunk_list`) must exceed ``--max-batch`` (or 1): a
+    chunked step holds every decode row and at least one prompt token."""
+    from .registry import CLIError
+    if any(c != "tpot" and c <= (args.max_batch or 1) for c in args.chunk_tokens):
+        raise CLIError("every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
+                                                              else "1") + f", got {args.chunk_tokens}")
 
 
 def check_torchrun(args) -> None:

@@ -12,7 +12,8 @@ where it beats both the best pure split and the best colocated layout by more th
 (:func:`splitlab.planning.conditional_layouts.conditional_wins`)."""
 from __future__ import annotations
 
-from .args import link_gbps, positive_float, positive_int, progress, queue_length, seed_int, chunk_list
+from .args import (check_chunk_list, chunk_list, link_gbps, positive_float, positive_int, progress, queue_length,
+                   seed_int)
 from .costs import COST_OPTIONS, cost_model
 from .registry import CLIError, arg, command
 from .report import clean
@@ -79,9 +80,7 @@ def map_command(args):
             raise CLIError(f"{flag} 1 needs a range of one value, {same}, got {got}")
         if n is not None and n > 1 and rng is not None and rng[0] == rng[1]:  # was one column, or a value twice
             raise CLIError(f"{flag} {n} needs LOW below HIGH, got {rng[0]:g} to {rng[1]:g} (one value: {flag} 1)")
-    if any(c != "tpot" and c <= (args.max_batch or 1) for c in args.chunk_tokens):
-        raise CLIError("every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
-                                                              else "1") + f", got {args.chunk_tokens}")
+    check_chunk_list(args)
     if args.tie_tolerance >= 1:
         raise CLIError(f"--tie-tolerance must be below 1 (a share of the winner's goodput), got {args.tie_tolerance}")
     if args.output_tokens < 2:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ..serving.workload import WORKLOADS
 import argparse
 
-from .args import (MEMORY_UTILIZATION, positive_float, positive_int, progress, prompt_threshold, seed_int,
-                   slo_seconds, list_items, chunk_list)
+from .args import (MEMORY_UTILIZATION, check_chunk_list, chunk_list, list_items, positive_float, positive_int,
+                   progress, prompt_threshold, seed_int, slo_seconds)
 from .costs import COST_OPTIONS, cost_model
 from .defaults import OPTIONS_HELP, chosen_lines, in_flags
 from .pools import POOL_OPTIONS, plan_pools, wants_pools
@@ -64,9 +64,7 @@ def plan(args):
     if not 2 <= args.max_workers <= MAX_WORKERS:
         raise CLIError(f"--max-workers must be >= 2 (a split needs a prefill and a decode worker) and <= "
                        f"{MAX_WORKERS} (every xPyD split up to it is a goodput search), got {args.max_workers}")
-    if any(c != "tpot" and c <= (args.max_batch or 1) for c in args.chunk_tokens):
-        raise CLIError(f"every --chunk-tokens must exceed " + (f"--max-batch ({args.max_batch})" if args.max_batch
-                                                               else "1") + f", got {args.chunk_tokens}")
+    check_chunk_list(args)
     cost = cost_model(args, args.model)
     try:
         p = run_plan(cost, args.workload, args.ttft_slo, args.tpot_slo, args.max_workers, args.price_per_hour,
