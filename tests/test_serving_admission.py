@@ -47,6 +47,17 @@ def test_disaggregated_checks_prefill_and_decode_budgets():
     assert res.requests[0].state == State.REJECTED and "KV budget" in res.requests[0].reject_reason
 
 
+@pytest.mark.parametrize("layout", ["colocated", "disaggregated"])
+def test_a_request_filling_the_budget_exactly_is_served_and_one_token_more_is_rejected(layout):
+    # an arrival asks the budgets only past KVMemory.sure_tokens: the boundary must stay where never_fits puts it
+    assert KVMemory(150 * BPT, BPT).sure_tokens() == 150 and KVMemory(None, BPT).sure_tokens() == float("inf")
+    assert KVMemory(150 * BPT, BPT, kv_bytes=lambda n: n * BPT).sure_tokens() == 0  # not linear: always asked
+    reqs = [Request(0, 0.0, [1] * 130, 20), Request(1, 0.0, [1] * 131, 20)]
+    exact, over = serve(reqs, layout=layout, kv_budget_bytes=150 * BPT).requests
+    assert exact.state == State.FINISHED and exact.reject_reason is None
+    assert over.state == State.REJECTED and "151 tokens" in over.reject_reason and "KV budget" in over.reject_reason
+
+
 def test_a_full_decode_pool_holds_prefilled_requests_on_the_prefill_worker():
     reqs = [Request(0, 0.0, [1] * 100, 30), Request(1, 0.0, [1] * 100, 30)]
     res = serve(reqs, layout="disaggregated", kv_budget_bytes=200 * BPT)  # one 130-token request at a time

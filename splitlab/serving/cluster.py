@@ -70,6 +70,8 @@ class Cluster:
             self.pool = [Worker(name, "prefill", memory(), i) for i, name in enumerate(names[:n])]
             self.decoders = [Worker(name, "decode", memory(), i) for i, name in enumerate(names[n:])]
         self.workers = self.pool + self.decoders
+        # a request holding at most this many positions fits every worker's empty budget (no need to ask each)
+        self.sure_tokens = min(w.memory.sure_tokens() for w in (self.pool[0], *self.decoders[:1]))
         attach_prefix_caches(self.cfg, self.pool)
         self.timeline: list[tuple] = []
         self.transfers, self.notes, self.admissions = [], [], []  # dicts, strings, request ids
@@ -133,7 +135,7 @@ class Cluster:
     # --- what happens ----------------------------------------------------------------------------------------
     def on_arrive(self, t: float, r: Request) -> None:
         reason = arrival_refusal(r, self.backend)
-        if reason is None:
+        if reason is None and r.max_total_tokens > self.sure_tokens:  # memory asked only where it may not fit
             first = self.pool[0]
             reason = first.memory.never_fits(first.memory_need(r))
             if reason is None and self.decoders:

@@ -38,7 +38,7 @@ def hand_off(cluster, p, t: float) -> bool:
         spliced = splice.join(c, p, d, slot, t, arrive_s)
     if d.ahead is not None and not spliced:  # in a decode stretch (.fast): cut it unless sealed
         fast.reached(c, d, t, inclusive=True)
-    p.sending.append(p.outbox.popleft())
+    p.sending.take(p.outbox)
     if not spliced:
         d.incoming.append(slot)
     d.memory.reserve(r.id, r.max_total_tokens)

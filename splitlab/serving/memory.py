@@ -67,6 +67,13 @@ class KVMemory:
             return f"needs {need:,} bytes of KV cache ({how}) but a worker's KV budget is {self.budget_bytes:,} bytes"
         return None
 
+    def sure_tokens(self) -> float:
+        """The most positions one request may hold that surely fit an empty budget (inf: unlimited; 0 where bytes
+        are not linear in tokens, so that :meth:`never_fits` is always asked)."""
+        if "bytes_for" in self.__dict__:
+            return 0
+        return self.capacity if self.budget_bytes is None else self.capacity // self.bytes_per_token
+
     def can_reserve(self, tokens: int) -> bool:
         return self.reserved_bytes + self.bytes_for(tokens) <= self.capacity
 

@@ -99,16 +99,18 @@ class LoadIndex:
         i = w.index
         v = self.version[i] = self.version[i] + 1
         bound = self.static[i]
-        if w.ahead is not None:  # a lookahead of half its distance above the least bound, at least LOOKAHEAD
-            n, keys = w.ahead_n, self.keys
-            far = bound - w.decoded(w.ahead_done, counted) - (keys[0] // self.size if keys else bound)
-            upto = counted + max(1, max(self.LOOKAHEAD, far // 2) // n)
-            if upto < len(w.ahead):
-                heapq.heappush(self.expiry, (w.ahead[upto], i, v))
+        ahead = w.ahead
+        if ahead is not None:  # a lookahead of half its distance above the least bound, at least LOOKAHEAD
+            n, keys, done, cum = w.ahead_n, self.keys, w.ahead_done, w.ahead_cum  # Worker.decoded, inlined
+            far = bound - ((counted - done) * n if cum is None else cum[counted] - cum[done])
+            far -= keys[0] // self.size if keys else bound
+            upto = counted + max(1, (far // 2 if far > 2 * self.LOOKAHEAD else self.LOOKAHEAD) // n)
+            if upto < len(ahead):
+                heapq.heappush(self.expiry, (ahead[upto], i, v))
             else:
-                upto = len(w.ahead)
+                upto = len(ahead)
             # spliced joins' first tokens (Worker.credits) only raise the load
-            bound -= w.decoded(w.ahead_done, upto)
+            bound -= (upto - done) * n if cum is None else cum[upto] - cum[done]
         self._place(i, bound * self.size + i)
 
     def _place(self, i: int, key: int | None) -> None:
@@ -121,10 +123,11 @@ class LoadIndex:
                 insort(keys, key)
             self.current[i] = key
 
-    def least(self, t: float, inclusive: bool = False, room: Callable[[Worker], bool] | None = None
-              ) -> Worker | None:
+    def least(self, t: float, inclusive: bool = False, room: Callable[[Worker], bool] | None = None,
+              need: int | None = None) -> Worker | None:
         """The live worker with the least load at ``t`` (ties to the lowest index) for which ``room(worker)``
-        holds, or None: the worker :func:`route` (``inclusive=False``) or :func:`pick_decode` would pick."""
+        holds and whose KV memory has ``need`` bytes free (None: either check off), or None: the worker
+        :func:`route` (``inclusive=False``) or :func:`pick_decode` would pick."""
         if self.stale:
             for w in self.stale:
                 self.refresh(w)
@@ -138,7 +141,8 @@ class LoadIndex:
         if not keys:
             return None
         w = pool[keys[0] % size]
-        if w.ahead is None and (room is None or room(w)):
+        if w.ahead is None and (room is None or room(w)) and (
+                need is None or w.memory.reserved_bytes + need <= w.memory.capacity):
             return w  # the usual case: the first bound is its exact load (no stretch), which no other load beats
         best, key = None, None  # key: the best (load, index) as load * W + index
         static, ended = self.static, bisect_right if inclusive else bisect_left
@@ -148,6 +152,8 @@ class LoadIndex:
             i = ordered % size
             w = pool[i]
             if room is not None and not room(w):
+                continue
+            if need is not None and w.memory.reserved_bytes + need > w.memory.capacity:  # KVMemory.can_reserve
                 continue
             ahead = w.ahead  # the load at t (Worker.load, inlined: this loop is the router's hot path)
             if ahead is not None:
@@ -190,5 +196,5 @@ class Router:
             return self.indexes[1].least(t, True)
         if "bytes_for" in memory.__dict__:  # bytes not linear in tokens (sliding-window layers)
             return self.indexes[1].least(t, True, lambda d: d.memory.can_reserve(tokens))
-        need = memory.bytes_for(tokens)  # KVMemory.can_reserve, its bytes computed once for every worker
-        return self.indexes[1].least(t, True, lambda d: d.memory.reserved_bytes + need <= d.memory.capacity)
+        # KVMemory.can_reserve, its bytes computed once for every worker
+        return self.indexes[1].least(t, True, need=memory.bytes_for(tokens))

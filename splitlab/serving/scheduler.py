@@ -69,6 +69,15 @@ class Parked(deque):
         deque.appendleft(self, s)
         self._park(s)
 
+    def take(self, other: "Parked") -> Slot:
+        """Move ``other``'s first slot to the end of this queue with the bytes it holds there (a parked cache does
+        not grow: nothing is computed again), and return it."""
+        s = deque.popleft(other)
+        other.nbytes -= s.parked
+        deque.append(self, s)
+        self.nbytes += s.parked
+        return s
+
     def popleft(self) -> Slot:
         s = deque.popleft(self)
         self.nbytes -= s.parked
