@@ -86,6 +86,8 @@ class Cluster:
         else:
             from .virtual import VirtualClock as Clock
         self.clock = Clock(self)
+        if not wall:  # push_done(t, w, plan, out): schedule the end of w's current step at t
+            self.push_done = self.clock.push_done
 
     def _names(self) -> list[str]:
         c = self.cfg
@@ -123,9 +125,6 @@ class Cluster:
                              admissions=self.admissions, backend=getattr(self.backend, "name", "executor"),
                              kv_budget_bytes=self.kv_budget_bytes, batch_capped=capped)
 
-    def push_done(self, t: float, w: Worker, plan: StepPlan, out) -> None:
-        """Schedule the end of ``w``'s current step at ``t`` (virtual clocks)."""
-        self.clock.push(t, "done", w, w.step, plan, out)
 
     def record(self, *workers: Worker, t: float) -> None:
         if self.trace:

@@ -37,6 +37,11 @@ __all__ = ["Decoded", "register", "batch_ids", "decode_seconds", "decoded", "mat
            "commit", "cut", "reached", "end_stretch"]
 
 
+#: the plan an event ending a decode step of a worker's whole batch carries, on this path: ``Cluster.on_done`` reads
+#: only that it decodes (the batch is the worker's), so one shared plan, not a copy of the batch per event
+WHOLE_BATCH = StepPlan(decode=[None])
+
+
 class Decoded:
     """What a decode step of a cost model did, as :class:`~.executor.StepOutcome` says it, without its lists: its
     seconds (no tokens to carry: the fast path's tokens are deferred). One is made per step event."""
@@ -139,7 +144,8 @@ def commit(cluster, w: Worker, upto: int) -> None:
     """Record ``w``'s silent steps up to (not including) step ``upto`` of its stretch."""
     k = upto - w.ahead_done
     if k > 0:
-        ends = w.ahead[w.ahead_done:upto]
+        ahead = w.ahead
+        ends = ahead if k == len(ahead) else ahead[w.ahead_done:upto]  # the whole stretch: no copy
         previous = w.ahead[w.ahead_done - 1] if w.ahead_done else w.ahead_start
         if cluster.trace:  # each step's row and memory sample, as step by step (Cluster.log, KVMemory.record)
             begin, ids, n, name, rows = previous, batch_ids(w), w.ahead_n, w.name, cluster.timeline
@@ -165,7 +171,7 @@ def cut(cluster, w: Worker, t: float, inclusive: bool) -> None:
         begin = w.ahead[j - 1] if j else w.ahead_start
         end = w.ahead[j]
         w.step += 1
-        cluster.push_done(end, w, StepPlan(decode=list(w.batch.slots)), Decoded(end - begin))
+        cluster.push_done(end, w, WHOLE_BATCH, Decoded(end - begin))
     else:  # the step in progress is the stretch's last: its own event ends it
         begin, end = w.ahead[-1] if w.ahead else w.ahead_start, w.ahead_end
     if cluster.trace:

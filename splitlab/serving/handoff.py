@@ -18,7 +18,8 @@ def hand_off(cluster, p, t: float) -> bool:
     """Send ``p``'s oldest prefilled request to the least-loaded decode worker with room; False if none."""
     c, slot = cluster, p.outbox[0]
     r = slot.request
-    d = c.router.decode(r.max_total_tokens, t)
+    total = r.max_total_tokens
+    d = c.router.decode(total, t)
     if d is None:
         if any(x.alive for x in c.decoders):
             return False
@@ -41,7 +42,7 @@ def hand_off(cluster, p, t: float) -> bool:
     p.sending.take(p.outbox)
     if not spliced:
         d.incoming.append(slot)
-    d.memory.reserve(r.id, r.max_total_tokens)
+    d.memory.reserve(r.id, total)
     d.output_owed += owed
     r.transfer_start_s = t
     if not spliced:

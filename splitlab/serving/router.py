@@ -18,7 +18,7 @@ import heapq
 from bisect import bisect_left, bisect_right, insort
 from typing import Callable, Sequence
 
-from .scheduler import Worker, steps_ended
+from .scheduler import Worker
 
 __all__ = ["route", "pick_decode", "LoadIndex", "Router"]
 
@@ -104,14 +104,21 @@ class LoadIndex:
             n, keys, done, cum = w.ahead_n, self.keys, w.ahead_done, w.ahead_cum  # Worker.decoded, inlined
             far = bound - ((counted - done) * n if cum is None else cum[counted] - cum[done])
             far -= keys[0] // self.size if keys else bound
-            upto = counted + max(1, (far // 2 if far > 2 * self.LOOKAHEAD else self.LOOKAHEAD) // n)
+            least = self.LOOKAHEAD
+            upto = counted + max(1, (far // 2 if far > 2 * least else least) // n)
             if upto < len(ahead):
                 heapq.heappush(self.expiry, (ahead[upto], i, v))
             else:
                 upto = len(ahead)
             # spliced joins' first tokens (Worker.credits) only raise the load
             bound -= (upto - done) * n if cum is None else cum[upto] - cum[done]
-        self._place(i, bound * self.size + i)
+        key, old = bound * self.size + i, self.current[i]  # _place, inlined (a hot path)
+        if old != key:
+            keys = self.keys
+            if old is not None:
+                del keys[bisect_left(keys, old)]
+            insort(keys, key)
+            self.current[i] = key
 
     def _place(self, i: int, key: int | None) -> None:
         """Put worker ``i``'s key ``key`` (None: none) in place of its old one."""
@@ -133,10 +140,12 @@ class LoadIndex:
                 self.refresh(w)
             self.stale.clear()
         expiry, version, pool = self.expiry, self.version, self.pool
+        ended = bisect_right if inclusive else bisect_left  # steps_ended, inlined
         while expiry and (expiry[0][0] < t or (inclusive and expiry[0][0] == t)):
             _, i, v = heapq.heappop(expiry)
             if v == version[i]:
-                self._bound(pool[i], steps_ended(pool[i], t, inclusive))
+                w = pool[i]
+                self._bound(w, ended(w.ahead, t))
         keys, size = self.keys, self.size
         if not keys:
             return None
@@ -145,7 +154,7 @@ class LoadIndex:
                 need is None or w.memory.reserved_bytes + need <= w.memory.capacity):
             return w  # the usual case: the first bound is its exact load (no stretch), which no other load beats
         best, key = None, None  # key: the best (load, index) as load * W + index
-        static, ended = self.static, bisect_right if inclusive else bisect_left
+        static = self.static
         for ordered in keys:
             if key is not None and ordered >= key:
                 break

@@ -29,9 +29,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
 
-from .fast import Decoded
+from .fast import WHOLE_BATCH, Decoded
 from .request import State
-from .scheduler import StepPlan, Worker
+from .scheduler import Worker
 
 __all__ = ["join", "settle", "wake_at"]
 
@@ -88,7 +88,7 @@ def join(cluster, p: Worker, d: Worker, slot, t: float, arrive_s: float) -> bool
     cum += range(base + n, base + n * (len(steps) - j - 1) + 1, n)
     d.ahead, d.ahead_cum, d.ahead_n, d.ahead_end, d.spliced_s = steps, cum, n, end, at
     d.step += 1  # the stretch's old last event is ignored
-    c.push_done(end, d, StepPlan(decode=list(slots)), Decoded(float(seconds[-1])))
+    c.push_done(end, d, WHOLE_BATCH, Decoded(float(seconds[-1])))
     return True
 
 

@@ -46,6 +46,10 @@ class VirtualClock:
     def push(self, t: float, kind: str, *payload) -> None:
         heapq.heappush(self.events, (t, next(self.seq), kind, payload))
 
+    def push_done(self, t: float, w, plan, out) -> None:
+        """Schedule the end of ``w``'s current step (``plan``, its outcome ``out``) at ``t``."""
+        heapq.heappush(self.events, (t, next(self.seq), "done", (w, w.step, plan, out)))
+
     def next_time(self) -> float:
         return self.events[0][0] if self.events else float("inf")
 
@@ -158,13 +162,12 @@ class VirtualClock:
             if plan.decode and plan.prefill and c.backend.hybrid_path == "fused":  # one forward (fast's context)
                 n = len(plan.decode)
                 out = c.backend.hybrid_outcome(plan.prefill, plan.prefill_tokens, n, w.context_base + n * len(w.clock))
-            elif plan.prefill:
-                out = StepOutcome(decode_s=fast.decode_seconds(c, w) if plan.decode else 0.0)
+            elif plan.prefill:  # a decode pass (if any), then the prefill forwards
+                decode_s = fast.decode_seconds(c, w) if plan.decode else 0.0
+                res = c.backend.prefill(plan.prefill, plan.prefill_tokens)
+                out = StepOutcome(decode_s, res.seconds, (), res.first_tokens)
             else:
                 out = fast.Decoded(fast.decode_seconds(c, w))
-            if plan.prefill and not out.fused:
-                res = c.backend.prefill(plan.prefill, plan.prefill_tokens)
-                out.prefill_s, out.first_tokens = res.seconds, res.first_tokens
         else:
             out = run_step(c.backend, w.batch, plan.decode, plan.prefill, plan.prefill_tokens)
         if plan.prefill:  # when its layers were computed: a layer-wise hand-off overlaps this forward (.nic)
