@@ -45,9 +45,10 @@ def join(cluster, p: Worker, d: Worker, slot, t: float, arrive_s: float) -> bool
         return False
     if d.incoming and not all(_done_on_arrival(c, s) for s in d.incoming):
         return False  # a cache on its way may join before this one (one done on arrival joins nothing)
-    if _done_on_arrival(c, slot):
-        return False  # nothing to join
-    decode_first = c.cfg.first_token_on == "decode" and not slot.resumed and not r.output
+    decode_first = c.cfg.first_token_on == "decode" and not slot.resumed
+    if decode_first and len(r.output) + 1 >= r.max_new_tokens:
+        return False  # done on arrival (_done_on_arrival): nothing to join
+    decode_first = decode_first and not r.output
     ahead = d.ahead
     j = bisect_left(ahead, arrive_s, bisect_right(ahead, t, d.ahead_done))  # the step ending at or after arrival
     if j >= len(ahead):
