@@ -125,7 +125,6 @@ class Cluster:
                              admissions=self.admissions, backend=getattr(self.backend, "name", "executor"),
                              kv_budget_bytes=self.kv_budget_bytes, batch_capped=capped)
 
-
     def record(self, *workers: Worker, t: float) -> None:
         if self.trace:
             for w in workers:
