@@ -12,8 +12,9 @@ from splitlab.costmodel import CostModel
 from splitlab.planning import split_map as SM
 from splitlab.planning.map_result import Cell, SplitMap
 from splitlab.teach.figures import pools_live
+from splitlab.serving import CostModelExecutor
 from splitlab.serving.workload import Fixed, WorkloadSpec
-from splitlab.teach.figures.split_seeds import PairedRuns, widest_gap_rate
+from splitlab.teach.figures.split_seeds import PairedRuns, paired_runs
 
 NAMES = {"split": "1P+1D", "prefill-first": "2 colocated (prefill-first)",
          "chunked": "2 colocated (chunked, 256-token chunks)"}
@@ -39,19 +40,22 @@ def test_layout_config_reads_every_name_a_map_writes():
         pools_live.layout_config("4 workers", 4, [256])
 
 
-def test_gap_cells_serve_three_regions_and_leave_out_one_without_a_cell():
+def test_gap_cells_serve_every_region_and_a_tie_and_leave_out_one_without_a_cell():
     cells = [_cell(16, 2.5, {"split": 10, "prefill-first": 5, "chunked": 4}),  # split by 50%
              _cell(256, 2.5, {"split": 5, "prefill-first": 10, "chunked": 6}),  # prefill-first by 40%
              _cell(512, 2.5, {"split": 5, "prefill-first": 5.2, "chunked": 10}),  # chunked by 48%
-             _cell(16, 5.0, {"split": 10, "prefill-first": 9.5, "chunked": 4})]  # a tie: no region's
+             _cell(16, 5.0, {"split": 10, "prefill-first": 9.5, "chunked": 4})]  # a tie: a region of its own
     m = _map(cells)
-    got = pools_live.gap_cells(m, None, n_requests=6, seeds=(0,), rates=2)
+    got = pools_live.gap_cells(m, None, n_requests={"split": 6, "tie": 8}, seeds=(0,), rates=2)
     assert {k: (c.prompt_tokens, c.tpot_steps) for k, c in got.items()} == \
-        {"split": (16, 2.5), "prefill-first": (256, 2.5), "chunked": (512, 2.5)}
+        {"split": (16, 2.5), "prefill-first": (256, 2.5), "chunked": (512, 2.5), "tie": (16, 5.0)}
     short = pools_live.gap_cells(m, None, n_requests=6, seeds=(0,), rates=2, max_prompt_tokens=300)
-    assert set(short) == {"split", "prefill-first"}  # a region with no cell in bounds is left out
+    assert set(short) == {"split", "prefill-first", "tie"}  # a region with no cell in bounds is left out
     with pytest.raises(ValueError, match="rates must be"):
         pools_live.gap_cells(m, None, rates=1)
+    for bad in (0, {"split": 0}, {"tie": 2.5}):
+        with pytest.raises(ValueError, match="n_requests must be"):
+            pools_live.gap_cells(m, None, n_requests=bad, rates=2)
 
 
 def test_rescaled_scales_prefill_and_decode_apart():
@@ -78,31 +82,71 @@ def test_cell_now_puts_the_cell_back_at_its_map_coordinates():
     assert ttft == pytest.approx(5 * now.prefill_s(prompt)) and tpot == pytest.approx(2.5 * now.decode_s(1, prompt))
 
 
-def test_gap_cells_pick_the_widest_simulated_gap_not_the_widest_margin():
+def test_gap_cells_pick_the_cell_whose_interval_clears_zero_furthest_not_the_widest_margin():
     """A 16-token cell the split won by 47% left no gap in runs of 24 requests (a loaded machine's map): of each
-    region's cells, the one the simulator tells apart best on the live runs."""
+    region's cells, the one whose predicted interval, on the live runs' very requests, starts furthest above zero."""
     m = SM.split_map(None, 2, [16, 1024], [1.5, 2.5], max_requests=100, progress=False)
-    picked = pools_live.gap_cells(m, None, n_requests=12, seeds=(0, 1), rates=3)
+    picked = pools_live.gap_cells(m, None, n_requests=12, seeds=(0, 1, 2), rates=3)
     assert picked and all(c.winner == k for k, c in picked.items())
 
-    def gap(d):  # the widest mean paired gap of the cell's two layouts over gap_cells' three rates, the
-        spec = WorkloadSpec("x", Fixed(d.prompt_tokens), Fixed(64))  # narrowest of decode steps 15% slower, as
-        names = [d.names[d.winner], d.names[d.runner_up]]              # fast and faster (pools_live.DRIFT)
+    def score(d):  # the best rate's lowest interval end over decode steps 15% slower, as fast and faster
+        spec = WorkloadSpec("x", Fixed(d.prompt_tokens), Fixed(64))
+        names = [d.names[d.winner], d.names[d.runner_up]]
         cfgs = {n: pools_live.layout_config(n, 2, [256], trace=False) for n in names}
         low = max(d.goodput[d.runner_up], 1e-3 * d.goodput[d.winner])
-        tries = 2 * np.geomspace(0.5 * low, 4 * d.goodput[d.winner], 3)
-        return pd.concat([widest_gap_rate(spec, 12, tries, cfgs, pools_live.rescaled(CostModel(), 1.0, f),
-                                          d.ttft_slo_s, d.tpot_slo_s, *names, seeds=(0, 1), scale=1.0)[1]
-                          for f in (1 / pools_live.DRIFT, 1.0, pools_live.DRIFT)], axis=1).min(axis=1).max()
+        best = -np.inf
+        for rate in 2 * np.geomspace(0.5 * low, 4 * d.goodput[d.winner], 3):
+            ends = []
+            for f in (1 / pools_live.DRIFT, 1.0, pools_live.DRIFT):
+                att = paired_runs(spec, 12, rate, cfgs, CostModelExecutor(pools_live.rescaled(CostModel(), 1.0, f)),
+                                  d.ttft_slo_s, d.tpot_slo_s, seeds=(0, 1, 2), scale=1.0).attainment
+                gaps = att[names[0]] - att[names[1]]
+                ends.append(gaps.mean() - 4.303 * gaps.std(ddof=1) / np.sqrt(3))
+            best = max(best, min(ends)) if min(ends) > 0 else best
+        return best
     for kind, c in picked.items():
-        assert gap(c) == max(gap(d) for d in m.cells if d.winner == kind)
+        assert score(c) == max(score(d) for d in m.cells if d.winner == kind)
     assert pools_live.gap_cells(m, None, n_requests=12, max_prompt_tokens=8) == {}  # no cell: no region
 
 
+def test_gap_interval_is_students_t_over_the_seeds():
+    att = pd.DataFrame({"a": [100.0, 92.0, 100.0], "b": [96.0, 42.0, 42.0]})  # the thin lead a page once passed
+    g = pools_live.gap_interval(att, "a", "b")
+    sd = np.std([4, 50, 58], ddof=1)
+    assert g["mean"] == pytest.approx(112 / 3) and (g["low"], g["high"]) == (4, 58)
+    assert (g["ci_low"], g["ci_high"]) == (pytest.approx(112 / 3 - 4.303 * sd / np.sqrt(3)),
+                                           pytest.approx(112 / 3 + 4.303 * sd / np.sqrt(3)))
+    assert not g["excludes_zero"]  # every seed ahead, but one by a single request of 24: not outside the spread
+    same = pools_live.gap_interval(pd.DataFrame({"a": [80.0] * 4, "b": [60.0] * 4}), "a", "b")
+    assert (same["ci_low"], same["ci_high"], same["excludes_zero"]) == (20, 20, True)
+    one = pools_live.gap_interval(pd.DataFrame({"a": [80.0], "b": [10.0]}), "a", "b")
+    assert one["ci_low"] == -np.inf and not one["excludes_zero"]  # one seed: no spread to judge against
+
+
+def test_the_rate_is_picked_by_the_interval_and_a_tie_at_its_most_loaded():
+    win, tie = _cell(16, 2.5, {"split": 10, "prefill-first": 5, "chunked": 4}), \
+        _cell(16, 5.0, {"split": 10, "prefill-first": 9.5, "chunked": 4})
+
+    def runs(*pairs):  # {drift: PairedRuns} from (a's seeds, b's seeds) per drift
+        return {i: PairedRuns(pd.DataFrame({"a": a, "b": b}), None, 6, 1.0, True) for i, (a, b) in enumerate(pairs)}
+    lead = runs(([90, 80, 85], [40, 40, 45]), ([90, 85, 85], [50, 40, 45]))
+    assert pools_live.rate_score(win, lead) == pytest.approx(min(
+        pools_live.gap_interval(r.attainment, "a", "b")["ci_low"] for r in lead.values()))
+    assert pools_live.rate_score(tie, runs(([90, 80, 85], [85, 85, 80]))) == pytest.approx(83 + 1 / 3)
+    assert np.isnan(pools_live.rate_score(tie, lead))  # the runs tell the two apart: not a tie's rate
+    assert pools_live.pick_rate(win, pd.Series({1.0: -5.0, 2.0: 12.0, 3.0: 8.0})) == 2.0
+    assert pools_live.pick_rate(win, pd.Series({1.0: -5.0, 2.0: -1.0})) is None  # never outside the spread
+    loads = pd.Series({1.0: 100.0, 2.0: 81.0, 3.0: 55.0, 4.0: 20.0, 5.0: np.nan})
+    assert pools_live.pick_rate(tie, loads) == 3.0  # the most loaded with both at >= TIE_FLOOR, not 100 each
+    assert pools_live.pick_rate(tie, pd.Series({1.0: 100.0, 2.0: 10.0})) is None
+
+
 def _live(kind: str, winner, rival, prompt=120, rate=40.0) -> pools_live.LiveCell:
-    cell = _cell(128, 2.5, {"split": 10, "prefill-first": 6, "chunked": 5} if kind == "split" else
-                 {"split": 5, "prefill-first": 10, "chunked": 6})
-    w, r = cell.names[cell.winner], cell.names[cell.runner_up]
+    cell = _cell(128, 5.0 if kind == "tie" else 2.5, {
+        "split": {"split": 10, "prefill-first": 6, "chunked": 5},
+        "tie": {"split": 10, "prefill-first": 9.5, "chunked": 4}}.get(kind, {"split": 5, "prefill-first": 10,
+                                                                            "chunked": 6}))
+    w, r = cell.names[cell.leader], cell.names[cell.runner_up]
     att = pd.DataFrame({w: winner, r: rival}, index=pd.Index(range(len(winner)), name="seed"))
     steps = pd.DataFrame({"measured / predicted": [1.1, 0.9]}, index=["prefill", "decode"])
     return pools_live.LiveCell(cell, w, r, {"prefill": 1.2, "decode": 0.8, "steps": steps}, prompt, 0.1, 0.01,
@@ -110,34 +154,47 @@ def _live(kind: str, winner, rival, prompt=120, rate=40.0) -> pools_live.LiveCel
                                PairedRuns(att, None, 24, rate, True), steps)
 
 
-def test_the_verdict_is_chapter_6s_paired_rule_in_three_words():
-    assert pools_live.live_outcome(_live("split", [100, 90, 95], [60, 80, 40])) == "matches"
-    assert pools_live.live_outcome(_live("split", [60, 80, 40], [100, 90, 95])) == "does not match"
-    # ahead on average (+20) but behind on one seed: zero lies within the range of the paired gaps
-    assert pools_live.live_outcome(_live("split", [100, 90, 50], [60, 80, 55])) == "undecided"
+def test_the_verdict_is_the_gaps_95_percent_interval_in_words_a_tie_included():
+    assert pools_live.live_outcome(_live("split", [100, 90, 95], [60, 50, 50])) == "matches"
+    assert pools_live.live_outcome(_live("split", [60, 50, 50], [100, 90, 95])) == "does not match"
+    # ahead in every seed (chapter 6's rule), but by one request of 24 in one: the interval holds zero
+    assert pools_live.live_outcome(_live("split", [100, 92, 100], [96, 42, 42])) == "undecided"
     assert pools_live.live_outcome(_live("split", [90, 90, 90], [90, 90, 90])) == "undecided"
+    assert pools_live.live_outcome(_live("tie", [80, 70, 90], [75, 78, 86])) == "matches: a tie"
+    assert pools_live.live_outcome(_live("tie", [80, 70, 90], [40, 35, 50])) == "does not match"
+    lc = _live("tie", [80], [80])
+    lc.runs = None
+    assert pools_live.live_outcome(lc) == "undecided"  # not served: nothing to match
 
 
 def test_live_table_and_words_print_each_seed_the_interval_and_a_computed_sentence():
-    lives = {"split": _live("split", [100, 90, 95], [60, 80, 40]),
-             "prefill-first": _live("prefill-first", [70, 90, 50], [75, 80, 40])}
+    lives = {"split": _live("split", [100, 90, 95], [60, 50, 50]),
+             "prefill-first": _live("prefill-first", [70, 90, 50], [75, 80, 40]),
+             "tie": _live("tie", [80, 70, 90], [75, 78, 86])}
     t = pools_live.live_table(lives)
-    assert list(t.index) == ["split", "prefill-first"] and t.shape[1] + 1 <= 6  # a phone's table
+    assert list(t.index) == ["split", "prefill-first", "tie"] and t.shape[1] + 1 <= 6  # a phone's table
     assert t.loc["split", "winner (%)"] == "1P+1D: 100/90/95"
-    assert t.loc["split", "runner-up (%)"] == "2 colocated: 60/80/40"
-    assert t.loc["split", "gap (pp)"] == "+10 to +55" and t.loc["split", "live"] == "matches"
-    assert t.loc["prefill-first", "gap (pp)"] == "-5 to +10" and t.loc["prefill-first", "live"] == "undecided"
+    assert t.loc["split", "runner-up (%)"] == "2 colocated: 60/50/50"
+    assert t.loc["split", "gap (pp)"] == "+42 (+34 to +49)" and t.loc["split", "live"] == "matches"
+    assert t.loc["prefill-first", "gap (pp)"] == "+5 (-17 to +27)" and t.loc["prefill-first", "live"] == "undecided"
+    assert t.loc["tie", "live"] == "matches: a tie"
     words = pools_live.live_words(lives, _map([lives["split"].cell]))
-    split, colocated, chunked = words.split("\n\n")
+    split, colocated, chunked, tie = words.split("\n\n")
     assert "the probe timed prefills at 1.20x and decode steps at 0.80x the cost model" in split
     assert "120-token prompts put the cell back" in split and "prefill 1.10x, decode 0.90x" in split
-    assert "at 20 requests/s per worker the rescaled simulator predicted a gap of +30 points or more" in split
-    assert "100 / 90 / 95%" in split and "by 10 to 55 points" in split and split.endswith("matches the map's.")
-    assert "cannot tell the two layouts apart" in colocated and colocated.endswith("the map's winner unconfirmed.")
+    assert "at 20 requests/s per worker the rescaled simulator predicted the gap's interval to start at +30 points" \
+           in split
+    assert "100 / 90 / 95%" in split and "ranged from +40 to +45 points, mean +42" in split
+    assert "runs from +34 to +49 points and excludes zero" in split and split.endswith("matches the map's.")
+    assert "holds zero" in colocated and colocated.endswith("the map's winner unconfirmed.")
     assert chunked == ("The map gives colocated chunked no cell it wins alone here, so that region goes unconfirmed "
                        "live.")
-    lost = pools_live.live_words({"split": _live("split", [60, 80, 40], [100, 90, 95])}, _map([]))
-    assert "the live winner is not the map's" in lost
+    assert tie.startswith("**A tie** (1P+1D and 2 colocated within 10% in goodput on the map; 128-token prompts")
+    assert "predicted both layouts at 30% or more" in tie and tie.endswith("the live runs match the map's: a tie.")
+    lost = pools_live.live_words({"split": _live("split", [60, 50, 50], [100, 90, 95])}, _map([]))
+    assert "the live winner is not the map's" in lost and lost.endswith("The map has no tie here, so none was served.")
+    apart = pools_live.live_words({"tie": _live("tie", [80, 70, 90], [40, 35, 50])}, _map([]))
+    assert apart.endswith("So the live runs tell apart what the map calls a tie.")
 
 
 def test_a_cell_short_runs_cannot_tell_apart_is_not_served_and_said_so():
@@ -150,8 +207,9 @@ def test_a_cell_short_runs_cannot_tell_apart_is_not_served_and_said_so():
     assert (t.loc["split", "winner (%)"], t.loc["split", "gap (pp)"]) == ("1P+1D: not served", "-")
     words = pools_live.live_words({"split": lc}, _map([lc.cell])).split("\n\n")[0]
     assert f"120-token prompts cost {lc.prefill_steps:.2g} steps, as near as a prompt gets" in words
-    assert "predicted no gap between 1P+1D and 2 colocated on runs this short at any rate tried (with decode steps " \
-           "15% slower or faster)" in words and words.endswith("it was not served: its winner stays unconfirmed live.")
+    assert "found no rate, of those tried (with decode steps 15% slower or faster), where runs this short put " \
+           "1P+1D's lead over 2 colocated outside their spread" in words
+    assert words.endswith("so the cell was not served: it stays unconfirmed live.")
 
 
 def test_step_ratios_read_each_kind_of_step_against_the_cost_model():
@@ -176,12 +234,12 @@ def test_a_cell_served_on_the_real_model(lm):
     assert probe["prefill"] > 0 and probe["decode"] > 0 and list(probe["steps"].index) == ["prefill", "decode"]
     lc = pools_live.live_cell(m, cell, lm, cost, n_requests=6, seeds=(0, 1), rates=3)
     assert (lc.winner, lc.rival) == ("2 colocated (prefill-first)", "1P+1D")
-    assert lc.rate_per_s == lc.predicted.idxmax() and lc.predicted.max() > 0, lc.predicted
+    assert lc.rate_per_s == lc.predicted.idxmax() and lc.predicted.max() > 0, lc.predicted  # served: cleared 0
     assert list(lc.runs.attainment.index) == [0, 1] and list(lc.runs.attainment.columns) == [lc.winner, lc.rival]
     assert pools_live.live_outcome(lc) in ("matches", "does not match", "undecided")
     assert {"prefill", "decode"} <= set(lc.steps.index)
-    with pytest.raises(ValueError, match="one layout wins"):
-        pools_live.live_cell(m, _cell(64, 2.5, {"split": 10, "prefill-first": 10, "chunked": 1}), lm, cost)
+    with pytest.raises(ValueError, match="one layout wins or a tie, got winner 'none'"):  # no layout meets the SLOs
+        pools_live.live_cell(m, _cell(64, 2.5, {"split": 0, "prefill-first": 0, "chunked": 0}), lm, cost)
     with pytest.raises(ValueError, match="rates must be"):
         pools_live.live_cell(m, cell, lm, cost, rates=1)
     with pytest.raises(ValueError, match="requests must be"):

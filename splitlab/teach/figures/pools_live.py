@@ -13,11 +13,12 @@ and no single speed factor moves it back. So right before a cell's live runs:
 - :func:`rescaled`: the cost model with its prefill and decode seconds times those two ratios;
 - :func:`cell_now`: the prompt and SLOs that put the cell at its map coordinates (prefill cost and TPOT SLO in
   lone decode steps) on that rescaled model;
-- :func:`live_cell`: the rate where the rescaled simulator predicts the widest paired gap
-  (:func:`~.split_seeds.widest_gap_rate`), then both layouts served there live (:func:`~.split_seeds.paired_runs`).
+- :func:`live_cell`: the rate where the rescaled simulator, on the very requests of the live runs, predicts the
+  gap's 95% interval furthest above zero (a tie: the most loaded rate where it holds zero), then both layouts
+  served there live (:func:`~.split_seeds.paired_runs`).
 
-:func:`gap_cells` picks the cells: per region, the one where the simulator predicts the widest gap on these short
-runs. What the runs found, in a table and words (:func:`live_outcome`, :func:`live_table`, :func:`live_words`), is
+:func:`gap_cells` picks the cells: per region (the ties one more), the one the simulator tells apart best on these
+short runs. What the runs found, in a table and words (:func:`live_outcome`, :func:`live_table`, :func:`live_words`), is
 :mod:`.pools_live_words`'; imported here with the rest.
 """
 from __future__ import annotations
@@ -31,11 +32,13 @@ import pandas as pd
 
 from ...costmodel.model import HYBRID_TERMS
 from ...planning.options import chunk_of
-from .pools_live_words import REGIONS, live_outcome, live_table, live_words
-from .split_seeds import PairedRuns, paired_runs, widest_gap_rate
+from .pools_live_words import REGIONS, TIE_FLOOR, gap_interval, live_outcome, live_table, live_words, pick_rate, \
+    rate_score
+from .split_seeds import PairedRuns, paired_runs
 
 __all__ = ["layout_config", "split_pools", "step_ratios", "step_probe", "rescaled", "cell_now", "LiveCell",
-           "gap_cells", "live_cell", "live_outcome", "live_table", "live_words", "REGIONS"]
+           "gap_cells", "live_cell", "gap_interval", "live_outcome", "live_table", "live_words", "REGIONS",
+           "TIE_FLOOR", "rate_score", "pick_rate"]
 
 def split_pools(name: str) -> tuple[int, int] | None:
     """(prefill workers, decode workers) of a map's split name ("2P+2D"); None for any other name."""
@@ -153,9 +156,10 @@ class LiveCell:
     (:func:`step_probe`), ``prompt_tokens``, ``ttft_slo_s`` and ``tpot_slo_s`` (:func:`cell_now`), ``prefill_steps``
     (that prompt's prefill in lone decode steps on the rescaled model: the cell's own, unless no prompt reaches
     it), ``rate_per_s``
-    (the cluster's), ``predicted`` (the rescaled simulator's mean paired gap winner - rival per rate tried, points),
+    (the cluster's), ``predicted`` (per rate tried, :func:`rate_score` on the rescaled simulator: the lowest end
+    of the gap's 95% interval winner - rival, points; a tie's, the lowest attainment, %),
     ``runs`` (:class:`~.split_seeds.PairedRuns`, live) and ``steps`` (:func:`step_ratios` of the live runs); both
-    None where the simulator predicted no gap at any rate, so that nothing was served; ``drift``: :data:`DRIFT`."""
+    None where no rate qualified (:func:`pick_rate`), so that nothing was served; ``drift``: :data:`DRIFT`."""
 
     cell: object
     winner: str
@@ -174,72 +178,89 @@ class LiveCell:
 
 def _contest(m, cell, cost, prompt: int, ttft_s: float, tpot_s: float, n_requests: int, seeds, rates: int,
              slow: float, model, options: dict) -> tuple:
-    """(spec, configs, rate, predicted): the cell's two layouts (the map's winner, its runner-up) on prompts of
-    ``prompt`` tokens, and per rate tried the narrowest of the mean paired gaps :func:`~.split_seeds.widest_gap_rate`
-    predicts on ``cost`` with its decode steps :data:`DRIFT` x slower, as fast and faster; the rate of the widest
-    of those (:func:`live_cell`)."""
+    """(spec, configs, rate or None, scores): the cell's two layouts (the map's winner or a tie's leader, and the
+    runner-up) on prompts of ``prompt`` tokens, simulated on ``cost`` with its decode steps :data:`DRIFT` x slower,
+    as fast and faster at each of ``rates`` rates on the very requests a live run serves (same seeds), each rate
+    scored by :func:`rate_score`, and the rate :func:`pick_rate` serves (:func:`live_cell`)."""
     from ...serving import CostModelExecutor
     from ...serving.workload import Fixed, WorkloadSpec
     cost = CostModelExecutor(cost).cost  # None: the built-in model
     spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(m.output_tokens))
-    names = [cell.names[k] for k in (cell.winner, cell.runner_up)]
+    names = [cell.names[k] for k in (cell.leader, cell.runner_up)]
     configs = {n: layout_config(n, m.workers, m.chunk_tokens, max_batch=m.max_batch, trace=False, **options)
                for n in names}
-    low = max(cell.goodput[cell.runner_up], 1e-3 * cell.goodput[cell.winner])
-    tries = m.workers / slow * np.geomspace(0.5 * low, 4 * cell.goodput[cell.winner], rates)
-    predicted = pd.concat([widest_gap_rate(spec, n_requests, tries, configs, rescaled(cost, 1.0, f), ttft_s, tpot_s,
-                                           *names, seeds=seeds, model=model, scale=1.0)[1]
-                           for f in (1 / DRIFT, 1.0, DRIFT)], axis=1).min(axis=1).rename("predicted gap (pp)")
-    return spec, configs, float(predicted.idxmax()), predicted
+    low = max(cell.goodput[cell.runner_up], 1e-3 * cell.goodput[cell.leader])
+    tries = m.workers / slow * np.geomspace(0.5 * low, 4 * cell.goodput[cell.leader], rates)
+    exs = {f: CostModelExecutor(rescaled(cost, 1.0, f)) for f in (1 / DRIFT, 1.0, DRIFT)}
+    scores = pd.Series({float(r): rate_score(cell, {f: paired_runs(spec, n_requests, r, configs, ex, ttft_s, tpot_s,
+                                                               seeds, model, 1.0) for f, ex in exs.items()})
+                        for r in tries}, name="score")
+    return spec, configs, pick_rate(cell, scores), scores
 
 
 def _check_cell(cell, rates) -> None:
     if cell.winner not in REGIONS:
-        raise ValueError(f"a live check needs a cell one layout wins, got winner {cell.winner!r}")
+        raise ValueError(f"a live check needs a cell one layout wins or a tie, got winner {cell.winner!r}")
     if isinstance(rates, bool) or not isinstance(rates, int) or rates < 2:
         raise ValueError(f"rates must be an integer >= 2 (rates tried on the simulator), got {rates!r}")
 
 
-def gap_cells(m, cost, n_requests: int = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
+def _requests(n_requests, kind: str) -> int:
+    """``n_requests`` for a region: one number for all, or {kind: number} (a region not in it: 24)."""
+    n = n_requests.get(kind, 24) if isinstance(n_requests, dict) else n_requests
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n_requests must be a whole number >= 1 (or a dict of them per region), got {n!r}")
+    return int(n)
+
+
+def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
               max_prompt_tokens: int | None = None, **options) -> dict:
-    """{kind: cell}: per region of the map ``m`` (:data:`REGIONS`; prompts of at most ``max_prompt_tokens`` if
-    given), the cell a short live check tells apart best: of the cells the kind wins, the one where ``cost``
-    predicts the widest paired gap between the winner and its runner-up on :func:`live_cell`'s runs
-    (``n_requests``, ``seeds``, ``rates``, ``options``) at their best rate. A map's goodputs are steady state; a
-    run of a few dozen requests starts on idle workers and may end before any backlog builds (a 16-token cell the
-    split wins by 47% left no gap in runs of 24 requests), so the widest margin is not the widest short-run gap. A
-    region the map gives no cell is left out."""
+    """{kind: cell}: per region of the map ``m`` (:data:`REGIONS`, the ties included; prompts of at most
+    ``max_prompt_tokens`` if given), the cell a short live check tells apart best: of the cells the kind wins, the
+    one whose best rate scores highest (:func:`rate_score`: the lowest end of the predicted gap's 95% interval, with
+    decode steps :data:`DRIFT` x slower, as fast and faster) on :func:`live_cell`'s runs (``n_requests``: a number
+    or {kind: number}, ``seeds``, ``rates``, ``options``); of the ties with a loaded rate to serve, the one the map
+    finds most even (the smallest margin). A map's goodputs are steady state; a run of a few dozen requests starts
+    on idle workers and may end before any backlog builds (a 16-token cell the split wins by 47% left no gap in runs
+    of 24 requests), so the widest margin is not the widest short-run gap. A region the map gives no cell is left
+    out."""
     out = {}
     for kind in REGIONS:
         cells = [c for c in m.cells if c.winner == kind
                  and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
         for c in cells:
             _check_cell(c, rates)
-        gaps = [_contest(m, c, cost, c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s, n_requests, seeds, rates, 1.0,
-                         None, options)[3].max() for c in cells]  # each at its best rate, 15% drift allowed
+        n = _requests(n_requests, kind)
+        best = []
+        for c in cells:
+            _, _, rate, scores = _contest(m, c, cost, c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s, n, seeds, rates,
+                                          1.0, None, options)
+            best.append(-np.inf if rate is None else -c.margin if kind == "tie" else scores[rate])
         if cells:
-            out[kind] = cells[int(np.argmax(gaps))]
+            out[kind] = cells[int(np.argmax(best))]
     return out
 
 
-def live_cell(m, cell, lm, cost, n_requests: int = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
+def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
               **options) -> LiveCell:
     """Serve ``cell`` (of the map ``m``, calibrated as ``cost``) live on ``lm``: probe the steps
-    (:func:`step_probe`), rescale ``cost`` (:func:`rescaled`), place the cell on it (:func:`cell_now`), choose of
+    (:func:`step_probe`), rescale ``cost`` (:func:`rescaled`), place the cell on it (:func:`cell_now`), simulate
     ``rates`` rates (from half the runner-up's goodput to 4x the winner's, per worker, over the slower of the
-    two ratios) the one where the rescaled model predicts the widest mean paired gap between the map's winner and
-    its runner-up on these very runs (:func:`~.split_seeds.widest_gap_rate`), the narrowest of three with decode
-    steps :data:`DRIFT` x slower, as fast and faster (a gap at a TPOT SLO of 1.5 steps can vanish if decode steps
-    run 15% slower than probed), and serve ``n_requests`` requests per seed there on both layouts
-    (:func:`~.split_seeds.paired_runs`, the model's executor); where no rate leaves a gap, nothing is served
-    (``runs`` None: short runs cannot tell the two apart there). ``options``:
-    :class:`~splitlab.serving.ServingConfig` fields of both layouts (the link: ``serving.link_fields``).
+    two ratios) on these very runs, with decode steps :data:`DRIFT` x slower, as fast and faster (a gap at a TPOT
+    SLO of 1.5 steps can vanish if decode steps run 15% slower than probed), and serve ``n_requests`` requests (a
+    number, or {region: number}) per seed on both layouts (:func:`~.split_seeds.paired_runs`, the model's executor)
+    at the rate :func:`pick_rate` chooses: for a cell one kind wins, where the predicted gap's 95% interval starts
+    highest above zero; for a tie, the most loaded rate where both layouts keep :data:`TIE_FLOOR`% and the
+    interval holds zero. Where no rate qualifies, nothing is served (``runs`` None, ``rate_per_s`` NaN).
+    ``options``: :class:`~splitlab.serving.ServingConfig` fields of both layouts (the link:
+    ``serving.link_fields``).
 
     Raises:
-        ValueError: a cell no layout wins alone (a tie, none), rates < 2; those of :func:`step_probe` and
-            :func:`~.split_seeds.paired_runs`."""
+        ValueError: a cell no layout wins and no tie (none), rates < 2, n_requests not >= 1; those of
+            :func:`step_probe` and :func:`~.split_seeds.paired_runs`."""
     from ...serving import ModelExecutor
     _check_cell(cell, rates)
+    n_requests = _requests(n_requests, cell.winner)
     prompt = cell.prompt_tokens
     for _ in range(2):  # probed at the cell's prompt, then again at the prompt that places it, if that moved
         probe = step_probe(lm, cost, prompt)
@@ -250,8 +271,9 @@ def live_cell(m, cell, lm, cost, n_requests: int = 24, seeds: Sequence[int] = (0
     spec, configs, rate, predicted = _contest(m, cell, now, prompt, ttft, tpot, n_requests, seeds, rates,
                                               max(probe["prefill"], probe["decode"], 1.0), lm, options)
     from ...planning.split_map import prefill_steps
-    placed = (cell, *configs, probe, prompt, ttft, tpot, prefill_steps(now, prompt), rate, predicted)
-    if not predicted.max() > 0:  # runs this short show no gap at any rate: serving them would tell nothing
+    placed = (cell, *configs, probe, prompt, ttft, tpot, prefill_steps(now, prompt),
+              float("nan") if rate is None else rate, predicted)
+    if rate is None:  # no rate where runs this short would tell: serving them would tell nothing
         return LiveCell(*placed, None, None)
     ex = ModelExecutor(lm)
     ex.step_log = []

@@ -1,84 +1,181 @@
-"""What chapter 7's live check of the map found (a :class:`~.pools_live.LiveCell` per region), by chapter 6's
-paired rule (:func:`~.split_seeds.paired_gaps`: a verdict holds only where one layout led on every seed, the range
-of the paired gaps excluding zero).
+"""What chapter 7's live check of the map found (a :class:`~.pools_live.LiveCell` per region), judged by an
+interval: the mean paired gap (:func:`~.split_seeds.paired_gaps`, each seed's requests served by both layouts) and
+its 95% confidence interval over the seeds (Student's t: :func:`gap_interval`). With three seeds an interval that
+excludes zero also has every seed's gap on one side of zero (chapter 6's rule), and more: a lead of one request in
+one seed and fifty in the others no longer passes.
 
-- :func:`live_outcome`: "matches", "does not match" or "undecided" (the map's winner against its runner-up);
-- :func:`live_table`: one row per region, each seed's attainment and the range of the paired gaps;
+- :func:`gap_interval`: the mean paired gap and its 95% interval;
+- :func:`rate_score`, :func:`pick_rate`: the same judgement on simulated runs, to choose the rate a cell is served
+  at;
+- :func:`live_outcome`: "matches", "does not match" or "undecided" (the map's winner against its runner-up), and
+  for a cell the map calls a tie "matches: a tie" (the interval holds zero) or "does not match";
+- :func:`live_table`: one row per region, each seed's attainment and the gap's mean and interval;
 - :func:`live_words`: the page's paragraph, one computed sentence per region (and one for a region with no cell).
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from .split_seeds import paired_gaps, paired_verdict
+from .split_seeds import paired_gaps
 from .split_tables import short_name
 
-__all__ = ["REGIONS", "live_outcome", "live_table", "live_words"]
+__all__ = ["REGIONS", "T975", "TIE_FLOOR", "gap_interval", "rate_score", "pick_rate", "live_outcome", "live_table",
+           "live_words"]
 
-#: the map's regions: the kinds a cell's winner may be, in the order the page serves them
-REGIONS = ("split", "prefill-first", "chunked")
-_REGION_WORDS = {"split": "the split", "prefill-first": "colocated prefill-first", "chunked": "colocated chunked"}
+#: the map's regions: the kinds a cell's winner may be (a "tie": the split and the best colocated layout within the
+#: map's tie tolerance), in the order the page serves them
+REGIONS = ("split", "prefill-first", "chunked", "tie")
+_REGION_WORDS = {"split": "the split", "prefill-first": "colocated prefill-first", "chunked": "colocated chunked",
+                 "tie": "a tie"}
+
+#: the 97.5% quantile of Student's t with 1 .. 10 degrees of freedom (any table of it, e.g. NIST/SEMATECH
+#: e-Handbook of Statistical Methods, 1.3.6.7.2): a two-sided 95% interval's half-width in standard errors
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def gap_interval(attainment: pd.DataFrame, a: str, b: str) -> dict:
+    """``a``'s lead over ``b`` in SLO attainment (points; ``attainment`` in %, one row per seed, as
+    :func:`~.split_seeds.paired_gaps` reads it) with its 95% confidence interval over the seeds: :func:`paired_gaps`'
+    keys and ``ci_low``, ``ci_high`` (mean -/+ t x sd / sqrt(seeds), t of :data:`T975`; beyond 11 seeds the 10
+    degrees of freedom's, a little wider than the true one), ``excludes_zero`` (the interval lies on one side of
+    zero: its leader leads outside the runs' own spread). One seed has no spread: its interval is unbounded.
+
+    Raises:
+        those of :func:`~.split_seeds.paired_gaps`."""
+    g = paired_gaps(attainment, a, b)
+    n = g["seeds"]
+    if n < 2:
+        half = math.inf
+    else:
+        sd = math.sqrt(sum((x - g["mean"]) ** 2 for x in g["gaps"]) / (n - 1))
+        half = T975[min(n - 1, len(T975)) - 1] * sd / math.sqrt(n)
+    low, high = g["mean"] - half, g["mean"] + half
+    return dict(g, ci_low=low, ci_high=high, excludes_zero=bool(low > 0 or high < 0))
+
+
+def rate_score(cell, runs: dict) -> float:
+    """The score of one rate from its simulated paired runs ``runs`` ({drift factor: PairedRuns}): for a cell one
+    kind wins, the lowest end of the gap's 95% interval (:func:`gap_interval`) over the drifts (> 0: the winner's
+    lead predicted outside the runs' spread whatever the drift); for a tie, the lowest attainment of either layout
+    over the drifts where every drift's interval holds zero, else NaN (a tie is judged where both layouts are
+    loaded: at 100% each the gap is zero whatever the layouts)."""
+    gaps = [gap_interval(r.attainment, *r.attainment.columns[:2]) for r in runs.values()]
+    if cell.winner != "tie":
+        return min(g["ci_low"] for g in gaps)
+    if any(g["excludes_zero"] for g in gaps):
+        return float("nan")
+    return min(float(r.attainment.mean().min()) for r in runs.values())
+
+
+#: a tie is served at the most loaded rate where the simulator predicts both layouts at least this share (%) of
+#: their requests within the SLOs (below it both collapse, and a gap of zero says as little as at 100%)
+TIE_FLOOR = 50.0
+
+
+def pick_rate(cell, scores: pd.Series) -> float | None:
+    """The rate to serve of ``scores`` (:func:`rate_score` per rate): the highest score (a tie: the lowest attainment at
+    or above :data:`TIE_FLOOR` and below 100); None where no rate qualifies (a lead not predicted outside the
+    spread at any rate, or no loaded tie)."""
+    if cell.winner != "tie":
+        return float(scores.idxmax()) if scores.max() > 0 else None
+    ok = scores[(scores >= TIE_FLOOR) & (scores < 100)]
+    return float(ok.idxmin()) if len(ok) else None
 
 
 def live_outcome(live) -> str:
-    """"matches" (the map's winner led its runner-up on every seed: outside the runs' own spread, chapter 6's
-    rule), "does not match" (the runner-up led on every seed) or "undecided" (the seeds disagree or tie, or
-    nothing was served: the simulator predicted no gap on runs this short)."""
+    """"matches" (the map's winner led its runner-up: the 95% interval of the mean paired gap, :func:`gap_interval`,
+    lies above zero), "does not match" (below zero) or "undecided" (the interval holds zero, or nothing was
+    served); for a cell the map calls a tie, "matches: a tie" (the interval holds zero: no gap these runs can see)
+    or "does not match" (the interval excludes zero: the live runs tell the two apart)."""
     if live.runs is None:
         return "undecided"
-    g = paired_gaps(live.runs.attainment, live.winner, live.rival)
-    return "undecided" if not g["decisive"] else "matches" if g["leader"] == live.winner else "does not match"
+    g = gap_interval(live.runs.attainment, live.winner, live.rival)
+    if live.cell.winner == "tie":
+        return "does not match" if g["excludes_zero"] else "matches: a tie"
+    return "undecided" if not g["excludes_zero"] else "matches" if g["ci_low"] > 0 else "does not match"
+
+
+def _gap(g: dict) -> str:
+    return f"{g['mean']:+.0f} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})"
 
 
 def live_table(lives: dict) -> pd.DataFrame:
     """One row per region of ``lives`` ({kind: :class:`~.pools_live.LiveCell`}): ``cell`` (the map's prompt, TPOT
-    steps), ``winner (%)`` and ``runner-up (%)`` (the map's, short names, each seed's attainment), ``gap (pp)``
-    (the range of the paired gaps winner - runner-up over the seeds) and ``live`` (:func:`live_outcome`)."""
+    steps), ``winner (%)`` and ``runner-up (%)`` (the map's, short names, each seed's attainment; for a tie, the
+    leader and the other family's best), ``gap (pp)`` (the mean paired gap winner - runner-up and its 95% interval,
+    :func:`gap_interval`) and ``live`` (:func:`live_outcome`)."""
     rows = {}
     for kind, lc in lives.items():
         att = lc.runs.attainment if lc.runs is not None else {lc.winner: (), lc.rival: ()}
-        g = paired_gaps(att, lc.winner, lc.rival) if lc.runs is not None else None
+        g = gap_interval(att, lc.winner, lc.rival) if lc.runs is not None else None
         rows[kind] = {"cell": f"{lc.cell.prompt_tokens} tok, {lc.cell.tpot_steps:g} st",
                       **{col: f"{short_name(name)}: " + ("/".join(f"{v:.0f}" for v in att[name]) or "not served")
                          for col, name in (("winner (%)", lc.winner), ("runner-up (%)", lc.rival))},
-                      "gap (pp)": f"{g['low']:+.0f} to {g['high']:+.0f}" if g else "-", "live": live_outcome(lc)}
+                      "gap (pp)": _gap(g) if g else "-", "live": live_outcome(lc)}
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "region"
     return out
 
 
+def _pct(values) -> str:
+    return " / ".join(f"{v:.0f}" for v in values) + "%"
+
+
+def _runs_words(lc) -> str:
+    """Each seed's attainment of both layouts, the paired gaps' range, their mean and its 95% interval."""
+    att, k = lc.runs.attainment, len(lc.runs.attainment)
+    g = gap_interval(att, lc.winner, lc.rival)
+    w, r = short_name(lc.winner), short_name(lc.rival)
+    return (f"Over {k} seed{'' if k == 1 else 's'} of {lc.runs.n_requests} requests each, {w} met both SLOs for "
+            f"{_pct(att[lc.winner])} of them and {r} for {_pct(att[lc.rival])}: the gap {w} - {r} ranged from "
+            f"{g['low']:+.0f} to {g['high']:+.0f} points, mean {g['mean']:+.0f}, whose 95% interval over the seeds "
+            f"(Student's t) runs from {g['ci_low']:+.0f} to {g['ci_high']:+.0f} points and "
+            f"{'excludes' if g['excludes_zero'] else 'holds'} zero.")
+
+
 def live_words(lives: dict, m) -> str:
     """Chapter 7's paragraph on ``lives`` ({kind: :class:`~.pools_live.LiveCell`} of the map ``m``): per region,
     where its cell sat when served (the probe's ratios, the prompt that put it there, the live runs' own step
-    ratios), the rate and the rescaled simulator's predicted gap there, :func:`~.split_seeds.paired_verdict`, and
-    whether the live winner matches the map's; a region the map gives no cell, said."""
+    ratios), the rate and what the rescaled simulator predicted there, each seed's attainment, the gap's mean and
+    95% interval, and whether the live winner matches the map's (for a tie, whether the runs tell the two apart); a
+    region the map gives no cell, said."""
     out = []
     for kind in REGIONS:
         if kind not in lives:
             out.append(f"The map gives {_REGION_WORDS[kind]} no cell it wins alone here, so that region goes "
-                       f"unconfirmed live.")
+                       f"unconfirmed live." if kind != "tie" else "The map has no tie here, so none was served.")
             continue
         lc = lives[kind]
         c, p = lc.cell, lc.probe
         there = (f"put the cell back at {c.prefill_steps:.2g} steps" if abs(lc.prefill_steps / c.prefill_steps - 1)
                  < 0.05 else f"cost {lc.prefill_steps:.2g} steps, as near as a prompt gets")
-        head = (f"**{_REGION_WORDS[kind].capitalize()}** ({c.prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} "
+        even = (f"{short_name(lc.winner)} and {short_name(lc.rival)} within {m.tie_tolerance:.0%} in goodput on the "
+                f"map; " if kind == "tie" else "")
+        head = (f"**{_REGION_WORDS[kind].capitalize()}** ({even}{c.prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} "
                 f"steps: {c.prefill_steps:.2g} decode steps of prefill): the probe timed prefills at "
                 f"{p['prefill']:.2f}x and decode steps at {p['decode']:.2f}x the cost model, so "
                 f"{lc.prompt_tokens}-token prompts {there}")
         if lc.runs is None:
-            out.append(f"{head}. There the rescaled simulator predicted no gap between {short_name(lc.winner)} and "
-                       f"{short_name(lc.rival)} on runs this short at any rate tried (with decode steps "
-                       f"{lc.drift - 1:.0%} slower or faster), so these short runs cannot confirm the cell and it was "
-                       f"not served: its winner stays unconfirmed live.")
+            out.append(f"{head}. There the rescaled simulator found no rate, of those tried (with decode steps "
+                       f"{lc.drift - 1:.0%} slower or faster), where runs this short "
+                       + ("load both layouts and leave their gap's interval holding zero" if kind == "tie" else
+                          f"put {short_name(lc.winner)}'s lead over {short_name(lc.rival)} outside their spread")
+                       + ", so the cell was not served: it stays unconfirmed live.")
             continue
         ran = lc.steps["measured / predicted"]
         during = ", ".join(f"{k} {ran[k]:.2f}x" for k in ran.index)
+        pred = lc.predicted[lc.rate_per_s]
+        predicted = (f"predicted both layouts at {pred:.0f}% or more of their requests within the SLOs and their "
+                     f"gap's interval holding zero" if kind == "tie" else
+                     f"predicted the gap's interval to start at {pred:+.0f} points or more")
         outcome = {"matches": "the live winner matches the map's",
-                   "does not match": "the live winner is not the map's",
+                   "matches: a tie": "the live runs match the map's: a tie",
+                   "does not match": ("the live runs tell apart what the map calls a tie" if kind == "tie" else
+                                      "the live winner is not the map's"),
                    "undecided": "these runs leave the map's winner unconfirmed"}[live_outcome(lc)]
         out.append(f"{head} (the runs' own steps then: {during}); at {lc.rate_per_s / m.workers:.3g} requests/s per "
-                   f"worker the rescaled simulator predicted a gap of {lc.predicted[lc.rate_per_s]:+.0f} points or "
-                   f"more. {paired_verdict(lc.runs.attainment, lc.winner, lc.rival, lc.runs.n_requests)} So "
-                   f"{outcome}.")
+                   f"worker the rescaled simulator {predicted} (decode steps {lc.drift - 1:.0%} slower or faster). "
+                   f"{_runs_words(lc)} So {outcome}.")
     return "\n\n".join(out)
