@@ -228,7 +228,7 @@ def test_stretch_words_follow_the_measured_stretch():
                                           "TPOT, measured (ms)": 8.25}})
     words = T.stretch_words(steps, 1 - 1 / 3.73, "3P+1D", "4 colocated")
     assert "2.3x its worker's mean decode step (3.58 ms), less than the formula's stretch" in words
-    assert "= 3.73" in words and words.startswith(": the prefills' stalls at work")
+    assert "= 3.73" in words and words.startswith(", the prefills' stalls at work: on 4 colocated")
     assert "close to" in T.stretch_words(steps, 1 - 1 / 2.4, "3P+1D", "4 colocated")
     assert "more than" in T.stretch_words(steps, 0.1, "3P+1D", "4 colocated")
     assert "has no value" in T.stretch_words(steps, 1.2, "3P+1D", "4 colocated")

@@ -227,7 +227,7 @@ def stretch_words(steps: pd.DataFrame, rho: float, split: str, colocated: str, t
     off = measured / formula - 1
     near = "close to" if round(abs(off) * 100) <= round(tolerance * 100) else "less than" if off < 0 else "more than"
     if min(tpot.drop(split)) > float(tpot[split]):
-        return (f": the prefills' stalls at work, {said}, {near} the formula's stretch $1 / (1 - \\rho)$ = "
+        return (f", the prefills' stalls at work: {said}, {near} the formula's stretch $1 / (1 - \\rho)$ = "
                 f"{formula:.2f}")
     return (f", though {said}, {near} the formula's stretch $1 / (1 - \\rho)$ = {formula:.2f}, which predicts "
             f"{float(steps.loc['step, predicted (ms)', colocated]) * formula:.3g} ms")
