@@ -20,7 +20,7 @@ from ...serving.goodput_spread import INDIFFERENCE
 from .split_tables import decode_steps
 from .style import and_list, fmt2, fmt3
 
-#: a simulated TTFT off by more than this share, with every mean step within it, is said to need the tail
+#: a simulated TTFT short of the live one by more than this share, every mean step within it, is said unexplained
 TOLERANCE = 0.25
 
 __all__ = ["simulator_note", "goodput_note", "step_ratios", "crossing"]
@@ -51,7 +51,8 @@ def simulator_note(runs: Mapping[str, object], simulated: Mapping[str, object], 
     """Markdown: per layout, the simulator's mean TTFT and ITL P99 against the live run's (``runs`` and
     ``simulated``: name -> ServingResult of the same requests), as "simulated / measured" ratios, then the reason
     the page can compute: the live prefills and decode steps against ``cost``'s seconds for the same steps
-    (:func:`step_ratios`), which is all the simulator charges."""
+    (:func:`step_ratios`), which is all the simulator charges; where the simulated TTFT falls short by more than
+    :data:`TOLERANCE` while every mean step is within it, that these means leave part of the gap unexplained."""
     off, why, tail = [], [], []
     for name, res in runs.items():
         m, s = res.metrics(), simulated[name].metrics()
@@ -68,8 +69,8 @@ def simulator_note(runs: Mapping[str, object], simulated: Mapping[str, object], 
         if said:
             why.append(f"{name} {and_list(said)}")
         means = [v for k, v in r.items() if k != "slowest decode" and np.isfinite(v)]
-        if tt < 1 - TOLERANCE and means and max(means) <= 1 + TOLERANCE:  # slower live, yet no slower step on average
-            tail.append((name, r["slowest decode"], res.config.layout == "disaggregated"))
+        if tt < 1 - TOLERANCE and means and max(means) <= 1 + TOLERANCE:  # live far slower, its steps hardly
+            tail.append((name, 1 / tt, r["slowest decode"], res.config.layout == "disaggregated"))
     text = ("**How far the simulator is off on these requests.** " + "; ".join(off) + ". ")
     if why:
         text += ("The simulator charges each step the cost model's seconds, fitted to steps timed alone; inside the "
@@ -77,14 +78,13 @@ def simulator_note(runs: Mapping[str, object], simulated: Mapping[str, object], 
                  "batch and context, a prompt prefilled whole and alone, a request's cache moved): "
                  + "; ".join(why) + ". A ratio above 1 makes the live run slower than its simulation, and a queue "
                  "turns a slower step into a longer wait.")
-    for name, slowest, split in tail:
-        text += (f" {name}'s live TTFT is longer with steps no slower on average (within {TOLERANCE:.0%}), so its "
-                 f"means do not explain it; a few slow steps can: its slowest decode step took {fmt2(slowest)}x the "
-                 "cost model's seconds, and " + (
-                     "a split request's first token leaves when its decode worker admits it, after the decode step "
-                     "in progress, so one slow step there delays every first token waiting on it." if split else
-                     "a first token waits for every step ahead of it, so one slow step delays every request queued "
-                     "behind it."))
+    for name, gap, slowest, split in tail:
+        text += (f" For {name} the TTFT is {fmt2(gap)}x the simulator's while its steps were at most {TOLERANCE:.0%} "
+                 f"slower on average (its slowest decode step {fmt2(slowest)}x): only a queue amplifying those slower "
+                 "steps, or time outside the steps compared here" + (
+                     " (a split request's first token leaves when its decode worker admits it, after the decode step "
+                     "in progress)" if split else "") + ", can make up the rest; this page does not break it down "
+                 "further.")
     return text
 
 
