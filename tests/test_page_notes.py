@@ -119,6 +119,9 @@ def test_ch04_chunk_note_reads_the_runs_chunk_steps():
     assert "hardly grow" in interference.chunk_note(steps, 128, 0.008, 0.011)
     steps.loc[3, "seconds"] = 2 * steps.seconds[0]
     assert "about doubles from the first full chunk" in interference.chunk_note(steps, 128, 0.008, 0.022)
+    first = steps.seconds[0]  # the first chunk's step said against P(C) as the numbers have it, not always 'about'
+    assert "about P(128) for the first chunk" in interference.chunk_note(steps, 128, first / 1.05, 0.022)
+    assert "1.4x P(128) for the first chunk" in interference.chunk_note(steps, 128, first / 1.4, 0.022)
 
 
 def test_ch05_notes_follow_the_sweep_and_the_table():

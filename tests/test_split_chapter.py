@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 from splitlab.teach import check  # noqa: E402
 from splitlab.costmodel import CostModel
 from splitlab.serving import CostModelExecutor, Fixed, WorkloadSpec, compare, contenders, make_workload  # noqa: E402
+from splitlab.teach.figures.style import fmt3  # noqa: E402
 
 # prefill 1 ms per prompt token, a decode step 10 ms whatever the batch, transfers 1 GB/s
 COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.01, decode_per_seq_s=0.0,
@@ -131,6 +132,8 @@ def test_chapter_6_tables_are_narrow_and_measured():
                            progress=False, max_requests=300)
     table = T.plan_table(plan)
     assert list(table.index) == [T.short_name(c.name) for c in plan.candidates]
+    assert list(table["goodput (/s/worker)"]) == [fmt3(c.goodput_rps_per_worker) for c in plan.candidates]
+    assert not [v for v in table.to_numpy().ravel() if str(v).endswith(".0")]  # 15, not 15.0 beside a 14.3
     assert all(len(line) <= 62 for line in T.plan_summary(plan).splitlines())
     reqs = make_workload(SPEC, 20, 8.0, seed=0)
     res = run(reqs, ServingConfig.disaggregated(1, 1), CostModelExecutor(COST))
@@ -141,6 +144,7 @@ def test_chapter_6_tables_are_narrow_and_measured():
     assert st.loc["step, measured (ms)", "1P+1D"] == pytest.approx(10.0)
     assert st.loc["TPOT, predicted (ms)", "1P+1D"] == pytest.approx(10.0)  # a split: no stretch
     assert isinstance(st.loc["largest decode batch", "1P+1D"], int)
+    assert "10.0" not in st.to_string()  # a column of ints and floats kept as written: 10 ms, not 10.0
 
 
 def test_fit_table_and_formulas():
@@ -211,3 +215,22 @@ def test_the_tpot_note_where_the_formula_has_no_steady_state():
     assert "no steady TPOT" in note and "Each colocated run is within" not in note and "nan" not in note.lower()
     both = T.tpot_prediction_note({}, steps.assign(**{"1 chunked 64": [9.0, 10.0]}), 1.21, "1P+1D")
     assert "1 chunked 64: 9 ms measured, 10 predicted (-10%)" in both and "Each colocated run is within" in both
+
+
+def test_stretch_words_follow_the_measured_stretch():
+    """ch06 said 'the formula's stretch 1/(1-rho) = 3.73 at work' where the measured stretch was 2.3x."""
+    import pandas as pd
+    from splitlab.teach.figures import split_tables as T
+
+    steps = pd.DataFrame({"3P+1D": {"step, measured (ms)": 3.9, "step, predicted (ms)": 3.8,
+                                    "TPOT, measured (ms)": 4.1},
+                          "4 colocated": {"step, measured (ms)": 3.58, "step, predicted (ms)": 3.4,
+                                          "TPOT, measured (ms)": 8.25}})
+    words = T.stretch_words(steps, 1 - 1 / 3.73, "3P+1D", "4 colocated")
+    assert "2.3x its worker's mean decode step (3.58 ms), less than the formula's stretch" in words
+    assert "= 3.73" in words and words.startswith(", the prefills' stalls at work: on 4 colocated")
+    assert "close to" in T.stretch_words(steps, 1 - 1 / 2.4, "3P+1D", "4 colocated")
+    assert "more than" in T.stretch_words(steps, 0.1, "3P+1D", "4 colocated")
+    assert "has no value" in T.stretch_words(steps, 1.2, "3P+1D", "4 colocated")
+    with pytest.raises(ValueError, match="rho"):
+        T.stretch_words(steps, float("nan"), "3P+1D", "4 colocated")

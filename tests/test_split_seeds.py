@@ -47,14 +47,30 @@ def test_a_gap_whose_range_holds_zero_cannot_tell_the_layouts_apart():
     assert split_seeds.paired_gaps(_att([90, 90, 90], [90, 90, 90]), A, B)["leader"] is None
 
 
-def test_the_attainment_table_has_a_row_per_seed_the_mean_and_the_paired_gap():
+def test_the_attainment_table_has_a_column_per_seed_the_mean_and_a_row_per_paired_gap():
     runs = split_seeds.PairedRuns(_att([100, 97.5, 100], [68.75, 72, 66]), None, 32, 36.0, True)
     t = split_seeds.attainment_table(runs, [(A, B)])
-    assert list(t.index) == ["seed 0", "seed 1", "seed 2", "mean"]
-    assert list(t.columns) == ["3P+1D", "4 colocated", "3P+1D - 4 colocated (pp)"]
-    assert t.loc["seed 0", "3P+1D"] == 100 and t.loc["seed 0", "4 colocated"] == 68.8
+    assert list(t.columns) == [0, 1, 2, "mean"] and t.columns.name == "seed"  # seeds across: it fits a phone
+    assert list(t.index) == ["3P+1D", "4 colocated", "3P+1D - 4 colocated (pp)"]
+    assert t.loc["3P+1D", 0] == 100 and t.loc["4 colocated", 0] == 68.8
     assert "100.0" not in t.to_string() and "100" in t.to_string()
-    assert t.loc["mean", "3P+1D - 4 colocated (pp)"] == pytest.approx(30.2)
+    assert t.loc["3P+1D - 4 colocated (pp)", "mean"] == pytest.approx(30.2)
+
+
+def test_the_attainment_table_of_three_layouts_and_two_gaps_fits_a_phone():
+    """Ch06's table of 3 layouts and 2 gaps lost its last column at 412 px with the layouts across."""
+    from test_pages_ch07_09 import CHAR_PX, COLUMN_PX, PHONE_PX
+
+    def unwrapped_px(table):  # every header and label on one line: the widest the table can be
+        cols = [[table.columns.name or "", *map(str, table.index)]] + [[str(c), *map(str, table[c])] for c in table]
+        return sum(CHAR_PX * max(map(len, col)) + COLUMN_PX for col in cols)
+    names = ["3P+1D", "4 colocated (prefill-first)", "4 colocated (chunked, 256-token chunks)"]
+    att = pd.DataFrame({n: v for n, v in zip(names, ([100, 97, 100], [69, 72, 66], [81, 84, 78]))},
+                       index=pd.Index([0, 1, 2], name="seed"))
+    t = split_seeds.attainment_table(split_seeds.PairedRuns(att, None, 32, 36.0, True),
+                                     [(names[0], names[1]), (names[0], names[2])])
+    assert len(t.index) == 5 and unwrapped_px(t) <= PHONE_PX, (unwrapped_px(t), t)
+    assert unwrapped_px(t.T) > PHONE_PX  # the estimate catches the table the reader saw
 
 
 def test_paired_runs_serve_each_seed_on_every_layout_and_find_the_widest_predicted_gap():

@@ -10,7 +10,8 @@
 
 Tables (DataFrames that fit a phone's column: one column per configuration, units in the row names) and printed
 verdicts: :func:`headline`, :func:`chunked_verdict`, :func:`waste_table`, :func:`quant_table`, :func:`quant_note`,
-:func:`summary_table`.
+:func:`summary_table`; the simulator and goodput against the live runs and the curves, in words:
+:func:`simulator_note`, :func:`goodput_note`.
 """
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ from .phone import PHONE, WIDTH, figure, legend_below, phone, styled as _styled
 from .style import OTHER_COLORS, PREDICTED, TARGET, TARGET_LS, layout_color
 from .confusions_tables import (chunked_verdict, fmt3, headline, quant_note, quant_table, reuse_table, routing_counts,
                                 routing_table, sig3, speculative_tables, summary_table, waste_table)
-from .confusions_runs import draft_note, prefix_reuse_rows, rate_sweep, speculative_row
+from .confusions_runs import draft_note, goodput_searches, prefix_reuse_rows, rate_sweep, speculative_row
+from .confusions_sim import goodput_note, simulator_note
 
 __all__ = ["PHONE", "WIDTH", "phone", "figure", "chunked_vs_split", "kv_schemes", "speculative_sweep", "prefix_reuse",
            "headline", "chunked_verdict", "waste_table", "quant_table", "quant_note", "summary_table",
            "speculative_tables", "reuse_table", "routing_table", "sig3", "fmt3", "rate_sweep", "speculative_row",
-           "prefix_reuse_rows", "draft_note", "routing_counts"]
+           "prefix_reuse_rows", "draft_note", "routing_counts", "simulator_note", "goodput_note",
+           "goodput_searches"]
 
 #: what is not a layout (a draft model, a memory scheme, a routing policy) takes none of a layout's colours
 COLORS = OTHER_COLORS

@@ -12,10 +12,10 @@ import pandas as pd
 
 from ...phases import profiling
 from ...phases.engine import prefill
-from ...serving import CostModelExecutor, make_workload, prefix, run
+from ...serving import CostModelExecutor, goodput, make_workload, prefix, run
 from .style import and_list, fmt3
 
-__all__ = ["rate_sweep", "speculative_row", "draft_note", "prefix_reuse_rows"]
+__all__ = ["rate_sweep", "goodput_searches", "speculative_row", "draft_note", "prefix_reuse_rows"]
 
 
 def rate_sweep(spec, configs: Mapping, cost, rates_per_s: Sequence[float], ttft_slo_s: float, tpot_slo_s: float,
@@ -32,6 +32,14 @@ def rate_sweep(spec, configs: Mapping, cost, rates_per_s: Sequence[float], ttft_
             rows.append(dict(config=name, rate_per_s=float(f"{rate:.3g}"), slo_attainment=m["slo_attainment"],
                              itl_p99_ms=m["itl_s"]["p99"] * 1e3, ttft_mean_ms=m["ttft_s"]["mean"] * 1e3))
     return pd.DataFrame(rows)
+
+
+def goodput_searches(spec, configs: Mapping, cost, ttft_slo_s: float, tpot_slo_s: float) -> dict:
+    """Each of ``configs`` (``{name: ServingConfig}``) searched for its goodput on the simulator (``cost``) with
+    :func:`splitlab.serving.goodput`'s defaults: ``{name: GoodputResult}``, its runs kept for
+    :func:`.confusions_sim.goodput_note`. Raises what :func:`splitlab.serving.goodput` raises."""
+    return {name: goodput(spec, cfg, CostModelExecutor(cost), ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+            for name, cfg in configs.items()}
 
 
 def speculative_row(draft: str, k: int, r) -> dict:

@@ -156,12 +156,15 @@ def chunk_note(steps: pd.DataFrame, chunk_tokens: int, chunk_alone_s: float, lon
             f"{fmt2(longest_gap_s / chunk_alone_s)}x P({chunk_tokens}) = {pc} ms timed alone: its {len(steps)} chunk "
             f"steps took {fmt3(first.seconds * 1e3)} ms for the first chunk ({fmt2(first.seconds / chunk_alone_s)}x "
             f"P({chunk_tokens}))")
-    grow = worst.seconds / first.seconds
+    grow, at_first = worst.seconds / first.seconds, first.seconds / chunk_alone_s
+    first_words = (f"about P({chunk_tokens}) for the first chunk" if abs(at_first - 1) <= 0.1 else  # 'about': 10%
+                   f"{fmt2(at_first)}x P({chunk_tokens}) for the first chunk (its forward carries the streams' decode "
+                   "rows too)")
     if grow > 1.1:
         return text + (f" up to {fmt3(worst.seconds * 1e3)} ms for the one after {int(worst.context):,} prompt tokens "
                        f"({fmt2(worst.seconds / chunk_alone_s)}x). A chunk's attention reads every chunk before it, so "
                        f"the step {change_words(grow)} from the first full chunk to that one: the stall is one "
-                       "chunk's step, about P(C) only for the first chunk.")
+                       f"chunk's step: {first_words}, more for later ones.")
     return text + (f" and at most {fmt3(worst.seconds * 1e3)} ms later on: the steps hardly grow with the chunks "
                    "before them here, so what a step adds to P(C) is the decode rows riding in its forward and "
                    "this machine's own variation, not the attention to earlier chunks.")

@@ -7,7 +7,7 @@ layout's lead is measured seed by seed, on the very same requests, and set again
   layouts (a live run there is most likely to be decisive).
 - :func:`paired_gaps`: the gap in SLO attainment between two layouts, seed by seed (percentage points), its mean
   and range, and whether the verdict is outside that range (every seed's gap on the same side of zero).
-- :func:`attainment_table`: one row per seed and the mean, one column per layout (%) and per gap (points).
+- :func:`attainment_table`: one column per seed and the mean, one row per layout (%) and per gap (points).
 - :func:`paired_verdict`: that comparison in a sentence.
 - :func:`hybrid_note`: how the chunked runs' hybrid steps ran on the real model (one fused forward, or two passes
   on a family that cannot fuse, beside the cost model's fused prediction), in a sentence.
@@ -153,8 +153,10 @@ def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
 
 
 def attainment_table(runs: PairedRuns, pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
-    """Rows: each seed, then the mean; columns: each layout's SLO attainment (%, short names), then for each
-    (a, b) of ``pairs`` the paired gap a - b (points). 3 significant digits.
+    """Columns: each seed (headed by its number, under the header "seed"), then the mean; rows: each layout's SLO
+    attainment (%, short names), then for each (a, b) of ``pairs`` the paired gap a - b (points). 3 significant
+    digits. Seeds across and layouts down, so that three layouts and two gaps fit a 412 px phone even with no
+    header wrapped (layouts across lost the last gap past its edge).
 
     Raises:
         KeyError: a name of ``pairs`` not a layout of ``runs``. ValueError: a pair of one layout twice."""
@@ -165,10 +167,10 @@ def attainment_table(runs: PairedRuns, pairs: Sequence[tuple[str, str]] = ()) ->
     for a, b in pairs:
         table[f"{short_name(a)} - {short_name(b)} (pp)"] = att[a] - att[b]
     table.loc["mean"] = table.mean()
-    table.index = [f"seed {s}" if s != "mean" else s for s in table.index]
-    out = table.astype(object)
-    for row in table.index:  # row by row: a column of floats would print 100 as 100.0
-        out.loc[row] = [sig3(v) for v in table.loc[row]]
+    out = table.T.astype(object)
+    out.columns.name = "seed"  # its header cell above the layouts; the seeds' numbers head their columns
+    for row in out.index:  # row by row: a column of floats would print 100 as 100.0
+        out.loc[row] = [sig3(v) for v in table[row]]
     return out
 
 

@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 
 from ...planning.options import chunk_of
-from .style import sig3
+from .style import fmt2, fmt3, sig3
 
 __all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table",
-           "tpot_prediction_note", "NO_STEADY_STATE"]
+           "tpot_prediction_note", "stretch_words", "NO_STEADY_STATE"]
 
 
 def short_name(name: str) -> str:
@@ -41,12 +41,18 @@ def short_name(name: str) -> str:
 _sig = sig3  # 3 significant digits, an int where that leaves no decimals (121, not 121.0)
 
 
+def _as_written(columns: Mapping[str, Mapping[str, object]]) -> pd.DataFrame:
+    """A table of ``{column: {row: value}}`` whose every value stays as written: ``pd.DataFrame`` of the dicts
+    makes a column of ints and floats all floats, and a table of :func:`sig3` values printed 15 as 15.0."""
+    return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in columns.items()})
+
+
 def fit_table(calibration) -> pd.DataFrame:
     """One row per fit of ``calibration`` (prefill, decode, transfer): the largest and the rms relative residual
     (%, predicted / measured - 1), R^2 and the number of measurements (an integer)."""
     rows = {name: {"max |res.| (%)": _sig(100 * f.max_abs_residual), "rms res. (%)": _sig(100 * f.rms_residual),
                    "R²": _sig(f.r2), "points": int(len(f.rows))} for name, f in calibration.fits.items()}
-    return pd.DataFrame.from_dict(rows, orient="index").astype(object)  # as is: 3 digits, points an integer
+    return _as_written(rows).T  # as is: 3 digits, points an integer
 
 
 def fit_formulas(calibration, width: int = 56) -> str:
@@ -63,11 +69,12 @@ def fit_formulas(calibration, width: int = 56) -> str:
 
 def plan_table(plan) -> pd.DataFrame:
     """A :class:`splitlab.planning.Plan`'s candidates, best first: short layout name, simulated goodput and the
-    closed form's first guess (requests/s per worker, 3 significant digits), the binding SLO."""
-    rows = [{"layout": short_name(c.name), "goodput (/s/worker)": _sig(c.goodput_rps_per_worker),
-             "closed form (/s/worker)": _sig(c.first_guess_rps_per_worker), "binds": c.binding_slo.upper()}
+    closed form's first guess (requests/s per worker, as text of 3 significant digits, :func:`.style.fmt3`: 15,
+    not 15.0 beside a 14.3), the binding SLO."""
+    rows = [{"layout": short_name(c.name), "goodput (/s/worker)": fmt3(c.goodput_rps_per_worker),
+             "closed form (/s/worker)": fmt3(c.first_guess_rps_per_worker), "binds": c.binding_slo.upper()}
             for c in plan.candidates]
-    return pd.DataFrame(rows).set_index("layout").astype(object)
+    return pd.DataFrame(rows).set_index("layout")
 
 
 def plan_summary(plan) -> str:
@@ -132,9 +139,7 @@ def step_table(runs: Mapping[str, object], cost, rate_per_s: float, mean_prefill
             "step, predicted (ms)": _sig(1e3 * steps.predicted_s.mean()),
             "TPOT, measured (ms)": _sig(1e3 * res.metrics()["tpot_s"]["mean"]),
             "TPOT, predicted (ms)": tpot_pred}
-    out = pd.DataFrame(cols).astype(object)
-    out.loc["largest decode batch"] = [int(v) for v in out.loc["largest decode batch"]]
-    return out
+    return _as_written(cols)
 
 
 
@@ -199,6 +204,33 @@ def tpot_prediction_note(runs: Mapping[str, object], steps: pd.DataFrame, rho: f
         text += (" Where they spent more, the prefills came in bursts, so more of them landed inside the streams' "
                  "lives than a steady trickle would give.")
     return text
+
+
+def stretch_words(steps: pd.DataFrame, rho: float, split: str, colocated: str, tolerance: float = 0.2) -> str:
+    """The clause that follows "Colocated, the mean TPOT was ... than the split's ... ms" on a :func:`step_table`:
+    the stretch measured on the prefill-first column ``colocated`` (its mean TPOT over its mean measured decode
+    step) beside the formula's ``1 / (1 - rho)``, in words that follow the two numbers ("close to" within
+    ``tolerance``, compared in whole percent, else "less than" or "more than"); ``split``: the split's column.
+
+    Raises:
+        ValueError: ``rho`` not a finite number >= 0."""
+    if not (isinstance(rho, numbers.Real) and 0 <= rho < math.inf):
+        raise ValueError(f"rho must be a finite number >= 0 (a share of a worker's time), got {rho!r}")
+    tpot = steps.loc["TPOT, measured (ms)"]
+    step = float(steps.loc["step, measured (ms)", colocated])
+    measured = float(tpot[colocated]) / step
+    said = (f"on {colocated} a stream's mean gap was {fmt2(measured)}x its worker's mean decode step "
+            f"({fmt3(step)} ms)")
+    if rho >= 1:
+        return f" ({said}; at $\\rho$ = {rho:.2f} the formula's stretch $1 / (1 - \\rho)$ has no value: below)"
+    formula = 1 / (1 - rho)
+    off = measured / formula - 1
+    near = "close to" if round(abs(off) * 100) <= round(tolerance * 100) else "less than" if off < 0 else "more than"
+    if min(tpot.drop(split)) > float(tpot[split]):
+        return (f", the prefills' stalls at work: {said}, {near} the formula's stretch $1 / (1 - \\rho)$ = "
+                f"{formula:.2f}")
+    return (f", though {said}, {near} the formula's stretch $1 / (1 - \\rho)$ = {formula:.2f}, which predicts "
+            f"{float(steps.loc['step, predicted (ms)', colocated]) * formula:.3g} ms")
 
 
 def _split_tpot_note(steps: pd.DataFrame, split: str, tolerance: float) -> str:
