@@ -35,14 +35,27 @@ import statistics
 import sys
 import time
 
-from splitlab.serving import CostModelExecutor, Fixed, ServingConfig, WorkloadSpec, make_workload
+from splitlab.cli.args import positive_float, positive_int, request_count
+from splitlab.serving import WORKLOADS, CostModelExecutor, Fixed, ServingConfig, WorkloadSpec, make_workload
 from splitlab.serving.cluster import Cluster
+from splitlab.serving.workload import MAX_REQUESTS
 
 FIXED = WorkloadSpec("256/128", Fixed(256), Fixed(128))
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.replace(",", " ").split()]
+def _counts(text: str, least: int = 1) -> list[int]:
+    """A comma-separated list of request or worker counts, each at least ``least`` (an argparse type)."""
+    values = [request_count(x) for x in text.replace(",", " ").split()]
+    if not values:
+        raise argparse.ArgumentTypeError("needs at least one count, e.g. 1000,10000")
+    if min(values) < least:
+        raise argparse.ArgumentTypeError(f"each must be at least {least} (the split needs a prefill and a decode "
+                                         f"worker), got {min(values)}")
+    return values
+
+
+def _workers(text: str) -> list[int]:
+    return _counts(text, least=2)
 
 
 def timed(reqs, cfg: ServingConfig):
@@ -152,18 +165,22 @@ def distserve(args, say) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sections", default="scale,linear,distserve")
-    ap.add_argument("--requests", type=_ints, default=[1000, 10000, 100000])
-    ap.add_argument("--workers", type=_ints, default=[8, 64, 512])
-    ap.add_argument("--rate-per-worker", type=float, default=4.7)
-    ap.add_argument("--workload", default="chat")
-    ap.add_argument("--linear-n", type=int, default=2000, help="requests of the smaller linear run")
+    ap.add_argument("--requests", type=_counts, default=[1000, 10000, 100000])
+    ap.add_argument("--workers", type=_workers, default=[8, 64, 512])
+    ap.add_argument("--rate-per-worker", type=positive_float, default=4.7)
+    ap.add_argument("--workload", default="chat", choices=sorted(WORKLOADS))
+    ap.add_argument("--linear-n", type=request_count, default=2000, help="requests of the smaller linear run")
     ap.add_argument("--distserve", default=None, help="a folder holding DistServe's simdistserve package")
-    ap.add_argument("--distserve-n", type=int, default=10000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--distserve-n", type=request_count, default=10000)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
     args = ap.parse_args(argv)
     sections = set(args.sections.replace(",", " ").split())
+    if not sections:
+        ap.error("--sections names none: give scale, linear or distserve")
+    if 10 * args.linear_n > MAX_REQUESTS:
+        ap.error(f"--linear-n {args.linear_n:,}: its larger run of 10x would exceed {MAX_REQUESTS:,} requests")
     if sections - {"scale", "linear", "distserve"}:
         ap.error(f"unknown sections {sorted(sections - {'scale', 'linear', 'distserve'})}")
     if args.quick:

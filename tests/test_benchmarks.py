@@ -68,3 +68,25 @@ def test_book_on_gpu_runs_a_chapter_on_the_cpu(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "book_on_gpu.py"), "--chapters", "42"],
                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert bad.returncode == 2 and "no chapter ['42'] in book/" in bad.stderr
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--requests", "0"], "must be a positive integer, got 0"),
+    (["--requests", "20000,-5"], "got -5"),  # refused before the 20,000-request run, not after it
+    (["--requests", ""], "needs at least one count"),
+    (["--workers", "1"], "at least 2 (the split needs a prefill and a decode worker)"),
+    (["--rate-per-worker", "nan"], "finite positive number"),
+    (["--repeats", "0"], "must be a positive integer"),
+    (["--workload", "bogus"], "invalid choice"),
+    (["--linear-n", "200000"], "would exceed 1,000,000 requests"),
+    (["--sections", ""], "names none"),
+])
+def test_simulator_scale_refuses_bad_arguments_up_front(argv, words, capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import simulator_scale
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    with pytest.raises(SystemExit) as stop:
+        simulator_scale.main(argv)
+    assert stop.value.code == 2 and words in capsys.readouterr().err
