@@ -86,6 +86,27 @@ def _map(winners, workers=4, split_names=None, link=None, steps=(2.0, 10.0), tpo
                        "built-in", chunk_tokens=[256])
 
 
+def test_workers_words_say_what_eight_workers_change():
+    """ch07's sentence on its 4- and 8-worker maps (issue 22 item 1: a fixed cluster of 4 and 8 workers)."""
+    from splitlab.teach.figures.split_map_words import workers_words
+    four = _map([["tie", "split"], ["prefill-first", "split"]])
+    eight = _map([["split", "split"], ["tie", "split"]], workers=8,
+                 split_names=["1P+7D", "4P+4D", "3P+5D", "6P+2D"])  # 4P+4D and 6P+2D: 1P+1D and 3P+1D on 4
+    # the best split's goodput 9.8 -> 10, 10, 5 -> 9.8, 10: median +1%; colocated 9.8 -> 5, 5, 10 -> 9.8, 5: -1%
+    assert workers_words(four, eight) == (
+        "On 8 workers (the menu above the map) against 4, the cells won: the split 3 (2), colocated prefill-first 0 "
+        "(1) and ties 1 (1); 2 of the 4 cells change hands (1 to the split and 1 to a tie). From 4 workers to 8, "
+        "the best split's goodput per worker changes by a median +1% over the cells, the best colocated layout's by "
+        "-1%; 2 of the 4 best splits on 8 workers use a prefill:decode ratio 4 workers cannot make (1P+7D and "
+        "3P+5D).")
+    assert "none of the 4 cells changes hands" in workers_words(four, _map([["tie", "split"], ["prefill-first",
+                                                                                               "split"]], workers=8))
+    with pytest.raises(ValueError, match="both maps are of 4 workers"):
+        workers_words(four, four)
+    with pytest.raises(ValueError, match="different axes"):
+        workers_words(four, _map([["split"] * 3] * 2, workers=8, steps=(2.0, 10.0, 50.0)))
+
+
 def test_link_words_say_where_the_cells_a_slow_link_takes_go():
     from types import SimpleNamespace
     from splitlab.teach.figures.split_map_words import link_words

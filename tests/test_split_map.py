@@ -296,3 +296,38 @@ def test_the_explorers_draw_the_same_maps():
     box = split_map_explorer(maps)
     assert box.children[0].children[0].options == ("cost model's", "1 GB/s")
 
+
+def test_the_explorers_draw_4_and_8_workers_with_a_menu():
+    """Issue 22 asks the map for a fixed cluster of 4 and 8 workers: one heatmap per cluster size, a dropdown that
+    shows one, the link slider restyling both (so the two controls combine)."""
+    from splitlab.teach.widgets.split_map import split_map_explorer, split_map_figure, split_map_grids
+    grids = {4: {None: _hand_map([["chunked", "tie", "split"], ["chunked"] * 3]),
+                 1.0: _hand_map([["chunked", "tie", "chunked"], ["chunked"] * 3])},
+             8: {None: _hand_map([["split"] * 3, ["tie", "split", "split"]], workers=8),
+                 1.0: _hand_map([["split", "split", "chunked"], ["chunked"] * 3], workers=8)}}
+    fig = split_map_figure(grids)
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    assert len(heat) == 2 and [t.visible for t in heat] == [True, False]
+    assert fig.data[0].text[0][0] == "chunk<br>+50%" and fig.data[1].text[0][0] == "2P+2D<br>+50%"
+    menu = fig.layout.updatemenus[0]
+    assert [b.label for b in menu.buttons] == ["4 workers", "8 workers"]
+    legend = len(fig.data) - 2
+    assert list(menu.buttons[1].args[0]["visible"]) == [False, True] + [True] * legend  # the legend's traces stay
+    step = fig.layout.sliders[0].steps[1]  # 1 GB/s: both heatmaps restyled, each from its own cluster's map
+    assert step.label == "1 GB/s" and list(step.args[1]) == [0, 1]
+    assert step.args[0]["text"][0][0][2] == "chunk<br>+50%" and step.args[0]["text"][1][0][2] == "chunk<br>+50%"
+    assert step.args[0]["text"][1][0][0] == "2P+2D<br>+50%"
+    assert "workers" not in fig.layout.title.text  # the menu names the cluster
+    assert fig.layout.margin.t > 70 and fig.layout.height == 630  # a row for the menu, the plot as tall as before
+    assert split_map_figure(grids[4]).layout.updatemenus == ()  # one cluster: no menu, as before
+    with pytest.raises(ValueError, match="different links"):
+        split_map_figure({4: grids[4], 8: {None: grids[8][None]}})
+    for empty in ({}, {4: {}}):
+        with pytest.raises(ValueError, match="maps is empty"):
+            split_map_figure(empty)
+    box = split_map_explorer(grids)
+    slider, menu = box.children[0].children
+    assert slider.options == ("cost model's", "1 GB/s") and menu.options == (4, 8)
+    for bad, match in (((), "workers is empty"), ((4, 4), "cluster size twice")):
+        with pytest.raises(ValueError, match=match):
+            split_map_grids(CRAFTED, workers=bad)

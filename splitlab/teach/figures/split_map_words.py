@@ -1,12 +1,15 @@
 """Sentences computed from maps (:mod:`splitlab.planning.split_map`) for chapter 7: what a slower KV link takes from
-the split (:func:`link_words`), and what the rule of
+the split (:func:`link_words`), what a cluster of more workers changes (:func:`workers_words`), and what the rule of
 thumb read off one row says about GPU cases beside their own cells (:func:`rule_words`). Each says only what the
 numbers it is given show: a cell that stops being the split's is said to go to colocated serving or to a tie."""
 from __future__ import annotations
 
-from .style import and_list, fmt2
+import math
+import statistics
 
-__all__ = ["link_words", "rule_words"]
+from .style import and_list, fmt2, pct2
+
+__all__ = ["link_words", "workers_words", "rule_words"]
 
 
 def _same_axes(a, b) -> None:
@@ -56,6 +59,56 @@ def link_words(maps: dict, cost) -> str:
     return (f"On a slower KV link between the pools, {'; '.join(parts)}. The longest prompt's cache "
             f"({nbytes / 2 ** 20:.2g} MiB, {n:,} tokens) crosses in {and_list(cross)}, against a prefill of "
             f"{1e3 * cost.prefill_s(n):.3g} ms.")
+
+
+_KIND_WORDS = {"tie": "a tie", "split": "the split", "prefill-first": "colocated prefill-first",
+               "chunked": "colocated chunked", "none": "no layout"}
+
+
+def _ratio(name: str) -> tuple[int, int]:
+    x, y = name.split("P+")
+    return int(x), int(y.rstrip("D"))
+
+
+def workers_words(small, large) -> str:
+    """What a cluster of ``large.workers`` changes against ``small.workers`` on the same axes (two maps of one
+    link): the cells each kind wins on both, the cells that change hands and to whom, the median change of the best
+    split's and the best colocated layout's goodput per worker, and how many of the larger cluster's best splits
+    use a prefill:decode ratio the smaller one cannot make.
+
+    Raises:
+        ValueError: maps of different axes, or of one cluster size."""
+    _same_axes(small, large)
+    if small.workers == large.workers:
+        raise ValueError(f"both maps are of {small.workers} workers: give two cluster sizes")
+    a, b, n = small.counts(), large.counts(), len(small.cells)
+    labels = (("split", "the split"), ("prefill-first", "colocated prefill-first"), ("chunked", "colocated chunked"),
+              ("tie", "ties"), ("none", "no layout"))
+    won = and_list([f"{label} {b[k]} ({a[k]})" for k, label in labels if a[k] or b[k]])
+    moved = [(s, g) for s, g in zip(small.cells, large.cells) if s.winner != g.winner]
+    to = {w: sum(g.winner == w for _, g in moved) for w in dict.fromkeys(g.winner for _, g in moved)}
+    hands = (f"{len(moved)} of the {n} cells change hands ("
+             + and_list([f"{k} to {_KIND_WORDS.get(w, w)}" for w, k in to.items()]) + ")" if moved else
+             f"none of the {n} cells changes hands")
+
+    def median_change(kinds) -> str:
+        ratios = [max(g.goodput[k] for k in kinds) / max(s.goodput[k] for k in kinds) - 1
+                  for s, g in zip(small.cells, large.cells) if max(s.goodput[k] for k in kinds) > 0]
+        return pct2(statistics.median(ratios), signed=True) if ratios else "n/a"
+
+    def reachable(name: str) -> bool:  # the same ratio with at most small.workers workers
+        x, y = _ratio(name)
+        g = math.gcd(x, y)
+        return (x + y) // g <= small.workers
+    new = [g.names["split"] for g in large.cells if not reachable(g.names["split"])]
+    examples = and_list(list(dict.fromkeys(new))[:3]) if new else ""
+    return (f"On {large.workers} workers (the menu above the map) against {small.workers}, the cells won: {won}; "
+            f"{hands}. From {small.workers} workers to {large.workers}, the best split's goodput per worker changes "
+            f"by a median {median_change(('split',))} over the cells, the best colocated layout's by "
+            f"{median_change(('prefill-first', 'chunked'))}; "
+            + (f"{len(new)} of the {n} best splits on {large.workers} workers use a prefill:decode ratio "
+               f"{small.workers} workers cannot make ({examples})." if new else
+               f"every best split on {large.workers} workers uses a ratio {small.workers} workers can make."))
 
 
 def rule_words(rows, row) -> str:
