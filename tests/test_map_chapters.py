@@ -68,3 +68,74 @@ def test_run_length_words_compare_a_column_on_short_and_long_runs():
         "steps; runs of 2,000 a tie at 1.5 steps, chunked by 20% at 2.5 steps (1 of 2 cells change hands): a short "
         "run ends before a decode backlog builds, and the backlog weighs on the layouts differently.")
     assert run_length_words(long, C(cells=[C(prompt_tokens=16, tpot_steps=1.5, winner="split", margin=0.1)])) == ""
+
+
+def _map(winners, workers=4, split_names=None, link=None, steps=(2.0, 10.0), tpots=(1.5, 4.0)):
+    """A map whose winners are given row by row (the winner's goodput 10, a tie's two kinds 9.8, the others 5),
+    ``split_names`` the best split of each cell (row by row)."""
+    from splitlab.planning.map_result import Cell, SplitMap
+    cells, names = [], iter(split_names or [])
+    for k, row in zip(tpots, winners):
+        for s, w in zip(steps, row):
+            good = {kind: (10.0 if kind == w else 9.8 if w == "tie" and kind in ("split", "chunked") else 5.0)
+                    for kind in ("split", "prefill-first", "chunked")}
+            cells.append(Cell(int(s * 10), s, k, 1.0, 0.01, good, dict.fromkeys(good, "tpot"),
+                              {"split": next(names, "2P+2D"), "prefill-first": "coloc.", "chunked": "chunk"})
+                         .decide(0.1))
+    return SM.SplitMap(cells, workers, [int(s * 10) for s in steps], list(steps), list(tpots), 64, 5, link, 0.1,
+                       "built-in", chunk_tokens=[256])
+
+
+def test_workers_words_say_what_eight_workers_change():
+    """ch07's sentence on its 4- and 8-worker maps (issue 22 item 1: a fixed cluster of 4 and 8 workers)."""
+    from splitlab.teach.figures.split_map_words import workers_words
+    four = _map([["tie", "split"], ["prefill-first", "split"]])
+    eight = _map([["split", "split"], ["tie", "split"]], workers=8,
+                 split_names=["1P+7D", "4P+4D", "3P+5D", "6P+2D"])  # 4P+4D and 6P+2D: 1P+1D and 3P+1D on 4
+    # the best split's goodput 9.8 -> 10, 10, 5 -> 9.8, 10: median +1%; colocated 9.8 -> 5, 5, 10 -> 9.8, 5: -1%
+    assert workers_words(four, eight) == (
+        "On 8 workers (the menu above the map) against 4, the cells won: the split 3 (2), colocated prefill-first 0 "
+        "(1) and ties 1 (1); 2 of the 4 cells change hands (1 to the split and 1 to a tie). From 4 workers to 8, "
+        "the best split's goodput per worker changes by a median +1% over the cells, the best colocated layout's by "
+        "-1%; 2 of the 4 best splits on 8 workers use a prefill:decode ratio 4 workers cannot make (1P+7D and "
+        "3P+5D).")
+    assert "none of the 4 cells changes hands" in workers_words(four, _map([["tie", "split"], ["prefill-first",
+                                                                                               "split"]], workers=8))
+    with pytest.raises(ValueError, match="both maps are of 4 workers"):
+        workers_words(four, four)
+    with pytest.raises(ValueError, match="different axes"):
+        workers_words(four, _map([["split"] * 3] * 2, workers=8, steps=(2.0, 10.0, 50.0)))
+
+
+def test_link_words_say_where_the_cells_a_slow_link_takes_go():
+    from types import SimpleNamespace
+    from splitlab.teach.figures.split_map_words import link_words
+    own = _map([["split", "split"], ["tie", "split"]])
+    maps = {None: own, 0.1: _map([["split", "tie"], ["tie", "split"]], link=1e8),
+            0.01: _map([["chunked", "chunked"], ["tie", "prefill-first"]], link=1e7)}
+    cost = SimpleNamespace(kv_bytes_per_token=2048, transfer_s=lambda b: 1e-4 + b / 2e9, prefill_s=lambda n: 1e-4 * n)
+    assert link_words(maps, cost) == (
+        "On a slower KV link between the pools, at 0.1 GB/s it keeps 2 of the 3 cells it wins on its own link (1 to a "
+        "tie: 100 tokens at 1.5 steps); at 0.01 GB/s it keeps 0 of the 3 cells it wins on its own link (3 to colocated "
+        "serving: 20 and 100 tokens at 1.5 steps; 100 at 4 steps). The longest prompt's cache (0.2 MiB, 100 tokens) "
+        "crosses in 0.2 ms on the cost model's link, 2 ms at 0.1 GB/s and 20 ms at 0.01 GB/s, against a prefill of "
+        "10 ms.")
+    with pytest.raises(ValueError, match="at least two maps"):
+        link_words({None: own}, cost)
+
+
+def test_rule_words_count_agreements_only_where_the_rule_makes_a_claim():
+    rows = pd.DataFrame({"model": ["Llama-3-8B", "Llama-3-70B"], "prompt tokens": [2048, 8192],
+                         "prefill (decode steps)": [9.4, 78.1], "rule says": ["near the threshold", "split"],
+                         "own map says": ["chunked", "chunked"], "agrees": [None, False]})
+    row = pd.Series({"rule": "at a TPOT SLO of 2.5 decode steps the split loses at 2 and wins at 10"})
+    from splitlab.teach.figures.split_map_words import rule_words
+    text = rule_words(rows, row)
+    assert text.startswith("On this device's map, at a TPOT SLO of 2.5 decode steps the split loses at 2 and wins "
+                           "at 10. Read at each case's prefill cost")
+    assert ("disagrees in 1 of 1 cases where the rule makes a claim: Llama-3-70B at 8,192 tokens, chunked (1 where "
+            "it makes none: Llama-3-8B at 2,048 tokens).") in text and "leaves out what a chunk costs" in text
+    rows["agrees"] = [None, True]
+    assert "disagrees in 0 of 1" in rule_words(rows, row) and "chunk costs" not in rule_words(rows, row)
+    with pytest.raises(ValueError, match="check=True"):
+        rule_words(rows.drop(columns="agrees"), row)

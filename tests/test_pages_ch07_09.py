@@ -151,6 +151,33 @@ def test_the_map_slider_end_labels_stay_inside_a_phone():
     assert CHAR_PX * len(labels[0]) / 2 <= inset + 70  # left: the inset and the left margin
 
 
+def _tiny_map(workers: int):
+    from splitlab.planning.map_result import Cell, SplitMap
+    good = {"split": 10.0, "prefill-first": 5.0, "chunked": 5.0}
+    cell = Cell(64, 2.0, 2.5, 1.0, 0.01, good, dict.fromkeys(good, "tpot"),
+                {"split": f"{workers // 2}P+{workers // 2}D", "prefill-first": "coloc.", "chunked": "chunk"})
+    return SplitMap([cell.decide(0.1)], workers, [64], [2.0], [2.5], 64, 5, None, 0.1, "built-in", chunk_tokens=[256])
+
+
+def test_the_map_menu_of_cluster_sizes_fits_a_phone():
+    """ch07's map has a menu of cluster sizes (4 and 8 workers) on a row of its own between the title and the plot,
+    left-aligned over the plot: in Chromium at 412 px the title's two lines, the menu and the plot do not overlap
+    (the title, placed at the container's top, had its first line cut when the top margin grew; it is pinned 12 px
+    below the top)."""
+    grids = {n: {None: _tiny_map(n), 0.1: _tiny_map(n), 0.01: _tiny_map(n)} for n in (4, 8)}
+    fig = map_widgets.split_map_figure(grids)
+    menu = fig.layout.updatemenus[0]
+    plot_px = PHONE_PX - fig.layout.margin.l - fig.layout.margin.r
+    assert (menu.x, menu.xanchor, menu.yanchor) == (0, "left", "bottom") and menu.y > 1
+    assert all(CHAR_PX * len(b.label) + 40 <= plot_px for b in menu.buttons)  # label and arrow
+    title_px, menu_px = 14 + 12 + 12, 30  # two lines under a 12 px pin; the menu's box
+    assert fig.layout.margin.t >= title_px + menu_px + 10
+    assert fig.layout.title.yref == "container" and fig.layout.title.yanchor == "top"
+    assert fig.layout.height * (1 - fig.layout.title.y) == pytest.approx(12)
+    one = map_widgets.split_map_figure(grids[4])  # one cluster: no menu, the title names its size
+    assert not one.layout.updatemenus and "4 workers" in one.layout.title.text and one.layout.margin.t == 70
+
+
 #: what a 412 px phone's code block shows of a line, measured: the 42-column estimate of tests/test_book.py let
 #: cells of 16-18 rendered lines through
 RENDERED_COLUMNS, PHONE_LINES = 36, 15

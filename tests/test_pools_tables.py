@@ -65,6 +65,9 @@ def test_plan_table_keeps_the_best_of_each_kind(plan):
     assert pools.short_name(best_colocated) in t.index and f"4 chunked {chunked.chunk_tokens}" in t.index
     assert t.loc[pools.short_name(best_colocated), "#"] == plan.candidates.index(best_colocated) + 1
     assert all(isinstance(r, int) for r in t["#"]) and list(t["#"]) == sorted(t["#"])  # in rank order
+    for col in ("goodput (req/s per worker)", "first guess (req/s per worker)", "cost per 1M tokens"):
+        # sig3 keeps a whole value an int: the table once showed 6.0 and 2.0 (a row-wise build made them floats)
+        assert all(isinstance(v, int) or not float(v).is_integer() for v in t[col]), (col, list(t[col]))
     assert list(t.columns) == ["#", "goodput (req/s per worker)", "first guess (req/s per worker)",
                                "cost per 1M tokens", "binds"]
     assert set(t["binds"]) <= {"TTFT", "TTST", "TPOT", "UNFINISHED", "NONE"}
@@ -74,6 +77,20 @@ def test_plan_table_keeps_the_best_of_each_kind(plan):
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="top"):
             pools.plan_table(plan, top=bad)
+
+
+def test_plan_table_shows_a_whole_number_without_a_decimal():
+    """ch07's toy table printed "6.0" (goodput) and "2.0" (cost): sig3 gave 6 and 2, a row-wise DataFrame made
+    every number of a row a float."""
+    from types import SimpleNamespace as C
+    cands = [C(layout="colocated", policy="chunked", workers=4, chunk_tokens=512, name="4 chunked", binding_slo="tpot",
+               goodput_rps_per_worker=8.15, first_guess_rps_per_worker=6.86, cost_per_million_tokens=1.07),
+             C(layout="colocated", policy="prefill-first", workers=4, chunk_tokens=None, name="4 coloc.",
+               binding_slo="tpot", goodput_rps_per_worker=5.9996, first_guess_rps_per_worker=6.86,
+               cost_per_million_tokens=2.0004)]
+    t = pools.plan_table(C(batch_line="", candidates=cands), top=2)
+    assert t.loc["4 coloc."].tolist() == [2, 6, 6.86, 2, "TPOT"]
+    assert "6.0" not in t.to_html() and "2.0" not in t.to_string()
 
 
 def test_validation_tables_one_narrow_table_per_workload():
@@ -88,11 +105,14 @@ def test_validation_tables_one_narrow_table_per_workload():
     assert list(tables) == ["research", "code"]
     r = tables["research"]
     assert r.index.names[0] == "research" and list(r.index) == [("coloc.", "TTFT P50"), ("split", "TPOT P90")]
-    assert list(r.columns) == ["emul. (ms)", "sim. (ms)", "error (%)", "spread (%)"]
-    assert r.loc[("coloc.", "TTFT P50")].tolist() == [64.2, 70.0, 9.0, 10.4]  # 3 significant digits
+    assert list(r.columns) == ["emul. (ms)", "sim. (ms)", "error", "spread"]
+    assert r.loc[("coloc.", "TTFT P50")].tolist() == [64.2, 70, "+9%", "10%"]  # 3 significant digits, % of 2
+    assert isinstance(r.loc[("coloc.", "TTFT P50"), "sim. (ms)"], int)  # 70, not 70.0
+    assert r.loc[("split", "TPOT P90")].tolist() == [10.4, 7.85, "-25%", "42%"]
+    assert tables["code"].loc[("chunked", "TTFT P90")].tolist() == [18.2, 13.7, "-25%", "1.2%"]
     assert tables["code"].index[0] == ("chunked", "TTFT P90")
     assert len(r.columns) + r.index.nlevels <= 6
-    assert "spread (%)" not in validation_tables(check.drop(columns="emulated_spread"))["code"]
+    assert "spread" not in validation_tables(check.drop(columns="emulated_spread"))["code"]
     with pytest.raises(ValueError, match="missing"):
         validation_tables(check.drop(columns="error"))
 

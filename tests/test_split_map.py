@@ -20,7 +20,7 @@ import pytest
 
 from splitlab.costmodel import CostModel
 from splitlab.planning.map_result import Cell, SplitMap
-from splitlab.planning.rule_of_thumb import BOOK_ROWS, apply_rule, split_threshold
+from splitlab.planning.rule_of_thumb import BOOK_ROWS, agrees, apply_rule, order_words, split_threshold
 from splitlab.planning.split_map import geometric_axis, prompt_axis, split_map
 
 matplotlib.use("Agg")
@@ -145,7 +145,7 @@ def test_geometric_axis():
             geometric_axis(low, high, n)
 
 
-def _hand_map(winners: list[list[str]], steps=(2.0, 10.0, 50.0), tpots=(1.5, 4.0)) -> SplitMap:
+def _hand_map(winners: list[list[str]], steps=(2.0, 10.0, 50.0), tpots=(1.5, 4.0), workers: int = 4) -> SplitMap:
     """A map whose winners are given, row by row (goodputs made to match: the winner 10, the others 5)."""
     cells = []
     for k, row in zip(tpots, winners):
@@ -154,26 +154,76 @@ def _hand_map(winners: list[list[str]], steps=(2.0, 10.0, 50.0), tpots=(1.5, 4.0
                     for kind in ("split", "prefill-first", "chunked")}
             cells.append(Cell(int(s * 10), s, k, 1.0, 0.01, good, dict.fromkeys(good, "tpot"),
                               {"split": "2P+2D", "prefill-first": "4 colocated", "chunked": "4 chunked"}).decide(0.1))
-    return SplitMap(cells, 4, [int(s * 10) for s in steps], list(steps), list(tpots), 64, 5, None, 0.1, "built-in",
-                    chunk_tokens=[256])
+    return SplitMap(cells, workers, [int(s * 10) for s in steps], list(steps), list(tpots), 64, 5, None, 0.1,
+                    "built-in", chunk_tokens=[256])
+
+
+def _row(winners: list[str], steps=(2.0, 10.0, 50.0)):
+    """split_threshold's reading of one row of the given winners, at a TPOT SLO of 2.5 steps."""
+    return split_threshold(_hand_map([winners], steps=steps, tpots=(2.5,))).set_index("tpot_steps").loc[2.5]
 
 
 def test_the_rule_of_thumb_reads_the_threshold_off_a_map():
     m = _hand_map([["chunked", "tie", "split"], ["chunked", "chunked", "chunked"]])
     t = split_threshold(m).set_index("tpot_steps")
-    assert t.loc[1.5, "threshold_steps"] == pytest.approx(math.sqrt(10 * 50))
-    assert (t.loc[1.5, "above_steps"], t.loc[1.5, "from_steps"], t.loc[1.5, "from_prompt_tokens"]) == (10, 50, 500)
-    assert "more than about 22 decode steps" in t.loc[1.5, "rule"]
-    assert math.isinf(t.loc[4.0, "threshold_steps"]) and "wins nowhere" in t.loc[4.0, "rule"]
+    assert t.loc[1.5, "threshold"] and (t.loc[1.5, "below_steps"], t.loc[1.5, "from_steps"]) == (10, 50)
+    assert t.loc[1.5, "from_prompt_tokens"] == 500 and t.loc[1.5, "verdicts"] == ("colocated", "tie", "split")
+    assert t.loc[1.5, "rule"] == ("at a TPOT SLO of 1.5 decode steps the split loses at 2, ties at 10 and wins at 50 "
+                                  "decode steps of prefill: its threshold lies between 10 and 50 decode steps, where "
+                                  "the map has no column")
+    assert not t.loc[4.0, "threshold"] and t.loc[4.0, "wins"] == 0
+    assert "loses at every prefill of the map, 2 to 50 decode steps" in t.loc[4.0, "rule"]
 
 
-def test_a_row_whose_longest_prompt_the_split_does_not_win_says_so_without_a_threshold_claim():
-    """ch07 printed "the split wins once a prefill costs 1.19 decode steps or more ...; not every longer prompt"
-    for a row whose last column was a tie: a claim and its denial in one sentence."""
-    t = split_threshold(_hand_map([["split", "split", "tie"]], tpots=(2.5,))).set_index("tpot_steps").loc[2.5]
-    assert not t["monotone"] and t["from_steps"] == 2.0
-    assert t["rule"] == ("at a TPOT SLO of 2.5 decode steps the split wins 2 of the 3 columns from a prefill of 2 "
-                         "decode steps on, but not the longest prompt (500 tokens, 50 decode steps: tie)")
+def test_a_loss_then_wins_is_a_threshold_quoted_as_its_bracket():
+    """ch07 quoted 'about 3 decode steps' for rows whose columns were 1.8 (lost) and 5.02 (won): a geometric mean
+    of two columns, no measured point; the bracket is what the map knows."""
+    t = _row(["chunked", "split", "split"], steps=(1.8, 5.02, 13.9))
+    assert t["threshold"] and t["monotone"] and (t["below_steps"], t["from_steps"]) == (1.8, 5.02)
+    assert t["rule"].endswith("loses at 1.8 and wins at 5.02 and 13.9 decode steps of prefill: its threshold lies "
+                              "between 1.8 and 5.02 decode steps, where the map has no column")
+    assert "about" not in t["rule"]
+
+
+def test_a_win_a_tie_and_a_win_again_has_no_threshold():
+    """ch07 printed 'the split wins once a prefill costs more than about 23 decode steps (between 13.9 and 38.7)' for
+    a row the split won at 1.8 and 5.02, tied at 13.9 and won at 38.7."""
+    t = _row(["split", "split", "tie", "split"], steps=(1.8, 5.02, 13.9, 38.7))
+    assert not t["threshold"] and not t["monotone"] and t["wins"] == 3
+    assert math.isnan(t["below_steps"]) and math.isnan(t["from_steps"])
+    assert t["rule"] == ("at a TPOT SLO of 2.5 decode steps the split wins at 1.8 and 5.02, ties at 13.9 and wins at "
+                         "38.7 decode steps of prefill: no single threshold")
+
+
+def test_rows_of_one_verdict_and_wins_before_a_tie():
+    """All ties, all wins (no threshold inside the map: it lies at or below its first column), and a row whose
+    longest prompt the split does not win (ch07 once printed a threshold claim and its denial in one sentence)."""
+    ties = _row(["tie", "tie", "tie"])
+    assert not ties["threshold"] and ties["wins"] == 0
+    assert ties["rule"] == "at a TPOT SLO of 2.5 decode steps the split ties at every prefill of the map, 2 to 50 " \
+                           "decode steps"
+    wins = _row(["split"] * 3)
+    assert not wins["threshold"] and wins["monotone"] and wins["from_steps"] == 2 and math.isnan(wins["below_steps"])
+    last = _row(["split", "split", "tie"])
+    assert not last["threshold"] and not last["monotone"] and "no single threshold" in last["rule"]
+    assert last["rule"].startswith("at a TPOT SLO of 2.5 decode steps the split wins at 2 and 10 and ties at 50")
+
+
+def test_the_rows_compared_in_words():
+    m = _hand_map([["chunked", "tie", "split"], ["chunked", "split", "split"]])
+    assert order_words(split_threshold(m)) == ("The split wins 1 of the 3 columns at a TPOT SLO of 1.5 decode steps, "
+                                               "2 at 4: a tighter TPOT SLO does not always give the split more "
+                                               "columns here.")
+    m = _hand_map([["split", "split", "split"], ["chunked", "tie", "split"]])
+    assert order_words(split_threshold(m)).endswith("3 of the 3 columns at a TPOT SLO of 1.5 decode steps, 1 at 4: "
+                                                    "the tighter the TPOT SLO, the more columns the split wins.")
+    m = _hand_map([["chunked", "split", "split"], ["chunked", "tie", "split"], ["tie", "tie", "split"]],
+                  tpots=(1.5, 2.5, 4.0))
+    assert order_words(split_threshold(m)).endswith("2 of the 3 columns at a TPOT SLO of 1.5 decode steps, 1 at 2.5, "
+                                                    "1 at 4: the tighter the TPOT SLO, the more columns the split "
+                                                    "wins, or as many.")
+    with pytest.raises(ValueError, match="table is empty"):
+        order_words(split_threshold(m).iloc[:0])
 
 
 def test_the_rule_applied_to_the_book_rows():
@@ -182,10 +232,11 @@ def test_the_rule_applied_to_the_book_rows():
     assert len(table) == len(BOOK_ROWS)
     row = table.loc[("Llama-3-8B", 2048)]  # 57.3 ms / 6.09 ms on the roofline: 9.4 steps, below 10
     assert row["prefill (decode steps)"] == pytest.approx(row["prefill (ms)"] / row["decode step (ms)"])
-    assert 8 < row["prefill (decode steps)"] < 10 and row["rule says"] == "colocated"
+    assert 8 < row["prefill (decode steps)"] < 10 and row["rule says"] == "colocated or tie"  # between 2 and 10
+    assert (row["threshold from (steps)"], row["threshold to (steps)"]) == (10, 50)
     assert 1 < row["256-token chunk (decode steps)"] < 1.5  # a chunk rides in a memory-bound step almost free
     assert table.loc[("Llama-3-8B", 8192), "rule says"] == "near the threshold"  # 39 steps: between 10 and 50
-    assert table.loc[("Llama-3-70B", 8192), "rule says"] == "split"
+    assert table.loc[("Llama-3-70B", 8192), "rule says"] == "split"  # 78 steps: past a monotone row's last win
     assert set(apply_rule(m, tpot_steps=4.0)["rule says"]) <= {"colocated", "beyond the map's columns"}
     with pytest.raises(ValueError, match="not a row of the map"):
         apply_rule(m, tpot_steps=3.0)
@@ -193,12 +244,29 @@ def test_the_rule_applied_to_the_book_rows():
         apply_rule(m, rows=[("Llama-3-8B", "H100", 2048)])
 
 
+def test_the_rule_reads_a_case_off_the_columns_on_either_side():
+    """The rule applied to a case says what the map's row says there: the verdict of the columns around its
+    prefill cost, both where they differ, a threshold's bracket as 'near the threshold'; past the row's ends only
+    where a monotone row points that way."""
+    from splitlab.planning.rule_of_thumb import _reading
+    bumpy = _row(["split", "split", "tie", "split"], steps=(1.8, 5.02, 13.9, 38.7))
+    assert [_reading(bumpy, s) for s in (1.0, 3.0, 5.02, 9.4, 20.0, 80.0)] == [
+        "below the map's columns", "split", "split", "split or tie", "tie or split", "beyond the map's columns"]
+    step = _row(["chunked", "split", "split"], steps=(1.8, 5.02, 13.9))
+    assert [_reading(step, s) for s in (1.0, 3.0, 9.4, 80.0)] == ["colocated", "near the threshold", "split", "split"]
+    assert [_reading(_row(["tie"] * 3), s) for s in (1.0, 5.0, 80.0)] == [
+        "below the map's columns", "tie", "beyond the map's columns"]
+    assert agrees("split", "split") and agrees("split or tie", "tie (split, chunked)")
+    assert agrees("colocated", "chunked") and agrees("tie", "prefill-first") is False
+    assert agrees("near the threshold", "split") is None and agrees("beyond the map's columns", "split") is None
+
+
 def test_the_rule_checked_against_the_rows_own_map():
     """The 8B row's own cell on the H100 roofline: a 256-token chunk costs 1.2 decode steps there, so chunked
     colocated holds a TPOT SLO of 1.5 steps and wins (measured: 0.50 margin over the split at 2,338 tokens)."""
     m = _hand_map([["chunked", "tie", "split"], ["chunked", "chunked", "chunked"]])
     row = apply_rule(m, rows=[("Llama-3-8B", "H100", "bf16", 2048)], tpot_steps=1.5, check=True).iloc[0]
-    assert row["rule says"] == "colocated" and row["own map says"] == "chunked"
+    assert row["rule says"] == "colocated or tie" and row["own map says"] == "chunked" and row["agrees"]
 
 
 def test_the_heatmap_reads_on_a_phone():
@@ -227,3 +295,39 @@ def test_the_explorers_draw_the_same_maps():
         split_map_figure(maps, default=5)
     box = split_map_explorer(maps)
     assert box.children[0].children[0].options == ("cost model's", "1 GB/s")
+
+
+def test_the_explorers_draw_4_and_8_workers_with_a_menu():
+    """Issue 22 asks the map for a fixed cluster of 4 and 8 workers: one heatmap per cluster size, a dropdown that
+    shows one, the link slider restyling both (so the two controls combine)."""
+    from splitlab.teach.widgets.split_map import split_map_explorer, split_map_figure, split_map_grids
+    grids = {4: {None: _hand_map([["chunked", "tie", "split"], ["chunked"] * 3]),
+                 1.0: _hand_map([["chunked", "tie", "chunked"], ["chunked"] * 3])},
+             8: {None: _hand_map([["split"] * 3, ["tie", "split", "split"]], workers=8),
+                 1.0: _hand_map([["split", "split", "chunked"], ["chunked"] * 3], workers=8)}}
+    fig = split_map_figure(grids)
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    assert len(heat) == 2 and [t.visible for t in heat] == [True, False]
+    assert fig.data[0].text[0][0] == "chunk<br>+50%" and fig.data[1].text[0][0] == "2P+2D<br>+50%"
+    menu = fig.layout.updatemenus[0]
+    assert [b.label for b in menu.buttons] == ["4 workers", "8 workers"]
+    legend = len(fig.data) - 2
+    assert list(menu.buttons[1].args[0]["visible"]) == [False, True] + [True] * legend  # the legend's traces stay
+    step = fig.layout.sliders[0].steps[1]  # 1 GB/s: both heatmaps restyled, each from its own cluster's map
+    assert step.label == "1 GB/s" and list(step.args[1]) == [0, 1]
+    assert step.args[0]["text"][0][0][2] == "chunk<br>+50%" and step.args[0]["text"][1][0][2] == "chunk<br>+50%"
+    assert step.args[0]["text"][1][0][0] == "2P+2D<br>+50%"
+    assert "workers" not in fig.layout.title.text  # the menu names the cluster
+    assert fig.layout.margin.t > 70 and fig.layout.height == 630  # a row for the menu, the plot as tall as before
+    assert split_map_figure(grids[4]).layout.updatemenus == ()  # one cluster: no menu, as before
+    with pytest.raises(ValueError, match="different links"):
+        split_map_figure({4: grids[4], 8: {None: grids[8][None]}})
+    for empty in ({}, {4: {}}):
+        with pytest.raises(ValueError, match="maps is empty"):
+            split_map_figure(empty)
+    box = split_map_explorer(grids)
+    slider, menu = box.children[0].children
+    assert slider.options == ("cost model's", "1 GB/s") and menu.options == (4, 8)
+    for bad, match in (((), "workers is empty"), ((4, 4), "cluster size twice")):
+        with pytest.raises(ValueError, match=match):
+            split_map_grids(CRAFTED, workers=bad)

@@ -7,8 +7,8 @@
 - :mod:`.defaults`: SLOs and a rate from the device's costs where the user gives none (chapter 6's rule).
 - :mod:`.split_map`: the map of where the split pays off (``split_map.split_map``: the winner in goodput per worker of
   the best xPyD split, colocated prefill-first and chunked over the prefill cost and the TPOT SLO, both in decode
-  steps, for a fixed cluster; :mod:`.map_result` holds its cells), and :mod:`.rule_of_thumb` (the prefill cost
-  above which the split wins, read off a map and applied to GPU rows).
+  steps, for a fixed cluster; :mod:`.map_result` holds its cells), and :mod:`.rule_of_thumb` (where a map's rows
+  say the split wins, loses and ties, a threshold where a row has one, applied to GPU rows).
 - :mod:`.hetero`: :func:`plan_pools`, two pools of their own GPU and tensor parallelism ranked by cost per million
   output tokens and output tokens per joule; :mod:`.pools`: a pool's price, power and hand-off.
 
@@ -23,7 +23,7 @@ _EXPORTS = {"planner": ["plan", "Plan", "Candidate"],
                             "split_capacity"],
             "defaults": ["choose_defaults", "Chosen"],
             "split_map": ["geometric_axis"], "map_result": ["SplitMap", "Cell"],
-            "rule_of_thumb": ["split_threshold", "apply_rule"],
+            "rule_of_thumb": ["split_threshold", "apply_rule", "order_words"],
             "hetero": ["plan_pools", "PoolPlan", "PoolCandidate"], "pools": ["Pool", "cluster_costs"]}
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

@@ -1,13 +1,15 @@
 """The rule of thumb read off a map (:mod:`.split_map`), and applied to GPUs the map was not drawn on.
 
-Along one row of a map (one TPOT SLO, in lone decode steps) the winner changes as the prefill grows: colocated
-while a prefill costs a few decode steps (its stall of the running streams is short), the split once it costs
-many. :func:`split_threshold` reads, per row, the first column from which the split wins outright (by more than
-the map's tie tolerance) and the column before it: the threshold lies between their prefill costs, and is quoted
-as their geometric mean. :func:`apply_rule` takes those thresholds to rows of (model, GPU, prompt length) on the
-analytic roofline (:func:`splitlab.costmodel.roofline_cost_model`): each row's prefill in decode steps against the
-threshold at a TPOT SLO; with ``check=True`` it also draws that one cell of the row's own map, so the rule's word
-can be compared with a simulation of that GPU.
+Along one row of a map (one TPOT SLO, in lone decode steps) each column (a prefill cost in decode steps) has a
+verdict: the split wins it (by more than the map's tie tolerance), loses it to a colocated layout, ties, or no
+layout meets the SLOs. :func:`split_threshold` reads each row as it is, run by run ("the split loses at 1.8
+decode steps and wins from 5.02 on"), and names a threshold only where the row has one: losses or ties, then only
+wins. The threshold then lies between the two columns that bracket it, quoted as that bracket (the map has no
+column in between, so no point inside it is measured). A row that wins, ties and wins again has no threshold, and
+says so. :func:`apply_rule` takes a row to (model, GPU, prompt length) cases on the analytic roofline
+(:func:`splitlab.costmodel.roofline_cost_model`): each case's prefill in decode steps read against the row's
+columns, the verdict of the columns on either side of it; with ``check=True`` it also draws that one cell of the
+case's own map, so the rule's word can be compared with a simulation of that GPU.
 """
 from __future__ import annotations
 
@@ -19,51 +21,131 @@ import pandas as pd
 from .defaults import TPOT_STEPS
 from .map_result import SplitMap
 
-__all__ = ["split_threshold", "apply_rule", "BOOK_ROWS"]
+__all__ = ["split_threshold", "apply_rule", "order_words", "agrees", "BOOK_ROWS"]
 
 #: the book's GPU rows: Llama-3-8B (bf16) and Llama-3-70B (fp8: 70 GB, the only dtype whose weights fit one
 #: 80 GB H100 with room for a cache; chapter 5 sizes its cache in fp8 too) on an H100 at 2k and 8k prompts
 BOOK_ROWS = (("Llama-3-8B", "H100", "bf16", 2048), ("Llama-3-8B", "H100", "bf16", 8192),
              ("Llama-3-70B", "H100", "fp8", 2048), ("Llama-3-70B", "H100", "fp8", 8192))
 
+#: a column's verdict (:attr:`~.map_result.Cell.verdict`) as the split's verb in a row's words
+VERBS = {"split": "wins", "colocated": "loses", "tie": "ties", "none": "meets the SLOs nowhere (nor does any layout)"}
+
+
+def _steps(values: list[float]) -> str:
+    """'at 1.8', 'at 1.8 and 5.02', 'from 1.8 to 38.7' (a run of three columns or more: its ends)."""
+    text = [f"{v:.3g}" for v in values]
+    return (f"at {text[0]}" if len(text) == 1 else f"at {text[0]} and {text[1]}" if len(text) == 2 else
+            f"from {text[0]} to {text[-1]}")
+
+
+def _runs(verdicts: list[str], steps: list[float]) -> list[tuple[str, list[float]]]:
+    """Consecutive columns of one verdict: [(verdict, their prefill costs), ...] in column order."""
+    runs: list[tuple[str, list[float]]] = []
+    for v, s in zip(verdicts, steps):
+        if runs and runs[-1][0] == v:
+            runs[-1][1].append(s)
+        else:
+            runs.append((v, [s]))
+    return runs
+
+
+def _read_row(k: float, cells: list) -> dict:
+    """One row of the map (cells in column order) read as :func:`split_threshold` documents."""
+    verdicts, steps = [c.verdict for c in cells], [c.prefill_steps for c in cells]
+    runs = _runs(verdicts, steps)
+    # a threshold: losses and ties below it (in that order), only wins from it on
+    order = {"colocated": 0, "tie": 1, "split": 2}
+    monotone = all(v in order for v in verdicts) and all(order[a] <= order[b] for a, b in zip(verdicts, verdicts[1:]))
+    wins = sum(v == "split" for v in verdicts)
+    first_win = verdicts.index("split") if wins else None
+    threshold = monotone and wins > 0 and first_win > 0
+    parts = [f"{VERBS[v]} {_steps(s)}" for v, s in runs]
+    said = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    head = f"at a TPOT SLO of {k:g} decode steps the split "
+    if len(runs) == 1:
+        v = runs[0][0]
+        rule = head + f"{VERBS[v]} at every prefill of the map, {_steps(steps).split(' ', 1)[1]} decode steps"
+    elif threshold:
+        lo, hi = steps[first_win - 1], steps[first_win]
+        rule = (head + f"{said} decode steps of prefill: its threshold lies between {lo:.3g} and {hi:.3g} decode "
+                       f"steps, where the map has no column")
+    elif monotone:  # losses, then ties: no win
+        rule = head + f"{said} decode steps of prefill: it wins no column"
+    else:
+        rule = head + f"{said} decode steps of prefill: no single threshold"  # it wins on both sides
+    return dict(tpot_steps=k, verdicts=tuple(verdicts), prefill_steps=tuple(steps), wins=wins, monotone=monotone,
+                threshold=threshold,
+                below_steps=steps[first_win - 1] if threshold else math.nan,
+                from_steps=steps[first_win] if monotone and wins else math.nan,
+                from_prompt_tokens=cells[first_win].prompt_tokens if monotone and wins else None, rule=rule)
+
 
 def split_threshold(m) -> pd.DataFrame:
-    """Per row of the map ``m`` (a :class:`~splitlab.planning.split_map.SplitMap`): the prefill cost in decode
-    steps above which the split wins.
+    """Per row of the map ``m`` (a :class:`~splitlab.planning.split_map.SplitMap`): where the split wins, loses
+    and ties, and its threshold where the row has one.
 
-    Returns a DataFrame, one row per TPOT SLO (``tpot_steps``), with ``threshold_steps`` (the geometric mean of
-    ``above_steps``, the last column the split does not win, and ``from_steps``, the first it wins from; NaN
-    and inf: ``from_steps`` is the map's first column, so the threshold is at most that; inf: the split wins
-    no column), ``from_prompt_tokens``, ``monotone`` (the split wins every column from there on) and ``rule``
-    (the row in words). TypeError: ``m`` not a SplitMap."""
+    Returns a DataFrame, one row per TPOT SLO (``tpot_steps``, in the map's order), with ``verdicts`` and
+    ``prefill_steps`` (each column's :attr:`~.map_result.Cell.verdict`, "split", "colocated", "tie" or "none",
+    and its prefill cost in lone decode steps, cheapest first), ``wins`` (columns the split wins), ``monotone``
+    (losses, then ties, then wins, in that order as the prefill grows, any of them absent), ``threshold`` (monotone
+    with a win and a column before it that is not one), ``below_steps`` and ``from_steps`` (the columns that
+    bracket the threshold: the last the split does not win and the first it wins; ``from_steps`` also where a
+    monotone row wins every column, then the map's first; NaN where not defined), ``from_prompt_tokens`` (the
+    prompt of ``from_steps``) and ``rule`` (the row in words: each run of one verdict with its prefill costs).
+    TypeError: ``m`` not a SplitMap."""
     if not isinstance(m, SplitMap):  # was an AttributeError on m.tpot_steps
         raise TypeError(f"m must be a SplitMap (what split_map.split_map returns), got {type(m).__name__}")
-    rows = []
-    for i, k in enumerate(m.tpot_steps):
-        cells = sorted(m.cells[i * len(m.prompt_tokens):(i + 1) * len(m.prompt_tokens)], key=lambda c: c.prefill_steps)
-        wins = [c.winner == "split" for c in cells]
-        last_not = max((j for j, w in enumerate(wins) if not w), default=-1)
-        first = last_not + 1 if last_not + 1 < len(cells) else next((j for j, w in enumerate(wins) if w), None)
-        top = cells[-1].prefill_steps
-        if first is None:
-            rows.append(dict(tpot_steps=k, threshold_steps=math.inf, above_steps=top, from_steps=math.inf,
-                             from_prompt_tokens=None, monotone=True,
-                             rule=f"at a TPOT SLO of {k:g} decode steps the split wins nowhere up to a prefill of "
-                                  f"{top:.3g} decode steps"))
-            continue
-        hi = cells[first].prefill_steps
-        lo = cells[first - 1].prefill_steps if first > 0 else math.nan
-        monotone = all(wins[first:])
-        threshold = math.sqrt(lo * hi) if first > 0 else hi
-        bound = (f"more than about {threshold:.2g} decode steps (between {lo:.3g} and {hi:.3g})" if first > 0 else
-                 f"{hi:.3g} decode steps or more (the map's first column)")
-        rule = (f"at a TPOT SLO of {k:g} decode steps the split wins once a prefill costs {bound}" if monotone else
-                f"at a TPOT SLO of {k:g} decode steps the split wins {sum(wins[first:])} of the "
-                f"{len(cells) - first} columns from a prefill of {hi:.3g} decode steps on, but not the longest prompt "
-                f"({cells[-1].prompt_tokens} tokens, {top:.3g} decode steps: {cells[-1].winner})")
-        rows.append(dict(tpot_steps=k, threshold_steps=threshold, above_steps=lo, from_steps=hi,
-                         from_prompt_tokens=cells[first].prompt_tokens, monotone=monotone, rule=rule))
-    return pd.DataFrame(rows)
+    n = len(m.prompt_tokens)
+    return pd.DataFrame([_read_row(k, sorted(m.cells[i * n:(i + 1) * n], key=lambda c: c.prefill_steps))
+                         for i, k in enumerate(m.tpot_steps)])
+
+
+def order_words(table: pd.DataFrame) -> str:
+    """How the rows of :func:`split_threshold`'s ``table`` compare, tight TPOT SLO to loose, as a sentence: the
+    columns the split wins in each, and whether a tighter SLO gives it more ("the tighter the TPOT SLO, the more
+    columns the split wins"), more or as many, or not always. ValueError: an empty table."""
+    if table.empty:
+        raise ValueError("table is empty: give split_threshold's rows of a map")
+    rows = table.sort_values("tpot_steps")
+    n, counts = len(rows.verdicts.iloc[0]), list(rows.wins)
+    text = f"The split wins {counts[0]} of the {n} columns at a TPOT SLO of {rows.tpot_steps.iloc[0]:g} decode steps"
+    if len(counts) == 1:
+        return text + "."
+    text += ", " + ", ".join(f"{w} at {k:g}" for k, w in zip(rows.tpot_steps[1:], counts[1:]))
+    if all(a > b for a, b in zip(counts, counts[1:])):
+        return text + ": the tighter the TPOT SLO, the more columns the split wins."
+    if all(a >= b for a, b in zip(counts, counts[1:])):
+        return text + ": the tighter the TPOT SLO, the more columns the split wins, or as many."
+    return text + ": a tighter TPOT SLO does not always give the split more columns here."
+
+
+def _reading(row, steps: float) -> str:
+    """What one row of :func:`split_threshold` says at a prefill of ``steps`` decode steps (see :func:`apply_rule`)."""
+    cols, verdicts = row.prefill_steps, row.verdicts
+    if steps < cols[0]:
+        return "colocated" if row.monotone and verdicts[0] == "colocated" else "below the map's columns"
+    if steps > cols[-1]:
+        return "split" if row.monotone and verdicts[-1] == "split" else "beyond the map's columns"
+    if steps in cols:
+        return verdicts[cols.index(steps)]
+    j = max(i for i, c in enumerate(cols) if c < steps)
+    a, b = verdicts[j], verdicts[j + 1]
+    if a == b:
+        return a
+    return "near the threshold" if row.threshold and cols[j + 1] == row.from_steps else f"{a} or {b}"
+
+
+def agrees(rule_says: str, own_says: str) -> bool | None:
+    """Whether the rule's word on a case (:func:`apply_rule`'s ``rule says``) matches the winner of the case's own
+    cell (``own map says``: a kind, "tie (...)" or "none"): True or False where the rule names a verdict or two,
+    None where it makes no claim (near the threshold, or outside the map's columns)."""
+    own = ("colocated" if own_says in ("prefill-first", "chunked") else "tie" if own_says.startswith("tie") else
+           own_says)
+    said = rule_says.split(" or ")
+    if rule_says == "near the threshold" or not set(said) <= set(VERBS):
+        return None
+    return own in said
 
 
 def _row_check(cost, m, prompt: int, tpot_steps: float) -> str:
@@ -77,22 +159,25 @@ def _row_check(cost, m, prompt: int, tpot_steps: float) -> str:
 
 def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = None,
                check: bool = False) -> pd.DataFrame:
-    """The rule of ``m`` (:func:`split_threshold`) applied to ``rows``, each (model, GPU, dtype, prompt tokens) on
-    the analytic roofline (:func:`~splitlab.costmodel.roofline_cost_model`, its default efficiencies).
+    """A row of the map ``m`` (:func:`split_threshold`) applied to ``rows``, each (model, GPU, dtype, prompt
+    tokens) on the analytic roofline (:func:`~splitlab.costmodel.roofline_cost_model`, its default efficiencies).
 
     Args:
         m: the map the rule is read from. tpot_steps: the TPOT SLO (lone decode steps, a row of ``m``); None:
             chapter 6's 2.5 if the map has it, else the map's tightest.
         check: also simulate each row's own cell (same cluster, answers and SLO rules as ``m``; a prompt that
-            leaves no room for the answer in the context is cut to the context less the answer): column
-            ``own map says``.
+            leaves no room for the answer in the context is cut to the context less the answer): columns
+            ``own map says`` and ``agrees`` (:func:`agrees`: True, False, or None where the rule makes no claim).
 
     Returns a DataFrame, one row per row: model, GPU, dtype, prompt tokens, prefill (ms), decode step (ms, lone,
     at that context), prefill in decode steps, one step of the map's chunk size beside a decode row in decode
     steps (what the rule leaves out: where it is near 1, chunks ride free and the colocated chunked layout holds
-    the TPOT SLO that the split was for), the TPOT SLO (steps), the threshold (steps) and ``rule says``
-    ("split", "colocated", "near the threshold" between the columns that bracket it, or outside the map's
-    columns: below its first, or beyond its last where the split wins none).
+    the TPOT SLO that the split was for), the TPOT SLO (steps), ``threshold from (steps)`` and ``threshold to
+    (steps)`` (the columns that bracket the row's threshold, NaN where it has none) and ``rule says``: the
+    verdict of the map's columns on either side of the prefill ("split", "colocated", "tie", "none"), both where
+    they differ ("tie or split"; "near the threshold" between the two that bracket a threshold), and outside the
+    map's columns "below the map's columns" or "beyond the map's columns", except past an end of a monotone row
+    that the split loses (below) or wins (beyond): "colocated" or "split" there.
 
     Raises:
         ValueError: ``tpot_steps`` not a row of ``m``; rows that are not (model, GPU, dtype, tokens) or name an
@@ -115,16 +200,14 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
         model, gpu, dtype, prompt = row
         cost = roofline_cost_model(model, gpu, dtype)
         p, d, steps = cost.prefill_s(prompt), cost.decode_s(1, prompt), prefill_steps(cost, prompt)
-        says = ("split" if steps >= t.from_steps else "below the map's columns" if math.isnan(t.above_steps) else
-                "colocated" if steps <= t.above_steps else "beyond the map's columns" if math.isinf(t.from_steps)
-                else "near the threshold")
         rec = {"model": model, "GPU": gpu, "dtype": dtype, "prompt tokens": prompt, "prefill (ms)": p * 1e3,
                "decode step (ms)": d * 1e3, "prefill (decode steps)": steps,
                f"{first}-token chunk (decode steps)": chunk_steps(cost, first, prompt) if first != TPOT else
                step_s(cost, resolve_chunks((TPOT,), cost, tpot_steps * d, prompt, m.max_batch)[1], prompt) / d,
-               "TPOT SLO (steps)": tpot_steps,
-               "threshold (steps)": t.threshold_steps, "rule says": says}
+               "TPOT SLO (steps)": tpot_steps, "threshold from (steps)": t.below_steps,
+               "threshold to (steps)": t.from_steps if t.threshold else math.nan, "rule says": _reading(t, steps)}
         if check:
             rec["own map says"] = _row_check(cost, m, min(prompt, cost.max_context - m.output_tokens), tpot_steps)
+            rec["agrees"] = agrees(rec["rule says"], rec["own map says"])
         out.append(rec)
     return pd.DataFrame(out)

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ...planning.closed_form import split_capacity
 from ...serving.validation import verdict
-from .style import sig3
+from .style import pct2, sig3
 
 __all__ = ["fit_table", "trap_table", "trap_verdict", "validation_tables", "plan_table", "kinds_table", "short_name",
            "validation_verdict", "guess_verdict", "ratio_verdict", "sig3", "zero_terms_note"]
@@ -133,11 +133,13 @@ def plan_table(plan, top: int = 5) -> pd.DataFrame:
             shown.append(best)
     chunks = len({c.chunk_tokens for c in plan.candidates if c.policy == "chunked"})
     name = lambda c: f"{short_name(c)} {c.chunk_tokens}" if c.policy == "chunked" and chunks > 1 else short_name(c)
-    rows = {name(c): {"#": i, "goodput (req/s per worker)": sig3(c.goodput_rps_per_worker),
-                      "first guess (req/s per worker)": sig3(c.first_guess_rps_per_worker),
-                      "cost per 1M tokens": sig3(c.cost_per_million_tokens), "binds": c.binding_slo.upper()}
-            for i, c in sorted(shown, key=lambda ic: ic[0])}  # by rank: the kinds added below the top in their order
-    return pd.DataFrame.from_dict(rows, orient="index", dtype=object).rename_axis("layout")
+    shown = sorted(shown, key=lambda ic: ic[0])  # by rank: the kinds added below the top in their order
+    cols = {"#": [i for i, _ in shown],
+            "goodput (req/s per worker)": [sig3(c.goodput_rps_per_worker) for _, c in shown],
+            "first guess (req/s per worker)": [sig3(c.first_guess_rps_per_worker) for _, c in shown],
+            "cost per 1M tokens": [sig3(c.cost_per_million_tokens) for _, c in shown],
+            "binds": [c.binding_slo.upper() for _, c in shown]}  # by column: from_dict by row made 6 of sig3's 6.0
+    return pd.DataFrame(cols, index=pd.Index([name(c) for _, c in shown], name="layout"), dtype=object)
 
 
 _CONTENDER = {"colocated prefill-first": "coloc.", "colocated chunked": "chunked"}
@@ -146,8 +148,9 @@ _CONTENDER = {"colocated prefill-first": "coloc.", "colocated chunked": "chunked
 def validation_tables(table: pd.DataFrame) -> dict:
     """A :func:`splitlab.serving.validate` ``table`` as one narrow table per workload (a 412 px phone's column):
     rows (contender, metric) with short names ("coloc.", "chunked", "split"; "TTFT P50"), columns
-    ``emul. (ms)``, ``sim. (ms)``, ``error (%)`` (simulated / emulated - 1) and, with repeated emulated
-    runs, ``spread (%)`` (how far those runs disagreed); three significant digits. The workload's name heads the
+    ``emul. (ms)``, ``sim. (ms)`` (three significant digits), ``error`` (simulated / emulated - 1) and, with
+    repeated emulated runs, ``spread`` (how far those runs disagreed), as percentages of two (:func:`.style.pct2`:
+    "-50%", "0.19%"). The workload's name heads the
     index. Returns ``{workload: DataFrame}`` in the table's order.
 
     Raises:
@@ -159,14 +162,14 @@ def validation_tables(table: pd.DataFrame) -> dict:
     spread = "emulated_spread" in table and table.emulated_spread.notna().any()
     out = {}
     for workload, t in table.groupby("workload", sort=False):
-        cols = {"emul. (ms)": 1e3 * t.emulated_s, "sim. (ms)": 1e3 * t.simulated_s, "error (%)": 100 * t.error}
+        cols = {"emul. (ms)": [sig3(1e3 * v) for v in t.emulated_s],
+                "sim. (ms)": [sig3(1e3 * v) for v in t.simulated_s], "error": [pct2(v, signed=True) for v in t.error]}
         if spread:
-            cols["spread (%)"] = 100 * t.emulated_spread
+            cols["spread"] = [pct2(v) for v in t.emulated_spread]
         index = pd.MultiIndex.from_arrays(
             [t.contender.map(lambda c: _CONTENDER.get(c, c)), t.metric.map(lambda m: m.upper().replace("_", " "))],
             names=[workload, ""])
-        out[workload] = pd.DataFrame({k: [sig3(float(v)) for v in col] for k, col in cols.items()}, index=index,
-                                     dtype=object)
+        out[workload] = pd.DataFrame(cols, index=index, dtype=object)
     return out
 
 

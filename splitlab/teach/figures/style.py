@@ -24,7 +24,7 @@ import pandas as pd
 
 __all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "TARGET", "TARGET_LS", "TARGET_DASH", "PHASE_COLORS",
            "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color", "sig3", "fmt3", "fmt2", "fmt_table",
-           "change_words", "signed_pct", "and_list"]
+           "change_words", "signed_pct", "pct2", "and_list"]
 
 #: the phases (matplotlib's tab:orange, tab:blue, tab:green) and a prediction
 PREFILL, DECODE, TRANSFER, PREDICTED = "#ff7f0e", "#1f77b4", "#2ca02c", "#000000"
@@ -132,6 +132,16 @@ def signed_pct(value: float) -> str:
     """A relative difference as a signed whole percent, "+12%", "-7%", and "+0%" where it rounds to zero (not
     "-0%")."""
     return "+0%" if abs(value) < 0.005 else f"{value:+.0%}"
+
+
+def pct2(share: float, signed: bool = False) -> str:
+    """A share as a percentage of 2 significant digits, no trailing zeros (:func:`fmt2` of 100 x ``share``):
+    "-50%", "7.5%", "0.19%", "0%", "n/a" for NaN; ``signed``: "+" before a positive value ("+12%", "-0.5%"). A
+    table's error or spread in percent needs no more: "-0.501" or "0.187" claimed digits a second run moves."""
+    if not np.isfinite(share):
+        return "n/a"  # a spread of a single run
+    text = fmt2(100 * float(share) + 0.0) + "%"  # + 0.0: no "-0%"
+    return "+" + text if signed and share > 0 and text != "0%" else text
 
 
 def change_words(ratio: float, near: float = 0.05, number: bool = False) -> str:

@@ -15,11 +15,11 @@ from .ch04 import stall_explorer, ttft_load_explorer, ttft_load_figure, ttft_loa
 from .ch05 import kv_transfer_explorer, kv_transfer_figure
 from .ch06 import split_explorer, split_figure
 from .ch07 import pools_explorer, pools_figure
-from .split_map import split_map_explorer, split_map_figure, split_map_grid
+from .split_map import split_map_explorer, split_map_figure, split_map_grid, split_map_grids
 
 __all__ = ['explorer', 'decode_roofline_explorer', 'kv_size_explorer', 'kv_transfer_explorer', 'pools_explorer',
            'split_explorer', 'stall_explorer', 'ttft_load_explorer', 'two_phases_explorer',
            # the grids the explorers share with their figures in the rendered book
            'timeline_grid', 'decode_step_of', 'two_phases_figure', 'kv_grid', 'kv_size_figure', 'decode_roofline_grid',
            'decode_roofline_figure', 'ttft_load_grid', 'ttft_load_figure', 'kv_transfer_figure', 'split_figure',
-           'pools_figure', 'split_map_explorer', 'split_map_grid', 'split_map_figure']
+           'pools_figure', 'split_map_explorer', 'split_map_grid', 'split_map_grids', 'split_map_figure']

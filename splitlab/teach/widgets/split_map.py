@@ -1,13 +1,15 @@
 """The map's explorers (:mod:`splitlab.planning.split_map`): where the split pays off, with the KV link's
-bandwidth as the control.
+bandwidth as the control, and the cluster's size as a second one.
 
 - :func:`split_map_grid`: one map per link bandwidth, the numbers both explorers draw (the colocated layouts do
-  not cross the link: searched once, taken into every other map by ``colocated_from``).
-- :func:`split_map_explorer`: a static heatmap at the default link, then an ipywidgets slider over the links that
-  redraws a live copy when a kernel runs (:func:`.base.explorer`).
-- :func:`split_map_figure`: the same maps as a plotly heatmap with a slider, interactive in the rendered book
-  without a kernel (:mod:`splitlab.teach.interactive`); colours and words per cell are
-  :func:`splitlab.teach.figures.split_map.cell_color` and ``cell_text``, so both explorers show the same map.
+  not cross the link: searched once, taken into every other map by ``colocated_from``); :func:`split_map_grids`:
+  such a grid per cluster size (4 and 8 workers).
+- :func:`split_map_explorer`: a static heatmap at the default link, then an ipywidgets slider over the links (and
+  a menu of the cluster sizes) that redraws a live copy when a kernel runs (:func:`.base.explorer`).
+- :func:`split_map_figure`: the same maps as a plotly heatmap with a slider over the links (and a dropdown over
+  the cluster sizes), interactive in the rendered book without a kernel (:mod:`splitlab.teach.interactive`);
+  colours and words per cell are :func:`splitlab.teach.figures.split_map.cell_color` and ``cell_text``, so both
+  explorers show the same map.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import ipywidgets as widgets
 
 from .base import explorer
 
-__all__ = ["split_map_grid", "split_map_explorer", "split_map_figure", "LINKS_GBPS", "link_label"]
+__all__ = ["split_map_grid", "split_map_grids", "split_map_explorer", "split_map_figure", "LINKS_GBPS", "link_label"]
 
 #: default slider of the KV link between the pools, GB/s: a slow network to NVLink-class
 LINKS_GBPS = (0.1, 1.0, 10.0, 100.0)
@@ -58,6 +60,32 @@ def split_map_grid(cost=None, links_gbps: Sequence[float | None] = LINKS_GBPS, w
     return maps
 
 
+def split_map_grids(cost=None, workers: Sequence[int] = (4, 8), links_gbps: Sequence[float | None] = LINKS_GBPS,
+                    progress: bool | None = None, **options) -> dict:
+    """:func:`split_map_grid` once per cluster size of ``workers``, same axes and links. Returns {workers: {link
+    GB/s: map}}, in the order given, which :func:`split_map_figure` and :func:`split_map_explorer` draw with a
+    control over the cluster sizes.
+
+    Raises:
+        ValueError: no cluster size, or one twice; and split_map_grid's (a size outside 2 .. 16 among them)."""
+    sizes = list(workers)
+    if not sizes:
+        raise ValueError("workers is empty: give at least one cluster size")
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"workers holds a cluster size twice: {sizes}")
+    return {n: split_map_grid(cost, links_gbps, n, progress, **options) for n in sizes}
+
+
+def _by_workers(maps: dict) -> dict:
+    """{workers: {link: map}} from either shape :func:`split_map_figure` takes. ValueError: no map."""
+    if not maps or any(isinstance(v, dict) and not v for v in maps.values()):
+        raise ValueError("maps is empty: give split_map_grid's {link: map} or split_map_grids' {workers: {link: map}}")
+    if all(isinstance(v, dict) for v in maps.values()):
+        return maps
+    first = next(iter(maps.values()))
+    return {first.workers: maps}
+
+
 def _default(maps: dict, default):
     if default is None:
         return next(iter(maps))
@@ -68,19 +96,26 @@ def _default(maps: dict, default):
 
 def split_map_explorer(maps: dict, default: float | None = None) -> widgets.VBox:
     """A static heatmap of ``maps[default]`` (the first link if None), then a slider over the links of
-    :func:`split_map_grid`'s ``maps`` that redraws it when a kernel runs. Returns the widget box (displayed).
+    :func:`split_map_grid`'s ``maps`` that redraws it when a kernel runs; given :func:`split_map_grids`' {workers:
+    {link: map}}, a menu of the cluster sizes beside it (the first size shown first). Returns the widget box
+    (displayed).
 
     Raises:
         ValueError: ``default`` not a link of ``maps``."""
     from ..figures.split_map import map_heatmap
-    default = _default(maps, default)
-    labels = {link_label(g): g for g in maps}
+    grids = _by_workers(maps)
+    first = next(iter(grids.values()))
+    default = _default(first, default)
+    labels = {link_label(g): g for g in first}
+    controls = dict(link=widgets.SelectionSlider(options=list(labels), value=link_label(default),
+                                                 description="KV link"))
+    if len(grids) > 1:
+        controls["workers"] = widgets.Dropdown(options=list(grids), value=next(iter(grids)), description="workers")
 
-    def draw(link: str) -> None:
-        map_heatmap(maps[labels[link]])
+    def draw(link: str, workers: int | None = None) -> None:
+        map_heatmap((grids[workers] if workers is not None else first)[labels[link]])
 
-    return explorer(draw, link=widgets.SelectionSlider(options=list(labels), value=link_label(default),
-                                                       description="KV link"))
+    return explorer(draw, **controls)
 
 
 def _colorscale():
@@ -119,52 +154,65 @@ def _hover(cell) -> str:
 
 
 def split_map_figure(maps: dict, default: float | None = None, height: int = 600):
-    """The maps of :func:`split_map_grid` as one plotly heatmap with a slider over the KV link (GB/s), for the
-    rendered book: colour = winner, shade = margin, words in each cell, every layout's goodput on hover. Show it
-    with :func:`splitlab.teach.interactive.show`. Returns a plotly figure.
+    """The maps of :func:`split_map_grid` ({link: map}) or of :func:`split_map_grids` ({workers: {link: map}}) as
+    one plotly heatmap with a slider over the KV link (GB/s), and with several cluster sizes a dropdown over them
+    (one heatmap per size, the dropdown shows one: the slider restyles them all, so the two controls combine), for
+    the rendered book: colour = winner, shade = margin, words in each cell, every layout's goodput on hover. Show
+    it with :func:`splitlab.teach.interactive.show`. Returns a plotly figure.
 
     Raises:
-        ValueError: ``default`` not a link of ``maps``; maps of different axes."""
+        ValueError: ``default`` not a link of ``maps``; maps of different axes or links."""
     import plotly.graph_objects as go
     from matplotlib.colors import to_hex
 
     from ..figures.split_map import KIND_COLORS, NONE_COLOR, TIE_COLOR, axis_ticks, cell_text, predicted
     from ..interactive import MODEBAR_REMOVED
 
-    default = _default(maps, default)
-    first = maps[default]
-    if any((m.prompt_tokens, m.tpot_steps) != (first.prompt_tokens, first.tpot_steps) for m in maps.values()):
-        raise ValueError("the maps have different axes: make them with one split_map_grid call")
+    grids = _by_workers(maps)
+    every = [m for g in grids.values() for m in g.values()]
+    links = list(next(iter(grids.values())))
+    default = _default(grids[next(iter(grids))], default)
+    first = grids[next(iter(grids))][default]
+    if any((m.prompt_tokens, m.tpot_steps) != (first.prompt_tokens, first.tpot_steps) for m in every):
+        raise ValueError("the maps have different axes: make them with one split_map_grid(s) call")
+    if any(list(g) != links for g in grids.values()):
+        raise ValueError("the cluster sizes' grids have different links: make them with one split_map_grids call")
     x = [t.replace("\n", "<br>") for t in axis_ticks(first)]
     y = [f"{k:g}" for k in first.tpot_steps]
     cols = len(x)
 
-    def grids(m):
+    def grid(m):
         rows = [m.cells[i * cols:(i + 1) * cols] for i in range(len(y))]
         return ([[_z(c) for c in r] for r in rows], [[cell_text(c, "<br>") for c in r] for r in rows],
                 [[_hover(c) for c in r] for r in rows])
-    z, text, hover = grids(first)
-    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, text=text, hovertext=hover, texttemplate="%{text}",
-                               textfont=dict(size=12), hovertemplate="%{hovertext}<extra></extra>", zmin=0, zmax=5,
-                               colorscale=_colorscale(), showscale=False, xgap=2, ygap=2))
+    fig = go.Figure()
+    for j, g in enumerate(grids.values()):
+        z, text, hover = grid(g[default])
+        fig.add_trace(go.Heatmap(z=z, x=x, y=y, text=text, hovertext=hover, texttemplate="%{text}",
+                                 textfont=dict(size=12), hovertemplate="%{hovertext}<extra></extra>", zmin=0, zmax=5,
+                                 colorscale=_colorscale(), showscale=False, xgap=2, ygap=2, visible=j == 0))
     for name, color in (("split (xPyD)", KIND_COLORS["split"]), ("colocated, pf-first", KIND_COLORS["prefill-first"]),
                         ("colocated, chunk", KIND_COLORS["chunked"]), (f"tie (within {first.tie_tolerance:.0%})",
                                                                        TIE_COLOR)):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                  marker=dict(symbol="square", size=14, color=to_hex(color))))
-    if any(c.winner == "none" for m in maps.values() for c in m.cells):
+    if any(c.winner == "none" for m in every for c in m.cells):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="none meets the SLOs",
                                  marker=dict(symbol="square-open", size=14, color="#999999")))
+    n = len(grids)
     steps = []
-    for gbps, m in maps.items():
-        zz, tt, hh = grids(m)
-        steps.append(dict(method="restyle", label=link_label(gbps), args=[{"z": [zz], "text": [tt],
-                                                                           "hovertext": [hh]}, [0]]))
-    fig.update_layout(
-        title=dict(text=f"Most goodput per worker, {first.workers} workers{' (predicted)' if predicted(first) else ''}"
+    for gbps in links:
+        zz, tt, hh = zip(*(grid(g[gbps]) for g in grids.values()))
+        steps.append(dict(method="restyle", label=link_label(gbps),
+                          args=[{"z": list(zz), "text": list(tt), "hovertext": list(hh)}, list(range(n))]))
+    sizes = f"{first.workers} workers" if n == 1 else ""
+    top = 70 if n == 1 else 100  # a row for the dropdown under the title
+    layout = dict(
+        title=dict(text=f"Most goodput per worker{', ' if sizes else ''}{sizes}"
+                        f"{' (predicted)' if predicted(first) else ''}"
                         f"<br><sup>shade: margin over the runner-up, full at 50%</sup>", x=0.01, xanchor="left",
-                   font=dict(size=14)),
-        height=height, autosize=True, margin=dict(l=70, r=10, t=70, b=195), font=dict(size=12),
+                   y=1 - 12 / (height + top - 70), yref="container", yanchor="top", font=dict(size=14)),
+        height=height + top - 70, autosize=True, margin=dict(l=70, r=10, t=top, b=195), font=dict(size=12),
         xaxis=dict(title=dict(text="prefill cost, in decode steps (prompt tokens)"), type="category",
                    fixedrange=True),
         yaxis=dict(title=dict(text="TPOT SLO (lone decode steps)"), type="category", fixedrange=True),
@@ -172,7 +220,15 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
         plot_bgcolor=NONE_COLOR, modebar=dict(remove=MODEBAR_REMOVED),
         # the rail inset so that its end labels, centred on its ends, stay inside a phone's 365 px ("0.01 GB/s" was
         # cut to "0.01 GB/" at x=0, len=1)
-        sliders=[dict(active=list(maps).index(default), steps=steps, x=SLIDER_X, len=1 - 2 * SLIDER_X, y=-0.47,
+        sliders=[dict(active=links.index(default), steps=steps, x=SLIDER_X, len=1 - 2 * SLIDER_X, y=-0.47,
                       yanchor="top",
                       pad=dict(t=10, b=0), currentvalue=dict(prefix="KV link: ", font=dict(size=12)))])
+    if n > 1:  # shows one cluster's heatmap, the legend's traces always
+        traces = len(fig.data)
+        layout["updatemenus"] = [dict(buttons=[dict(method="restyle", label=f"{w} workers",
+                                                    args=[{"visible": [i == j or i >= n for i in range(traces)]}])
+                                               for j, w in enumerate(grids)],
+                                      active=0, x=0, xanchor="left", y=1.02, yanchor="bottom", showactive=True,
+                                      pad=dict(r=4), font=dict(size=12))]
+    fig.update_layout(**layout)
     return fig

@@ -1,0 +1,135 @@
+"""Sentences computed from maps (:mod:`splitlab.planning.split_map`) for chapter 7: what a slower KV link takes from
+the split (:func:`link_words`), what a cluster of more workers changes (:func:`workers_words`), and what the rule of
+thumb read off one row says about GPU cases beside their own cells (:func:`rule_words`). Each says only what the
+numbers it is given show: a cell that stops being the split's is said to go to colocated serving or to a tie."""
+from __future__ import annotations
+
+import math
+import statistics
+
+from .style import and_list, fmt2, pct2
+
+__all__ = ["link_words", "workers_words", "rule_words"]
+
+
+def _same_axes(a, b) -> None:
+    if (a.prompt_tokens, a.tpot_steps) != (b.prompt_tokens, b.tpot_steps):
+        raise ValueError("the maps have different axes: make them with one split_map_grid(s) call")
+
+
+def _where(cells) -> str:
+    """'118 and 384 tokens at 1.5 steps; 1,024 at 10 steps' (cells grouped by TPOT SLO row)."""
+    rows: dict = {}
+    for c in cells:
+        rows.setdefault(c.tpot_steps, []).append(f"{c.prompt_tokens:,}")
+    return "; ".join(f"{and_list(v)}{' tokens' if i == 0 else ''} at {k:g} steps"
+                     for i, (k, v) in enumerate(rows.items()))
+
+
+def link_words(maps: dict, cost) -> str:
+    """What slower links between the pools take from the split, from :func:`~splitlab.teach.widgets.split_map.
+    split_map_grid`'s ``maps`` ({link GB/s or None: map}, the first the reference): for each other link, how many of
+    the cells the split wins on the reference it keeps, and where the others go (colocated serving or a tie); then
+    how long the longest prompt's cache takes to cross each link (``cost``: the maps' cost model, its
+    ``kv_bytes_per_token`` and, for the link None, ``transfer_s``) beside that prompt's prefill.
+
+    Raises:
+        ValueError: fewer than two maps, or maps of different axes."""
+    links = list(maps)
+    if len(links) < 2:
+        raise ValueError("link_words compares links: give at least two maps")
+    ref = maps[links[0]]
+    won = [i for i, c in enumerate(ref.cells) if c.winner == "split"]
+    parts = []
+    for gbps in links[1:]:
+        m = maps[gbps]
+        _same_axes(ref, m)
+        lost = [m.cells[i] for i in won if m.cells[i].winner != "split"]
+        to_tie = sum(c.winner == "tie" for c in lost)
+        text = f"at {gbps:g} GB/s it keeps {len(won) - len(lost)} of the {len(won)} cells it wins on its own link"
+        if lost:
+            goes = [f"{len(lost) - to_tie} to colocated serving" if len(lost) > to_tie else "",
+                    f"{to_tie} to a tie" if to_tie else ""]
+            text += f" ({and_list([g for g in goes if g])}: {_where(lost)})"
+        parts.append(text)
+    n = max(ref.prompt_tokens)
+    nbytes = cost.kv_bytes_per_token * n
+    cross = [f"{fmt2(1e3 * (cost.transfer_s(nbytes) if g is None else nbytes / (g * 1e9)))} ms"
+             + (" on the cost model's link" if g is None else f" at {g:g} GB/s") for g in links]
+    return (f"On a slower KV link between the pools, {'; '.join(parts)}. The longest prompt's cache "
+            f"({nbytes / 2 ** 20:.2g} MiB, {n:,} tokens) crosses in {and_list(cross)}, against a prefill of "
+            f"{1e3 * cost.prefill_s(n):.3g} ms.")
+
+
+_KIND_WORDS = {"tie": "a tie", "split": "the split", "prefill-first": "colocated prefill-first",
+               "chunked": "colocated chunked", "none": "no layout"}
+
+
+def _ratio(name: str) -> tuple[int, int]:
+    x, y = name.split("P+")
+    return int(x), int(y.rstrip("D"))
+
+
+def workers_words(small, large) -> str:
+    """What a cluster of ``large.workers`` changes against ``small.workers`` on the same axes (two maps of one
+    link): the cells each kind wins on both, the cells that change hands and to whom, the median change of the best
+    split's and the best colocated layout's goodput per worker, and how many of the larger cluster's best splits
+    use a prefill:decode ratio the smaller one cannot make.
+
+    Raises:
+        ValueError: maps of different axes, or of one cluster size."""
+    _same_axes(small, large)
+    if small.workers == large.workers:
+        raise ValueError(f"both maps are of {small.workers} workers: give two cluster sizes")
+    a, b, n = small.counts(), large.counts(), len(small.cells)
+    labels = (("split", "the split"), ("prefill-first", "colocated prefill-first"), ("chunked", "colocated chunked"),
+              ("tie", "ties"), ("none", "no layout"))
+    won = and_list([f"{label} {b[k]} ({a[k]})" for k, label in labels if a[k] or b[k]])
+    moved = [(s, g) for s, g in zip(small.cells, large.cells) if s.winner != g.winner]
+    to = {w: sum(g.winner == w for _, g in moved) for w in dict.fromkeys(g.winner for _, g in moved)}
+    hands = (f"{len(moved)} of the {n} cells change hands ("
+             + and_list([f"{k} to {_KIND_WORDS.get(w, w)}" for w, k in to.items()]) + ")" if moved else
+             f"none of the {n} cells changes hands")
+
+    def median_change(kinds) -> str:
+        ratios = [max(g.goodput[k] for k in kinds) / max(s.goodput[k] for k in kinds) - 1
+                  for s, g in zip(small.cells, large.cells) if max(s.goodput[k] for k in kinds) > 0]
+        return pct2(statistics.median(ratios), signed=True) if ratios else "n/a"
+
+    def reachable(name: str) -> bool:  # the same ratio with at most small.workers workers
+        x, y = _ratio(name)
+        g = math.gcd(x, y)
+        return (x + y) // g <= small.workers
+    new = [g.names["split"] for g in large.cells if not reachable(g.names["split"])]
+    examples = and_list(list(dict.fromkeys(new))[:3]) if new else ""
+    return (f"On {large.workers} workers (the menu above the map) against {small.workers}, the cells won: {won}; "
+            f"{hands}. From {small.workers} workers to {large.workers}, the best split's goodput per worker changes "
+            f"by a median {median_change(('split',))} over the cells, the best colocated layout's by "
+            f"{median_change(('prefill-first', 'chunked'))}; "
+            + (f"{len(new)} of the {n} best splits on {large.workers} workers use a prefill:decode ratio "
+               f"{small.workers} workers cannot make ({examples})." if new else
+               f"every best split on {large.workers} workers uses a ratio {small.workers} workers can make."))
+
+
+def rule_words(rows, row) -> str:
+    """Chapter 7's sentence on the rule applied to GPU cases: ``row``, one row of
+    :func:`splitlab.planning.rule_of_thumb.split_threshold` (its words), then each case of ``rows``
+    (:func:`~splitlab.planning.rule_of_thumb.apply_rule` with ``check=True``): its prefill in decode steps and what
+    the row says there, then the cases whose own cell (simulated on their roofline) disagrees, and those where the
+    rule makes no claim. ValueError: ``rows`` without the ``agrees`` column (made without ``check=True``)."""
+    if "agrees" not in rows:
+        raise ValueError("rows has no 'agrees' column: make it with apply_rule(..., check=True)")
+    cases = [(f"{r['model']} at {r['prompt tokens']:,} tokens", r) for _, r in rows.iterrows()]
+    said = "; ".join(f"{name} ({r['prefill (decode steps)']:.3g} steps), {r['rule says']}" for name, r in cases)
+    differ = [(name, r) for name, r in cases if r["agrees"] is False]
+    silent = [name for name, r in cases if r["agrees"] is None]
+    text = (f"On this device's map, {row.rule}. Read at each case's prefill cost (the verdict of the columns on "
+            f"either side): {said}. Each case's own cell, simulated on its roofline, disagrees in {len(differ)} of "
+            f"{len(cases) - len(silent)} cases where the rule makes a claim")
+    text += (": " + "; ".join(f"{name}, {r['own map says']}" for name, r in differ) if differ else "")
+    text += f" ({len(silent)} where it makes none: {and_list(silent)})." if silent else "."
+    if differ:
+        text += (" The rule counts the prefill in decode steps and leaves out what a chunk costs (the chunk "
+                 "column): a rule read off one device carries to another only where a chunk stalls a stream about "
+                 "as long on both.")
+    return text
