@@ -248,13 +248,13 @@ def test_the_rule_reads_a_case_off_the_columns_on_either_side():
     """The rule applied to a case says what the map's row says there: the verdict of the columns around its
     prefill cost, both where they differ, a threshold's bracket as 'near the threshold'; past the row's ends only
     where a monotone row points that way."""
-    from splitlab.planning.rule_of_thumb import _reading
+    from splitlab.planning.rule_of_thumb import reading
     bumpy = _row(["split", "split", "tie", "split"], steps=(1.8, 5.02, 13.9, 38.7))
-    assert [_reading(bumpy, s) for s in (1.0, 3.0, 5.02, 9.4, 20.0, 80.0)] == [
+    assert [reading(bumpy, s) for s in (1.0, 3.0, 5.02, 9.4, 20.0, 80.0)] == [
         "below the map's columns", "split", "split", "split or tie", "tie or split", "beyond the map's columns"]
     step = _row(["chunked", "split", "split"], steps=(1.8, 5.02, 13.9))
-    assert [_reading(step, s) for s in (1.0, 3.0, 9.4, 80.0)] == ["colocated", "near the threshold", "split", "split"]
-    assert [_reading(_row(["tie"] * 3), s) for s in (1.0, 5.0, 80.0)] == [
+    assert [reading(step, s) for s in (1.0, 3.0, 9.4, 80.0)] == ["colocated", "near the threshold", "split", "split"]
+    assert [reading(_row(["tie"] * 3), s) for s in (1.0, 5.0, 80.0)] == [
         "below the map's columns", "tie", "beyond the map's columns"]
     assert agrees("split", "split") and agrees("split or tie", "tie (split, chunked)")
     assert agrees("colocated", "chunked") and agrees("tie", "prefill-first") is False

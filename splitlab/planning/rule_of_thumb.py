@@ -21,7 +21,7 @@ import pandas as pd
 from .defaults import TPOT_STEPS
 from .map_result import SplitMap
 
-__all__ = ["split_threshold", "apply_rule", "order_words", "agrees", "BOOK_ROWS"]
+__all__ = ["split_threshold", "reading", "apply_rule", "order_words", "agrees", "BOOK_ROWS"]
 
 #: the book's GPU rows: Llama-3-8B (bf16) and Llama-3-70B (fp8: 70 GB, the only dtype whose weights fit one
 #: 80 GB H100 with room for a cache; chapter 5 sizes its cache in fp8 too) on an H100 at 2k and 8k prompts
@@ -120,8 +120,11 @@ def order_words(table: pd.DataFrame) -> str:
     return text + ": a tighter TPOT SLO does not always give the split more columns here."
 
 
-def _reading(row, steps: float) -> str:
-    """What one row of :func:`split_threshold` says at a prefill of ``steps`` decode steps (see :func:`apply_rule`)."""
+def reading(row, steps: float) -> str:
+    """What one row of :func:`split_threshold` says at a prefill of ``steps`` decode steps: a verdict ("split",
+    "colocated", "tie", "none") where the columns on either side agree or ``steps`` is a column, "A or B" where they
+    differ, "near the threshold" between the columns that bracket the row's threshold, and "below the map's
+    columns" / "beyond the map's columns" outside them (unless the row's verdict there is monotone)."""
     cols, verdicts = row.prefill_steps, row.verdicts
     if steps < cols[0]:
         return "colocated" if row.monotone and verdicts[0] == "colocated" else "below the map's columns"
@@ -205,7 +208,7 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
                f"{first}-token chunk (decode steps)": chunk_steps(cost, first, prompt) if first != TPOT else
                step_s(cost, resolve_chunks((TPOT,), cost, tpot_steps * d, prompt, m.max_batch)[1], prompt) / d,
                "TPOT SLO (steps)": tpot_steps, "threshold from (steps)": t.below_steps,
-               "threshold to (steps)": t.from_steps if t.threshold else math.nan, "rule says": _reading(t, steps)}
+               "threshold to (steps)": t.from_steps if t.threshold else math.nan, "rule says": reading(t, steps)}
         if check:
             rec["own map says"] = _row_check(cost, m, min(prompt, cost.max_context - m.output_tokens), tpot_steps)
             rec["agrees"] = agrees(rec["rule says"], rec["own map says"])
