@@ -85,7 +85,7 @@ class LoadIndex:
         i = w.index
         if not w.alive:
             self.version[i] += 1  # its pending expiry is ignored
-            self._place(i, None)
+            self._remove(i)
             return
         # a decode worker owes prompt tokens only under conditional disaggregation (:mod:`.conditional`)
         static = w.prompt_owed if w.role == "prefill" else w.prompt_owed + w.output_owed
@@ -112,7 +112,7 @@ class LoadIndex:
                 upto = len(ahead)
             # spliced joins' first tokens (Worker.credits) only raise the load
             bound -= (upto - done) * n if cum is None else cum[upto] - cum[done]
-        key, old = bound * self.size + i, self.current[i]  # _place, inlined (a hot path)
+        key, old = bound * self.size + i, self.current[i]  # its key in place of its old one
         if old != key:
             keys = self.keys
             if old is not None:
@@ -120,15 +120,12 @@ class LoadIndex:
             insort(keys, key)
             self.current[i] = key
 
-    def _place(self, i: int, key: int | None) -> None:
-        """Put worker ``i``'s key ``key`` (None: none) in place of its old one."""
-        old, keys = self.current[i], self.keys
-        if old != key:
-            if old is not None:
-                del keys[bisect_left(keys, old)]
-            if key is not None:
-                insort(keys, key)
-            self.current[i] = key
+    def _remove(self, i: int) -> None:
+        """Take worker ``i``'s key out of :attr:`keys` (a lost worker; :meth:`_bound` places the keys of live ones)."""
+        old = self.current[i]
+        if old is not None:
+            del self.keys[bisect_left(self.keys, old)]
+            self.current[i] = None
 
     def least(self, t: float, inclusive: bool = False, room: Callable[[Worker], bool] | None = None,
               need: int | None = None) -> Worker | None:
