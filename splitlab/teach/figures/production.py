@@ -4,6 +4,8 @@
   :func:`splitlab.planning.hetero.plan_pools` (every split of every TP pair, and colocated clusters, on the analytic
   cost model: everything predicted): the prefill's cost in decode steps, the cluster the planner ranks first, the
   best split, and the link its hand-offs need (rate x KV bytes per request) against NVLink, 400 and 100 Gb/s.
+- :func:`handoff_note`: the table in a paragraph: where a split is cheapest, TP per pool, the largest hand-off
+  load against the links (:func:`link_share_pct`, :func:`room_words`), how the load grows with the prompt.
 - :func:`link_need`: that link load as bars, one per case, the links' bandwidths as lines.
 - :func:`pool_costs`: a two-GPU plan's clusters, cost per million tokens against tokens per joule.
 
@@ -20,7 +22,8 @@ from .pools import _ax, _styled
 from .style import LAYOUT_COLORS, TRANSFER, fmt3, fmt_table
 
 __all__ = ["CASES", "OUTPUT_TOKENS", "COMPARED_LINKS", "worked_case", "worked_table", "planner_table", "link_table",
-           "link_need", "pool_costs", "pool_table", "split_parts", "compact"]
+           "link_need", "pool_costs", "pool_table", "split_parts", "compact", "handoff_note", "link_share_pct",
+           "room_words"]
 
 #: (model, prompt tokens, TP degrees tried, most devices): the worked table's cases. 7,936 prompt tokens + 256 of
 #: answer fill Llama-3's 8,192-token context; Llama-3-70B in bf16 (141 GB) needs TP 2 or more on an 80 GB H100.
@@ -118,6 +121,41 @@ def link_table(table: pd.DataFrame, links=COMPARED_LINKS) -> pd.DataFrame:
         t[link] = 100 * t["need_gb_s"] * 1e9 / LINKS[link]["bandwidth_bytes_per_s"]
         cols[link] = f"% {SHORT.get(link, link)}"
     return fmt_table(t, cols, index="case")
+
+
+def link_share_pct(table: pd.DataFrame, link: str) -> float:
+    """The largest hand-off load of the worked ``table`` as a share of ``link``'s bandwidth (%, a name of
+    :data:`splitlab.sizing.LINKS`; KeyError for another)."""
+    return 100 * float(table["need_gb_s"].max()) * 1e9 / LINKS[link]["bandwidth_bytes_per_s"]
+
+
+def room_words(pct: float) -> str:
+    """How full a link at ``pct`` % of its bandwidth is, in words: room to spare below 25%, little room above 50%,
+    about half full between."""
+    return "with room to spare" if pct < 25 else "with little room" if pct > 50 else "about half full"
+
+
+def handoff_note(table: pd.DataFrame) -> str:
+    """The worked ``table`` (:func:`worked_table`) in a paragraph: the prefill's range in decode steps, the cases
+    where the planner ranks a split cheapest, those whose best split gives decode a higher TP than prefill, the
+    largest hand-off load against :data:`COMPARED_LINKS`, and how Llama-3-8B's cache and load grow from 2k to 8k
+    (all predicted)."""
+    r = table.reset_index()
+    wins, top = r[r.best == r.best_split], r.loc[r.need_gb_s.idxmax()]
+    e8 = r.set_index("case").loc[["8B, 2k", "8B, 8k"]]
+    more_d = int((r.tp_d > r.tp_p).sum())
+    share = {link: link_share_pct(table, link) for link in COMPARED_LINKS}
+    return (f"The prefill costs {r.prefill_steps.min():.2g} to {r.prefill_steps.max():.2g} decode steps; the planner "
+            f"ranks a split cheapest in {len(wins)} of {len(r)} cases "
+            f"({', '.join(wins.case) if len(wins) else 'none'}), a colocated cluster in "
+            f"{'the others' if len(wins) else 'every case'}. In {more_d} of {len(r)} cases the best split gives each "
+            "decode worker a higher TP than each prefill worker (a decode worker of more devices holds more caches "
+            "and reads its weights faster: llm-d's advice above). The hand-offs load a decode link with at most "
+            f"{top.need_gb_s:.3g} GB/s ({top.case}): {share['100 Gb/s network']:.0f}% of a 100 Gb/s NIC, "
+            f"{share['400 Gb/s network']:.0f}% of a 400 Gb/s one and {share['NVLink 4 (H100)']:.3g}% of NVLink. From "
+            f"2k to 8k Llama-3-8B's cache grows {e8.kv_gb.iloc[1] / e8.kv_gb.iloc[0]:.2g}x but the load only "
+            f"{e8.need_gb_s.iloc[1] / e8.need_gb_s.iloc[0]:.2g}x: a longer prompt takes longer to prefill, so the "
+            "split serves fewer of them per second.")
 
 
 def pool_table(plan, by: str = "cost") -> pd.DataFrame:

@@ -5,18 +5,24 @@ planner's ranking and the live runs (:mod:`.split_seeds`).
   behind and why (the SLO that holds the split back), what the chapter's TPOT row says of the shortest prompts;
   or, where the map has no colocated region, that it has none.
 - :func:`takeaway`: the loss in one sentence: the planner's goodputs and the live attainment over seeds.
+- :func:`live_note`: the live runs of the loss against the planner's ranking, how busy each pool was and which SLO
+  each layout missed.
+- :func:`loose_note`: the exercise's answer: who wins the other workload under a loose TPOT SLO, and why.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
+from ...serving.metrics import slo_misses
 from .pools_live import split_pools
-from .split_seeds import paired_gaps
+from .split_seeds import paired_gaps, paired_verdict
+from .style import fmt3
 from .split_tables import short_name
 
-__all__ = ["cell_note", "takeaway"]
+__all__ = ["cell_note", "takeaway", "live_note", "loose_note"]
 
 _VERDICT = {"split": "go to the split", "tie": "are a tie between the split and colocated",
             "colocated": "go to a colocated layout", "none": "meet the SLOs on no layout"}
@@ -122,3 +128,64 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
                 f"turn the order: {planned}; {live}.")
     return (f"In the map's colocated region (a TPOT SLO of {cell.tpot_steps:g} decode steps) the planner did not "
             f"rank colocated first for {prompts}: {planned}; {live}.")
+
+
+def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpot_slo_s: float,
+              n_requests: int) -> str:
+    """The live runs of the loss in a paragraph: the paired verdict over seeds (:func:`.split_seeds.paired_verdict`)
+    against the planner's ranking (``planner_first``: the name it ranked first), how busy the split's prefill and
+    decode pools and the colocated workers were in the first seed, and each layout's misses by SLO
+    (:func:`splitlab.serving.metrics.slo_misses`). ``runs``: :func:`.split_seeds.paired_runs` of ``split`` and
+    ``colocated`` (plan candidates); SLOs in seconds.
+
+    Raises:
+        KeyError: a candidate's name not among the runs' layouts."""
+    sp, co = split.name, colocated.name
+    g = paired_gaps(runs.attainment, sp, co)
+    busy = {n: r.worker_table()["utilization"] for n, r in runs.first.results.items()}
+    missed = {n: slo_misses(r.requests, ttft_slo_s, tpot_slo_s) for n, r in runs.first.results.items()}
+    pool = {k: np.mean([u for w, u in busy[sp].items() if w.startswith(k) and "->" not in w]) for k in "PD"}
+    agree = g["decisive"] and (g["leader"] == co) == (colocated.goodput_rps_per_worker > split.goodput_rps_per_worker)
+    judged = ("The live verdict agrees with" if agree else "These runs do not confirm" if not g["decisive"] else
+              "The live verdict goes against")
+    ms, mc = missed[sp], missed[co]
+    text = (f"{paired_verdict(runs.attainment, sp, co, n_requests)} {judged} the planner's ranking "
+            f"({short_name(planner_first)} first). In the first seed the split's prefill "
+            f"{'worker was' if split.prefill_workers == 1 else 'workers were'} busy {pool['P']:.0%} of the time on "
+            f"average, its decode {'worker' if split.decode_workers == 1 else 'workers'} {pool['D']:.0%}: the "
+            f"{'decode' if pool['D'] > pool['P'] else 'prefill'} pool was the busier, while the colocated workers "
+            f"were busy {', '.join(f'{u:.0%}' for w, u in busy[co].items() if '->' not in w)}, every one doing both "
+            f"kinds of work. The first seed's misses: {ms['ttft']} TTFT, {ms['ttst']} TTST and {ms['tpot']} TPOT on "
+            f"the split, {mc['ttft']}, {mc['ttst']} and {mc['tpot']} colocated.")
+    if ms["ttft"] > ms["ttst"] + ms["tpot"]:
+        text += (" Most of the split's misses are TTFT: a prompt first queues at its prefill workers, and its first "
+                 "token leaves from a decode worker when that worker admits the request, so a busy decode pool "
+                 "delays it too.")
+    return text
+
+
+def loose_note(loose, workload: str, workload_steps: float, loose_steps: float, loss: str, loss_steps: float,
+               loss_tpot_steps: float, colocated, split) -> str:
+    """The answer to chapter 6's exercise on a loose TPOT SLO: in the plan ``loose`` (``workload``'s prompts of
+    ``workload_steps`` decode steps, a TPOT SLO of ``loose_steps`` decode steps) who serves more per worker, the
+    best split or the best colocated layout (a tie within the search's tolerance), each with its binding SLO, and
+    the loss above for comparison (``loss``'s prompts of ``loss_steps`` decode steps at ``loss_tpot_steps``;
+    ``colocated`` and ``split``: its plan's candidates)."""
+    ls, lc = loose.best_of("disaggregated"), loose.best_of("colocated")
+    gap, tol = lc.goodput_rps_per_worker / ls.goodput_rps_per_worker - 1, loose.best.result.tolerance
+    ahead = 1 / (1 + gap)  # the split's goodput over colocated's
+    lead = (f"the two tie (within the searches' {tol:.0%})" if abs(gap) <= tol else f"colocated serves {gap:.0%} more"
+            if gap > 0 else f"the split still serves {ahead - 1:.0%} more" if ahead < 2 else
+            f"the split still serves {fmt3(ahead)}x as much")
+    moral = ("Loosening the TPOT SLO takes away what the split removes, the stalls; vLLM's documentation says the "
+             "same: the split does not raise throughput, it lets TTFT and ITL be tuned separately." if gap > tol else
+             "A loose TPOT SLO is not enough on its own here: each layout's binding SLO (in brackets) says what "
+             "holds it back.")
+    return (f"With room for {loose_steps:.0f} decode steps of stall, a colocated stream can sit out the prefills of "
+            f"its worker. On `{workload}` prompts ({workload_steps:.3g} decode steps a prefill), in your run {lead}: "
+            f"{short_name(lc.name)}: {fmt3(lc.goodput_rps_per_worker)} requests/s per worker "
+            f"({lc.binding_slo.upper()} binds), {ls.name}: {fmt3(ls.goodput_rps_per_worker)} "
+            f"({ls.binding_slo.upper()} binds). Above, on `{loss}` prompts ({loss_steps:.3g} decode steps) with a TPOT "
+            f"SLO of {loss_tpot_steps:g} decode steps, the planner had {short_name(colocated.name)} at "
+            f"{colocated.goodput_rps_per_worker:.3g} and {split.name} at {split.goodput_rps_per_worker:.3g}. {moral} "
+            "`loose.table()` has every layout.")

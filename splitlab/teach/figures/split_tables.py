@@ -24,7 +24,7 @@ from ...planning.options import chunk_of
 from .style import fmt2, fmt3, sig3
 
 __all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table",
-           "tpot_prediction_note", "stretch_words", "NO_STEADY_STATE"]
+           "tpot_prediction_note", "stretch_words", "tpot_slo_note", "NO_STEADY_STATE"]
 
 
 def short_name(name: str) -> str:
@@ -231,6 +231,45 @@ def stretch_words(steps: pd.DataFrame, rho: float, split: str, colocated: str, t
                 f"{formula:.2f}")
     return (f", though {said}, {near} the formula's stretch $1 / (1 - \\rho)$ = {formula:.2f}, which predicts "
             f"{float(steps.loc['step, predicted (ms)', colocated]) * formula:.3g} ms")
+
+
+def tpot_slo_note(results: Mapping[str, object], split, steps: pd.DataFrame, rho: float, decode_fit,
+                  ttft_slo_s: float, tpot_slo_s: float, prefill_first: str) -> str:
+    """Chapter 6's paragraph "The split and its TPOT SLO", from one seed's runs ``results`` (layout name ->
+    ServingResult): how many of the split's requests had a TPOT over ``tpot_slo_s`` (s) and its TPOT P90, who sets
+    it (its decode pool, its mean and largest batch), its measured decode step against the cost model's
+    (``decode_fit``'s worst residual as the yardstick), the binding SLO the planner found, and the colocated runs'
+    mean TPOT beside the split's (:func:`stretch_words`, :func:`tpot_prediction_note`). ``split``: the planner's
+    split candidate; ``steps``: :func:`step_table` of ``results``; ``prefill_first``: the prefill-first layout's
+    name. Raises ValueError for ``rho`` not a finite number >= 0."""
+    from ...serving.metrics import slo_misses
+    s, run = short_name(split.name), results[split.name]
+    p90 = run.metrics(ttft_slo_s, tpot_slo_s)["tpot_s"]["p90"] * 1e3
+    n_tpot = slo_misses(run.requests, ttft_slo_s, tpot_slo_s)["tpot"]
+    n_over = int((run.request_table().tpot_s > tpot_slo_s).sum())  # each request's own TPOT
+    counted = (f"{n_tpot} of them counted under TPOT in the table, the others under an SLO they missed first; "
+               if n_tpot != n_over else "")
+    step, predicted = float(steps.loc["step, measured (ms)", s]), float(steps.loc["step, predicted (ms)", s])
+    off, tp_all = step / predicted - 1, steps.loc["TPOT, measured (ms)"]
+    others = tp_all.drop(s)
+    more = "more" if min(others) > tp_all[s] else "less" if max(others) < tp_all[s] else "some more, some less"
+    one = split.decode_workers == 1
+    return (f"**The split and its TPOT SLO.** {s} "
+            f"{f'had a TPOT above the SLO for {n_over}' if n_over else 'kept its TPOT within the SLO for all'} of its "
+            f"{len(run.requests)} requests in the first seed ({counted}TPOT P90 {p90:.3g} ms against the SLO's "
+            f"{tpot_slo_s * 1e3:.3g} ms). Its TPOT is set by its decode {'worker' if one else 'workers'} alone, "
+            f"{split.decode_workers} of {split.workers}: {'that one worker carries' if one else 'they carry'} every "
+            f"stream, {steps.loc['mean decode batch', s]:.3g} on average and up to "
+            f"{steps.loc['largest decode batch', s]} at once, and a step grows with its batch. Its steps took "
+            f"{step:.3g} ms on average, {abs(off):.0%} {'more' if off > 0 else 'less'} than the cost model's "
+            f"{predicted:.3g} ms for the same batches and contexts "
+            f"({'beyond' if abs(off) > decode_fit.max_abs_residual else 'within'} the decode fit's worst residual, "
+            f"{decode_fit.max_abs_residual:.0%}). The planner, simulating the fitted steps, found "
+            f"{split.binding_slo.upper()} binding for {s}; live, its TPOT P90 was "
+            f"{'over' if p90 > tpot_slo_s * 1e3 else 'within'} the TPOT SLO. Colocated, the mean TPOT was "
+            f"{min(others):.3g} to {max(others):.3g} ms, {more} than the split's {tp_all[s]:.3g} ms"
+            f"{stretch_words(steps, rho, s, short_name(prefill_first))}.\n"
+            f"{tpot_prediction_note(results, steps, rho, s)}")
 
 
 def _split_tpot_note(steps: pd.DataFrame, split: str, tolerance: float) -> str:

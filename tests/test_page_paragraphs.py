@@ -1,0 +1,96 @@
+"""Paragraphs of chapters 6 and 9 computed in the package (they were long hidden cells): each is fed runs or
+numbers on either side of its thresholds and must change its words with them. Model-free: simulated runs."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from splitlab import serving
+from splitlab.costmodel import CostModel
+from splitlab.teach.figures import production as prod
+from splitlab.teach.figures import split_loss, split_seeds, split_tables
+
+SPLIT, COLO = "1P+1D", "2 colocated (prefill-first)"
+# prefill 1 ms per prompt token, a decode step 2 ms + 0.5 ms per stream, transfers 1 GB/s
+COST = CostModel(prefill_base_s=0.0, prefill_per_token_s=1e-3, decode_base_s=0.002, decode_per_seq_s=5e-4,
+                 decode_per_token_s=0.0, transfer_base_s=0.0, transfer_bytes_per_s=1e9, kv_bytes_per_token=100)
+
+
+def _candidate(name, goodput, binding="tpot", p=1, d=1):
+    return SimpleNamespace(name=name, goodput_rps_per_worker=goodput, binding_slo=binding, prefill_workers=p,
+                           decode_workers=d, workers=p + d)
+
+
+@pytest.fixture(scope="module")
+def paired():
+    configs = {SPLIT: serving.ServingConfig.disaggregated(1, 1), COLO: serving.ServingConfig.colocated(2)}
+    return split_seeds.paired_runs("chat", 16, 6.0, configs, serving.CostModelExecutor(COST), 1.0, 0.05,
+                                   seeds=(0, 1, 2))
+
+
+def test_the_loss_paragraph_counts_each_layouts_misses_and_judges_the_planner(paired):
+    split, colo = _candidate(SPLIT, 1.0), _candidate(COLO, 2.0)
+    text = split_loss.live_note(paired, split, colo, COLO, 1.0, 0.05, 16)
+    missed = {n: serving.metrics.slo_misses(r.requests, 1.0, 0.05) for n, r in paired.first.results.items()}
+    assert f"The first seed's misses: {missed[SPLIT]['ttft']} TTFT, {missed[SPLIT]['ttst']} TTST" in text
+    assert f"{missed[COLO]['ttft']}, {missed[COLO]['ttst']} and {missed[COLO]['tpot']} colocated" in text
+    assert "(2 colocated first)" in text and "prefill worker was busy" in text
+    g = split_seeds.paired_gaps(paired.attainment, SPLIT, COLO)
+    assert g["decisive"] and g["leader"] == COLO  # these fixed seeds: colocated ahead in every one
+    assert "The live verdict agrees with the planner's ranking" in text
+    flipped = split_loss.live_note(paired, _candidate(SPLIT, 3.0), colo, SPLIT, 1.0, 0.05, 16)
+    assert "The live verdict goes against the planner's ranking (1P+1D first)" in flipped
+
+
+def test_the_loose_answer_says_tie_lead_or_multiple_from_the_goodputs():
+    def plan(split_g, colo_g):
+        best = {"disaggregated": _candidate("1P+1D", split_g, "ttft"), "colocated": _candidate(COLO, colo_g)}
+        return SimpleNamespace(best_of=best.__getitem__, best=SimpleNamespace(result=SimpleNamespace(tolerance=0.05)))
+    args = ("code", 1.7, 10.0, "research", 9.8, 2.5, _candidate(COLO, 3.0), _candidate("3P+1D", 4.0))
+    tie = split_loss.loose_note(plan(10.0, 10.2), *args)
+    assert "the two tie (within the searches' 5%)" in tie and "not enough on its own" in tie
+    colo = split_loss.loose_note(plan(10.0, 13.0), *args)
+    assert "colocated serves 30% more" in colo and "vLLM's documentation" in colo
+    assert "2 colocated: 13 requests/s per worker (TPOT binds), 1P+1D: 10 (TTFT binds)" in colo
+    assert "the split still serves 25% more" in split_loss.loose_note(plan(10.0, 8.0), *args)
+    assert "the split still serves 2.5x as much" in split_loss.loose_note(plan(10.0, 4.0), *args)
+    assert "With room for 10 decode steps of stall" in tie and "planner had 2 colocated at 3 and 3P+1D at 4" in tie
+
+
+def test_the_tpot_paragraph_reads_the_split_run_and_its_step_table():
+    reqs = serving.make_workload("chat", 12, 6.0, seed=0)
+    results = {SPLIT: serving.run(reqs, serving.ServingConfig.disaggregated(1, 1), serving.CostModelExecutor(COST)),
+               COLO: serving.run(reqs, serving.ServingConfig.colocated(2), serving.CostModelExecutor(COST))}
+    t_p = sum(COST.prefill_s(r.prompt_len) for r in reqs) / len(reqs)
+    steps = split_tables.step_table(results, COST, 6.0, t_p)
+    rho = 6.0 * t_p / 2
+    fit = SimpleNamespace(max_abs_residual=0.1)
+    tpot = results[SPLIT].metrics(1.0, 1e-9)["tpot_s"]["p90"] * 1e3
+    tight = split_tables.tpot_slo_note(results, _candidate(SPLIT, 1.0), steps, rho, fit, 1.0, 1e-9, COLO)
+    assert tight.startswith(f"**The split and its TPOT SLO.** {SPLIT} had a TPOT above the SLO for 12 of its 12")
+    assert f"TPOT P90 {tpot:.3g} ms" in tight and "its TPOT P90 was over the TPOT SLO" in tight
+    assert "within the decode fit's worst residual, 10%" in tight  # the simulator's steps are the cost model's
+    loose = split_tables.tpot_slo_note(results, _candidate(SPLIT, 1.0), steps, rho, fit, 1.0, 10.0, COLO)
+    assert "kept its TPOT within the SLO for all of its 12 requests" in loose and "P90 was within" in loose
+    assert "that one worker carries every stream" in loose and "TPOT binding for 1P+1D" in loose
+
+
+def test_the_handoff_paragraph_and_the_room_words_follow_the_table():
+    table = pd.DataFrame({"case": ["8B, 2k", "8B, 8k"], "prefill_steps": [7.1, 30.4], "best": ["a", "3P+1D"],
+                          "best_split": ["1P+1D", "3P+1D"], "need_gb_s": [1.25, 2.5], "tp_d": [2, 1],
+                          "tp_p": [1, 1], "kv_gb": [0.25, 1.0]}).set_index("case")
+    text = prod.handoff_note(table)
+    assert "The prefill costs 7.1 to 30 decode steps" in text
+    assert "ranks a split cheapest in 1 of 2 cases (8B, 8k), a colocated cluster in the others" in text
+    assert "In 1 of 2 cases the best split gives each decode worker a higher TP" in text
+    assert "at most 2.5 GB/s (8B, 8k): 20% of a 100 Gb/s NIC, 5% of a 400 Gb/s one" in text
+    assert "cache grows 4x but the load only 2x" in text
+    assert prod.link_share_pct(table, "100 Gb/s network") == pytest.approx(20.0)
+    assert [prod.room_words(p) for p in (24.9, 25, 50, 50.1)] == ["with room to spare", "about half full",
+                                                                   "about half full", "with little room"]
+    none = prod.handoff_note(table.assign(best=["a", "b"]))
+    assert "cheapest in 0 of 2 cases (none), a colocated cluster in every case" in none
+    with pytest.raises(KeyError):
+        prod.link_share_pct(table, "carrier pigeon")
