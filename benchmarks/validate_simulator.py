@@ -2,8 +2,8 @@
 real model times every step) and simulated (the calibrated cost model predicts them), for 3 workloads x 3
 contenders (colocated prefill-first, colocated chunked, split), and compare TTFT and TPOT P50 / P90.
 
-    python benchmarks/validate_simulator.py [--model tiny] [--requests 32] [--workers 2] [--scale 0.5]
-                                            [--clock thread] [--repeats 2] [--no-bracket] [--link NAME]
+    python benchmarks/validate_simulator.py [--model tiny] [--requests 64] [--workers 2] [--scale 0.5]
+                                            [--clock thread] [--repeats 3] [--no-bracket] [--link NAME]
                                             [--json] [--quick]
 
 The contenders run the serving model of issue 20: a chunked step is one fused forward of the decode rows and the
@@ -15,7 +15,9 @@ through one NIC per worker, charged the same ``latency + bytes / bandwidth`` in 
 
 Goal: every |simulated / emulated - 1| <= 15%. A shared machine's speed drifts (the same decode step of the
 tiny model runs 1.5-1.75x slower in some seconds than in others on this 2-core VM), so by default each contender
-is emulated ``--repeats`` times, interleaved, and compared by its median; the spread of those real runs is
+is emulated ``--repeats`` times, interleaved, and compared by its median (64 requests and 3 runs by default: with
+32 and 2, a P90 is the 29th of 32 values and a median of two is their mean, and real runs of the same requests
+disagreed at P90 by up to 32% on a quiet machine); the spread of those real runs is
 printed beside the error, as the check's noise floor; and each workload is simulated on the calibration before
 its emulated runs and the one after, fitted as one (``--no-bracket``: only the one before). Rates: each workload
 at a rate that keeps the colocated workers about half busy by the calibrated cost model (``splitlab.serving.validation.default_rates``). On a CPU, one torch
@@ -68,21 +70,35 @@ def describe(contenders, executor, workloads, n_requests: int, scale) -> list[st
     return lines
 
 
+def _check(ap: argparse.ArgumentParser, args) -> None:
+    """Refuse bad arguments before the calibration (half a minute) and the runs: exit 2 naming the option."""
+    if args.requests < V.IN_RUN_MIN_REQUESTS:
+        ap.error(f"--requests must be at least {V.IN_RUN_MIN_REQUESTS} (the in-run fit needs that many forwards of "
+                 f"each kind), got {args.requests}")
+    if args.repeats < 1:
+        ap.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.workers < 2:
+        ap.error(f"--workers must be at least 2 (the split needs a prefill and a decode worker), got {args.workers}")
+    if args.scale is not None and not 0 < args.scale < float("inf"):
+        ap.error(f"--scale must be a finite positive number (workload lengths), got {args.scale}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="tiny")
-    ap.add_argument("--requests", type=int, default=32)
+    ap.add_argument("--requests", type=int, default=64, help="requests per workload (P90: the 58th of 64)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--scale", type=float, default=None, help="workload lengths (default: the model's)")
     ap.add_argument("--clock", choices=("thread", "wall"), default="thread")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=2, help="emulated runs of each contender (median compared)")
+    ap.add_argument("--repeats", type=int, default=3, help="emulated runs of each contender (median compared)")
     ap.add_argument("--no-bracket", action="store_true", help="simulate on the calibration before the runs only")
     ap.add_argument("--link", default=LINK, choices=[*LINKS, "copy"],
                     help=f"the link the split's KV caches cross (default {LINK!r}; 'copy': the measured copy)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
     args = ap.parse_args(argv)
+    _check(ap, args)
     small = dict(prompt_tokens=[16, 48, 128], decode_batches=[1, 2, 4], contexts=[16, 48], transfer_tokens=[64, 256],
                  repeats=1, rounds=1) if args.quick else {}
     if args.quick:

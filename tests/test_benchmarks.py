@@ -90,3 +90,23 @@ def test_simulator_scale_refuses_bad_arguments_up_front(argv, words, capsys):
     with pytest.raises(SystemExit) as stop:
         simulator_scale.main(argv)
     assert stop.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--requests", "3"], "--requests must be at least 4"),
+    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--workers", "1"], "--workers must be at least 2"),
+    (["--scale", "nan"], "--scale must be a finite positive number"),
+    (["--scale", "-1"], "--scale must be a finite positive number"),
+    (["--link", "pigeon"], "invalid choice"),
+])
+def test_validate_simulator_refuses_bad_arguments_before_calibrating(argv, words, capsys, monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import validate_simulator
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    monkeypatch.setattr(validate_simulator.sl, "load_model", lambda *a, **k: pytest.fail("loaded a model first"))
+    with pytest.raises(SystemExit) as stop:
+        validate_simulator.main(argv)
+    assert stop.value.code == 2 and words in capsys.readouterr().err
