@@ -124,6 +124,23 @@ def test_link_words_say_where_the_cells_a_slow_link_takes_go():
         link_words({None: own}, cost)
 
 
+def test_link_words_on_a_map_the_split_never_wins_say_what_the_link_takes_from_its_goodput():
+    """ch07's H100 map: chunked wins every cell, so a slow link can turn none; the words give the split's loss."""
+    from types import SimpleNamespace
+    from splitlab.teach.figures.split_map_words import link_words
+    own = _map([["chunked", "chunked"], ["tie", "chunked"]])  # a tie is not a cell the split wins
+    slow = _map([["chunked", "chunked"], ["chunked", "chunked"]], link=1e8)
+    for cell, g in zip(slow.cells, (5.0, 4.0, 7.35, 2.5)):  # the split's goodput 5, 5, 9.8, 5 on its own link
+        cell.goodput["split"] = g
+    cost = SimpleNamespace(kv_bytes_per_token=2048, transfer_s=lambda b: 1e-4 + b / 2e9, prefill_s=lambda n: 1e-4 * n)
+    text = link_words({None: own, 0.1: slow}, cost)
+    assert text.startswith("The split wins no cell on its own link, so a slower one cannot turn a cell: on a slower "
+                           "KV link between the pools, at 0.1 GB/s its best split serves 0% to 50% less (the most at "
+                           "100 tokens, 4 steps). The longest prompt's cache")
+    same = link_words({None: own, 0.1: _map([["chunked", "chunked"], ["tie", "chunked"]], link=1e8)}, cost)
+    assert "at 0.1 GB/s its best split serves as much in every cell" in same
+
+
 def test_rule_words_count_agreements_only_where_the_rule_makes_a_claim():
     rows = pd.DataFrame({"model": ["Llama-3-8B", "Llama-3-70B"], "prompt tokens": [2048, 8192],
                          "prefill (decode steps)": [9.4, 78.1], "rule says": ["near the threshold", "split"],

@@ -162,6 +162,8 @@ def test_the_verdict_is_the_gaps_95_percent_interval_in_words_a_tie_included():
     assert pools_live.live_outcome(_live("split", [90, 90, 90], [90, 90, 90])) == "undecided"
     assert pools_live.live_outcome(_live("tie", [80, 70, 90], [75, 78, 86])) == "matches: a tie"
     assert pools_live.live_outcome(_live("tie", [80, 70, 90], [40, 35, 50])) == "does not match"
+    # ch07 on 2026-12-05: the second layout led every seed by 8 to 50 points, the interval (-88, +21) held zero
+    assert pools_live.live_outcome(_live("tie", [92, 50, 58], [100, 100, 100])) == "undecided"
     lc = _live("tie", [80], [80])
     lc.runs = None
     assert pools_live.live_outcome(lc) == "undecided"  # not served: nothing to match
@@ -195,6 +197,10 @@ def test_live_table_and_words_print_each_seed_the_interval_and_a_computed_senten
     assert "the live winner is not the map's" in lost and lost.endswith("The map has no tie here, so none was served.")
     apart = pools_live.live_words({"tie": _live("tie", [80, 70, 90], [40, 35, 50])}, _map([]))
     assert apart.endswith("So the live runs tell apart what the map calls a tie.")
+    leans = pools_live.live_words({"tie": _live("tie", [92, 50, 58], [100, 100, 100])}, _map([]))
+    assert leans.endswith("So 2 colocated led in every seed, though the interval holds zero: these runs neither "
+                          "confirm the map's tie nor tell the two apart.")
+    assert "runs from -89 to +22 points and holds zero" in leans
 
 
 def test_a_cell_short_runs_cannot_tell_apart_is_not_served_and_said_so():

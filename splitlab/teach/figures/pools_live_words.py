@@ -87,13 +87,14 @@ def pick_rate(cell, scores: pd.Series) -> float | None:
 def live_outcome(live) -> str:
     """"matches" (the map's winner led its runner-up: the 95% interval of the mean paired gap, :func:`gap_interval`,
     lies above zero), "does not match" (below zero) or "undecided" (the interval holds zero, or nothing was
-    served); for a cell the map calls a tie, "matches: a tie" (the interval holds zero: no gap these runs can see)
-    or "does not match" (the interval excludes zero: the live runs tell the two apart)."""
+    served); for a cell the map calls a tie, "matches: a tie" (the interval holds zero and the seeds do not all
+    lean one way), "undecided" (it holds zero, but one layout led in every seed: with few seeds the interval is
+    wide) or "does not match" (the interval excludes zero: the live runs tell the two apart)."""
     if live.runs is None:
         return "undecided"
     g = gap_interval(live.runs.attainment, live.winner, live.rival)
     if live.cell.winner == "tie":
-        return "does not match" if g["excludes_zero"] else "matches: a tie"
+        return "does not match" if g["excludes_zero"] else "undecided" if g["decisive"] else "matches: a tie"
     return "undecided" if not g["excludes_zero"] else "matches" if g["ci_low"] > 0 else "does not match"
 
 
@@ -121,6 +122,11 @@ def live_table(lives: dict) -> pd.DataFrame:
 
 def _pct(values) -> str:
     return " / ".join(f"{v:.0f}" for v in values) + "%"
+
+
+def _leader(lc) -> str:
+    """The layout ahead of the other by the mean paired gap of ``lc``'s runs."""
+    return lc.winner if gap_interval(lc.runs.attainment, lc.winner, lc.rival)["mean"] > 0 else lc.rival
 
 
 def _runs_words(lc) -> str:
@@ -174,7 +180,9 @@ def live_words(lives: dict, m) -> str:
                    "matches: a tie": "the live runs match the map's: a tie",
                    "does not match": ("the live runs tell apart what the map calls a tie" if kind == "tie" else
                                       "the live winner is not the map's"),
-                   "undecided": "these runs leave the map's winner unconfirmed"}[live_outcome(lc)]
+                   "undecided": "these runs leave the map's winner unconfirmed" if kind != "tie" else
+                   f"{short_name(_leader(lc))} led in every seed, though the interval holds zero: these runs neither "
+                   "confirm the map's tie nor tell the two apart"}[live_outcome(lc)]
         out.append(f"{head} (the runs' own steps then: {during}); at {lc.rate_per_s / m.workers:.3g} requests/s per "
                    f"worker the rescaled simulator {predicted} (decode steps {lc.drift - 1:.0%} slower or faster). "
                    f"{_runs_words(lc)} So {outcome}.")

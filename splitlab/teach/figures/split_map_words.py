@@ -44,6 +44,9 @@ def link_words(maps: dict, cost) -> str:
     for gbps in links[1:]:
         m = maps[gbps]
         _same_axes(ref, m)
+        if not won:  # nothing to lose: say what the link takes from the split's goodput
+            parts.append(_goodput_lost(ref, m, gbps))
+            continue
         lost = [m.cells[i] for i in won if m.cells[i].winner != "split"]
         to_tie = sum(c.winner == "tie" for c in lost)
         text = f"at {gbps:g} GB/s it keeps {len(won) - len(lost)} of the {len(won)} cells it wins on its own link"
@@ -56,9 +59,33 @@ def link_words(maps: dict, cost) -> str:
     nbytes = cost.kv_bytes_per_token * n
     cross = [f"{fmt2(1e3 * (cost.transfer_s(nbytes) if g is None else nbytes / (g * 1e9)))} ms"
              + (" on the cost model's link" if g is None else f" at {g:g} GB/s") for g in links]
-    return (f"On a slower KV link between the pools, {'; '.join(parts)}. The longest prompt's cache "
-            f"({nbytes / 2 ** 20:.2g} MiB, {n:,} tokens) crosses in {and_list(cross)}, against a prefill of "
+    head = "" if won else "The split wins no cell on its own link, so a slower one cannot turn a cell: "
+    return (f"{head}{'On' if not head else 'on'} a slower KV link between the pools, {'; '.join(parts)}. The longest "
+            "prompt's cache "
+            f"({_size(nbytes)}, {n:,} tokens) crosses in {and_list(cross)}, against a prefill of "
             f"{1e3 * cost.prefill_s(n):.3g} ms.")
+
+
+def _size(nbytes: float) -> str:
+    """'2 MiB', '0.98 GiB': two significant digits, in GiB from 1 GiB up (no '1e+03 MiB')."""
+    return f"{fmt2(nbytes / 2 ** 30)} GiB" if nbytes >= 2 ** 30 else f"{fmt2(nbytes / 2 ** 20)} MiB"
+
+
+def _goodput_lost(ref, m, gbps: float) -> str:
+    """'at 3.12 GB/s its best split serves 0% to 31% less (the most at 8,000 tokens, 5 steps)': the split's goodput
+    on map ``m`` against ``ref``, cell by cell, where it served something on ``ref``."""
+    change = [(b.goodput["split"] / a.goodput["split"] - 1, b) for a, b in zip(ref.cells, m.cells)
+              if a.goodput["split"] > 0]
+    if not change:
+        return f"at {gbps:g} GB/s the split still serves no cell within the SLOs"
+    worst, cell = min(change, key=lambda x: x[0])
+    best = max(x for x, _ in change)
+    if worst >= 0:
+        return f"at {gbps:g} GB/s its best split serves as much in every cell"
+    span = f"{pct2(-worst)}" if math.isclose(best, worst, abs_tol=5e-3) else (
+        f"{pct2(max(-best, 0))} to {pct2(-worst)}")
+    return (f"at {gbps:g} GB/s its best split serves {span} less (the most at {cell.prompt_tokens:,} tokens, "
+            f"{cell.tpot_steps:g} steps)")
 
 
 _KIND_WORDS = {"tie": "a tie", "split": "the split", "prefill-first": "colocated prefill-first",

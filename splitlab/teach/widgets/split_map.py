@@ -153,12 +153,13 @@ def _hover(cell) -> str:
     return "<br>".join(lines)
 
 
-def split_map_figure(maps: dict, default: float | None = None, height: int = 600):
+def split_map_figure(maps: dict, default: float | None = None, height: int = 600, title: str | None = None):
     """The maps of :func:`split_map_grid` ({link: map}) or of :func:`split_map_grids` ({workers: {link: map}}) as
     one plotly heatmap with a slider over the KV link (GB/s), and with several cluster sizes a dropdown over them
     (one heatmap per size, the dropdown shows one: the slider restyles them all, so the two controls combine), for
     the rendered book: colour = winner, shade = margin, words in each cell, every layout's goodput on hover. Show
-    it with :func:`splitlab.teach.interactive.show`. Returns a plotly figure.
+    it with :func:`splitlab.teach.interactive.show`. ``title``: its first line (default "Most goodput per worker,
+    N workers"; " (predicted)" is added to either for a map of an analytic cost model). Returns a plotly figure.
 
     Raises:
         ValueError: ``default`` not a link of ``maps``; maps of different axes or links."""
@@ -208,7 +209,7 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
     sizes = f"{first.workers} workers" if n == 1 else ""
     top = 70 if n == 1 else 100  # a row for the dropdown under the title
     layout = dict(
-        title=dict(text=f"Most goodput per worker{', ' if sizes else ''}{sizes}"
+        title=dict(text=f"{title or 'Most goodput per worker' + (', ' if sizes else '') + sizes}"
                         f"{' (predicted)' if predicted(first) else ''}"
                         f"<br><sup>shade: margin over the runner-up, full at 50%</sup>", x=0.01, xanchor="left",
                    y=1 - 12 / (height + top - 70), yref="container", yanchor="top", font=dict(size=14)),
