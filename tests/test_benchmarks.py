@@ -2,6 +2,7 @@
 that breaks one fails here (transfer_vs_raw.py once failed on a private Peer method that was gone)."""
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -70,6 +71,15 @@ def test_book_on_gpu_runs_a_chapter_on_the_cpu(tmp_path):
     assert bad.returncode == 2 and "no chapter ['42'] in book/" in bad.stderr
 
 
+def _benchmark(name: str):
+    """The module of ``benchmarks/{name}.py``, imported as a script's sibling would."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--requests", "0"], "must be a positive integer, got 0"),
     (["--requests", "20000,-5"], "got -5"),  # refused before the 20,000-request run, not after it
@@ -82,13 +92,8 @@ def test_book_on_gpu_runs_a_chapter_on_the_cpu(tmp_path):
     (["--sections", ""], "names none"),
 ])
 def test_simulator_scale_refuses_bad_arguments_up_front(argv, words, capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import simulator_scale
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
     with pytest.raises(SystemExit) as stop:
-        simulator_scale.main(argv)
+        _benchmark("simulator_scale").main(argv)
     assert stop.value.code == 2 and words in capsys.readouterr().err
 
 
@@ -101,11 +106,7 @@ def test_simulator_scale_refuses_bad_arguments_up_front(argv, words, capsys):
     (["--link", "pigeon"], "invalid choice"),
 ])
 def test_validate_simulator_refuses_bad_arguments_before_calibrating(argv, words, capsys, monkeypatch):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import validate_simulator
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    validate_simulator = _benchmark("validate_simulator")
     monkeypatch.setattr(validate_simulator.sl, "load_model", lambda *a, **k: pytest.fail("loaded a model first"))
     with pytest.raises(SystemExit) as stop:
         validate_simulator.main(argv)
