@@ -134,11 +134,15 @@ def test_link_words_on_a_map_the_split_never_wins_say_what_the_link_takes_from_i
         cell.goodput["split"] = g
     cost = SimpleNamespace(kv_bytes_per_token=2048, transfer_s=lambda b: 1e-4 + b / 2e9, prefill_s=lambda n: 1e-4 * n)
     text = link_words({None: own, 0.1: slow}, cost)
-    assert text.startswith("The split wins no cell on its own link, so a slower one cannot turn a cell: on a slower "
-                           "KV link between the pools, at 0.1 GB/s its best split serves 0% to 50% less (the most at "
-                           "100 tokens, 4 steps). The longest prompt's cache")
+    assert text.startswith("The split wins no cell on its own link, so a slower one can only widen its losses: on a "
+                           "slower KV link between the pools, at 0.1 GB/s its best split serves 0% to 50% less (the "
+                           "most at 100 tokens, 4 steps; its tie goes to colocated serving: 20 tokens at 4 steps). "
+                           "The longest prompt's cache")
     same = link_words({None: own, 0.1: _map([["chunked", "chunked"], ["tie", "chunked"]], link=1e8)}, cost)
     assert "at 0.1 GB/s its best split serves as much in every cell" in same
+    two = _map([["tie", "chunked"], ["tie", "chunked"]])
+    one_ends = link_words({None: two, 0.1: _map([["tie", "chunked"], ["chunked", "chunked"]], link=1e8)}, cost)
+    assert "; 1 of its 2 ties goes to colocated serving: 20 tokens at 4 steps)" in one_ends
 
 
 def test_rule_words_count_agreements_only_where_the_rule_makes_a_claim():

@@ -44,7 +44,7 @@ def link_words(maps: dict, cost) -> str:
     for gbps in links[1:]:
         m = maps[gbps]
         _same_axes(ref, m)
-        if not won:  # nothing to lose: say what the link takes from the split's goodput
+        if not won:  # no cell to lose: what the link takes from the split's goodput, and which ties it ends
             parts.append(_goodput_lost(ref, m, gbps))
             continue
         lost = [m.cells[i] for i in won if m.cells[i].winner != "split"]
@@ -59,7 +59,7 @@ def link_words(maps: dict, cost) -> str:
     nbytes = cost.kv_bytes_per_token * n
     cross = [f"{fmt2(1e3 * (cost.transfer_s(nbytes) if g is None else nbytes / (g * 1e9)))} ms"
              + (" on the cost model's link" if g is None else f" at {g:g} GB/s") for g in links]
-    head = "" if won else "The split wins no cell on its own link, so a slower one cannot turn a cell: "
+    head = "" if won else "The split wins no cell on its own link, so a slower one can only widen its losses: "
     return (f"{head}{'On' if not head else 'on'} a slower KV link between the pools, {'; '.join(parts)}. The longest "
             "prompt's cache "
             f"({_size(nbytes)}, {n:,} tokens) crosses in {and_list(cross)}, against a prefill of "
@@ -72,8 +72,9 @@ def _size(nbytes: float) -> str:
 
 
 def _goodput_lost(ref, m, gbps: float) -> str:
-    """'at 3.12 GB/s its best split serves 0% to 31% less (the most at 8,000 tokens, 5 steps)': the split's goodput
-    on map ``m`` against ``ref``, cell by cell, where it served something on ``ref``."""
+    """'at 3.125 GB/s its best split serves 0% to 31% less (the most at 8,000 tokens, 5 steps; 1 of its 2 ties goes
+    to colocated serving: 64 tokens at 1.5 steps)': the split's goodput on map ``m`` against ``ref``, cell by cell,
+    where it served something on ``ref``, and the ties of ``ref`` that ``m`` gives to colocated serving."""
     change = [(b.goodput["split"] / a.goodput["split"] - 1, b) for a, b in zip(ref.cells, m.cells)
               if a.goodput["split"] > 0]
     if not change:
@@ -84,8 +85,13 @@ def _goodput_lost(ref, m, gbps: float) -> str:
         return f"at {gbps:g} GB/s its best split serves as much in every cell"
     span = f"{pct2(-worst)}" if math.isclose(best, worst, abs_tol=5e-3) else (
         f"{pct2(max(-best, 0))} to {pct2(-worst)}")
+    ties = [i for i, c in enumerate(ref.cells) if c.winner == "tie"]
+    ended = [m.cells[i] for i in ties if m.cells[i].winner != "tie"]
+    which = (f"its {'tie goes' if len(ties) == 1 else f'{len(ties)} ties go'}" if len(ended) == len(ties) else
+             f"{len(ended)} of its {len(ties)} ties {'goes' if len(ended) == 1 else 'go'}")
+    gone = f"; {which} to colocated serving: {_where(ended)}" if ended else ""
     return (f"at {gbps:g} GB/s its best split serves {span} less (the most at {cell.prompt_tokens:,} tokens, "
-            f"{cell.tpot_steps:g} steps)")
+            f"{cell.tpot_steps:g} steps{gone})")
 
 
 _KIND_WORDS = {"tie": "a tie", "split": "the split", "prefill-first": "colocated prefill-first",
