@@ -134,6 +134,10 @@ def test_the_rate_is_picked_by_the_interval_and_a_tie_at_its_most_loaded():
         pools_live.gap_interval(r.attainment, "a", "b")["ci_low"] for r in lead.values()))
     assert pools_live.rate_score(tie, runs(([90, 80, 85], [85, 85, 80]))) == pytest.approx(83 + 1 / 3)
     assert np.isnan(pools_live.rate_score(tie, lead))  # the runs tell the two apart: not a tie's rate
+    # ch07's 2026-12-05 tie: b at 100% in every simulated seed, a at 79/42/42: the interval holds zero, but no tie
+    leans = runs(([79, 42, 42], [100, 100, 100]))
+    assert not pools_live.gap_interval(leans[0].attainment, "a", "b")["excludes_zero"]
+    assert np.isnan(pools_live.rate_score(tie, leans))
     assert pools_live.pick_rate(win, pd.Series({1.0: -5.0, 2.0: 12.0, 3.0: 8.0})) == 2.0
     assert pools_live.pick_rate(win, pd.Series({1.0: -5.0, 2.0: -1.0})) is None  # never outside the spread
     loads = pd.Series({1.0: 100.0, 2.0: 81.0, 3.0: 55.0, 4.0: 20.0, 5.0: np.nan})

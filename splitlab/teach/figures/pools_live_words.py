@@ -59,12 +59,14 @@ def rate_score(cell, runs: dict) -> float:
     """The score of one rate from its simulated paired runs ``runs`` ({drift factor: PairedRuns}): for a cell one
     kind wins, the lowest end of the gap's 95% interval (:func:`gap_interval`) over the drifts (> 0: the winner's
     lead predicted outside the runs' spread whatever the drift); for a tie, the lowest attainment of either layout
-    over the drifts where every drift's interval holds zero, else NaN (a tie is judged where both layouts are
-    loaded: at 100% each the gap is zero whatever the layouts)."""
+    over the drifts where every drift's interval holds zero and its seeds do not all lean one way, else NaN (a tie
+    is judged where both layouts are loaded: at 100% each the gap is zero whatever the layouts; a rate where one
+    layout leads in every simulated seed is no tie's rate, however wide three seeds leave the interval: ch07 once
+    served a tie where the simulator itself had one layout at 100% and the other at 42-79%)."""
     gaps = [gap_interval(r.attainment, *r.attainment.columns[:2]) for r in runs.values()]
     if cell.winner != "tie":
         return min(g["ci_low"] for g in gaps)
-    if any(g["excludes_zero"] for g in gaps):
+    if any(g["excludes_zero"] or g["decisive"] for g in gaps):
         return float("nan")
     return min(float(r.attainment.mean().min()) for r in runs.values())
 
