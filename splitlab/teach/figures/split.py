@@ -150,10 +150,13 @@ def _row(workload, res, rate_per_s: float, slos, label: str) -> dict:
 
 def split_grid(cost, workloads: Mapping[str, tuple[float, float]], rates_per_worker: Mapping[str, Sequence[float]],
                ratios: Sequence[tuple[int, int]] = RATIOS, n_requests: int = 100, scale: float | None = None,
-               seed: int = 0, measured: Mapping[str, tuple[float, Mapping[str, object]]] | None = None) -> pd.DataFrame:
+               seed: int = 0, measured: Mapping[str, tuple[float, Mapping[str, object]]] | None = None,
+               names: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Chapter 6's explorer grid: for each workload (name -> its (TTFT SLO, TPOT SLO) in s), each rate per worker
     of ``rates_per_worker[workload]`` and each (P, D) of ``ratios``, :func:`split_runs` on the simulator with
-    ``cost`` (each colocated size run once per rate), summarised; then the chapter's live runs.
+    ``cost`` (each colocated size run once per rate), summarised; then the chapter's live runs. ``names``: the
+    workload each key serves, where the keys are labels (one workload under two SLOs: ``{"research, TPOT 2.5
+    steps": "research", "research, TPOT 10 steps": "research"}``); default, each key is a workload's name.
 
     Args:
         cost: a :class:`splitlab.costmodel.CostModel` or a calibration (its ``.cost``); None: the built-in one.
@@ -170,7 +173,8 @@ def split_grid(cost, workloads: Mapping[str, tuple[float, float]], rates_per_wor
     for workload, slos in workloads.items():
         for rate in rates_per_worker[workload]:
             for n in sorted({p + d for p, d in ratios}):
-                runs = split_runs(ex, workload, rate * n, [r for r in ratios if sum(r) == n], n_requests, scale, seed)
+                runs = split_runs(ex, (names or {}).get(workload, workload), rate * n,
+                                  [r for r in ratios if sum(r) == n], n_requests, scale, seed)
                 rows += [_row(workload, r, rate * n, slos, "simulated") for r in runs.values()]
         rate_s, results = (measured or {}).get(workload, (None, {}))
         rows += [_row(workload, r, rate_s, slos, "measured") for r in results.values()

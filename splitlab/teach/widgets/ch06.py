@@ -47,14 +47,16 @@ def split_explorer(cost, workload="research", rate_per_s: float = 8.0, prefill_w
 
 
 def split_figure(cost, workloads, reference_rate_per_worker, measured=None, ratios=None, factors=FACTORS,
-                 n_requests: int = 100, scale: float | None = None, seed: int = 0, ratio=None):
+                 n_requests: int = 100, scale: float | None = None, seed: int = 0, ratio=None, names=None):
     """Ch. 6's explorer for the rendered book (no kernel): SLO attainment against the request rate per worker, of
     a P:D split (slider over ``ratios``) and of as many colocated workers, for each workload (a dropdown from two on;
     ``workloads``: name -> (TTFT SLO, TPOT SLO) in s). Lines: simulated on ``cost`` at ``factors`` x
     ``reference_rate_per_worker[workload]``; dots: the chapter's emulated runs (``measured``: workload ->
     (rate_per_s, name -> ServingResult)), shown where the slider's layout is theirs. The numbers are
     :func:`splitlab.teach.figures.split.split_grid`'s (its runs are :func:`~splitlab.teach.figures.split.split_runs`,
-    the ipywidgets explorer's). ``ratio``: the (P, D) shown first. Returns a plotly figure.
+    the ipywidgets explorer's). ``ratio``: the (P, D) shown first. ``names``: label -> workload name, where
+    ``workloads``' keys are labels (one workload under two SLOs), as :func:`~splitlab.teach.figures.split.split_grid`
+    takes it. Returns a plotly figure.
 
     Raises:
         ValueError: ``ratio`` not among ``ratios``, no workload or rate factor, a factor <= 0, a workload without
@@ -76,7 +78,7 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
         raise ValueError("reference_rate_per_worker must map every workload to a rate > 0 (requests/s per worker), "
                          f"got {reference_rate_per_worker!r} for {list(workloads)}")
     rates = {w: [f * reference_rate_per_worker[w] for f in factors] for w in workloads}
-    grid = split_figures.split_grid(cost, workloads, rates, ratios, n_requests, scale, seed, measured)
+    grid = split_figures.split_grid(cost, workloads, rates, ratios, n_requests, scale, seed, measured, names)
     names = list(workloads)
 
     def traces(workload, pd_ratio):
