@@ -116,7 +116,8 @@ def _ch05_stream():
 def _ch08_sweep():
     rows = [dict(config=c, rate_per_s=r, slo_attainment=max(0.0, 1 - r / (k * 20)))
             for k, c in ((1.2, "prefill-first"), (0.6, "chunked"), (0.9, "split 1P+1D")) for r in range(3, 27, 3)]
-    return confusions.chunked_vs_split(runs().three, pd.DataFrame(rows), 0.296, 0.03)
+    return confusions.chunked_vs_split(runs().three, pd.DataFrame(rows), 0.296, 0.03,
+                                       goodputs={"prefill-first": 11.0, "chunked": 5.5, "split 1P+1D": 8.5})
 
 
 def _ch08_schemes():

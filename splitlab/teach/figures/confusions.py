@@ -41,11 +41,13 @@ COLORS = OTHER_COLORS
 
 @_styled
 def chunked_vs_split(runs: Mapping[str, object], sweep: pd.DataFrame, ttft_slo_s: float, tpot_slo_s: float,
-                     target: float = 0.9):
+                     target: float = 0.9, goodputs: Mapping[str, float] | None = None):
     """Top: the CDF of every inter-token gap (ITL, ms, log axis) of each run in ``runs`` (name ->
-    ServingResult), with each run's P99 marked. Bottom: SLO attainment (%) against the request rate, from
-    ``sweep`` (columns ``config``, ``rate_per_s``, ``slo_attainment``), with the ``target`` line of goodput.
-    Each run in its layout's colour (:data:`.style.LAYOUT_COLORS`) where its name names one."""
+    ServingResult), with each run's P99 marked. Bottom: SLO attainment (%) against the cluster's request rate
+    (its worker count, that of the runs, in the axis label), from ``sweep`` (columns ``config``, ``rate_per_s``,
+    ``slo_attainment``), with the ``target`` line of goodput and, from ``goodputs`` (name -> requests/s per worker,
+    the bisection's), a triangle on that line at each goodput times the workers. Each run in its layout's colour
+    (:data:`.style.LAYOUT_COLORS`) where its name names one."""
     fig, (a1, a2) = figure(2, 3.1)
     for i, (name, res) in enumerate(runs.items()):
         color = layout_color(name, COLORS[i % len(COLORS)])
@@ -58,12 +60,18 @@ def chunked_vs_split(runs: Mapping[str, object], sweep: pd.DataFrame, ttft_slo_s
     a1.set_xlabel("gap between two tokens, ITL (ms, log)")
     a1.set_ylabel("share of gaps (%)")
     a1.set_title("Inter-token gaps (dotted: P99)")
+    sizes = {len(res.workers) for res in runs.values()}
     for i, (name, g) in enumerate(sweep.groupby("config", sort=False)):
-        a2.plot(g.rate_per_s, g.slo_attainment * 100, "o-", color=layout_color(name, COLORS[i % len(COLORS)]), ms=4,
-                label=name)
-    a2.axhline(target * 100, color=TARGET, ls=TARGET_LS, lw=1, label=f"{target:.0%}: goodput")
+        color = layout_color(name, COLORS[i % len(COLORS)])
+        a2.plot(g.rate_per_s, g.slo_attainment * 100, "o-", color=color, ms=4, label=name)
+        if goodputs and name in goodputs and len(sizes) == 1:
+            a2.plot([goodputs[name] * next(iter(sizes))], [target * 100], "v", color=color, ms=9, mec="black",
+                    mew=0.6, zorder=4)
+    a2.axhline(target * 100, color=TARGET, ls=TARGET_LS, lw=1,
+               label=f"{target:.0%}: goodput{' (triangles: bisected)' if goodputs and len(sizes) == 1 else ''}")
     a2.set_ylim(-3, 103)
-    a2.set_xlabel("request rate (requests/s)")
+    a2.set_xlabel(f"request rate of the {next(iter(sizes))} workers (requests/s)" if len(sizes) == 1 else
+                  "request rate of the cluster (requests/s)")
     a2.set_ylabel("within both SLOs (%)")
     a2.set_title(f"SLOs: TTFT ≤ {ttft_slo_s * 1e3:.0f} ms, TPOT ≤ {tpot_slo_s * 1e3:.0f} ms")
     legend_below(fig, a2, ncols=2)  # the runs' colours are the same in both panels
