@@ -94,3 +94,14 @@ def test_the_handoff_paragraph_and_the_room_words_follow_the_table():
     assert "cheapest in 0 of 2 cases (none), a colocated cluster in every case" in none
     with pytest.raises(KeyError):
         prod.link_share_pct(table, "carrier pigeon")
+
+
+def test_a_live_rate_is_printed_as_multiples_of_each_layouts_goodput():
+    text = split_seeds.rate_multiples(20.5, [_candidate("3P+1D", 16.4), _candidate(COLO, 8.67)])
+    assert text == ("20.5 requests/s per worker: 1.25x 3P+1D's simulated goodput (16.4), 2.36x 2 colocated's "
+                    "(8.67)")
+    assert "2 colocated serves no rate within the SLOs" in split_seeds.rate_multiples(5.0, [_candidate(SPLIT, 2.0),
+                                                                                             _candidate(COLO, 0.0)])
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="rate_per_worker must be a finite number > 0"):
+            split_seeds.rate_multiples(bad, [_candidate(SPLIT, 2.0)])

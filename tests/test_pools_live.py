@@ -188,8 +188,9 @@ def test_live_table_and_words_print_each_seed_the_interval_and_a_computed_senten
     split, colocated, chunked, tie = words.split("\n\n")
     assert "the probe timed prefills at 1.20x and decode steps at 0.80x the cost model" in split
     assert "120-token prompts put the cell back" in split and "prefill 1.10x, decode 0.90x" in split
-    assert "at 20 requests/s per worker the rescaled simulator predicted the gap's interval to start at +30 points" \
-           in split
+    assert ("at 20 requests/s per worker (2x 1P+1D's, 3.33x 2 colocated's goodput on the map: past both, where a "
+            "short run from idle workers can tell them apart) the rescaled simulator predicted the gap's interval to "
+            "start at +30 points") in split
     assert "100 / 90 / 95%" in split and "ranged from +40 to +45 points, mean +42" in split
     assert "runs from +34 to +49 points and excludes zero" in split and split.endswith("matches the map's.")
     assert "holds zero" in colocated and colocated.endswith("the map's winner unconfirmed.")

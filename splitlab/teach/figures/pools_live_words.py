@@ -20,6 +20,7 @@ import pandas as pd
 
 from .split_seeds import paired_gaps
 from .split_tables import short_name
+from .style import fmt3
 
 __all__ = ["REGIONS", "T975", "TIE_FLOOR", "gap_interval", "rate_score", "pick_rate", "live_outcome", "live_table",
            "live_words"]
@@ -185,7 +186,13 @@ def live_words(lives: dict, m) -> str:
                    "undecided": "these runs leave the map's winner unconfirmed" if kind != "tie" else
                    f"{short_name(_leader(lc))} led in every seed, though the interval holds zero: these runs neither "
                    "confirm the map's tie nor tell the two apart"}[live_outcome(lc)]
-        out.append(f"{head} (the runs' own steps then: {during}); at {lc.rate_per_s / m.workers:.3g} requests/s per "
-                   f"worker the rescaled simulator {predicted} (decode steps {lc.drift - 1:.0%} slower or faster). "
+        per = lc.rate_per_s / m.workers
+        times = {n: per / c.goodput[k] for k, n in ((c.leader, lc.winner), (c.runner_up, lc.rival)) if c.goodput[k] > 0}
+        past = ", ".join(f"{fmt3(x)}x {short_name(n)}'s" for n, x in times.items())
+        why = (": past both, where a short run from idle workers can tell them apart" if len(times) == 2 and
+               min(times.values()) > 1 else "")
+        out.append(f"{head} (the runs' own steps then: {during}); at {per:.3g} requests/s per worker "
+                   f"({past or 'no'} goodput on the map{why}) the rescaled simulator {predicted} (decode steps "
+                   f"{lc.drift - 1:.0%} slower or faster). "
                    f"{_runs_words(lc)} So {outcome}.")
     return "\n\n".join(out)
