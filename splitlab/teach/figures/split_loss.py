@@ -99,10 +99,11 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
 
 
 def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, colocated,
-             attainment: pd.DataFrame) -> str:
+             attainment: pd.DataFrame, tie_tolerance: float | None = None) -> str:
     """The loss in one sentence: the planner's goodput of its best ``colocated`` layout and of ``split`` (plan
     candidates) for ``workload`` at the TPOT SLO of the map's ``cell``, and each one's live SLO attainment
-    (``attainment``: % per seed, columns their names), with whether the seeds agree.
+    (``attainment``: % per seed, columns their names), with whether the seeds agree; a planner's lead within
+    ``tie_tolerance`` (the map's, a share) is said to be a tie by the map's rule.
 
     Raises:
         KeyError: ``split.name`` or ``colocated.name`` not a column of ``attainment``; those of
@@ -123,9 +124,11 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
     if not lost:
         return (f"The map has no colocated region on this device: where the split came nearest to losing (a TPOT "
                 f"SLO of {cell.tpot_steps:g} decode steps, {prompts}), {planned}; {live}.")
+    near = (f" ({abs(gc / gs - 1):.0%} apart, within the map's {tie_tolerance:.0%} tie tolerance: a tie by the map's "
+            f"rule)" if tie_tolerance is not None and gs > 0 and abs(gc / gs - 1) <= tie_tolerance else "")
     if gc > gs:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, {prompts} "
-                f"turn the order: {planned}; {live}.")
+                f"turn the order: {planned}{near}; {live}.")
     return (f"In the map's colocated region (a TPOT SLO of {cell.tpot_steps:g} decode steps) the planner did not "
             f"rank colocated first for {prompts}: {planned}; {live}.")
 
