@@ -160,3 +160,31 @@ def test_rule_words_count_agreements_only_where_the_rule_makes_a_claim():
     assert "disagrees in 0 of 1" in rule_words(rows, row) and "chunk costs" not in rule_words(rows, row)
     with pytest.raises(ValueError, match="check=True"):
         rule_words(rows.drop(columns="agrees"), row)
+
+
+def test_fused_row_words_follow_the_two_per_row_costs():
+    """ch07 (review of 2026-12-05): a decode row in this engine's fused step costs more than in a decode step, and on
+    the H100 roofline less (its cache read hidden under the chunk's compute); the words follow the two numbers."""
+    from splitlab.costmodel import CostModel
+    from splitlab.teach.figures.split_map_words import fused_row_words
+    base = dict(prefill_base_s=1e-3, prefill_per_token_s=1e-5, decode_base_s=1e-3, decode_per_seq_s=1e-4,
+                decode_per_token_s=1e-7)
+    dear = fused_row_words(CostModel(**base, hybrid_per_row_s=3e-4), 400)
+    # fused row: 1e-5 (its token) + 3e-4; decode row: 1e-4 + 400 x 1e-7 = 1.4e-4
+    assert "adds 310 us to a fused step beside a 256-token chunk and 8 rows, against 140 us to a decode step (2.2x)" \
+        in dear and "part of the split's lead over chunked prefill on this device's map is this engine's" in dear
+    same = fused_row_words(CostModel(**base, hybrid_per_row_s=1.2e-4), 400)
+    assert "about what it costs a decode worker" in same
+    cheap = fused_row_words(CostModel(**base), 400)
+    assert "(0.071x): a stream costs a chunked worker less than a decode worker; its token rides" in cheap
+    h100 = fused_row_words(sl_roofline(), 2000)
+    assert "the roofline charges a step the larger of its compute and its memory time" in h100
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="context_tokens must be a whole number >= 1"):
+            fused_row_words(CostModel(**base), bad)
+
+
+def sl_roofline():
+    """The H100 roofline cost model of ch07's datasheet map."""
+    from splitlab.costmodel import roofline_cost_model
+    return roofline_cost_model("Llama-3-8B", "H100", "bf16")
