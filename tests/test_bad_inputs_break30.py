@@ -73,11 +73,12 @@ def test_step_table_says_which_run_decoded_no_step():
 
 def test_the_tpot_note_refuses_a_rho_that_is_no_share():
     from splitlab.teach.figures import split_tables as T
+    from splitlab.teach.figures import split_tpot as W
     steps = pd.DataFrame({"1P+1D": {"TPOT, measured (ms)": 10.0, "TPOT, predicted (ms)": 10.0},
                           "1 colocated": {"TPOT, measured (ms)": 9.0, "TPOT, predicted (ms)": T.NO_STEADY_STATE}})
     for rho in (float("nan"), -0.5):  # nan said 'At rho = nan% the formula's colocated worker would ...'
         with pytest.raises(ValueError, match="rho must be a finite number >= 0"):
-            T.tpot_prediction_note({}, steps, rho, "1P+1D")
+            W.tpot_prediction_note({}, steps, rho, "1P+1D")
 
 
 def _book_on_gpu():

@@ -5,7 +5,7 @@ import pytest
 
 from splitlab.planning import split_map as SM
 from splitlab.planning.planner import plan
-from splitlab.teach.figures import pools, split_tables
+from splitlab.teach.figures import pools, split_tables, split_tpot
 from splitlab.teach.figures.split_map import map_words
 
 
@@ -35,10 +35,10 @@ def test_plan_summary_and_plan_table_state_the_batch_bound(capsys):
 def test_split_tpot_note_says_a_miss_beyond_the_tolerance():
     steps = pd.DataFrame({"3P+1D": {"TPOT, measured (ms)": 11.2, "TPOT, predicted (ms)": 7.14,
                                     "step, measured (ms)": 9.74}})
-    text = split_tables._split_tpot_note(steps, "3P+1D", 0.2)
+    text = split_tpot._split_tpot_note(steps, "3P+1D", 0.2)
     assert "+57%" in text and "beyond the 20%" in text and "+36%" in text
     steps.loc["TPOT, measured (ms)", "3P+1D"] = 7.5
-    assert "within the 20%" in split_tables._split_tpot_note(steps, "3P+1D", 0.2)
+    assert "within the 20%" in split_tpot._split_tpot_note(steps, "3P+1D", 0.2)
 
 
 def test_zero_terms_note_names_a_term_fitted_to_zero():

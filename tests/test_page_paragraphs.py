@@ -10,7 +10,7 @@ import pytest
 from splitlab import serving
 from splitlab.costmodel import CostModel
 from splitlab.teach.figures import production as prod
-from splitlab.teach.figures import split_loss, split_seeds, split_tables
+from splitlab.teach.figures import split_loss, split_seeds, split_tables, split_tpot
 
 SPLIT, COLO = "1P+1D", "2 colocated (prefill-first)"
 # prefill 1 ms per prompt token, a decode step 2 ms + 0.5 ms per stream, transfers 1 GB/s
@@ -68,11 +68,11 @@ def test_the_tpot_paragraph_reads_the_split_run_and_its_step_table():
     rho = 6.0 * t_p / 2
     fit = SimpleNamespace(max_abs_residual=0.1)
     tpot = results[SPLIT].metrics(1.0, 1e-9)["tpot_s"]["p90"] * 1e3
-    tight = split_tables.tpot_slo_note(results, _candidate(SPLIT, 1.0), steps, rho, fit, 1.0, 1e-9, COLO)
+    tight = split_tpot.tpot_slo_note(results, _candidate(SPLIT, 1.0), steps, rho, fit, 1.0, 1e-9, COLO)
     assert tight.startswith(f"**The split and its TPOT SLO.** {SPLIT} had a TPOT above the SLO for 12 of its 12")
     assert f"TPOT P90 {tpot:.3g} ms" in tight and "its TPOT P90 was over the TPOT SLO" in tight
     assert "within the decode fit's worst residual, 10%" in tight  # the simulator's steps are the cost model's
-    loose = split_tables.tpot_slo_note(results, _candidate(SPLIT, 1.0), steps, rho, fit, 1.0, 10.0, COLO)
+    loose = split_tpot.tpot_slo_note(results, _candidate(SPLIT, 1.0), steps, rho, fit, 1.0, 10.0, COLO)
     assert "kept its TPOT within the SLO for all of its 12 requests" in loose and "P90 was within" in loose
     assert "that one worker carries every stream" in loose and "TPOT binding for 1P+1D" in loose
 

@@ -171,27 +171,27 @@ def test_stream_prefill_share_and_the_tpot_note_read_the_timeline():
     import pandas as pd
 
     from splitlab.serving import Request, ServingConfig, run
-    from splitlab.teach.figures import split_tables as T
+    from splitlab.teach.figures import split_tpot as W
 
     # one worker: request 0 prefills 0-0.1 s and streams; request 1's prefill (0.21-0.31 s) lands in its life
     reqs = [Request(0, 0.0, list(range(100)), 40), Request(1, 0.205, list(range(100)), 40)]
     res = run(reqs, ServingConfig.colocated(1), CostModelExecutor(COST))
     life0 = 0.39 + 0.1  # 39 steps of 10 ms after its first token, one of them stalled by a 0.1 s prefill
-    assert T.stream_prefill_share(res) == pytest.approx((0.1 / life0 + 0.0) / 2, rel=1e-6)
+    assert W.stream_prefill_share(res) == pytest.approx((0.1 / life0 + 0.0) / 2, rel=1e-6)
     steps = pd.DataFrame({"1P+1D": {"TPOT, measured (ms)": 10.0, "TPOT, predicted (ms)": 10.0},
                           "1 colocated": {"TPOT, measured (ms)": 5.0, "TPOT, predicted (ms)": 10.0}})
-    note = T.tpot_prediction_note({"1 colocated (prefill-first)": res}, steps, 0.5, "1P+1D")
+    note = W.tpot_prediction_note({"1 colocated (prefill-first)": res}, steps, 0.5, "1P+1D")
     assert "1 colocated: 5 ms measured, 10 predicted (-50%)" in note and "rho = 50%" in note
     assert "1P+1D: 10 ms measured, 10 predicted, its step at its batches (+0%), within the 20%" in note
     assert "they spent 10% of those lives prefilling" in note and "fewer prefills" in note
-    two = T.tpot_prediction_note({"1 colocated (prefill-first)": res, "1 colocated (chunked, 64-token chunks)": res},
+    two = W.tpot_prediction_note({"1 colocated (prefill-first)": res, "1 colocated (chunked, 64-token chunks)": res},
                                  steps.assign(**{"1 chunked 64": [6.0, 10.0]}), 0.5, "1P+1D")
     assert "1 colocated and 1 chunked 64 miss by more than the 20%" in two
     assert "they spent 10% (1 colocated) and 10% (1 chunked 64) of those lives" in two
     assert two.count("Two things the steady-state formula leaves out") == 1  # the reason once, not per layout
-    close = T.tpot_prediction_note({}, steps.assign(**{"1 colocated": [9.0, 10.0]}), 0.5, "1P+1D")
+    close = W.tpot_prediction_note({}, steps.assign(**{"1 colocated": [9.0, 10.0]}), 0.5, "1P+1D")
     assert close.endswith("Each colocated run is within the 20% we allow a formula here.") and "(-10%)" in close
-    edge = T.tpot_prediction_note({}, steps.assign(**{"1 colocated": [7.996, 10.0]}), 0.5, "1P+1D")
+    edge = W.tpot_prediction_note({}, steps.assign(**{"1 colocated": [7.996, 10.0]}), 0.5, "1P+1D")
     assert "(-20%)" in edge and "Each colocated run is within the 20%" in edge  # printed -20% is not a miss of 20%
 
 
@@ -203,6 +203,7 @@ def test_the_tpot_note_where_the_formula_has_no_steady_state():
 
     from splitlab.serving import Request, ServingConfig, run
     from splitlab.teach.figures import split_tables as T
+    from splitlab.teach.figures import split_tpot as W
 
     reqs = [Request(i, 0.01 * i, list(range(100)), 10) for i in range(4)]
     res = run(reqs, ServingConfig.colocated(1), CostModelExecutor(COST))
@@ -210,27 +211,27 @@ def test_the_tpot_note_where_the_formula_has_no_steady_state():
     assert st.loc["TPOT, predicted (ms)", "1 colocated"] == T.NO_STEADY_STATE
     steps = pd.DataFrame({"1P+1D": {"TPOT, measured (ms)": 10.0, "TPOT, predicted (ms)": 10.0},
                           "1 colocated": {"TPOT, measured (ms)": 31.0, "TPOT, predicted (ms)": T.NO_STEADY_STATE}})
-    note = T.tpot_prediction_note({"1 colocated (prefill-first)": res}, steps, 1.21, "1P+1D")
+    note = W.tpot_prediction_note({"1 colocated (prefill-first)": res}, steps, 1.21, "1P+1D")
     assert "1 colocated: 31 ms measured, none predicted" in note and "At rho = 121%" in note
     assert "no steady TPOT" in note and "Each colocated run is within" not in note and "nan" not in note.lower()
-    both = T.tpot_prediction_note({}, steps.assign(**{"1 chunked 64": [9.0, 10.0]}), 1.21, "1P+1D")
+    both = W.tpot_prediction_note({}, steps.assign(**{"1 chunked 64": [9.0, 10.0]}), 1.21, "1P+1D")
     assert "1 chunked 64: 9 ms measured, 10 predicted (-10%)" in both and "Each colocated run is within" in both
 
 
 def test_stretch_words_follow_the_measured_stretch():
     """ch06 said 'the formula's stretch 1/(1-rho) = 3.73 at work' where the measured stretch was 2.3x."""
     import pandas as pd
-    from splitlab.teach.figures import split_tables as T
+    from splitlab.teach.figures import split_tpot as W
 
     steps = pd.DataFrame({"3P+1D": {"step, measured (ms)": 3.9, "step, predicted (ms)": 3.8,
                                     "TPOT, measured (ms)": 4.1},
                           "4 colocated": {"step, measured (ms)": 3.58, "step, predicted (ms)": 3.4,
                                           "TPOT, measured (ms)": 8.25}})
-    words = T.stretch_words(steps, 1 - 1 / 3.73, "3P+1D", "4 colocated")
+    words = W.stretch_words(steps, 1 - 1 / 3.73, "3P+1D", "4 colocated")
     assert "2.3x its worker's mean decode step (3.58 ms), less than the formula's stretch" in words
     assert "= 3.73" in words and words.startswith(", the prefills' stalls at work: on 4 colocated")
-    assert "close to" in T.stretch_words(steps, 1 - 1 / 2.4, "3P+1D", "4 colocated")
-    assert "more than" in T.stretch_words(steps, 0.1, "3P+1D", "4 colocated")
-    assert "has no value" in T.stretch_words(steps, 1.2, "3P+1D", "4 colocated")
+    assert "close to" in W.stretch_words(steps, 1 - 1 / 2.4, "3P+1D", "4 colocated")
+    assert "more than" in W.stretch_words(steps, 0.1, "3P+1D", "4 colocated")
+    assert "has no value" in W.stretch_words(steps, 1.2, "3P+1D", "4 colocated")
     with pytest.raises(ValueError, match="rho"):
-        T.stretch_words(steps, float("nan"), "3P+1D", "4 colocated")
+        W.stretch_words(steps, float("nan"), "3P+1D", "4 colocated")
