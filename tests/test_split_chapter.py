@@ -235,3 +235,32 @@ def test_stretch_words_follow_the_measured_stretch():
     assert "has no value" in W.stretch_words(steps, 1.2, "3P+1D", "4 colocated")
     with pytest.raises(ValueError, match="rho"):
         W.stretch_words(steps, float("nan"), "3P+1D", "4 colocated")
+
+
+def test_a_chunked_run_is_compared_on_its_own_decode_steps_and_has_no_stretch_formula():
+    """A review (2026-12-05) found ch06's chunked column comparing the decode share of fused steps (the timeline
+    splits a fused step's seconds by tokens) with whole decode steps (0.537 ms against 1.9), and predicting its
+    TPOT by prefill-first's stretch 1 / (1 - rho)."""
+    from splitlab.serving import Request, ServingConfig, run
+    from splitlab.teach.figures import split_tables as T
+    from splitlab.teach.figures import split_tpot as W
+    # one worker: request 0 streams alone, request 1's 100-token prompt arrives in its life: fused steps follow
+    reqs = [Request(0, 0.0, list(range(100)), 40), Request(1, 0.205, list(range(100)), 40)]
+    cfg = ServingConfig.colocated(1, policy="chunked", chunk_tokens=32)
+    res = run(reqs, cfg, CostModelExecutor(COST))
+    steps = T.decode_steps(res, COST)
+    assert steps.fused.any() and not steps.fused.all()
+    own = steps[~steps.fused]
+    assert own.measured_s.to_numpy() == pytest.approx(own.predicted_s.to_numpy())  # the simulator charges decode_s
+    assert (steps[steps.fused].measured_s < own.measured_s.min()).all()  # a token-proportional share, no step
+    table = T.step_table({cfg.name: res}, COST, 1.0, 0.1)
+    col = table[T.short_name(cfg.name)]
+    assert col["TPOT, predicted (ms)"] == T.FUSED_STEPS and float(col["step, measured (ms)"]) == pytest.approx(10.0)
+    pf = run(reqs, ServingConfig.colocated(1), CostModelExecutor(COST))
+    assert not T.decode_steps(pf, COST).fused.any()  # prefill-first: a prefill right after a decode step is no fusion
+    both = T.step_table({cfg.name: res, "1P+1D": run(reqs, ServingConfig.disaggregated(1, 1),
+                                                     CostModelExecutor(COST))}, COST, 1.0, 0.1)
+    note = W.tpot_prediction_note({cfg.name: res}, both, 0.1, "1P+1D")
+    assert f"{T.short_name(cfg.name)}: " in note
+    assert "no formula here (a chunked stream also takes tokens from fused steps" in note
+    assert "predicted (" not in note.split("1P+1D")[0]  # no error computed against a formula that does not apply

@@ -24,7 +24,7 @@ from ...planning.options import chunk_of
 from .style import fmt3, sig3
 
 __all__ = ["short_name", "fit_table", "fit_formulas", "plan_table", "plan_summary", "decode_steps", "step_table",
-           "NO_STEADY_STATE"]
+           "NO_STEADY_STATE", "FUSED_STEPS"]
 
 
 def short_name(name: str) -> str:
@@ -97,22 +97,30 @@ def plan_summary(plan) -> str:
 def decode_steps(res, cost) -> pd.DataFrame:
     """Every decode step of ``res`` (a :class:`splitlab.serving.ServingResult` with a timeline): ``worker``,
     ``batch``, ``context_tokens`` (prompt + tokens already out, summed over the batch), ``measured_s`` (its
-    duration) and ``predicted_s`` (``cost.decode_s`` at that batch and context)."""
+    duration), ``predicted_s`` (``cost.decode_s`` at that batch and context) and ``fused``: in a chunked run, a
+    decode row a prefill row on its worker starts right after, the decode share of one fused hybrid forward (the
+    timeline splits a fused step's seconds by tokens), no decode step of its own."""
     prompts = {r.id: r.prompt_len for r in res.requests}
     tok = res.token_table()
     times = {rid: np.sort(g.time_s.to_numpy()) for rid, g in tok.groupby("request_id")}
     steps = res.timeline[res.timeline.kind == "decode"]
+    prefills = res.timeline[res.timeline.kind == "prefill"]
+    chunked = getattr(res.config, "policy", None) == "chunked"
+    starts = {(w, t) for w, t in zip(prefills.worker, prefills.start_s)} if chunked else set()
     rows = []
     for s in steps.itertuples():
         ids = list(s.request_ids)
         ctx = sum(prompts[i] + int(np.searchsorted(times.get(i, np.array([])), s.start_s, side="right"))
                   for i in ids)
         rows.append(dict(worker=s.worker, batch=int(s.batch), context_tokens=int(ctx),
-                         measured_s=float(s.end_s - s.start_s), predicted_s=float(cost.decode_s(len(ids), ctx))))
-    return pd.DataFrame(rows, columns=["worker", "batch", "context_tokens", "measured_s", "predicted_s"])
+                         measured_s=float(s.end_s - s.start_s), predicted_s=float(cost.decode_s(len(ids), ctx)),
+                         fused=(s.worker, s.end_s) in starts))
+    return pd.DataFrame(rows, columns=["worker", "batch", "context_tokens", "measured_s", "predicted_s", "fused"])
 
 
 NO_STEADY_STATE = "none: rho >= 1"  # step_table's predicted TPOT of a colocated run the formula cannot predict
+#: step_table's predicted TPOT of a chunked run: its streams take tokens from fused steps, which 1 / (1 - rho) is not
+FUSED_STEPS = "none: fused steps"
 
 
 def step_table(runs: Mapping[str, object], cost, rate_per_s: float, mean_prefill_s: float) -> pd.DataFrame:
@@ -120,7 +128,9 @@ def step_table(runs: Mapping[str, object], cost, rate_per_s: float, mean_prefill
     decode step measured and predicted by ``cost`` at the same batches and contexts (ms), the mean TPOT
     measured, and predicted (ms): the predicted step stretched by ``1 / (1 - rho)`` on a colocated worker
     (``rho = rate_per_s x mean_prefill_s / N``; :data:`NO_STEADY_STATE` when rho >= 1: the formula's worker would
-    prefill all the time), the predicted step alone on a split.
+    prefill all the time), the predicted step alone on a split. A chunked run's step rows are its decode steps of
+    their own (:func:`decode_steps`' fused rows left out) and its predicted TPOT :data:`FUSED_STEPS`: its streams
+    also take tokens from fused steps, which the stretch of prefill-first's stalls does not describe.
 
     Raises:
         ValueError: ``rate_per_s`` or ``mean_prefill_s`` not a finite number >= 0; a run that decoded no step."""
@@ -132,10 +142,16 @@ def step_table(runs: Mapping[str, object], cost, rate_per_s: float, mean_prefill
         steps = decode_steps(res, cost)
         if steps.empty:  # was 'cannot convert float NaN to integer'
             raise ValueError(f"{short_name(name)}: no decode step to compare (every answer was one token long)")
+        own = steps[~steps.fused]
+        if own.empty:
+            raise ValueError(f"{short_name(name)}: every decode row rode in a fused step: no decode step of its own "
+                             "to compare")
         n = len(res.workers)
         rho = rate_per_s * mean_prefill_s / n
         stretch = (1 / (1 - rho) if rho < 1 else None) if res.config.layout == "colocated" else 1.0
-        tpot_pred = NO_STEADY_STATE if stretch is None else _sig(1e3 * steps.predicted_s.mean() * stretch)
+        tpot_pred = (FUSED_STEPS if res.config.policy == "chunked" else NO_STEADY_STATE if stretch is None else
+                     _sig(1e3 * own.predicted_s.mean() * stretch))
+        steps = own
         cols[short_name(name)] = {
             "mean decode batch": _sig(steps.batch.mean()), "largest decode batch": int(steps.batch.max()),
             "step, measured (ms)": _sig(1e3 * steps.measured_s.mean()),

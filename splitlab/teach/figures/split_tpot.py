@@ -11,7 +11,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .split_tables import NO_STEADY_STATE, short_name
+from .split_tables import FUSED_STEPS, NO_STEADY_STATE, short_name
 from .style import fmt2, fmt3
 
 __all__ = ["stream_prefill_share", "tpot_prediction_note", "stretch_words", "tpot_slo_note"]
@@ -48,10 +48,15 @@ def tpot_prediction_note(runs: Mapping[str, object], steps: pd.DataFrame, rho: f
         raise ValueError(f"rho must be a finite number >= 0 (a share of a worker's time), got {rho!r}")
     measured, predicted = steps.loc["TPOT, measured (ms)"].drop(split), steps.loc["TPOT, predicted (ms)"].drop(split)
     none = [name for name in measured.index if predicted[name] == NO_STEADY_STATE]
-    errors = {name: float(measured[name]) / float(predicted[name]) - 1 for name in measured.index if name not in none}
+    fused = [name for name in measured.index if predicted[name] == FUSED_STEPS]
+    errors = {name: float(measured[name]) / float(predicted[name]) - 1 for name in measured.index
+              if name not in none and name not in fused}
     said = [f"{name}: {float(measured[name]):.3g} ms measured, {float(predicted[name]):.3g} predicted ({e:+.0%})"
             for name, e in errors.items()]
     said += [f"{name}: {float(measured[name]):.3g} ms measured, none predicted" for name in none]
+    said += [f"{name}: {float(measured[name]):.3g} ms measured, no formula here (a chunked stream also takes tokens "
+             "from fused steps, each a chunk's forward with the decode rows in it, not a decode step stretched by "
+             "stalls)" for name in fused]
     text = "Against the formula, " + "; ".join(said) + "."
     if none:
         text += (f" At rho = {rho:.0%} the formula's colocated worker would spend all its time prefilling, so it has "
