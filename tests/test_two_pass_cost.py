@@ -121,17 +121,21 @@ def test_paired_runs_keep_their_hybrid_steps_and_the_page_says_how_they_ran():
     configs = {"2 colocated": ServingConfig.colocated(2, max_batch=8, kv_budget_bytes=None),
                "2 chunked 48": ServingConfig.colocated(2, policy="chunked", chunk_tokens=48, max_batch=8,
                                                        kv_budget_bytes=None)}
-    words = {}
+    words, kept = {}, {}
     for name, cost in (("fused", LINEAR), ("two-pass", two_pass(LINEAR))):
         ex = StepByStep(cost)  # off the fast path: run_step records every step
         runs = split_seeds.paired_runs("chat", 20, 30.0, configs, ex, 1.0, 1.0, seeds=(0, 1), scale=0.3)
         assert ex.step_log is None and len(runs.hybrid_steps) >= 10  # the executor's record left as it was
         assert {r["kind"] for r in runs.hybrid_steps} == {"hybrid" if name == "fused" else "two-pass"}
-        words[name] = split_seeds.hybrid_note(runs, cost)
+        words[name], kept[name] = split_seeds.hybrid_note(runs, cost), runs
         measured = sorted(r["step_s"] for r in runs.hybrid_steps)
         median = split_seeds.fmt3(1e3 * float(pd.Series(measured).median()))
         assert f"{median} ms" in words[name]
     assert words["fused"].startswith("The chunked runs' ") and "ran as one fused forward each" in words["fused"]
+    assert "(medians, +0%, within the 20% we allow a prediction)" in words["fused"]  # the simulator: exact
+    dear = LINEAR.with_(hybrid_per_row_s=LINEAR.hybrid_per_row_s + 0.01)  # predicts fused steps far longer
+    assert "beyond the 20% we allow a prediction: a chunk budget sized on the prediction (the 'tpot' budget) gives " \
+           "steps shorter than it planned" in split_seeds.hybrid_note(kept["fused"], dear)
     assert words["two-pass"].startswith("This model's family (sliding-window layers) runs hybrid steps in two "
                                         "passes, and the simulator charges two passes too")
     assert "a fused engine's step would cost" in words["two-pass"]

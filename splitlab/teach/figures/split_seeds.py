@@ -201,24 +201,31 @@ def paired_verdict(attainment: pd.DataFrame, a: str, b: str, n_requests: int) ->
             f"{g['mean']:+.0f}); zero lies within that range, so these runs cannot tell the two layouts apart.")
 
 
-def hybrid_note(runs: PairedRuns, cost) -> str:
+def hybrid_note(runs: PairedRuns, cost, tolerance: float = 0.2) -> str:
     """One sentence on how the chunked runs' hybrid steps (decode rows riding with a prompt chunk) ran: as one fused
     forward each, their median measured against ``cost``'s prediction; or, where the model's family cannot fuse
     (``run.hybrid_path`` "two-pass", the reason ``cost.two_pass_reason``), in two passes, whether the simulator
     charges two passes too (``cost.hybrid_path``), and what a fused engine's step would cost by the fused form
-    (``cost.fused_hybrid_s``) against the median measured. "" when no layout of the runs was chunked."""
+    (``cost.fused_hybrid_s``) against the median measured; fused, whether the median is within ``tolerance`` of the
+    prediction. "" when no layout of the runs was chunked."""
     chunked = [r for r in runs.first.results.values() if r.config.policy == "chunked"]
     if not chunked:
         return ""
     steps = runs.hybrid_steps
     if not steps:
         return "No step of the chunked runs carried decode rows and a prompt chunk together."
-    measured = fmt3(1e3 * float(np.median([r["step_s"] for r in steps])))
-    fused = fmt3(1e3 * float(np.median([cost.fused_hybrid_s(*(r[k] for k in HYBRID_TERMS)) for r in steps])))
+    m_s = float(np.median([r["step_s"] for r in steps]))
+    f_s = float(np.median([cost.fused_hybrid_s(*(r[k] for k in HYBRID_TERMS)) for r in steps]))
+    measured, fused = fmt3(1e3 * m_s), fmt3(1e3 * f_s)
     if chunked[0].hybrid_path == "fused":
+        off = m_s / f_s - 1
+        judged = (f"{off:+.0%}, within the {tolerance:.0%} we allow a prediction" if round(abs(off) * 100) <=
+                  round(tolerance * 100) else f"{off:+.0%}, beyond the {tolerance:.0%} we allow a prediction: a chunk "
+                  f"budget sized on the prediction (the 'tpot' budget) gives steps {'longer' if off > 0 else 'shorter'}"
+                  " than it planned")
         return (f"The chunked runs' {len(steps)} hybrid steps (a prompt chunk with the decode rows riding in its "
                 f"forward) ran as one fused forward each: {measured} ms "
-                f"measured, {fused} ms predicted (medians).")
+                f"measured, {fused} ms predicted (medians, {judged}).")
     why = (cost.two_pass_reason or "one splitlab cannot pack into one forward").split(" (")[0]  # its gist
     sim = ("the simulator charges two passes too" if cost.hybrid_path == "two-pass" else
            "but this cost model charges one fused forward (a calibration from before it recorded the path)")
