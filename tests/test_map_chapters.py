@@ -120,6 +120,9 @@ def test_link_words_say_where_the_cells_a_slow_link_takes_go():
         "serving: 20 and 100 tokens at 1.5 steps; 100 at 4 steps). The longest prompt's cache (0.2 MiB, 100 tokens) "
         "crosses in 0.2 ms on the cost model's link, 2 ms at 0.1 GB/s and 20 ms at 0.01 GB/s, against a prefill of "
         "10 ms.")
+    mixed = link_words({None: own, 0.01: _map([["chunked", "tie"], ["tie", "prefill-first"]], link=1e7)}, cost)
+    assert ("at 0.01 GB/s it keeps 0 of the 3 cells it wins on its own link (2 to colocated serving: 20 tokens at 1.5 "
+            "steps; 100 at 4 steps, and 1 to a tie: 100 tokens at 1.5 steps)") in mixed
     with pytest.raises(ValueError, match="at least two maps"):
         link_words({None: own}, cost)
 

@@ -48,12 +48,12 @@ def link_words(maps: dict, cost) -> str:
             parts.append(_goodput_lost(ref, m, gbps))
             continue
         lost = [m.cells[i] for i in won if m.cells[i].winner != "split"]
-        to_tie = sum(c.winner == "tie" for c in lost)
         text = f"at {gbps:g} GB/s it keeps {len(won) - len(lost)} of the {len(won)} cells it wins on its own link"
         if lost:
-            goes = [f"{len(lost) - to_tie} to colocated serving" if len(lost) > to_tie else "",
-                    f"{to_tie} to a tie" if to_tie else ""]
-            text += f" ({and_list([g for g in goes if g])}: {_where(lost)})"
+            colo, tie = [c for c in lost if c.winner != "tie"], [c for c in lost if c.winner == "tie"]
+            goes = [f"{len(g)} to {what}: {_where(g)}" for g, what in ((colo, "colocated serving"), (tie, "a tie"))
+                    if g]
+            text += f" ({', and '.join(goes)})"
         parts.append(text)
     n = max(ref.prompt_tokens)
     nbytes = cost.kv_bytes_per_token * n
