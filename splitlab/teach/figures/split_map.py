@@ -112,13 +112,15 @@ def map_heatmap(m, ax=None, title: str | None = None):
 
 def map_words(m) -> str:
     """A sentence on the :class:`~splitlab.planning.split_map.SplitMap` ``m``: how many of its cells each layout
-    wins (by more than the tie tolerance), how many are ties and how many no layout serves."""
+    wins (by more than the tie tolerance), how many are ties (and how a tie's cell names its kinds) and how many no
+    layout serves."""
     n = m.counts()
     parts = [f"{n[k]} to {label}" for k, label in (("split", "the split"), ("prefill-first", "colocated prefill-first"),
                                                     ("chunked", "colocated chunked")) if n.get(k)]
     text = f"Of the map's {len(m.cells)} cells, " + (", ".join(parts) if parts else "none to any layout")
     if n.get("tie"):
-        text += f"; {n['tie']} {'is a tie' if n['tie'] == 1 else 'are ties'} (within {m.tie_tolerance:.0%})"
+        text += (f"; {n['tie']} {'is a tie' if n['tie'] == 1 else 'are ties'} (within {m.tie_tolerance:.0%}; a tie's "
+                 "cell names the tied kinds by letter: S the split, P prefill-first, C chunked)")
     if n.get("none"):
         text += f"; in {n['none']} no layout meets the SLOs"
     return text + "."
