@@ -189,8 +189,8 @@ def live_words(lives: dict, m) -> str:
         per = lc.rate_per_s / m.workers
         times = {n: per / c.goodput[k] for k, n in ((c.leader, lc.winner), (c.runner_up, lc.rival)) if c.goodput[k] > 0}
         past = ", ".join(f"{fmt3(x)}x {short_name(n)}'s" for n, x in times.items())
-        why = (": past both, where a short run from idle workers can tell them apart" if len(times) == 2 and
-               min(times.values()) > 1 else "")
+        why = (": past both, where a short run from idle workers can tell them apart" if kind != "tie" and
+               len(times) == 2 and min(times.values()) > 1 else "")
         out.append(f"{head} (the runs' own steps then: {during}); at {per:.3g} requests/s per worker "
                    f"({past or 'no'} goodput on the map{why}) the rescaled simulator {predicted} (decode steps "
                    f"{lc.drift - 1:.0%} slower or faster). "
