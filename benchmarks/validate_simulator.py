@@ -43,12 +43,17 @@ import torch
 
 import splitlab as sl
 from splitlab.planning.batch import batch_bound
+from splitlab.phases.locate import ModelNotFound
 from splitlab.serving import ModelExecutor, link_fields, make_workload
 from splitlab.serving import validation as V
 from splitlab.sizing import LINKS
 
 #: the link the split's caches cross by default (chapters 6-7's)
 LINK = "25 Gb/s network"
+#: most workers a validation emulates (each an emulated worker on the one thread timing every step)
+MAX_WORKERS = 16
+#: the workloads it serves
+WORKLOADS = ("research", "chat", "code")
 
 
 def describe(contenders, executor, workloads, n_requests: int, scale) -> list[str]:
@@ -77,8 +82,11 @@ def _check(ap: argparse.ArgumentParser, args) -> None:
                  f"each kind), got {args.requests}")
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
-    if args.workers < 2:
-        ap.error(f"--workers must be at least 2 (the split needs a prefill and a decode worker), got {args.workers}")
+    if not 2 <= args.workers <= MAX_WORKERS:
+        ap.error(f"--workers must be 2 to {MAX_WORKERS} (the split needs a prefill and a decode worker; each worker "
+                 f"is emulated on this one CPU thread), got {args.workers}")
+    if args.seed < 0:
+        ap.error(f"--seed must be an integer >= 0, got {args.seed}")
     if args.scale is not None and not 0 < args.scale < float("inf"):
         ap.error(f"--scale must be a finite positive number (workload lengths), got {args.scale}")
 
@@ -105,11 +113,19 @@ def main(argv: list[str] | None = None) -> None:
         args.requests, args.repeats, args.scale = 6, 1, args.scale or 0.3
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
-    lm = sl.load_model(args.model, threads=1)
+    try:
+        lm = sl.load_model(args.model, threads=1)
+    except ModelNotFound as e:
+        ap.error(f"--model {args.model!r}: {e}")
+    for name in WORKLOADS:  # a scale the model's context cannot hold, refused before the calibration
+        try:
+            make_workload(name, args.requests, 1.0, model=lm, scale=args.scale)
+        except ValueError as e:
+            ap.error(f"--scale {args.scale}: {e}")
     if lm.device.type == "cpu":
         sl.phases.device.set_cpu_clock(args.clock)
     cal = sl.profiling.calibrate(lm, **small)
-    rates = V.default_rates(cal.cost, lm, n_workers=args.workers, scale=args.scale)
+    rates = V.default_rates(cal.cost, lm, n_workers=args.workers, names=WORKLOADS, scale=args.scale)
     rates = dict(list(rates.items())[:1]) if args.quick else rates
     contenders = V.validation_contenders(args.workers, **({} if args.link == "copy" else link_fields(args.link)))
     emu = ModelExecutor(lm)
@@ -133,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
                               rows=table.to_dict("records"), max_abs_error=verdict["largest"])))
         return
     print(f"{lm.name} on {cal.meta['device']}, steps timed by {cal.meta['clock']} clock, load average {load:.2f} "
-          f"before the runs; {args.repeats} emulated run(s) per contender, "
+          f"before the runs; {args.workers} workers, {args.requests} requests per workload, {args.repeats} emulated "
+          f"run(s) per contender, "
           f"{'calibrations before and after each workload' if not args.no_bracket else 'calibrated before each'}")
     print("contenders:")
     print("\n".join(header))

@@ -100,14 +100,29 @@ def test_simulator_scale_refuses_bad_arguments_up_front(argv, words, capsys):
 @pytest.mark.parametrize("argv, words", [
     (["--requests", "3"], "--requests must be at least 4"),
     (["--repeats", "0"], "--repeats must be at least 1"),
-    (["--workers", "1"], "--workers must be at least 2"),
+    (["--workers", "1"], "--workers must be 2 to 16"),
     (["--scale", "nan"], "--scale must be a finite positive number"),
     (["--scale", "-1"], "--scale must be a finite positive number"),
     (["--link", "pigeon"], "invalid choice"),
+    (["--seed", "-1"], "--seed must be an integer >= 0"),
+    (["--workers", "1000"], "--workers must be 2 to 16"),
 ])
 def test_validate_simulator_refuses_bad_arguments_before_calibrating(argv, words, capsys, monkeypatch):
     validate_simulator = _benchmark("validate_simulator")
     monkeypatch.setattr(validate_simulator.sl, "load_model", lambda *a, **k: pytest.fail("loaded a model first"))
+    with pytest.raises(SystemExit) as stop:
+        validate_simulator.main(argv)
+    assert stop.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--model", "no-such-model"], "--model 'no-such-model'"),
+    (["--scale", "1000"], "--scale 1000.0: "),
+])
+def test_validate_simulator_refuses_a_model_or_scale_before_calibrating(argv, words, capsys, monkeypatch):
+    """A fresh reader (2026-12-05) got tracebacks for these, the scale's after a calibration."""
+    validate_simulator = _benchmark("validate_simulator")
+    monkeypatch.setattr(validate_simulator.sl.profiling, "calibrate", lambda *a, **k: pytest.fail("calibrated first"))
     with pytest.raises(SystemExit) as stop:
         validate_simulator.main(argv)
     assert stop.value.code == 2 and words in capsys.readouterr().err

@@ -136,3 +136,16 @@ def test_a_chunk_size_given_twice_is_searched_and_stated_once():
     for bad in (0, -1):
         with pytest.raises(ValueError, match=f"max_batch must be an integer >= 1 or None .*got {bad}"):
             sl.planner.plan(None, "chat", 0.3, 0.03, max_workers=2, max_batch=bad, progress=False)
+
+
+def test_a_chunked_layouts_own_cap_is_named_as_such_not_as_max_batch():
+    """validate_simulator printed 'max_batch None, requests a worker holds: research 255 (max_batch)' for chunked
+    (a fresh reader, 2026-12-05): the cap of 255 is the layout's own, chunk_tokens - 1."""
+    from splitlab.serving import CostModelExecutor, ServingConfig
+    ex = CostModelExecutor()
+    own = batch_bound(ex, ServingConfig.colocated(2, policy="chunked", chunk_tokens=256), [100] * 5, [50] * 5)
+    assert own.binds == "chunk_tokens - 1" and own.batch == 255
+    assert "no cap, but a chunked layout's own (chunk_tokens - 1) binds: at most 255 requests per worker" in own.line()
+    capped = batch_bound(ex, ServingConfig.colocated(2, policy="chunked", chunk_tokens=256, max_batch=16), [100] * 5,
+                         [50] * 5)
+    assert capped.binds == "max_batch" and "max_batch 16 binds" in capped.line()

@@ -50,8 +50,12 @@ class BatchBound:
 
     @property
     def binds(self) -> str:
-        """What bounds the batch: "max_batch" (a cap below what KV memory holds) or "KV memory"."""
-        return "max_batch" if self.cap < self.kv_requests else "KV memory"
+        """What bounds the batch: "max_batch" (a cap given, below what KV memory holds), "chunk_tokens - 1" (no
+        cap given: a chunked worker's own, one decode row less than its chunk budget, below what KV memory holds)
+        or "KV memory"."""
+        if self.cap >= self.kv_requests:
+            return "KV memory"
+        return "max_batch" if self.max_batch is not None else "chunk_tokens - 1"
 
     def line(self) -> str:
         """One sentence: the budget, the requests it holds, the cap and which binds; per worker, or per TP group
@@ -64,8 +68,9 @@ class BatchBound:
         held = "" if math.isinf(self.kv_requests) else (
             f", {self.kv_requests:,.0f} requests of {self.request_bytes / 2 ** 20:.3g} MiB (mean prompt + output)")
         cap = "no cap" if self.max_batch is None else f"max_batch {self.max_batch}"
-        if self.binds == "max_batch":
+        if self.binds != "KV memory":
             per = "worker" if self.tp == 1 else "TP group"
+            cap = cap if self.binds == "max_batch" else "no cap, but a chunked layout's own (chunk_tokens - 1)"
             return f"decode batch: {budget}{held}; {cap} binds: at most {self.cap:,.0f} requests per {per}"
         return f"decode batch: {budget}{held}; {cap}: KV memory bounds the batch"
 
