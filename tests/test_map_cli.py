@@ -64,7 +64,7 @@ def test_bad_input_is_a_usage_error_on_one_line(capsys, args, message):
 
 
 def test_a_prompt_past_the_context_is_said(capsys):
-    assert main(["map", "--prompt-tokens", "64", "4096"]) == 1  # the built-in model's context is 2048 tokens
+    assert main(["map", "--prompt-tokens", "64", "4096"]) == 2  # the built-in model's context: 2048 (a usage error)
     err = capsys.readouterr().err
     assert "exceed the cost model's context of 2048 tokens" in err and len(err.strip().splitlines()) == 1
 
@@ -75,3 +75,11 @@ def test_columns_without_a_prompt_range_spread_over_the_default_range(capsys):
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["prompt_tokens"]) == 2 and data["prompt_tokens"][0] == 16 and len(data["cells"]) == 2
+
+
+def test_link_gbps_beside_a_named_link_says_which_the_map_crosses(capsys):
+    """A fresh reader (2026-12-05) gave --link and --link-gbps together: the header named both links, not which."""
+    assert main(["map", "--link", "25 Gb/s network", "--link-gbps", "400", "--columns", "2", "--rows", "2",
+                 "--tpot-steps", "2", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "KV link 400 GB/s (--link-gbps, in place of the cost model's 25 Gb/s network)" in out

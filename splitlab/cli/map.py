@@ -100,8 +100,8 @@ def map_command(args):
     if longest + args.output_tokens > context:
         what = (f"--prompt-tokens HIGH ({longest})" if args.prompt_tokens else
                 "the default range's shortest prompt (16 tokens)") + f" and --output-tokens ({args.output_tokens})"
-        raise ValueError(f"{what} exceed the cost model's context of {context} tokens: keep their sum at most "
-                         f"{context}")
+        raise CLIError(f"{what} exceed the cost model's context of {context} tokens: keep their sum at most "
+                       f"{context}")
     if args.prompt_tokens is not None or args.columns is not None:  # --columns alone: the default range (split_map's)
         low, high = args.prompt_tokens or (16, max(16, context - args.output_tokens))
         axes["--prompt-tokens"] = prompt_axis(cost, low, high, args.columns or 6)
@@ -110,7 +110,9 @@ def map_command(args):
                   link_bytes_per_s=args.link_gbps * 1e9 if args.link_gbps else None,
                   tie_tolerance=args.tie_tolerance, chunk_tokens=args.chunk_tokens, max_batch=args.max_batch,
                   seed=args.seed, progress=progress(args), conditional_queues=queues, **kw)
-    link = f"{args.link_gbps:g} GB/s" if args.link_gbps else "the cost model's transfer"
+    link = (f"{args.link_gbps:g} GB/s (--link-gbps, in place of the cost model's"
+            f"{' ' + args.link if getattr(args, 'link', None) else ''})" if args.link_gbps else
+            "the cost model's transfer")
     text = [f"splitlab map: {args.workers} workers, {args.output_tokens}-token answers, TTFT SLO {m.ttft_prefills:g} "
             f"prefills of the prompt, KV link {link}",
             f"cost model: {m.cost_source}",
