@@ -9,6 +9,7 @@ on a cap nobody sees; a cap below what memory holds binds, and says so.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -102,8 +103,13 @@ def batch_bound(executor, config: ServingConfig, prompt_tokens: Sequence[int],
     is stated per TP group.
 
     Raises:
-        ValueError: no requests, or no room for a KV cache on the device.
+        ValueError: no requests, a length that is not an integer number of tokens (prompts >= 1, outputs >= 0), or
+            no room for a KV cache on the device.
     """
+    for name, lengths, least in (("prompt_tokens", prompt_tokens, 1), ("output_tokens", output_tokens, 0)):
+        if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or any(
+                isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral) or n < least for n in lengths):
+            raise ValueError(f"{name} must be a list of integer token counts >= {least}, got {lengths!r}")
     if len(prompt_tokens) == 0 or len(prompt_tokens) != len(output_tokens):
         raise ValueError("batch_bound needs one output length per prompt length, and at least one request")
     budget = config.kv_budget_bytes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -68,8 +69,14 @@ def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, point
     scale instead. Deduplicated, so possibly fewer than ``points``.
 
     Raises:
-        ValueError: as :func:`geometric_axis` (an empty range, points < 1 or one in a range), a decode step of 0 s."""
+        ValueError: as :func:`geometric_axis` (an empty range, points < 1 or one in a range), a decode step of 0 s;
+            an end that is not an integer number of tokens, or a high end past the cost model's context."""
     cost = CostModelExecutor(cost).cost
+    for name, v in (("low_tokens", low_tokens), ("high_tokens", high_tokens)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):  # 16.5 gave [16.5, 48.0, 100]
+            raise ValueError(f"{name} must be an integer number of tokens, got {v!r}")
+    if high_tokens > cost.max_context:  # was returned as a prompt length no request can have
+        raise ValueError(f"high_tokens ({high_tokens}) exceeds the cost model's context of {cost.max_context} tokens")
     geometric_axis(low_tokens, high_tokens, points, integer=True)  # the range's own checks
     steps = functools.partial(prefill_steps, cost)
     lo, hi = steps(low_tokens), steps(high_tokens)
@@ -86,6 +93,9 @@ def prompt_axis(cost: CostModel | None, low_tokens: int, high_tokens: int, point
 
 
 def check_axis(name: str, values, integer: bool, lowest: float) -> list:
+    if isinstance(values, (str, bytes)) or not (values is None or isinstance(values, Iterable)):
+        raise ValueError(f"{name} must be a list of {'prompt lengths' if integer else 'numbers'}, e.g. "
+                         f"{[64] if integer else [2.5]}, got {values!r}")  # 2.5 was "'float' object is not iterable"
     vals = list(values) if values is not None else []
     if not vals:
         raise ValueError(f"{name} is empty: give at least one value")

@@ -14,6 +14,7 @@ case's own map, so the rule's word can be compared with a simulation of that GPU
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Sequence
 
 import pandas as pd
@@ -104,7 +105,9 @@ def split_threshold(m) -> pd.DataFrame:
 def order_words(table: pd.DataFrame) -> str:
     """How the rows of :func:`split_threshold`'s ``table`` compare, tight TPOT SLO to loose, as a sentence: the
     columns the split wins in each, and whether a tighter SLO gives it more ("the tighter the TPOT SLO, the more
-    columns the split wins"), more or as many, or not always. ValueError: an empty table."""
+    columns the split wins"), more or as many, or not always. ValueError: an empty table. TypeError: not a DataFrame."""
+    if not isinstance(table, pd.DataFrame):  # was an AttributeError on table.empty
+        raise TypeError(f"table must be a DataFrame (split_threshold's rows of a map), got {type(table).__name__}")
     if table.empty:
         raise ValueError("table is empty: give split_threshold's rows of a map")
     rows = table.sort_values("tpot_steps")
@@ -124,7 +127,10 @@ def reading(row, steps: float) -> str:
     """What one row of :func:`split_threshold` says at a prefill of ``steps`` decode steps: a verdict ("split",
     "colocated", "tie", "none") where the columns on either side agree or ``steps`` is a column, "A or B" where they
     differ, "near the threshold" between the columns that bracket the row's threshold, and "below the map's
-    columns" / "beyond the map's columns" outside them (unless the row's verdict there is monotone)."""
+    columns" / "beyond the map's columns" outside them (unless the row's verdict there is monotone).
+    ValueError: ``steps`` not a finite number > 0."""
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Real) or not (math.isfinite(steps) and steps > 0):
+        raise ValueError(f"steps must be a finite number > 0 (a prefill cost in decode steps), got {steps!r}")
     cols, verdicts = row.prefill_steps, row.verdicts
     if steps < cols[0]:
         return "colocated" if row.monotone and verdicts[0] == "colocated" else "below the map's columns"
@@ -142,7 +148,10 @@ def reading(row, steps: float) -> str:
 def agrees(rule_says: str, own_says: str) -> bool | None:
     """Whether the rule's word on a case (:func:`apply_rule`'s ``rule says``) matches the winner of the case's own
     cell (``own map says``: a kind, "tie (...)" or "none"): True or False where the rule names a verdict or two,
-    None where it makes no claim (near the threshold, or outside the map's columns)."""
+    None where it makes no claim (near the threshold, or outside the map's columns). TypeError: a word not a str."""
+    for name, v in (("rule_says", rule_says), ("own_says", own_says)):
+        if not isinstance(v, str):  # was an AttributeError on None.startswith
+            raise TypeError(f"{name} must be a str (apply_rule's 'rule says' or 'own map says'), got {v!r}")
     own = ("colocated" if own_says in ("prefill-first", "chunked") else "tie" if own_says.startswith("tie") else
            own_says)
     said = rule_says.split(" or ")
@@ -184,7 +193,8 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
 
     Raises:
         ValueError: ``tpot_steps`` not a row of ``m``; rows that are not (model, GPU, dtype, tokens) or name an
-            unknown model or GPU, or weights that do not fit (from ``roofline_cost_model``).
+            unknown model or GPU, or weights that do not fit (from ``roofline_cost_model``); prompt tokens not an
+            integer in 1 .. the model's context.
     """
     from ..costmodel import roofline_cost_model
     from .chunk_budget import TPOT, resolve_chunks, step_s
@@ -202,6 +212,9 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
             raise ValueError(f"each row must be (model, GPU, dtype, prompt tokens), got {row!r}")
         model, gpu, dtype, prompt = row
         cost = roofline_cost_model(model, gpu, dtype)
+        if isinstance(prompt, bool) or not isinstance(prompt, numbers.Integral) or not 1 <= prompt <= cost.max_context:
+            raise ValueError(f"prompt tokens must be an integer in 1 .. {cost.max_context} ({model}'s context), got "
+                             f"{prompt!r} in {row!r}")  # 0, True, 2048.5 and 10**7 were read as prefill costs
         p, d, steps = cost.prefill_s(prompt), cost.decode_s(1, prompt), prefill_steps(cost, prompt)
         rec = {"model": model, "GPU": gpu, "dtype": dtype, "prompt tokens": prompt, "prefill (ms)": p * 1e3,
                "decode step (ms)": d * 1e3, "prefill (decode steps)": steps,

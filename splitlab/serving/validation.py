@@ -33,6 +33,7 @@ from ..costmodel.model import HYBRID_TERMS, hybrid_fit_row
 from . import metrics as M
 from .config import ServingConfig
 from .runner import run
+from .simulated import CostModelExecutor
 from .workload import make_workload
 
 __all__ = ["validate", "validation_contenders", "summary", "verdict", "default_rates", "in_run_cost", "METRICS"]
@@ -216,7 +217,17 @@ def default_rates(cost, lm=None, n_workers: int = 2, busy: float = 0.5,
                   names: Sequence[str] = ("research", "chat", "code"), scale: float | None = None
                   ) -> dict[str, float]:
     """A rate per workload at which ``n_workers`` colocated workers are about ``busy`` of the time, by the cost
-    model: busy / (mean prefill + mean output x decode step of a small batch) x workers."""
+    model: busy / (mean prefill + mean output x decode step of a small batch) x workers, rounded to 0.01/s.
+    ``cost`` None: the built-in cost model.
+
+    Raises:
+        ValueError: ``busy`` not a share in (0, 1], ``n_workers`` not an integer >= 1, or a rate that rounds to 0;
+            KeyError: an unknown workload name."""
+    if isinstance(busy, bool) or not isinstance(busy, numbers.Real) or not 0 < busy <= 1:
+        raise ValueError(f"busy must be a share of the time in (0, 1], got {busy!r}")  # 0, -1, NaN gave such rates
+    if isinstance(n_workers, bool) or not isinstance(n_workers, numbers.Integral) or n_workers < 1:
+        raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
+    cost = CostModelExecutor(cost).cost  # None was an AttributeError on None.prefill_s
     out = {}
     for name in names:
         reqs = make_workload(name, 200, 1.0, seed=1, model=lm, scale=scale)
@@ -225,6 +236,9 @@ def default_rates(cost, lm=None, n_workers: int = 2, busy: float = 0.5,
         per_request = np.mean([cost.prefill_s(n) for n in prompt]) + output.mean() * cost.decode_s(
             2, 2 * (prompt.mean() + output.mean() / 2)) / 2
         out[name] = float(round(busy * n_workers / per_request, 2))
+        if out[name] == 0:
+            raise ValueError(f"the {name} rate, {busy * n_workers / per_request:.3g} requests/s, rounds to 0: a "
+                             f"larger busy share or more workers")
     return out
 
 
@@ -247,7 +261,20 @@ def verdict(table: pd.DataFrame, tolerance: float = 0.15) -> dict:
     and, with repeated emulated runs, ``spread_median`` / ``spread_max`` (how far the real runs disagreed with
     each other) and ``within_spread`` (how many errors are no larger than that disagreement); else NaN / 0; with
     an in-run column (``validate(..., in_run=True)``) also ``in_run_within``, ``in_run_largest`` and
-    ``in_run_where``: the same counts for the simulation on the runs' own step times."""
+    ``in_run_where``: the same counts for the simulation on the runs' own step times.
+
+    Raises:
+        ValueError: ``tolerance`` not a share > 0; a table that is empty, has no ``abs_error`` column or no error
+            that is a number."""
+    if isinstance(tolerance, bool) or not isinstance(tolerance, numbers.Real) or not (
+            math.isfinite(tolerance) and tolerance > 0):  # NaN and -1 counted 0 within, True all
+        raise ValueError(f"tolerance must be a finite share > 0 (0.15: 15%), got {tolerance!r}")
+    if not isinstance(table, pd.DataFrame) or "abs_error" not in table:
+        raise ValueError(f"table must be validate()'s DataFrame, with an abs_error column, got {type(table).__name__}")
+    if table.empty:
+        raise ValueError("table is empty: no value was compared")
+    if table.abs_error.isna().all():
+        raise ValueError("the table holds no error that is a number (every abs_error is NaN)")
     worst = table.loc[table.abs_error.idxmax()]
     spread = table.emulated_spread if "emulated_spread" in table else pd.Series(math.nan, index=table.index)
     return dict(values=len(table), tolerance=tolerance, within=int((table.abs_error <= tolerance).sum()),
