@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from .style import and_list, fmt2, pct2
+from ...serving import CostModelExecutor
+from .style import and_list, fmt2, fmt3, pct2
 
 __all__ = ["link_words", "workers_words", "rule_words", "fused_row_words"]
 
@@ -15,6 +16,11 @@ __all__ = ["link_words", "workers_words", "rule_words", "fused_row_words"]
 def _same_axes(a, b) -> None:
     if (a.prompt_tokens, a.tpot_steps) != (b.prompt_tokens, b.tpot_steps):
         raise ValueError("the maps have different axes: make them with one split_map_grid(s) call")
+
+
+def _at(gbps) -> str:
+    """'at 12.5 GB/s', or 'on the cost model's link' for None (a grid may give it in any place)."""
+    return "on the cost model's link" if gbps is None else f"at {fmt3(gbps, 6)} GB/s"  # :g without its exponent
 
 
 def _where(cells) -> str:
@@ -28,17 +34,21 @@ def _where(cells) -> str:
 
 def link_words(maps: dict, cost) -> str:
     """What slower links between the pools take from the split, from :func:`~splitlab.teach.widgets.split_map.
-    split_map_grid`'s ``maps`` ({link GB/s or None: map}, the first the reference): for each other link, how many of
+    split_map_grid`'s ``maps`` ({link GB/s or None: map}, the first the reference; the others called slower only
+    where each cache crosses them slower): for each other link, how many of
     the cells the split wins on the reference it keeps, and where the others go (colocated serving or a tie); then
-    how long the longest prompt's cache takes to cross each link (``cost``: the maps' cost model, its
-    ``kv_bytes_per_token`` and, for the link None, ``transfer_s``) beside that prompt's prefill.
+    how long the longest prompt's cache takes to cross each link (``cost``: the maps' cost model, None the built-in
+    one; its ``kv_bytes_per_token`` and, for the link None, ``transfer_s``) beside that prompt's prefill.
 
     Raises:
-        ValueError: fewer than two maps, or maps of different axes."""
+        ValueError: fewer than two maps, maps of different axes, or ``cost`` not the maps' cost model."""
     links = list(maps)
     if len(links) < 2:
         raise ValueError("link_words compares links: give at least two maps")
     ref = maps[links[0]]
+    cost = CostModelExecutor(None).cost if cost is None else cost  # None was an AttributeError
+    if getattr(cost, "source", ref.cost_source) != ref.cost_source:  # its caches and prefill said of the maps
+        raise ValueError(f"cost is not the maps' cost model: {cost.source!r} against the maps' {ref.cost_source!r}")
     won = [i for i, c in enumerate(ref.cells) if c.winner == "split"]
     parts = []
     for gbps in links[1:]:
@@ -48,7 +58,7 @@ def link_words(maps: dict, cost) -> str:
             parts.append(_goodput_lost(ref, m, gbps))
             continue
         lost = [m.cells[i] for i in won if m.cells[i].winner != "split"]
-        text = f"at {gbps:g} GB/s it keeps {len(won) - len(lost)} of the {len(won)} cells it wins on its own link"
+        text = f"{_at(gbps)} it keeps {len(won) - len(lost)} of the {len(won)} cells it wins on its own link"
         if lost:
             colo, tie = [c for c in lost if c.winner != "tie"], [c for c in lost if c.winner == "tie"]
             goes = [f"{len(g)} to {what}: {_where(g)}" for g, what in ((colo, "colocated serving"), (tie, "a tie"))
@@ -57,11 +67,13 @@ def link_words(maps: dict, cost) -> str:
         parts.append(text)
     n = max(ref.prompt_tokens)
     nbytes = cost.kv_bytes_per_token * n
-    cross = [f"{fmt2(1e3 * (cost.transfer_s(nbytes) if g is None else nbytes / (g * 1e9)))} ms"
-             + (" on the cost model's link" if g is None else f" at {g:g} GB/s") for g in links]
-    head = "" if won else "The split wins no cell on its own link, so a slower one can only widen its losses: "
-    return (f"{head}{'On' if not head else 'on'} a slower KV link between the pools, {'; '.join(parts)}. The longest "
-            "prompt's cache "
+    seconds = [cost.transfer_s(nbytes) if g is None else nbytes / (g * 1e9) for g in links]
+    cross = [f"{fmt2(1e3 * s)} ms {_at(g)}" for s, g in zip(seconds, links)]
+    slower = all(s > seconds[0] for s in seconds[1:])  # else 'a slower link' of a faster one (10 GB/s after 1)
+    head = "" if won else ("The split wins no cell on its own link, so a slower one can only widen its losses: "
+                           if slower else "The split wins no cell on its own link: ")
+    return (f"{head}{'On' if not head else 'on'} {'a slower' if slower else 'another'} KV link between the pools, "
+            f"{'; '.join(parts)}. The longest prompt's cache "
             f"({_size(nbytes)}, {n:,} tokens) crosses in {and_list(cross)}, against a prefill of "
             f"{1e3 * cost.prefill_s(n):.3g} ms.")
 
@@ -78,11 +90,11 @@ def _goodput_lost(ref, m, gbps: float) -> str:
     change = [(b.goodput["split"] / a.goodput["split"] - 1, b) for a, b in zip(ref.cells, m.cells)
               if a.goodput["split"] > 0]
     if not change:
-        return f"at {gbps:g} GB/s the split still serves no cell within the SLOs"
+        return f"{_at(gbps)} the split still serves no cell within the SLOs"
     worst, cell = min(change, key=lambda x: x[0])
     best = max(x for x, _ in change)
     if worst >= 0:
-        return f"at {gbps:g} GB/s its best split serves as much in every cell"
+        return f"{_at(gbps)} its best split serves as much in every cell"
     span = f"{pct2(-worst)}" if math.isclose(best, worst, abs_tol=5e-3) else (
         f"{pct2(max(-best, 0))} to {pct2(-worst)}")
     ties = [i for i, c in enumerate(ref.cells) if c.winner == "tie"]
@@ -90,7 +102,7 @@ def _goodput_lost(ref, m, gbps: float) -> str:
     which = (f"its {'tie goes' if len(ties) == 1 else f'{len(ties)} ties go'}" if len(ended) == len(ties) else
              f"{len(ended)} of its {len(ties)} ties {'goes' if len(ended) == 1 else 'go'}")
     gone = f"; {which} to colocated serving: {_where(ended)}" if ended else ""
-    return (f"at {gbps:g} GB/s its best split serves {span} less (the most at {cell.prompt_tokens:,} tokens, "
+    return (f"{_at(gbps)} its best split serves {span} less (the most at {cell.prompt_tokens:,} tokens, "
             f"{cell.tpot_steps:g} steps{gone})")
 
 
@@ -142,10 +154,12 @@ def workers_words(small, large) -> str:
     use a prefill:decode ratio the smaller one cannot make.
 
     Raises:
-        ValueError: maps of different axes, or of one cluster size."""
+        ValueError: maps of different axes, of one cluster size, or ``small`` the larger."""
     _same_axes(small, large)
     if small.workers == large.workers:
         raise ValueError(f"both maps are of {small.workers} workers: give two cluster sizes")
+    if small.workers > large.workers:  # 'From 8 workers to 4', 8's ratios judged by what 4 can make
+        raise ValueError(f"small must be the map of fewer workers, got {small.workers} then {large.workers}")
     a, b, n = small.counts(), large.counts(), len(small.cells)
     labels = (("split", "the split"), ("prefill-first", "colocated prefill-first"), ("chunked", "colocated chunked"),
               ("tie", "ties"), ("none", "no layout"))

@@ -13,6 +13,8 @@ bandwidth as the control, and the cluster's size as a second one.
 """
 from __future__ import annotations
 
+import numbers
+from collections.abc import Iterable
 from typing import Sequence
 
 import ipywidgets as widgets
@@ -30,8 +32,9 @@ SLIDER_X = 0.12
 
 
 def link_label(gbps: float | None) -> str:
-    """'12.5 GB/s', or "cost model's" for None (the cost model's own transfer)."""
-    return "cost model's" if gbps is None else f"{gbps:g} GB/s"
+    """'12.5 GB/s', or "cost model's" for None (the cost model's own transfer); no exponent ('1,000,000 GB/s')."""
+    from ..figures.style import fmt3
+    return "cost model's" if gbps is None else f"{fmt3(gbps, 6)} GB/s"
 
 
 def split_map_grid(cost=None, links_gbps: Sequence[float | None] = LINKS_GBPS, workers: int = 4,
@@ -44,6 +47,7 @@ def split_map_grid(cost=None, links_gbps: Sequence[float | None] = LINKS_GBPS, w
     Raises:
         ValueError: no links, a link twice, a link that is not a finite number > 0 or None; and split_map's."""
     from ...planning.split_map import split_map
+    _check_list("links_gbps", links_gbps, "link bandwidths (GB/s, or None)")
     links = list(links_gbps)
     if not links:
         raise ValueError("links_gbps is empty: give at least one link bandwidth (GB/s, or None)")
@@ -51,10 +55,11 @@ def split_map_grid(cost=None, links_gbps: Sequence[float | None] = LINKS_GBPS, w
         raise ValueError(f"links_gbps holds a link twice: {links}")
     maps, first = {}, None
     for gbps in links:
-        if gbps is not None and not (isinstance(gbps, (int, float)) and not isinstance(gbps, bool)
-                                     and 0 < gbps < 1e300):
+        if gbps is not None and not (isinstance(gbps, numbers.Real) and not isinstance(gbps, bool)
+                                     and 0 < gbps < 1e300):  # np.float32(10.0) was refused
             raise ValueError(f"every link must be a finite number of GB/s > 0 (or None: the cost model's), got "
                              f"{gbps!r}")
+        gbps = None if gbps is None else float(gbps)
         maps[gbps] = first = split_map(cost, workers, link_bytes_per_s=None if gbps is None else gbps * 1e9,
                                        colocated_from=first, progress=progress, **options)
     return maps
@@ -68,6 +73,7 @@ def split_map_grids(cost=None, workers: Sequence[int] = (4, 8), links_gbps: Sequ
 
     Raises:
         ValueError: no cluster size, or one twice; and split_map_grid's (a size outside 2 .. 16 among them)."""
+    _check_list("workers", workers, "cluster sizes")
     sizes = list(workers)
     if not sizes:
         raise ValueError("workers is empty: give at least one cluster size")
@@ -76,8 +82,19 @@ def split_map_grids(cost=None, workers: Sequence[int] = (4, 8), links_gbps: Sequ
     return {n: split_map_grid(cost, links_gbps, n, progress, **options) for n in sizes}
 
 
+def _check_list(name: str, values, what: str) -> None:
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Iterable):  # was 'not iterable' from inside
+        raise ValueError(f"{name} must be a list of {what}, got {values!r}")
+
+
 def _by_workers(maps: dict) -> dict:
-    """{workers: {link: map}} from either shape :func:`split_map_figure` takes. ValueError: no map."""
+    """{workers: {link: map}} from either shape :func:`split_map_figure` takes. ValueError: no map; TypeError: not
+    such a dict."""
+    from ...planning.split_map import SplitMap
+    if not isinstance(maps, dict) or not all(isinstance(v, (dict, SplitMap)) for v in maps.values()) or not all(
+            isinstance(m, SplitMap) for v in maps.values() if isinstance(v, dict) for m in v.values()):
+        raise TypeError(f"maps must be split_map_grid's {{link: map}} or split_map_grids' {{workers: {{link: map}}}}, "
+                        f"got {type(maps).__name__}")  # a SplitMap was "'SplitMap' object has no attribute 'values'"
     if not maps or any(isinstance(v, dict) and not v for v in maps.values()):
         raise ValueError("maps is empty: give split_map_grid's {link: map} or split_map_grids' {workers: {link: map}}")
     if all(isinstance(v, dict) for v in maps.values()):
@@ -162,7 +179,12 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
     N workers"; " (predicted)" is added to either for a map of an analytic cost model). Returns a plotly figure.
 
     Raises:
-        ValueError: ``default`` not a link of ``maps``; maps of different axes or links."""
+        ValueError: ``default`` not a link of ``maps``; maps of different axes or links; ``height`` not an integer
+            number of pixels >= 100. TypeError: ``title`` not a str or None; ``maps`` not such a dict."""
+    if isinstance(height, bool) or not isinstance(height, numbers.Integral) or height < 100:
+        raise ValueError(f"height must be an integer number of pixels >= 100, got {height!r}")  # 0: ZeroDivisionError
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a str or None (the default title), got {title!r}")
     import plotly.graph_objects as go
     from matplotlib.colors import to_hex
 
