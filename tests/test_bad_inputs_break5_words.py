@@ -79,3 +79,15 @@ def test_link_words_calls_a_link_slower_only_where_it_is():
     text = link_words({1.0: _map((20, 5), 1e9), 10.0: _map((20, 5), 10e9)}, BUILT_IN)
     assert "slower" not in text and "On another KV link between the pools, at 10 GB/s it keeps 1 of the 1" in text
     assert "On a slower KV link" in link_words({10.0: _map((20, 5), 10e9), 1.0: _map((20, 5), 1e9)}, BUILT_IN)
+
+
+@pytest.mark.parametrize("seeds", [(0,), (0, 0), 3])
+def test_the_live_check_refuses_fewer_than_two_seeds(seeds):
+    """One seed has no interval: a tie served on it 'matched: a tie' behind an interval printed '-inf to +inf'
+    points; 3 was "'int' object is not iterable"."""
+    from splitlab.teach.figures import pools_live
+    m = _map((10.5, 20), None)  # a tie (10.5 against 10) and a cell the split wins
+    with pytest.raises(ValueError, match="seeds must be at least 2 distinct seeds"):
+        pools_live.gap_cells(m, BUILT_IN, 8, seeds, 2)
+    with pytest.raises(ValueError, match="seeds must be at least 2 distinct seeds"):
+        pools_live.live_cell(m, m.cells[0], None, BUILT_IN, 8, seeds, 2)

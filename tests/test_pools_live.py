@@ -46,10 +46,10 @@ def test_gap_cells_serve_every_region_and_a_tie_and_leave_out_one_without_a_cell
              _cell(512, 2.5, {"split": 5, "prefill-first": 5.2, "chunked": 10}),  # chunked by 48%
              _cell(16, 5.0, {"split": 10, "prefill-first": 9.5, "chunked": 4})]  # a tie: a region of its own
     m = _map(cells)
-    got = pools_live.gap_cells(m, None, n_requests={"split": 6, "tie": 8}, seeds=(0,), rates=2)
+    got = pools_live.gap_cells(m, None, n_requests={"split": 6, "tie": 8}, seeds=(0, 1), rates=2)
     assert {k: (c.prompt_tokens, c.tpot_steps) for k, c in got.items()} == \
         {"split": (16, 2.5), "prefill-first": (256, 2.5), "chunked": (512, 2.5), "tie": (16, 5.0)}
-    short = pools_live.gap_cells(m, None, n_requests=6, seeds=(0,), rates=2, max_prompt_tokens=300)
+    short = pools_live.gap_cells(m, None, n_requests=6, seeds=(0, 1), rates=2, max_prompt_tokens=300)
     assert set(short) == {"split", "prefill-first", "tie"}  # a region with no cell in bounds is left out
     with pytest.raises(ValueError, match="rates must be"):
         pools_live.gap_cells(m, None, rates=1)

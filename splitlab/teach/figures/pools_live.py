@@ -205,6 +205,15 @@ def _check_cell(cell, rates) -> None:
         raise ValueError(f"rates must be an integer >= 2 (rates tried on the simulator), got {rates!r}")
 
 
+def _check_seeds(seeds) -> None:
+    """A live check's verdict is a 95% interval over its seeds: one seed has none (unbounded, it 'holds zero', and a
+    tie served on one seed 'matched', its interval printed as -inf to +inf points)."""
+    given = list(seeds) if hasattr(seeds, "__iter__") and not isinstance(seeds, (str, bytes)) else [seeds]
+    if len(given) < 2 or len(set(given)) != len(given):
+        raise ValueError(f"seeds must be at least 2 distinct seeds (a 95% interval over the seeds needs a spread), "
+                         f"got {seeds!r}")
+
+
 def _requests(n_requests, kind: str) -> int:
     """``n_requests`` for a region: one number for all, or {kind: number} (a region not in it: 24)."""
     n = n_requests.get(kind, 24) if isinstance(n_requests, dict) else n_requests
@@ -223,7 +232,8 @@ def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1
     finds most even (the smallest margin). A map's goodputs are steady state; a run of a few dozen requests starts
     on idle workers and may end before any backlog builds (a 16-token cell the split wins by 47% left no gap in runs
     of 24 requests), so the widest margin is not the widest short-run gap. A region the map gives no cell is left
-    out."""
+    out. ValueError: fewer than 2 distinct seeds, and :func:`live_cell`'s."""
+    _check_seeds(seeds)
     out = {}
     for kind in REGIONS:
         cells = [c for c in m.cells if c.winner == kind
@@ -256,10 +266,12 @@ def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[in
     ``serving.link_fields``).
 
     Raises:
-        ValueError: a cell no layout wins and no tie (none), rates < 2, n_requests not >= 1; those of
+        ValueError: a cell no layout wins and no tie (none), rates < 2, n_requests not >= 1, fewer than 2
+            distinct seeds; those of
             :func:`step_probe` and :func:`~.split_seeds.paired_runs`."""
     from ...serving import ModelExecutor
     _check_cell(cell, rates)
+    _check_seeds(seeds)
     n_requests = _requests(n_requests, cell.winner)
     prompt = cell.prompt_tokens
     for _ in range(2):  # probed at the cell's prompt, then again at the prompt that places it, if that moved
