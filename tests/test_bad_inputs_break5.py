@@ -124,3 +124,13 @@ def test_verdict_refuses_an_empty_table_or_a_tolerance_that_is_no_share(table, t
     with pytest.raises(ValueError, match=match):
         V.verdict(table, tolerance)
     assert V.verdict(_table([0.1, 0.05]))["within"] == 2
+
+
+@pytest.mark.parametrize("prompt, budget", [(10 ** 9, "auto"), (64, 10)])
+def test_batch_bound_line_writes_no_exponent(prompt, budget):
+    """A billion-token request was '0 requests of 1.95e+06 MiB', a 10-byte budget 'KV budget 9.31e-09 GiB'."""
+    line = batch_bound(CostModelExecutor(None), ServingConfig.colocated(1, kv_budget_bytes=budget), [prompt],
+                       [64]).line()
+    assert "e+0" not in line and "e-0" not in line and "0 requests of" in line
+    if budget == 10:  # a budget given in bytes was said to be '0.9 of its memory less weights and activations'
+        assert "(kv_budget_bytes, as given)" in line and "of its memory" not in line

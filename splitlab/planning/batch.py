@@ -21,6 +21,12 @@ from ..sizing import requests_in_budget
 __all__ = ["BatchBound", "batch_bound", "chunked_cap_words"]
 
 
+def _g3(x: float) -> str:
+    """3 significant digits without an exponent: 14.4, 1,910,000, 0.00000000931 (':.3g' wrote 1.95e+06)."""
+    r = float(f"{x:.3g}")
+    return f"{r:,.0f}" if abs(r) >= 100 else np.format_float_positional(r, trim="-")
+
+
 @dataclass(frozen=True)
 class BatchBound:
     """The batch bound of a worker of ``config`` on a device.
@@ -34,6 +40,7 @@ class BatchBound:
         kv_requests: requests of that size the budget holds at once (floor; inf: unlimited).
         memory_utilization: the share of the device's memory the budget was sized from.
         tp: devices of a worker (tensor parallelism): a worker of ``tp`` > 1 is one TP group, one instance.
+        given: the budget was ``kv_budget_bytes`` given in bytes, not the "auto" share of memory.
     """
 
     max_batch: int | None
@@ -43,6 +50,7 @@ class BatchBound:
     kv_requests: float
     memory_utilization: float
     tp: int = 1
+    given: bool = False
 
     @property
     def batch(self) -> float:
@@ -64,10 +72,11 @@ class BatchBound:
         unit, whose = (("worker", "its memory") if self.tp == 1 else
                        (f"TP{self.tp} group", f"its {self.tp} devices' memory"))
         budget = ("unlimited KV memory" if self.kv_budget_bytes is None else
-                  f"KV budget {self.kv_budget_bytes / 2 ** 30:.3g} GiB per {unit} ({self.memory_utilization:g} of "
-                  f"{whose} less weights and activations)")
+                  f"KV budget {_g3(self.kv_budget_bytes / 2 ** 30)} GiB per {unit} " + (
+                      "(kv_budget_bytes, as given)" if self.given else  # was called 0.9 of its memory
+                      f"({self.memory_utilization:g} of {whose} less weights and activations)"))
         held = "" if math.isinf(self.kv_requests) else (
-            f", {self.kv_requests:,.0f} requests of {self.request_bytes / 2 ** 20:.3g} MiB (mean prompt + output)")
+            f", {self.kv_requests:,.0f} requests of {_g3(self.request_bytes / 2 ** 20)} MiB (mean prompt + output)")
         cap = "no cap" if self.max_batch is None else f"max_batch {self.max_batch}"
         if self.binds != "KV memory":
             per = "worker" if self.tp == 1 else "TP group"
@@ -118,4 +127,4 @@ def batch_bound(executor, config: ServingConfig, prompt_tokens: Sequence[int],
     request = float(np.mean([executor.kv_bytes(int(p) + int(o)) for p, o in zip(prompt_tokens, output_tokens)]))
     tp = int(getattr(getattr(executor, "cost", None), "tp", 1) or 1)
     return BatchBound(config.max_batch, config.batch_cap, budget, request, requests_in_budget(budget, request),
-                      config.memory_utilization, tp)
+                      config.memory_utilization, tp, config.kv_budget_bytes != "auto")
