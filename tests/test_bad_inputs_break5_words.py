@@ -91,3 +91,21 @@ def test_the_live_check_refuses_fewer_than_two_seeds(seeds):
         pools_live.gap_cells(m, BUILT_IN, 8, seeds, 2)
     with pytest.raises(ValueError, match="seeds must be at least 2 distinct seeds"):
         pools_live.live_cell(m, m.cells[0], None, BUILT_IN, 8, seeds, 2)
+
+
+def test_map_words_on_one_cell_and_a_tie_tolerance_below_5_percent():
+    """A map of one cell was 'Of the map's 1 cells'; a tie tolerance of 2.5% was said 'within 2%' (and 0.4%
+    'within 0%'), tighter than the map judged."""
+    import dataclasses
+
+    from splitlab.teach.figures.split_map import map_words
+    from splitlab.teach.widgets.split_map import split_map_figure
+    one = _map((10.4, 20), None)
+    one = dataclasses.replace(one, cells=one.cells[:1], prompt_tokens=[64], prefill_steps=[2.0], tie_tolerance=0.025)
+    one.cells[0].decide(0.025)  # 10.4 against 10: a 3.8% margin, no tie at 2.5%
+    assert map_words(one) == "Of the map's 1 cell, 1 to the split."
+    tied = dataclasses.replace(one, tie_tolerance=0.05)
+    tied.cells = [dataclasses.replace(one.cells[0]).decide(0.05)]
+    assert map_words(tied).startswith("Of the map's 1 cell, none to any layout; 1 is a tie (within 5%")
+    legend = [t.name for t in split_map_figure({None: one}).data]
+    assert "tie (within 2.5%)" in legend

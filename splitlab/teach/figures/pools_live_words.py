@@ -20,7 +20,7 @@ import pandas as pd
 
 from .split_seeds import paired_gaps
 from .split_tables import short_name
-from .style import fmt3
+from .style import fmt3, pct2
 
 __all__ = ["REGIONS", "T975", "TIE_FLOOR", "gap_interval", "rate_score", "pick_rate", "live_outcome", "live_table",
            "live_words"]
@@ -160,7 +160,7 @@ def live_words(lives: dict, m) -> str:
         c, p = lc.cell, lc.probe
         there = (f"put the cell back at {c.prefill_steps:.2g} steps" if abs(lc.prefill_steps / c.prefill_steps - 1)
                  < 0.05 else f"cost {lc.prefill_steps:.2g} steps, as near as a prompt gets")
-        even = (f"{short_name(lc.winner)} and {short_name(lc.rival)} within {m.tie_tolerance:.0%} in goodput on the "
+        even = (f"{short_name(lc.winner)} and {short_name(lc.rival)} within {pct2(m.tie_tolerance)} in goodput on the "
                 f"map; " if kind == "tie" else "")
         head = (f"**{_REGION_WORDS[kind].capitalize()}** ({even}{c.prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} "
                 f"steps: {c.prefill_steps:.2g} decode steps of prefill): the probe timed prefills at "

@@ -19,7 +19,7 @@ import pandas as pd
 from ...serving.metrics import slo_misses
 from .pools_live import split_pools
 from .split_seeds import paired_gaps, paired_verdict
-from .style import fmt3
+from .style import fmt3, pct2
 from .split_tables import short_name
 
 __all__ = ["cell_note", "takeaway", "live_note", "loose_note"]
@@ -82,14 +82,14 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
         cells = ", ".join(f"{c.prompt_tokens} tokens at {c.tpot_steps:g} steps" for c in lost)
         head = (f"**Where the map puts the loss.** {len(lost)} of the map's {len(m.cells)} cells "
                 f"{'goes' if len(lost) == 1 else 'go'} to a colocated layout by more than the tie tolerance "
-                f"({m.tie_tolerance:.0%}): {cells}. The split falls furthest behind at {where}: {rival} serves "
+                f"({pct2(m.tie_tolerance)}): {cells}. The split falls furthest behind at {where}: {rival} serves "
                 f"{gc:.3g} requests/s per worker, the best split, {cell.names['split']}, {gs:.3g}, "
                 f"{1 - gs / gc:.0%} less. {_why(cell, m.workers)}")
         tail = (f"The `{workload}` prompts ({workload_steps:.3g} decode steps a prefill) lie nearest that column: "
                 f"below, the planner ranks every layout for them at that TPOT SLO, and the real model serves them.")
     else:
         head = (f"**No loss on this map.** None of its {len(m.cells)} cells goes to a colocated layout by more than "
-                f"the tie tolerance ({m.tie_tolerance:.0%}): on this calibration the split wins or ties everywhere, "
+                f"the tie tolerance ({pct2(m.tie_tolerance)}): on this calibration the split wins or ties everywhere, "
                 f"so this page shows no loss. The split comes nearest to losing at {where}: {rival} serves "
                 f"{gc:.3g} requests/s per worker against {gs:.3g} for {cell.names['split']}.")
         tail = (f"Below, the planner ranks the `{workload}` prompts ({workload_steps:.3g} decode steps a prefill, "
@@ -124,7 +124,7 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
     if not lost:
         return (f"The map has no colocated region on this device: where the split came nearest to losing (a TPOT "
                 f"SLO of {cell.tpot_steps:g} decode steps, {prompts}), {planned}; {live}.")
-    near = (f" ({abs(gc / gs - 1):.0%} apart, within the map's {tie_tolerance:.0%} tie tolerance: a tie by the map's "
+    near = (f" ({abs(gc / gs - 1):.0%} apart, within the map's {pct2(tie_tolerance)} tie tolerance: a tie by the map's "
             f"rule)" if tie_tolerance is not None and gs > 0 and abs(gc / gs - 1) <= tie_tolerance else "")
     if gc > gs:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, {prompts} "

@@ -20,7 +20,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
 from .phone import figure, legend_below, styled
-from .style import LAYOUT_COLORS, fmt3
+from .style import LAYOUT_COLORS, fmt3, pct2
 
 __all__ = ["map_heatmap", "map_words", "rule_table", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN",
            "TIE_COLOR", "NONE_COLOR"]
@@ -103,7 +103,7 @@ def map_heatmap(m, ax=None, title: str | None = None):
                           f"{' (predicted)' if predicted(m) else ''}")
     handles = [Patch(color=KIND_COLORS[k], label=label) for k, label in
                (("split", "split (xPyD)"), ("prefill-first", "colocated, pf-first"), ("chunked", "colocated, chunk"))]
-    handles.append(Patch(color=TIE_COLOR, label=f"tie (within {m.tie_tolerance:.0%})"))
+    handles.append(Patch(color=TIE_COLOR, label=f"tie (within {pct2(m.tie_tolerance)})"))
     if any(c.winner == "none" for c in m.cells):
         handles.append(Patch(facecolor=NONE_COLOR, edgecolor="0.6", hatch="//", label="none meets the SLOs"))
     legend_below(ax.figure, handles, [h.get_label() for h in handles], ncols=2)
@@ -117,10 +117,11 @@ def map_words(m) -> str:
     n = m.counts()
     parts = [f"{n[k]} to {label}" for k, label in (("split", "the split"), ("prefill-first", "colocated prefill-first"),
                                                     ("chunked", "colocated chunked")) if n.get(k)]
-    text = f"Of the map's {len(m.cells)} cells, " + (", ".join(parts) if parts else "none to any layout")
+    cells = f"{len(m.cells)} cell{'s' if len(m.cells) != 1 else ''}"  # not '1 cells'
+    text = f"Of the map's {cells}, " + (", ".join(parts) if parts else "none to any layout")
     if n.get("tie"):
-        text += (f"; {n['tie']} {'is a tie' if n['tie'] == 1 else 'are ties'} (within {m.tie_tolerance:.0%}; a tie's "
-                 "cell names the tied kinds by letter: S the split, P prefill-first, C chunked)")
+        text += (f"; {n['tie']} {'is a tie' if n['tie'] == 1 else 'are ties'} (within {pct2(m.tie_tolerance)}; a "
+                 "tie's cell names the tied kinds by letter: S the split, P prefill-first, C chunked)")
     if n.get("none"):
         text += f"; in {n['none']} no layout meets the SLOs"
     return text + "."

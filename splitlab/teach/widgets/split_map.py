@@ -189,6 +189,7 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
     from matplotlib.colors import to_hex
 
     from ..figures.split_map import KIND_COLORS, NONE_COLOR, TIE_COLOR, axis_ticks, cell_text, predicted
+    from ..figures.style import pct2
     from ..interactive import MODEBAR_REMOVED
 
     grids = _by_workers(maps)
@@ -215,7 +216,7 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
                                  textfont=dict(size=12), hovertemplate="%{hovertext}<extra></extra>", zmin=0, zmax=5,
                                  colorscale=_colorscale(), showscale=False, xgap=2, ygap=2, visible=j == 0))
     for name, color in (("split (xPyD)", KIND_COLORS["split"]), ("colocated, pf-first", KIND_COLORS["prefill-first"]),
-                        ("colocated, chunk", KIND_COLORS["chunked"]), (f"tie (within {first.tie_tolerance:.0%})",
+                        ("colocated, chunk", KIND_COLORS["chunked"]), (f"tie (within {pct2(first.tie_tolerance)})",
                                                                        TIE_COLOR)):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                  marker=dict(symbol="square", size=14, color=to_hex(color))))
