@@ -109,3 +109,21 @@ def test_map_words_on_one_cell_and_a_tie_tolerance_below_5_percent():
     assert map_words(tied).startswith("Of the map's 1 cell, none to any layout; 1 is a tie (within 5%")
     legend = [t.name for t in split_map_figure({None: one}).data]
     assert "tie (within 2.5%)" in legend
+
+
+def test_rule_words_refuses_no_case_and_says_when_the_rule_claims_nothing():
+    """No case gave 'Read at each case's prefill cost (...): . ... disagrees in 0 of 0 cases where the rule makes a
+    claim'; cases the rule is silent on all said 'disagrees in 0 of 0 cases' too."""
+    import pandas as pd
+
+    from splitlab.planning import rule_of_thumb as rot
+    from splitlab.teach.figures.split_map_words import rule_words
+    m = _map((5, 20), None)
+    row = rot.split_threshold(m).iloc[0]
+    with pytest.raises(ValueError, match="rows has no case"):
+        rule_words(pd.DataFrame(columns=["agrees"]), row)
+    beyond = rot.apply_rule(m, rows=[("Llama-3-8B", "H100", "bf16", 2048)])  # 46 steps: past the map's 9
+    beyond = beyond.assign(**{"rule says": ["beyond the map's columns"], "own map says": ["chunked"], "agrees": [None]})
+    text = rule_words(beyond, row)
+    assert "0 of 0" not in text and text.endswith("The rule makes no claim on any of these cases (near its "
+                                                  "threshold or outside the map's columns).")

@@ -195,16 +195,22 @@ def rule_words(rows, row) -> str:
     :func:`splitlab.planning.rule_of_thumb.split_threshold` (its words), then each case of ``rows``
     (:func:`~splitlab.planning.rule_of_thumb.apply_rule` with ``check=True``): its prefill in decode steps and what
     the row says there, then the cases whose own cell (simulated on their roofline) disagrees, and those where the
-    rule makes no claim. ValueError: ``rows`` without the ``agrees`` column (made without ``check=True``)."""
+    rule makes no claim. ValueError: ``rows`` without the ``agrees`` column (made without ``check=True``), or
+    with no case."""
     if "agrees" not in rows:
         raise ValueError("rows has no 'agrees' column: make it with apply_rule(..., check=True)")
+    if rows.empty:  # was 'Read at each case's prefill cost (...): . ... disagrees in 0 of 0 cases'
+        raise ValueError("rows has no case: give apply_rule at least one (model, GPU, dtype, prompt tokens)")
     cases = [(f"{r['model']} at {r['prompt tokens']:,} tokens", r) for _, r in rows.iterrows()]
     said = "; ".join(f"{name} ({r['prefill (decode steps)']:.3g} steps), {r['rule says']}" for name, r in cases)
     differ = [(name, r) for name, r in cases if r["agrees"] is False]
     silent = [name for name, r in cases if r["agrees"] is None]
     text = (f"On this device's map, {row.rule}. Read at each case's prefill cost (the verdict of the columns on "
-            f"either side): {said}. Each case's own cell, simulated on its roofline, disagrees in {len(differ)} of "
-            f"{len(cases) - len(silent)} cases where the rule makes a claim")
+            f"either side): {said}. ")
+    if len(silent) == len(cases):  # was 'disagrees in 0 of 0 cases where the rule makes a claim'
+        return text + "The rule makes no claim on any of these cases (near its threshold or outside the map's columns)."
+    text += (f"Each case's own cell, simulated on its roofline, disagrees in {len(differ)} of "
+             f"{len(cases) - len(silent)} cases where the rule makes a claim")
     text += (": " + "; ".join(f"{name}, {r['own map says']}" for name, r in differ) if differ else "")
     text += f" ({len(silent)} where it makes none: {and_list(silent)})." if silent else "."
     if differ:
