@@ -134,3 +134,17 @@ def test_batch_bound_line_writes_no_exponent(prompt, budget):
     assert "e+0" not in line and "e-0" not in line and "0 requests of" in line
     if budget == 10:  # a budget given in bytes was said to be '0.9 of its memory less weights and activations'
         assert "(kv_budget_bytes, as given)" in line and "of its memory" not in line
+
+
+@pytest.mark.parametrize("steps", [[1, 2, 3], None, "prefill", {"kind": "prefill"}])
+def test_in_run_cost_refuses_what_is_no_step_log(steps):
+    """[1, 2, 3] was "'int' object has no attribute 'get'", None "'NoneType' object is not iterable"."""
+    with pytest.raises(TypeError, match="steps must be a list of step records"):
+        V.in_run_cost(CostModelExecutor(None).cost, steps)
+
+
+@pytest.mark.parametrize("other", [{}, "x", 5])
+def test_split_map_refuses_a_colocated_from_that_is_no_map(other):
+    """Each was "'dict' object has no attribute 'search'" from inside."""
+    with pytest.raises(TypeError, match="colocated_from must be a SplitMap"):
+        split_map(None, 2, [64], [2.5], colocated_from=other, progress=False)

@@ -151,7 +151,7 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             search that did not end within its runs (a tolerance too small to reach); and those of
             :func:`~splitlab.serving.goodput`.
             TypeError: an option that is no ServingConfig field or one the map sets per layout
-            (:func:`~.options.layout_options`).
+            (:func:`~.options.layout_options`); a ``colocated_from`` that is no SplitMap.
     """
     ex = CostModelExecutor(cost)
     cost = ex.cost
@@ -167,6 +167,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
                 cost_source=cost.source)
     search = dict(max_requests=max_requests, min_requests=min_requests, tolerance=tolerance, extend=extend,
                   options=dict(options))  # runs of another length or tolerance find other goodputs
+    if colocated_from is not None and not isinstance(colocated_from, SplitMap):  # was "no attribute 'search'"
+        raise TypeError(f"colocated_from must be a SplitMap (split_map's) or None, got {type(colocated_from).__name__}")
     if colocated_from is not None:
         other = {k: getattr(colocated_from, k, None) for k in same} | {k: colocated_from.search.get(k) for k in search}
         mine = same | search

@@ -194,7 +194,12 @@ def in_run_cost(cost: CostModel, steps: Sequence[Mapping]) -> CostModel:
 
     Raises:
         ValueError: too few prefill or decode records to fit (4 of each), or a record without its columns.
+        TypeError: ``steps`` not a list of records (dicts).
     """
+    records = None if isinstance(steps, (str, bytes, Mapping)) or not hasattr(steps, "__iter__") else list(steps)
+    if records is None or not all(isinstance(r, Mapping) for r in records):  # [1] was: 'int' has no attribute 'get'
+        raise TypeError(f"steps must be a list of step records (dicts: an executor's step_log), got {steps!r:.80}")
+    steps = records
     prefills = [r for r in steps if r.get("kind") == "prefill"] + [  # a fused hybrid step is one prefill forward
         dict(hybrid_fit_row(**{k: r[k] for k in HYBRID_TERMS}), prefill_s=r["step_s"])
         for r in steps if r.get("kind") == "hybrid"]
