@@ -56,7 +56,7 @@ def split_map_grid(cost=None, links_gbps: Sequence[float | None] = LINKS_GBPS, w
     maps, first = {}, None
     for gbps in links:
         if gbps is not None and not (isinstance(gbps, numbers.Real) and not isinstance(gbps, bool)
-                                     and 0 < gbps < 1e300):  # np.float32(10.0) was refused
+                                     and 0 < float(gbps) < 1e300):  # np.float32(10.0) was refused
             raise ValueError(f"every link must be a finite number of GB/s > 0 (or None: the cost model's), got "
                              f"{gbps!r}")
         gbps = None if gbps is None else float(gbps)
