@@ -26,7 +26,7 @@ from splitlab.teach.figures import split_loss, split_seeds
 def test_map_past_the_context_names_the_callers_flags_and_the_limit(args, names):
     """``map --prompt-tokens 5000 5000000`` said "output_tokens (64)", split_map's argument, not the flag."""
     status, out, err = cli("map", *args)
-    assert status == 1 and out == "" and len(err.strip().splitlines()) == 1
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1  # exit 2: a usage error
     assert names in err and "context of 2048 tokens: keep their sum at most 2048" in err
     assert "output_tokens" not in err.replace("--output-tokens", "")
 
