@@ -106,21 +106,10 @@ def test_simulator_scale_refuses_bad_arguments_up_front(argv, words, capsys):
     (["--link", "pigeon"], "invalid choice"),
     (["--seed", "-1"], "--seed must be an integer >= 0"),
     (["--workers", "1000"], "--workers must be 2 to 16"),
+    (["--model", "no-such-model"], "--model 'no-such-model'"),  # a fresh reader's tracebacks (2026-12-05), the
+    (["--scale", "1000"], "--scale 1000.0: "),  # scale's after a whole calibration
 ])
 def test_validate_simulator_refuses_bad_arguments_before_calibrating(argv, words, capsys, monkeypatch):
-    validate_simulator = _benchmark("validate_simulator")
-    monkeypatch.setattr(validate_simulator.sl, "load_model", lambda *a, **k: pytest.fail("loaded a model first"))
-    with pytest.raises(SystemExit) as stop:
-        validate_simulator.main(argv)
-    assert stop.value.code == 2 and words in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("argv, words", [
-    (["--model", "no-such-model"], "--model 'no-such-model'"),
-    (["--scale", "1000"], "--scale 1000.0: "),
-])
-def test_validate_simulator_refuses_a_model_or_scale_before_calibrating(argv, words, capsys, monkeypatch):
-    """A fresh reader (2026-12-05) got tracebacks for these, the scale's after a calibration."""
     validate_simulator = _benchmark("validate_simulator")
     monkeypatch.setattr(validate_simulator.sl.profiling, "calibrate", lambda *a, **k: pytest.fail("calibrated first"))
     with pytest.raises(SystemExit) as stop:
