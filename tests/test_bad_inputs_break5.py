@@ -58,13 +58,6 @@ def test_order_words_and_agrees_refuse_other_types():
         rot.agrees("split", None)  # was AttributeError on None.startswith
 
 
-def test_split_map_refuses_a_kv_budget_that_holds_no_request():
-    """A budget below one request's cache made a map of 'none meets the SLOs' in every cell, binding 'unfinished',
-    no note: the cells' requests were never admitted, not too slow."""
-    with pytest.raises(ValueError, match="kv_budget_bytes.*holds no request"):
-        split_map(None, 2, [64, 512], [2.5], kv_budget_bytes=70_000, progress=False)
-
-
 @pytest.mark.parametrize("name, kw", [("tpot_steps", dict(tpot_steps=2.5)), ("tpot_steps", dict(tpot_steps="2.5")),
                                       ("prompt_tokens", dict(prompt_tokens=64)),
                                       ("prompt_tokens", dict(prompt_tokens="64"))])

@@ -146,10 +146,8 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
             integers >= 1 fitting the context with the answer, TPOT steps >= 1); a cost model predicting a prefill of
             0 s (no TTFT SLO); more than 400 cells; bad output_tokens, ttft_prefills, tie_tolerance (in (0, 1)),
             link_bytes_per_s or chunk sizes (integers above max_batch, or 1, or "tpot"); min_requests not an integer
-            >= 2 or None, max_requests not one >= 2; a ``colocated_from`` of other inputs; a KV budget (the
-            ``kv_budget_bytes`` or ``memory_utilization`` option) that holds no request of the longest prompt; a
-            search that did not end within its runs (a tolerance too small to reach); and those of
-            :func:`~splitlab.serving.goodput`.
+            >= 2 or None, max_requests not one >= 2; a ``colocated_from`` of other inputs; a search that did not end
+            within its runs (a tolerance too small to reach); and those of :func:`~splitlab.serving.goodput`.
             TypeError: an option that is no ServingConfig field or one the map sets per layout
             (:func:`~.options.layout_options`); a ``colocated_from`` that is no SplitMap.
     """
@@ -193,12 +191,6 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     transfer = {n: cost.transfer_s(cache_bytes[n]) if link_bytes_per_s is None else cache_bytes[n] / link_bytes_per_s
                 for n in prompts}  # a cache's seconds on the link (the closed form's bound on a split: link_capacity)
     ratio = {n: prefill_steps(cost, n) for n in prompts}
-    room = batch_bound(ex, ServingConfig.disaggregated(1, 1, **common), np.full(1, prompts[-1]),
-                       np.full(1, output_tokens))
-    if room.kv_requests < 1:  # else every cell was 'none meets the SLOs', binding 'unfinished': never admitted
-        raise ValueError(f"the KV budget (kv_budget_bytes {room.kv_budget_bytes!r}, memory_utilization "
-                         f"{room.memory_utilization:g}) holds no request of {prompts[-1]} + {output_tokens} tokens "
-                         f"({room.request_bytes:,.0f} bytes): give a larger budget or shorter prompts")
     with bar:
         for row, k in enumerate(steps):
             for col, n in enumerate(prompts):
