@@ -47,12 +47,8 @@ def split_map_grid(cost=None, links_gbps: Sequence[float | None] = LINKS_GBPS, w
     Raises:
         ValueError: no links, a link twice, a link that is not a finite number > 0 or None; and split_map's."""
     from ...planning.split_map import split_map
-    _check_list("links_gbps", links_gbps, "link bandwidths (GB/s, or None)")
-    links = list(links_gbps)
-    if not links:
-        raise ValueError("links_gbps is empty: give at least one link bandwidth (GB/s, or None)")
-    if len(set(links)) != len(links):
-        raise ValueError(f"links_gbps holds a link twice: {links}")
+    links = _distinct_list("links_gbps", links_gbps, "link bandwidths (GB/s, or None)",
+                           "link bandwidth (GB/s, or None)")
     maps, first = {}, None
     for gbps in links:
         if gbps is not None and not (isinstance(gbps, numbers.Real) and not isinstance(gbps, bool)
@@ -73,18 +69,21 @@ def split_map_grids(cost=None, workers: Sequence[int] = (4, 8), links_gbps: Sequ
 
     Raises:
         ValueError: no cluster size, or one twice; and split_map_grid's (a size outside 2 .. 16 among them)."""
-    _check_list("workers", workers, "cluster sizes")
-    sizes = list(workers)
-    if not sizes:
-        raise ValueError("workers is empty: give at least one cluster size")
-    if len(set(sizes)) != len(sizes):
-        raise ValueError(f"workers holds a cluster size twice: {sizes}")
+    sizes = _distinct_list("workers", workers, "cluster sizes", "cluster size")
     return {n: split_map_grid(cost, links_gbps, n, progress, **options) for n in sizes}
 
 
-def _check_list(name: str, values, what: str) -> None:
-    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Iterable):  # was 'not iterable' from inside
-        raise ValueError(f"{name} must be a list of {what}, got {values!r}")
+def _distinct_list(name: str, values, many: str, one: str) -> list:
+    """``values`` as a list of at least one value (``one``, in words), none twice; ValueError otherwise, a scalar
+    or a str too (``many``: what the list holds; it was 'not iterable' from inside)."""
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Iterable):
+        raise ValueError(f"{name} must be a list of {many}, got {values!r}")
+    out = list(values)
+    if not out:
+        raise ValueError(f"{name} is empty: give at least one {one}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} holds a {one} twice: {out}")
+    return out
 
 
 def _by_workers(maps: dict) -> dict:
