@@ -15,16 +15,11 @@ from typing import Sequence
 
 import numpy as np
 
+from ..common.numbers import fmt3
 from ..serving import ServingConfig
 from ..sizing import requests_in_budget
 
 __all__ = ["BatchBound", "batch_bound", "chunked_cap_words"]
-
-
-def _g3(x: float) -> str:
-    """3 significant digits without an exponent: 14.4, 1,910,000, 0.00000000931 (':.3g' wrote 1.95e+06)."""
-    r = float(f"{x:.3g}")
-    return f"{r:,.0f}" if abs(r) >= 100 else np.format_float_positional(r, trim="-")
 
 
 @dataclass(frozen=True)
@@ -72,11 +67,11 @@ class BatchBound:
         unit, whose = (("worker", "its memory") if self.tp == 1 else
                        (f"TP{self.tp} group", f"its {self.tp} devices' memory"))
         budget = ("unlimited KV memory" if self.kv_budget_bytes is None else
-                  f"KV budget {_g3(self.kv_budget_bytes / 2 ** 30)} GiB per {unit} " + (
+                  f"KV budget {fmt3(self.kv_budget_bytes / 2 ** 30)} GiB per {unit} " + (
                       "(kv_budget_bytes, as given)" if self.given else  # was called 0.9 of its memory
                       f"({self.memory_utilization:g} of {whose} less weights and activations)"))
         held = "" if math.isinf(self.kv_requests) else (
-            f", {self.kv_requests:,.0f} requests of {_g3(self.request_bytes / 2 ** 20)} MiB (mean prompt + output)")
+            f", {self.kv_requests:,.0f} requests of {fmt3(self.request_bytes / 2 ** 20)} MiB (mean prompt + output)")
         cap = "no cap" if self.max_batch is None else f"max_batch {self.max_batch}"
         if self.binds != "KV memory":
             per = "worker" if self.tp == 1 else "TP group"

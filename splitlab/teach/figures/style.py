@@ -22,6 +22,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from ...common.numbers import fmt3
+
 __all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "TARGET", "TARGET_LS", "TARGET_DASH", "PHASE_COLORS",
            "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color", "sig3", "fmt3", "fmt2", "fmt_table",
            "change_words", "signed_pct", "pct2", "and_list"]
@@ -88,21 +90,6 @@ def sig3(value):
         return value
     r = float(f"{float(value):.3g}")
     return int(r) if r.is_integer() else r
-
-
-def fmt3(value: float, digits: int = 3) -> str:
-    """``value`` as text with ``digits`` significant digits (3, or 2 for a ratio: :func:`fmt2`), no exponent and
-    no trailing zeros: 0.0123, 4.56, 78.9, 4,880, 1,230,000, 0.0000123, 2 (not "2.00" or "2e+00"); an exact whole
-    number below a million in full (4,608 KiB stays 4,608, not 4,610). A bool prints as itself."""
-    if isinstance(value, (bool, np.bool_)):
-        return str(value)
-    value = float(value)
-    if value == 0 or not np.isfinite(value):
-        return f"{value:g}"
-    if value.is_integer() and abs(value) < 1e6:
-        return f"{value:,.0f}"
-    r = float(f"{value:.{digits}g}")  # rounded to the digits, then written without padding or an exponent
-    return f"{r:,.0f}" if abs(r) >= 10 ** (digits - 1) else np.format_float_positional(r, trim="-")
 
 
 def fmt2(value: float) -> str:
