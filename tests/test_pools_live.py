@@ -102,7 +102,7 @@ def test_gap_cells_pick_the_cell_whose_interval_clears_zero_furthest_not_the_wid
                                   d.ttft_slo_s, d.tpot_slo_s, seeds=(0, 1, 2), scale=1.0).attainment
                 gaps = att[names[0]] - att[names[1]]
                 ends.append(gaps.mean() - 4.303 * gaps.std(ddof=1) / np.sqrt(3))
-            best = max(best, min(ends)) if min(ends) > 0 else best
+            best = max(best, min(ends)) if min(ends) >= pools_live.LEAD_FLOOR else best
         return best
     for kind, c in picked.items():
         assert score(c) == max(score(d) for d in m.cells if d.winner == kind)
@@ -138,10 +138,18 @@ def test_the_rate_is_picked_by_the_interval_and_a_tie_at_its_most_loaded():
     leans = runs(([79, 42, 42], [100, 100, 100]))
     assert not pools_live.gap_interval(leans[0].attainment, "a", "b")["excludes_zero"]
     assert np.isnan(pools_live.rate_score(tie, leans))
+    # ch07's 2026-12-05 tie at 03:00: gaps of 0, -54 and -50 (a seed both served whole): no seed lean the other way
+    hidden = runs(([100, 46, 50], [100, 100, 100]))
+    g = pools_live.gap_interval(hidden[0].attainment, "a", "b")
+    assert not g["excludes_zero"] and not g["decisive"] and np.isnan(pools_live.rate_score(tie, hidden))
+    near = runs(([100, 86, 90], [100, 95, 92]))  # a mean gap of -3.7 points: even
+    assert pools_live.rate_score(tie, near) == pytest.approx(92)
     assert pools_live.pick_rate(win, pd.Series({1.0: -5.0, 2.0: 12.0, 3.0: 8.0})) == 2.0
     assert pools_live.pick_rate(win, pd.Series({1.0: -5.0, 2.0: -1.0})) is None  # never outside the spread
+    assert pools_live.pick_rate(win, pd.Series({1.0: 6.0, 2.0: 8.0})) is None  # ch07's +6 and +8: undecided live
     loads = pd.Series({1.0: 100.0, 2.0: 81.0, 3.0: 55.0, 4.0: 20.0, 5.0: np.nan})
     assert pools_live.pick_rate(tie, loads) == 3.0  # the most loaded with both at >= TIE_FLOOR, not 100 each
+    assert pools_live.pick_rate(tie, pd.Series({1.0: 100.0, 2.0: 99.0, 3.0: 30.0})) is None  # 99%: not loaded
     assert pools_live.pick_rate(tie, pd.Series({1.0: 100.0, 2.0: 10.0})) is None
 
 
@@ -168,6 +176,9 @@ def test_the_verdict_is_the_gaps_95_percent_interval_in_words_a_tie_included():
     assert pools_live.live_outcome(_live("tie", [80, 70, 90], [40, 35, 50])) == "does not match"
     # ch07 on 2026-12-05: the second layout led every seed by 8 to 50 points, the interval (-88, +21) held zero
     assert pools_live.live_outcome(_live("tie", [92, 50, 58], [100, 100, 100])) == "undecided"
+    # not every seed leans, but the mean gap of -27 points is no tie's (TIE_GAP: 10)
+    assert pools_live.live_outcome(_live("tie", [100, 42, 76], [100, 100, 100])) == "undecided"
+    assert pools_live.live_outcome(_live("tie", [100, 88, 96], [100, 100, 90])) == "matches: a tie"  # mean -2
     lc = _live("tie", [80], [80])
     lc.runs = None
     assert pools_live.live_outcome(lc) == "undecided"  # not served: nothing to match
@@ -194,18 +205,22 @@ def test_live_table_and_words_print_each_seed_the_interval_and_a_computed_senten
     assert "100 / 90 / 95%" in split and "ranged from +40 to +45 points, mean +42" in split
     assert "runs from +34 to +49 points and excludes zero" in split and split.endswith("matches the map's.")
     assert "holds zero" in colocated and colocated.endswith("the map's winner unconfirmed.")
-    assert chunked == ("The map gives colocated chunked no cell it wins alone here, so that region goes unconfirmed "
-                       "live.")
+    assert chunked == ("The map gives colocated chunked no cell it wins alone here, on any of the links searched, so "
+                       "that region goes unconfirmed live.")
     assert tie.startswith("**A tie** (1P+1D and 2 colocated within 10% in goodput on the map; 128-token prompts")
     assert "predicted both layouts at 30% or more" in tie and tie.endswith("the live runs match the map's: a tie.")
     lost = pools_live.live_words({"split": _live("split", [60, 50, 50], [100, 90, 95])}, _map([]))
-    assert "the live winner is not the map's" in lost and lost.endswith("The map has no tie here, so none was served.")
+    assert "the live winner is not the map's" in lost
+    assert lost.endswith("The map has no tie here, on any of the links searched, so none was served.")
     apart = pools_live.live_words({"tie": _live("tie", [80, 70, 90], [40, 35, 50])}, _map([]))
     assert apart.endswith("So the live runs tell apart what the map calls a tie.")
     leans = pools_live.live_words({"tie": _live("tie", [92, 50, 58], [100, 100, 100])}, _map([]))
     assert leans.endswith("So 2 colocated led in every seed, though the interval holds zero: these runs neither "
                           "confirm the map's tie nor tell the two apart.")
     assert "runs from -89 to +22 points and holds zero" in leans
+    wide = pools_live.live_words({"tie": _live("tie", [100, 42, 76], [100, 100, 100])}, _map([]))
+    assert wide.endswith("So 2 colocated led by 27 points on average, more than the 10 a tie allows, though the "
+                         "interval holds zero: these runs neither confirm the map's tie nor tell the two apart.")
 
 
 def test_a_cell_short_runs_cannot_tell_apart_is_not_served_and_said_so():
@@ -219,7 +234,7 @@ def test_a_cell_short_runs_cannot_tell_apart_is_not_served_and_said_so():
     words = pools_live.live_words({"split": lc}, _map([lc.cell])).split("\n\n")[0]
     assert f"120-token prompts cost {lc.prefill_steps:.2g} steps, as near as a prompt gets" in words
     assert "found no rate, of those tried (with decode steps 15% slower or faster), where runs this short put " \
-           "1P+1D's lead over 2 colocated outside their spread" in words
+           "1P+1D's lead over 2 colocated at least 10 points outside their spread" in words
     assert words.endswith("so the cell was not served: it stays unconfirmed live.")
 
 
@@ -258,3 +273,55 @@ def test_a_cell_served_on_the_real_model(lm, monkeypatch):
         pools_live.live_cell(m, _cell(64, 2.5, {"split": 0, "prefill-first": 0, "chunked": 0}), lm, cost)
     with pytest.raises(ValueError, match="rates must be"):
         pools_live.live_cell(m, cell, lm, cost, rates=1)
+
+
+def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_link_lacks(monkeypatch):
+    """This device's map gave chunked prefill no cell on its own link (a fused decode row costs about 2x a decode
+    step's here), but several on the slider's 0.01 GB/s link: the live check serves a region there, on that link; a
+    region whose own-link cell a probe moves out of reach goes there too. Live runs are stubbed: which map and cell
+    each region is served from is what is checked."""
+    cost = CostModel()
+    own = _map([_cell(16, 2.5, {"split": 10, "prefill-first": 5, "chunked": 4}),
+                _cell(256, 2.5, {"split": 5, "prefill-first": 10, "chunked": 6})])
+    mid = SplitMap([_cell(16, 2.5, {"split": 10, "prefill-first": 5, "chunked": 4})], 2, [16], [], [2.5], 64, 5.0,
+                   1e8, 0.1, "built-in", [256])
+    slow_cells = [_cell(16, 2.5, {"split": 3, "prefill-first": 5, "chunked": 4}),
+                  _cell(512, 2.5, {"split": 3, "prefill-first": 5.2, "chunked": 10})]
+    slow = SplitMap(slow_cells, 2, [16, 512], [], [2.5], 64, 5.0, 1e5, 0.1, "built-in", [256])
+    served = []
+
+    def fake(m, cell, lm, cost, n_requests, seeds, rates, **options):
+        served.append((m, cell))
+        lc = _live(cell.winner, [100, 90, 95], [60, 50, 50])
+        lc.cell, lc.link_bytes_per_s = cell, m.link_bytes_per_s
+        if m is own and cell.winner == "prefill-first":  # its probe moved it out of reach: not served
+            lc.runs = None
+        return lc
+    monkeypatch.setattr(pools_live, "live_cell", fake)
+    got = pools_live.live_regions({None: own, 0.1: mid, 1e-4: slow}, None, cost, n_requests=8, rates=3)
+    assert got.keys() == {"split", "prefill-first", "chunked"}  # no map has a tie
+    assert got["split"].cell is own.cells[0] and got["split"].link_bytes_per_s is None  # the own link first
+    assert got["chunked"].cell is slow_cells[1] and got["chunked"].link_bytes_per_s == 1e5  # the slowest, not 0.1
+    assert got["prefill-first"].link_bytes_per_s == 1e5 and got["prefill-first"].runs is not None
+    assert all(m is not mid for m, _ in served)
+    for bad in ({}, [own], {None: "map"}):
+        with pytest.raises(ValueError, match="maps must be a dict"):
+            pools_live.live_regions(bad, None, cost)
+    with pytest.raises(ValueError, match="seeds must be"):
+        pools_live.live_regions({None: own}, None, cost, seeds=(0,))
+
+
+def test_a_cell_of_a_slower_link_is_simulated_and_worded_on_that_link():
+    """A slow map's cell is judged on its own link, not the cost model's: the same cell a 10 MB/s link loses for the
+    split scores lower than on the cost model's link, and the page names the link."""
+    cost = CostModel()
+    cell = _cell(512, 2.5, {"split": 3, "prefill-first": 5.2, "chunked": 10}, cost)
+    fast, slow = _map([cell]), SplitMap([cell], 2, [512], [], [2.5], 64, 5.0, 1e7, 0.1, "built-in", [256])
+    args = (cost, 512, cell.ttft_slo_s, cell.tpot_slo_s, 8, (0, 1), 3, 1.0, None, {})
+    on_fast, on_slow = (pools_live._contest(m, cell, *args)[3] for m in (fast, slow))
+    assert on_slow.max() > on_fast.max() + 20  # chunked's lead over 1P+1D at its best rate grows on 10 MB/s
+    lc = _live("chunked", [100, 90, 95], [60, 50, 50])
+    lc.link_bytes_per_s = 1e7
+    assert pools_live.live_table({"chunked": lc}).loc["chunked", "cell"] == "128 tok, 2.5 st, 0.01 GB/s"
+    words = pools_live.live_words({"chunked": lc}, _map([lc.cell])).split("\n\n")[2]
+    assert "on the slider's 0.01 GB/s KV link, where the map's own link gives this region no cell" in words

@@ -3,42 +3,36 @@ colocated prefill-first wins, colocated chunked wins) served by the real model (
 runner-up, on paired seeds (:mod:`.split_seeds`: each seed's requests served by both layouts, the verdict by
 chapter 6's rule, :func:`~.split_seeds.paired_gaps`).
 
-A shared CPU runs the same step slower or faster from one minute to the next, and prefill and decode drift by
-different amounts (measured under nbval on a loaded 2-core machine: prefill 1.1x, decode 0.71x the cost model a
-few minutes after its calibration). The map's axes are in decode steps, so such a drift moves a cell on the map,
-and no single speed factor moves it back. So right before a cell's live runs:
+Right before a cell's live runs, :mod:`.pools_live_probe` times its steps and puts the cell back at its map
+coordinates on this machine as it runs now (:func:`step_probe`, :func:`rescaled`, :func:`cell_now`); then
 
-- :func:`step_probe`: a few of the cell's requests through the live executor, prefill and decode timed apart
-  against the cost model (:func:`step_ratios`);
-- :func:`rescaled`: the cost model with its prefill and decode seconds times those two ratios;
-- :func:`cell_now`: the prompt and SLOs that put the cell at its map coordinates (prefill cost and TPOT SLO in
-  lone decode steps) on that rescaled model;
 - :func:`live_cell`: the rate where the rescaled simulator, on the very requests of the live runs, predicts the
-  gap's 95% interval furthest above zero (a tie: the most loaded rate where it holds zero), then both layouts
+  gap's 95% interval furthest above zero (a tie: the most loaded rate where it is even, :func:`even`), then both layouts
   served there live (:func:`~.split_seeds.paired_runs`).
 
 :func:`gap_cells` picks the cells: per region (the ties one more), the one the simulator tells apart best on these
-short runs. What the runs found, in a table and words (:func:`live_outcome`, :func:`live_table`, :func:`live_words`), is
-:mod:`.pools_live_words`'; imported here with the rest.
+short runs; :func:`live_regions` serves a region on the slider's slowest link where the map's own link has no
+cell of it that short runs tell apart. What the runs found, in a table and words (:func:`live_outcome`,
+:func:`live_table`, :func:`live_words`), is :mod:`.pools_live_words`'; imported here with the rest.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from ...costmodel.model import HYBRID_TERMS
 from ...planning.options import chunk_of
-from .pools_live_words import REGIONS, TIE_FLOOR, gap_interval, live_outcome, live_table, live_words, pick_rate, \
-    rate_score
+from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
+from .pools_live_words import (LEAD_FLOOR, REGIONS, TIE_CEILING, TIE_FLOOR, TIE_GAP, even, gap_interval, live_outcome,
+                               live_table, live_words, pick_rate, rate_score)
 from .split_seeds import PairedRuns, paired_runs
 
 __all__ = ["layout_config", "split_pools", "step_ratios", "step_probe", "rescaled", "cell_now", "LiveCell",
-           "gap_cells", "live_cell", "gap_interval", "live_outcome", "live_table", "live_words", "REGIONS",
-           "TIE_FLOOR", "rate_score", "pick_rate"]
+           "gap_cells", "live_regions", "live_cell", "gap_interval", "live_outcome", "live_table", "live_words",
+           "REGIONS", "LEAD_FLOOR", "TIE_GAP", "even", "TIE_FLOOR", "TIE_CEILING", "rate_score", "pick_rate"]
 
 def split_pools(name: str) -> tuple[int, int] | None:
     """(prefill workers, decode workers) of a map's split name ("2P+2D"); None for any other name."""
@@ -64,86 +58,6 @@ def layout_config(name: str, workers: int, chunk_tokens: Sequence[int], **option
     raise ValueError(f"not a layout name of a map: {name!r}")
 
 
-def step_ratios(cost, steps) -> pd.DataFrame:
-    """The steps a run measured against ``cost``'s prediction of each: ``steps`` is an executor's ``step_log``
-    (:func:`splitlab.serving.executor.run_step`). One row per kind of step ("prefill", "decode", "hybrid", and
-    "two-pass": a hybrid step of a model that cannot fuse, whole; kinds not run left out): ``steps``,
-    ``measured (ms)`` and ``predicted (ms)`` (medians) and ``measured / predicted`` (the median of the per-step
-    ratios: a step the machine stalled once does not move it)."""
-    rows = {}
-    for r in steps:
-        if r["kind"] == "decode":
-            seconds, pred = r["step_s"], cost.decode_s(r["batch"], r["context_tokens"])
-        elif r["kind"] == "prefill":
-            seconds, pred = r["prefill_s"], cost.prefill_s(r["tokens"], r["squares"], r["masked_pairs"])
-        else:  # a hybrid step, one fused forward or two passes (recorded whole after its two)
-            form = cost.fused_hybrid_s if r["kind"] == "hybrid" else cost.two_pass_s
-            seconds, pred = r["step_s"], form(*(r[k] for k in HYBRID_TERMS))
-        rows.setdefault(r["kind"], []).append((seconds, pred))
-    out = {k: {"steps": len(v), "measured (ms)": 1e3 * float(np.median([a for a, _ in v])),
-               "predicted (ms)": 1e3 * float(np.median([b for _, b in v])),
-               "measured / predicted": float(np.median([a / b for a, b in v]))}
-           for k, v in sorted(rows.items(), key=lambda kv: ("prefill", "decode", "hybrid", "two-pass").index(kv[0]))}
-    return pd.DataFrame.from_dict(out, orient="index")
-
-
-def step_probe(lm, cost, prompt_tokens: int, output_tokens: int = 16, requests: int = 6) -> dict:
-    """How many times ``cost``'s seconds this device's prefills and decode steps take now, apart: ``requests``
-    requests of ``prompt_tokens`` prompt and ``output_tokens`` answer tokens arriving at once on one
-    prefill-first worker of :class:`~splitlab.serving.ModelExecutor` (the live runs' executor; each prompt its own
-    prefill, then a decode batch of them all), timed step by step (:func:`step_ratios`). Returns {"prefill": ratio,
-    "decode": ratio, "steps": the table}.
-
-    Raises:
-        ValueError: prompt_tokens, output_tokens (>= 2) or requests not a whole number in range."""
-    from ...serving import ModelExecutor, ServingConfig, make_workload, run
-    from ...serving.workload import Fixed, WorkloadSpec
-    for name, v, low in (("prompt_tokens", prompt_tokens, 1), ("output_tokens", output_tokens, 2),
-                         ("requests", requests, 1)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    ex = ModelExecutor(lm)
-    ex.step_log = []
-    spec = WorkloadSpec("probe", Fixed(int(prompt_tokens)), Fixed(int(output_tokens)))
-    run(make_workload(spec, requests, 1e6, seed=0, model=lm, scale=1.0),
-        ServingConfig.colocated(1, max_prefill_tokens=int(prompt_tokens), trace=False), ex)
-    table = step_ratios(cost, ex.step_log)
-    return {"prefill": float(table.loc["prefill", "measured / predicted"]),
-            "decode": float(table.loc["decode", "measured / predicted"]), "steps": table}
-
-
-def rescaled(cost, prefill: float, decode: float):
-    """``cost`` with every prefill term (and a fused hybrid step's, a prefill forward with decode rows riding in
-    it) times ``prefill`` and every decode term times ``decode``: the cost model of a machine whose prefills take
-    ``prefill`` x and whose decode steps ``decode`` x the calibration's (:func:`step_probe`).
-
-    Raises:
-        ValueError: a factor not a finite number > 0."""
-    for name, f in (("prefill", prefill), ("decode", decode)):
-        if isinstance(f, bool) or not isinstance(f, (int, float, np.floating)) or not (0 < f < float("inf")):
-            raise ValueError(f"{name} must be a finite factor > 0, got {f!r}")
-    terms = {k: getattr(cost, k) * prefill for k in ("prefill_base_s", "prefill_per_token_s", "prefill_per_token2_s",
-                                                     "prefill_masked_per_pair_s", "hybrid_per_row_s",
-                                                     "hybrid_per_context_token_s")}
-    terms.update({k: getattr(cost, k) * decode for k in ("decode_base_s", "decode_per_seq_s", "decode_per_token_s",
-                                                        "decode_batched_s")})
-    return replace(cost, **terms, source=f"{cost.source}; prefill x{prefill:.3g}, decode x{decode:.3g}")
-
-
-def cell_now(m, cell, cost_now) -> tuple[int, float, float]:
-    """(prompt tokens, TTFT SLO s, TPOT SLO s) of ``cell`` (a cell of the map ``m``) on ``cost_now``
-    (:func:`rescaled`): the prompt whose prefill costs the cell's lone decode steps there (the nearest of the
-    prompts the context holds with the map's answers), the map's SLO rules on it (``m.ttft_prefills`` of its
-    prefills; the cell's TPOT steps of its lone decode step)."""
-    from ...planning.split_map import prefill_steps
-    a, b = 1, cost_now.max_context - m.output_tokens  # prefill_steps grows with the prompt
-    while b - a > 1:
-        mid = (a + b) // 2
-        a, b = (mid, b) if prefill_steps(cost_now, mid) < cell.prefill_steps else (a, mid)
-    n = min((a, b), key=lambda p: abs(prefill_steps(cost_now, p) - cell.prefill_steps))
-    return n, m.ttft_prefills * cost_now.prefill_s(n), cell.tpot_steps * cost_now.decode_s(1, n)
-
-
 #: how far a live run's steps may stray from the probed speed (measured under nbval on a loaded 2-core machine: decode
 #: steps 0.71x the cost model in the probe, 0.87x in the runs after it): a rate is chosen by its narrowest gap over
 #: decode steps this many times slower, as fast, and faster
@@ -159,7 +73,8 @@ class LiveCell:
     (the cluster's), ``predicted`` (per rate tried, :func:`rate_score` on the rescaled simulator: the lowest end
     of the gap's 95% interval winner - rival, points; a tie's, the lowest attainment, %),
     ``runs`` (:class:`~.split_seeds.PairedRuns`, live) and ``steps`` (:func:`step_ratios` of the live runs); both
-    None where no rate qualified (:func:`pick_rate`), so that nothing was served; ``drift``: :data:`DRIFT`."""
+    None where no rate qualified (:func:`pick_rate`), so that nothing was served; ``drift``: :data:`DRIFT`;
+    ``link_bytes_per_s``: the map's KV link where it names one (a slider's slower link), else None."""
 
     cell: object
     winner: str
@@ -174,6 +89,7 @@ class LiveCell:
     runs: PairedRuns | None
     steps: pd.DataFrame | None
     drift: float = DRIFT
+    link_bytes_per_s: float | None = None
 
 
 def _contest(m, cell, cost, prompt: int, ttft_s: float, tpot_s: float, n_requests: int, seeds, rates: int,
@@ -185,6 +101,7 @@ def _contest(m, cell, cost, prompt: int, ttft_s: float, tpot_s: float, n_request
     from ...serving import CostModelExecutor
     from ...serving.workload import Fixed, WorkloadSpec
     cost = CostModelExecutor(cost).cost  # None: the built-in model
+    options = _on_link(m, options)
     spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(m.output_tokens))
     names = [cell.names[k] for k in (cell.leader, cell.runner_up)]
     configs = {n: layout_config(n, m.workers, m.chunk_tokens, max_batch=m.max_batch, trace=False, **options)
@@ -222,33 +139,86 @@ def _requests(n_requests, kind: str) -> int:
     return int(n)
 
 
+def _scored(m, cost, kind: str, n_requests, seeds, rates: int, max_prompt_tokens, options) -> list:
+    """[(cell, score)] of every cell of ``m`` that ``kind`` wins (prompts of at most ``max_prompt_tokens``): the
+    score of its best rate on the cost model (:func:`rate_score`; a tie's: minus its margin), -inf where no rate
+    qualifies (:func:`pick_rate`)."""
+    cells = [c for c in m.cells if c.winner == kind
+             and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
+    for c in cells:
+        _check_cell(c, rates)
+    n, out = _requests(n_requests, kind), []
+    for c in cells:
+        _, _, rate, scores = _contest(m, c, cost, c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s, n, seeds, rates,
+                                      1.0, None, options)
+        out.append((c, -np.inf if rate is None else -c.margin if kind == "tie" else float(scores[rate])))
+    return out
+
+
 def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
               max_prompt_tokens: int | None = None, **options) -> dict:
     """{kind: cell}: per region of the map ``m`` (:data:`REGIONS`, the ties included; prompts of at most
     ``max_prompt_tokens`` if given), the cell a short live check tells apart best: of the cells the kind wins, the
     one whose best rate scores highest (:func:`rate_score`: the lowest end of the predicted gap's 95% interval, with
     decode steps :data:`DRIFT` x slower, as fast and faster) on :func:`live_cell`'s runs (``n_requests``: a number
-    or {kind: number}, ``seeds``, ``rates``, ``options``); of the ties with a loaded rate to serve, the one the map
-    finds most even (the smallest margin). A map's goodputs are steady state; a run of a few dozen requests starts
-    on idle workers and may end before any backlog builds (a 16-token cell the split wins by 47% left no gap in runs
-    of 24 requests), so the widest margin is not the widest short-run gap. A region the map gives no cell is left
-    out. ValueError: fewer than 2 distinct seeds, and :func:`live_cell`'s."""
+    or {kind: number}, ``seeds``, ``rates``, ``options``, on the map's link where it names one); of the ties with a
+    loaded rate to serve, the one the map finds most even (the smallest margin). A map's goodputs are steady state;
+    a run of a few dozen requests starts on idle workers and may end before any backlog builds (a 16-token cell the
+    split wins by 47% left no gap in runs of 24 requests), so the widest margin is not the widest short-run gap. A
+    region the map gives no cell is left out. ValueError: fewer than 2 distinct seeds, and :func:`live_cell`'s."""
     _check_seeds(seeds)
     out = {}
     for kind in REGIONS:
-        cells = [c for c in m.cells if c.winner == kind
-                 and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
-        for c in cells:
-            _check_cell(c, rates)
-        n = _requests(n_requests, kind)
-        best = []
-        for c in cells:
-            _, _, rate, scores = _contest(m, c, cost, c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s, n, seeds, rates,
-                                          1.0, None, options)
-            best.append(-np.inf if rate is None else -c.margin if kind == "tie" else scores[rate])
-        if cells:
-            out[kind] = cells[int(np.argmax(best))]
+        scored = _scored(m, cost, kind, n_requests, seeds, rates, max_prompt_tokens, options)
+        if scored:
+            out[kind] = max(scored, key=lambda cs: cs[1])[0]
     return out
+
+
+def live_regions(maps: dict, lm, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
+                 max_prompt_tokens: int | None = None, **options) -> dict:
+    """{kind: :class:`LiveCell`}: per region (:data:`REGIONS`), a cell served live (:func:`live_cell`) from the map
+    on the cost model's own link (the first of ``maps``, {link GB/s or None: map} as
+    :func:`~splitlab.teach.widgets.split_map_grid` returns them) or, where that map gives the region no cell a short
+    run tells apart (none scores, :func:`gap_cells`' choice, or its probe moved it out of reach), from the map on
+    the slider's slowest link (the last), served on that link: there the split pays for moving its caches, and on
+    this device's map chunked prefill won cells only there. A region served nowhere keeps the first cell tried (its
+    words say it was not served); a region no map gives a cell is left out. Arguments as :func:`live_cell`'s.
+
+    Raises:
+        ValueError: ``maps`` not a dict of maps with at least one; and :func:`live_cell`'s."""
+    if not isinstance(maps, dict) or not maps or not all(hasattr(m, "cells") for m in maps.values()):
+        raise ValueError(f"maps must be a dict {{link GB/s or None: map}} with at least one map, got {maps!r}")
+    _check_seeds(seeds)
+    ms = list(maps.values())
+    ms = ms[:1] + ms[-1:] if len(ms) > 1 else ms
+    out = {}
+    for kind in REGIONS:
+        tried = []
+        for m in ms:
+            scored = _scored(m, cost, kind, n_requests, seeds, rates, max_prompt_tokens, options)
+            if not scored:
+                continue
+            cell, score = max(scored, key=lambda cs: cs[1])
+            tried.append((m, cell))
+            if score == -np.inf:  # no rate short runs tell apart even before the probe
+                continue
+            lc = live_cell(m, cell, lm, cost, n_requests, seeds, rates, **options)
+            if lc.runs is not None:
+                out[kind] = lc
+                break
+            out.setdefault(kind, lc)
+        if kind not in out and tried:
+            out[kind] = live_cell(*tried[0], lm, cost, n_requests, seeds, rates, **options)
+    return out
+
+
+def _on_link(m, options: dict) -> dict:
+    """``options`` with the KV link of the map ``m`` where it names one (a slider's slower link: its bandwidth, no
+    latency, as :func:`~splitlab.planning.split_map.split_map` ran its splits), else as given."""
+    if m.link_bytes_per_s is None:
+        return options
+    return dict(options, link_bytes_per_s=float(m.link_bytes_per_s), link_latency_s=0.0)
 
 
 def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
@@ -260,10 +230,11 @@ def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[in
     SLO of 1.5 steps can vanish if decode steps run 15% slower than probed), and serve ``n_requests`` requests (a
     number, or {region: number}) per seed on both layouts (:func:`~.split_seeds.paired_runs`, the model's executor)
     at the rate :func:`pick_rate` chooses: for a cell one kind wins, where the predicted gap's 95% interval starts
-    highest above zero; for a tie, the most loaded rate where both layouts keep :data:`TIE_FLOOR`% and the
-    interval holds zero. Where no rate qualifies, nothing is served (``runs`` None, ``rate_per_s`` NaN).
+    highest above zero, and at least :data:`LEAD_FLOOR` points; for a tie, the most loaded rate where both layouts
+    keep :data:`TIE_FLOOR`% (the lower at most :data:`TIE_CEILING`%) and the gap is even (:func:`even`). Where no
+    rate qualifies, nothing is served (``runs`` None, ``rate_per_s`` NaN).
     ``options``: :class:`~splitlab.serving.ServingConfig` fields of both layouts (the link:
-    ``serving.link_fields``).
+    ``serving.link_fields``; a map at a slower link serves on its own, :func:`live_regions`).
 
     Raises:
         ValueError: a cell no layout wins and no tie (none), rates < 2, n_requests not >= 1, fewer than 2
@@ -285,9 +256,10 @@ def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[in
     from ...planning.split_map import prefill_steps
     placed = (cell, *configs, probe, prompt, ttft, tpot, prefill_steps(now, prompt),
               float("nan") if rate is None else rate, predicted)
+    link = dict(link_bytes_per_s=m.link_bytes_per_s)
     if rate is None:  # no rate where runs this short would tell: serving them would tell nothing
-        return LiveCell(*placed, None, None)
+        return LiveCell(*placed, None, None, **link)
     ex = ModelExecutor(lm)
     ex.step_log = []
     runs = paired_runs(spec, n_requests, rate, configs, ex, ttft, tpot, seeds=seeds, model=lm, scale=1.0)
-    return LiveCell(*placed, runs, step_ratios(cost, ex.step_log))
+    return LiveCell(*placed, runs, step_ratios(cost, ex.step_log), **link)
