@@ -105,3 +105,29 @@ def test_a_live_rate_is_printed_as_multiples_of_each_layouts_goodput():
     for bad in (0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="rate_per_worker must be a finite number > 0"):
             split_seeds.rate_multiples(bad, [_candidate(SPLIT, 2.0)])
+
+
+def test_the_granularity_note_reads_the_loss_cell_on_eight_workers():
+    """Issue 22 item 5: chapter 6's loss on 4 workers (1P+3D, 2P+2D, 3P+1D only) checked on 8, whose splits take
+    seven ratios: still lost, a tie, or won by the split, read from the 8-worker cell's verdict."""
+    from splitlab.planning.map_result import Cell
+
+    def cell(workers, split, colocated, split_name):
+        names = {"split": split_name, "prefill-first": f"{workers} colocated (prefill-first)",
+                 "chunked": f"{workers} colocated (chunked, 256-token chunks)"}
+        return Cell(367, 17.5, 10.0, 0.18, 0.019, {"split": split, "prefill-first": colocated, "chunked": 1.0},
+                    {k: "tpot" for k in names}, names).decide(0.1)
+    four = cell(4, 13.4, 17.1, "3P+1D")
+    lost = split_loss.granularity_note(four, cell(8, 13.0, 17.0, "5P+3D"))
+    assert lost.startswith("On 8 workers the same cell (367-token prompts, TPOT 10 decode steps), where a split may "
+                           "take 7 prefill:decode ratios against 3 on 4, the best split, 5P+3D, serves 13 requests/s "
+                           "per worker and 8 colocated 17")
+    assert lost.endswith("the split still loses (it serves 24% less), so the loss is not the coarse ratios of 4 "
+                         "workers.")
+    assert "part of the loss on 4 workers was their coarse ratios" in \
+        split_loss.granularity_note(four, cell(8, 16.0, 17.0, "5P+3D"))
+    assert "the split wins there, so the loss on 4 workers was their coarse ratios" in \
+        split_loss.granularity_note(four, cell(8, 20.0, 17.0, "5P+3D"))
+    with pytest.raises(ValueError, match="same cell"):
+        split_loss.granularity_note(four, Cell(16, 1.9, 10.0, 0.1, 0.01, dict(four.goodput), dict(four.binding),
+                                               dict(four.names)).decide(0.1))

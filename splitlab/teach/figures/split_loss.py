@@ -4,6 +4,8 @@ planner's ranking and the live runs (:mod:`.split_seeds`).
 - :func:`cell_note`: which cells of the map go to a colocated layout, the one where the split falls furthest
   behind and why (the SLO that holds the split back), what the chapter's TPOT row says of the shortest prompts;
   or, where the map has no colocated region, that it has none.
+- :func:`granularity_note`: the same cell on a larger cluster, whose splits take prefill:decode ratios a small one
+  cannot: whether the loss is the coarse ratios of a few workers.
 - :func:`takeaway`: the loss in one sentence: the planner's goodputs and the live attainment over seeds.
 - :func:`live_note`: the live runs of the loss against the planner's ranking, how busy each pool was and which SLO
   each layout missed.
@@ -22,7 +24,7 @@ from .split_seeds import paired_gaps, paired_verdict
 from .style import fmt3, pct2
 from .split_tables import short_name
 
-__all__ = ["cell_note", "takeaway", "live_note", "loose_note"]
+__all__ = ["cell_note", "granularity_note", "takeaway", "live_note", "loose_note"]
 
 _VERDICT = {"split": "go to the split", "tie": "are a tie between the split and colocated",
             "colocated": "go to a colocated layout", "none": "meet the SLOs on no layout"}
@@ -96,6 +98,37 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
                 f"nearest that column) at that TPOT SLO, and the real model serves them: a near thing, not a loss "
                 f"the map predicts.")
     return " ".join(s for s in (head, _shortest(m, tpot_steps), tail) if s)
+
+
+def granularity_note(cell, big) -> str:
+    """Whether the split's loss in ``cell`` (of a map of few workers) is pool granularity: ``big`` is the same cell
+    (prompt and TPOT SLO) on a map of more workers, whose splits take ratios the small cluster cannot (4 workers:
+    1P+3D, 2P+2D, 3P+1D; 8 workers: seven). Says the best split and the best colocated layout there, per worker,
+    and reads the change: still lost (not granularity), a tie, or won (the small cluster's ratios were the loss).
+
+    Raises:
+        ValueError: ``big`` not the same prompt and TPOT SLO as ``cell``."""
+    if (big.prompt_tokens, big.tpot_steps) != (cell.prompt_tokens, cell.tpot_steps):
+        raise ValueError(f"big must be the same cell ({cell.prompt_tokens} tokens, {cell.tpot_steps:g} steps), got "
+                         f"{big.prompt_tokens} tokens, {big.tpot_steps:g} steps")
+    small_n = sum(split_pools(cell.names["split"]) or (0, 0))
+    big_n = sum(split_pools(big.names["split"]) or (0, 0))
+    kind = _colocated(big)
+    gs, gc = big.goodput["split"], big.goodput[kind]
+    there = (f"On {big_n} workers the same cell ({cell.prompt_tokens}-token prompts, TPOT {cell.tpot_steps:g} "
+             f"decode steps), where a split may take {big_n - 1} prefill:decode ratios against {small_n - 1} on "
+             f"{small_n}, the best split, {big.names['split']}, serves {gs:.3g} requests/s per worker and "
+             f"{short_name(big.names[kind])} {gc:.3g}")
+    if big.verdict == "colocated":
+        return (f"{there}: the split still loses (it serves {pct2(big.margin)} less), so the loss is not the coarse "
+                f"ratios of {small_n} workers.")
+    if big.verdict == "tie":
+        return (f"{there}: within the tie tolerance, so part of the loss on {small_n} workers was their coarse "
+                f"ratios.")
+    if big.verdict == "split":
+        return (f"{there}: the split wins there, so the loss on {small_n} workers was their coarse ratios, not the "
+                f"split.")
+    return f"{there}: no layout meets the SLOs there."
 
 
 def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, colocated,
