@@ -26,13 +26,15 @@ import pandas as pd
 
 from ...planning.options import chunk_of
 from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
-from .pools_live_words import (LEAD_FLOOR, REGIONS, TIE_CEILING, TIE_FLOOR, TIE_GAP, even, gap_interval, live_outcome,
-                               live_table, live_words, pick_rate, rate_score)
+from .pools_live_words import (LEAD_FLOOR, REGIONS, T95, TIE_CEILING, TIE_FLOOR, TIE_GAP, TIE_LOADED, even,
+                               gap_interval, live_outcome, live_table, live_words, pick_rate, rate_score)
 from .split_seeds import PairedRuns, paired_runs
 
 __all__ = ["layout_config", "split_pools", "step_ratios", "step_probe", "rescaled", "cell_now", "LiveCell",
            "gap_cells", "live_regions", "live_cell", "gap_interval", "live_outcome", "live_table", "live_words",
-           "REGIONS", "LEAD_FLOOR", "TIE_GAP", "even", "TIE_FLOOR", "TIE_CEILING", "rate_score", "pick_rate"]
+           "REGIONS", "LEAD_FLOOR", "TIE_GAP", "TIE_LOADED", "T95", "even", "TIE_FLOOR", "TIE_CEILING", "rate_score",
+           "pick_rate"]
+
 
 def split_pools(name: str) -> tuple[int, int] | None:
     """(prefill workers, decode workers) of a map's split name ("2P+2D"); None for any other name."""
@@ -139,20 +141,23 @@ def _requests(n_requests, kind: str) -> int:
     return int(n)
 
 
-def _scored(m, cost, kind: str, n_requests, seeds, rates: int, max_prompt_tokens, options) -> list:
+def _scored(m, cost, kind: str, n_requests, seeds, rates: int, max_prompt_tokens, options, lazy: bool = False):
     """[(cell, score)] of every cell of ``m`` that ``kind`` wins (prompts of at most ``max_prompt_tokens``): the
     score of its best rate on the cost model (:func:`rate_score`; a tie's: minus its margin), -inf where no rate
-    qualifies (:func:`pick_rate`)."""
+    qualifies (:func:`pick_rate`). ``lazy``: an iterator instead, shortest prompts first (the cheapest to serve)."""
     cells = [c for c in m.cells if c.winner == kind
              and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
     for c in cells:
         _check_cell(c, rates)
-    n, out = _requests(n_requests, kind), []
-    for c in cells:
+    n = _requests(n_requests, kind)
+
+    def score(c):
         _, _, rate, scores = _contest(m, c, cost, c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s, n, seeds, rates,
                                       1.0, None, options)
-        out.append((c, -np.inf if rate is None else -c.margin if kind == "tie" else float(scores[rate])))
-    return out
+        return c, -np.inf if rate is None else -c.margin if kind == "tie" else float(scores[rate])
+    if lazy:
+        return (score(c) for c in sorted(cells, key=lambda c: (c.prompt_tokens, c.tpot_steps)))
+    return [score(c) for c in cells]
 
 
 def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
@@ -181,9 +186,11 @@ def live_regions(maps: dict, lm, cost, n_requests: int | dict = 24, seeds: Seque
     on the cost model's own link (the first of ``maps``, {link GB/s or None: map} as
     :func:`~splitlab.teach.widgets.split_map_grid` returns them) or, where that map gives the region no cell a short
     run tells apart (none scores, :func:`gap_cells`' choice, or its probe moved it out of reach), from the map on
-    the slider's slowest link (the last), served on that link: there the split pays for moving its caches, and on
-    this device's map chunked prefill won cells only there. A region served nowhere keeps the first cell tried (its
-    words say it was not served); a region no map gives a cell is left out. Arguments as :func:`live_cell`'s.
+    the slider's slowest link (the last: its cell of the shortest prompt whose short runs tell apart, the cheapest
+    to serve), served on that link: there the split pays for moving its caches (chapter
+    7's chunked region once had its one own-link cell too close for short runs; on the slowest link it had six). A
+    region served nowhere keeps the first cell that reached :func:`live_cell`, else its own link's best (its words
+    say it was not served); a region no map gives a cell is left out. Arguments as :func:`live_cell`'s.
 
     Raises:
         ValueError: ``maps`` not a dict of maps with at least one; and :func:`live_cell`'s."""
@@ -196,10 +203,15 @@ def live_regions(maps: dict, lm, cost, n_requests: int | dict = 24, seeds: Seque
     for kind in REGIONS:
         tried = []
         for m in ms:
-            scored = _scored(m, cost, kind, n_requests, seeds, rates, max_prompt_tokens, options)
-            if not scored:
+            if m is ms[0]:  # the own link: the cell short runs tell apart best
+                scored = _scored(m, cost, kind, n_requests, seeds, rates, max_prompt_tokens, options)
+                best = max(scored, key=lambda cs: cs[1]) if scored else None
+            else:  # the slowest link: the shortest prompts whose runs tell (cheapest to serve)
+                lazy = _scored(m, cost, kind, n_requests, seeds, rates, max_prompt_tokens, options, lazy=True)
+                best = next((cs for cs in lazy if cs[1] > -np.inf), None)
+            if best is None:
                 continue
-            cell, score = max(scored, key=lambda cs: cs[1])
+            cell, score = best
             tried.append((m, cell))
             if score == -np.inf:  # no rate short runs tell apart even before the probe
                 continue

@@ -23,8 +23,8 @@ from .split_seeds import paired_gaps
 from .split_tables import short_name
 from .style import fmt3, pct2
 
-__all__ = ["REGIONS", "T975", "TIE_FLOOR", "TIE_CEILING", "TIE_GAP", "LEAD_FLOOR", "even", "gap_interval", "rate_score",
-           "pick_rate", "live_outcome", "live_table", "live_words"]
+__all__ = ["REGIONS", "T975", "TIE_FLOOR", "TIE_CEILING", "TIE_LOADED", "TIE_GAP", "LEAD_FLOOR", "T95", "even",
+           "gap_interval", "rate_score", "pick_rate", "live_outcome", "live_table", "live_words"]
 
 #: the map's regions: the kinds a cell's winner may be (a "tie": the split and the best colocated layout within the
 #: map's tie tolerance), in the order the page serves them
@@ -36,37 +36,42 @@ _REGION_WORDS = {"split": "the split", "prefill-first": "colocated prefill-first
 #: e-Handbook of Statistical Methods, 1.3.6.7.2): a two-sided 95% interval's half-width in standard errors
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
+#: the 95% quantile of Student's t with 1 .. 10 degrees of freedom (the same table): a two-sided 90% interval's
+#: half-width, the interval of an equivalence test by two one-sided tests at 5% each (Schuirmann, 1987)
+T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812)
+
 
 def gap_interval(attainment: pd.DataFrame, a: str, b: str) -> dict:
     """``a``'s lead over ``b`` in SLO attainment (points; ``attainment`` in %, one row per seed, as
     :func:`~.split_seeds.paired_gaps` reads it) with its 95% confidence interval over the seeds: :func:`paired_gaps`'
     keys and ``ci_low``, ``ci_high`` (mean -/+ t x sd / sqrt(seeds), t of :data:`T975`; beyond 11 seeds the 10
-    degrees of freedom's, a little wider than the true one), ``excludes_zero`` (the interval lies on one side of
-    zero: its leader leads outside the runs' own spread). One seed has no spread: its interval is unbounded.
+    degrees of freedom's, a little wider than the true one; clipped to +-100 points, the widest a gap in attainment
+    can be), ``excludes_zero`` (the interval lies on one side of zero: its leader leads outside the runs' own
+    spread), and ``eq_low``, ``eq_high``: the 90% interval (t of :data:`T95`), which an equivalence test reads
+    (:func:`even`). One seed has no spread: its intervals are unbounded.
 
     Raises:
         those of :func:`~.split_seeds.paired_gaps`."""
     g = paired_gaps(attainment, a, b)
     n = g["seeds"]
-    if n < 2:
-        half = math.inf
-    else:
-        sd = math.sqrt(sum((x - g["mean"]) ** 2 for x in g["gaps"]) / (n - 1))
-        half = T975[min(n - 1, len(T975)) - 1] * sd / math.sqrt(n)
-    low, high = g["mean"] - half, g["mean"] + half
-    return dict(g, ci_low=low, ci_high=high, excludes_zero=bool(low > 0 or high < 0))
+    se = math.inf if n < 2 else math.sqrt(sum((x - g["mean"]) ** 2 for x in g["gaps"]) / (n - 1) / n)
+    ends = {}
+    for name, table in (("ci", T975), ("eq", T95)):
+        half = math.inf if n < 2 else table[min(n - 1, len(table)) - 1] * se
+        low, high = g["mean"] - half, g["mean"] + half
+        if math.isfinite(half):  # a gap in attainment lies within +-100 points, whatever the t interval says
+            low, high = max(low, -100.0), min(high, 100.0)
+        ends.update({f"{name}_low": low, f"{name}_high": high})
+    return dict(g, **ends, excludes_zero=bool(ends["ci_low"] > 0 or ends["ci_high"] < 0))
 
 
 def rate_score(cell, runs: dict) -> float:
     """The score of one rate from its simulated paired runs ``runs`` ({drift factor: PairedRuns}): for a cell one
     kind wins, the lowest end of the gap's 95% interval (:func:`gap_interval`) over the drifts (> 0: the winner's
     lead predicted outside the runs' spread whatever the drift); for a tie, the lowest attainment of either layout
-    over the drifts where every drift is :func:`even` (its interval holds zero, its seeds do not all lean one way
-    and its mean gap is within :data:`TIE_GAP` points), else NaN (a tie is judged where both layouts are loaded: at
-    100% each the gap is zero whatever the layouts; a rate where one layout leads in every simulated seed is no
-    tie's rate, however wide three seeds leave the interval: ch07 once served a tie where the simulator itself had
-    one layout at 100% and the other at 42-79%, and then one where it had a gap of 0, -54 and -50 points: a seed
-    both layouts served whole hid the lean of the other two)."""
+    over the drifts where every drift shows a tie (:func:`even`: the gap's 90% interval within +-:data:`TIE_GAP`
+    points), else NaN (a tie is judged where both layouts are loaded: at 100% each the gap is zero whatever the
+    layouts; ch07 once served a tie where the simulator itself had one layout at 100% and the other at 42-79%)."""
     gaps = [gap_interval(r.attainment, *r.attainment.columns[:2]) for r in runs.values()]
     if cell.winner != "tie":
         return min(g["ci_low"] for g in gaps)
@@ -81,9 +86,11 @@ TIE_GAP = 10.0
 
 
 def even(g: dict) -> bool:
-    """Whether the paired gap ``g`` (:func:`gap_interval`) reads as a tie: its 95% interval holds zero, its seeds do
-    not all lean one way and its mean is within :data:`TIE_GAP` points of zero."""
-    return not (g["excludes_zero"] or g["decisive"]) and abs(g["mean"]) <= TIE_GAP
+    """Whether the paired gap ``g`` (:func:`gap_interval`) shows a tie: its 90% interval lies within +-:data:`TIE_GAP`
+    points, an equivalence test by two one-sided tests at 5% each (Schuirmann, 1987). An interval that merely holds
+    zero is no tie: three seeds leave one 50 points wide (ch07 once took gaps of 0, -54 and -50 for a tie), and
+    gaps of 0, -100 and +100 average to zero."""
+    return -TIE_GAP <= g["eq_low"] and g["eq_high"] <= TIE_GAP
 
 
 #: a tie is served at the most loaded rate where the simulator predicts both layouts at least this share (%) of
@@ -93,6 +100,10 @@ TIE_FLOOR = 50.0
 #: ... and at most this share (%) for the lower of the two: the goodput's bar, past which a layout is loaded (ch07
 #: once served a tie at 99%, where any two layouts tie)
 TIE_CEILING = 90.0
+
+#: a tie matches live only where a layout met the SLOs for less than this share (%) on average: both at 100% in every
+#: seed is a gap of 0 whatever the layouts (ch07 once "matched" a tie at 100/100)
+TIE_LOADED = 95.0
 
 
 #: a lead is served only where its predicted 95% interval starts at least this far above zero (points): the live runs
@@ -113,15 +124,16 @@ def pick_rate(cell, scores: pd.Series) -> float | None:
 def live_outcome(live) -> str:
     """"matches" (the map's winner led its runner-up: the 95% interval of the mean paired gap, :func:`gap_interval`,
     lies above zero), "does not match" (below zero) or "undecided" (the interval holds zero, or nothing was
-    served); for a cell the map calls a tie, "matches: a tie" (:func:`even`: the interval holds zero, the seeds do
-    not all lean one way and the mean gap is within :data:`TIE_GAP` points), "undecided" (it holds zero, but one
-    layout led in every seed or by more than :data:`TIE_GAP` points on average: with few seeds the interval is
-    wide) or "does not match" (the interval excludes zero: the live runs tell the two apart)."""
+    served); for a cell the map calls a tie, "does not match" (the 95% interval excludes zero: the live runs tell
+    the two apart), "matches: a tie" (:func:`even`: the 90% interval within +-:data:`TIE_GAP` points, and a layout
+    loaded: its mean attainment below :data:`TIE_LOADED`) or "undecided" (neither: with few seeds the interval is
+    wide, and two idle layouts tie whatever they are)."""
     if live.runs is None:
         return "undecided"
     g = gap_interval(live.runs.attainment, live.winner, live.rival)
     if live.cell.winner == "tie":
-        return "does not match" if g["excludes_zero"] else "matches: a tie" if even(g) else "undecided"
+        loaded = float(live.runs.attainment[[live.winner, live.rival]].mean().min()) < TIE_LOADED
+        return "does not match" if g["excludes_zero"] else "matches: a tie" if even(g) and loaded else "undecided"
     return "undecided" if not g["excludes_zero"] else "matches" if g["ci_low"] > 0 else "does not match"
 
 
@@ -161,12 +173,47 @@ def _leader(lc) -> str:
     return lc.winner if gap_interval(lc.runs.attainment, lc.winner, lc.rival)["mean"] > 0 else lc.rival
 
 
-def _lean(lc) -> str:
-    """How a tie's live runs leaned (:func:`live_outcome` "undecided"): in every seed, or by a mean gap past
-    :data:`TIE_GAP`."""
-    g = gap_interval(lc.runs.attainment, lc.winner, lc.rival)
-    return ("in every seed" if g["decisive"] else
-            f"by {abs(g['mean']):.0f} points on average, more than the {TIE_GAP:.0f} a tie allows")
+def _undecided_tie(lc) -> str:
+    """Why a tie's live runs are "undecided" (:func:`live_outcome`): no layout loaded, or a 90% interval wider than
+    +-:data:`TIE_GAP`."""
+    g, att = gap_interval(lc.runs.attainment, lc.winner, lc.rival), lc.runs.attainment
+    low = float(att[[lc.winner, lc.rival]].mean().min())
+    if low >= TIE_LOADED:
+        return (f"both layouts met the SLOs for {low:.0f}% or more of their requests on average: runs that load "
+                f"neither cannot show a tie")
+    return (f"{short_name(_leader(lc))} led by {abs(g['mean']):.0f} points on average, and the gap's 90% interval "
+            f"({g['eq_low']:+.0f} to {g['eq_high']:+.0f} points) is not within ±{TIE_GAP:.0f}: these runs neither "
+            f"confirm the map's tie nor tell the two apart")
+
+
+def _burst(lc, m) -> str:
+    """How long the runs' arrivals last, in request lifetimes (the TTFT SLO and a TPOT SLO per later token)."""
+    span_s = lc.runs.n_requests / lc.rate_per_s
+    life_s = lc.ttft_slo_s + (m.output_tokens - 1) * lc.tpot_slo_s
+    return (f"Each seed's {lc.runs.n_requests} requests arrive over about {fmt3(1e3 * span_s)} ms, "
+            f"{fmt3(span_s / life_s)} request lifetimes (the TTFT SLO and {m.output_tokens - 1} TPOT SLOs): a burst "
+            f"on idle workers, so the runs check the order the simulator predicts for such a burst, not a goodput.")
+
+
+def _drifted(lc) -> str:
+    """A sentence where the runs' own steps strayed from the probe's by more than the drift the rate allowed for."""
+    ran, out = lc.steps["measured / predicted"], []
+    for kind in ("prefill", "decode"):
+        if kind in ran.index and lc.probe.get(kind):
+            r = ran[kind] / lc.probe[kind]
+            if not 1 / lc.drift <= r <= lc.drift:
+                out.append(f"{kind} steps {r:.2f}x")
+    return (f" The runs' {' and '.join(out)} the probed speed, past the {lc.drift - 1:.0%} the rate was chosen for: "
+            f"the cell sat off its map coordinates while served." if out else "")
+
+
+def _on_link_words(lc) -> str:
+    """What a cell served on a slider's slower link confirms."""
+    if lc.link_bytes_per_s is None:
+        return ""
+    return (f" On this link each cache is charged its bytes over {_link(lc, '')} (not a measured transfer), so the "
+            f"split's loss is the link's arithmetic; the runs confirm that colocated serving beats the split there "
+            f"and that {short_name(lc.winner)} serves the cell, not how chunked and prefill-first compare.")
 
 
 def _runs_words(lc) -> str:
@@ -209,26 +256,25 @@ def live_words(lives: dict, m) -> str:
         if lc.runs is None:
             out.append(f"{head}. There the rescaled simulator found no rate, of those tried (with decode steps "
                        f"{lc.drift - 1:.0%} slower or faster), where runs this short "
-                       + (f"load both layouts (the lower at {TIE_FLOOR:.0f}% to {TIE_CEILING:.0f}%) and leave their "
-                          f"gap even (its interval holding zero, its mean within {TIE_GAP:.0f} points)"
-                          if kind == "tie" else
-                          f"put {short_name(lc.winner)}'s lead over {short_name(lc.rival)} at least {LEAD_FLOOR:.0f} "
-                          f"points outside their spread")
+                       + (f"load both layouts (the less served at {TIE_FLOOR:.0f}% to {TIE_CEILING:.0f}%) and put the "
+                          f"gap's 90% interval within ±{TIE_GAP:.0f} points" if kind == "tie" else
+                          f"start the 95% interval of {short_name(lc.winner)}'s lead over {short_name(lc.rival)} at "
+                          f"least {LEAD_FLOOR:.0f} points above zero")
                        + ", so the cell was not served: it stays unconfirmed live.")
             continue
         ran = lc.steps["measured / predicted"]
         during = ", ".join(f"{k} {ran[k]:.2f}x" for k in ran.index)
         pred = lc.predicted[lc.rate_per_s]
-        predicted = (f"predicted both layouts at {pred:.0f}% or more of their requests within the SLOs and their "
-                     f"gap even (its interval holding zero, its mean within {TIE_GAP:.0f} points)" if kind == "tie" else
-                     f"predicted the gap's interval to start at {pred:+.0f} points or more")
+        predicted = (f"predicted the less served layout at {pred:.0f}% of its requests within the SLOs (the rule takes "
+                     f"{TIE_FLOOR:.0f}% to {TIE_CEILING:.0f}%) and the gap's 90% interval within ±{TIE_GAP:.0f} "
+                     f"points" if kind == "tie" else f"predicted the gap's 95% interval to start at {pred:+.0f} points "
+                     f"or more")
         outcome = {"matches": "the live winner matches the map's",
                    "matches: a tie": "the live runs match the map's: a tie",
                    "does not match": ("the live runs tell apart what the map calls a tie" if kind == "tie" else
                                       "the live winner is not the map's"),
                    "undecided": "these runs leave the map's winner unconfirmed" if kind != "tie" else
-                   f"{short_name(_leader(lc))} led {_lean(lc)}, though the interval holds zero: these runs neither "
-                   "confirm the map's tie nor tell the two apart"}[live_outcome(lc)]
+                   _undecided_tie(lc)}[live_outcome(lc)]
         per = lc.rate_per_s / m.workers
         times = {n: per / c.goodput[k] for k, n in ((c.leader, lc.winner), (c.runner_up, lc.rival)) if c.goodput[k] > 0}
         past = ", ".join(f"{fmt3(x)}x {short_name(n)}'s" for n, x in times.items())
@@ -236,6 +282,6 @@ def live_words(lives: dict, m) -> str:
                len(times) == 2 and min(times.values()) > 1 else "")
         out.append(f"{head} (the runs' own steps then: {during}); at {per:.3g} requests/s per worker "
                    f"({past or 'no'} goodput on the map{why}) the rescaled simulator {predicted} (decode steps "
-                   f"{lc.drift - 1:.0%} slower or faster). "
-                   f"{_runs_words(lc)} So {outcome}.")
+                   f"{lc.drift - 1:.0%} slower or faster). {_burst(lc, m)} "
+                   f"{_runs_words(lc)} So {outcome}.{_drifted(lc)}{_on_link_words(lc)}")
     return "\n\n".join(out)
