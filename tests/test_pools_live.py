@@ -156,8 +156,9 @@ def test_the_rate_is_picked_by_the_interval_and_a_tie_at_its_most_loaded():
 def _live(kind: str, winner, rival, prompt=120, rate=40.0) -> pools_live.LiveCell:
     cell = _cell(128, 5.0 if kind == "tie" else 2.5, {
         "split": {"split": 10, "prefill-first": 6, "chunked": 5},
-        "tie": {"split": 10, "prefill-first": 9.5, "chunked": 4}}.get(kind, {"split": 5, "prefill-first": 10,
-                                                                            "chunked": 6}))
+        "tie": {"split": 10, "prefill-first": 9.5, "chunked": 4},
+        "chunked": {"split": 5, "prefill-first": 6, "chunked": 10}}.get(kind, {"split": 5, "prefill-first": 10,
+                                                                           "chunked": 6}))
     w, r = cell.names[cell.leader], cell.names[cell.runner_up]
     att = pd.DataFrame({w: winner, r: rival}, index=pd.Index(range(len(winner)), name="seed"))
     steps = pd.DataFrame({"measured / predicted": [1.1, 0.9]}, index=["prefill", "decode"])

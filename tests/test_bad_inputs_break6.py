@@ -1,0 +1,133 @@
+"""Chapter 7's live check of the map (pools_live, issue 22 item 3) called as a reader in a notebook might get it
+wrong: each case was a silent default, a run on other inputs, garbage or a traceback from deep inside, and is now a
+clear early error naming the argument (or the right answer). Maps are crafted; live runs are stubbed or tiny."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from splitlab.costmodel import CostModel
+from splitlab.planning.map_result import SplitMap
+from splitlab.teach.figures import pools_live
+from test_pools_live import _cell, _live, _map
+
+WIN = {"split": 10, "prefill-first": 5, "chunked": 4}  # the split wins by 50%
+SMALL = dict(n_requests=4, rates=2)
+
+
+def _picks(got: dict) -> dict:
+    return {k: (c.prompt_tokens, c.tpot_steps) for k, c in got.items()}
+
+
+def test_seeds_given_as_a_generator_or_numpy_array_serve_the_same_seeds():
+    """A generator was consumed by the seeds' check, then refused by the first run as 'got []'."""
+    m = _map([_cell(16, 2.5, WIN)])
+    want = _picks(pools_live.gap_cells(m, None, seeds=(0, 1), **SMALL))
+    assert want == {"split": (16, 2.5)}
+    assert _picks(pools_live.gap_cells(m, None, seeds=(s for s in (0, 1)), **SMALL)) == want
+    assert _picks(pools_live.gap_cells(m, None, seeds=np.array([0, 1]), **SMALL)) == want
+    for bad in ((0.5, 1.5), ("a", "b"), (-1, 2)):
+        with pytest.raises(ValueError, match="seeds must be whole numbers >= 0"):
+            pools_live.gap_cells(m, None, seeds=bad, **SMALL)
+    with pytest.raises(ValueError, match=r"seeds must be at least 2 distinct seeds .*got \[0\]"):
+        pools_live.gap_cells(m, None, seeds=(s for s in (0,)), **SMALL)
+
+
+def test_rates_as_a_numpy_integer_is_a_number_of_rates():
+    """np.int64(2) was refused as 'rates must be an integer >= 2, got np.int64(2)'."""
+    m = _map([_cell(16, 2.5, WIN)])
+    got = pools_live.gap_cells(m, None, n_requests=4, seeds=(0, 1), rates=np.int64(2))
+    assert _picks(got) == _picks(pools_live.gap_cells(m, None, n_requests=4, seeds=(0, 1), rates=2))
+
+
+def test_bad_arguments_are_refused_before_any_run_even_on_a_map_without_cells():
+    """A map with no cell of a region took rates=1, n_requests=0 and max_prompt_tokens='64' in silence."""
+    empty = _map([])
+    assert pools_live.gap_cells(empty, None, seeds=(0, 1), **SMALL) == {}
+    for kw, match in ((dict(rates=1), "rates must be"), (dict(n_requests=0), "n_requests must be"),
+                      (dict(max_prompt_tokens="64"), "max_prompt_tokens must be"),
+                      (dict(max_prompt_tokens=float("nan")), "max_prompt_tokens must be"),
+                      (dict(max_prompt_tokens=-1), "max_prompt_tokens must be")):
+        with pytest.raises(ValueError, match=match):
+            pools_live.gap_cells(empty, None, seeds=(0, 1), **{**SMALL, **kw})
+        with pytest.raises(ValueError, match=match):
+            pools_live.live_regions({None: empty}, None, None, seeds=(0, 1), **{**SMALL, **kw})
+
+
+def test_n_requests_naming_no_region_is_refused():
+    """{"splt": 6} served the split's cell on the default 24 requests in silence."""
+    m = _map([_cell(16, 2.5, WIN)])
+    with pytest.raises(ValueError, match=r"n_requests names no region \['splt'\]"):
+        pools_live.gap_cells(m, None, n_requests={"splt": 6}, seeds=(0, 1), rates=2)
+    with pytest.raises(ValueError, match=r"n_requests names no region \[1\]"):
+        pools_live.live_regions({None: m}, None, None, n_requests={1: 6}, seeds=(0, 1), rates=2)
+
+
+def _fake_live(served: list):
+    def fake(m, cell, lm, cost, n_requests, seeds, rates, **options):
+        served.append(m.link_bytes_per_s)
+        lc = _live(cell.winner, [100, 90, 95], [60, 50, 50])
+        lc.cell, lc.link_bytes_per_s, lc.workers = cell, m.link_bytes_per_s, m.workers
+        return lc
+    return fake
+
+
+def test_maps_are_ordered_by_their_links_not_by_the_dict():
+    """split_map_grid keeps the order of its links: {0.1 MB/s: slow, None: own} had the slow map served as the
+    own link's (its split cell, on a 0.1 MB/s link) and the own link's map as the slider's slowest."""
+    own = _map([_cell(16, 2.5, WIN)])
+    slow = SplitMap([_cell(16, 2.5, WIN)], 2, [16], [], [2.5], 64, 5.0, 1e5, 0.1, "built-in", [256])
+    mid = SplitMap([_cell(16, 2.5, WIN)], 2, [16], [], [2.5], 64, 5.0, 1e8, 0.1, "built-in", [256])
+    for maps in ({None: own, 1e-4: slow}, {1e-4: slow, None: own}, {0.1: mid, 1e-4: slow, None: own}):
+        served = []
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pools_live, "live_cell", _fake_live(served))
+            got = pools_live.live_regions(maps, None, None, seeds=(0, 1), **SMALL)
+        assert served == [None] and got["split"].link_bytes_per_s is None, served
+    with pytest.MonkeyPatch.context() as mp:  # no own-link map: the fastest is the first tried
+        served = []
+        mp.setattr(pools_live, "live_cell", _fake_live(served))
+        pools_live.live_regions({1e-4: slow, 0.1: mid}, None, None, seeds=(0, 1), **SMALL)
+    assert served == [1e8]
+
+
+def test_maps_of_two_cluster_sizes_or_split_map_grids_shape_are_refused_shortly():
+    """A 4-worker own map beside an 8-worker slow one was served from both, the page's per-worker rates one map's;
+    split_map_grids' {workers: {link: map}} was refused with the whole maps' repr in the message."""
+    own = _map([_cell(16, 2.5, WIN)])
+    big = SplitMap([_cell(16, 2.5, WIN)], 8, [16], [], [2.5], 64, 5.0, 1e5, 0.1, "built-in", [256])
+    with pytest.raises(ValueError, match=r"one cluster size, got maps of \[2, 8\] workers"):
+        pools_live.live_regions({None: own, 1e-4: big}, None, None, seeds=(0, 1), **SMALL)
+    with pytest.raises(ValueError, match=r"split_map_grids' .* pick one cluster size") as err:
+        pools_live.live_regions({2: {None: own}}, None, None, seeds=(0, 1), **SMALL)
+    assert len(str(err.value)) < 300 and "Cell(" not in str(err.value)
+    with pytest.raises(ValueError, match="maps must be a dict") as err:
+        pools_live.live_regions([own], None, None)
+    assert "got list" in str(err.value) and "Cell(" not in str(err.value)
+
+
+def test_layout_config_refuses_a_name_of_another_cluster_size_or_not_a_name():
+    """'4 colocated (prefill-first)' with workers=2 built 2 colocated workers; None was a TypeError from re."""
+    with pytest.raises(ValueError, match="a layout of 4 workers, not of the map's 2"):
+        pools_live.layout_config("4 colocated (prefill-first)", 2, [256])
+    with pytest.raises(ValueError, match="a layout of 6 workers, not of the map's 4"):
+        pools_live.layout_config("3P+3D", 4, [256])
+    with pytest.raises(ValueError, match="not a layout name of a map: None"):
+        pools_live.layout_config(None, 4, [256])
+    assert pools_live.split_pools(None) is None
+    assert pools_live.layout_config("1P+3D", 4, [256]).name == "1P+3D"
+
+
+def test_live_cell_refuses_a_cell_of_another_map_and_runs_on_the_built_in_model(lm):
+    """A cell not of ``m`` was placed by m's SLO rules and served on m's link; cost None (the built-in, as
+    gap_cells reads it) was "'NoneType' object has no attribute 'prefill_s'" from inside the probe."""
+    cell, other = _cell(16, 2.5, WIN), _cell(256, 2.5, WIN)
+    with pytest.raises(ValueError, match="cell must be a cell of the map m"):
+        pools_live.live_cell(_map([cell]), other, lm, None, seeds=(0, 1), **SMALL)
+    with pytest.raises(TypeError, match="cell must be a cell of a split map"):
+        pools_live.live_cell(_map([cell]), None, lm, None, seeds=(0, 1), **SMALL)
+    with pytest.raises(TypeError, match="needs a splitlab.costmodel.CostModel, got str"):
+        pools_live.live_cell(_map([cell]), cell, lm, "tiny", seeds=(0, 1), **SMALL)
+    lc = pools_live.live_cell(_map([cell]), cell, lm, None, seeds=(0, 1), **SMALL)
+    assert lc.workers == 2 and lc.probe["prefill"] > 0 and "built-in" in CostModel().source
+    assert lc.runs is None or list(lc.runs.attainment.index) == [0, 1]
