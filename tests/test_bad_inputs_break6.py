@@ -131,3 +131,38 @@ def test_live_cell_refuses_a_cell_of_another_map_and_runs_on_the_built_in_model(
     lc = pools_live.live_cell(_map([cell]), cell, lm, None, seeds=(0, 1), **SMALL)
     assert lc.workers == 2 and lc.probe["prefill"] > 0 and "built-in" in CostModel().source
     assert lc.runs is None or list(lc.runs.attainment.index) == [0, 1]
+
+
+def test_the_probe_and_rescaling_take_the_built_in_model_and_numpy_factors():
+    """rescaled(cost, np.int64(2), 1) was refused as 'must be a finite factor > 0, got np.int64(2)'; cost None was
+    "'NoneType' object has no attribute 'prefill_base_s'" (and 'max_context', 'prefill_s')."""
+    cost = CostModel()
+    two = pools_live.rescaled(cost, np.int64(2), np.float32(0.5))
+    assert two.prefill_s(300) == pytest.approx(2 * cost.prefill_s(300))
+    assert two.decode_s(1, 300) == pytest.approx(0.5 * cost.decode_s(1, 300))
+    assert pools_live.rescaled(None, 2.0, 0.5).prefill_s(300) == pytest.approx(two.prefill_s(300))
+    cell = _cell(400, 2.5, WIN)
+    assert pools_live.cell_now(_map([cell]), cell, None) == pools_live.cell_now(_map([cell]), cell, cost)
+    for bad in (np.bool_(True), np.float64("nan"), -np.int64(1)):
+        with pytest.raises(ValueError, match="decode must be a finite factor > 0"):
+            pools_live.rescaled(cost, 1.0, bad)
+    with pytest.raises(TypeError, match="needs a splitlab.costmodel.CostModel, got dict"):
+        pools_live.rescaled({}, 1.0, 1.0)
+
+
+def test_cell_now_refuses_a_cell_without_prefill_steps_or_a_context_with_no_prompt_room():
+    """A NaN prefill cost placed the cell at the longest prompt in silence; answers that fill the context returned
+    a prompt of 0 tokens or fewer."""
+    cell = _cell(400, 2.5, WIN)
+    cell.prefill_steps = float("nan")
+    with pytest.raises(ValueError, match="prefill_steps must be finite and > 0, got nan"):
+        pools_live.cell_now(_map([cell]), cell, None)
+    cell = _cell(400, 2.5, WIN)
+    full = SplitMap([cell], 2, [400], [], [2.5], CostModel().max_context, 5.0, None, 0.1, "built-in", [256])
+    with pytest.raises(ValueError, match="leave no prompt room"):
+        pools_live.cell_now(full, cell, None)
+
+
+def test_step_probe_runs_on_the_built_in_model(lm):
+    probe = pools_live.step_probe(lm, None, 16, requests=2)
+    assert probe["prefill"] > 0 and probe["decode"] > 0 and list(probe["steps"].index) == ["prefill", "decode"]
