@@ -166,3 +166,72 @@ def test_cell_now_refuses_a_cell_without_prefill_steps_or_a_context_with_no_prom
 def test_step_probe_runs_on_the_built_in_model(lm):
     probe = pools_live.step_probe(lm, None, 16, requests=2)
     assert probe["prefill"] > 0 and probe["decode"] > 0 and list(probe["steps"].index) == ["prefill", "decode"]
+
+
+def test_pick_rate_refuses_scores_that_are_not_a_series_of_rates():
+    """A dict or list was "'dict' object has no attribute 'max'"; a rate of NaN, 0 or -1 came back as the rate to
+    serve; a score of +inf won; a cell no layout wins got a rate."""
+    import pandas as pd
+    win = _cell(16, 2.5, WIN)
+    for bad in ({1.0: 30.0}, [30.0], None):
+        with pytest.raises(TypeError, match="scores must be a pandas Series"):
+            pools_live.pick_rate(win, bad)
+    for rate in (np.nan, 0.0, -1.0, np.inf, "a"):
+        with pytest.raises(ValueError, match="scores' index must be rates"):
+            pools_live.pick_rate(win, pd.Series({rate: 30.0}))
+    for score in (np.inf, "30"):
+        with pytest.raises(ValueError, match="scores must be numbers"):
+            pools_live.pick_rate(win, pd.Series({1.0: score, 2.0: 12.0}))
+    with pytest.raises(ValueError, match="got winner 'none'"):
+        pools_live.pick_rate(_cell(16, 2.5, {"split": 0, "prefill-first": 0, "chunked": 0}), pd.Series({1.0: 30.0}))
+    # what stays: NaN is no score, -inf and negative never qualify, an empty Series picks nothing
+    assert pools_live.pick_rate(win, pd.Series({1.0: np.nan, 2.0: 12.0, 3.0: -np.inf})) == 2.0
+    assert pools_live.pick_rate(win, pd.Series([], dtype=float)) is None
+    assert pools_live.pick_rate(win, pd.Series({np.int64(3): -5.0})) is None
+
+
+def test_rate_score_and_gap_interval_refuse_what_has_no_gap():
+    """rate_score({}) was 'min() arg is an empty sequence', runs of one layout a TypeError about gap_interval's
+    arguments; an attainment of inf made the interval NaN in silence, a dict "no attribute 'columns'"."""
+    import pandas as pd
+    from splitlab.teach.figures.split_seeds import PairedRuns
+    win = _cell(16, 2.5, WIN)
+    one = PairedRuns(pd.DataFrame({"a": [50.0, 60.0]}), None, 6, 1.0, True)
+    for bad in ({}, {1.0: one}, [one]):
+        with pytest.raises(ValueError, match="runs must be a non-empty dict"):
+            pools_live.rate_score(win, bad)
+    with pytest.raises(ValueError, match="must be finite percentages"):
+        pools_live.gap_interval(pd.DataFrame({"a": [np.inf, 2.0], "b": [1.0, 2.0]}), "a", "b")
+    with pytest.raises(TypeError, match="attainment must be a DataFrame"):
+        pools_live.gap_interval({"a": [1, 2], "b": [1, 2]}, "a", "b")
+
+
+def test_live_words_and_table_refuse_lives_they_cannot_read():
+    """A list, a misspelt region or a cell keyed by another region gave a paragraph of 'no cell' for every region
+    (the list: an AttributeError from live_table); a served cell with a NaN rate was a KeyError: nan; a map of
+    another cluster size than the cells were served on gave per-worker rates off by its ratio."""
+    m = _map([_cell(16, 2.5, WIN)])
+    lc = _live("split", [100, 90, 95], [60, 50, 50])
+    with pytest.raises(TypeError, match="lives must be a dict"):
+        pools_live.live_words([lc], m)
+    with pytest.raises(TypeError, match="lives must be a dict"):
+        pools_live.live_table([lc])
+    with pytest.raises(ValueError, match=r"lives names no region 'Split'"):
+        pools_live.live_words({"Split": lc}, m)
+    with pytest.raises(ValueError, match=r"lives\['tie'\] is a cell 'split' won"):
+        pools_live.live_table({"tie": lc})
+    with pytest.raises(TypeError, match="m must be the split map"):
+        pools_live.live_words({"split": lc}, None)
+    nan = _live("split", [100, 90, 95], [60, 50, 50])
+    nan.rate_per_s = float("nan")
+    with pytest.raises(ValueError, match=r"served at nan requests/s, not a rate of its predicted scores"):
+        pools_live.live_words({"split": nan}, m)
+    lc.workers = 8
+    with pytest.raises(ValueError, match="served on a map of 8 workers, m has 2"):
+        pools_live.live_words({"split": lc}, m)
+    lc.workers = 2
+    assert pools_live.live_words({"split": lc}, m).startswith("**The split**")
+    assert pools_live.live_table({}).empty  # nothing served: an empty table, and words for each region
+    assert pools_live.live_words({}, m).count("unconfirmed live") == 3
+    with pytest.raises(TypeError, match="live must be a LiveCell"):
+        pools_live.live_outcome(None)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
+from .pools_live_args import REGIONS, check_cell, check_lives
 from .split_seeds import paired_gaps
 from .split_tables import short_name
 from .style import fmt3, pct2
@@ -26,9 +28,6 @@ from .style import fmt3, pct2
 __all__ = ["REGIONS", "T975", "TIE_FLOOR", "TIE_CEILING", "TIE_GAP", "LEAD_FLOOR", "even", "gap_interval", "rate_score",
            "pick_rate", "live_outcome", "live_table", "live_words"]
 
-#: the map's regions: the kinds a cell's winner may be (a "tie": the split and the best colocated layout within the
-#: map's tie tolerance), in the order the page serves them
-REGIONS = ("split", "prefill-first", "chunked", "tie")
 _REGION_WORDS = {"split": "the split", "prefill-first": "colocated prefill-first", "chunked": "colocated chunked",
                  "tie": "a tie"}
 
@@ -45,8 +44,14 @@ def gap_interval(attainment: pd.DataFrame, a: str, b: str) -> dict:
     zero: its leader leads outside the runs' own spread). One seed has no spread: its interval is unbounded.
 
     Raises:
-        those of :func:`~.split_seeds.paired_gaps`."""
+        TypeError: ``attainment`` not a DataFrame. ValueError: an attainment not finite (inf made the interval NaN
+        in silence); those of :func:`~.split_seeds.paired_gaps`."""
+    if not isinstance(attainment, pd.DataFrame):
+        raise TypeError(f"attainment must be a DataFrame (one row per seed, one column per layout, in %), got "
+                        f"{type(attainment).__name__}")
     g = paired_gaps(attainment, a, b)
+    if not all(math.isfinite(x) for x in g["gaps"]):
+        raise ValueError(f"attainment of {a!r} and {b!r} must be finite percentages, got gaps {g['gaps']}")
     n = g["seeds"]
     if n < 2:
         half = math.inf
@@ -66,7 +71,17 @@ def rate_score(cell, runs: dict) -> float:
     100% each the gap is zero whatever the layouts; a rate where one layout leads in every simulated seed is no
     tie's rate, however wide three seeds leave the interval: ch07 once served a tie where the simulator itself had
     one layout at 100% and the other at 42-79%, and then one where it had a gap of 0, -54 and -50 points: a seed
-    both layouts served whole hid the lean of the other two)."""
+    both layouts served whole hid the lean of the other two).
+
+    Raises:
+        ValueError: ``runs`` not a non-empty dict of PairedRuns each with the two layouts' columns (an empty one was
+        'min() arg is an empty sequence'); those of :func:`gap_interval`."""
+    check_cell(cell)
+    if not isinstance(runs, dict) or not runs or not all(
+            isinstance(getattr(r, "attainment", None), pd.DataFrame) and r.attainment.shape[1] >= 2
+            for r in runs.values()):
+        raise ValueError(f"runs must be a non-empty dict {{drift: PairedRuns}} whose attainment has the winner's and "
+                         f"the runner-up's columns, got {runs!r:.200}")
     gaps = [gap_interval(r.attainment, *r.attainment.columns[:2]) for r in runs.values()]
     if cell.winner != "tie":
         return min(g["ci_low"] for g in gaps)
@@ -103,11 +118,32 @@ LEAD_FLOOR = 10.0
 def pick_rate(cell, scores: pd.Series) -> float | None:
     """The rate to serve of ``scores`` (:func:`rate_score` per rate): the highest score, if at least
     :data:`LEAD_FLOOR` (a tie: the lowest attainment from :data:`TIE_FLOOR` to :data:`TIE_CEILING`); None where no rate
-    qualifies (a lead not predicted that far outside the spread at any rate, or no loaded tie)."""
+    qualifies (a lead not predicted that far outside the spread at any rate, or no loaded tie).
+
+    Raises:
+        TypeError: ``scores`` not a pandas Series. ValueError: a rate (its index) not a finite number > 0, a score
+        not a number or +inf (a NaN score is no score); a cell no layout wins and no tie."""
+    check_cell(cell)
+    _check_scores(scores)
     if cell.winner != "tie":
         return float(scores.idxmax()) if scores.max() >= LEAD_FLOOR else None
     ok = scores[(scores >= TIE_FLOOR) & (scores <= TIE_CEILING)]
     return float(ok.idxmin()) if len(ok) else None
+
+
+def _check_scores(scores) -> None:
+    if not isinstance(scores, pd.Series):
+        raise TypeError(f"scores must be a pandas Series of scores indexed by rate (requests/s), got "
+                        f"{type(scores).__name__}")
+    rates, values = np.asarray(scores.index, dtype=object), np.asarray(scores, dtype=object)
+    bad = [r for r in rates if isinstance(r, bool) or not isinstance(r, (int, float, np.number))
+           or not 0 < float(r) < math.inf]
+    if bad:
+        raise ValueError(f"scores' index must be rates, finite numbers > 0 of requests/s, got {bad}")
+    bad = [v for v in values
+           if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or float(v) == math.inf]
+    if bad:
+        raise ValueError(f"scores must be numbers (points; a tie's: %), NaN for none, not +inf; got {bad}")
 
 
 def live_outcome(live) -> str:
@@ -116,7 +152,12 @@ def live_outcome(live) -> str:
     served); for a cell the map calls a tie, "matches: a tie" (:func:`even`: the interval holds zero, the seeds do
     not all lean one way and the mean gap is within :data:`TIE_GAP` points), "undecided" (it holds zero, but one
     layout led in every seed or by more than :data:`TIE_GAP` points on average: with few seeds the interval is
-    wide) or "does not match" (the interval excludes zero: the live runs tell the two apart)."""
+    wide) or "does not match" (the interval excludes zero: the live runs tell the two apart).
+
+    Raises:
+        TypeError: ``live`` not a LiveCell; ValueError: those of :func:`gap_interval`."""
+    if not all(hasattr(live, a) for a in ("cell", "winner", "rival", "runs")):
+        raise TypeError(f"live must be a LiveCell (live_cell's, a value of live_regions'), got {type(live).__name__}")
     if live.runs is None:
         return "undecided"
     g = gap_interval(live.runs.attainment, live.winner, live.rival)
@@ -133,7 +174,11 @@ def live_table(lives: dict) -> pd.DataFrame:
     """One row per region of ``lives`` ({kind: :class:`~.pools_live.LiveCell`}): ``cell`` (the map's prompt, TPOT steps,
     and the KV link where the cell's map names one), ``winner (%)`` and ``runner-up (%)`` (the map's, short names,
     each seed's attainment; for a tie, the leader and the other family's best), ``gap (pp)`` (the mean paired gap
-    winner - runner-up and its 95% interval, :func:`gap_interval`) and ``live`` (:func:`live_outcome`)."""
+    winner - runner-up and its 95% interval, :func:`gap_interval`) and ``live`` (:func:`live_outcome`).
+
+    Raises:
+        TypeError, ValueError: ``lives`` not such a dict (:func:`~.pools_live_args.check_lives`)."""
+    check_lives(lives)
     rows = {}
     for kind, lc in lives.items():
         att = lc.runs.attainment if lc.runs is not None else {lc.winner: (), lc.rival: ()}
@@ -186,7 +231,14 @@ def live_words(lives: dict, m) -> str:
     where its cell sat when served (the probe's ratios, the prompt that put it there, the live runs' own step
     ratios), the rate and what the rescaled simulator predicted there, each seed's attainment, the gap's mean and
     95% interval, and whether the live winner matches the map's (for a tie, whether the runs tell the two apart); a
-    region the map gives no cell, said."""
+    region the map gives no cell, said.
+
+    Raises:
+        TypeError, ValueError: ``lives`` not such a dict, ``m`` not a map or one of another cluster size than the
+        cells were served on (:func:`~.pools_live_args.check_lives`)."""
+    check_lives(lives, m)
+    if m is None:
+        raise TypeError("m must be the split map the cells were served from (here), got None")
     out = []
     for kind in REGIONS:
         if kind not in lives:
