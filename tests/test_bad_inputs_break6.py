@@ -72,7 +72,7 @@ def _fake_live(served: list):
     return fake
 
 
-def test_maps_are_ordered_by_their_links_not_by_the_dict():
+def test_maps_are_ordered_by_their_links_not_by_the_dict(lm):
     """split_map_grid keeps the order of its links: {0.1 MB/s: slow, None: own} had the slow map served as the
     own link's (its split cell, on a 0.1 MB/s link) and the own link's map as the slider's slowest."""
     own = _map([_cell(16, 2.5, WIN)])
@@ -82,12 +82,12 @@ def test_maps_are_ordered_by_their_links_not_by_the_dict():
         served = []
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(pools_live, "live_cell", _fake_live(served))
-            got = pools_live.live_regions(maps, None, None, seeds=(0, 1), **SMALL)
+            got = pools_live.live_regions(maps, lm, None, seeds=(0, 1), **SMALL)
         assert served == [None] and got["split"].link_bytes_per_s is None, served
     with pytest.MonkeyPatch.context() as mp:  # no own-link map: the fastest is the first tried
         served = []
         mp.setattr(pools_live, "live_cell", _fake_live(served))
-        pools_live.live_regions({1e-4: slow, 0.1: mid}, None, None, seeds=(0, 1), **SMALL)
+        pools_live.live_regions({1e-4: slow, 0.1: mid}, lm, None, seeds=(0, 1), **SMALL)
     assert served == [1e8]
 
 
@@ -235,3 +235,21 @@ def test_live_words_and_table_refuse_lives_they_cannot_read():
     assert pools_live.live_words({}, m).count("unconfirmed live") == 3
     with pytest.raises(TypeError, match="live must be a LiveCell"):
         pools_live.live_outcome(None)
+
+
+def test_no_model_or_an_unknown_option_is_refused_before_the_simulations(lm, monkeypatch):
+    """live_regions(maps, None, cost) simulated every region's cells (minutes in the chapter) before
+    'ModelExecutor takes a splitlab LoadedModel'; max_batch=16 was "got multiple values for keyword argument
+    'max_batch'" at the first cell, and a misspelt option passed in silence where a map had no cell."""
+    def never(*a, **k):
+        raise AssertionError("simulated before checking its arguments")
+    monkeypatch.setattr(pools_live, "_contest", never)
+    m = _map([_cell(16, 2.5, WIN)])
+    with pytest.raises(TypeError, match="live_regions takes a splitlab LoadedModel"):
+        pools_live.live_regions({None: m}, None, None, seeds=(0, 1), **SMALL)
+    with pytest.raises(TypeError, match="'max_batch'"):
+        pools_live.live_regions({None: m}, lm, None, seeds=(0, 1), max_batch=16, **SMALL)
+    with pytest.raises(TypeError, match="'link_bytes' \\(not a ServingConfig field\\)"):
+        pools_live.gap_cells(_map([]), None, seeds=(0, 1), link_bytes=1e9, **SMALL)
+    with pytest.raises(TypeError, match="live_cell\\(\\) got an unknown option: 'policy'"):
+        pools_live.live_cell(m, m.cells[0], lm, None, seeds=(0, 1), policy="chunked", **SMALL)

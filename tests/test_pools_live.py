@@ -276,7 +276,7 @@ def test_a_cell_served_on_the_real_model(lm, monkeypatch):
         pools_live.live_cell(m, cell, lm, cost, rates=1)
 
 
-def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_link_lacks(monkeypatch):
+def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_link_lacks(lm, monkeypatch):
     """This device's map gave chunked prefill no cell on its own link (a fused decode row costs about 2x a decode
     step's here), but several on the slider's 0.01 GB/s link: the live check serves a region there, on that link; a
     region whose own-link cell a probe moves out of reach goes there too. Live runs are stubbed: which map and cell
@@ -299,7 +299,7 @@ def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_li
             lc.runs = None
         return lc
     monkeypatch.setattr(pools_live, "live_cell", fake)
-    got = pools_live.live_regions({None: own, 0.1: mid, 1e-4: slow}, None, cost, n_requests=8, rates=3)
+    got = pools_live.live_regions({None: own, 0.1: mid, 1e-4: slow}, lm, cost, n_requests=8, rates=3)
     assert got.keys() == {"split", "prefill-first", "chunked"}  # no map has a tie
     assert got["split"].cell is own.cells[0] and got["split"].link_bytes_per_s is None  # the own link first
     assert got["chunked"].cell is slow_cells[1] and got["chunked"].link_bytes_per_s == 1e5  # the slowest, not 0.1
@@ -307,9 +307,9 @@ def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_li
     assert all(m is not mid for m, _ in served)
     for bad in ({}, [own], {None: "map"}):
         with pytest.raises(ValueError, match="maps must be a dict"):
-            pools_live.live_regions(bad, None, cost)
+            pools_live.live_regions(bad, lm, cost)
     with pytest.raises(ValueError, match="seeds must be"):
-        pools_live.live_regions({None: own}, None, cost, seeds=(0,))
+        pools_live.live_regions({None: own}, lm, cost, seeds=(0,))
 
 
 def test_a_cell_of_a_slower_link_is_simulated_and_worded_on_that_link():

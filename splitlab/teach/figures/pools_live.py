@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ...planning.options import chunk_of
-from .pools_live_args import check_cell, check_prompt_cap, check_rates, cost_of, ordered_maps, requests_of, seeds_of
+from .pools_live_args import (check_cell, check_options, check_prompt_cap, check_rates, cost_of, ordered_maps,
+                              requests_of, seeds_of)
 from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
 from .pools_live_words import (LEAD_FLOOR, REGIONS, TIE_CEILING, TIE_FLOOR, TIE_GAP, even, gap_interval, live_outcome,
                                live_table, live_words, pick_rate, rate_score)
@@ -163,6 +164,7 @@ def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1
     region the map gives no cell is left out. ValueError: fewer than 2 distinct seeds, ``max_prompt_tokens`` not
     None or a whole number >= 1, an ``n_requests`` key no region; and :func:`live_cell`'s."""
     seeds = _checked(n_requests, seeds, rates, max_prompt_tokens)
+    check_options("gap_cells", options)
     out = {}
     for kind in REGIONS:
         scored = _scored(m, cost, kind, n_requests, seeds, rates, max_prompt_tokens, options)
@@ -184,9 +186,13 @@ def live_regions(maps: dict, lm, cost, n_requests: int | dict = 24, seeds: Seque
 
     Raises:
         ValueError: ``maps`` not a dict of maps with at least one, maps of different cluster sizes; those of
-            :func:`gap_cells` and :func:`live_cell`."""
+            :func:`gap_cells` and :func:`live_cell`.
+        TypeError: ``lm`` not a LoadedModel (before the simulations, which take minutes), an unknown option."""
+    from ...phases.loaded import require_loaded
     ms = ordered_maps(maps)
     seeds = _checked(n_requests, seeds, rates, max_prompt_tokens)
+    check_options("live_regions", options)
+    require_loaded(lm, "live_regions")  # before minutes of simulations, not after
     cost = cost_of(cost)
     out = {}
     for kind in REGIONS:
@@ -240,6 +246,7 @@ def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[in
     check_cell(cell)
     seeds = _checked(n_requests, seeds, rates, None)
     n_requests = requests_of(n_requests, cell.winner)
+    check_options("live_cell", options)
     if not hasattr(m, "cells") or cell not in m.cells:
         raise ValueError(f"cell must be a cell of the map m (its SLO rules, output and link place the cell), got the "
                          f"{cell.prompt_tokens}-token, {cell.tpot_steps:g}-step cell and "

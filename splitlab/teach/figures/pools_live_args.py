@@ -10,7 +10,7 @@ import numbers
 import numpy as np
 
 __all__ = ["REGIONS", "whole", "seeds_of", "requests_of", "check_cell", "check_rates", "check_prompt_cap",
-           "ordered_maps", "cost_of", "check_lives"]
+           "ordered_maps", "cost_of", "check_options", "check_lives"]
 
 #: the map's regions: the kinds a cell's winner may be (a "tie": the split and the best colocated layout within the
 #: map's tie tolerance), in the order the page serves them
@@ -111,6 +111,19 @@ def cost_of(cost):
     from ...costmodel import CostModel
     from ...serving.simulated import check_cost
     return check_cost(CostModel() if cost is None else cost)
+
+
+def check_options(who: str, options: dict) -> None:
+    """``options`` the :class:`~splitlab.serving.ServingConfig` fields a live check passes both layouts, by name
+    (:func:`~splitlab.planning.options.layout_options`), less ``max_batch`` and ``trace``, which the map sets (they
+    were "got multiple values for keyword argument 'max_batch'" at the first cell, and a misspelt option passed in
+    silence where a map had no cell). TypeError otherwise."""
+    from ...planning.options import layout_options
+    layout_options(who, options)
+    taken = [k for k in options if k in ("max_batch", "trace")]
+    if taken:
+        raise TypeError(f"{who}() got {taken}: the map's own max_batch and trace={False} are its layouts', not "
+                        f"options")
 
 
 def _is_live(lc) -> bool:
