@@ -253,3 +253,28 @@ def test_no_model_or_an_unknown_option_is_refused_before_the_simulations(lm, mon
         pools_live.gap_cells(_map([]), None, seeds=(0, 1), link_bytes=1e9, **SMALL)
     with pytest.raises(TypeError, match="live_cell\\(\\) got an unknown option: 'policy'"):
         pools_live.live_cell(m, m.cells[0], lm, None, seeds=(0, 1), policy="chunked", **SMALL)
+
+
+def test_a_cell_with_no_finite_steps_or_goodputs_is_refused_by_name():
+    """A goodput of inf or NaN was 'rate_per_s must be a finite rate > 0 requests/s, got inf' from inside a
+    workload; a TPOT of NaN steps went on to an SLO of NaN s."""
+    for field, value in (("goodput", {"split": np.inf, "prefill-first": 5, "chunked": 4}),
+                         ("goodput", {"split": 10, "prefill-first": np.nan, "chunked": 4}),
+                         ("tpot_steps", float("nan")), ("prefill_steps", 0.0)):
+        cell = _cell(16, 2.5, WIN if field != "goodput" else value)
+        if field != "goodput":
+            setattr(cell, field, value)
+        with pytest.raises(ValueError, match="the cell's steps must be finite and > 0 and its goodputs"):
+            pools_live.gap_cells(_map([cell]), None, seeds=(0, 1), **SMALL)
+
+
+def test_words_refuse_a_probe_without_its_ratios_and_rate_score_says_what_runs_held():
+    import pandas as pd
+    from splitlab.teach.figures.split_seeds import PairedRuns
+    lc = _live("split", [100, 90, 95], [60, 50, 50])
+    lc.probe = {}
+    with pytest.raises(ValueError, match="probe must be step_probe's dict"):
+        pools_live.live_words({"split": lc}, _map([lc.cell]))
+    one = PairedRuns(pd.DataFrame({"a": [50.0, 60.0]}), None, 6, 1.0, True)
+    with pytest.raises(ValueError, match=r"got a dict of 1: \[\['a'\]\]$"):
+        pools_live.rate_score(_cell(16, 2.5, WIN), {1.0: one})

@@ -8,9 +8,10 @@ import math
 import numbers
 
 import numpy as np
+import pandas as pd
 
 __all__ = ["REGIONS", "whole", "seeds_of", "requests_of", "check_cell", "check_rates", "check_prompt_cap",
-           "ordered_maps", "cost_of", "check_options", "check_lives"]
+           "ordered_maps", "cost_of", "check_options", "check_runs", "check_scores", "check_lives"]
 
 #: the map's regions: the kinds a cell's winner may be (a "tie": the split and the best colocated layout within the
 #: map's tie tolerance), in the order the page serves them
@@ -54,11 +55,22 @@ def requests_of(n_requests, kind: str) -> int:
 
 
 def check_cell(cell) -> None:
-    """``cell`` a map's cell one layout wins or a tie."""
+    """``cell`` a map's cell one layout wins or a tie, its prefill and TPOT steps finite and > 0, its goodputs
+    finite and >= 0."""
     if not hasattr(cell, "winner") or not hasattr(cell, "goodput"):
         raise TypeError(f"cell must be a cell of a split map (its .cells), got {type(cell).__name__}")
     if cell.winner not in REGIONS:
         raise ValueError(f"a live check needs a cell one layout wins or a tie, got winner {cell.winner!r}")
+    bad = {k: v for k, v in (("prefill_steps", cell.prefill_steps), ("tpot_steps", cell.tpot_steps),
+                             *((f"goodput[{g!r}]", v) for g, v in cell.goodput.items()))
+           if not _number(v) or not (0 <= v < math.inf) or v == 0 and not k.startswith("goodput")}
+    if bad:
+        raise ValueError(f"the cell's steps must be finite and > 0 and its goodputs finite and >= 0 (a map's are), "
+                         f"got {bad}")  # an infinite goodput was 'rate_per_s must be a finite rate' from a workload
+
+
+def _number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
 
 
 def check_rates(rates) -> None:
@@ -126,6 +138,43 @@ def check_options(who: str, options: dict) -> None:
                         f"options")
 
 
+def _shape(runs) -> str:
+    """What ``runs`` holds, in a few words (a PairedRuns' repr spans lines)."""
+    if not isinstance(runs, dict):
+        return type(runs).__name__
+    cols = [list(r.attainment.columns) if hasattr(getattr(r, "attainment", None), "columns") else type(r).__name__
+            for r in runs.values()]
+    return f"a dict of {len(runs)}: {cols}"
+
+
+def check_scores(scores) -> None:
+    """``scores`` (:func:`~.pools_live_words.pick_rate`'s) a pandas Series of numbers (NaN: no score; not +inf)
+    indexed by rates, finite and > 0 requests/s: a dict was "'dict' object has no attribute 'max'", a NaN, 0 or
+    negative rate came back as the one to serve. TypeError/ValueError otherwise."""
+    if not isinstance(scores, pd.Series):
+        raise TypeError(f"scores must be a pandas Series of scores indexed by rate (requests/s), got "
+                        f"{type(scores).__name__}")
+    rates, values = np.asarray(scores.index, dtype=object), np.asarray(scores, dtype=object)
+    bad = [r for r in rates if isinstance(r, bool) or not isinstance(r, (int, float, np.number))
+           or not 0 < float(r) < math.inf]
+    if bad:
+        raise ValueError(f"scores' index must be rates, finite numbers > 0 of requests/s, got {bad}")
+    bad = [v for v in values
+           if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or float(v) == math.inf]
+    if bad:
+        raise ValueError(f"scores must be numbers (points; a tie's: %), NaN for none, not +inf; got {bad}")
+
+
+def check_runs(runs) -> None:
+    """``runs`` (:func:`~.pools_live_words.rate_score`'s) a non-empty dict {drift: PairedRuns} whose attainment
+    has the two layouts' columns: {} was 'min() arg is an empty sequence'. ValueError otherwise."""
+    if not isinstance(runs, dict) or not runs or not all(
+            isinstance(getattr(r, "attainment", None), pd.DataFrame) and r.attainment.shape[1] >= 2
+            for r in runs.values()):
+        raise ValueError(f"runs must be a non-empty dict {{drift: PairedRuns}} whose attainment has the winner's and "
+                         f"the runner-up's columns, got {_shape(runs)}")
+
+
 def _is_live(lc) -> bool:
     return all(hasattr(lc, a) for a in ("cell", "winner", "rival", "probe", "runs", "rate_per_s", "predicted"))
 
@@ -158,6 +207,9 @@ def check_lives(lives, m=None) -> None:
                 and isinstance(lc.prefill_steps, numbers.Real) and 0 < lc.prefill_steps < math.inf):
             raise ValueError(f"lives[{kind!r}]: prefill steps must be finite and > 0, got {lc.prefill_steps!r} "
                              f"(the cell's {lc.cell.prefill_steps!r})")
+        if not isinstance(lc.probe, dict) or not {"prefill", "decode"} <= set(lc.probe):
+            raise ValueError(f"lives[{kind!r}]'s probe must be step_probe's dict (its 'prefill' and 'decode' ratios), "
+                             f"got {lc.probe!r:.120}")
         if lc.runs is None:
             continue
         if lc.rate_per_s not in getattr(lc.predicted, "index", ()):

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
-from .pools_live_args import REGIONS, check_cell, check_lives
+from .pools_live_args import REGIONS, check_cell, check_lives, check_runs, check_scores
 from .split_seeds import paired_gaps
 from .split_tables import short_name
 from .style import fmt3, pct2
@@ -77,11 +76,7 @@ def rate_score(cell, runs: dict) -> float:
         ValueError: ``runs`` not a non-empty dict of PairedRuns each with the two layouts' columns (an empty one was
         'min() arg is an empty sequence'); those of :func:`gap_interval`."""
     check_cell(cell)
-    if not isinstance(runs, dict) or not runs or not all(
-            isinstance(getattr(r, "attainment", None), pd.DataFrame) and r.attainment.shape[1] >= 2
-            for r in runs.values()):
-        raise ValueError(f"runs must be a non-empty dict {{drift: PairedRuns}} whose attainment has the winner's and "
-                         f"the runner-up's columns, got {runs!r:.200}")
+    check_runs(runs)
     gaps = [gap_interval(r.attainment, *r.attainment.columns[:2]) for r in runs.values()]
     if cell.winner != "tie":
         return min(g["ci_low"] for g in gaps)
@@ -124,26 +119,11 @@ def pick_rate(cell, scores: pd.Series) -> float | None:
         TypeError: ``scores`` not a pandas Series. ValueError: a rate (its index) not a finite number > 0, a score
         not a number or +inf (a NaN score is no score); a cell no layout wins and no tie."""
     check_cell(cell)
-    _check_scores(scores)
+    check_scores(scores)
     if cell.winner != "tie":
         return float(scores.idxmax()) if scores.max() >= LEAD_FLOOR else None
     ok = scores[(scores >= TIE_FLOOR) & (scores <= TIE_CEILING)]
     return float(ok.idxmin()) if len(ok) else None
-
-
-def _check_scores(scores) -> None:
-    if not isinstance(scores, pd.Series):
-        raise TypeError(f"scores must be a pandas Series of scores indexed by rate (requests/s), got "
-                        f"{type(scores).__name__}")
-    rates, values = np.asarray(scores.index, dtype=object), np.asarray(scores, dtype=object)
-    bad = [r for r in rates if isinstance(r, bool) or not isinstance(r, (int, float, np.number))
-           or not 0 < float(r) < math.inf]
-    if bad:
-        raise ValueError(f"scores' index must be rates, finite numbers > 0 of requests/s, got {bad}")
-    bad = [v for v in values
-           if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or float(v) == math.inf]
-    if bad:
-        raise ValueError(f"scores must be numbers (points; a tie's: %), NaN for none, not +inf; got {bad}")
 
 
 def live_outcome(live) -> str:
