@@ -55,10 +55,13 @@ def test_bad_arguments_are_refused_before_any_run_even_on_a_map_without_cells():
 
 
 def test_n_requests_naming_no_region_is_refused():
-    """{"splt": 6} served the split's cell on the default 24 requests in silence."""
+    """{"splt": 6} served the split's cell on the default 24 requests in silence; {"tie": 2.5} passed on a map
+    without a tie."""
     m = _map([_cell(16, 2.5, WIN)])
     with pytest.raises(ValueError, match=r"n_requests names no region \['splt'\]"):
         pools_live.gap_cells(m, None, n_requests={"splt": 6}, seeds=(0, 1), rates=2)
+    with pytest.raises(ValueError, match="n_requests must be a whole number >= 1 .* got 2.5"):
+        pools_live.gap_cells(m, None, n_requests={"tie": 2.5}, seeds=(0, 1), rates=2)  # a map without a tie
     with pytest.raises(ValueError, match=r"n_requests names no region \[1\]"):
         pools_live.live_regions({None: m}, None, None, n_requests={1: 6}, seeds=(0, 1), rates=2)
 
