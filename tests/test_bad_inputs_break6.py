@@ -223,7 +223,7 @@ def test_live_words_and_table_refuse_lives_they_cannot_read():
         pools_live.live_words({"Split": lc}, m)
     with pytest.raises(ValueError, match=r"lives\['tie'\] is a cell 'split' won"):
         pools_live.live_table({"tie": lc})
-    with pytest.raises(TypeError, match="m must be the split map"):
+    with pytest.raises(TypeError, match="m must be a split map"):
         pools_live.live_words({"split": lc}, None)
     nan = _live("split", [100, 90, 95], [60, 50, 50])
     nan.rate_per_s = float("nan")
@@ -281,3 +281,15 @@ def test_words_refuse_a_probe_without_its_ratios_and_rate_score_says_what_runs_h
     one = PairedRuns(pd.DataFrame({"a": [50.0, 60.0]}), None, 6, 1.0, True)
     with pytest.raises(ValueError, match=r"got a dict of 1: \[\['a'\]\]$"):
         pools_live.rate_score(_cell(16, 2.5, WIN), {1.0: one})
+
+
+def test_one_map_where_one_is_asked_for(lm):
+    """gap_cells(maps, ...) and live_words(lives, maps) were "'dict' object has no attribute 'cells'" (or
+    'workers')."""
+    m = _map([_cell(16, 2.5, WIN)])
+    with pytest.raises(TypeError, match=r"m must be a split map .*got dict: a dict of maps\? give one"):
+        pools_live.gap_cells({None: m}, None, seeds=(0, 1), **SMALL)
+    with pytest.raises(TypeError, match="m must be a split map .*got NoneType"):
+        pools_live.live_cell(None, m.cells[0], lm, None, seeds=(0, 1), **SMALL)
+    with pytest.raises(TypeError, match="m must be a split map .*got dict"):
+        pools_live.live_words({}, {None: m})

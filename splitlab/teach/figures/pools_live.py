@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ...planning.options import chunk_of
-from .pools_live_args import (check_cell, check_options, check_prompt_cap, check_rates, cost_of, ordered_maps,
-                              requests_of, seeds_of)
+from .pools_live_args import (check_cell, check_map, check_options, check_prompt_cap, check_rates, cost_of,
+                              ordered_maps, requests_of, seeds_of)
 from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
 from .pools_live_words import (LEAD_FLOOR, REGIONS, TIE_CEILING, TIE_FLOOR, TIE_GAP, even, gap_interval, live_outcome,
                                live_table, live_words, pick_rate, rate_score)
@@ -164,6 +164,7 @@ def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1
     split wins by 47% left no gap in runs of 24 requests), so the widest margin is not the widest short-run gap. A
     region the map gives no cell is left out. ValueError: fewer than 2 distinct seeds, ``max_prompt_tokens`` not
     None or a whole number >= 1, an ``n_requests`` key no region; and :func:`live_cell`'s."""
+    check_map(m)
     seeds = _checked(n_requests, seeds, rates, max_prompt_tokens)
     check_options("gap_cells", options)
     out = {}
@@ -248,10 +249,10 @@ def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[in
     seeds = _checked(n_requests, seeds, rates, None)
     n_requests = requests_of(n_requests, cell.winner)
     check_options("live_cell", options)
-    if not hasattr(m, "cells") or cell not in m.cells:
+    check_map(m)
+    if cell not in m.cells:
         raise ValueError(f"cell must be a cell of the map m (its SLO rules, output and link place the cell), got the "
-                         f"{cell.prompt_tokens}-token, {cell.tpot_steps:g}-step cell and "
-                         f"{'a map without it' if hasattr(m, 'cells') else type(m).__name__}")
+                         f"{cell.prompt_tokens}-token, {cell.tpot_steps:g}-step cell and a map without it")
     cost = cost_of(cost)
     prompt = cell.prompt_tokens
     for _ in range(2):  # probed at the cell's prompt, then again at the prompt that places it, if that moved

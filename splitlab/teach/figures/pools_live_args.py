@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["REGIONS", "whole", "seeds_of", "requests_of", "check_cell", "check_rates", "check_prompt_cap",
-           "ordered_maps", "cost_of", "check_options", "check_runs", "check_scores", "check_lives"]
+           "check_map", "ordered_maps", "cost_of", "check_options", "check_runs", "check_scores", "check_lives"]
 
 #: the map's regions: the kinds a cell's winner may be (a "tie": the split and the best colocated layout within the
 #: map's tie tolerance), in the order the page serves them
@@ -89,6 +89,14 @@ def check_prompt_cap(max_prompt_tokens) -> None:
 
 def _is_map(m) -> bool:
     return all(hasattr(m, a) for a in ("cells", "workers", "link_bytes_per_s", "tie_tolerance"))
+
+
+def check_map(m) -> None:
+    """``m`` one split map (a dict of them was "'dict' object has no attribute 'cells'"). TypeError otherwise."""
+    if not _is_map(m):
+        hint = ": a dict of maps? give one, e.g. maps[None]" if isinstance(m, dict) else ""
+        raise TypeError(f"m must be a split map (split_map's, or a value of split_map_grid's), got "
+                        f"{type(m).__name__}{hint}")
 
 
 def ordered_maps(maps: dict) -> list:
@@ -192,8 +200,8 @@ def check_lives(lives, m=None) -> None:
         got = type(lives).__name__ if not isinstance(lives, dict) else \
             f"a dict of {sorted({type(v).__name__ for v in lives.values()})}"
         raise TypeError(f"lives must be a dict {{region: LiveCell}} (live_regions'), got {got}")
-    if m is not None and not _is_map(m):
-        raise TypeError(f"m must be the split map the cells were served from (here), got {type(m).__name__}")
+    if m is not None:
+        check_map(m)
     for kind, lc in lives.items():
         if kind not in REGIONS:
             raise ValueError(f"lives names no region {kind!r}: its keys must be of {list(REGIONS)}")

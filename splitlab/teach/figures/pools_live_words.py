@@ -19,7 +19,7 @@ import math
 
 import pandas as pd
 
-from .pools_live_args import REGIONS, check_cell, check_lives, check_runs, check_scores
+from .pools_live_args import REGIONS, check_cell, check_lives, check_map, check_runs, check_scores
 from .split_seeds import paired_gaps
 from .split_tables import short_name
 from .style import fmt3, pct2
@@ -216,9 +216,8 @@ def live_words(lives: dict, m) -> str:
     Raises:
         TypeError, ValueError: ``lives`` not such a dict, ``m`` not a map or one of another cluster size than the
         cells were served on (:func:`~.pools_live_args.check_lives`)."""
+    check_map(m)
     check_lives(lives, m)
-    if m is None:
-        raise TypeError("m must be the split map the cells were served from (here), got None")
     out = []
     for kind in REGIONS:
         if kind not in lives:
