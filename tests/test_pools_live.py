@@ -159,8 +159,9 @@ def test_the_rate_is_picked_by_the_interval_and_a_tie_at_its_most_loaded():
 def _live(kind: str, winner, rival, prompt=120, rate=40.0) -> pools_live.LiveCell:
     cell = _cell(128, 5.0 if kind == "tie" else 2.5, {
         "split": {"split": 10, "prefill-first": 6, "chunked": 5},
-        "tie": {"split": 10, "prefill-first": 9.5, "chunked": 4}}.get(kind, {"split": 5, "prefill-first": 10,
-                                                                            "chunked": 6}))
+        "tie": {"split": 10, "prefill-first": 9.5, "chunked": 4},
+        "chunked": {"split": 5, "prefill-first": 6, "chunked": 10}}.get(kind, {"split": 5, "prefill-first": 10,
+                                                                           "chunked": 6}))
     w, r = cell.names[cell.leader], cell.names[cell.runner_up]
     att = pd.DataFrame({w: winner, r: rival}, index=pd.Index(range(len(winner)), name="seed"))
     steps = pd.DataFrame({"measured / predicted": [1.1, 0.9]}, index=["prefill", "decode"])
@@ -283,7 +284,7 @@ def test_a_cell_served_on_the_real_model(lm, monkeypatch):
         pools_live.live_cell(m, cell, lm, cost, rates=1)
 
 
-def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_link_lacks(monkeypatch):
+def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_link_lacks(lm, monkeypatch):
     """This device's map gave chunked prefill no cell on its own link (a fused decode row costs about 2x a decode
     step's here), but several on the slider's 0.01 GB/s link: the live check serves a region there, on that link; a
     region whose own-link cell a probe moves out of reach goes there too. Live runs are stubbed: which map and cell
@@ -306,7 +307,7 @@ def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_li
             lc.runs = None
         return lc
     monkeypatch.setattr(pools_live, "live_cell", fake)
-    got = pools_live.live_regions({None: own, 0.1: mid, 1e-4: slow}, None, cost, n_requests=8, rates=3)
+    got = pools_live.live_regions({None: own, 0.1: mid, 1e-4: slow}, lm, cost, n_requests=8, rates=3)
     assert got.keys() == {"split", "prefill-first", "chunked"}  # no map has a tie
     assert got["split"].cell is own.cells[0] and got["split"].link_bytes_per_s is None  # the own link first
     assert got["chunked"].cell is slow_cells[1] and got["chunked"].link_bytes_per_s == 1e5  # the slowest, not 0.1
@@ -314,9 +315,9 @@ def test_live_regions_serve_on_the_sliders_slowest_link_a_region_the_maps_own_li
     assert all(m is not mid for m, _ in served)
     for bad in ({}, [own], {None: "map"}):
         with pytest.raises(ValueError, match="maps must be a dict"):
-            pools_live.live_regions(bad, None, cost)
+            pools_live.live_regions(bad, lm, cost)
     with pytest.raises(ValueError, match="seeds must be"):
-        pools_live.live_regions({None: own}, None, cost, seeds=(0,))
+        pools_live.live_regions({None: own}, lm, cost, seeds=(0,))
 
 
 def test_a_cell_of_a_slower_link_is_simulated_and_worded_on_that_link():

@@ -13,7 +13,8 @@ coordinates on this machine as it runs now (:func:`step_probe`, :func:`rescaled`
 :func:`gap_cells` picks the cells: per region (the ties one more), the one the simulator tells apart best on these
 short runs; :func:`live_regions` serves a region on the slider's slowest link where the map's own link has no
 cell of it that short runs tell apart. What the runs found, in a table and words (:func:`live_outcome`,
-:func:`live_table`, :func:`live_words`), is :mod:`.pools_live_words`'; imported here with the rest.
+:func:`live_table`, :func:`live_words`), is :mod:`.pools_live_words`' and :mod:`.pools_live_text`'; imported
+here with the rest.
 """
 from __future__ import annotations
 
@@ -25,9 +26,12 @@ import numpy as np
 import pandas as pd
 
 from ...planning.options import chunk_of
+from .pools_live_args import (check_cell, check_map, check_options, check_prompt_cap, check_rates, cost_of,
+                              ordered_maps, requests_of, seeds_of)
 from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
+from .pools_live_text import live_table, live_words
 from .pools_live_words import (LEAD_FLOOR, REGIONS, T95, TIE_CEILING, TIE_FLOOR, TIE_GAP, TIE_LOADED, even,
-                               gap_interval, live_outcome, live_table, live_words, pick_rate, rate_score)
+                               gap_interval, live_outcome, pick_rate, rate_score)
 from .split_seeds import PairedRuns, paired_runs
 
 __all__ = ["layout_config", "split_pools", "step_ratios", "step_probe", "rescaled", "cell_now", "LiveCell",
@@ -37,8 +41,9 @@ __all__ = ["layout_config", "split_pools", "step_ratios", "step_probe", "rescale
 
 
 def split_pools(name: str) -> tuple[int, int] | None:
-    """(prefill workers, decode workers) of a map's split name ("2P+2D"); None for any other name."""
-    split = re.fullmatch(r"(\d+)P\+(\d+)D", name)
+    """(prefill workers, decode workers) of a map's split name ("2P+2D"); None for any other name (a non-string
+    too)."""
+    split = re.fullmatch(r"(\d+)P\+(\d+)D", name) if isinstance(name, str) else None
     return (int(split[1]), int(split[2])) if split else None
 
 
@@ -47,9 +52,15 @@ def layout_config(name: str, workers: int, chunk_tokens: Sequence[int], **option
     "4 colocated (chunked, 256-token chunks)"), with ``options`` (``max_batch``...).
 
     Raises:
-        ValueError: a name the map does not write."""
+        ValueError: a name the map does not write, or one of another cluster size than ``workers`` ("4 colocated
+        (prefill-first)" with workers=2 was served on 2 workers in silence)."""
     from ...serving import ServingConfig
+    if not isinstance(name, str):
+        raise ValueError(f"not a layout name of a map: {name!r}")
     split = split_pools(name)
+    named = sum(split) if split else int(re.match(r"\d+", name)[0]) if re.match(r"\d+ colocated", name) else None
+    if named is not None and named != workers:
+        raise ValueError(f"{name!r} is a layout of {named} workers, not of the map's {workers}")
     if split:
         return ServingConfig.disaggregated(*split, **options)
     chunk = chunk_of(name)
@@ -76,7 +87,8 @@ class LiveCell:
     of the gap's 95% interval winner - rival, points; a tie's, the lowest attainment, %),
     ``runs`` (:class:`~.split_seeds.PairedRuns`, live) and ``steps`` (:func:`step_ratios` of the live runs); both
     None where no rate qualified (:func:`pick_rate`), so that nothing was served; ``drift``: :data:`DRIFT`;
-    ``link_bytes_per_s``: the map's KV link where it names one (a slider's slower link), else None."""
+    ``link_bytes_per_s``: the map's KV link where it names one (a slider's slower link), else None; ``workers``:
+    the map's cluster size (None: not recorded), which :func:`live_words` checks against the map it is given."""
 
     cell: object
     winner: str
@@ -92,6 +104,7 @@ class LiveCell:
     steps: pd.DataFrame | None
     drift: float = DRIFT
     link_bytes_per_s: float | None = None
+    workers: int | None = None
 
 
 def _contest(m, cell, cost, prompt: int, ttft_s: float, tpot_s: float, n_requests: int, seeds, rates: int,
@@ -117,30 +130,6 @@ def _contest(m, cell, cost, prompt: int, ttft_s: float, tpot_s: float, n_request
     return spec, configs, pick_rate(cell, scores), scores
 
 
-def _check_cell(cell, rates) -> None:
-    if cell.winner not in REGIONS:
-        raise ValueError(f"a live check needs a cell one layout wins or a tie, got winner {cell.winner!r}")
-    if isinstance(rates, bool) or not isinstance(rates, int) or rates < 2:
-        raise ValueError(f"rates must be an integer >= 2 (rates tried on the simulator), got {rates!r}")
-
-
-def _check_seeds(seeds) -> None:
-    """A live check's verdict is a 95% interval over its seeds: one seed has none (unbounded, it 'holds zero', and a
-    tie served on one seed 'matched', its interval printed as -inf to +inf points)."""
-    given = list(seeds) if hasattr(seeds, "__iter__") and not isinstance(seeds, (str, bytes)) else [seeds]
-    if len(given) < 2 or len(set(given)) != len(given):
-        raise ValueError(f"seeds must be at least 2 distinct seeds (a 95% interval over the seeds needs a spread), "
-                         f"got {seeds!r}")
-
-
-def _requests(n_requests, kind: str) -> int:
-    """``n_requests`` for a region: one number for all, or {kind: number} (a region not in it: 24)."""
-    n = n_requests.get(kind, 24) if isinstance(n_requests, dict) else n_requests
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n_requests must be a whole number >= 1 (or a dict of them per region), got {n!r}")
-    return int(n)
-
-
 def _scored(m, cost, kind: str, n_requests, seeds, rates: int, max_prompt_tokens, options, lazy: bool = False):
     """[(cell, score)] of every cell of ``m`` that ``kind`` wins (prompts of at most ``max_prompt_tokens``): the
     score of its best rate on the cost model (:func:`rate_score`; a tie's: minus its margin), -inf where no rate
@@ -148,8 +137,8 @@ def _scored(m, cost, kind: str, n_requests, seeds, rates: int, max_prompt_tokens
     cells = [c for c in m.cells if c.winner == kind
              and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
     for c in cells:
-        _check_cell(c, rates)
-    n = _requests(n_requests, kind)
+        check_cell(c)
+    n = requests_of(n_requests, kind)
 
     def score(c):
         _, _, rate, scores = _contest(m, c, cost, c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s, n, seeds, rates,
@@ -158,6 +147,16 @@ def _scored(m, cost, kind: str, n_requests, seeds, rates: int, max_prompt_tokens
     if lazy:
         return (score(c) for c in sorted(cells, key=lambda c: (c.prompt_tokens, c.tpot_steps)))
     return [score(c) for c in cells]
+
+
+def _checked(n_requests, seeds, rates, max_prompt_tokens) -> tuple:
+    """The seeds as a tuple, once every argument of a search is checked (before its first run: a map without a cell
+    of a region took a bad ``rates`` or ``n_requests`` in silence)."""
+    check_rates(rates)
+    check_prompt_cap(max_prompt_tokens)
+    for kind in REGIONS:  # every region's count, where a map without that region's cell took {'tie': 2.5}
+        requests_of(n_requests, kind)
+    return seeds_of(seeds)
 
 
 def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
@@ -170,8 +169,11 @@ def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1
     loaded rate to serve, the one the map finds most even (the smallest margin). A map's goodputs are steady state;
     a run of a few dozen requests starts on idle workers and may end before any backlog builds (a 16-token cell the
     split wins by 47% left no gap in runs of 24 requests), so the widest margin is not the widest short-run gap. A
-    region the map gives no cell is left out. ValueError: fewer than 2 distinct seeds, and :func:`live_cell`'s."""
-    _check_seeds(seeds)
+    region the map gives no cell is left out. ValueError: fewer than 2 distinct seeds, ``max_prompt_tokens`` not
+    None or a whole number >= 1, an ``n_requests`` key no region; and :func:`live_cell`'s."""
+    check_map(m)
+    seeds = _checked(n_requests, seeds, rates, max_prompt_tokens)
+    check_options("gap_cells", options)
     out = {}
     for kind in REGIONS:
         scored = _scored(m, cost, kind, n_requests, seeds, rates, max_prompt_tokens, options)
@@ -183,22 +185,26 @@ def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1
 def live_regions(maps: dict, lm, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
                  max_prompt_tokens: int | None = None, **options) -> dict:
     """{kind: :class:`LiveCell`}: per region (:data:`REGIONS`), a cell served live (:func:`live_cell`) from the map
-    on the cost model's own link (the first of ``maps``, {link GB/s or None: map} as
-    :func:`~splitlab.teach.widgets.split_map_grid` returns them) or, where that map gives the region no cell a short
-    run tells apart (none scores, :func:`gap_cells`' choice, or its probe moved it out of reach), from the map on
-    the slider's slowest link (the last: its cell of the shortest prompt whose short runs tell apart, the cheapest
-    to serve), served on that link: there the split pays for moving its caches (chapter
-    7's chunked region once had its one own-link cell too close for short runs; on the slowest link it had six). A
-    region served nowhere keeps the first cell that reached :func:`live_cell`, else its own link's best (its words
-    say it was not served); a region no map gives a cell is left out. Arguments as :func:`live_cell`'s.
+    on the cost model's own link (of ``maps``, {link GB/s or None: map} as
+    :func:`~splitlab.teach.widgets.split_map_grid` returns them, in any order: the map whose link is None, else the
+    fastest) or, where that map gives the region no cell a short run tells apart (none scores, :func:`gap_cells`'
+    choice, or its probe moved it out of reach), from the map on the slider's slowest link (its cell of the shortest
+    prompt whose short runs tell apart, the cheapest to serve), served on that link: there the split pays for moving
+    its caches (chapter 7's chunked region once had its one own-link cell too close for short runs; on the slowest
+    link it had six). A region served nowhere keeps the first cell that reached :func:`live_cell`, else its own
+    link's best (its words say it was not served); a region no map gives a cell is left out. Arguments as
+    :func:`live_cell`'s.
 
     Raises:
-        ValueError: ``maps`` not a dict of maps with at least one; and :func:`live_cell`'s."""
-    if not isinstance(maps, dict) or not maps or not all(hasattr(m, "cells") for m in maps.values()):
-        raise ValueError(f"maps must be a dict {{link GB/s or None: map}} with at least one map, got {maps!r}")
-    _check_seeds(seeds)
-    ms = list(maps.values())
-    ms = ms[:1] + ms[-1:] if len(ms) > 1 else ms
+        ValueError: ``maps`` not a dict of maps with at least one, maps of different cluster sizes; those of
+            :func:`gap_cells` and :func:`live_cell`.
+        TypeError: ``lm`` not a LoadedModel (before the simulations, which take minutes), an unknown option."""
+    from ...phases.loaded import require_loaded
+    ms = ordered_maps(maps)
+    seeds = _checked(n_requests, seeds, rates, max_prompt_tokens)
+    check_options("live_regions", options)
+    require_loaded(lm, "live_regions")  # before minutes of simulations, not after
+    cost = cost_of(cost)
     out = {}
     for kind in REGIONS:
         tried = []
@@ -249,13 +255,19 @@ def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[in
     ``serving.link_fields``; a map at a slower link serves on its own, :func:`live_regions`).
 
     Raises:
-        ValueError: a cell no layout wins and no tie (none), rates < 2, n_requests not >= 1, fewer than 2
-            distinct seeds; those of
-            :func:`step_probe` and :func:`~.split_seeds.paired_runs`."""
+        ValueError: a cell no layout wins and no tie (none), a cell not of ``m``, rates < 2, n_requests not >= 1,
+            fewer than 2 distinct seeds; those of :func:`step_probe` and :func:`~.split_seeds.paired_runs`.
+        TypeError: ``cell`` not a map's cell, ``cost`` not a CostModel or None (the built-in)."""
     from ...serving import ModelExecutor
-    _check_cell(cell, rates)
-    _check_seeds(seeds)
-    n_requests = _requests(n_requests, cell.winner)
+    check_cell(cell)
+    seeds = _checked(n_requests, seeds, rates, None)
+    n_requests = requests_of(n_requests, cell.winner)
+    check_options("live_cell", options)
+    check_map(m)
+    if cell not in m.cells:
+        raise ValueError(f"cell must be a cell of the map m (its SLO rules, output and link place the cell), got the "
+                         f"{cell.prompt_tokens}-token, {cell.tpot_steps:g}-step cell and a map without it")
+    cost = cost_of(cost)
     prompt = cell.prompt_tokens
     for _ in range(2):  # probed at the cell's prompt, then again at the prompt that places it, if that moved
         probe = step_probe(lm, cost, prompt)
@@ -268,7 +280,7 @@ def live_cell(m, cell, lm, cost, n_requests: int | dict = 24, seeds: Sequence[in
     from ...planning.split_map import prefill_steps
     placed = (cell, *configs, probe, prompt, ttft, tpot, prefill_steps(now, prompt),
               float("nan") if rate is None else rate, predicted)
-    link = dict(link_bytes_per_s=m.link_bytes_per_s)
+    link = dict(link_bytes_per_s=m.link_bytes_per_s, workers=m.workers)
     if rate is None:  # no rate where runs this short would tell: serving them would tell nothing
         return LiveCell(*placed, None, None, **link)
     ex = ModelExecutor(lm)

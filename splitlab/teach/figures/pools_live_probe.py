@@ -13,12 +13,15 @@ and no single speed factor moves it back. So right before a cell's live runs:
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from ...costmodel.model import HYBRID_TERMS
+from .pools_live_args import cost_of
 
 __all__ = ["step_ratios", "step_probe", "rescaled", "cell_now"]
 
@@ -28,7 +31,11 @@ def step_ratios(cost, steps) -> pd.DataFrame:
     (:func:`splitlab.serving.executor.run_step`). One row per kind of step ("prefill", "decode", "hybrid", and
     "two-pass": a hybrid step of a model that cannot fuse, whole; kinds not run left out): ``steps``,
     ``measured (ms)`` and ``predicted (ms)`` (medians) and ``measured / predicted`` (the median of the per-step
-    ratios: a step the machine stalled once does not move it)."""
+    ratios: a step the machine stalled once does not move it). ``cost`` None: the built-in model.
+
+    Raises:
+        TypeError: ``cost`` not a CostModel or None."""
+    cost = cost_of(cost)
     rows = {}
     for r in steps:
         if r["kind"] == "decode":
@@ -53,8 +60,12 @@ def step_probe(lm, cost, prompt_tokens: int, output_tokens: int = 16, requests: 
     prefill, then a decode batch of them all), timed step by step (:func:`step_ratios`). Returns {"prefill": ratio,
     "decode": ratio, "steps": the table}.
 
+    ``cost`` None: the built-in model.
+
     Raises:
-        ValueError: prompt_tokens, output_tokens (>= 2) or requests not a whole number in range."""
+        ValueError: prompt_tokens, output_tokens (>= 2) or requests not a whole number in range.
+        TypeError: ``cost`` not a CostModel or None."""
+    cost = cost_of(cost)
     from ...serving import ModelExecutor, ServingConfig, make_workload, run
     from ...serving.workload import Fixed, WorkloadSpec
     for name, v, low in (("prompt_tokens", prompt_tokens, 1), ("output_tokens", output_tokens, 2),
@@ -74,13 +85,16 @@ def step_probe(lm, cost, prompt_tokens: int, output_tokens: int = 16, requests: 
 def rescaled(cost, prefill: float, decode: float):
     """``cost`` with every prefill term (and a fused hybrid step's, a prefill forward with decode rows riding in
     it) times ``prefill`` and every decode term times ``decode``: the cost model of a machine whose prefills take
-    ``prefill`` x and whose decode steps ``decode`` x the calibration's (:func:`step_probe`).
+    ``prefill`` x and whose decode steps ``decode`` x the calibration's (:func:`step_probe`). ``cost`` None: the
+    built-in model.
 
     Raises:
-        ValueError: a factor not a finite number > 0."""
+        ValueError: a factor not a finite number > 0 (numpy's integers and floats are numbers: np.int64(2) was
+        refused). TypeError: ``cost`` not a CostModel or None."""
     for name, f in (("prefill", prefill), ("decode", decode)):
-        if isinstance(f, bool) or not isinstance(f, (int, float, np.floating)) or not (0 < f < float("inf")):
+        if isinstance(f, (bool, np.bool_)) or not isinstance(f, numbers.Real) or not 0 < float(f) < math.inf:
             raise ValueError(f"{name} must be a finite factor > 0, got {f!r}")
+    cost, prefill, decode = cost_of(cost), float(prefill), float(decode)
     terms = {k: getattr(cost, k) * prefill for k in ("prefill_base_s", "prefill_per_token_s", "prefill_per_token2_s",
                                                      "prefill_masked_per_pair_s", "hybrid_per_row_s",
                                                      "hybrid_per_context_token_s")}
@@ -93,9 +107,20 @@ def cell_now(m, cell, cost_now) -> tuple[int, float, float]:
     """(prompt tokens, TTFT SLO s, TPOT SLO s) of ``cell`` (a cell of the map ``m``) on ``cost_now``
     (:func:`rescaled`): the prompt whose prefill costs the cell's lone decode steps there (the nearest of the
     prompts the context holds with the map's answers), the map's SLO rules on it (``m.ttft_prefills`` of its
-    prefills; the cell's TPOT steps of its lone decode step)."""
+    prefills; the cell's TPOT steps of its lone decode step). ``cost_now`` None: the built-in model.
+
+    Raises:
+        ValueError: a cell whose prefill steps are not finite and > 0 (NaN placed it at the longest prompt in
+        silence), a context the map's answers fill (the search had no prompt to return but 0 or less).
+        TypeError: ``cost_now`` not a CostModel or None."""
     from ...planning.split_map import prefill_steps
+    cost_now = cost_of(cost_now)
+    if not (isinstance(cell.prefill_steps, numbers.Real) and 0 < cell.prefill_steps < math.inf):
+        raise ValueError(f"the cell's prefill_steps must be finite and > 0, got {cell.prefill_steps!r}")
     a, b = 1, cost_now.max_context - m.output_tokens  # prefill_steps grows with the prompt
+    if b < 2:
+        raise ValueError(f"the map's answers of {m.output_tokens} tokens leave no prompt room in the cost model's "
+                         f"context of {cost_now.max_context} tokens")
     while b - a > 1:
         mid = (a + b) // 2
         a, b = (mid, b) if prefill_steps(cost_now, mid) < cell.prefill_steps else (a, mid)

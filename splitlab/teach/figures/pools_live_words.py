@@ -7,11 +7,11 @@ one seed and fifty in the others no longer passes.
 - :func:`gap_interval`: the mean paired gap and its 95% interval;
 - :func:`rate_score`, :func:`pick_rate`: the same judgement on simulated runs, to choose the rate a cell is served
   at;
+- :func:`even`: a tie shown by an equivalence test (the gap's 90% interval within +-:data:`TIE_GAP` points);
 - :func:`live_outcome`: "matches", "does not match" or "undecided" (the map's winner against its runner-up), and
-  for a cell the map calls a tie "matches: a tie" (the interval holds zero) or "does not match";
-- :func:`live_table`: one row per region (its cell, and its KV link where that is one of the slider's slower ones),
-  each seed's attainment and the gap's mean and interval;
-- :func:`live_words`: the page's paragraph, one computed sentence per region (and one for a region with no cell).
+  for a cell the map calls a tie "matches: a tie", "undecided" or "does not match".
+
+The table and the page's paragraph of them are :mod:`.pools_live_text`'s.
 """
 from __future__ import annotations
 
@@ -19,18 +19,11 @@ import math
 
 import pandas as pd
 
+from .pools_live_args import REGIONS, check_cell, check_runs, check_scores
 from .split_seeds import paired_gaps
-from .split_tables import short_name
-from .style import fmt3, pct2
 
 __all__ = ["REGIONS", "T975", "TIE_FLOOR", "TIE_CEILING", "TIE_LOADED", "TIE_GAP", "LEAD_FLOOR", "T95", "even",
-           "gap_interval", "rate_score", "pick_rate", "live_outcome", "live_table", "live_words"]
-
-#: the map's regions: the kinds a cell's winner may be (a "tie": the split and the best colocated layout within the
-#: map's tie tolerance), in the order the page serves them
-REGIONS = ("split", "prefill-first", "chunked", "tie")
-_REGION_WORDS = {"split": "the split", "prefill-first": "colocated prefill-first", "chunked": "colocated chunked",
-                 "tie": "a tie"}
+           "gap_interval", "rate_score", "pick_rate", "live_outcome"]
 
 #: the 97.5% quantile of Student's t with 1 .. 10 degrees of freedom (any table of it, e.g. NIST/SEMATECH
 #: e-Handbook of Statistical Methods, 1.3.6.7.2): a two-sided 95% interval's half-width in standard errors
@@ -51,8 +44,14 @@ def gap_interval(attainment: pd.DataFrame, a: str, b: str) -> dict:
     (:func:`even`). One seed has no spread: its intervals are unbounded.
 
     Raises:
-        those of :func:`~.split_seeds.paired_gaps`."""
+        TypeError: ``attainment`` not a DataFrame. ValueError: an attainment not finite (inf made the interval NaN
+        in silence); those of :func:`~.split_seeds.paired_gaps`."""
+    if not isinstance(attainment, pd.DataFrame):
+        raise TypeError(f"attainment must be a DataFrame (one row per seed, one column per layout, in %), got "
+                        f"{type(attainment).__name__}")
     g = paired_gaps(attainment, a, b)
+    if not all(math.isfinite(x) for x in g["gaps"]):
+        raise ValueError(f"attainment of {a!r} and {b!r} must be finite percentages, got gaps {g['gaps']}")
     n = g["seeds"]
     se = math.inf if n < 2 else math.sqrt(sum((x - g["mean"]) ** 2 for x in g["gaps"]) / (n - 1) / n)
     ends = {}
@@ -71,7 +70,13 @@ def rate_score(cell, runs: dict) -> float:
     lead predicted outside the runs' spread whatever the drift); for a tie, the lowest attainment of either layout
     over the drifts where every drift shows a tie (:func:`even`: the gap's 90% interval within +-:data:`TIE_GAP`
     points), else NaN (a tie is judged where both layouts are loaded: at 100% each the gap is zero whatever the
-    layouts; ch07 once served a tie where the simulator itself had one layout at 100% and the other at 42-79%)."""
+    layouts; ch07 once served a tie where the simulator itself had one layout at 100% and the other at 42-79%).
+
+    Raises:
+        ValueError: ``runs`` not a non-empty dict of PairedRuns each with the two layouts' columns (an empty one was
+        'min() arg is an empty sequence'); those of :func:`gap_interval`."""
+    check_cell(cell)
+    check_runs(runs)
     gaps = [gap_interval(r.attainment, *r.attainment.columns[:2]) for r in runs.values()]
     if cell.winner != "tie":
         return min(g["ci_low"] for g in gaps)
@@ -114,7 +119,13 @@ LEAD_FLOOR = 10.0
 def pick_rate(cell, scores: pd.Series) -> float | None:
     """The rate to serve of ``scores`` (:func:`rate_score` per rate): the highest score, if at least
     :data:`LEAD_FLOOR` (a tie: the lowest attainment from :data:`TIE_FLOOR` to :data:`TIE_CEILING`); None where no rate
-    qualifies (a lead not predicted that far outside the spread at any rate, or no loaded tie)."""
+    qualifies (a lead not predicted that far outside the spread at any rate, or no loaded tie).
+
+    Raises:
+        TypeError: ``scores`` not a pandas Series. ValueError: a rate (its index) not a finite number > 0, a score
+        not a number or +inf (a NaN score is no score); a cell no layout wins and no tie."""
+    check_cell(cell)
+    check_scores(scores)
     if cell.winner != "tie":
         return float(scores.idxmax()) if scores.max() >= LEAD_FLOOR else None
     ok = scores[(scores >= TIE_FLOOR) & (scores <= TIE_CEILING)]
@@ -127,7 +138,12 @@ def live_outcome(live) -> str:
     served); for a cell the map calls a tie, "does not match" (the 95% interval excludes zero: the live runs tell
     the two apart), "matches: a tie" (:func:`even`: the 90% interval within +-:data:`TIE_GAP` points, and a layout
     loaded: its mean attainment below :data:`TIE_LOADED`) or "undecided" (neither: with few seeds the interval is
-    wide, and two idle layouts tie whatever they are)."""
+    wide, and two idle layouts tie whatever they are).
+
+    Raises:
+        TypeError: ``live`` not a LiveCell; ValueError: those of :func:`gap_interval`."""
+    if not all(hasattr(live, a) for a in ("cell", "winner", "rival", "runs")):
+        raise TypeError(f"live must be a LiveCell (live_cell's, a value of live_regions'), got {type(live).__name__}")
     if live.runs is None:
         return "undecided"
     g = gap_interval(live.runs.attainment, live.winner, live.rival)
@@ -135,153 +151,3 @@ def live_outcome(live) -> str:
         loaded = float(live.runs.attainment[[live.winner, live.rival]].mean().min()) < TIE_LOADED
         return "does not match" if g["excludes_zero"] else "matches: a tie" if even(g) and loaded else "undecided"
     return "undecided" if not g["excludes_zero"] else "matches" if g["ci_low"] > 0 else "does not match"
-
-
-def _gap(g: dict) -> str:
-    return f"{g['mean']:+.0f} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})"
-
-
-def live_table(lives: dict) -> pd.DataFrame:
-    """One row per region of ``lives`` ({kind: :class:`~.pools_live.LiveCell`}): ``cell`` (the map's prompt, TPOT steps,
-    and the KV link where the cell's map names one), ``winner (%)`` and ``runner-up (%)`` (the map's, short names,
-    each seed's attainment; for a tie, the leader and the other family's best), ``gap (pp)`` (the mean paired gap
-    winner - runner-up and its 95% interval, :func:`gap_interval`) and ``live`` (:func:`live_outcome`)."""
-    rows = {}
-    for kind, lc in lives.items():
-        att = lc.runs.attainment if lc.runs is not None else {lc.winner: (), lc.rival: ()}
-        g = gap_interval(att, lc.winner, lc.rival) if lc.runs is not None else None
-        rows[kind] = {"cell": f"{lc.cell.prompt_tokens} tok, {lc.cell.tpot_steps:g} st{_link(lc, ', ')}",
-                      **{col: f"{short_name(name)}: " + ("/".join(f"{v:.0f}" for v in att[name]) or "not served")
-                         for col, name in (("winner (%)", lc.winner), ("runner-up (%)", lc.rival))},
-                      "gap (pp)": _gap(g) if g else "-", "live": live_outcome(lc)}
-    out = pd.DataFrame.from_dict(rows, orient="index")
-    out.index.name = "region"
-    return out
-
-
-def _link(lc, lead: str) -> str:
-    """``lead`` and the KV link ``lc`` was served on where its map names one (a slider's slower link), else ""."""
-    return "" if lc.link_bytes_per_s is None else f"{lead}{fmt3(lc.link_bytes_per_s / 1e9)} GB/s"
-
-
-def _pct(values) -> str:
-    return " / ".join(f"{v:.0f}" for v in values) + "%"
-
-
-def _leader(lc) -> str:
-    """The layout ahead of the other by the mean paired gap of ``lc``'s runs."""
-    return lc.winner if gap_interval(lc.runs.attainment, lc.winner, lc.rival)["mean"] > 0 else lc.rival
-
-
-def _undecided_tie(lc) -> str:
-    """Why a tie's live runs are "undecided" (:func:`live_outcome`): no layout loaded, or a 90% interval wider than
-    +-:data:`TIE_GAP`."""
-    g, att = gap_interval(lc.runs.attainment, lc.winner, lc.rival), lc.runs.attainment
-    low = float(att[[lc.winner, lc.rival]].mean().min())
-    if low >= TIE_LOADED:
-        return (f"both layouts met the SLOs for {low:.0f}% or more of their requests on average: runs that load "
-                f"neither cannot show a tie")
-    return (f"{short_name(_leader(lc))} led by {abs(g['mean']):.0f} points on average, and the gap's 90% interval "
-            f"({g['eq_low']:+.0f} to {g['eq_high']:+.0f} points) is not within ±{TIE_GAP:.0f}: these runs neither "
-            f"confirm the map's tie nor tell the two apart")
-
-
-def _burst(lc, m) -> str:
-    """How long the runs' arrivals last, in request lifetimes (the TTFT SLO and a TPOT SLO per later token)."""
-    span_s = lc.runs.n_requests / lc.rate_per_s
-    life_s = lc.ttft_slo_s + (m.output_tokens - 1) * lc.tpot_slo_s
-    return (f"Each seed's {lc.runs.n_requests} requests arrive over about {fmt3(1e3 * span_s)} ms, "
-            f"{fmt3(span_s / life_s)} request lifetimes (the TTFT SLO and {m.output_tokens - 1} TPOT SLOs): a burst "
-            f"on idle workers, so the runs check the order the simulator predicts for such a burst, not a goodput.")
-
-
-def _drifted(lc) -> str:
-    """A sentence where the runs' own steps strayed from the probe's by more than the drift the rate allowed for."""
-    ran, out = lc.steps["measured / predicted"], []
-    for kind in ("prefill", "decode"):
-        if kind in ran.index and lc.probe.get(kind):
-            r = ran[kind] / lc.probe[kind]
-            if not 1 / lc.drift <= r <= lc.drift:
-                out.append(f"{kind} steps {r:.2f}x")
-    return (f" The runs' {' and '.join(out)} the probed speed, past the {lc.drift - 1:.0%} the rate was chosen for: "
-            f"the cell sat off its map coordinates while served." if out else "")
-
-
-def _on_link_words(lc) -> str:
-    """What a cell served on a slider's slower link confirms."""
-    if lc.link_bytes_per_s is None:
-        return ""
-    return (f" On this link each cache is charged its bytes over {_link(lc, '')} (not a measured transfer), so the "
-            f"split's loss is the link's arithmetic; the runs confirm that colocated serving beats the split there "
-            f"and that {short_name(lc.winner)} serves the cell, not how chunked and prefill-first compare.")
-
-
-def _runs_words(lc) -> str:
-    """Each seed's attainment of both layouts, the paired gaps' range, their mean and its 95% interval."""
-    att, k = lc.runs.attainment, len(lc.runs.attainment)
-    g = gap_interval(att, lc.winner, lc.rival)
-    w, r = short_name(lc.winner), short_name(lc.rival)
-    return (f"Over {k} seed{'' if k == 1 else 's'} of {lc.runs.n_requests} requests each, {w} met both SLOs for "
-            f"{_pct(att[lc.winner])} of them and {r} for {_pct(att[lc.rival])}: the gap {w} - {r} ranged from "
-            f"{g['low']:+.0f} to {g['high']:+.0f} points, mean {g['mean']:+.0f}, whose 95% interval over the seeds "
-            f"(Student's t) runs from {g['ci_low']:+.0f} to {g['ci_high']:+.0f} points and "
-            f"{'excludes' if g['excludes_zero'] else 'holds'} zero.")
-
-
-def live_words(lives: dict, m) -> str:
-    """Chapter 7's paragraph on ``lives`` ({kind: :class:`~.pools_live.LiveCell`} of the map ``m``): per region,
-    where its cell sat when served (the probe's ratios, the prompt that put it there, the live runs' own step
-    ratios), the rate and what the rescaled simulator predicted there, each seed's attainment, the gap's mean and
-    95% interval, and whether the live winner matches the map's (for a tie, whether the runs tell the two apart); a
-    region the map gives no cell, said."""
-    out = []
-    for kind in REGIONS:
-        if kind not in lives:
-            out.append(f"The map gives {_REGION_WORDS[kind]} no cell it wins alone here, on any of the links searched, "
-                       f"so that region goes unconfirmed live." if kind != "tie" else
-                       "The map has no tie here, on any of the links searched, so none was served.")
-            continue
-        lc = lives[kind]
-        c, p = lc.cell, lc.probe
-        there = (f"put the cell back at {c.prefill_steps:.2g} steps" if abs(lc.prefill_steps / c.prefill_steps - 1)
-                 < 0.05 else f"cost {lc.prefill_steps:.2g} steps, as near as a prompt gets")
-        tied = (f"{short_name(lc.winner)} and {short_name(lc.rival)} within {pct2(m.tie_tolerance)} in goodput on the "
-                f"map; " if kind == "tie" else "")
-        on = (f"; on the slider's {_link(lc, '')} KV link, where the map's own link gives this region no cell a short "
-              f"run tells apart" if lc.link_bytes_per_s is not None else "")
-        head = (f"**{_REGION_WORDS[kind].capitalize()}** ({tied}{c.prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} "
-                f"steps: {c.prefill_steps:.2g} decode steps of prefill{on}): the probe timed prefills at "
-                f"{p['prefill']:.2f}x and decode steps at {p['decode']:.2f}x the cost model, so "
-                f"{lc.prompt_tokens}-token prompts {there}")
-        if lc.runs is None:
-            out.append(f"{head}. There the rescaled simulator found no rate, of those tried (with decode steps "
-                       f"{lc.drift - 1:.0%} slower or faster), where runs this short "
-                       + (f"load both layouts (the less served at {TIE_FLOOR:.0f}% to {TIE_CEILING:.0f}%) and put the "
-                          f"gap's 90% interval within ±{TIE_GAP:.0f} points" if kind == "tie" else
-                          f"start the 95% interval of {short_name(lc.winner)}'s lead over {short_name(lc.rival)} at "
-                          f"least {LEAD_FLOOR:.0f} points above zero")
-                       + ", so the cell was not served: it stays unconfirmed live.")
-            continue
-        ran = lc.steps["measured / predicted"]
-        during = ", ".join(f"{k} {ran[k]:.2f}x" for k in ran.index)
-        pred = lc.predicted[lc.rate_per_s]
-        predicted = (f"predicted the less served layout at {pred:.0f}% of its requests within the SLOs (the rule takes "
-                     f"{TIE_FLOOR:.0f}% to {TIE_CEILING:.0f}%) and the gap's 90% interval within ±{TIE_GAP:.0f} "
-                     f"points" if kind == "tie" else f"predicted the gap's 95% interval to start at {pred:+.0f} points "
-                     f"or more")
-        outcome = {"matches": "the live winner matches the map's",
-                   "matches: a tie": "the live runs match the map's: a tie",
-                   "does not match": ("the live runs tell apart what the map calls a tie" if kind == "tie" else
-                                      "the live winner is not the map's"),
-                   "undecided": "these runs leave the map's winner unconfirmed" if kind != "tie" else
-                   _undecided_tie(lc)}[live_outcome(lc)]
-        per = lc.rate_per_s / m.workers
-        times = {n: per / c.goodput[k] for k, n in ((c.leader, lc.winner), (c.runner_up, lc.rival)) if c.goodput[k] > 0}
-        past = ", ".join(f"{fmt3(x)}x {short_name(n)}'s" for n, x in times.items())
-        why = (": past both, where a short run from idle workers can tell them apart" if kind != "tie" and
-               len(times) == 2 and min(times.values()) > 1 else "")
-        out.append(f"{head} (the runs' own steps then: {during}); at {per:.3g} requests/s per worker "
-                   f"({past or 'no'} goodput on the map{why}) the rescaled simulator {predicted} (decode steps "
-                   f"{lc.drift - 1:.0%} slower or faster). {_burst(lc, m)} "
-                   f"{_runs_words(lc)} So {outcome}.{_drifted(lc)}{_on_link_words(lc)}")
-    return "\n\n".join(out)
