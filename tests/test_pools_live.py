@@ -51,6 +51,10 @@ def test_gap_cells_serve_every_region_and_a_tie_and_leave_out_one_without_a_cell
         {"split": (16, 2.5), "prefill-first": (256, 2.5), "chunked": (512, 2.5), "tie": (16, 5.0)}
     short = pools_live.gap_cells(m, None, n_requests=6, seeds=(0, 1), rates=2, max_prompt_tokens=300)
     assert set(short) == {"split", "prefill-first", "tie"}  # a region with no cell in bounds is left out
+    per = pools_live.gap_cells(m, None, n_requests=6, seeds=(0, 1), rates=2, max_prompt_tokens={"prefill-first": 100})
+    assert set(per) == {"split", "chunked", "tie"}  # a cap per region: the others uncapped
+    with pytest.raises(ValueError, match="max_prompt_tokens names no region"):
+        pools_live.gap_cells(m, None, max_prompt_tokens={"splt": 100})
     with pytest.raises(ValueError, match="rates must be"):
         pools_live.gap_cells(m, None, rates=1)
     for bad in (0, {"split": 0}, {"tie": 2.5}):

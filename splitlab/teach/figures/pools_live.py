@@ -27,7 +27,7 @@ import pandas as pd
 
 from ...planning.options import chunk_of
 from .pools_live_args import (check_cell, check_map, check_options, check_prompt_cap, check_rates, cost_of,
-                              ordered_maps, requests_of, seeds_of)
+                              ordered_maps, prompt_cap_of, requests_of, seeds_of)
 from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
 from .pools_live_text import live_table, live_words
 from .pools_live_words import (LEAD_FLOOR, REGIONS, T95, TIE_CEILING, TIE_FLOOR, TIE_GAP, TIE_LOADED, even,
@@ -134,8 +134,8 @@ def _scored(m, cost, kind: str, n_requests, seeds, rates: int, max_prompt_tokens
     """[(cell, score)] of every cell of ``m`` that ``kind`` wins (prompts of at most ``max_prompt_tokens``): the
     score of its best rate on the cost model (:func:`rate_score`; a tie's: minus its margin), -inf where no rate
     qualifies (:func:`pick_rate`). ``lazy``: an iterator instead, shortest prompts first (the cheapest to serve)."""
-    cells = [c for c in m.cells if c.winner == kind
-             and (max_prompt_tokens is None or c.prompt_tokens <= max_prompt_tokens)]
+    cap = prompt_cap_of(max_prompt_tokens, kind)
+    cells = [c for c in m.cells if c.winner == kind and (cap is None or c.prompt_tokens <= cap)]
     for c in cells:
         check_cell(c)
     n = requests_of(n_requests, kind)
@@ -160,17 +160,17 @@ def _checked(n_requests, seeds, rates, max_prompt_tokens) -> tuple:
 
 
 def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
-              max_prompt_tokens: int | None = None, **options) -> dict:
+              max_prompt_tokens: int | dict | None = None, **options) -> dict:
     """{kind: cell}: per region of the map ``m`` (:data:`REGIONS`, the ties included; prompts of at most
-    ``max_prompt_tokens`` if given), the cell a short live check tells apart best: of the cells the kind wins, the
-    one whose best rate scores highest (:func:`rate_score`: the lowest end of the predicted gap's 95% interval, with
-    decode steps :data:`DRIFT` x slower, as fast and faster) on :func:`live_cell`'s runs (``n_requests``: a number
-    or {kind: number}, ``seeds``, ``rates``, ``options``, on the map's link where it names one); of the ties with a
-    loaded rate to serve, the one the map finds most even (the smallest margin). A map's goodputs are steady state;
-    a run of a few dozen requests starts on idle workers and may end before any backlog builds (a 16-token cell the
-    split wins by 47% left no gap in runs of 24 requests), so the widest margin is not the widest short-run gap. A
-    region the map gives no cell is left out. ValueError: fewer than 2 distinct seeds, ``max_prompt_tokens`` not
-    None or a whole number >= 1, an ``n_requests`` key no region; and :func:`live_cell`'s."""
+    ``max_prompt_tokens`` if given: one cap, or {region: cap}), the cell a short live check tells apart best: of the
+    cells the kind wins, the one whose best rate scores highest (:func:`rate_score`: the lowest end of the predicted
+    gap's 95% interval, with decode steps :data:`DRIFT` x slower, as fast and faster) on :func:`live_cell`'s runs
+    (``n_requests``: a number or {kind: number}, ``seeds``, ``rates``, ``options``, on the map's link where it names
+    one); of the ties with a loaded rate to serve, the one the map finds most even (the smallest margin). A map's
+    goodputs are steady state; a run of a few dozen requests starts on idle workers and may end before any backlog
+    builds (a 16-token cell the split wins by 47% left no gap in runs of 24 requests), so the widest margin is not
+    the widest short-run gap. A region the map gives no cell is left out. ValueError: fewer than 2 distinct seeds,
+    ``max_prompt_tokens`` not None or a whole number >= 1, an ``n_requests`` key no region; and :func:`live_cell`'s."""
     check_map(m)
     seeds = _checked(n_requests, seeds, rates, max_prompt_tokens)
     check_options("gap_cells", options)
@@ -183,7 +183,7 @@ def gap_cells(m, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1
 
 
 def live_regions(maps: dict, lm, cost, n_requests: int | dict = 24, seeds: Sequence[int] = (0, 1, 2), rates: int = 8,
-                 max_prompt_tokens: int | None = None, **options) -> dict:
+                 max_prompt_tokens: int | dict | None = None, **options) -> dict:
     """{kind: :class:`LiveCell`}: per region (:data:`REGIONS`), a cell served live (:func:`live_cell`) from the map
     on the cost model's own link (of ``maps``, {link GB/s or None: map} as
     :func:`~splitlab.teach.widgets.split_map_grid` returns them, in any order: the map whose link is None, else the

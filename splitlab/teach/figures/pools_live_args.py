@@ -80,11 +80,26 @@ def check_rates(rates) -> None:
         raise ValueError(f"rates must be an integer >= 2 (rates tried on the simulator), got {rates!r}")
 
 
+def prompt_cap_of(max_prompt_tokens, kind: str) -> int | None:
+    """``max_prompt_tokens`` for the region ``kind``: None (no cap) or a whole number >= 1, one for all or
+    {region: cap} (a region not in it: no cap; a key that is no region is refused). A string was a TypeError from a
+    comparison; NaN or -1 left every region out in silence."""
+    cap = max_prompt_tokens
+    if isinstance(cap, dict):
+        unknown = [k for k in cap if k not in REGIONS]
+        if unknown:
+            raise ValueError(f"max_prompt_tokens names no region {unknown}: its keys must be of {list(REGIONS)}")
+        cap = cap.get(kind)
+    if cap is not None and (not whole(cap) or cap < 1):
+        raise ValueError(f"max_prompt_tokens must be None or a whole number of tokens >= 1 (or a dict of them per "
+                         f"region), got {cap!r}")
+    return None if cap is None else int(cap)
+
+
 def check_prompt_cap(max_prompt_tokens) -> None:
-    """``max_prompt_tokens``: None or a whole number >= 1 (a string was a TypeError from a comparison; NaN or -1
-    left every region out in silence)."""
-    if max_prompt_tokens is not None and (not whole(max_prompt_tokens) or max_prompt_tokens < 1):
-        raise ValueError(f"max_prompt_tokens must be None or a whole number of tokens >= 1, got {max_prompt_tokens!r}")
+    """``max_prompt_tokens`` valid for every region (:func:`prompt_cap_of`)."""
+    for kind in REGIONS:
+        prompt_cap_of(max_prompt_tokens, kind)
 
 
 def _is_map(m) -> bool:
