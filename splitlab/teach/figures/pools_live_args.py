@@ -39,16 +39,21 @@ def seeds_of(seeds) -> tuple:
     return tuple(int(s) for s in given)
 
 
+def _for_region(value, name: str, kind: str, default):
+    """``value`` for the region ``kind``: one value for all, or {region: value} (a region not in it: ``default``; a
+    key that is no region is refused, naming the argument ``name``)."""
+    if not isinstance(value, dict):
+        return value
+    unknown = [k for k in value if k not in REGIONS]
+    if unknown:
+        raise ValueError(f"{name} names no region {unknown}: its keys must be of {list(REGIONS)}")
+    return value.get(kind, default)
+
+
 def requests_of(n_requests, kind: str) -> int:
     """``n_requests`` for the region ``kind``: one number for all, or {region: number} (a region not in it: 24; a
     key that is no region is refused, where it was a silent 24)."""
-    if isinstance(n_requests, dict):
-        unknown = [k for k in n_requests if k not in REGIONS]
-        if unknown:
-            raise ValueError(f"n_requests names no region {unknown}: its keys must be of {list(REGIONS)}")
-        n = n_requests.get(kind, 24)
-    else:
-        n = n_requests
+    n = _for_region(n_requests, "n_requests", kind, 24)
     if not whole(n) or n < 1:
         raise ValueError(f"n_requests must be a whole number >= 1 (or a dict of them per region), got {n!r}")
     return int(n)
@@ -84,12 +89,7 @@ def prompt_cap_of(max_prompt_tokens, kind: str) -> int | None:
     """``max_prompt_tokens`` for the region ``kind``: None (no cap) or a whole number >= 1, one for all or
     {region: cap} (a region not in it: no cap; a key that is no region is refused). A string was a TypeError from a
     comparison; NaN or -1 left every region out in silence."""
-    cap = max_prompt_tokens
-    if isinstance(cap, dict):
-        unknown = [k for k in cap if k not in REGIONS]
-        if unknown:
-            raise ValueError(f"max_prompt_tokens names no region {unknown}: its keys must be of {list(REGIONS)}")
-        cap = cap.get(kind)
+    cap = _for_region(max_prompt_tokens, "max_prompt_tokens", kind, None)
     if cap is not None and (not whole(cap) or cap < 1):
         raise ValueError(f"max_prompt_tokens must be None or a whole number of tokens >= 1 (or a dict of them per "
                          f"region), got {cap!r}")
