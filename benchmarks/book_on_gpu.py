@@ -51,14 +51,15 @@ def run_chapter(path: str, timeout_s: int, quick: bool) -> tuple[dict, bytes]:
     evalue, the traceback's last lines) and ``cells`` (index and printed text of each code cell that printed).
     Never raises on a failing cell: the failure is the record."""
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     nb = nbformat.read(path, as_version=4)
     if quick:  # the first three code cells: imports, set-up, the model
         code = [c for c in nb.cells if c.cell_type == "code" and "NBVAL_SKIP" not in c.source][:3]
         nb.cells = code
-    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}})
+    from splitlab.teach.kernel_wait import WakefulClient  # an explorer's cell cannot stall on a missed reply
+
+    client = WakefulClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}})
     rec = {"chapter": Path(path).name, "ok": False, "error": None}
     t0 = time.perf_counter()
     try:

@@ -11,6 +11,9 @@
   started twice (``Identifier 'THEBE_JS_URL' has already been declared``), and nothing sets the theme's
   ``default_mode`` (``Got invalid theme mode``).
 
+The build executes every chapter with nbclient; ``setup`` gives nbclient the guard of :mod:`.kernel_wait` (a reply
+the kernel sent is read within a second, not after the cell's 600 s timeout, when a widget's message crossed it).
+
 MathJax comes from the ``sphinx-mathjax-offline`` extension; ipywidgets load no JavaScript in the static pages
 (``nb_ipywidgets_js: {}``: widgets need a kernel anyway, and every explorer also draws a static figure and an
 interactive plotly figure). Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
@@ -20,6 +23,8 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+
+from .kernel_wait import guard_nbclient
 
 PLOTLY_JS = "plotly.min.js"
 BOOK_CSS = "splitlab-book.css"
@@ -54,6 +59,7 @@ def _build_finished(app, exception) -> None:
 
 
 def setup(app):
+    guard_nbclient()
     app.add_js_file(PLOTLY_JS, priority=500)
     app.add_css_file(BOOK_CSS, priority=900)  # after the theme's and extensions' styles (default 500), so it wins
     app.connect("html-page-context", _page_context, priority=900)
