@@ -200,7 +200,7 @@ def test_live_table_and_words_print_each_seed_the_interval_and_a_computed_senten
              "tie": _live("tie", [80, 78, 84], [78, 78, 85])}
     t = pools_live.live_table(lives)
     assert list(t.index) == ["split", "prefill-first", "tie"] and t.shape[1] + 1 <= 6  # a phone's table
-    assert t.loc["split", "winner (%)"] == "1P+1D: 100/90/95"
+    assert t.loc["split", "leader (%)"] == "1P+1D: 100/90/95"
     assert t.loc["split", "runner-up (%)"] == "2 colocated: 60/50/50"
     assert t.loc["split", "gap (pp)"] == "+42 (+34 to +49)" and t.loc["split", "live"] == "matches"
     assert t.loc["prefill-first", "gap (pp)"] == "+5 (-17 to +27)" and t.loc["prefill-first", "live"] == "undecided"
@@ -243,7 +243,7 @@ def test_a_cell_short_runs_cannot_tell_apart_is_not_served_and_said_so():
     lc.runs, lc.steps, lc.prefill_steps = None, None, 3 * lc.cell.prefill_steps
     assert pools_live.live_outcome(lc) == "undecided"
     t = pools_live.live_table({"split": lc})
-    assert (t.loc["split", "winner (%)"], t.loc["split", "gap (pp)"]) == ("1P+1D: not served", "-")
+    assert (t.loc["split", "leader (%)"], t.loc["split", "gap (pp)"]) == ("1P+1D: not served", "-")
     words = pools_live.live_words({"split": lc}, _map([lc.cell])).split("\n\n")[0]
     assert f"120-token prompts cost {lc.prefill_steps:.2g} steps, as near as a prompt gets" in words
     assert "found no rate, of those tried (with decode steps 15% slower or faster), where runs this short start " \

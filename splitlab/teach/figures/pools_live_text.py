@@ -28,9 +28,10 @@ def _gap(g: dict) -> str:
 
 def live_table(lives: dict) -> pd.DataFrame:
     """One row per region of ``lives`` ({kind: :class:`~.pools_live.LiveCell`}): ``cell`` (the map's prompt, TPOT steps,
-    and the KV link where the cell's map names one), ``winner (%)`` and ``runner-up (%)`` (the map's, short names,
-    each seed's attainment; for a tie, the leader and the other family's best), ``gap (pp)`` (the mean paired gap
-    winner - runner-up and its 95% interval, :func:`gap_interval`) and ``live`` (:func:`live_outcome`).
+    and the KV link where the cell's map names one), ``leader (%)`` and ``runner-up (%)`` (the map's winner and
+    runner-up, short names, each seed's attainment; for a tie, the leader and the other family's best: so "leader",
+    not "winner"), ``gap (pp)`` (the mean paired gap leader - runner-up and its 95% interval, :func:`gap_interval`)
+    and ``live`` (:func:`live_outcome`).
 
     Raises:
         TypeError, ValueError: ``lives`` not such a dict (:func:`~.pools_live_args.check_lives`)."""
@@ -41,7 +42,7 @@ def live_table(lives: dict) -> pd.DataFrame:
         g = gap_interval(att, lc.winner, lc.rival) if lc.runs is not None else None
         rows[kind] = {"cell": f"{lc.cell.prompt_tokens} tok, {lc.cell.tpot_steps:g} st{_link(lc, ', ')}",
                       **{col: f"{short_name(name)}: " + ("/".join(f"{v:.0f}" for v in att[name]) or "not served")
-                         for col, name in (("winner (%)", lc.winner), ("runner-up (%)", lc.rival))},
+                         for col, name in (("leader (%)", lc.winner), ("runner-up (%)", lc.rival))},
                       "gap (pp)": _gap(g) if g else "-", "live": live_outcome(lc)}
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "region"
