@@ -131,3 +131,32 @@ def test_the_granularity_note_reads_the_loss_cell_on_eight_workers():
     with pytest.raises(ValueError, match="same cell"):
         split_loss.granularity_note(four, Cell(16, 1.9, 10.0, 0.1, 0.01, dict(four.goodput), dict(four.binding),
                                                dict(four.names)).decide(0.1))
+
+
+def test_the_loss_takeaway_carries_the_eight_worker_reading_of_the_same_cell():
+    """The takeaway's loss on 4 workers says what 8 workers' finer ratios make of it (chapter 6 on 2026-12-05: a
+    tie, 5P+3D 15.8 against 15.7), so the rule of thumb does not stand beside a granularity note that undoes it."""
+    import pandas as pd
+    from types import SimpleNamespace
+
+    from splitlab.planning.map_result import Cell
+
+    def cell(workers, split, colocated, split_name):
+        names = {"split": split_name, "prefill-first": f"{workers} colocated (prefill-first)",
+                 "chunked": f"{workers} colocated (chunked, 256-token chunks)"}
+        return Cell(367, 17.5, 10.0, 0.18, 0.019, {"split": split, "prefill-first": colocated, "chunked": 1.0},
+                    {k: "tpot" for k in names}, names).decide(0.1)
+    four = cell(4, 13.4, 17.1, "3P+1D")
+    sp = SimpleNamespace(name="3P+1D", goodput_rps_per_worker=13.4)
+    co = SimpleNamespace(name="4 colocated (prefill-first)", goodput_rps_per_worker=17.1)
+    att = pd.DataFrame({"3P+1D": [60.0, 70, 65], co.name: [90.0, 95, 100]})
+    words = {v: split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1, big=cell(8, v, 15.7, "5P+3D"))
+             for v in (15.8, 12.0, 20.0)}
+    assert words[15.8].endswith("turn the order: 4 colocated served 17.1 requests/s per worker, ahead of 13.4 for "
+                                "3P+1D; live, 95% of the colocated requests met both SLOs on average against 65% on "
+                                "the split (the colocated layout ahead in every seed). On 8 workers, whose splits take "
+                                "finer ratios, the same cell is a tie (5P+3D 15.8 requests/s per worker, 8 colocated "
+                                "15.7): part of this loss is the coarse ratios of 4 workers.")
+    assert "the split still loses the same cell (5P+3D 12 requests/s per worker, 8 colocated 15.7)" in words[12.0]
+    assert "the split wins the same cell (5P+3D 20 requests/s per worker, 8 colocated 15.7)" in words[20.0]
+    assert "On 8 workers" not in split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1)

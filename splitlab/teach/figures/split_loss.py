@@ -111,8 +111,7 @@ def granularity_note(cell, big) -> str:
     if (big.prompt_tokens, big.tpot_steps) != (cell.prompt_tokens, cell.tpot_steps):
         raise ValueError(f"big must be the same cell ({cell.prompt_tokens} tokens, {cell.tpot_steps:g} steps), got "
                          f"{big.prompt_tokens} tokens, {big.tpot_steps:g} steps")
-    small_n = sum(split_pools(cell.names["split"]) or (0, 0))
-    big_n = sum(split_pools(big.names["split"]) or (0, 0))
+    small_n, big_n = _cluster(cell), _cluster(big)
     kind = _colocated(big)
     gs, gc = big.goodput["split"], big.goodput[kind]
     there = (f"On {big_n} workers the same cell ({cell.prompt_tokens}-token prompts, TPOT {cell.tpot_steps:g} "
@@ -122,21 +121,39 @@ def granularity_note(cell, big) -> str:
     if big.verdict == "colocated":
         return (f"{there}: the split still loses (it serves {pct2(big.margin)} less), so the loss is not the coarse "
                 f"ratios of {small_n} workers.")
-    if big.verdict == "tie":
-        return (f"{there}: within the tie tolerance, so part of the loss on {small_n} workers was their coarse "
-                f"ratios.")
-    if big.verdict == "split":
-        return (f"{there}: the split wins there, so the loss on {small_n} workers was their coarse ratios, not the "
-                f"split.")
-    return f"{there}: no layout meets the SLOs there."
+    return f"{there}: {_GRANULARITY[big.verdict].format(n=small_n)}."
+
+
+#: What the loss cell on a larger cluster says of the small one's loss, by that cell's verdict (not "colocated").
+_GRANULARITY = {"tie": "within the tie tolerance, so part of the loss on {n} workers was their coarse ratios",
+                "split": "the split wins there, so the loss on {n} workers was their coarse ratios, not the split",
+                "none": "no layout meets the SLOs there"}
+
+
+def _cluster(cell) -> int:
+    return sum(split_pools(cell.names["split"]) or (0, 0))
+
+
+def _finer(cell, big) -> str:
+    """:func:`granularity_note` in one sentence, for the takeaway."""
+    n, kind = _cluster(cell), _colocated(big)
+    head = f"On {_cluster(big)} workers, whose splits take finer ratios,"
+    both = (f"({big.names['split']} {big.goodput['split']:.3g} requests/s per worker, "
+            f"{short_name(big.names[kind])} {big.goodput[kind]:.3g})")
+    return {"colocated": f"{head} the split still loses the same cell {both}: the loss is not the coarse ratios.",
+            "tie": f"{head} the same cell is a tie {both}: part of this loss is the coarse ratios of {n} workers.",
+            "split": f"{head} the split wins the same cell {both}: this loss is the coarse ratios of {n} workers.",
+            "none": f"{head} no layout meets the SLOs in the same cell."}[big.verdict]
 
 
 def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, colocated,
-             attainment: pd.DataFrame, tie_tolerance: float | None = None) -> str:
+             attainment: pd.DataFrame, tie_tolerance: float | None = None, big=None) -> str:
     """The loss in one sentence: the planner's goodput of its best ``colocated`` layout and of ``split`` (plan
     candidates) for ``workload`` at the TPOT SLO of the map's ``cell``, and each one's live SLO attainment
     (``attainment``: % per seed, columns their names), with whether the seeds agree; a planner's lead within
-    ``tie_tolerance`` (the map's, a share) is said to be a tie by the map's rule.
+    ``tie_tolerance`` (the map's, a share) is said to be a tie by the map's rule. With ``big`` (the same cell on a
+    map of more workers, as :func:`granularity_note` reads it) and a loss, a second sentence says what the finer
+    ratios there make of it.
 
     Raises:
         KeyError: ``split.name`` or ``colocated.name`` not a column of ``attainment``; those of
@@ -159,11 +176,12 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
                 f"SLO of {cell.tpot_steps:g} decode steps, {prompts}), {planned}; {live}.")
     near = (f" ({abs(gc / gs - 1):.0%} apart, within the map's {pct2(tie_tolerance)} tie tolerance: a tie by the map's "
             f"rule)" if tie_tolerance is not None and gs > 0 and abs(gc / gs - 1) <= tie_tolerance else "")
+    finer = "" if big is None else " " + _finer(cell, big)
     if gc > gs:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, {prompts} "
-                f"turn the order: {planned}{near}; {live}.")
+                f"turn the order: {planned}{near}; {live}.{finer}")
     return (f"In the map's colocated region (a TPOT SLO of {cell.tpot_steps:g} decode steps) the planner did not "
-            f"rank colocated first for {prompts}: {planned}; {live}.")
+            f"rank colocated first for {prompts}: {planned}; {live}.{finer}")
 
 
 def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpot_slo_s: float,
