@@ -80,3 +80,16 @@ def test_chapter_2_shapes_have_short_headers():
     shapes = kv_cache.published_shapes(["Llama-3-8B", "StarCoder-15B"])
     assert list(shapes.columns) == ["attention", "layers", "query heads", "KV heads", "head dim"]
     assert shapes.loc["StarCoder-15B", "KV heads"] == 1 and np.issubdtype(shapes["head dim"].dtype, np.integer)
+
+
+def test_a_link_bandwidth_prints_alike_on_every_page():
+    """One phrasing of a link's bandwidth (style.gb_per_s) for the map's title, its words, its slider and chapter
+    7's live table (four phrasings before: ':g' wrote 1e+06, fmt3 rounded 12.345 to 12.3 where the slider kept it)."""
+    from splitlab.teach.figures import split_map_words
+    from splitlab.teach.figures.style import gb_per_s
+    from splitlab.teach.widgets.split_map import link_label
+
+    assert [gb_per_s(g) for g in (12.5, 0.01, 1e6, 12.345)] == ["12.5 GB/s", "0.01 GB/s", "1,000,000 GB/s",
+                                                                 "12.345 GB/s"]
+    assert link_label(12.345) == gb_per_s(12.345) and split_map_words._at(12.345) == "at 12.345 GB/s"
+    assert link_label(None) == "cost model's"

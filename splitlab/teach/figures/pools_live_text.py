@@ -14,7 +14,7 @@ from .pools_live_words import (LEAD_FLOOR, TIE_CEILING, TIE_FLOOR, TIE_GAP, TIE_
                                live_outcome)
 from .pools_live_args import REGIONS, check_lives, check_map
 from .split_tables import short_name
-from .style import fmt3, pct2
+from .style import fmt3, gb_per_s, pct2
 
 __all__ = ["live_table", "live_words"]
 
@@ -51,7 +51,7 @@ def live_table(lives: dict) -> pd.DataFrame:
 
 def _link(lc, lead: str) -> str:
     """``lead`` and the KV link ``lc`` was served on where its map names one (a slider's slower link), else ""."""
-    return "" if lc.link_bytes_per_s is None else f"{lead}{fmt3(lc.link_bytes_per_s / 1e9)} GB/s"
+    return "" if lc.link_bytes_per_s is None else f"{lead}{gb_per_s(lc.link_bytes_per_s / 1e9)}"
 
 
 def _pct(values) -> str:

@@ -20,7 +20,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
 from .phone import figure, legend_below, styled
-from .style import LAYOUT_COLORS, fmt3, pct2
+from .style import LAYOUT_COLORS, fmt3, gb_per_s, pct2
 
 __all__ = ["map_heatmap", "map_words", "rule_table", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN",
            "TIE_COLOR", "NONE_COLOR"]
@@ -98,7 +98,7 @@ def map_heatmap(m, ax=None, title: str | None = None):
     ax.set_yticks(np.arange(rows + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="white", lw=1.5)
     ax.tick_params(which="minor", length=0)
-    link = "" if m.link_bytes_per_s is None else f", link {m.link_bytes_per_s / 1e9:g} GB/s"
+    link = "" if m.link_bytes_per_s is None else f", link {gb_per_s(m.link_bytes_per_s / 1e9)}"
     ax.set_title(title or f"Most goodput per worker, {m.workers} workers{link}"
                           f"{' (predicted)' if predicted(m) else ''}")
     handles = [Patch(color=KIND_COLORS[k], label=label) for k, label in

@@ -8,7 +8,7 @@ import math
 import statistics
 
 from ...serving import CostModelExecutor
-from .style import and_list, fmt2, fmt3, pct2
+from .style import and_list, fmt2, fmt3, gb_per_s, pct2
 
 __all__ = ["link_words", "workers_words", "rule_words", "fused_row_words"]
 
@@ -20,7 +20,7 @@ def _same_axes(a, b) -> None:
 
 def _at(gbps) -> str:
     """'at 12.5 GB/s', or 'on the cost model's link' for None (a grid may give it in any place)."""
-    return "on the cost model's link" if gbps is None else f"at {fmt3(gbps, 6)} GB/s"  # :g without its exponent
+    return "on the cost model's link" if gbps is None else f"at {gb_per_s(gbps)}"
 
 
 def _where(cells) -> str:

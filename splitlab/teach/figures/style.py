@@ -26,7 +26,7 @@ from ...common.numbers import fmt3
 
 __all__ = ["PREFILL", "DECODE", "TRANSFER", "PREDICTED", "TARGET", "TARGET_LS", "TARGET_DASH", "PHASE_COLORS",
            "OTHER_COLORS", "LAYOUTS", "LAYOUT_COLORS", "layout_of", "layout_color", "sig3", "fmt3", "fmt2", "fmt_table",
-           "change_words", "signed_pct", "pct2", "and_list"]
+           "change_words", "signed_pct", "pct2", "and_list", "gb_per_s"]
 
 #: the phases (matplotlib's tab:orange, tab:blue, tab:green) and a prediction
 PREFILL, DECODE, TRANSFER, PREDICTED = "#ff7f0e", "#1f77b4", "#2ca02c", "#000000"
@@ -119,6 +119,12 @@ def signed_pct(value: float) -> str:
     """A relative difference as a signed whole percent, "+12%", "-7%", and "+0%" where it rounds to zero (not
     "-0%")."""
     return "+0%" if abs(value) < 0.005 else f"{value:+.0%}"
+
+
+def gb_per_s(gbps: float) -> str:
+    """A link's bandwidth as every page writes it: '12.5 GB/s', '0.01 GB/s', '1,000,000 GB/s' (up to 6 significant
+    digits, so two links of a slider never print alike; no exponent)."""
+    return f"{fmt3(gbps, 6)} GB/s"
 
 
 def pct2(share: float, signed: bool = False) -> str:

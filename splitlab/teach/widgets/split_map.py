@@ -33,8 +33,8 @@ SLIDER_X = 0.12
 
 def link_label(gbps: float | None) -> str:
     """'12.5 GB/s', or "cost model's" for None (the cost model's own transfer); no exponent ('1,000,000 GB/s')."""
-    from ..figures.style import fmt3
-    return "cost model's" if gbps is None else f"{fmt3(gbps, 6)} GB/s"
+    from ..figures.style import gb_per_s
+    return "cost model's" if gbps is None else gb_per_s(gbps)
 
 
 def split_map_grid(cost=None, links_gbps: Sequence[float | None] = LINKS_GBPS, workers: int = 4,
