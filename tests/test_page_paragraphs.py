@@ -42,6 +42,10 @@ def test_the_loss_paragraph_counts_each_layouts_misses_and_judges_the_planner(pa
     assert "The live verdict agrees with the planner's ranking" in text
     flipped = split_loss.live_note(paired, _candidate(SPLIT, 3.0), colo, SPLIT, 1.0, 0.05, 16)
     assert "The live verdict goes against the planner's ranking (1P+1D first)" in flipped
+    assert "(2 colocated first)" in split_loss.live_note(paired, split, colo, COLO, 1.0, 0.05, 16, 0.1)
+    near = split_loss.live_note(paired, _candidate(SPLIT, 1.9), colo, COLO, 1.0, 0.05, 16, 0.1)
+    assert "the planner's ranking (2 colocated first, 5% ahead: within the map's 10% tie tolerance, a tie by its " \
+        "rule)" in near  # chapter 6 called a 6% lead "the planner's ranking" beside the map's 10% tolerance
 
 
 def test_the_loose_answer_says_tie_lead_or_multiple_from_the_goodputs():
@@ -124,9 +128,11 @@ def test_the_granularity_note_reads_the_loss_cell_on_eight_workers():
                            "per worker and 8 colocated 17")
     assert lost.endswith("the split still loses (it serves 24% less), so the loss is not the coarse ratios of 4 "
                          "workers.")
-    assert "part of the loss on 4 workers was their coarse ratios" in \
-        split_loss.granularity_note(four, cell(8, 16.0, 17.0, "5P+3D"))
-    assert "the split wins there, so the loss on 4 workers was their coarse ratios" in \
+    assert "a tie with colocated 5.9% ahead, within the tie tolerance, so part of the loss on 4 workers was their " \
+        "coarse ratios" in split_loss.granularity_note(four, cell(8, 16.0, 17.0, "5P+3D"))
+    assert "a tie with the split 9.6% ahead, within the tie tolerance, so the loss on 4 workers does not survive " \
+        "finer ratios" in split_loss.granularity_note(four, cell(8, 15.6, 14.1, "5P+3D"))  # ch06, 2026-12-05
+    assert "a split win, so the loss on 4 workers was their coarse ratios" in \
         split_loss.granularity_note(four, cell(8, 20.0, 17.0, "5P+3D"))
     with pytest.raises(ValueError, match="same cell"):
         split_loss.granularity_note(four, Cell(16, 1.9, 10.0, 0.1, 0.01, dict(four.goodput), dict(four.binding),
@@ -153,10 +159,15 @@ def test_the_loss_takeaway_carries_the_eight_worker_reading_of_the_same_cell():
     words = {v: split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1, big=cell(8, v, 15.7, "5P+3D"))
              for v in (15.8, 12.0, 20.0)}
     assert words[15.8].endswith("turn the order: 4 colocated served 17.1 requests/s per worker, ahead of 13.4 for "
-                                "3P+1D; live, 95% of the colocated requests met both SLOs on average against 65% on "
-                                "the split (the colocated layout ahead in every seed). On 8 workers, whose splits take "
-                                "finer ratios, the same cell is a tie (5P+3D 15.8 requests/s per worker, 8 colocated "
-                                "15.7): part of this loss is the coarse ratios of 4 workers.")
-    assert "the split still loses the same cell (5P+3D 12 requests/s per worker, 8 colocated 15.7)" in words[12.0]
-    assert "the split wins the same cell (5P+3D 20 requests/s per worker, 8 colocated 15.7)" in words[20.0]
+                                "3P+1D (the split 22% less); live, 95% of the colocated requests met both SLOs on "
+                                "average against 65% on the split (the colocated layout ahead in every seed). On 8 "
+                                "workers, whose splits take finer ratios, the same cell is a tie with the split 0.63% "
+                                "ahead, within the tie tolerance (5P+3D 15.8 requests/s per worker, 8 colocated "
+                                "15.7): the loss on 4 workers does not survive finer ratios (their coarse ratios made "
+                                "it).")
+    assert "the same cell is still a loss (5P+3D 12 requests/s per worker, 8 colocated 15.7)" in words[12.0]
+    assert "the same cell is a split win (5P+3D 20 requests/s per worker, 8 colocated 15.7)" in words[20.0]
+    near = split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1, big=cell(8, 15.0, 15.7, "5P+3D"))
+    assert "a tie with colocated 4.5% ahead, within the tie tolerance (5P+3D 15 requests/s per worker, 8 colocated " \
+        "15.7): part of the loss on 4 workers was their coarse ratios." in near
     assert "On 8 workers" not in split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1)

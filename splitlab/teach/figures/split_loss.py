@@ -121,13 +121,24 @@ def granularity_note(cell, big) -> str:
     if big.verdict == "colocated":
         return (f"{there}: the split still loses (it serves {pct2(big.margin)} less), so the loss is not the coarse "
                 f"ratios of {small_n} workers.")
-    return f"{there}: {_GRANULARITY[big.verdict].format(n=small_n)}."
+    state, meaning = _reading(big, small_n)
+    return f"{there}: {state}, so {meaning}."
 
 
-#: What the loss cell on a larger cluster says of the small one's loss, by that cell's verdict (not "colocated").
-_GRANULARITY = {"tie": "within the tie tolerance, so part of the loss on {n} workers was their coarse ratios",
-                "split": "the split wins there, so the loss on {n} workers was their coarse ratios, not the split",
-                "none": "no layout meets the SLOs there"}
+def _reading(big, n: int) -> tuple[str, str]:
+    """What the loss cell on a larger cluster (``big``, not lost there) is, and what that says of the loss on the
+    ``n`` workers of the small one. A tie is read by who leads it: the split ahead means the loss is gone."""
+    kind = _colocated(big)
+    gs, gc = big.goodput["split"], big.goodput[kind]
+    if big.verdict == "tie":
+        if gs >= gc:
+            return (f"a tie with the split {pct2(1 - gc / gs)} ahead, within the tie tolerance",
+                    f"the loss on {n} workers does not survive finer ratios (their coarse ratios made it)")
+        return (f"a tie with colocated {pct2(1 - gs / gc)} ahead, within the tie tolerance",
+                f"part of the loss on {n} workers was their coarse ratios")
+    if big.verdict == "split":
+        return "a split win", f"the loss on {n} workers was their coarse ratios, not the split"
+    return "met on no layout", "it says nothing of the loss"
 
 
 def _cluster(cell) -> int:
@@ -136,14 +147,14 @@ def _cluster(cell) -> int:
 
 def _finer(cell, big) -> str:
     """:func:`granularity_note` in one sentence, for the takeaway."""
-    n, kind = _cluster(cell), _colocated(big)
-    head = f"On {_cluster(big)} workers, whose splits take finer ratios,"
+    kind = _colocated(big)
+    head = f"On {_cluster(big)} workers, whose splits take finer ratios, the same cell"
     both = (f"({big.names['split']} {big.goodput['split']:.3g} requests/s per worker, "
             f"{short_name(big.names[kind])} {big.goodput[kind]:.3g})")
-    return {"colocated": f"{head} the split still loses the same cell {both}: the loss is not the coarse ratios.",
-            "tie": f"{head} the same cell is a tie {both}: part of this loss is the coarse ratios of {n} workers.",
-            "split": f"{head} the split wins the same cell {both}: this loss is the coarse ratios of {n} workers.",
-            "none": f"{head} no layout meets the SLOs in the same cell."}[big.verdict]
+    if big.verdict == "colocated":
+        return f"{head} is still a loss {both}: the loss is not the coarse ratios."
+    state, meaning = _reading(big, _cluster(cell))
+    return f"{head} is {state} {both}: {meaning}."
 
 
 def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, colocated,
@@ -174,23 +185,27 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
     if not lost:
         return (f"The map has no colocated region on this device: where the split came nearest to losing (a TPOT "
                 f"SLO of {cell.tpot_steps:g} decode steps, {prompts}), {planned}; {live}.")
-    near = (f" ({abs(gc / gs - 1):.0%} apart, within the map's {pct2(tie_tolerance)} tie tolerance: a tie by the map's "
-            f"rule)" if tie_tolerance is not None and gs > 0 and abs(gc / gs - 1) <= tie_tolerance else "")
+    margin = 1 - min(gc, gs) / max(gc, gs) if max(gc, gs) > 0 else 0.0  # the map's margin (map_result.Cell)
     finer = "" if big is None else " " + _finer(cell, big)
+    if gc > gs and tie_tolerance is not None and margin <= tie_tolerance:
+        return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, the planner "
+                f"puts {prompts} at a tie: {planned}, {pct2(margin)} apart, within the map's {pct2(tie_tolerance)} "
+                f"tie tolerance; {live}.{finer}")
     if gc > gs:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, {prompts} "
-                f"turn the order: {planned}{near}; {live}.{finer}")
+                f"turn the order: {planned} (the split {pct2(margin)} less); {live}.{finer}")
     return (f"In the map's colocated region (a TPOT SLO of {cell.tpot_steps:g} decode steps) the planner did not "
             f"rank colocated first for {prompts}: {planned}; {live}.{finer}")
 
 
 def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpot_slo_s: float,
-              n_requests: int) -> str:
+              n_requests: int, tie_tolerance: float | None = None) -> str:
     """The live runs of the loss in a paragraph: the paired verdict over seeds (:func:`.split_seeds.paired_verdict`)
     against the planner's ranking (``planner_first``: the name it ranked first), how busy the split's prefill and
     decode pools and the colocated workers were in the first seed, and each layout's misses by SLO
     (:func:`splitlab.serving.metrics.slo_misses`). ``runs``: :func:`.split_seeds.paired_runs` of ``split`` and
-    ``colocated`` (plan candidates); SLOs in seconds.
+    ``colocated`` (plan candidates); SLOs in seconds. A ranking within ``tie_tolerance`` (the map's, a share) is
+    said to be a tie by the map's rule.
 
     Raises:
         KeyError: a candidate's name not among the runs' layouts."""
@@ -203,8 +218,12 @@ def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpo
     judged = ("The live verdict agrees with" if agree else "These runs do not confirm" if not g["decisive"] else
               "The live verdict goes against")
     ms, mc = missed[sp], missed[co]
+    gs, gc = split.goodput_rps_per_worker, colocated.goodput_rps_per_worker
+    margin = 1 - min(gs, gc) / max(gs, gc) if max(gs, gc) > 0 else 0.0
+    tie = (f", {pct2(margin)} ahead: within the map's {pct2(tie_tolerance)} tie tolerance, a tie by its rule"
+           if tie_tolerance is not None and margin <= tie_tolerance else "")
     text = (f"{paired_verdict(runs.attainment, sp, co, n_requests)} {judged} the planner's ranking "
-            f"({short_name(planner_first)} first). In the first seed the split's prefill "
+            f"({short_name(planner_first)} first{tie}). In the first seed the split's prefill "
             f"{'worker was' if split.prefill_workers == 1 else 'workers were'} busy {pool['P']:.0%} of the time on "
             f"average, its decode {'worker' if split.decode_workers == 1 else 'workers'} {pool['D']:.0%}: the "
             f"{'decode' if pool['D'] > pool['P'] else 'prefill'} pool was the busier, while the colocated workers "
