@@ -165,6 +165,29 @@ def test_rule_words_count_agreements_only_where_the_rule_makes_a_claim():
         rule_words(rows.drop(columns="agrees"), row)
 
 
+def test_rule_words_name_the_dtype_a_memory_verdict_and_chapter_5_s_bounds():
+    """ch07 (review of 2026-12-05): the 70B rows are fp8, which the page never said; their 8k cell went to chunked
+    because the split and prefill-first finished no request; and the table's 9.4 steps for Llama-3-8B at 2k stood
+    beside chapter 5's 34.4 ms against 4.87 ms (about 7) unexplained."""
+    from splitlab.planning.rule_of_thumb import split_threshold, apply_rule
+    from splitlab.planning.split_map import split_map
+    from splitlab.costmodel import roofline_cost_model
+    from splitlab.teach.figures.split_map import rule_table
+    from splitlab.teach.figures.split_map_words import rule_words
+    m = split_map(roofline_cost_model("Llama-3-8B", "H100", "bf16"), 4, [64, 1024, 8000], [2.5], progress=False)
+    rows = apply_rule(m, check=True)
+    assert list(rows["unfinished"]) == ["", "", "", "split, prefill-first"]
+    assert list(rule_table(rows).index) == ["8B bf16, 2,048", "8B bf16, 8,192", "70B fp8, 2,048", "70B fp8, 8,192"]
+    text = rule_words(rows, split_threshold(m).set_index("tpot_steps").loc[2.5])
+    assert "Llama-3-70B (fp8) at 2,048 tokens (18.8 steps)" in text
+    assert ("For Llama-3-70B (fp8) at 8,192 tokens, the split and prefill-first finished no request: chunked there "
+            "says which layout fits such a request in memory, not which serves it better.") in text
+    assert text.endswith("Chapter 5 prints the roofline's bounds at full efficiency: for Llama-3-8B (bf16) at 2,048 "
+                         "tokens a prefill of at least 34.4 ms against a decode step of at least 4.87 ms, 7.05 steps; "
+                         "the table charges the cost model's default efficiencies (60% of peak compute, 80% of memory "
+                         "bandwidth): 57.3 and 6.09 ms, 9.4 steps.")
+
+
 def test_fused_row_words_follow_the_two_per_row_costs():
     """ch07 (review of 2026-12-05): a decode row in this engine's fused step costs more than in a decode step, and on
     the H100 roofline less (its cache read hidden under the chunk's compute); the words follow the two numbers."""

@@ -105,7 +105,7 @@ def _html_table_px(table: pd.DataFrame) -> int:
 
 def _rule_rows():
     return pd.DataFrame({"model": ["Llama-3-8B", "Llama-3-8B", "Llama-3-70B", "Llama-3-70B"],
-                         "prompt tokens": [2048, 8192, 2048, 8192],
+                         "dtype": ["bf16", "bf16", "fp8", "fp8"], "prompt tokens": [2048, 8192, 2048, 8192],
                          "prefill (decode steps)": [9.402, 39.317, 18.761, 78.137],
                          "256-token chunk (decode steps)": [1.147, 1.094, 2.316, 2.285],
                          "rule says": ["colocated", "split", "near the threshold", "beyond the map's columns"],
@@ -120,11 +120,11 @@ def test_chapter_7_rule_of_thumb_table_fits_a_phone():
     assert _html_table_px(before) > PHONE_PX  # the estimate catches the table the reader saw
     shown = rule_table(rows)
     assert _html_table_px(shown) <= PHONE_PX, shown
-    assert shown.index.name == "Llama-3" and list(shown.index) == ["8B, 2,048", "8B, 8,192", "70B, 2,048",
-                                                                   "70B, 8,192"]
+    assert shown.index.name == "Llama-3" and list(shown.index) == ["8B bf16, 2,048", "8B bf16, 8,192",
+                                                                   "70B fp8, 2,048", "70B fp8, 8,192"]
     assert list(shown.columns) == ["prefill (steps)", "chunk of 256 (steps)", "rule", "own map"]
-    assert shown.loc["8B, 2,048"].tolist() == ["9.4", "1.15", "colocated", "chunked"]
-    assert shown.loc["8B, 8,192", "own map"] == "pf-first"
+    assert shown.loc["8B bf16, 2,048"].tolist() == ["9.4", "1.15", "colocated", "chunked"]
+    assert shown.loc["8B bf16, 8,192", "own map"] == "pf-first"
 
 
 def test_chapters_7_to_9_other_tables_fit_a_phone():

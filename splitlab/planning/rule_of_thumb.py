@@ -160,13 +160,16 @@ def agrees(rule_says: str, own_says: str) -> bool | None:
     return own in said
 
 
-def _row_check(cost, m, prompt: int, tpot_steps: float) -> str:
-    """The winner of the one cell (prompt, TPOT SLO) of the row's own map, same cluster and settings as ``m``."""
+def _row_check(cost, m, prompt: int, tpot_steps: float) -> tuple[str, str]:
+    """The winner of the one cell (prompt, TPOT SLO) of the row's own map, same cluster and settings as ``m``, and
+    the layouts that finished no request there ("split, prefill-first": their goodput 0, their binding SLO
+    "unfinished"; "" when none)."""
     from .split_map import split_map
     cell = split_map(cost, m.workers, [prompt], [tpot_steps], output_tokens=m.output_tokens,
                      ttft_prefills=m.ttft_prefills, tie_tolerance=m.tie_tolerance, chunk_tokens=m.chunk_tokens,
                      max_batch=m.max_batch, seed=m.seed, progress=False).cells[0]
-    return cell.winner if cell.winner != "tie" else "tie (" + ", ".join(cell.tied) + ")"
+    none = [k for k, g in cell.goodput.items() if g == 0 and cell.binding.get(k) == "unfinished"]
+    return (cell.winner if cell.winner != "tie" else "tie (" + ", ".join(cell.tied) + ")"), ", ".join(none)
 
 
 def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = None,
@@ -179,7 +182,9 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
             chapter 6's 2.5 if the map has it, else the map's tightest.
         check: also simulate each row's own cell (same cluster, answers and SLO rules as ``m``; a prompt that
             leaves no room for the answer in the context is cut to the context less the answer): columns
-            ``own map says`` and ``agrees`` (:func:`agrees`: True, False, or None where the rule makes no claim).
+            ``own map says``, ``unfinished`` (the layouts that finished no request there, as "split, prefill-first":
+            a verdict beside them says which layout fits such a request, not which serves it better) and
+            ``agrees`` (:func:`agrees`: True, False, or None where the rule makes no claim).
 
     Returns a DataFrame, one row per row: model, GPU, dtype, prompt tokens, prefill (ms), decode step (ms, lone,
     at that context), prefill in decode steps, one step of the map's chunk size beside a decode row in decode
@@ -223,7 +228,8 @@ def apply_rule(m, rows: Sequence[tuple] = BOOK_ROWS, tpot_steps: float | None = 
                "TPOT SLO (steps)": tpot_steps, "threshold from (steps)": t.below_steps,
                "threshold to (steps)": t.from_steps if t.threshold else math.nan, "rule says": reading(t, steps)}
         if check:
-            rec["own map says"] = _row_check(cost, m, min(prompt, cost.max_context - m.output_tokens), tpot_steps)
+            rec["own map says"], rec["unfinished"] = _row_check(cost, m, min(prompt, cost.max_context
+                                                                             - m.output_tokens), tpot_steps)
             rec["agrees"] = agrees(rec["rule says"], rec["own map says"])
         out.append(rec)
     return pd.DataFrame(out)

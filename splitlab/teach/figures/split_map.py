@@ -151,7 +151,7 @@ RULE_NAMES = {"prefill-first": "pf-first"}
 
 def rule_table(rows: pd.DataFrame) -> pd.DataFrame:
     """:func:`splitlab.planning.rule_of_thumb.apply_rule`'s ``rows`` (with ``own map says``, ``check=True``) as a
-    phone-wide display: one row per case ("8B, 2,048" under the models' shared name, "Llama-3"), the prefill and
+    phone-wide display: one row per case ("8B bf16, 2,048" under the models' shared name, "Llama-3"), the prefill and
     one chunk in decode steps (3 significant digits), what the rule says and what the row's own map says. Chapter
     7's table of the same rows in full names (two index levels, "256-token chunk (decode steps)", "prefill-first")
     was 415 px wide in a 365 px column at 412 px."""
@@ -160,8 +160,8 @@ def rule_table(rows: pd.DataFrame) -> pd.DataFrame:
     shared = shared[:shared.rfind("-") + 1] if "-" in shared else ""
     chunk = next(c for c in rows.columns if c.endswith("-token chunk (decode steps)"))
     out = pd.DataFrame({
-        shared.rstrip("-") or "model": [f"{m[len(shared):]}, {int(t):,}" for m, t in zip(models,
-                                                                                         rows["prompt tokens"])],
+        shared.rstrip("-") or "model": [f"{m[len(shared):]} {dt}, {int(t):,}" for m, dt, t in zip(
+            models, rows["dtype"], rows["prompt tokens"])],  # the dtype: 70B is fp8 (its weights fit one H100)
         "prefill (steps)": [fmt3(v) for v in rows["prefill (decode steps)"]],
         f"chunk of {chunk.split('-')[0]} (steps)": [fmt3(v) for v in rows[chunk]],
         "rule": list(rows["rule says"])})

@@ -195,13 +195,16 @@ def rule_words(rows, row) -> str:
     :func:`splitlab.planning.rule_of_thumb.split_threshold` (its words), then each case of ``rows``
     (:func:`~splitlab.planning.rule_of_thumb.apply_rule` with ``check=True``): its prefill in decode steps and what
     the row says there, then the cases whose own cell (simulated on their roofline) disagrees, and those where the
-    rule makes no claim. ValueError: ``rows`` without the ``agrees`` column (made without ``check=True``), or
-    with no case."""
+    rule makes no claim; the cases where a layout finished no request (``unfinished``: there the own cell's verdict
+    is about memory); and, for apply_rule's rows, the first case's roofline bounds at full efficiency (chapter 5's)
+    beside the ones the table charges. ValueError: ``rows`` without the ``agrees`` column (made without
+    ``check=True``), or with no case."""
     if "agrees" not in rows:
         raise ValueError("rows has no 'agrees' column: make it with apply_rule(..., check=True)")
     if rows.empty:  # was 'Read at each case's prefill cost (...): . ... disagrees in 0 of 0 cases'
         raise ValueError("rows has no case: give apply_rule at least one (model, GPU, dtype, prompt tokens)")
-    cases = [(f"{r['model']} at {r['prompt tokens']:,} tokens", r) for _, r in rows.iterrows()]
+    cases = [(f"{r['model']}{f' ({d})' if (d := r.get('dtype')) else ''} at {r['prompt tokens']:,} tokens", r)
+             for _, r in rows.iterrows()]
     said = "; ".join(f"{name} ({r['prefill (decode steps)']:.3g} steps), {r['rule says']}" for name, r in cases)
     differ = [(name, r) for name, r in cases if r["agrees"] is False]
     silent = [name for name, r in cases if r["agrees"] is None]
@@ -217,4 +220,32 @@ def rule_words(rows, row) -> str:
         text += (" The rule counts the prefill in decode steps and leaves out what a chunk costs (the chunk "
                  "column): a rule read off one device carries to another only where a chunk stalls a stream about "
                  "as long on both.")
-    return text
+    alone = [(name, r) for name, r in cases if r.get("unfinished")]
+    for name, r in alone:  # was 'chunked' for Llama-3-70B fp8 at 8k, whose split and prefill-first finished nothing
+        text += (f" For {name}, {and_list([KINDS.get(k, k) for k in r['unfinished'].split(', ')])} finished no "
+                 f"request: {r['own map says']} "
+                 f"there says which layout fits such a request in memory, not which serves it better.")
+    return text + _bounds_note(rows)
+
+
+#: a map's kinds as a sentence names them
+KINDS = {"split": "the split", "prefill-first": "prefill-first", "chunked": "chunked"}
+
+
+def _bounds_note(rows) -> str:
+    """The first row's prefill and decode step at the roofline's full efficiency (the bounds chapter 5 prints)
+    beside the ones the table charges (the cost model's default efficiencies), in decode steps."""
+    from ...costmodel import roofline_cost_model
+    from ...costmodel.analytic import COMPUTE_EFFICIENCY, MEMORY_EFFICIENCY
+
+    r = rows.iloc[0]
+    if any(k not in r for k in ("GPU", "dtype", "prefill (ms)", "decode step (ms)")):
+        return ""  # not apply_rule's rows: no roofline to bound
+    bound = roofline_cost_model(r["model"], r["GPU"], r["dtype"], compute_efficiency=1.0, memory_efficiency=1.0)
+    p, d = bound.prefill_s(int(r["prompt tokens"])), bound.decode_s(1, int(r["prompt tokens"]))
+    return (f" Chapter 5 prints the roofline's bounds at full efficiency: for {r['model']} ({r['dtype']}) at "
+            f"{r['prompt tokens']:,} tokens a prefill of at least {fmt3(p * 1e3)} ms against a decode step of at "
+            f"least {fmt3(d * 1e3)} ms, {fmt3(p / d)} steps; the table charges the cost model's default "
+            f"efficiencies ({COMPUTE_EFFICIENCY:.0%} of peak compute, {MEMORY_EFFICIENCY:.0%} of memory bandwidth): "
+            f"{fmt3(r['prefill (ms)'])} and {fmt3(r['decode step (ms)'])} ms, "
+            f"{fmt3(r['prefill (decode steps)'])} steps.")
