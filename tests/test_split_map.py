@@ -259,6 +259,9 @@ def test_the_rule_reads_a_case_off_the_columns_on_either_side():
     assert agrees("split", "split") and agrees("split or tie", "tie (split, chunked)")
     assert agrees("colocated", "chunked") and agrees("tie", "prefill-first") is False
     assert agrees("near the threshold", "split") is None and agrees("beyond the map's columns", "split") is None
+    # within 5% past an end column a case reads as that column (ch07: Llama-3-8B at 8k, 39.3 steps, past 38.6)
+    assert [reading(bumpy, s) for s in (1.72, 1.70, 39.3, 40.6, 40.7)] == [
+        "split", "below the map's columns", "split", "split", "beyond the map's columns"]
 
 
 def test_the_rule_checked_against_the_rows_own_map():
