@@ -70,7 +70,9 @@ def test_one_seed_is_never_decisive_it_has_no_spread():
     assert "a gap of +31 points from one seed, which has no spread to judge it against" in words
     assert "outside" not in words and "cannot tell the two layouts apart" in words
     two = pd.DataFrame({a: [100, 97], b: [69, 72]}, index=pd.Index([0, 1], name="seed"))
-    assert split_seeds.paired_gaps(two, a, b)["decisive"]  # two seeds of one sign still are
+    assert not split_seeds.paired_gaps(two, a, b)["decisive"]  # gaps 31 and 25: t(1) = 12.7 spans -10 to +66
+    close = pd.DataFrame({a: [100, 99], b: [69, 69]}, index=pd.Index([0, 1], name="seed"))
+    assert split_seeds.paired_gaps(close, a, b)["decisive"]  # gaps 31 and 30: +24 to +37
     cell = SimpleNamespace(tpot_steps=2.5)
     words = split_loss.takeaway([], cell, "research", 11.3, SimpleNamespace(name=a, goodput_rps_per_worker=8.0),
                                 SimpleNamespace(name=b, goodput_rps_per_worker=8.3), _one_seed(100, 69))

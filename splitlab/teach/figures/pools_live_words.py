@@ -20,17 +20,14 @@ import math
 import pandas as pd
 
 from .pools_live_args import REGIONS, check_cell, check_runs, check_scores
-from .split_seeds import paired_gaps
+from .split_seeds import T975, paired_gaps
 
 __all__ = ["REGIONS", "T975", "TIE_FLOOR", "TIE_CEILING", "TIE_LOADED", "TIE_GAP", "LEAD_FLOOR", "T95", "even",
            "gap_interval", "rate_score", "pick_rate", "live_outcome"]
 
-#: the 97.5% quantile of Student's t with 1 .. 10 degrees of freedom (any table of it, e.g. NIST/SEMATECH
-#: e-Handbook of Statistical Methods, 1.3.6.7.2): a two-sided 95% interval's half-width in standard errors
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
-
-#: the 95% quantile of Student's t with 1 .. 10 degrees of freedom (the same table): a two-sided 90% interval's
-#: half-width, the interval of an equivalence test by two one-sided tests at 5% each (Schuirmann, 1987)
+#: the 95% quantile of Student's t with 1 .. 10 degrees of freedom (the table of :data:`~.split_seeds.T975`): a
+#: two-sided 90% interval's half-width, the interval of an equivalence test by two one-sided tests at 5% each
+#: (Schuirmann, 1987)
 T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812)
 
 
@@ -52,16 +49,13 @@ def gap_interval(attainment: pd.DataFrame, a: str, b: str) -> dict:
     g = paired_gaps(attainment, a, b)
     if not all(math.isfinite(x) for x in g["gaps"]):
         raise ValueError(f"attainment of {a!r} and {b!r} must be finite percentages, got gaps {g['gaps']}")
-    n = g["seeds"]
+    n = g["seeds"]  # the 95% interval is paired_gaps' (ci_low, ci_high); the 90% one, the same way with T95
     se = math.inf if n < 2 else math.sqrt(sum((x - g["mean"]) ** 2 for x in g["gaps"]) / (n - 1) / n)
-    ends = {}
-    for name, table in (("ci", T975), ("eq", T95)):
-        half = math.inf if n < 2 else table[min(n - 1, len(table)) - 1] * se
-        low, high = g["mean"] - half, g["mean"] + half
-        if math.isfinite(half):  # a gap in attainment lies within +-100 points, whatever the t interval says
-            low, high = max(low, -100.0), min(high, 100.0)
-        ends.update({f"{name}_low": low, f"{name}_high": high})
-    return dict(g, **ends, excludes_zero=bool(ends["ci_low"] > 0 or ends["ci_high"] < 0))
+    half = math.inf if n < 2 else T95[min(n - 1, len(T95)) - 1] * se
+    low, high = g["mean"] - half, g["mean"] + half
+    if math.isfinite(half):  # a gap in attainment lies within +-100 points, whatever the t interval says
+        low, high = max(low, -100.0), min(high, 100.0)
+    return dict(g, eq_low=low, eq_high=high, excludes_zero=g["decisive"])
 
 
 def rate_score(cell, runs: dict) -> float:

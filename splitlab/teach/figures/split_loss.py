@@ -176,9 +176,14 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
     planned = (f"{short_name(colocated.name)} served {gc:.3g} requests/s per worker, "
                f"{'ahead of' if gc > gs else 'behind'} {gs:.3g} for {split.name}")
     g = paired_gaps(attainment, split.name, colocated.name)
-    seeds = ("the colocated layout ahead in every seed" if g["decisive"] and g["leader"] == colocated.name else
-             "the split ahead in every seed" if g["decisive"] else
-             "one seed: no spread to judge its gap against" if g["seeds"] < 2 else "a gap within the runs' own spread")
+    lead = sorted((-g["ci_high"], -g["ci_low"]) if g["leader"] == colocated.name else (g["ci_low"], g["ci_high"]))
+    ci = f"95% interval over {g['seeds']} seeds"
+    seeds = (f"the colocated layout ahead by {lead[0]:.0f} to {lead[1]:.0f} points, its {ci}" if g["decisive"] and
+             g["leader"] == colocated.name else
+             f"the split ahead by {lead[0]:.0f} to {lead[1]:.0f} points, its {ci}" if g["decisive"] else
+             "one seed: no spread to judge its gap against" if g["seeds"] < 2 else
+             f"a gap within the runs' own spread: its {ci}, {g['ci_low']:+.0f} to {g['ci_high']:+.0f} points for the "
+             f"split, holds zero")
     live = (f"live, {attainment[colocated.name].mean():.0f}% of the colocated requests met both SLOs on average "
             f"against {attainment[split.name].mean():.0f}% on the split ({seeds})")
     prompts = f"`{workload}` prompts of {workload_steps:.3g} decode steps"

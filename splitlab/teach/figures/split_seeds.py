@@ -5,8 +5,9 @@ layout's lead is measured seed by seed, on the very same requests, and set again
   the first seed's :class:`~splitlab.serving.Comparison` kept whole for the page's tables and timelines.
 - :func:`widest_gap_rate`: of some rates, the one where the simulator predicts the widest paired gap between two
   layouts (a live run there is most likely to be decisive).
-- :func:`paired_gaps`: the gap in SLO attainment between two layouts, seed by seed (percentage points), its mean
-  and range, and whether the verdict is outside that range (every seed's gap on the same side of zero).
+- :func:`paired_gaps`: the gap in SLO attainment between two layouts, seed by seed (percentage points), its mean,
+  range and 95% confidence interval over the seeds (Student's t), and whether the verdict is outside the runs' own
+  spread (that interval clear of zero: chapters 6 and 7 judge alike).
 - :func:`attainment_table`: one column per seed and the mean, one row per layout (%) and per gap (points).
 - :func:`paired_verdict`: that comparison in a sentence.
 - :func:`hybrid_note`: how the chunked runs' hybrid steps ran on the real model (one fused forward, or two passes
@@ -15,6 +16,7 @@ layout's lead is measured seed by seed, on the very same requests, and set again
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -26,7 +28,11 @@ from .split_tables import short_name
 from .style import fmt3, sig3
 
 __all__ = ["PairedRuns", "paired_runs", "widest_gap_rate", "paired_gaps", "attainment_table", "paired_verdict",
-           "hybrid_note", "rate_multiples"]
+           "hybrid_note", "rate_multiples", "T975"]
+
+#: the 97.5% quantile of Student's t with 1 .. 10 degrees of freedom (any table of it, e.g. NIST/SEMATECH
+#: e-Handbook of Statistical Methods, 1.3.6.7.2): a two-sided 95% interval's half-width in standard errors
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
 
 @dataclass
@@ -131,9 +137,12 @@ def _check_pair(names: list, a: str, b: str, where: str, args: tuple[str, str] =
 def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
     """``a``'s lead over ``b`` in SLO attainment, seed by seed (points; ``attainment`` in %, one row per seed):
     ``gaps`` (list), ``seeds`` (how many), ``mean``, ``low``, ``high`` (range over the seeds), ``spread`` (high -
-    low), ``decisive`` (at least two seeds, every seed's gap on the same side of zero and none zero: the verdict lies
-    outside the runs' own spread; one seed has no spread to lie outside), ``leader`` (a or b by the mean; None at a
-    mean of 0).
+    low), ``ci_low``, ``ci_high`` (the mean's 95% confidence interval, mean -/+ t x sd / sqrt(seeds), t of
+    :data:`T975`, beyond 11 seeds the 10 degrees of freedom's, a little wider than the true one; clipped to +-100
+    points, the widest a gap in attainment can be; unbounded for one seed), ``decisive`` (that interval clear of
+    zero: the verdict lies outside the runs' own spread; three seeds all on one side of zero are not enough when
+    their gaps scatter, and one seed has no spread to lie outside), ``leader`` (a or b by the mean; None at a mean
+    of 0).
 
     Raises:
         KeyError: a or b not a column of ``attainment``.
@@ -146,9 +155,13 @@ def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
         raise ValueError(f"attainment is NaN for seed(s) {nan} (no requests served?): a gap needs both layouts' "
                          f"attainment")
     gaps = (attainment[a] - attainment[b]).to_numpy(float)
-    low, high, mean = float(gaps.min()), float(gaps.max()), float(gaps.mean())
-    return dict(gaps=list(gaps), seeds=len(gaps), mean=mean, low=low, high=high, spread=high - low,
-                decisive=bool(len(gaps) >= 2 and (low > 0 or high < 0)),
+    low, high, mean, n = float(gaps.min()), float(gaps.max()), float(gaps.mean()), len(gaps)
+    half = math.inf if n < 2 else T975[min(n - 1, len(T975)) - 1] * float(gaps.std(ddof=1)) / math.sqrt(n)
+    ci_low, ci_high = mean - half, mean + half
+    if math.isfinite(half):  # a gap in attainment lies within +-100 points, whatever the t interval says
+        ci_low, ci_high = max(ci_low, -100.0), min(ci_high, 100.0)
+    return dict(gaps=list(gaps), seeds=n, mean=mean, low=low, high=high, spread=high - low, ci_low=ci_low,
+                ci_high=ci_high, decisive=bool(n >= 2 and (ci_low > 0 or ci_high < 0)),
                 leader=a if mean > 0 else b if mean < 0 else None)
 
 
@@ -189,16 +202,19 @@ def paired_verdict(attainment: pd.DataFrame, a: str, b: str, n_requests: int) ->
         lead, other, sign = (sa, sb, 1) if g["mean"] > 0 else (sb, sa, -1)
         lo, hi = sorted((sign * g["low"], sign * g["high"]))
         spread = (f"by {lo:.0f} points in every seed" if lo == hi else
-                  f"by {lo:.0f} to {hi:.0f} points (mean {sign * g['mean']:.0f})")
-        return (f"{head}: seed by seed, {lead} led {other} {spread}, so the verdict lies outside the runs' own "
-                f"spread.")
+                  f"by {lo:.0f} to {hi:.0f} points (mean {sign * g['mean']:.0f})" if lo > 0 else
+                  f"by {sign * g['mean']:.0f} points on average ({lo:+.0f} to {hi:+.0f} seed by seed)")
+        clo, chi = sorted((sign * g["ci_low"], sign * g["ci_high"]))
+        return (f"{head}: {lead} led {other} {spread}; the lead's 95% interval over the seeds, {clo:.0f} to "
+                f"{chi:.0f} points, is clear of zero, so the verdict lies outside the runs' own spread.")
     if k == 1:
         return (f"{head}: a gap of {g['mean']:+.0f} points from one seed, which has no spread to judge it "
                 f"against, so this run cannot tell the two layouts apart (run two seeds or more).")
     if g["low"] == g["high"] == 0:
         return f"{head}: the two layouts tied in every seed, so these runs cannot tell the two layouts apart."
-    return (f"{head}: seed by seed, the gap ranged from {g['low']:+.0f} to {g['high']:+.0f} points (mean "
-            f"{g['mean']:+.0f}); zero lies within that range, so these runs cannot tell the two layouts apart.")
+    return (f"{head}: seed by seed, the gap {sa} - {sb} ranged from {g['low']:+.0f} to {g['high']:+.0f} points "
+            f"(mean {g['mean']:+.0f}), and its 95% interval over the seeds, {g['ci_low']:+.0f} to {g['ci_high']:+.0f}, "
+            f"holds zero, so these runs cannot tell the two layouts apart.")
 
 
 def hybrid_note(runs: PairedRuns, cost, tolerance: float = 0.2) -> str:
