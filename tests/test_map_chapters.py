@@ -64,8 +64,8 @@ def test_run_length_words_compare_a_column_on_short_and_long_runs():
     short = C(cells=[C(prompt_tokens=64, tpot_steps=1.5, winner="chunked", margin=0.48),
                      C(prompt_tokens=64, tpot_steps=2.5, winner="chunked", margin=0.21)])
     assert run_length_words(long, short) == (
-        "On its 64-token prompts runs of 400 requests find chunked by 48% at 1.5 steps, chunked by 21% at 2.5 "
-        "steps; runs of 2,000 a tie at 1.5 steps, chunked by 20% at 2.5 steps (1 of 2 cells change hands): a short "
+        "On its 64-token prompts runs of 400 requests find chunked +92% at 1.5 steps, chunked +27% at 2.5 "
+        "steps; runs of 2,000 a tie at 1.5 steps, chunked +25% at 2.5 steps (1 of 2 cells change hands): a short "
         "run ends before a decode backlog builds, and the backlog weighs on the layouts differently.")
     assert run_length_words(long, C(cells=[C(prompt_tokens=16, tpot_steps=1.5, winner="split", margin=0.1)])) == ""
 

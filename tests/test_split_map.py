@@ -293,7 +293,7 @@ def test_the_explorers_draw_the_same_maps():
     fig = split_map_figure(maps)
     steps = fig.layout.sliders[0].steps
     assert [s.label for s in steps] == ["cost model's", "1 GB/s"]
-    assert steps[1].args[0]["text"][0][0][2] == "chunk<br>+50%" and steps[0].args[0]["text"][0][0][2] == "2P+2D<br>+50%"
+    assert steps[1].args[0]["text"][0][0][2] == "chunk<br>x2" and steps[0].args[0]["text"][0][0][2] == "2P+2D<br>x2"
     with pytest.raises(ValueError, match="default link 5"):
         split_map_figure(maps, default=5)
     box = split_map_explorer(maps)
@@ -311,15 +311,15 @@ def test_the_explorers_draw_4_and_8_workers_with_a_menu():
     fig = split_map_figure(grids)
     heat = [t for t in fig.data if t.type == "heatmap"]
     assert len(heat) == 2 and [t.visible for t in heat] == [True, False]
-    assert fig.data[0].text[0][0] == "chunk<br>+50%" and fig.data[1].text[0][0] == "2P+2D<br>+50%"
+    assert fig.data[0].text[0][0] == "chunk<br>x2" and fig.data[1].text[0][0] == "2P+2D<br>x2"
     menu = fig.layout.updatemenus[0]
     assert [b.label for b in menu.buttons] == ["4 workers", "8 workers"]
     legend = len(fig.data) - 2
     assert list(menu.buttons[1].args[0]["visible"]) == [False, True] + [True] * legend  # the legend's traces stay
     step = fig.layout.sliders[0].steps[1]  # 1 GB/s: both heatmaps restyled, each from its own cluster's map
     assert step.label == "1 GB/s" and list(step.args[1]) == [0, 1]
-    assert step.args[0]["text"][0][0][2] == "chunk<br>+50%" and step.args[0]["text"][1][0][2] == "chunk<br>+50%"
-    assert step.args[0]["text"][1][0][0] == "2P+2D<br>+50%"
+    assert step.args[0]["text"][0][0][2] == "chunk<br>x2" and step.args[0]["text"][1][0][2] == "chunk<br>x2"
+    assert step.args[0]["text"][1][0][0] == "2P+2D<br>x2"
     assert "workers" not in fig.layout.title.text  # the menu names the cluster
     assert fig.layout.margin.t > 70 and fig.layout.height == 630  # a row for the menu, the plot as tall as before
     assert split_map_figure(grids[4]).layout.updatemenus == ()  # one cluster: no menu, as before
@@ -334,3 +334,14 @@ def test_the_explorers_draw_4_and_8_workers_with_a_menu():
     for bad, match in (((), "workers is empty"), ((4, 4), "cluster size twice")):
         with pytest.raises(ValueError, match=match):
             split_map_grids(CRAFTED, workers=bad)
+
+
+def test_a_cell_says_its_winner_s_lead_not_its_margin():
+    """The map printed 'chunked +75%' for 5,531 against 1,380 requests/s per worker, a 4x lead (a fresh reader,
+    2026-12-05): '+N%' reads as 'N% more', so a cell says the lead; the margin still decides ties."""
+    from splitlab.planning.map_result import lead_text
+    assert [lead_text(m) for m in (0.0, 0.2, 0.28, 0.5, 0.75, 0.9, 1.0)] == ["+0%", "+25%", "+39%", "x2", "x4",
+                                                                              "x10", "alone"]
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="margin must be a share in"):
+            lead_text(bad)

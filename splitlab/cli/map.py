@@ -26,12 +26,13 @@ LETTER = {"split": "S", "prefill-first": "P", "chunked": "C"}
 
 
 def _cell(c) -> str:
-    """A cell of the text map: '2P+2D +53%', 'chunked +18%', 'tie S=C' or 'none'."""
+    """A cell of the text map: '2P+2D +53%', 'chunked x4' (the winner's lead: ``lead_text``), 'tie S=C' or 'none'."""
+    from ..planning.map_result import lead_text
     if c.winner == "tie":
         return "tie " + "=".join(LETTER[k] for k in LETTER if k in c.tied)
     if c.winner == "none":
         return "none"
-    return f"{c.names['split'] if c.winner == 'split' else SHORT[c.winner]} +{c.margin:.0%}"
+    return f"{c.names['split'] if c.winner == 'split' else SHORT[c.winner]} {lead_text(c.margin)}"
 
 
 @command("map", "where the split pays off: the winning layout over prompt length and TPOT SLO, for a fixed cluster",
@@ -63,6 +64,7 @@ def _cell(c) -> str:
          *COST_OPTIONS)
 def map_command(args):
     from ..planning.conditional_layouts import MAP_QUEUES, conditional_wins
+    from ..planning.map_result import lead_text
     from ..planning.options import chunk_of
     from ..planning.split_map import MAP_EXTEND, geometric_axis, prompt_axis, split_map
     from ..serving import CostModelExecutor
@@ -148,6 +150,6 @@ def map_command(args):
                     f"pure layouts by more than {m.tie_tolerance:.0%} in {len(wins)} of {len(m.cells)} cells"
                     + (":" if wins else ""))
         text += [f"  {w['prompt_tokens']} tokens, TPOT {w['tpot_steps']:g} steps: {w['layout']} "
-                 f"{w['goodput_rps_per_worker']:.3g} req/s per worker, +{w['margin_over_split']:.0%} over the split, "
-                 f"+{w['margin_over_colocated']:.0%} over {w['colocated_layout']}" for w in wins]
+                 f"{w['goodput_rps_per_worker']:.3g} req/s per worker, {lead_text(w['margin_over_split'])} over the "
+                 f"split, {lead_text(w['margin_over_colocated'])} over {w['colocated_layout']}" for w in wins]
     return clean(data), text

@@ -8,9 +8,25 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..common.numbers import fmt3
 from .batch import chunked_cap_words
 
-__all__ = ["Cell", "SplitMap", "KINDS", "KIND_LABELS"]
+__all__ = ["Cell", "SplitMap", "KINDS", "KIND_LABELS", "lead_text"]
+
+
+def lead_text(margin: float) -> str:
+    """A winner's lead as a reader takes '+N%', from its ``margin`` (1 - runner-up / winner's goodput, a share):
+    '+25%' for 0.2 (the winner serves 25% more), 'x4' for 0.75 (from twice the runner-up on), 'alone' for 1 (the
+    runner-up serves nothing). The map's cells once printed the margin as '+75%' beside a 4x lead.
+
+    Raises:
+        ValueError: a margin outside [0, 1]."""
+    if not 0 <= margin <= 1:  # NaN too
+        raise ValueError(f"margin must be a share in [0, 1] (1 - runner-up / winner), got {margin!r}")
+    if margin >= 1:
+        return "alone"
+    ratio = 1 / (1 - margin)
+    return f"x{fmt3(ratio, 2)}" if ratio >= 2 else f"+{ratio - 1:.0%}"
 
 #: the three contenders of a cell, and what a cell's ``winner`` may also be
 KINDS = ("split", "prefill-first", "chunked")

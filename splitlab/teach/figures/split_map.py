@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
+from ...planning.map_result import lead_text
 from .phone import figure, legend_below, styled
 from .style import LAYOUT_COLORS, fmt3, gb_per_s, pct2
 
@@ -48,14 +49,15 @@ def cell_color(cell) -> tuple[float, float, float]:
 
 
 def cell_text(cell, multiline: str = "\n") -> str:
-    """Two short lines for a cell: the winning layout ("3P+1D", "pf": prefill-first, "chunk") and its margin ("+53%"); a
-    tie names the tied kinds by letter ("S=C": split, chunked; P: prefill-first); "none" where no layout serves."""
+    """Two short lines for a cell: the winning layout ("3P+1D", "pf": prefill-first, "chunk") and its lead ("+53%",
+    "x4": :func:`~splitlab.planning.map_result.lead_text`); a tie names the tied kinds by letter ("S=C": split,
+    chunked; P: prefill-first); "none" where no layout serves."""
     if cell.winner == "none":
         return f"none{multiline}0/s"
     if cell.winner == "tie":
         return f"tie{multiline}" + "=".join(SHORT[k] for k in SHORT if k in cell.tied)
     name = cell.names["split"] if cell.winner == "split" else {"prefill-first": "pf", "chunked": "chunk"}[cell.winner]
-    return f"{name}{multiline}+{cell.margin:.0%}"
+    return f"{name}{multiline}{lead_text(cell.margin)}"
 
 
 def _dark(rgb) -> bool:
@@ -129,10 +131,10 @@ def map_words(m) -> str:
 
 def run_length_words(long_map, short_map, long_requests: int = 2000, short_requests: int = 400) -> str:
     """A sentence on one column of the map ``long_map`` (runs of ``long_requests``) searched again on shorter runs
-    (``short_map``, runs of ``short_requests``): each cell's winner and its margin over the runner-up on both,
+    (``short_map``, runs of ``short_requests``): each cell's winner and its lead over the runner-up on both,
     computed; "" when the short map has no cell of ``long_map``."""
     def said(c) -> str:
-        return ("a tie" if c.winner == "tie" else f"{c.winner} by {c.margin:.0%}") + f" at {c.tpot_steps:g} steps"
+        return ("a tie" if c.winner == "tie" else f"{c.winner} {lead_text(c.margin)}") + f" at {c.tpot_steps:g} steps"
     long = {(c.prompt_tokens, c.tpot_steps): c for c in long_map.cells}
     pairs = [(long[c.prompt_tokens, c.tpot_steps], c) for c in short_map.cells
              if (c.prompt_tokens, c.tpot_steps) in long]
