@@ -119,7 +119,8 @@ def map_command(args):
             f"prefills of the prompt, KV link {link}",
             f"cost model: {m.cost_source}",
             f"decode batch: {m.batch_words}",
-            f"winner in goodput per worker, margin over the runner-up (ties: within {m.tie_tolerance:.0%}); "
+            f"winner in goodput per worker, its lead over the runner-up (ties: within {m.tie_tolerance:.0%} of the "
+            f"winner); "
             f"{m.searches} goodput searches, " + (
                 "plain runs that never go on (every layout alike)" if MAP_EXTEND == 1
                 else f"runs going on to {MAP_EXTEND}x while unsettled (every layout alike)")]

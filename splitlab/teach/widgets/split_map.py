@@ -187,7 +187,8 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
     import plotly.graph_objects as go
     from matplotlib.colors import to_hex
 
-    from ..figures.split_map import KIND_COLORS, NONE_COLOR, TIE_COLOR, axis_ticks, cell_text, predicted
+    from ...planning.map_result import lead_text
+    from ..figures.split_map import FULL_MARGIN, KIND_COLORS, NONE_COLOR, TIE_COLOR, axis_ticks, cell_text, predicted
     from ..figures.style import pct2
     from ..interactive import MODEBAR_REMOVED
 
@@ -233,7 +234,8 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
     layout = dict(
         title=dict(text=f"{title or 'Most goodput per worker' + (', ' if sizes else '') + sizes}"
                         f"{' (predicted)' if predicted(first) else ''}"
-                        f"<br><sup>shade: margin over the runner-up, full at 50%</sup>", x=0.01, xanchor="left",
+                        f"<br><sup>shade: lead over the runner-up, full from {lead_text(FULL_MARGIN)}</sup>",
+                   x=0.01, xanchor="left",
                    y=1 - 12 / (height + top - 70), yref="container", yanchor="top", font=dict(size=14)),
         height=height + top - 70, autosize=True, margin=dict(l=70, r=10, t=top, b=195), font=dict(size=12),
         xaxis=dict(title=dict(text="prefill cost, in decode steps (prompt tokens)"), type="category",
