@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 error, 2 usage error, 3 requests failed, or every
     one rejected, in a serve/compare/simulate run whose results were printed, 130 interrupted, 141 the reader of stdout
-    went away, as in ``splitlab kv-size tiny | head -1``)."""
+    went away, as in ``splitlab kv-size tiny | head -1``; 1 too when the output cannot be written, a full disk)."""
     args = build_parser().parse_args(argv)
     try:
         done = args.run(args)
@@ -76,4 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader closed the pipe: no traceback, and none when Python flushes at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as err:  # a full disk behind `> file` (ENOSPC) was a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        print(f"splitlab {args.command}: error: cannot write the output: {one_line(err)}", file=sys.stderr)
+        return 1
     return status[0] if status else 0

@@ -13,7 +13,11 @@ import numpy as np
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor
 
-__all__ = ["geometric_axis", "prompt_axis", "prefill_steps", "chunk_steps", "check_axis"]
+__all__ = ["geometric_axis", "prompt_axis", "prefill_steps", "chunk_steps", "check_axis", "MAX_POINTS"]
+
+#: the most points an axis may hold: a map holds at most this many cells (``split_map.MAX_CELLS``), so one axis of
+#: more can never be served, and is refused before it is built
+MAX_POINTS = 400
 
 
 def geometric_axis(low: float, high: float, points: int, integer: bool = False) -> list:
@@ -34,8 +38,21 @@ def geometric_axis(low: float, high: float, points: int, integer: bool = False) 
         raise ValueError(f"one point needs low equal to high, got {low:g} to {high:g}")
     if points > 1 and low == high:  # a range of one value holds one point: was it once, or duplicates
         raise ValueError(f"{points} points need low below high, got {low:g} to {high:g} (one point: points=1)")
+    if points > MAX_POINTS:  # checked before the axis is built: a million points took 30 s, then was refused
+        raise ValueError(f"points must be at most {MAX_POINTS} (a map holds at most {MAX_POINTS} cells), got {points}")
     vals = np.geomspace(low, high, points) if points > 1 else np.array([low])
-    return sorted({int(round(v)) for v in vals}) if integer else [float(f"{v:.3g}") for v in vals]
+    if integer:
+        return sorted({int(round(v)) for v in vals})
+    out = [float(f"{v:.3g}") for v in vals]
+    if len(set(out)) < len(out):  # 1 to 1.01 in 4 points was [1.0, 1.0, 1.01, 1.01], then 'a value twice'
+        raise ValueError(f"{points} points from {low:g} to {high:g} round to only {len(set(out))} distinct values at 3 "
+                         f"significant digits: widen the range or ask for at most {len(set(out))} points")
+    return out
+
+
+def _check_tokens(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:  # 0, -5, NaN and '64' were read
+        raise ValueError(f"{name} must be an integer number of tokens >= 1, got {v!r}")
 
 
 def prefill_steps(cost: CostModel, prompt_tokens: int) -> float:
@@ -43,7 +60,11 @@ def prefill_steps(cost: CostModel, prompt_tokens: int) -> float:
     ``cost.prefill_s(n) / cost.decode_s(1, n)`` (the map's across axis).
 
     Raises:
-        ValueError: the cost model predicts a decode step of 0 s (no step to count in)."""
+        TypeError: ``cost`` not a CostModel. ValueError: ``prompt_tokens`` not an integer >= 1; the cost model
+            predicts a decode step of 0 s (no step to count in)."""
+    if not isinstance(cost, CostModel):
+        raise TypeError(f"cost must be a CostModel, got {type(cost).__name__}")
+    _check_tokens("prompt_tokens", prompt_tokens)
     d = cost.decode_s(1, prompt_tokens)
     if not d > 0:
         raise ValueError(f"this cost model ({cost.source}) predicts a decode step of 0 s: a map's axes are in decode "
@@ -56,8 +77,10 @@ def chunk_steps(cost: CostModel, chunk_tokens: int, prompt_tokens: int) -> float
     ``prompt_tokens`` (one fused forward, or two passes where ``cost.hybrid_path`` says its engine cannot fuse),
     in lone decode steps at that context (``cost.hybrid_s`` / ``cost.decode_s(1, n)``): what a
     chunk stalls a running stream for. Near 1 where a chunk rides in a memory-bound decode step for free (a GPU's
-    roofline), several where every prompt token costs time (a CPU). Raises ValueError for a free decode step."""
-    prefill_steps(cost, prompt_tokens)  # refuses a free decode step
+    roofline), several where every prompt token costs time (a CPU). Raises what :func:`prefill_steps` raises, and
+    ValueError for ``chunk_tokens`` not an integer >= 1."""
+    _check_tokens("chunk_tokens", chunk_tokens)
+    prefill_steps(cost, prompt_tokens)  # refuses a free decode step, a bad prompt or cost
     return cost.hybrid_s(chunk_tokens, chunk_tokens ** 2, 0, 1, prompt_tokens) / cost.decode_s(1, prompt_tokens)
 
 

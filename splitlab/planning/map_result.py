@@ -100,7 +100,8 @@ class Cell:
         return dict(prompt_tokens=self.prompt_tokens, prefill_steps=self.prefill_steps, tpot_steps=self.tpot_steps,
                     ttft_slo_s=self.ttft_slo_s, tpot_slo_s=self.tpot_slo_s, winner=self.winner, tied=list(self.tied),
                     verdict=self.verdict,
-                    winner_layout=self.names[lead], goodput_rps_per_worker=self.goodput[lead],
+                    winner_layout=None if self.winner == "none" else self.names[lead],  # none: no layout serves
+                    goodput_rps_per_worker=self.goodput[lead],
                     binding_slo=self.binding[lead], runner_up=self.runner_up,
                     runner_up_layout=self.names[self.runner_up],
                     runner_up_goodput_rps_per_worker=self.goodput[self.runner_up], margin=self.margin,

@@ -44,7 +44,7 @@ from .chunk_budget import TPOT, resolve_chunks
 from .closed_form import first_guess, link_capacity, split_capacity
 from .conditional_layouts import check_queues, conditional_contenders
 from .defaults import TPOT_STEPS, TTFT_PREFILLS
-from .map_axes import check_axis, chunk_steps, geometric_axis, prefill_steps, prompt_axis
+from .map_axes import MAX_POINTS, check_axis, chunk_steps, geometric_axis, prefill_steps, prompt_axis
 from .map_search import CellSearch
 from .map_result import KIND_LABELS, KINDS, Cell, SplitMap
 from .options import chunk_sizes, colocated_name, layout_options
@@ -56,7 +56,7 @@ __all__ = ["split_map", "SplitMap", "Cell", "KINDS", "KIND_LABELS", "geometric_a
 #: most cells of a map: each is about 5 goodput searches (the default 6 x 4 map of 4 workers on the built-in cost
 #: model, its chunked layout at 256 tokens and each cell's TPOT budget: 128 searches, 13.4 CPU seconds; 8 workers:
 #: 138, 15.7 CPU s, on 2026-12-04 at load average 0.5)
-MAX_CELLS = 400
+MAX_CELLS = MAX_POINTS
 #: how far a map's goodput runs may go on while unsettled (``extend`` of :func:`~splitlab.serving.goodput`), the
 #: same for every layout of every cell: 1, plain runs (module docstring)
 MAP_EXTEND = 1
