@@ -69,3 +69,11 @@ def test_a_cell_no_layout_serves_names_no_winning_layout():
     won = Cell(512, 20.0, 1.0, 0.1, 0.01, {"split": 3.0, "prefill-first": 1.0, "chunked": 2.0},
                {k: "ttft" for k in names}, names).decide(0.1)
     assert won.to_json()["winner_layout"] == "1P+3D"
+
+
+def test_a_tpot_slo_too_long_for_a_run_is_refused_before_the_first_search():
+    from splitlab.planning.split_map import split_map
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"make a request's lifetime \(.* s\) too long for a run of 20 lifetimes"):
+        split_map(COST, 4, [64, 128], [2.0, 1e308], progress=False)
+    assert time.perf_counter() - t0 < 5  # was refused 38 s into the map, by the first search of that row

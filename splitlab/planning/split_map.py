@@ -38,6 +38,7 @@ import numpy as np
 from ..common.progress import progress_bar
 from ..costmodel import CostModel
 from ..serving import CostModelExecutor, ServingConfig
+from ..serving.goodput_runs import LIFETIMES
 from ..serving.workload import Fixed, WorkloadSpec
 from .batch import batch_bound
 from .chunk_budget import TPOT, resolve_chunks
@@ -191,6 +192,12 @@ def split_map(cost: CostModel | None = None, workers: int = 4, prompt_tokens: Se
     transfer = {n: cost.transfer_s(cache_bytes[n]) if link_bytes_per_s is None else cache_bytes[n] / link_bytes_per_s
                 for n in prompts}  # a cache's seconds on the link (the closed form's bound on a split: link_capacity)
     ratio = {n: prefill_steps(cost, n) for n in prompts}
+    longest = max(ttft_prefills * cost.prefill_s(n) + (output_tokens - 1) * steps[-1] * cost.decode_s(1, n)
+                  for n in prompts)  # a request's lifetime at the loosest TPOT SLO; was refused 38 s into the map
+    if not math.isfinite(LIFETIMES * longest):
+        raise ValueError(f"tpot_steps up to {steps[-1]:g} make a request's lifetime ({longest:.3g} s) too long for a "
+                         f"run of {LIFETIMES} lifetimes to span (it overflows a float): give TPOT SLOs of a size a "
+                         f"reader waits for")
     with bar:
         for row, k in enumerate(steps):
             for col, n in enumerate(prompts):
