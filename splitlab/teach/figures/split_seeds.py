@@ -156,7 +156,9 @@ def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
                          f"attainment")
     gaps = (attainment[a] - attainment[b]).to_numpy(float)
     low, high, mean, n = float(gaps.min()), float(gaps.max()), float(gaps.mean()), len(gaps)
-    half = math.inf if n < 2 else T975[min(n - 1, len(T975)) - 1] * float(gaps.std(ddof=1)) / math.sqrt(n)
+    with np.errstate(invalid="ignore"):  # an infinite attainment gives a NaN spread here; gap_interval refuses it
+        sd = float(gaps.std(ddof=1)) if n >= 2 else math.inf
+    half = math.inf if n < 2 else T975[min(n - 1, len(T975)) - 1] * sd / math.sqrt(n)
     ci_low, ci_high = mean - half, mean + half
     if math.isfinite(half):  # a gap in attainment lies within +-100 points, whatever the t interval says
         ci_low, ci_high = max(ci_low, -100.0), min(ci_high, 100.0)
