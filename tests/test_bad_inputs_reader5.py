@@ -77,3 +77,16 @@ def test_a_tpot_slo_too_long_for_a_run_is_refused_before_the_first_search():
     with pytest.raises(ValueError, match=r"make a request's lifetime \(.* s\) too long for a run of 20 lifetimes"):
         split_map(COST, 4, [64, 128], [2.0, 1e308], progress=False)
     assert time.perf_counter() - t0 < 5  # was refused 38 s into the map, by the first search of that row
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--prompt-tokens", "100", "100"], "--columns 6 needs LOW below HIGH, got 100 to 100 (one value: --columns 1)"),
+    (["--tpot-steps", "2", "2"], "--rows 4 needs LOW below HIGH, got 2 to 2 (one value: --rows 1)"),
+    (["--tpot-steps", "1", "1.01"], "--tpot-steps 1 1.01 with --rows 4: 4 points from 1 to 1.01 round to only 2 "
+                                    "distinct values at 3 significant digits"),
+])
+def test_the_map_command_names_its_flags_not_the_axis_parameters(argv, message, capsys):
+    """A fresh reader got 'one point: points=1' (exit 1) for a one-value range under the default column count."""
+    from splitlab.cli import main
+    assert main(["map", *argv]) == 2
+    assert message in capsys.readouterr().err

@@ -75,9 +75,10 @@ def map_command(args):
             raise CLIError(f"{flag} must be at least 1, got {n}")
     if args.rows is not None and args.tpot_steps is None:  # was ignored: the default rows are no geometric range
         raise CLIError("--rows needs --tpot-steps LOW HIGH (the default rows are 1.5, 2.5, 4 and 8 decode steps)")
-    for flag, n, rng, same in (("--columns", args.columns, args.prompt_tokens, "--prompt-tokens N N"),
-                               ("--rows", args.rows, args.tpot_steps, "--tpot-steps N N")):
-        if n == 1 and (rng is None or rng[0] < rng[1]):  # was the range's low end alone, its high end dropped
+    for flag, given, default, rng, same in (("--columns", args.columns, 6, args.prompt_tokens, "--prompt-tokens N N"),
+                                            ("--rows", args.rows, 4, args.tpot_steps, "--tpot-steps N N")):
+        n = given or default  # a range of one value with the default count was refused naming 'points'
+        if given == 1 and (rng is None or rng[0] < rng[1]):
             got = "the default range" if rng is None else f"{rng[0]:g} to {rng[1]:g}"
             raise CLIError(f"{flag} 1 needs a range of one value, {same}, got {got}")
         if n is not None and n > 1 and rng is not None and rng[0] == rng[1]:  # was one column, or a value twice
@@ -96,7 +97,11 @@ def map_command(args):
     if len(set(queues)) != len(queues):
         raise CLIError(f"--conditional holds a queue length twice: {list(queues)}")
     cost = cost_model(args, args.model)
-    axes = {} if args.tpot_steps is None else {"--tpot-steps": geometric_axis(*args.tpot_steps, args.rows or 4)}
+    try:
+        axes = {} if args.tpot_steps is None else {"--tpot-steps": geometric_axis(*args.tpot_steps, args.rows or 4)}
+    except ValueError as err:  # named its own 'points', not the flags
+        raise CLIError(f"--tpot-steps {args.tpot_steps[0]:g} {args.tpot_steps[1]:g} with --rows {args.rows or 4}: "
+                       f"{err}") from None
     context = CostModelExecutor(cost).cost.max_context
     longest = args.prompt_tokens[1] if args.prompt_tokens else 16  # split_map's would name its own output_tokens
     if longest + args.output_tokens > context:
