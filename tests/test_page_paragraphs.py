@@ -111,29 +111,33 @@ def test_a_live_rate_is_printed_as_multiples_of_each_layouts_goodput():
             split_seeds.rate_multiples(bad, [_candidate(SPLIT, 2.0)])
 
 
+def _loss_cell(workers, split, colocated, split_name):
+    """Chapter 6's loss cell (367-token prompts, TPOT 10 steps) on ``workers``, its goodputs given."""
+    from splitlab.planning.map_result import Cell
+    names = {"split": split_name, "prefill-first": f"{workers} colocated (prefill-first)",
+             "chunked": f"{workers} colocated (chunked, 256-token chunks)"}
+    return Cell(367, 17.5, 10.0, 0.18, 0.019, {"split": split, "prefill-first": colocated, "chunked": 1.0},
+                {k: "tpot" for k in names}, names).decide(0.1)
+
+
 def test_the_granularity_note_reads_the_loss_cell_on_eight_workers():
     """Issue 22 item 5: chapter 6's loss on 4 workers (1P+3D, 2P+2D, 3P+1D only) checked on 8, whose splits take
     seven ratios: still lost, a tie, or won by the split, read from the 8-worker cell's verdict."""
     from splitlab.planning.map_result import Cell
 
-    def cell(workers, split, colocated, split_name):
-        names = {"split": split_name, "prefill-first": f"{workers} colocated (prefill-first)",
-                 "chunked": f"{workers} colocated (chunked, 256-token chunks)"}
-        return Cell(367, 17.5, 10.0, 0.18, 0.019, {"split": split, "prefill-first": colocated, "chunked": 1.0},
-                    {k: "tpot" for k in names}, names).decide(0.1)
-    four = cell(4, 13.4, 17.1, "3P+1D")
-    lost = split_loss.granularity_note(four, cell(8, 13.0, 17.0, "5P+3D"))
+    four = _loss_cell(4, 13.4, 17.1, "3P+1D")
+    lost = split_loss.granularity_note(four, _loss_cell(8, 13.0, 17.0, "5P+3D"))
     assert lost.startswith("On 8 workers the same cell (367-token prompts, TPOT 10 decode steps), where a split may "
                            "take 7 prefill:decode ratios against 3 on 4, the best split, 5P+3D, serves 13 requests/s "
                            "per worker and 8 colocated 17")
     assert lost.endswith("the split still loses (it serves 24% less), so the loss is not the coarse ratios of 4 "
                          "workers.")
     assert "a tie with colocated 5.9% ahead, within the tie tolerance, so part of the loss on 4 workers was their " \
-        "coarse ratios" in split_loss.granularity_note(four, cell(8, 16.0, 17.0, "5P+3D"))
+        "coarse ratios" in split_loss.granularity_note(four, _loss_cell(8, 16.0, 17.0, "5P+3D"))
     assert "a tie with the split 9.6% ahead, within the tie tolerance, so the loss on 4 workers does not survive " \
-        "finer ratios" in split_loss.granularity_note(four, cell(8, 15.6, 14.1, "5P+3D"))  # ch06, 2026-12-05
+        "finer ratios" in split_loss.granularity_note(four, _loss_cell(8, 15.6, 14.1, "5P+3D"))  # ch06, 2026-12-05
     assert "a split win, so the loss on 4 workers was their coarse ratios" in \
-        split_loss.granularity_note(four, cell(8, 20.0, 17.0, "5P+3D"))
+        split_loss.granularity_note(four, _loss_cell(8, 20.0, 17.0, "5P+3D"))
     with pytest.raises(ValueError, match="same cell"):
         split_loss.granularity_note(four, Cell(16, 1.9, 10.0, 0.1, 0.01, dict(four.goodput), dict(four.binding),
                                                dict(four.names)).decide(0.1))
@@ -145,18 +149,12 @@ def test_the_loss_takeaway_carries_the_eight_worker_reading_of_the_same_cell():
     import pandas as pd
     from types import SimpleNamespace
 
-    from splitlab.planning.map_result import Cell
-
-    def cell(workers, split, colocated, split_name):
-        names = {"split": split_name, "prefill-first": f"{workers} colocated (prefill-first)",
-                 "chunked": f"{workers} colocated (chunked, 256-token chunks)"}
-        return Cell(367, 17.5, 10.0, 0.18, 0.019, {"split": split, "prefill-first": colocated, "chunked": 1.0},
-                    {k: "tpot" for k in names}, names).decide(0.1)
-    four = cell(4, 13.4, 17.1, "3P+1D")
+    four = _loss_cell(4, 13.4, 17.1, "3P+1D")
     sp = SimpleNamespace(name="3P+1D", goodput_rps_per_worker=13.4)
     co = SimpleNamespace(name="4 colocated (prefill-first)", goodput_rps_per_worker=17.1)
     att = pd.DataFrame({"3P+1D": [60.0, 70, 65], co.name: [90.0, 95, 100]})
-    words = {v: split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1, big=cell(8, v, 15.7, "5P+3D"))
+    words = {v: split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1,
+                                    big=_loss_cell(8, v, 15.7, "5P+3D"))
              for v in (15.8, 12.0, 20.0)}
     assert words[15.8].endswith("turn the order: 4 colocated served 17.1 requests/s per worker, ahead of 13.4 for "
                                 "3P+1D (the split 22% less); live, 95% of the colocated requests met both SLOs on "
@@ -168,7 +166,8 @@ def test_the_loss_takeaway_carries_the_eight_worker_reading_of_the_same_cell():
                                 "it).")
     assert "the same cell is still a loss (5P+3D 12 requests/s per worker, 8 colocated 15.7)" in words[12.0]
     assert "the same cell is a split win (5P+3D 20 requests/s per worker, 8 colocated 15.7)" in words[20.0]
-    near = split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1, big=cell(8, 15.0, 15.7, "5P+3D"))
+    near = split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1,
+                               big=_loss_cell(8, 15.0, 15.7, "5P+3D"))
     assert "a tie with colocated 4.5% ahead, within the tie tolerance (5P+3D 15 requests/s per worker, 8 colocated " \
         "15.7): part of the loss on 4 workers was their coarse ratios." in near
     assert "On 8 workers" not in split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1)
