@@ -20,7 +20,7 @@ import math
 import pandas as pd
 
 from .pools_live_args import REGIONS, check_cell, check_runs, check_scores
-from .split_seeds import T975, paired_gaps
+from .split_seeds import T975, paired_gaps, t_interval
 
 __all__ = ["REGIONS", "T975", "TIE_FLOOR", "TIE_CEILING", "TIE_LOADED", "TIE_GAP", "LEAD_FLOOR", "T95", "even",
            "gap_interval", "rate_score", "pick_rate", "live_outcome"]
@@ -49,12 +49,7 @@ def gap_interval(attainment: pd.DataFrame, a: str, b: str) -> dict:
     g = paired_gaps(attainment, a, b)
     if not all(math.isfinite(x) for x in g["gaps"]):
         raise ValueError(f"attainment of {a!r} and {b!r} must be finite percentages, got gaps {g['gaps']}")
-    n = g["seeds"]  # the 95% interval is paired_gaps' (ci_low, ci_high); the 90% one, the same way with T95
-    se = math.inf if n < 2 else math.sqrt(sum((x - g["mean"]) ** 2 for x in g["gaps"]) / (n - 1) / n)
-    half = math.inf if n < 2 else T95[min(n - 1, len(T95)) - 1] * se
-    low, high = g["mean"] - half, g["mean"] + half
-    if math.isfinite(half):  # a gap in attainment lies within +-100 points, whatever the t interval says
-        low, high = max(low, -100.0), min(high, 100.0)
+    low, high = t_interval(g["gaps"], T95)  # the 95% interval is paired_gaps' (ci_low, ci_high)
     return dict(g, eq_low=low, eq_high=high, excludes_zero=g["decisive"])
 
 

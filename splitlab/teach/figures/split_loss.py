@@ -132,13 +132,19 @@ def _reading(big, n: int) -> tuple[str, str]:
     gs, gc = big.goodput["split"], big.goodput[kind]
     if big.verdict == "tie":
         if gs >= gc:
-            return (f"a tie with the split {pct2(1 - gc / gs)} ahead, within the tie tolerance",
+            return (f"a tie with the split {pct2(_margin(gs, gc))} ahead, within the tie tolerance",
                     f"the loss on {n} workers does not survive finer ratios (their coarse ratios made it)")
-        return (f"a tie with colocated {pct2(1 - gs / gc)} ahead, within the tie tolerance",
+        return (f"a tie with colocated {pct2(_margin(gs, gc))} ahead, within the tie tolerance",
                 f"part of the loss on {n} workers was their coarse ratios")
     if big.verdict == "split":
         return "a split win", f"the loss on {n} workers was their coarse ratios, not the split"
     return "met on no layout", "it says nothing of the loss"
+
+
+def _margin(a: float, b: float) -> float:
+    """The map's margin of the better of two goodputs over the other (``map_result.Cell``: 1 - runner-up / winner;
+    0 when neither serves)."""
+    return 1 - min(a, b) / max(a, b) if max(a, b) > 0 else 0.0
 
 
 def _cluster(cell) -> int:
@@ -190,7 +196,7 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
     if not lost:
         return (f"The map has no colocated region on this device: where the split came nearest to losing (a TPOT "
                 f"SLO of {cell.tpot_steps:g} decode steps, {prompts}), {planned}; {live}.")
-    margin = 1 - min(gc, gs) / max(gc, gs) if max(gc, gs) > 0 else 0.0  # the map's margin (map_result.Cell)
+    margin = _margin(gc, gs)
     finer = "" if big is None else " " + _finer(cell, big)
     if gc > gs and tie_tolerance is not None and margin <= tie_tolerance:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, the planner "
@@ -224,7 +230,7 @@ def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpo
               "The live verdict goes against")
     ms, mc = missed[sp], missed[co]
     gs, gc = split.goodput_rps_per_worker, colocated.goodput_rps_per_worker
-    margin = 1 - min(gs, gc) / max(gs, gc) if max(gs, gc) > 0 else 0.0
+    margin = _margin(gs, gc)
     tie = (f", {pct2(margin)} ahead: within the map's {pct2(tie_tolerance)} tie tolerance, a tie by its rule"
            if tie_tolerance is not None and margin <= tie_tolerance else "")
     text = (f"{paired_verdict(runs.attainment, sp, co, n_requests)} {judged} the planner's ranking "

@@ -28,7 +28,7 @@ from .split_tables import short_name
 from .style import fmt3, sig3
 
 __all__ = ["PairedRuns", "paired_runs", "widest_gap_rate", "paired_gaps", "attainment_table", "paired_verdict",
-           "hybrid_note", "rate_multiples", "T975"]
+           "hybrid_note", "rate_multiples", "T975", "t_interval"]
 
 #: the 97.5% quantile of Student's t with 1 .. 10 degrees of freedom (any table of it, e.g. NIST/SEMATECH
 #: e-Handbook of Statistical Methods, 1.3.6.7.2): a two-sided 95% interval's half-width in standard errors
@@ -156,15 +156,24 @@ def paired_gaps(attainment: pd.DataFrame, a: str, b: str) -> dict:
                          f"attainment")
     gaps = (attainment[a] - attainment[b]).to_numpy(float)
     low, high, mean, n = float(gaps.min()), float(gaps.max()), float(gaps.mean()), len(gaps)
-    with np.errstate(invalid="ignore"):  # an infinite attainment gives a NaN spread here; gap_interval refuses it
-        sd = float(gaps.std(ddof=1)) if n >= 2 else math.inf
-    half = math.inf if n < 2 else T975[min(n - 1, len(T975)) - 1] * sd / math.sqrt(n)
-    ci_low, ci_high = mean - half, mean + half
-    if math.isfinite(half):  # a gap in attainment lies within +-100 points, whatever the t interval says
-        ci_low, ci_high = max(ci_low, -100.0), min(ci_high, 100.0)
+    ci_low, ci_high = t_interval(gaps, T975)
     return dict(gaps=list(gaps), seeds=n, mean=mean, low=low, high=high, spread=high - low, ci_low=ci_low,
                 ci_high=ci_high, decisive=bool(n >= 2 and (ci_low > 0 or ci_high < 0)),
                 leader=a if mean > 0 else b if mean < 0 else None)
+
+
+def t_interval(gaps, table: Sequence[float]) -> tuple[float, float]:
+    """The mean of ``gaps`` (points) -/+ t x sd / sqrt(n), t read off ``table`` (a quantile of Student's t for 1 ..
+    10 degrees of freedom, :data:`T975` for a 95% interval; beyond 11 gaps the 10 degrees of freedom's, a little
+    wider than the true one), clipped to +-100 points (the widest a gap in attainment can be); unbounded for one
+    gap."""
+    gaps = np.asarray(gaps, dtype=float)
+    n, mean = len(gaps), float(gaps.mean())
+    if n < 2:
+        return -math.inf, math.inf
+    with np.errstate(invalid="ignore"):  # an infinite attainment gives a NaN spread here; gap_interval refuses it
+        half = table[min(n - 1, len(table)) - 1] * float(gaps.std(ddof=1)) / math.sqrt(n)
+    return max(mean - half, -100.0), min(mean + half, 100.0)
 
 
 def attainment_table(runs: PairedRuns, pairs: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
