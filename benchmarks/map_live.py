@@ -1,0 +1,83 @@
+"""Chapter 7's map checked on the real model in steady state: a cell of each region served live.
+
+Makes the chapter's four-worker map of this device (the ``tiny`` model calibrated here, the chapter's axes and run
+lengths; on the cost model's own KV link and, for a region that link gives no cell, the slider's slowest, 0.01
+GB/s), picks a cell of each region (:func:`splitlab.teach.figures.map_steady.pick_cells`: the cheapest to serve
+among those won by 20% or more), and serves each on the real model (emulated, one CPU thread) in the map's own kind
+of run at a rate between the two layouts' goodputs (:func:`~splitlab.teach.figures.map_steady.steady_cell`), with
+three seeds. The record (every seed's attainment, measured and simulated, and where the cell sat) is written as
+JSON; chapter 7 prints the one shipped in ``splitlab/data/map_live.json``. It takes about half an hour of one core.
+
+    python benchmarks/map_live.py [--out FILE] [--seeds 0,1,2] [--regions split,tie,...] [--max-requests N]
+
+``--quick``: a map of 2 x 2 cells and runs of a dozen requests, two seeds, one region (a smoke test for CI;
+nothing it prints is a result).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+
+import torch
+
+import splitlab as sl
+from splitlab.planning import split_map as SM
+from splitlab.teach.figures import map_steady
+
+LINK = "25 Gb/s network"  # chapter 7's
+AXES = dict(tpot_steps=(1.5, 2.5, 5.0, 10.0))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, help="write the record here (JSON); default: print only")
+    ap.add_argument("--seeds", default="0,1,2", help="seeds of the runs, comma-separated (default 0,1,2)")
+    ap.add_argument("--regions", default=",".join(map_steady.REGIONS), help="regions to serve")
+    ap.add_argument("--max-requests", type=int, default=2000, help="requests of a run at most (the map's: 2000)")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
+    args = ap.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    regions = [r for r in args.regions.split(",") if r]
+    t0, cpu0 = time.time(), time.process_time()
+    lm = sl.load_model("tiny")
+    sl.phases.device.set_cpu_clock("thread")
+    small = dict(prompt_tokens=[16, 48, 128], decode_batches=[1, 2, 4], contexts=[16, 48], transfer_tokens=[64, 256],
+                 repeats=1, rounds=1) if args.quick else {}
+    cal = sl.profiling.calibrate_or_reuse(lm, **small)
+    cost = cal.cost.over_link(LINK)
+    if args.quick:
+        axes, search, seeds, regions, cap = dict(prompt_tokens=[16, 64], tpot_steps=(1.5, 10.0)), \
+            dict(max_requests=12, min_requests=8), seeds[:2], regions[:1], 12
+    else:
+        axes, search, cap = dict(prompt_tokens=SM.prompt_axis(cost, 16, 1024, 4), **AXES), \
+            dict(max_requests=2000), args.max_requests
+    maps = sl.widgets.split_map_grid(cost, (None, 0.01), 4, progress=False, **search, **axes)
+    print(f"map of 4 workers: {maps[None].counts()} on its own link, {maps[0.01].counts()} at 0.01 GB/s",
+          flush=True)
+    cells = map_steady.steady_cells(maps, lm, cost, regions=regions, seeds=seeds, max_requests=cap)
+    for region, c in cells.items():
+        print(f"{region}: {c.map_prompt_tokens} tokens, TPOT {c.tpot_steps:g} steps"
+              f"{'' if c.link_gbps is None else f', {c.link_gbps:g} GB/s'}: {c.winner} vs {c.rival} at "
+              f"{c.rate_per_worker:.3g}/s per worker; measured {c.measured}; predicted {c.predicted}; {c.outcome()}"
+              f" ({c.cpu_s:.0f} s CPU)", flush=True)
+    print(map_steady.steady_table(cells).to_string())
+    meta = dict(what="chapter 7's map checked on the real model in steady state (benchmarks/map_live.py)",
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                machine=f"{platform.machine()}, {os.cpu_count()} cores ({platform.processor() or platform.system()})",
+                device=sl.describe_device(lm.device), torch=torch.__version__,
+                command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                load_average=list(os.getloadavg()), calibration=cal.meta.get("shared", ""),
+                counts={str(k): m.counts() for k, m in maps.items()}, wall_s=round(time.time() - t0),
+                cpu_s=round(time.process_time() - cpu0), quick=bool(args.quick))
+    if args.out:
+        print("wrote", map_steady.save_record(cells, args.out, **meta))
+    print(f"took {meta['wall_s']} s ({meta['cpu_s']} s CPU)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

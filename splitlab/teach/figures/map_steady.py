@@ -1,0 +1,261 @@
+"""The map's steady-state check on the real model: a cell of each region (:data:`REGIONS`: the split wins, colocated
+prefill-first wins, colocated chunked wins, a tie) served by the real model (emulated) in the very runs the map's
+goodput searches make, at a rate between the two layouts' goodputs.
+
+A map cell's goodput is the highest rate at which a run of the map's kind holds 90% of its requests within the
+SLOs: arrivals spanning 20 request lifetimes (at least the map's ``min_requests``, at most its ``max_requests``),
+attainment counted after a warm-up of two lifetimes and before a cool-down of one
+(:mod:`splitlab.serving.goodput_runs`). So where the map says a layout serves more than its runner-up, a run at a
+rate between their goodputs should find the winner at 90% or more and the runner-up below: that is the map's
+claim in one run. :func:`steady_cell` makes that run, per seed, on both layouts, with the real model
+(:func:`splitlab.serving.attainment_curve` on a :class:`~splitlab.serving.ModelExecutor`) and on the simulator, and
+judges the paired gaps as chapter 6 does (:func:`~.pools_live_words.gap_interval`: the 95% interval of the mean
+gap over the seeds, Student's t; a tie by an equivalence test, :func:`~.pools_live_words.even`).
+
+Right before a cell's runs, a probe times this machine's prefills and decode steps (:func:`~.pools_live_probe.
+step_probe`) and the cell is put back at its coordinates in decode steps on the cost model rescaled by them
+(:func:`~.pools_live_probe.cell_now`); both goodputs are searched again there, and the rate is their geometric
+mean. A run of 20 lifetimes at a loose TPOT SLO takes minutes of CPU on four emulated workers, so
+``benchmarks/map_live.py`` serves every region and records what it found (:func:`save_record`,
+:func:`load_record`); chapter 7 serves one cell live and prints the record beside it (the table and words:
+:mod:`.map_steady_text`).
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .pools_live import _on_link, layout_config
+from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of
+from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
+from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
+
+__all__ = ["REGIONS", "MIN_MARGIN", "RECORD", "SteadyCell", "lifetime_s", "pick_cells", "steady_cell", "steady_cells",
+           "save_record", "load_record"]
+
+#: the record chapter 7 prints: ``benchmarks/map_live.py --out`` on this file
+RECORD = Path(__file__).resolve().parents[2] / "data" / "map_live.json"
+
+#: a cell a kind wins is chosen for the check only if the kind's margin is at least this (when the region has such
+#: a cell): a goodput 20% above the runner-up's leaves a rate between them some room on either side
+MIN_MARGIN = 0.2
+
+
+def lifetime_s(m, cell) -> float:
+    """The most time a request of ``cell`` may take within its SLOs (s): TTFT SLO + (answer tokens - 1) x TPOT SLO,
+    the unit of a goodput run's length (:func:`splitlab.serving.goodput_runs.lifetime_s`)."""
+    return cell.ttft_slo_s + (m.output_tokens - 1) * cell.tpot_slo_s
+
+
+def pick_cells(maps: dict) -> dict:
+    """{region: (map, cell)}: per region of :data:`REGIONS`, the cell the steady-state check serves, from the map on
+    the cost model's own link, else (a region it gives no cell) from the slider's slowest link (``maps``: {link
+    GB/s or None: map} of one cluster size, as :func:`~splitlab.teach.widgets.split_map_grid` returns them). Of a
+    region's cells, the cheapest to serve in steady state (a run spans 20 request lifetimes, so its CPU time goes
+    with the lifetime, :func:`lifetime_s`): the shortest lifetime among the cells won by at least
+    :data:`MIN_MARGIN` (a tie's: any), else the widest margin. A region no map gives a cell is left out.
+
+    Raises:
+        ValueError: those of :func:`~.pools_live_args.ordered_maps` (not a dict of maps, maps of several sizes)."""
+    out = {}
+    for kind in REGIONS:
+        for m in ordered_maps(maps):
+            cells = [c for c in m.cells if c.winner == kind]
+            if not cells:
+                continue
+            wide = [c for c in cells if kind == "tie" or c.margin >= MIN_MARGIN]
+            out[kind] = (m, min(wide, key=lambda c: (lifetime_s(m, c), -c.margin)) if wide else
+                         max(cells, key=lambda c: c.margin))
+            break
+    return out
+
+
+@dataclass
+class SteadyCell:
+    """What :func:`steady_cell` served. The map's cell: ``region``, ``workers``, ``link_gbps`` (the map's KV link,
+    GB/s; None: the cost model's own), ``map_prompt_tokens``, ``prefill_steps`` and ``tpot_steps`` (its
+    coordinates, lone decode steps), ``margin``, ``winner`` and ``rival`` (layout names: the winner or a tie's
+    leader, and the runner-up), ``map_goodput`` ({layout: requests/s per worker}). Placed on this machine now:
+    ``probe`` ({"prefill", "decode"}: measured / calibrated step times), ``prompt_tokens``, ``ttft_slo_s``,
+    ``tpot_slo_s``, ``goodput_now`` ({layout: requests/s per worker} on the rescaled cost model),
+    ``rate_per_worker`` (their geometric mean), ``lifetimes`` (the runs' arrivals in request lifetimes). Runs:
+    ``seeds``, ``requests`` and ``counted`` (per seed, of the first layout: every layout serves the same set),
+    ``predicted`` and ``measured`` ({layout: [% within both SLOs, per seed]}: simulated on the rescaled cost model
+    and served by the real model), ``cpu_s`` (CPU seconds of the live runs), ``extra["steps"]`` ({layout: {step
+    kind: measured / predicted}}: the live runs' steps against the rescaled model, medians)."""
+
+    region: str
+    workers: int
+    link_gbps: float | None
+    map_prompt_tokens: int
+    prefill_steps: float
+    tpot_steps: float
+    margin: float
+    winner: str
+    rival: str
+    map_goodput: dict
+    probe: dict
+    prompt_tokens: int
+    ttft_slo_s: float
+    tpot_slo_s: float
+    goodput_now: dict
+    rate_per_worker: float
+    lifetimes: float
+    seeds: list
+    requests: list
+    counted: list
+    predicted: dict
+    measured: dict
+    cpu_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def frame(self, which: str = "measured") -> pd.DataFrame:
+        """``measured`` or ``predicted`` as a DataFrame: one row per seed, one column per layout (%)."""
+        return pd.DataFrame(getattr(self, which), index=self.seeds)[[self.winner, self.rival]]
+
+    def gap(self, which: str = "measured") -> dict:
+        """The winner's lead over the runner-up, seed by seed, with its intervals (:func:`gap_interval`)."""
+        return gap_interval(self.frame(which), self.winner, self.rival)
+
+    def outcome(self, which: str = "measured") -> str:
+        """"matches" (the 95% interval of the winner's mean lead lies above zero), "does not match" (below zero),
+        "undecided"; for a tie, "matches: a tie" (:func:`even`: the 90% interval within +-:data:`TIE_GAP` points,
+        and a layout loaded: its mean below :data:`TIE_LOADED`%), "does not match" (the 95% interval excludes
+        zero) or "undecided"."""
+        g = self.gap(which)
+        if self.region == "tie":
+            loaded = float(self.frame(which).mean().min()) < TIE_LOADED
+            return "does not match" if g["excludes_zero"] else "matches: a tie" if even(g) and loaded else "undecided"
+        return "undecided" if not g["excludes_zero"] else "matches" if g["ci_low"] > 0 else "does not match"
+
+    def to_json(self) -> dict:
+        return {k: (v if k != "probe" else {n: float(v[n]) for n in ("prefill", "decode")})
+                for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SteadyCell":
+        return cls(**d)
+
+
+def _settings(m) -> dict:
+    """The map's search settings (``max_requests``, ``min_requests``, ``tolerance``, ``extend``): its own record,
+    else :func:`~splitlab.planning.split_map.split_map`'s defaults (a map built by hand records none)."""
+    from ...planning.split_map import split_map
+    defaults = {k: p.default for k, p in inspect.signature(split_map).parameters.items()}
+    return {k: m.search.get(k, defaults[k]) for k in ("max_requests", "min_requests", "tolerance", "extend")}
+
+
+def _search(spec, cfg, ex, ttft_s, tpot_s, m) -> float:
+    """``cfg``'s goodput per worker on ``spec`` with the map's own search settings (run lengths, tolerance, seed)."""
+    from ...serving import goodput
+    s = _settings(m)
+    return goodput(spec, cfg, ex, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s, max_requests=s["max_requests"],
+                   min_requests=s["min_requests"], tolerance=s["tolerance"], extend=s["extend"],
+                   seed=m.seed).goodput_rps_per_worker
+
+
+def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[int] = (0, 1, 2),
+                max_requests: int | None = None, progress: bool | None = None) -> SteadyCell:
+    """Serve ``cell`` of the map ``m`` (calibrated as ``cost``) on ``lm`` in steady state (module docstring): probe
+    and place the cell, search both layouts' goodputs again on the rescaled cost model, and at their geometric mean
+    serve each seed's run (the map's run length, at most ``max_requests`` requests, default the map's) on both
+    layouts, simulated and live. ``region``: the cell's (default its winner).
+
+    Raises:
+        ValueError: a cell no layout wins nor ties (none), a cell not of ``m``, fewer than 2 distinct seeds,
+            max_requests not a whole number >= 2; those of :func:`step_probe` and the runs.
+        TypeError: ``m`` not a map; ``cost`` not a CostModel or None; ``lm`` not a LoadedModel."""
+    from ...phases.loaded import require_loaded
+    from ...serving import CostModelExecutor, ModelExecutor, attainment_curve
+    from ...serving.workload import Fixed, WorkloadSpec
+    check_map(m)
+    if cell not in m.cells:
+        raise ValueError("cell must be a cell of the map m (its SLO rules, answers and link place it)")
+    if cell.winner not in REGIONS:
+        raise ValueError(f"cell has no winner to check (winner {cell.winner!r}): no layout meets its SLOs")
+    seeds = list(seeds_of(seeds))
+    cap = _settings(m)["max_requests"] if max_requests is None else max_requests
+    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 2:
+        raise ValueError(f"max_requests must be a whole number >= 2, got {max_requests!r}")
+    require_loaded(lm, "steady_cell")
+    cost = cost_of(cost)
+    probe = step_probe(lm, cost, cell.prompt_tokens)
+    now = rescaled(cost, probe["prefill"], probe["decode"])
+    prompt, ttft, tpot = cell_now(m, cell, now)
+    names = [cell.names[k] for k in (cell.leader, cell.runner_up)]
+    options = _on_link(m, dict(m.search.get("options", {}), max_batch=m.max_batch, trace=False))
+    configs = {n: layout_config(n, m.workers, m.chunk_tokens, **options) for n in names}
+    spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(m.output_tokens))
+    sim = CostModelExecutor(now)
+    good = {n: _search(spec, c, sim, ttft, tpot, m) for n, c in configs.items()}
+    rate = float(np.sqrt(np.prod([max(g, 1e-9) for g in good.values()])))
+    runs = dict(rates_per_worker=[rate], ttft_slo_s=ttft, tpot_slo_s=tpot, min_requests=min(
+                _settings(m)["min_requests"] or cap, cap), max_requests=cap, scale=1.0)
+    predicted, measured, requests, counted = {n: [] for n in names}, {n: [] for n in names}, [], []
+    executors = {n: ModelExecutor(lm) for n in names}
+    for ex in executors.values():
+        ex.step_log = []  # each layout's steps, against the rescaled model afterwards
+    cpu0 = time.process_time()
+    from ...common.progress import progress_bar
+    with progress_bar(2 * len(seeds), f"{cell.winner} cell live", progress, unit="run") as bar:
+        for s in seeds:
+            for n, c in configs.items():
+                p = attainment_curve(spec, c, sim, seed=s, **runs).iloc[0]
+                live = attainment_curve(spec, c, executors[n], seed=s, **runs).iloc[0]
+                predicted[n].append(100 * float(p.attainment))
+                measured[n].append(100 * float(live.attainment))
+                bar.update()
+            requests.append(int(live.requests))
+            counted.append(int(live.counted))
+    span = (requests[0] - 1) / (rate * m.workers)
+    gbps = None if m.link_bytes_per_s is None else float(m.link_bytes_per_s) / 1e9
+    return SteadyCell(region or cell.winner, m.workers, gbps, cell.prompt_tokens, float(cell.prefill_steps),
+                      float(cell.tpot_steps), float(cell.margin), *names,
+                      {n: float(cell.goodput[k]) for n, k in zip(names, (cell.leader, cell.runner_up))},
+                      probe, int(prompt), float(ttft), float(tpot), good, rate,
+                      span / (ttft + (m.output_tokens - 1) * tpot), seeds, requests, counted, predicted, measured,
+                      time.process_time() - cpu0,
+                      {"steps": {n: _ratios(now, ex.step_log) for n, ex in executors.items()}})
+
+
+def _ratios(cost, log: list) -> dict:
+    """{step kind: measured / predicted (median over the steps)} of a live run's ``log`` on ``cost``."""
+    return {k: round(float(v), 3) for k, v in step_ratios(cost, log)["measured / predicted"].items()} if log else {}
+
+
+def steady_cells(maps: dict, lm, cost, regions: Sequence[str] = REGIONS, **kw) -> dict:
+    """{region: :class:`SteadyCell`}: :func:`steady_cell` on each region's cell of :func:`pick_cells` (those of
+    ``regions`` the maps have). ValueError: a region not of :data:`REGIONS`; and theirs."""
+    bad = [r for r in regions if r not in REGIONS]
+    if bad:
+        raise ValueError(f"regions must be of {REGIONS}, got {bad}")
+    picked = pick_cells(maps)
+    return {r: steady_cell(*picked[r], lm, cost, region=r, **kw) for r in regions if r in picked}
+
+
+def save_record(cells: dict, path: str, **meta) -> str:
+    """Write ``cells`` ({region: SteadyCell}) and ``meta`` (date, machine, command...) to ``path`` as JSON."""
+    with open(path, "w") as f:
+        json.dump(dict(meta, cells={r: c.to_json() for r, c in cells.items()}), f, indent=1, allow_nan=False)
+        f.write("\n")
+    return path
+
+
+def load_record(path: str | Path = RECORD) -> tuple[dict, dict]:
+    """(meta, {region: SteadyCell}) of a file :func:`save_record` wrote. ValueError: a file of another shape."""
+    with open(path) as f:
+        d = json.load(f)
+    if not isinstance(d, dict) or not isinstance(d.get("cells"), dict):
+        raise ValueError(f"{path} is not a record of the map's steady-state check (no 'cells')")
+    cells = {r: SteadyCell.from_json(c) for r, c in d.pop("cells").items()}
+    if any(not math.isfinite(c.rate_per_worker) for c in cells.values()):
+        raise ValueError(f"{path} holds a cell without a rate")
+    return d, cells

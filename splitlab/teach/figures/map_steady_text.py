@@ -1,0 +1,109 @@
+"""Chapter 7's steady-state check of the map in a table and words (:mod:`.map_steady`'s cells): per region, where
+its cell sat, the rate against both goodputs, what the real model's runs found beside the simulator's, and whether
+the live winner matches the map's; and how a recorded cell reads on today's map (:func:`today_words`)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .map_steady import SteadyCell
+from .pools_live_words import TIE_GAP
+
+__all__ = ["TITLES", "steady_table", "steady_words", "today_words"]
+
+
+def steady_table(cells: dict) -> pd.DataFrame:
+    """One row per region (``cells``: {region: SteadyCell}): the cell (prompt tokens, TPOT SLO in decode steps, a slow
+    link's GB/s), the two layouts, the runs (requests x seeds), each layout's mean attainment live (simulated on the
+    same requests, in brackets; %), the live gap's mean and 95% interval (points) and the verdict."""
+    rows = {}
+    for region, c in cells.items():
+        g = c.gap()
+        mean, pmean = c.frame().mean(), c.frame("predicted").mean()
+        link = "" if c.link_gbps is None else f", {c.link_gbps:g} GB/s"
+        rows[region] = {
+            "cell": f"{c.map_prompt_tokens} tok, {c.tpot_steps:g} st{link}",
+            "layouts": f"{_short(c.winner)} vs {_short(c.rival)}",
+            "requests": f"{_count(c.requests)} x {len(c.seeds)}",
+            "winner (%)": f"{mean[c.winner]:.0f} ({pmean[c.winner]:.0f})",
+            "runner-up (%)": f"{mean[c.rival]:.0f} ({pmean[c.rival]:.0f})",
+            "gap (pp)": f"{g['mean']:+.0f} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})",
+            "live": c.outcome()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("region")
+
+
+TITLES = {"split": "The split", "prefill-first": "Colocated prefill-first", "chunked": "Colocated chunked",
+          "tie": "A tie"}
+
+
+def _count(requests: list) -> str:
+    return f"{min(requests)}" if min(requests) == max(requests) else f"{min(requests)} to {max(requests)}"
+
+
+def _bar(c: SteadyCell, mean) -> str:
+    """Where the two layouts' mean attainment fell against the goodput bar (90%): the map's claim in one run."""
+    win, rival = mean[c.winner] >= 90, mean[c.rival] >= 90
+    if c.region == "tie":
+        return ("Both stayed at 90% or more: at this rate neither is loaded enough to part them." if win and rival
+                else "")
+    return {(True, False): "The winner kept the 90% bar and the runner-up fell below it: on the real model the two "
+                           "goodputs lie on either side of this rate, in the map's order.",
+            (True, True): "Both kept the 90% bar: on the real model the runner-up too keeps up at this rate.",
+            (False, False): "Both fell below the 90% bar: the real model serves this cell slower than the rescaled "
+                            "simulator.",
+            (False, True): "The runner-up kept the 90% bar and the winner did not: the order reversed."}[(win, rival)]
+
+
+def _short(name: str) -> str:
+    return name.replace(" (prefill-first)", "").replace(" colocated (chunked, ", " chunked ").replace("-token chunks)",
+                                                                                                  "")
+
+
+def steady_words(cells: dict) -> str:
+    """A sentence per region: where its cell sits, the rate against the two goodputs, what the runs found and
+    whether the live winner matches the map's."""
+    out = []
+    for region, c in cells.items():
+        g, mean = c.gap(), c.frame().mean()
+        gw, gr = c.goodput_now[c.winner], c.goodput_now[c.rival]
+        link = "" if c.link_gbps is None else f" on a {c.link_gbps:g} GB/s KV link"
+        verdict = c.outcome()
+        held = (f"{_short(c.winner)} kept {mean[c.winner]:.0f}% of its requests within the SLOs and "
+                f"{_short(c.rival)} {mean[c.rival]:.0f}%")
+        out.append(
+            f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts, {c.prefill_steps:.3g} decode "
+            f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {c.margin:.0%}): at "
+            f"{c.rate_per_worker:.3g} requests/s per worker, between the goodputs {gw:.3g} and {gr:.3g} searched again "
+            f"at this machine's speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request lifetimes of "
+            f"arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from {g['ci_low']:+.0f} to "
+            f"{g['ci_high']:+.0f} points (the simulator, on the same requests: {c.gap('predicted')['mean']:+.0f}), "
+            f"so the live winner " + {"matches": "matches the map's.", "does not match": "does not match the map's.",
+                                     "undecided": "is undecided: the interval holds zero.",
+                                     "matches: a tie": f"ties, as the map says (the 90% interval lies within "
+                                                       f"+-{TIE_GAP:g} points)."}[verdict] + " " + _bar(c, mean))
+    return "\n\n".join(out)
+
+
+def today_words(cells: dict, maps: dict) -> str:
+    """A sentence on where each recorded cell (``cells``: {region: SteadyCell}, of :func:`~.map_steady.load_record`)
+    falls on today's maps (``maps``: {link GB/s or None: map} of the same cluster size): the cell of the same TPOT SLO
+    and link whose prefill cost in decode steps is nearest, and the kind that wins it today. A record is of one
+    calibration: another machine, or this one another day, can draw the borders elsewhere. ValueError: a record of
+    another cluster size than the maps'."""
+    out = []
+    for region, c in cells.items():
+        m = maps.get(None if c.link_gbps is None else c.link_gbps)
+        if m is None:
+            out.append(f"today's maps have no {c.link_gbps:g} GB/s link for the {region} cell")
+            continue
+        if m.workers != c.workers:
+            raise ValueError(f"the record's cells are of {c.workers} workers, the maps of {m.workers}")
+        row = [x for x in m.cells if x.tpot_steps == c.tpot_steps]
+        if not row:
+            out.append(f"today's map has no row at a TPOT SLO of {c.tpot_steps:g} steps for the {region} cell")
+            continue
+        near = min(row, key=lambda x: abs(x.prefill_steps / c.prefill_steps - 1))
+        now = "a tie" if near.winner == "tie" else near.winner
+        out.append(f"the {region} cell ({c.prefill_steps:.3g} steps of prefill, TPOT {c.tpot_steps:g}) sits "
+                   f"nearest today's {near.prompt_tokens}-token cell ({near.prefill_steps:.3g} steps), which "
+                   + ("the same kind wins" if near.winner == region else f"goes to {now}"))
+    return "On this machine's map today, " + "; ".join(out) + "."

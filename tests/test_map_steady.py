@@ -1,0 +1,126 @@
+"""Chapter 7's steady-state check of the map (splitlab.teach.figures.map_steady, issue 22 item 3): the cell picked
+per region, the verdict on paired seeds, the table and words computed from the runs, the record written and read
+back, the record shipped with splitlab, and one cell served on the tiny model."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from splitlab.costmodel import CostModel
+from splitlab.teach.figures import map_steady, map_steady_text
+from test_pools_live import NAMES, _cell, _map
+
+WIN = {"split": 10, "prefill-first": 5, "chunked": 4}  # the split by 50%
+NARROW = {"split": 10, "prefill-first": 8.5, "chunked": 4}  # by 15%
+TIE = {"split": 10, "prefill-first": 9.6, "chunked": 4}
+
+
+def _steady(region="split", winner=NAMES["split"], rival=NAMES["prefill-first"], measured=((96, 60), (94, 70),
+            (98, 55)), predicted=((99, 50), (97, 60), (99, 40)), link=None) -> map_steady.SteadyCell:
+    cols = lambda rows: {winner: [float(a) for a, _ in rows], rival: [float(b) for _, b in rows]}
+    return map_steady.SteadyCell(region, 2, link, 120, 5.0, 1.5, 0.5, winner, rival, {winner: 10.0, rival: 5.0},
+                                 {"prefill": 1.0, "decode": 1.1}, 118, 0.05, 0.004, {winner: 9.0, rival: 4.5},
+                                 6.36, 20.0, [0, 1, 2], [300, 310, 305], [250, 260, 255], cols(predicted),
+                                 cols(measured), 42.0)
+
+
+def test_pick_cells_takes_the_shortest_lived_cell_won_by_a_fifth_and_a_missing_region_from_the_slow_link():
+    cost = CostModel()
+    short_narrow, long_wide, longer_wide = _cell(16, 1.5, NARROW, cost), _cell(256, 1.5, WIN, cost), \
+        _cell(256, 5.0, WIN, cost)
+    ties = [_cell(16, 5.0, TIE, cost), _cell(16, 2.5, TIE, cost)]
+    own = _map([short_narrow, long_wide, longer_wide, *ties])
+    pf = _cell(64, 1.5, {"split": 2, "prefill-first": 10, "chunked": 4}, cost)
+    slow = _map([pf])
+    slow.link_bytes_per_s = 1e7
+    got = map_steady.pick_cells({None: own, 0.01: slow})
+    assert {k: (c.prompt_tokens, c.tpot_steps) for k, (_, c) in got.items()} == {
+        "split": (256, 1.5), "tie": (16, 2.5), "prefill-first": (64, 1.5)}  # 15% < MIN_MARGIN: not the 16-token one
+    assert got["split"][0] is own and got["prefill-first"][0] is slow and "chunked" not in got
+    assert map_steady.lifetime_s(own, long_wide) == pytest.approx(long_wide.ttft_slo_s + 63 * long_wide.tpot_slo_s)
+    only_narrow = map_steady.pick_cells({None: _map([short_narrow])})  # no cell by a fifth: the widest margin
+    assert only_narrow["split"][1] is short_narrow
+    with pytest.raises(ValueError, match="maps must be a dict"):
+        map_steady.pick_cells([own])
+
+
+def test_the_verdict_reads_the_paired_gaps_interval_and_a_tie_needs_load_and_an_even_gap():
+    assert _steady().outcome() == "matches"
+    assert _steady().gap()["ci_low"] > 0 and _steady().outcome("predicted") == "matches"
+    assert _steady(measured=((60, 96), (70, 94), (55, 98))).outcome() == "does not match"
+    assert _steady(measured=((90, 60), (60, 95), (80, 80))).outcome() == "undecided"
+    assert _steady("tie", measured=((80, 81), (85, 84), (78, 79))).outcome() == "matches: a tie"
+    assert _steady("tie", measured=((100, 100), (100, 100), (99, 100))).outcome() == "undecided"  # idle: no tie
+    assert _steady("tie", measured=((90, 60), (94, 70), (96, 55))).outcome() == "does not match"
+
+
+def test_table_and_words_are_computed_from_the_runs():
+    c = _steady()
+    t = map_steady_text.steady_table({"split": c})
+    row = t.loc["split"]
+    assert row["winner (%)"] == "96 (98)" and row["runner-up (%)"] == "62 (50)"
+    g = c.gap()
+    assert row["gap (pp)"] == f"{g['mean']:+.0f} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})"
+    assert row["requests"] == "300 to 310 x 3" and row["live"] == "matches"
+    words = map_steady_text.steady_words({"split": c})
+    assert "**The split** (120-token prompts" in words and "96% of its requests" in words
+    assert "The winner kept the 90% bar and the runner-up fell below it" in words
+    both = map_steady_text.steady_words({"split": _steady(measured=((96, 92), (94, 95), (98, 91)))})
+    assert "Both kept the 90% bar" in both and "undecided" in both or "matches" in both
+    slow = map_steady_text.steady_table({"chunked": _steady("chunked", link=0.01)})
+    assert slow.loc["chunked", "cell"] == "120 tok, 1.5 st, 0.01 GB/s"
+
+
+def test_a_record_is_written_and_read_back_and_a_foreign_file_refused(tmp_path):
+    cells = {"split": _steady(), "tie": _steady("tie", measured=((80, 81), (85, 84), (78, 79)))}
+    path = map_steady.save_record(cells, str(tmp_path / "rec.json"), date="2026-12-05", machine="test")
+    meta, back = map_steady.load_record(path)
+    assert meta == {"date": "2026-12-05", "machine": "test"}
+    assert {r: c.outcome() for r, c in back.items()} == {"split": "matches", "tie": "matches: a tie"}
+    assert back["split"].measured == cells["split"].measured
+    (tmp_path / "other.json").write_text(json.dumps({"what": "something else"}))
+    with pytest.raises(ValueError, match="not a record of the map's steady-state check"):
+        map_steady.load_record(tmp_path / "other.json")
+
+
+def test_the_shipped_record_holds_every_region_over_three_seeds_and_reads_on_todays_map():
+    meta, cells = map_steady.load_record()
+    assert {"date", "machine", "command", "calibration"} <= set(meta) and not meta["quick"]
+    assert set(cells) == set(map_steady.REGIONS)
+    for c in cells.values():
+        assert len(c.seeds) == 3 and min(c.requests) >= 100 and c.outcome() in (
+            "matches", "does not match", "undecided", "matches: a tie")
+        assert min(c.goodput_now.values()) <= c.rate_per_worker <= max(c.goodput_now.values())
+    words = map_steady_text.steady_words(cells)
+    assert words.count("so the live winner") == len(cells)
+    cost = CostModel()
+    today = map_steady_text.today_words({"tie": _steady("tie")}, {None: _map([_cell(120, 1.5, TIE, cost)])})
+    assert "the tie cell (5 steps of prefill, TPOT 1.5) sits nearest today's 120-token cell" in today
+    assert "the same kind wins" in today
+
+
+def test_a_cell_served_on_the_real_model(lm, monkeypatch):
+    """The whole path on the tiny model with runs of a dozen requests: probe (ratios forced to 1, so that a busy
+    machine's probe does not move the cell), both goodputs searched again, runs at their geometric mean."""
+    cost = CostModel()
+    cell = _cell(64, 1.5, {"split": 10, "prefill-first": 100, "chunked": 8}, cost)
+    m = _map([cell])
+    real = map_steady.step_probe
+    monkeypatch.setattr(map_steady, "step_probe", lambda *a, **k: dict(real(lm, cost, 16, requests=2),
+                                                                        prefill=1.0, decode=1.0))
+    c = map_steady.steady_cell(m, cell, lm, cost, seeds=(0, 1), max_requests=12)
+    assert (c.winner, c.rival) == (NAMES["prefill-first"], NAMES["split"]) and c.seeds == [0, 1]
+    assert all(len(v) == 2 and all(0 <= x <= 100 for x in v) for v in (*c.measured.values(), *c.predicted.values()))
+    lo, hi = sorted(c.goodput_now.values())
+    assert lo <= c.rate_per_worker <= hi and max(c.requests) <= 12 and c.cpu_s > 0
+    assert c.outcome() in ("matches", "does not match", "undecided")
+    with pytest.raises(ValueError, match="max_requests must be a whole number >= 2"):
+        map_steady.steady_cell(m, cell, lm, cost, max_requests=1)
+    with pytest.raises(ValueError, match="cell must be a cell of the map"):
+        map_steady.steady_cell(m, _cell(16, 1.5, WIN, cost), lm, cost)
+    none = _cell(32, 1.5, {"split": 0, "prefill-first": 0, "chunked": 0}, cost)
+    with pytest.raises(ValueError, match="no layout meets its SLOs"):
+        map_steady.steady_cell(_map([none]), none, lm, cost)
+    with pytest.raises(ValueError, match="regions must be of"):
+        map_steady.steady_cells({None: m}, lm, cost, regions=("splt",))
