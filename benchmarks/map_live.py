@@ -26,22 +26,38 @@ import torch
 
 import splitlab as sl
 from splitlab.planning import split_map as SM
-from splitlab.teach.figures import map_steady
+from splitlab.teach.figures import map_steady, map_steady_text
 
 LINK = "25 Gb/s network"  # chapter 7's
 AXES = dict(tpot_steps=(1.5, 2.5, 5.0, 10.0))
 
 
+def _meta(args, argv, lm, cal, maps, t0, cpu0) -> dict:
+    """What the record says of its run: what, when, where, the command, the calibration, the maps' counts, time."""
+    return dict(what="chapter 7's map checked on the real model in steady state (benchmarks/map_live.py)",
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                machine=f"{platform.machine()}, {os.cpu_count()} cores ({platform.processor() or platform.system()})",
+                device=sl.describe_device(lm.device), torch=torch.__version__,
+                command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                load_average=[round(x, 2) for x in os.getloadavg()], calibration=cal.meta.get("shared", ""),
+                workers=args.workers, counts={str(k): m.counts() for k, m in maps.items()},
+                wall_s=round(time.time() - t0), cpu_s=round(time.process_time() - cpu0), quick=bool(args.quick))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=None, help="write the record here (JSON); default: print only")
+    ap.add_argument("--out", default=None, help="write the record here (JSON), after each cell; default: print only")
     ap.add_argument("--seeds", default="0,1,2", help="seeds of the runs, comma-separated (default 0,1,2)")
     ap.add_argument("--regions", default=",".join(map_steady.REGIONS), help="regions to serve")
+    ap.add_argument("--workers", type=int, default=4, help="the cluster (the chapter's maps: 4 and 8)")
     ap.add_argument("--max-requests", type=int, default=2000, help="requests of a run at most (the map's: 2000)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     regions = [r for r in args.regions.split(",") if r]
+    unknown = [r for r in regions if r not in map_steady.REGIONS]
+    if unknown:
+        ap.error(f"--regions: {unknown} not of {list(map_steady.REGIONS)}")
     t0, cpu0 = time.time(), time.process_time()
     lm = sl.load_model("tiny")
     sl.phases.device.set_cpu_clock("thread")
@@ -55,24 +71,21 @@ def main(argv=None) -> int:
     else:
         axes, search, cap = dict(prompt_tokens=SM.prompt_axis(cost, 16, 1024, 4), **AXES), \
             dict(max_requests=2000), args.max_requests
-    maps = sl.widgets.split_map_grid(cost, (None, 0.01), 4, progress=False, **search, **axes)
-    print(f"map of 4 workers: {maps[None].counts()} on its own link, {maps[0.01].counts()} at 0.01 GB/s",
+    maps = sl.widgets.split_map_grid(cost, (None, 0.01), args.workers, progress=False, **search, **axes)
+    print(f"map of {args.workers} workers: {maps[None].counts()} on its own link, {maps[0.01].counts()} at 0.01 GB/s",
           flush=True)
-    cells = map_steady.steady_cells(maps, lm, cost, regions=regions, seeds=seeds, max_requests=cap)
-    for region, c in cells.items():
+    picked, cells = map_steady.pick_cells(maps), {}
+    for region in [r for r in regions if r in picked]:
+        c = cells[region] = map_steady.steady_cell(*picked[region], lm, cost, region=region, seeds=seeds,
+                                                   max_requests=cap)
         print(f"{region}: {c.map_prompt_tokens} tokens, TPOT {c.tpot_steps:g} steps"
               f"{'' if c.link_gbps is None else f', {c.link_gbps:g} GB/s'}: {c.winner} vs {c.rival} at "
               f"{c.rate_per_worker:.3g}/s per worker; measured {c.measured}; predicted {c.predicted}; {c.outcome()}"
-              f" ({c.cpu_s:.0f} s CPU)", flush=True)
-    print(map_steady.steady_table(cells).to_string())
-    meta = dict(what="chapter 7's map checked on the real model in steady state (benchmarks/map_live.py)",
-                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                machine=f"{platform.machine()}, {os.cpu_count()} cores ({platform.processor() or platform.system()})",
-                device=sl.describe_device(lm.device), torch=torch.__version__,
-                command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                load_average=list(os.getloadavg()), calibration=cal.meta.get("shared", ""),
-                counts={str(k): m.counts() for k, m in maps.items()}, wall_s=round(time.time() - t0),
-                cpu_s=round(time.process_time() - cpu0), quick=bool(args.quick))
+              f" ({c.cpu_s:.0f} s CPU; steps against the model: {c.extra['steps']})", flush=True)
+        if args.out:  # after each cell: a run stopped later keeps what it served
+            map_steady.save_record(cells, args.out, **_meta(args, argv, lm, cal, maps, t0, cpu0))
+    print(map_steady_text.steady_table(cells).to_string())
+    meta = _meta(args, argv, lm, cal, maps, t0, cpu0)
     if args.out:
         print("wrote", map_steady.save_record(cells, args.out, **meta))
     print(f"took {meta['wall_s']} s ({meta['cpu_s']} s CPU)")

@@ -36,9 +36,12 @@ def test_pick_cells_takes_the_shortest_lived_cell_won_by_a_fifth_and_a_missing_r
     slow.link_bytes_per_s = 1e7
     got = map_steady.pick_cells({None: own, 0.01: slow})
     assert {k: (c.prompt_tokens, c.tpot_steps) for k, (_, c) in got.items()} == {
-        "split": (256, 1.5), "tie": (16, 2.5), "prefill-first": (64, 1.5)}  # 15% < MIN_MARGIN: not the 16-token one
+        "split": (256, 5.0), "tie": (16, 2.5), "prefill-first": (64, 1.5)}  # 15% < MIN_MARGIN: not the 16-token one
     assert got["split"][0] is own and got["prefill-first"][0] is slow and "chunked" not in got
     assert map_steady.lifetime_s(own, long_wide) == pytest.approx(long_wide.ttft_slo_s + 63 * long_wide.tpot_slo_s)
+    tight, roomy = _cell(16, 1.5, WIN, cost), _cell(64, 2.5, WIN, cost)  # 1.5 steps: no room for jitter
+    assert map_steady.pick_cells({None: _map([tight, roomy])})["split"][1] is roomy
+    assert map_steady.pick_cells({None: _map([tight])})["split"][1] is tight  # the only one: taken
     only_narrow = map_steady.pick_cells({None: _map([short_narrow])})  # no cell by a fifth: the widest margin
     assert only_narrow["split"][1] is short_narrow
     with pytest.raises(ValueError, match="maps must be a dict"):

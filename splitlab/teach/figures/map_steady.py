@@ -38,7 +38,7 @@ from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of
 from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
-__all__ = ["REGIONS", "MIN_MARGIN", "RECORD", "SteadyCell", "lifetime_s", "pick_cells", "steady_cell", "steady_cells",
+__all__ = ["REGIONS", "MIN_MARGIN", "MIN_TPOT_STEPS", "RECORD", "SteadyCell", "lifetime_s", "pick_cells", "steady_cell", "steady_cells",
            "save_record", "load_record"]
 
 #: the record chapter 7 prints: ``benchmarks/map_live.py --out`` on this file
@@ -47,6 +47,11 @@ RECORD = Path(__file__).resolve().parents[2] / "data" / "map_live.json"
 #: a cell a kind wins is chosen for the check only if the kind's margin is at least this (when the region has such
 #: a cell): a goodput 20% above the runner-up's leaves a rate between them some room on either side
 MIN_MARGIN = 0.2
+
+#: ... and at a TPOT SLO of at least this many lone decode steps (when the region has such a cell): at 1.5 steps a
+#: live run has no room for this machine's jitter (benchmarks/map_live.py, 2026-12-05: a tie at 1.5 steps the
+#: simulator put at 91% and 94% was served at 16% and 6% while other work ran beside it)
+MIN_TPOT_STEPS = 2.5
 
 
 def lifetime_s(m, cell) -> float:
@@ -61,7 +66,8 @@ def pick_cells(maps: dict) -> dict:
     GB/s or None: map} of one cluster size, as :func:`~splitlab.teach.widgets.split_map_grid` returns them). Of a
     region's cells, the cheapest to serve in steady state (a run spans 20 request lifetimes, so its CPU time goes
     with the lifetime, :func:`lifetime_s`): the shortest lifetime among the cells won by at least
-    :data:`MIN_MARGIN` (a tie's: any), else the widest margin. A region no map gives a cell is left out.
+    :data:`MIN_MARGIN` (a tie's: any) at a TPOT SLO of at least :data:`MIN_TPOT_STEPS` (where the region has none
+    there, at any TPOT SLO), else the widest margin. A region no map gives a cell is left out.
 
     Raises:
         ValueError: those of :func:`~.pools_live_args.ordered_maps` (not a dict of maps, maps of several sizes)."""
@@ -72,7 +78,8 @@ def pick_cells(maps: dict) -> dict:
             if not cells:
                 continue
             wide = [c for c in cells if kind == "tie" or c.margin >= MIN_MARGIN]
-            out[kind] = (m, min(wide, key=lambda c: (lifetime_s(m, c), -c.margin)) if wide else
+            roomy = [c for c in wide if c.tpot_steps >= MIN_TPOT_STEPS]
+            out[kind] = (m, min(roomy or wide, key=lambda c: (lifetime_s(m, c), -c.margin)) if wide else
                          max(cells, key=lambda c: c.margin))
             break
     return out
