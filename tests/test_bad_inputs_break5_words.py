@@ -85,12 +85,9 @@ def test_link_words_calls_a_link_slower_only_where_it_is():
 def test_the_live_check_refuses_fewer_than_two_seeds(seeds):
     """One seed has no interval: a tie served on it 'matched: a tie' behind an interval printed '-inf to +inf'
     points; 3 was "'int' object is not iterable"."""
-    from splitlab.teach.figures import pools_live
-    m = _map((10.5, 20), None)  # a tie (10.5 against 10) and a cell the split wins
+    from splitlab.teach.figures.pools_live_args import seeds_of
     with pytest.raises(ValueError, match="seeds must be at least 2 distinct seeds"):
-        pools_live.gap_cells(m, BUILT_IN, 8, seeds, 2)
-    with pytest.raises(ValueError, match="seeds must be at least 2 distinct seeds"):
-        pools_live.live_cell(m, m.cells[0], None, BUILT_IN, 8, seeds, 2)
+        seeds_of(seeds)
 
 
 def test_map_words_on_one_cell_and_a_tie_tolerance_below_5_percent():

@@ -1,4 +1,4 @@
-"""Where a cell of chapter 7's map sits on this machine right now (:mod:`.pools_live`'s first step).
+"""Where a cell of chapter 7's map sits on this machine right now (:mod:`.map_steady`'s first step).
 
 A shared CPU runs the same step slower or faster from one minute to the next, and prefill and decode drift by
 different amounts (measured under nbval on a loaded 2-core machine: prefill 1.1x, decode 0.71x the cost model a
