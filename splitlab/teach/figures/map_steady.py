@@ -38,8 +38,8 @@ from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of
 from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
-__all__ = ["REGIONS", "MIN_MARGIN", "MIN_TPOT_STEPS", "RECORD", "SteadyCell", "lifetime_s", "pick_cells", "steady_cell", "steady_cells",
-           "save_record", "load_record"]
+__all__ = ["REGIONS", "MIN_MARGIN", "MIN_TPOT_STEPS", "RECORD", "SteadyCell", "lifetime_s", "pick_cells",
+           "steady_cell", "steady_cells", "save_record", "load_record"]
 
 #: the record chapter 7 prints: ``benchmarks/map_live.py --out`` on this file
 RECORD = Path(__file__).resolve().parents[2] / "data" / "map_live.json"
