@@ -214,3 +214,28 @@ def sl_roofline():
     """The H100 roofline cost model of ch07's datasheet map."""
     from splitlab.costmodel import roofline_cost_model
     return roofline_cost_model("Llama-3-8B", "H100", "bf16")
+
+
+def test_the_rule_read_off_the_gpus_own_map_is_counted_against_the_same_cells():
+    """Issue 22 item 4 (review of 2026-12-05): the rule read off this device's map disagreed with every GPU row's own
+    cell; read off the H100 map it is checked against the same cells, counting only its claims."""
+    from splitlab.teach.figures.split_map_words import other_rule_words
+    rows = pd.DataFrame({"model": ["Llama-3-8B", "Llama-3-70B"], "dtype": ["bf16", "fp8"],
+                         "prompt tokens": [2048, 8192], "own map says": ["chunked", "chunked"]})
+    other = rows.drop(columns="own map says").assign(**{"rule says": ["colocated", "beyond the map's columns"]})
+    row = pd.Series({"rule": "at a TPOT SLO of 2.5 decode steps the split loses at every prefill of the map"})
+    text = other_rule_words(rows, other, row, "the H100 map")
+    assert text == ("Read off the H100 map instead, at a TPOT SLO of 2.5 decode steps the split loses at every "
+                    "prefill of the map. There it says: Llama-3-8B (bf16) at 2,048 tokens, colocated; Llama-3-70B "
+                    "(fp8) at 8,192 tokens, beyond the map's columns. Each case's own cell agrees in 1 of the 1 cases "
+                    "where it makes a claim (1 where it makes none). Read off the H100 map, the rule holds on every "
+                    "case it makes a claim on.")
+    split = other.assign(**{"rule says": ["split", "near the threshold"]})
+    assert "agrees in 0 of the 1 cases" in other_rule_words(rows, split, row, "m") and "holds" not in \
+        other_rule_words(rows, split, row, "m")
+    none = other.assign(**{"rule says": ["near the threshold", "below the map's columns"]})
+    assert other_rule_words(rows, none, row, "m").endswith("It makes no claim on any of these cases.")
+    with pytest.raises(ValueError, match="check=True"):
+        other_rule_words(rows.drop(columns="own map says"), other, row, "m")
+    with pytest.raises(ValueError, match="same cases in the same order"):
+        other_rule_words(rows, other.iloc[::-1], row, "m")

@@ -10,7 +10,7 @@ import statistics
 from ...serving import CostModelExecutor
 from .style import and_list, fmt2, fmt3, gb_per_s, pct2
 
-__all__ = ["link_words", "workers_words", "rule_words", "fused_row_words"]
+__all__ = ["link_words", "workers_words", "rule_words", "other_rule_words", "fused_row_words"]
 
 
 def _same_axes(a, b) -> None:
@@ -249,3 +249,26 @@ def _bounds_note(rows) -> str:
             f"efficiencies ({COMPUTE_EFFICIENCY:.0%} of peak compute, {MEMORY_EFFICIENCY:.0%} of memory bandwidth): "
             f"{fmt3(r['prefill (ms)'])} and {fmt3(r['decode step (ms)'])} ms, "
             f"{fmt3(r['prefill (decode steps)'])} steps.")
+
+
+def other_rule_words(rows, other, row, name: str) -> str:
+    """The rule read off another map (``other``: :func:`~splitlab.planning.rule_of_thumb.apply_rule`'s rows of the
+    same cases on that map, ``row``: its :func:`~splitlab.planning.rule_of_thumb.split_threshold` row, ``name``: the
+    map in words, "the H100 map") against each case's own cell (``rows``: the same cases with ``check=True``).
+    ValueError: ``rows`` without ``own map says`` (made without ``check=True``), or other cases than ``other``'s."""
+    if "own map says" not in rows:
+        raise ValueError("rows has no 'own map says' column: make it with apply_rule(..., check=True)")
+    key = ["model", "dtype", "prompt tokens"]
+    if rows[key].values.tolist() != other[key].values.tolist():
+        raise ValueError("rows and other must be the same cases in the same order (apply_rule on one rows list)")
+    from ...planning.rule_of_thumb import agrees
+    said = [agrees(o, own) for o, own in zip(other["rule says"], rows["own map says"])]
+    claims = [s for s in said if s is not None]
+    cases = "; ".join(f"{m} ({d}) at {t:,} tokens, {o}" for m, d, t, o in zip(
+        other["model"], other["dtype"], other["prompt tokens"], other["rule says"]))
+    text = f"Read off {name} instead, {row.rule}. There it says: {cases}. "
+    if not claims:
+        return text + "It makes no claim on any of these cases."
+    return text + (f"Each case's own cell agrees in {sum(claims)} of the {len(claims)} cases where it makes a claim"
+                   + (f" ({len(said) - len(claims)} where it makes none)." if len(claims) < len(said) else ".")
+                   + (f" Read off {name}, the rule holds on every case it makes a claim on." if all(claims) else ""))
