@@ -75,6 +75,15 @@ def test_table_and_words_are_computed_from_the_runs():
     assert slow.loc["chunked", "cell"] == "120 tok, 1.5 st, 0.01 GB/s"
 
 
+def test_the_records_verdicts_in_a_clause():
+    cells = {"split": _steady(), "tie": _steady("tie", measured=((90, 60), (60, 95), (80, 80))),
+             "chunked": _steady("chunked", measured=((60, 96), (70, 94), (55, 98)))}
+    assert map_steady_text.record_summary(cells) == ("the live runs matched the map in 1 of 3 cells (the split; a tie "
+                                                     "undecided; colocated chunked does not match)")
+    with pytest.raises(ValueError, match="no region was served"):
+        map_steady_text.record_summary({})
+
+
 def test_a_record_is_written_and_read_back_and_a_foreign_file_refused(tmp_path):
     cells = {"split": _steady(), "tie": _steady("tie", measured=((80, 81), (85, 84), (78, 79)))}
     path = map_steady.save_record(cells, str(tmp_path / "rec.json"), date="2026-12-05", machine="test")

@@ -7,8 +7,9 @@ import pandas as pd
 
 from .map_steady import SteadyCell
 from .pools_live_words import TIE_GAP
+from .style import and_list
 
-__all__ = ["TITLES", "steady_table", "steady_words", "today_words"]
+__all__ = ["TITLES", "steady_table", "steady_words", "today_words", "record_summary"]
 
 
 def steady_table(cells: dict) -> pd.DataFrame:
@@ -107,3 +108,17 @@ def today_words(cells: dict, maps: dict) -> str:
                    f"nearest today's {near.prompt_tokens}-token cell ({near.prefill_steps:.3g} steps), which "
                    + ("the same kind wins" if near.winner == region else f"goes to {now}"))
     return "On this machine's map today, " + "; ".join(out) + "."
+
+
+def record_summary(cells: dict) -> str:
+    """The record's verdicts in a clause: "the live runs matched the map in 3 of 4 cells (the split, colocated
+    prefill-first and colocated chunked; a tie undecided)". ValueError: no cell."""
+    if not cells:
+        raise ValueError("cells is empty: no region was served")
+    said: dict = {}
+    for region, c in cells.items():
+        said.setdefault(c.outcome(), []).append(TITLES[region].lower() if region in TITLES else region)
+    matched = said.pop("matches", []) + said.pop("matches: a tie", [])
+    rest = "; ".join(f"{and_list(v)} {k}" for k, v in said.items())
+    inner = "; ".join(x for x in (and_list(matched) if matched else "", rest) if x)
+    return f"the live runs matched the map in {len(matched)} of {len(cells)} cells ({inner})"
