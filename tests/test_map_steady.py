@@ -65,14 +65,21 @@ def test_table_and_words_are_computed_from_the_runs():
     assert row["winner (%)"] == "96 (98)" and row["runner-up (%)"] == "62 (50)"
     g = c.gap()
     assert row["gap (pp)"] == f"{g['mean']:+.0f} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})"
-    assert row["requests"] == "300 to 310 x 3" and row["live"] == "matches"
+    assert row["live"] == "matches" and "runs of 300 to 310 requests" in map_steady_text.steady_words({"split": c})
     words = map_steady_text.steady_words({"split": c})
     assert "**The split** (120-token prompts" in words and "96% of its requests" in words
     assert "The winner kept the 90% bar and the runner-up fell below it" in words
     both = map_steady_text.steady_words({"split": _steady(measured=((96, 92), (94, 95), (98, 91)))})
     assert "Both kept the 90% bar" in both and "undecided" in both or "matches" in both
-    slow = map_steady_text.steady_table({"chunked": _steady("chunked", link=0.01)})
-    assert slow.loc["chunked", "cell"] == "120 tok, 1.5 st, 0.01 GB/s"
+    eight = _steady("prefill-first", link=0.01)
+    eight.workers = 8
+    slow = map_steady_text.steady_table({"split": c, "prefill-first": eight})
+    assert slow.loc["pf-first", "cell"] == "120 tok, 1.5 st, 0.01 GB/s, 8 workers"
+    assert slow.loc["split", "cell"] == "120 tok, 1.5 st"
+    from test_pages_ch07_09 import PHONE_PX, _html_table_px
+    wide = {r: _steady(r, measured=((100, 0), (100, 0), (100, 0))) for r in map_steady.REGIONS}
+    wide["chunked"].map_prompt_tokens, wide["chunked"].link_gbps = 1024, 0.01
+    assert _html_table_px(map_steady_text.steady_table(wide)) <= PHONE_PX  # the burst check's table was not
 
 
 def test_the_records_verdicts_in_a_clause():

@@ -12,19 +12,23 @@ from .style import and_list
 __all__ = ["TITLES", "steady_table", "steady_words", "today_words", "record_summary"]
 
 
+#: a region as the table's index names it (short: the table fits a 412 px phone)
+SHORT_REGIONS = {"split": "split", "prefill-first": "pf-first", "chunked": "chunked", "tie": "tie"}
+
+
 def steady_table(cells: dict) -> pd.DataFrame:
     """One row per region (``cells``: {region: SteadyCell}): the cell (prompt tokens, TPOT SLO in decode steps, a slow
-    link's GB/s), the two layouts, the runs (requests x seeds), each layout's mean attainment live (simulated on the
-    same requests, in brackets; %), the live gap's mean and 95% interval (points) and the verdict."""
-    rows = {}
+    link's GB/s, a cluster other than the first cell's), each layout's mean attainment live (simulated on the same
+    requests, in brackets; %), the live gap's mean and 95% interval (points) and the verdict; the layouts and the runs
+    are :func:`steady_words`'. Narrow enough for a 412 px phone (the last live table was not)."""
+    rows, first = {}, next(iter(cells.values()), None)
     for region, c in cells.items():
         g = c.gap()
         mean, pmean = c.frame().mean(), c.frame("predicted").mean()
         link = "" if c.link_gbps is None else f", {c.link_gbps:g} GB/s"
-        rows[region] = {
-            "cell": f"{c.map_prompt_tokens} tok, {c.tpot_steps:g} st{link}",
-            "layouts": f"{_short(c.winner)} vs {_short(c.rival)}",
-            "requests": f"{_count(c.requests)} x {len(c.seeds)}",
+        size = "" if c.workers == first.workers else f", {c.workers} workers"
+        rows[SHORT_REGIONS.get(region, region)] = {
+            "cell": f"{c.map_prompt_tokens:,} tok, {c.tpot_steps:g} st{link}{size}",
             "winner (%)": f"{mean[c.winner]:.0f} ({pmean[c.winner]:.0f})",
             "runner-up (%)": f"{mean[c.rival]:.0f} ({pmean[c.rival]:.0f})",
             "gap (pp)": f"{g['mean']:+.0f} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})",
@@ -62,11 +66,12 @@ def _short(name: str) -> str:
 def steady_words(cells: dict) -> str:
     """A sentence per region: where its cell sits, the rate against the two goodputs, what the runs found and
     whether the live winner matches the map's."""
-    out = []
+    out, first = [], next(iter(cells.values()), None)
     for region, c in cells.items():
         g, mean = c.gap(), c.frame().mean()
         gw, gr = c.goodput_now[c.winner], c.goodput_now[c.rival]
-        link = "" if c.link_gbps is None else f" on a {c.link_gbps:g} GB/s KV link"
+        link = ("" if c.link_gbps is None else f" on a {c.link_gbps:g} GB/s KV link") + (
+            "" if c.workers == first.workers else f", {c.workers} workers")
         verdict = c.outcome()
         held = (f"{_short(c.winner)} kept {mean[c.winner]:.0f}% of its requests within the SLOs and "
                 f"{_short(c.rival)} {mean[c.rival]:.0f}%")
