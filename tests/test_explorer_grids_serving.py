@@ -160,3 +160,26 @@ def test_pools_explorer_and_figure_draw_the_grid(monkeypatch):
     with pytest.raises(ValueError, match="must be among"):
         widgets.pools_figure(None, "research", 0.5, (0.05,), scales=(0.5,), scale=1.0, **PLAN)
     plt.close("all")
+
+
+def test_split_figure_draws_each_case_against_its_own_colocated_contender():
+    """ch06 (review of 2026-12-05): its loss was served live against colocated chunked prefill, but the explorer
+    drew prefill-first for it, and left the chunked live run out (only prefill-first runs were measured dots)."""
+    ex = serving.CostModelExecutor(None)
+    chunked = dict(policy="chunked", chunk_tokens=256)
+    live = split_figures.split_runs(ex, "research", 4.0, [(1, 1)], colocated=chunked, **SIM)
+    assert live["2 colocated"].config.policy == "chunked" and live["2 colocated"].config.chunk_tokens == 256
+    g = split_figures.split_grid(None, SLOS, {"research": [2.0]}, [(1, 1)], measured={"research": (4.0, live)},
+                                 colocated={"research": chunked}, **SIM)
+    coloc = g[g.layout == "colocated"]
+    assert set(coloc.policy) == {"chunked"} and set(coloc.label) == {"simulated", "measured"}
+    plain = split_figures.split_grid(None, SLOS, {"research": [2.0]}, [(1, 1)], measured={"research": (4.0, live)},
+                                     **SIM)
+    assert set(plain[plain.layout == "colocated"].label) == {"simulated"}  # a chunked live run is no pf-first dot
+    both = {**SLOS, "code": (0.2, 0.05)}
+    fig = widgets.split_figure(None, both, {w: 2.0 for w in both}, ratios=[(1, 1)], factors=(1.0,),
+                               colocated={"code": chunked}, **SIM)
+    names = {t.name for t in fig.data}
+    assert {"colocated prefill-first, simulated", "colocated chunked, simulated"} <= names
+    from splitlab.teach.figures.style import LAYOUT_COLORS
+    assert next(t for t in fig.data if t.name == "colocated chunked, simulated").line.color == LAYOUT_COLORS["chunked"]

@@ -114,11 +114,12 @@ def timelines(runs: Mapping[str, object], t_range: tuple[float, float] | None = 
 
 
 def split_runs(backend, workload, rate_per_s: float, splits: Sequence[tuple[int, int]], n_requests: int = 300,
-               scale: float | None = None, seed: int = 0, colocated: bool = True) -> dict:
+               scale: float | None = None, seed: int = 0, colocated: bool | Mapping = True) -> dict:
     """The same ``n_requests`` requests of ``workload`` arriving at ``rate_per_s`` (Poisson, ``seed``) served by
     each split of ``splits`` ((P, D): P prefill + D decode workers, all of one size N = P + D) and, if
-    ``colocated``, by N colocated workers (prefill-first), on ``backend`` (a
-    :class:`splitlab.serving.CostModelExecutor`: simulated).
+    ``colocated``, by N colocated workers (True: prefill-first; a mapping: those
+    :meth:`~splitlab.serving.ServingConfig.colocated` options, ``{"policy": "chunked", "chunk_tokens": 256}``), on
+    ``backend`` (a :class:`splitlab.serving.CostModelExecutor`: simulated).
 
     Returns:
         name -> :class:`splitlab.serving.ServingResult` ("4 colocated", "3P+1D").
@@ -132,7 +133,8 @@ def split_runs(backend, workload, rate_per_s: float, splits: Sequence[tuple[int,
     reqs = serving.workload_requests(workload, n_requests, rate_per_s, backend, seed, scale)
     n, runs = sizes.pop(), {}
     if colocated:
-        runs[f"{n} colocated"] = serving.run(reqs, serving.ServingConfig.colocated(n, trace=False), backend)
+        options = dict(colocated) if isinstance(colocated, Mapping) else {}
+        runs[f"{n} colocated"] = serving.run(reqs, serving.ServingConfig.colocated(n, trace=False, **options), backend)
     for p, d in splits:
         runs[f"{p}P+{d}D"] = serving.run(reqs, serving.ServingConfig.disaggregated(p, d, trace=False), backend)
     return runs
@@ -145,13 +147,13 @@ def _row(workload, res, rate_per_s: float, slos, label: str) -> dict:
                 prefill_workers=cfg.prefill_workers if split else 0, decode_workers=cfg.decode_workers if split else 0,
                 workers=len(res.workers), rate_per_s=rate_per_s, rate_per_worker=rate_per_s / len(res.workers),
                 slo_attainment=m["slo_attainment"], ttft_p90_s=m["ttft_s"]["p90"], tpot_p90_s=m["tpot_s"]["p90"],
-                label=label)
+                policy="" if split else cfg.policy, label=label)
 
 
 def split_grid(cost, workloads: Mapping[str, tuple[float, float]], rates_per_worker: Mapping[str, Sequence[float]],
                ratios: Sequence[tuple[int, int]] = RATIOS, n_requests: int = 100, scale: float | None = None,
                seed: int = 0, measured: Mapping[str, tuple[float, Mapping[str, object]]] | None = None,
-               names: Mapping[str, str] | None = None) -> pd.DataFrame:
+               names: Mapping[str, str] | None = None, colocated: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
     """Chapter 6's explorer grid: for each workload (name -> its (TTFT SLO, TPOT SLO) in s), each rate per worker
     of ``rates_per_worker[workload]`` and each (P, D) of ``ratios``, :func:`split_runs` on the simulator with
     ``cost`` (each colocated size run once per rate), summarised; then the chapter's live runs. ``names``: the
@@ -161,22 +163,27 @@ def split_grid(cost, workloads: Mapping[str, tuple[float, float]], rates_per_wor
     Args:
         cost: a :class:`splitlab.costmodel.CostModel` or a calibration (its ``.cost``); None: the built-in one.
         measured: workload -> (rate_per_s, name -> ServingResult) of emulated runs (the real model timed every
-            step); colocated runs other than prefill-first are left out (the simulated line is prefill-first).
+            step); colocated runs of another policy than the simulated line's are left out.
+        colocated: workload -> the colocated contender's options (:func:`split_runs`' mapping; chapter 6's loss
+            served chunked prefill live); a workload not in it: prefill-first.
 
     Returns:
         one row per run: ``workload``, ``layout`` ("colocated" or "split"), ``name``, ``prefill_workers``,
         ``decode_workers`` (0 colocated), ``workers``, ``rate_per_s``, ``rate_per_worker``, ``slo_attainment``
-        (share), ``ttft_p90_s``, ``tpot_p90_s`` and ``label`` ("simulated" or "measured").
+        (share), ``ttft_p90_s``, ``tpot_p90_s``, ``policy`` (a colocated run's, "" for a split) and ``label``
+        ("simulated" or "measured").
     """
     ex = serving.CostModelExecutor(getattr(cost, "cost", cost))
     rows = []
     for workload, slos in workloads.items():
+        options = dict((colocated or {}).get(workload, {}))
+        policy = options.get("policy", "prefill-first")
         for rate in rates_per_worker[workload]:
             for n in sorted({p + d for p, d in ratios}):
                 runs = split_runs(ex, (names or {}).get(workload, workload), rate * n,
-                                  [r for r in ratios if sum(r) == n], n_requests, scale, seed)
+                                  [r for r in ratios if sum(r) == n], n_requests, scale, seed, options or True)
                 rows += [_row(workload, r, rate * n, slos, "simulated") for r in runs.values()]
         rate_s, results = (measured or {}).get(workload, (None, {}))
         rows += [_row(workload, r, rate_s, slos, "measured") for r in results.values()
-                 if r.config.layout == "disaggregated" or r.config.policy == "prefill-first"]
+                 if r.config.layout == "disaggregated" or r.config.policy == policy]
     return pd.DataFrame(rows)

@@ -47,7 +47,8 @@ def split_explorer(cost, workload="research", rate_per_s: float = 8.0, prefill_w
 
 
 def split_figure(cost, workloads, reference_rate_per_worker, measured=None, ratios=None, factors=FACTORS,
-                 n_requests: int = 100, scale: float | None = None, seed: int = 0, ratio=None, names=None):
+                 n_requests: int = 100, scale: float | None = None, seed: int = 0, ratio=None, names=None,
+                 colocated=None):
     """Ch. 6's explorer for the rendered book (no kernel): SLO attainment against the request rate per worker, of
     a P:D split (slider over ``ratios``) and of as many colocated workers, for each workload (a dropdown from two on;
     ``workloads``: name -> (TTFT SLO, TPOT SLO) in s). Lines: simulated on ``cost`` at ``factors`` x
@@ -56,7 +57,9 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
     :func:`splitlab.teach.figures.split.split_grid`'s (its runs are :func:`~splitlab.teach.figures.split.split_runs`,
     the ipywidgets explorer's). ``ratio``: the (P, D) shown first. ``names``: label -> workload name, where
     ``workloads``' keys are labels (one workload under two SLOs), as :func:`~splitlab.teach.figures.split.split_grid`
-    takes it. Returns a plotly figure.
+    takes it. ``colocated``: workload -> the colocated contender's options (default prefill-first; chapter 6's loss
+    served chunked prefill live: ``{"policy": "chunked", "chunk_tokens": 256}``), drawn in its policy's colour.
+    Returns a plotly figure.
 
     Raises:
         ValueError: ``ratio`` not among ``ratios``, no workload or rate factor, a factor <= 0, a workload without
@@ -78,7 +81,8 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
         raise ValueError("reference_rate_per_worker must map every workload to a rate > 0 (requests/s per worker), "
                          f"got {reference_rate_per_worker!r} for {list(workloads)}")
     rates = {w: [f * reference_rate_per_worker[w] for f in factors] for w in workloads}
-    grid = split_figures.split_grid(cost, workloads, rates, ratios, n_requests, scale, seed, measured, names)
+    grid = split_figures.split_grid(cost, workloads, rates, ratios, n_requests, scale, seed, measured, names,
+                                    colocated)
     names = list(workloads)
 
     def traces(workload, pd_ratio):
@@ -86,9 +90,9 @@ def split_figure(cost, workloads, reference_rate_per_worker, measured=None, rati
         g = grid[grid.workload == workload]
         split = g[(g.layout == "split") & (g.prefill_workers == p) & (g.decode_workers == d)]
         coloc = g[(g.layout == "colocated") & (g.workers == p + d)]
-        out = []
-        for kind, rows, color in (("split", split, LAYOUT_COLORS["split"]), ("colocated", coloc,
-                                                                           LAYOUT_COLORS["prefill-first"])):
+        out, policy = [], (dict((colocated or {}).get(workload, {})).get("policy", "prefill-first"))
+        for kind, rows, color in (("split", split, LAYOUT_COLORS["split"]),
+                                  (f"colocated {policy}", coloc, LAYOUT_COLORS[policy])):
             for label, mode in (("simulated", "lines+markers"), ("measured", "markers")):
                 r = rows[rows.label == label].sort_values("rate_per_worker")
                 out.append(Trace(f"{kind}, {label}", list(r.rate_per_worker), list(100 * r.slo_attainment), mode,
