@@ -16,6 +16,7 @@ nothing it prints is a result).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import platform
@@ -44,6 +45,24 @@ def _meta(args, argv, lm, cal, maps, t0, cpu0) -> dict:
                 wall_s=round(time.time() - t0), cpu_s=round(time.process_time() - cpu0), quick=bool(args.quick))
 
 
+def _resimulate(path: str, calibration: str | None, ap) -> int:
+    """Fill in what :func:`map_steady.in_run` needs on each cell of the record at ``path`` (the rescaled model from
+    the run's calibration and the cell's probe, the map's answers and run limits: 64 tokens, 100 to 2,000 requests)
+    and add its simulation; the record is written back."""
+    from splitlab.costmodel import load
+    if not calibration:
+        ap.error("--resimulate needs --calibration (the calibration file the record's run used)")
+    meta, cells = map_steady.load_record(path)
+    cost = load(calibration, model="tiny").cost.over_link(LINK)
+    for region, c in cells.items():
+        now = map_steady.rescaled(cost, c.probe["prefill"], c.probe["decode"])
+        c.extra.update(cost=dataclasses.asdict(now), output_tokens=64, min_requests=100, max_requests=2000)
+        c.extra["in_run"] = map_steady.in_run(c)
+        print(region, "live", c.measured, "in-run simulated", c.extra["in_run"], flush=True)
+    map_steady.save_record(cells, path, **dict(meta, resimulated=f"in_run added from {os.path.basename(calibration)}"))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="write the record here (JSON), after each cell; default: print only")
@@ -52,7 +71,12 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=4, help="the cluster (the chapter's maps: 4 and 8)")
     ap.add_argument("--max-requests", type=int, default=2000, help="requests of a run at most (the map's: 2000)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
+    ap.add_argument("--resimulate", metavar="RECORD", help="add the in-run simulation (map_steady.in_run) to a record "
+                    "served before it was kept, from --calibration (the calibration file the record's run used)")
+    ap.add_argument("--calibration", help="with --resimulate: that run's calibration (splitlab's cache keeps it)")
     args = ap.parse_args(argv)
+    if args.resimulate:
+        return _resimulate(args.resimulate, args.calibration, ap)
     seeds = [int(s) for s in args.seeds.split(",")]
     regions = [r for r in args.regions.split(",") if r]
     unknown = [r for r in regions if r not in map_steady.REGIONS]

@@ -141,5 +141,9 @@ def test_a_cell_served_on_the_real_model(lm, monkeypatch):
     none = _cell(32, 1.5, {"split": 0, "prefill-first": 0, "chunked": 0}, cost)
     with pytest.raises(ValueError, match="no layout meets its SLOs"):
         map_steady.steady_cell(_map([none]), none, lm, cost)
-    with pytest.raises(ValueError, match="regions must be of"):
-        map_steady.steady_cells({None: m}, lm, cost, regions=("splt",))
+    assert set(c.extra["in_run"]) == {c.winner, c.rival} and all(len(v) == 2 for v in c.extra["in_run"].values())
+    same = map_steady.in_run(c)  # on the model rescaled by the runs' own steps: a simulation, so repeatable
+    assert same == c.extra["in_run"]
+    c.extra.pop("cost")
+    with pytest.raises(ValueError, match=r"no \['cost'\]"):
+        map_steady.in_run(c)

@@ -22,6 +22,7 @@ mean. A run of 20 lifetimes at a loose TPOT SLO takes minutes of CPU on four emu
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -39,7 +40,7 @@ from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
 __all__ = ["REGIONS", "MIN_MARGIN", "MIN_TPOT_STEPS", "RECORD", "SteadyCell", "lifetime_s", "pick_cells",
-           "steady_cell", "steady_cells", "save_record", "load_record"]
+           "steady_cell", "in_run", "save_record", "load_record"]
 
 #: the record chapter 7 prints: ``benchmarks/map_live.py --out`` on this file
 RECORD = Path(__file__).resolve().parents[2] / "data" / "map_live.json"
@@ -97,7 +98,9 @@ class SteadyCell:
     ``seeds``, ``requests`` and ``counted`` (per seed, of the first layout: every layout serves the same set),
     ``predicted`` and ``measured`` ({layout: [% within both SLOs, per seed]}: simulated on the rescaled cost model
     and served by the real model), ``cpu_s`` (CPU seconds of the live runs), ``extra["steps"]`` ({layout: {step
-    kind: measured / predicted}}: the live runs' steps against the rescaled model, medians)."""
+    kind: measured / predicted}}: the live runs' steps against the rescaled model, medians), ``extra["in_run"]``
+    (:func:`in_run`: the runs simulated on the model rescaled by those steps) and what it needs (the rescaled model's
+    coefficients, the answers' length, the runs' request limits)."""
 
     region: str
     workers: int
@@ -224,28 +227,51 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
             counted.append(int(live.counted))
     span = (requests[0] - 1) / (rate * m.workers)
     gbps = None if m.link_bytes_per_s is None else float(m.link_bytes_per_s) / 1e9
-    return SteadyCell(region or cell.winner, m.workers, gbps, cell.prompt_tokens, float(cell.prefill_steps),
-                      float(cell.tpot_steps), float(cell.margin), *names,
-                      {n: float(cell.goodput[k]) for n, k in zip(names, (cell.leader, cell.runner_up))},
-                      probe, int(prompt), float(ttft), float(tpot), good, rate,
-                      span / (ttft + (m.output_tokens - 1) * tpot), seeds, requests, counted, predicted, measured,
-                      time.process_time() - cpu0,
-                      {"steps": {n: _ratios(now, ex.step_log) for n, ex in executors.items()}})
+    out = SteadyCell(region or cell.winner, m.workers, gbps, cell.prompt_tokens, float(cell.prefill_steps),
+                     float(cell.tpot_steps), float(cell.margin), *names,
+                     {n: float(cell.goodput[k]) for n, k in zip(names, (cell.leader, cell.runner_up))},
+                     probe, int(prompt), float(ttft), float(tpot), good, rate,
+                     span / (ttft + (m.output_tokens - 1) * tpot), seeds, requests, counted, predicted, measured,
+                     time.process_time() - cpu0,
+                     {"steps": {n: _ratios(now, ex.step_log) for n, ex in executors.items()},
+                      "cost": dataclasses.asdict(now), "output_tokens": m.output_tokens,
+                      "min_requests": runs["min_requests"], "max_requests": cap})
+    out.extra["in_run"] = in_run(out)
+    return out
+
+
+def in_run(c: SteadyCell) -> dict:
+    """{layout: [% within both SLOs, per seed]}: ``c``'s runs simulated again on the cost model its probe placed it
+    on (``c.extra["cost"]``) rescaled by each layout's own live steps (``c.extra["steps"]``: decode steps by their
+    ratio, prefills and fused hybrid steps by the hybrid steps' where the layout ran them, else the prefills'). What
+    is left between this and the live attainment is the scheduler's model, not the probe's aim (the validation of
+    chapter 7 fits again on a run's own steps for the same reason). ValueError: a cell without those records."""
+    from ...costmodel import CostModel
+    from ...serving import CostModelExecutor, attainment_curve
+    from ...serving.workload import Fixed, WorkloadSpec
+    need = ("steps", "cost", "output_tokens", "min_requests", "max_requests")
+    if any(k not in c.extra for k in need):
+        raise ValueError(f"the cell has no {[k for k in need if k not in c.extra]} in its extra: served before the "
+                         f"record kept them")
+    now = CostModel(**c.extra["cost"])
+    link = {} if c.link_gbps is None else dict(link_bytes_per_s=c.link_gbps * 1e9, link_latency_s=0.0)
+    spec = WorkloadSpec(f"{c.prompt_tokens}-token prompts", Fixed(c.prompt_tokens), Fixed(c.extra["output_tokens"]))
+    out = {}
+    for n in (c.winner, c.rival):
+        r = c.extra["steps"].get(n, {})
+        ex = CostModelExecutor(rescaled(now, r.get("hybrid", r.get("prefill", 1.0)), r.get("decode", 1.0)))
+        cfg = layout_config(n, c.workers, [], trace=False, **link)
+        out[n] = [100 * float(attainment_curve(spec, cfg, ex, rates_per_worker=[c.rate_per_worker],
+                                               ttft_slo_s=c.ttft_slo_s, tpot_slo_s=c.tpot_slo_s, seed=s, scale=1.0,
+                                               min_requests=c.extra["min_requests"],
+                                               max_requests=c.extra["max_requests"]).attainment.iloc[0])
+                  for s in c.seeds]
+    return out
 
 
 def _ratios(cost, log: list) -> dict:
     """{step kind: measured / predicted (median over the steps)} of a live run's ``log`` on ``cost``."""
     return {k: round(float(v), 3) for k, v in step_ratios(cost, log)["measured / predicted"].items()} if log else {}
-
-
-def steady_cells(maps: dict, lm, cost, regions: Sequence[str] = REGIONS, **kw) -> dict:
-    """{region: :class:`SteadyCell`}: :func:`steady_cell` on each region's cell of :func:`pick_cells` (those of
-    ``regions`` the maps have). ValueError: a region not of :data:`REGIONS`; and theirs."""
-    bad = [r for r in regions if r not in REGIONS]
-    if bad:
-        raise ValueError(f"regions must be of {REGIONS}, got {bad}")
-    picked = pick_cells(maps)
-    return {r: steady_cell(*picked[r], lm, cost, region=r, **kw) for r in regions if r in picked}
 
 
 def save_record(cells: dict, path: str, **meta) -> str:

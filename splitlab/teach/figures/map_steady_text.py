@@ -19,12 +19,14 @@ SHORT_REGIONS = {"split": "split", "prefill-first": "pf-first", "chunked": "chun
 def steady_table(cells: dict) -> pd.DataFrame:
     """One row per region (``cells``: {region: SteadyCell}): the cell (prompt tokens, TPOT SLO in decode steps, a slow
     link's GB/s, a cluster other than the first cell's), each layout's mean attainment live (simulated on the same
-    requests, in brackets; %), the live gap's mean and 95% interval (points) and the verdict; the layouts and the runs
+    requests, in brackets, on the model rescaled by the runs' own steps where the record has it: ``in_run``; %), the
+    live gap's mean and 95% interval (points) and the verdict; the layouts and the runs
     are :func:`steady_words`'. Narrow enough for a 412 px phone (the last live table was not)."""
     rows, first = {}, next(iter(cells.values()), None)
     for region, c in cells.items():
         g = c.gap()
-        mean, pmean = c.frame().mean(), c.frame("predicted").mean()
+        mean = c.frame().mean()
+        pmean = (pd.DataFrame(c.extra["in_run"], index=c.seeds) if "in_run" in c.extra else c.frame("predicted")).mean()
         link = "" if c.link_gbps is None else f", {c.link_gbps:g} GB/s"
         size = "" if c.workers == first.workers else f", {c.workers} workers"
         rows[SHORT_REGIONS.get(region, region)] = {
@@ -52,10 +54,28 @@ def _bar(c: SteadyCell, mean) -> str:
                 else "")
     return {(True, False): "The winner kept the 90% bar and the runner-up fell below it: on the real model the two "
                            "goodputs lie on either side of this rate, in the map's order.",
-            (True, True): "Both kept the 90% bar: on the real model the runner-up too keeps up at this rate.",
-            (False, False): "Both fell below the 90% bar: the real model serves this cell slower than the rescaled "
-                            "simulator.",
+            (True, True): "Both kept the 90% bar: on the real model this rate is below both goodputs.",
+            (False, False): "Both fell below the 90% bar: on the real model this rate is past both goodputs.",
             (False, True): "The runner-up kept the 90% bar and the winner did not: the order reversed."}[(win, rival)]
+
+
+def _range(values) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}x to {hi:.2f}x"
+
+
+def _models(c: SteadyCell) -> str:
+    """What the simulator predicted: on the model the probe placed, and (where the record has it) on that model
+    rescaled by each layout's own live steps, beside the steps' ratios."""
+    p = c.frame("predicted").mean()
+    text = f"On the model the probe placed, the simulator predicted {p[c.winner]:.0f}% and {p[c.rival]:.0f}%."
+    steps, again = c.extra.get("steps"), c.extra.get("in_run")
+    if steps and again:
+        i = pd.DataFrame(again, index=c.seeds)[[c.winner, c.rival]].mean()
+        decode = [v["decode"] for v in steps.values() if "decode" in v]
+        text += (f" The live decode steps ran {_range(decode)} that model's; rescaled by each layout's own steps, it "
+                 f"predicts {i[c.winner]:.0f}% and {i[c.rival]:.0f}%.")
+    return text
 
 
 def _short(name: str) -> str:
@@ -81,11 +101,12 @@ def steady_words(cells: dict) -> str:
             f"{c.rate_per_worker:.3g} requests/s per worker, between the goodputs {gw:.3g} and {gr:.3g} searched again "
             f"at this machine's speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request lifetimes of "
             f"arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from {g['ci_low']:+.0f} to "
-            f"{g['ci_high']:+.0f} points (the simulator, on the same requests: {c.gap('predicted')['mean']:+.0f}), "
-            f"so the live winner " + {"matches": "matches the map's.", "does not match": "does not match the map's.",
+            f"{g['ci_high']:+.0f} points, so the live winner "
+            + {"matches": "matches the map's.", "does not match": "does not match the map's.",
                                      "undecided": "is undecided: the interval holds zero.",
                                      "matches: a tie": f"ties, as the map says (the 90% interval lies within "
-                                                       f"+-{TIE_GAP:g} points)."}[verdict] + " " + _bar(c, mean))
+                                                       f"+-{TIE_GAP:g} points)."}[verdict] + " " + _bar(c, mean)
+            + " " + _models(c))
     return "\n\n".join(out)
 
 
