@@ -39,11 +39,12 @@ from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of
 from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
-__all__ = ["REGIONS", "MIN_MARGIN", "MIN_TPOT_STEPS", "RECORD", "SteadyCell", "lifetime_s", "pick_cells",
+__all__ = ["REGIONS", "MIN_MARGIN", "MIN_TPOT_STEPS", "RECORD", "RECORDS", "SteadyCell", "lifetime_s", "pick_cells",
            "steady_cell", "in_run", "save_record", "load_record"]
 
-#: the record chapter 7 prints: ``benchmarks/map_live.py --out`` on this file
+#: the record chapter 7 prints: ``benchmarks/map_live.py --out`` on this file (4 workers), and per cluster size
 RECORD = Path(__file__).resolve().parents[2] / "data" / "map_live.json"
+RECORDS = {4: RECORD, 8: RECORD.with_name("map_live_8.json")}
 
 #: a cell a kind wins is chosen for the check only if the kind's margin is at least this (when the region has such
 #: a cell): a goodput 20% above the runner-up's leaves a rate between them some room on either side
