@@ -8,7 +8,9 @@ of run at a rate between the two layouts' goodputs (:func:`~splitlab.teach.figur
 three seeds. The record (every seed's attainment, measured and simulated, and where the cell sat) is written as
 JSON; chapter 7 prints the one shipped in ``splitlab/data/map_live.json``. It takes about half an hour of one core.
 
-    python benchmarks/map_live.py [--out FILE] [--seeds 0,1,2] [--regions split,tie,...] [--max-requests N]
+    python benchmarks/map_live.py [--out FILE [--merge]] [--seeds 0,1,2] [--regions split,tie,...] [--workers 4]
+                                  [--max-requests N]
+    python benchmarks/map_live.py --resimulate FILE --calibration CALIBRATION
 
 ``--quick``: a map of 2 x 2 cells and runs of a dozen requests, two seeds, one region (a smoke test for CI;
 nothing it prints is a result).
@@ -33,16 +35,42 @@ LINK = "25 Gb/s network"  # chapter 7's
 AXES = dict(tpot_steps=(1.5, 2.5, 5.0, 10.0))
 
 
-def _meta(args, argv, lm, cal, maps, t0, cpu0) -> dict:
-    """What the record says of its run: what, when, where, the command, the calibration, the maps' counts, time."""
+def _meta(args, argv, lm, cal, maps, t0, cpu0, served) -> dict:
+    """What the record says of its run: what, where, the maps' counts, and the run itself (``runs``: when it started
+    and ended, the command, the regions ``served``, the calibration, the load and its time)."""
+    start = datetime.datetime.fromtimestamp(t0, datetime.timezone.utc)
+    run = dict(started=start.isoformat(timespec="seconds"),
+               date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+               regions=list(served), calibration=cal.meta.get("shared", ""),
+               load_average=[round(x, 2) for x in os.getloadavg()], wall_s=round(time.time() - t0),
+               cpu_s=round(time.process_time() - cpu0), counts={str(k): m.counts() for k, m in maps.items()})
     return dict(what="chapter 7's map checked on the real model in steady state (benchmarks/map_live.py)",
-                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 machine=f"{platform.machine()}, {os.cpu_count()} cores ({platform.processor() or platform.system()})",
-                device=sl.describe_device(lm.device), torch=torch.__version__,
-                command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                load_average=[round(x, 2) for x in os.getloadavg()], calibration=cal.meta.get("shared", ""),
-                workers=args.workers, counts={str(k): m.counts() for k, m in maps.items()},
-                wall_s=round(time.time() - t0), cpu_s=round(time.process_time() - cpu0), quick=bool(args.quick))
+                device=sl.describe_device(lm.device), torch=torch.__version__, workers=args.workers,
+                counts={str(k): m.counts() for k, m in maps.items()}, quick=bool(args.quick), runs=[run])
+
+
+def _save(args, cells: dict, meta: dict, base: tuple | None) -> str:
+    """Write the record (over ``base``, the record --merge read before this run: its cells and runs)."""
+    if base is not None:
+        cells, meta = _merged(base, cells, meta)
+    return map_steady.save_record(cells, args.out, **meta)
+
+
+def _merged(base: tuple, cells: dict, meta: dict) -> tuple[dict, dict]:
+    """``cells`` and ``meta`` over ``base`` (the record's (meta, cells) before this run, --merge): its other regions'
+    cells kept, its runs listed before this one, each with the counts of the maps it drew its cells from (a run that
+    calibrated again may draw other maps; each cell keeps its own map's coordinates and goodputs). ValueError: a
+    record of another cluster size."""
+    old_meta, old = base
+    if old_meta.get("workers", 4) != meta["workers"]:
+        raise ValueError(f"--merge: the record holds cells of {old_meta.get('workers')} workers, this run "
+                         f"{meta['workers']}: give another --out")
+    earlier = old_meta.get("runs") or [dict({k: old_meta[k] for k in ("date", "command", "calibration", "load_average",
+                                                                      "wall_s", "cpu_s") if k in old_meta},
+                                            regions=list(old), counts=old_meta.get("counts"))]
+    return {**old, **cells}, dict(meta, runs=earlier + meta["runs"])
 
 
 def _resimulate(path: str, calibration: str | None, ap) -> int:
@@ -71,6 +99,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=4, help="the cluster (the chapter's maps: 4 and 8)")
     ap.add_argument("--max-requests", type=int, default=2000, help="requests of a run at most (the map's: 2000)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
+    ap.add_argument("--merge", action="store_true", help="keep the other regions' cells of the record at --out "
+                    "(one drawn from the same maps) and list this run after its runs")
     ap.add_argument("--resimulate", metavar="RECORD", help="add the in-run simulation (map_steady.in_run) to a record "
                     "served before it was kept, from --calibration (the calibration file the record's run used)")
     ap.add_argument("--calibration", help="with --resimulate: that run's calibration (splitlab's cache keeps it)")
@@ -99,6 +129,7 @@ def main(argv=None) -> int:
     print(f"map of {args.workers} workers: {maps[None].counts()} on its own link, {maps[0.01].counts()} at 0.01 GB/s",
           flush=True)
     picked, cells = map_steady.pick_cells(maps), {}
+    base = map_steady.load_record(args.out) if args.merge and args.out and os.path.exists(args.out) else None
     for region in [r for r in regions if r in picked]:
         c = cells[region] = map_steady.steady_cell(*picked[region], lm, cost, region=region, seeds=seeds,
                                                    max_requests=cap)
@@ -107,12 +138,12 @@ def main(argv=None) -> int:
               f"{c.rate_per_worker:.3g}/s per worker; measured {c.measured}; predicted {c.predicted}; {c.outcome()}"
               f" ({c.cpu_s:.0f} s CPU; steps against the model: {c.extra['steps']})", flush=True)
         if args.out:  # after each cell: a run stopped later keeps what it served
-            map_steady.save_record(cells, args.out, **_meta(args, argv, lm, cal, maps, t0, cpu0))
+            _save(args, cells, _meta(args, argv, lm, cal, maps, t0, cpu0, cells), base)
     print(map_steady_text.steady_table(cells).to_string())
-    meta = _meta(args, argv, lm, cal, maps, t0, cpu0)
+    meta = _meta(args, argv, lm, cal, maps, t0, cpu0, cells)
     if args.out:
-        print("wrote", map_steady.save_record(cells, args.out, **meta))
-    print(f"took {meta['wall_s']} s ({meta['cpu_s']} s CPU)")
+        print("wrote", _save(args, cells, meta, base))
+    print(f"took {meta['runs'][-1]['wall_s']} s ({meta['runs'][-1]['cpu_s']} s CPU)")
     return 0
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from .map_steady import SteadyCell
 from .pools_live_words import TIE_GAP
-from .style import and_list
+from .style import and_list, fmt3
 
 __all__ = ["TITLES", "steady_table", "steady_words", "today_words", "record_summary"]
 
@@ -59,6 +59,24 @@ def _bar(c: SteadyCell, mean) -> str:
             (False, True): "The runner-up kept the 90% bar and the winner did not: the order reversed."}[(win, rival)]
 
 
+def _against(c: SteadyCell, gw: float, gr: float) -> str:
+    """The rate against the two goodputs, in words: between them, or a tie's share of their geometric mean."""
+    middle = (gw * gr) ** 0.5
+    if c.region == "tie" and middle > 0 and c.rate_per_worker < 0.99 * middle:
+        return (f"{c.rate_per_worker / middle:.2f} of the geometric mean of the goodputs {fmt3(gw)} and {fmt3(gr)} "
+                f"(below the knee, where seeds scatter less)")
+    return f"between the goodputs {fmt3(gw)} and {fmt3(gr)}"
+
+
+def _undecided(c: SteadyCell, g: dict) -> str:
+    """An undecided verdict in words: a lead the interval does not clear, or a tie the runs neither show nor part."""
+    if c.region != "tie":
+        return "is undecided: the interval holds zero."
+    return (f"is undecided: the runs do not part the two, but the gap's 90% interval ({g['eq_low']:+.0f} to "
+            f"{g['eq_high']:+.0f} points) reaches past the +-{TIE_GAP:g} a tie allows"
+            + ("." if float(c.frame().mean().min()) < 95 else ", and both layouts were nearly idle."))
+
+
 def _range(values) -> str:
     lo, hi = min(values), max(values)
     return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}x to {hi:.2f}x"
@@ -98,15 +116,15 @@ def steady_words(cells: dict) -> str:
         out.append(
             f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts, {c.prefill_steps:.3g} decode "
             f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {c.margin:.0%}): at "
-            f"{c.rate_per_worker:.3g} requests/s per worker, between the goodputs {gw:.3g} and {gr:.3g} searched again "
+            f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
             f"at this machine's speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request lifetimes of "
             f"arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from {g['ci_low']:+.0f} to "
             f"{g['ci_high']:+.0f} points, so the live winner "
             + {"matches": "matches the map's.", "does not match": "does not match the map's.",
-                                     "undecided": "is undecided: the interval holds zero.",
+                                     "undecided": _undecided(c, g),
                                      "matches: a tie": f"ties, as the map says (the 90% interval lies within "
-                                                       f"+-{TIE_GAP:g} points)."}[verdict] + " " + _bar(c, mean)
-            + " " + _models(c))
+                                                       f"+-{TIE_GAP:g} points)."}[verdict]
+            + "".join(f" {x}" for x in (_bar(c, mean), _models(c)) if x))
     return "\n\n".join(out)
 
 
