@@ -9,7 +9,7 @@ from .map_steady import SteadyCell
 from .pools_live_words import TIE_GAP
 from .style import and_list, fmt3
 
-__all__ = ["TITLES", "steady_table", "steady_words", "today_words", "record_summary"]
+__all__ = ["TITLES", "SHORT_REGIONS", "steady_table", "steady_words", "today_words", "record_summary", "run_lines"]
 
 
 #: a region as the table's index names it (short: the table fits a 412 px phone)
@@ -166,3 +166,15 @@ def record_summary(cells: dict) -> str:
     rest = "; ".join(f"{and_list(v)} {k}" for k, v in said.items())
     inner = "; ".join(x for x in (and_list(matched) if matched else "", rest) if x)
     return f"the live runs matched the map in {len(matched)} of {len(cells)} cells ({inner})"
+
+
+def run_lines(meta: dict) -> list:
+    """One line per run of a record (``meta``: :func:`~.map_steady.load_record`'s; a record of one run written before
+    runs were listed has its keys at the top): when, the command, the regions it served and the calibration."""
+    runs = meta.get("runs") or [meta]
+    out = []
+    for r in runs:
+        when = str(r.get("date", "?"))[:16].replace("T", " ")
+        regions = f" ({', '.join(r['regions'])})" if r.get("regions") else ""
+        out.append(f"{when} UTC{regions}: {r.get('command', '?')}; {r.get('calibration', '')}".rstrip("; "))
+    return out
