@@ -206,3 +206,24 @@ def test_the_cli_exits_2_in_seconds_from_the_command_line():
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 2 and "argument --workers: workers must be in 2 .. 16, got 17" in out.stderr
     assert time.monotonic() - t0 < 30  # a calibration takes a minute
+
+
+def test_other_rule_words_refuses_what_is_not_apply_rules_rows():
+    import pandas as pd
+    from splitlab.teach.figures.split_map_words import other_rule_words
+    rows = pd.DataFrame({"model": ["Llama-3-8B"], "dtype": ["bf16"], "prompt tokens": [2048],
+                         "own map says": ["chunked"]})
+    other = rows.drop(columns="own map says").assign(**{"rule says": ["colocated"]})
+    row = pd.Series({"rule": "at a TPOT SLO of 2.5 decode steps the split loses"})
+    with pytest.raises(TypeError, match="rows must be a DataFrame of apply_rule's rows, got dict"):
+        other_rule_words({"own map says": ["chunked"]}, other, row, "m")  # was "unhashable type: 'list'"
+    with pytest.raises(ValueError, match=r"other has no column\(s\) \['rule says'\]"):
+        other_rule_words(rows, other.drop(columns="rule says"), row, "m")  # was a KeyError from pandas
+    with pytest.raises(TypeError, match="row must be one split_threshold row .* got DataFrame and str"):
+        other_rule_words(rows, other, row.to_frame().T, "m")  # was the whole column's repr in the sentence
+    with pytest.raises(TypeError, match="row must be one .* got NoneType and str"):
+        other_rule_words(rows, other, None, "m")  # was an AttributeError
+    with pytest.raises(TypeError, match="name a str, got Series and NoneType"):
+        other_rule_words(rows, other, row, None)  # was "Read off None instead"
+    with pytest.raises(ValueError, match="rows has no case"):
+        other_rule_words(rows.iloc[:0], other.iloc[:0], row, "m")  # was "There it says: ."
