@@ -227,3 +227,18 @@ def test_other_rule_words_refuses_what_is_not_apply_rules_rows():
         other_rule_words(rows, other, row, None)  # was "Read off None instead"
     with pytest.raises(ValueError, match="rows has no case"):
         other_rule_words(rows.iloc[:0], other.iloc[:0], row, "m")  # was "There it says: ."
+
+
+def test_steady_cell_refuses_a_bad_progress_before_the_probe(no_probe):
+    cell = _cell(64, 2.5, WIN)
+    with pytest.raises(TypeError, match="progress must be True, False or None .* got 'yes'"):
+        map_steady.steady_cell(_map([cell]), cell, None, None, progress="yes")  # was after minutes of searches
+
+
+def test_load_record_refuses_a_cell_under_another_key_or_with_runs_not_one_per_seed(tmp_path):
+    (tmp_path / "key.json").write_text(json.dumps({"cells": {"nope": _steady().to_json()}}))
+    with pytest.raises(ValueError, match="key.json: cell 'nope' must be kept under its region, one of .* got 'split'"):
+        map_steady.load_record(tmp_path / "key.json")
+    (tmp_path / "short.json").write_text(json.dumps({"cells": {"split": _uneven().to_json()}}))
+    with pytest.raises(ValueError, match=r"short.json: the 'split' cell: one value per seed expected \(3 seeds\)"):
+        map_steady.load_record(tmp_path / "short.json")  # was read, then refused by the first table

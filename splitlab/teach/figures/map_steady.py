@@ -194,7 +194,9 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
         ValueError: a cell no layout wins nor ties (none), a cell not of ``m``, a ``region`` other than the cell's
             winner, the cell's layouts of another cluster size than ``m``'s, fewer than 2 distinct seeds,
             max_requests not a whole number >= 2; those of :func:`step_probe` and the runs.
-        TypeError: ``m`` not a map; ``cost`` not a CostModel or None; ``lm`` not a LoadedModel."""
+        TypeError: ``m`` not a map; ``cost`` not a CostModel or None; ``lm`` not a LoadedModel; ``progress`` not
+            a bool or None."""
+    from ...common.progress import show_progress
     from ...phases.loaded import require_loaded
     from ...serving import CostModelExecutor, ModelExecutor, attainment_curve
     from ...serving.workload import Fixed, WorkloadSpec
@@ -206,6 +208,7 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     if region not in (None, cell.winner):
         raise ValueError(f"region must be the cell's winner {cell.winner!r} (or None), got {region!r}")
     seeds = list(seeds_of(seeds))
+    show_progress(progress)  # its TypeError before the probe, not after minutes of goodput searches
     cap = _settings(m)["max_requests"] if max_requests is None else max_requests
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 2:
         raise ValueError(f"max_requests must be a whole number >= 2, got {max_requests!r}")
@@ -266,9 +269,17 @@ def save_record(cells: dict, path: str, **meta) -> str:
 
 def load_record(path: str | Path = RECORD) -> tuple[dict, dict]:
     """(meta, {region: SteadyCell}) of a file :func:`save_record` wrote. FileNotFoundError: no file at ``path``;
-    ValueError naming the file: not JSON, NaN, another shape, a cell missing a field (:func:`read_record_json`)."""
+    ValueError naming the file: not JSON, NaN, another shape, a cell missing a field (:func:`read_record_json`), a
+    cell under a key other than its region (one of :data:`REGIONS`), runs not one per seed (:func:`check_runs`)."""
     d = read_record_json(path)
     cells = {r: SteadyCell.from_json(c, f"{path}: cell {r!r}") for r, c in d.pop("cells").items()}
+    for r, c in cells.items():
+        if r not in REGIONS or c.region != r:
+            raise ValueError(f"{path}: cell {r!r} must be kept under its region, one of {REGIONS}, got {c.region!r}")
+        try:
+            check_runs(c)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
     if any(not math.isfinite(c.rate_per_worker) for c in cells.values()):
         raise ValueError(f"{path} holds a cell without a rate")
     return d, cells
