@@ -76,12 +76,15 @@ def _merged(base: tuple, cells: dict, meta: dict) -> tuple[dict, dict]:
 def _resimulate(path: str, calibration: str | None, ap) -> int:
     """Fill in what :func:`map_steady.in_run` needs on each cell of the record at ``path`` (the rescaled model from
     the run's calibration and the cell's probe, the map's answers and run limits: 64 tokens, 100 to 2,000 requests)
-    and add its simulation; the record is written back."""
+    and add its simulation; the record is written back. A record or calibration that cannot be read: ap.error."""
     from splitlab.costmodel import load
     if not calibration:
         ap.error("--resimulate needs --calibration (the calibration file the record's run used)")
-    meta, cells = map_steady.load_record(path)
-    cost = load(calibration, model="tiny").cost.over_link(LINK)
+    meta, cells = _record(path, "--resimulate", ap)
+    try:
+        cost = load(calibration, model="tiny").cost.over_link(LINK)
+    except (OSError, ValueError) as err:  # CalibrationError is a ValueError
+        ap.error(f"--calibration: {err}")
     for region, c in cells.items():
         now = map_steady.rescaled(cost, c.probe["prefill"], c.probe["decode"])
         c.extra.update(cost=dataclasses.asdict(now), output_tokens=64, min_requests=100, max_requests=2000)
@@ -91,13 +94,64 @@ def _resimulate(path: str, calibration: str | None, ap) -> int:
     return 0
 
 
+def _record(path: str, flag: str, ap) -> tuple[dict, dict]:
+    """:func:`map_steady.load_record` of ``path``, or ap.error naming ``flag`` (a missing file, not a record)."""
+    try:
+        return map_steady.load_record(path)
+    except (OSError, ValueError) as err:
+        ap.error(f"{flag}: {err}")
+
+
+def _type(check):
+    """An argparse ``type`` of ``check`` (a function of the text that raises ValueError): its message on error."""
+    def parse(text: str):
+        try:
+            return check(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    parse.__name__ = check.__name__
+    return parse
+
+
+def _int_in(lo: int, hi: int | None, what: str):
+    """An argparse ``type``: a whole number in ``lo`` .. ``hi`` (None: no upper bound), its error naming ``what``."""
+    def whole(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise ValueError(f"{what} must be a whole number, got {text!r}") from None
+        if v < lo or hi is not None and v > hi:
+            raise ValueError(f"{what} must be {f'in {lo} .. {hi}' if hi is not None else f'>= {lo}'}, got {v}")
+        return v
+    return _type(whole)
+
+
+def _seeds(text: str) -> list:
+    try:
+        given = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise ValueError(f"seeds must be whole numbers, comma-separated (0,1,2), got {text!r}") from None
+    return list(map_steady.seeds_of(given))
+
+
+def _regions(text: str) -> list:
+    regions = [r for r in text.split(",") if r]
+    unknown = [r for r in regions if r not in map_steady.REGIONS]
+    if unknown or not regions or len(set(regions)) != len(regions):
+        raise ValueError(f"regions must be distinct names of {list(map_steady.REGIONS)}, comma-separated, got {text!r}")
+    return regions
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="write the record here (JSON), after each cell; default: print only")
-    ap.add_argument("--seeds", default="0,1,2", help="seeds of the runs, comma-separated (default 0,1,2)")
-    ap.add_argument("--regions", default=",".join(map_steady.REGIONS), help="regions to serve")
-    ap.add_argument("--workers", type=int, default=4, help="the cluster (the chapter's maps: 4 and 8)")
-    ap.add_argument("--max-requests", type=int, default=2000, help="requests of a run at most (the map's: 2000)")
+    ap.add_argument("--seeds", type=_type(_seeds), default="0,1,2",
+                    help="seeds of the runs, comma-separated, at least 2 distinct (default 0,1,2)")
+    ap.add_argument("--regions", type=_type(_regions), default=",".join(map_steady.REGIONS), help="regions to serve")
+    ap.add_argument("--workers", type=_int_in(2, 16, "workers"), default=4,
+                    help="the cluster, 2 .. 16 (the chapter's maps: 4 and 8)")
+    ap.add_argument("--max-requests", type=_int_in(2, None, "max requests"), default=2000,
+                    help="requests of a run at most, >= 2 (the map's: 2000)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
     ap.add_argument("--merge", action="store_true", help="keep the other regions' cells of the record at --out "
                     "(one drawn from the same maps) and list this run after its runs")
@@ -107,11 +161,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.resimulate:
         return _resimulate(args.resimulate, args.calibration, ap)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    regions = [r for r in args.regions.split(",") if r]
-    unknown = [r for r in regions if r not in map_steady.REGIONS]
-    if unknown:
-        ap.error(f"--regions: {unknown} not of {list(map_steady.REGIONS)}")
+    if args.calibration:
+        ap.error("--calibration is read only with --resimulate (a run calibrates here, or reuses this machine's)")
+    if args.merge and not args.out:
+        ap.error("--merge needs --out (the record whose other regions' cells are kept)")
+    seeds, regions = args.seeds, args.regions
+    base = _record(args.out, "--merge", ap) if args.merge and os.path.exists(args.out) else None
+    if base is not None and base[0].get("workers", 4) != args.workers:
+        ap.error(f"--merge: the record at {args.out} holds cells of {base[0].get('workers', 4)} workers, this run "
+                 f"--workers {args.workers}: give another --out")
     t0, cpu0 = time.time(), time.process_time()
     lm = sl.load_model("tiny")
     sl.phases.device.set_cpu_clock("thread")
@@ -129,7 +187,6 @@ def main(argv=None) -> int:
     print(f"map of {args.workers} workers: {maps[None].counts()} on its own link, {maps[0.01].counts()} at 0.01 GB/s",
           flush=True)
     picked, cells = map_steady.pick_cells(maps), {}
-    base = map_steady.load_record(args.out) if args.merge and args.out and os.path.exists(args.out) else None
     for region in [r for r in regions if r in picked]:
         c = cells[region] = map_steady.steady_cell(*picked[region], lm, cost, region=region, seeds=seeds,
                                                    max_requests=cap)

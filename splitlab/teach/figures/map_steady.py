@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,9 +31,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .map_steady_checks import check_cell_fields, check_runs, read_record_json, record_text
+from .map_steady_in_run import in_run, ratios_of
 from .pools_live import _on_link, layout_config
 from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of
-from .pools_live_probe import cell_now, rescaled, step_probe, step_ratios
+from .pools_live_probe import cell_now, rescaled, step_probe
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
 __all__ = ["REGIONS", "MIN_MARGIN", "MIN_TPOT_STEPS", "TIE_RATE", "RECORD", "RECORDS", "SteadyCell", "lifetime_s",
@@ -132,7 +133,9 @@ class SteadyCell:
     extra: dict = field(default_factory=dict)
 
     def frame(self, which: str = "measured") -> pd.DataFrame:
-        """``measured`` or ``predicted`` as a DataFrame: one row per seed, one column per layout (%)."""
+        """``measured`` or ``predicted`` as a DataFrame: one row per seed, one column per layout (%). ValueError: runs
+        of another length than the seeds, fewer than 2 distinct seeds (:func:`~.map_steady_checks.check_runs`)."""
+        check_runs(self)
         return pd.DataFrame(getattr(self, which), index=self.seeds)[[self.winner, self.rival]]
 
     def gap(self, which: str = "measured") -> dict:
@@ -155,7 +158,10 @@ class SteadyCell:
                 for k, v in asdict(self).items()}
 
     @classmethod
-    def from_json(cls, d: dict) -> "SteadyCell":
+    def from_json(cls, d: dict, where: str = "the cell") -> "SteadyCell":
+        """The cell :meth:`to_json` wrote. ValueError naming ``where`` and the fields: missing or unknown ones."""
+        check_cell_fields(d, {f.name: f.default is f.default_factory is dataclasses.MISSING
+                              for f in dataclasses.fields(cls)}, where)
         return cls(**d)
 
 
@@ -184,10 +190,13 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     serve each seed's run (the map's run length, at most ``max_requests`` requests, default the map's) on both
     layouts, simulated and live. ``region``: the cell's (default its winner).
 
-    Raises:
-        ValueError: a cell no layout wins nor ties (none), a cell not of ``m``, fewer than 2 distinct seeds,
+    Raises (all but the last before the probe):
+        ValueError: a cell no layout wins nor ties (none), a cell not of ``m``, a ``region`` other than the cell's
+            winner, the cell's layouts of another cluster size than ``m``'s, fewer than 2 distinct seeds,
             max_requests not a whole number >= 2; those of :func:`step_probe` and the runs.
-        TypeError: ``m`` not a map; ``cost`` not a CostModel or None; ``lm`` not a LoadedModel."""
+        TypeError: ``m`` not a map; ``cost`` not a CostModel or None; ``lm`` not a LoadedModel; ``progress`` not
+            a bool or None."""
+    from ...common.progress import show_progress
     from ...phases.loaded import require_loaded
     from ...serving import CostModelExecutor, ModelExecutor, attainment_curve
     from ...serving.workload import Fixed, WorkloadSpec
@@ -196,18 +205,21 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
         raise ValueError("cell must be a cell of the map m (its SLO rules, answers and link place it)")
     if cell.winner not in REGIONS:
         raise ValueError(f"cell has no winner to check (winner {cell.winner!r}): no layout meets its SLOs")
+    if region not in (None, cell.winner):
+        raise ValueError(f"region must be the cell's winner {cell.winner!r} (or None), got {region!r}")
     seeds = list(seeds_of(seeds))
+    show_progress(progress)  # its TypeError before the probe, not after minutes of goodput searches
     cap = _settings(m)["max_requests"] if max_requests is None else max_requests
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 2:
         raise ValueError(f"max_requests must be a whole number >= 2, got {max_requests!r}")
-    require_loaded(lm, "steady_cell")
+    names = [cell.names[k] for k in (cell.leader, cell.runner_up)]
+    options = _on_link(m, dict(m.search.get("options", {}), max_batch=m.max_batch, trace=False))
+    configs = {n: layout_config(n, m.workers, m.chunk_tokens, **options) for n in names}  # a cell of another size
+    require_loaded(lm, "steady_cell's lm")
     cost = cost_of(cost)
     probe = step_probe(lm, cost, cell.prompt_tokens)
     now = rescaled(cost, probe["prefill"], probe["decode"])
     prompt, ttft, tpot = cell_now(m, cell, now)
-    names = [cell.names[k] for k in (cell.leader, cell.runner_up)]
-    options = _on_link(m, dict(m.search.get("options", {}), max_batch=m.max_batch, trace=False))
-    configs = {n: layout_config(n, m.workers, m.chunk_tokens, **options) for n in names}
     spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(m.output_tokens))
     sim = CostModelExecutor(now)
     good = {n: _search(spec, c, sim, ttft, tpot, m) for n, c in configs.items()}
@@ -238,62 +250,36 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
                      probe, int(prompt), float(ttft), float(tpot), good, rate,
                      span / (ttft + (m.output_tokens - 1) * tpot), seeds, requests, counted, predicted, measured,
                      time.process_time() - cpu0,
-                     {"steps": {n: _ratios(now, ex.step_log) for n, ex in executors.items()},
+                     {"steps": {n: ratios_of(now, ex.step_log) for n, ex in executors.items()},
                       "cost": dataclasses.asdict(now), "output_tokens": m.output_tokens,
                       "min_requests": runs["min_requests"], "max_requests": cap})
     out.extra["in_run"] = in_run(out)
     return out
 
 
-def in_run(c: SteadyCell) -> dict:
-    """{layout: [% within both SLOs, per seed]}: ``c``'s runs simulated again on the cost model its probe placed it
-    on (``c.extra["cost"]``) rescaled by each layout's own live steps (``c.extra["steps"]``: decode steps by their
-    ratio, prefills and fused hybrid steps by the hybrid steps' where the layout ran them, else the prefills'). What
-    is left between this and the live attainment is the scheduler's model, not the probe's aim (the validation of
-    chapter 7 fits again on a run's own steps for the same reason). ValueError: a cell without those records."""
-    from ...costmodel import CostModel
-    from ...serving import CostModelExecutor, attainment_curve
-    from ...serving.workload import Fixed, WorkloadSpec
-    need = ("steps", "cost", "output_tokens", "min_requests", "max_requests")
-    if any(k not in c.extra for k in need):
-        raise ValueError(f"the cell has no {[k for k in need if k not in c.extra]} in its extra: served before the "
-                         f"record kept them")
-    now = CostModel(**c.extra["cost"])
-    link = {} if c.link_gbps is None else dict(link_bytes_per_s=c.link_gbps * 1e9, link_latency_s=0.0)
-    spec = WorkloadSpec(f"{c.prompt_tokens}-token prompts", Fixed(c.prompt_tokens), Fixed(c.extra["output_tokens"]))
-    out = {}
-    for n in (c.winner, c.rival):
-        r = c.extra["steps"].get(n, {})
-        ex = CostModelExecutor(rescaled(now, r.get("hybrid", r.get("prefill", 1.0)), r.get("decode", 1.0)))
-        cfg = layout_config(n, c.workers, [], trace=False, **link)
-        out[n] = [100 * float(attainment_curve(spec, cfg, ex, rates_per_worker=[c.rate_per_worker],
-                                               ttft_slo_s=c.ttft_slo_s, tpot_slo_s=c.tpot_slo_s, seed=s, scale=1.0,
-                                               min_requests=c.extra["min_requests"],
-                                               max_requests=c.extra["max_requests"]).attainment.iloc[0])
-                  for s in c.seeds]
-    return out
-
-
-def _ratios(cost, log: list) -> dict:
-    """{step kind: measured / predicted (median over the steps)} of a live run's ``log`` on ``cost``."""
-    return {k: round(float(v), 3) for k, v in step_ratios(cost, log)["measured / predicted"].items()} if log else {}
-
-
 def save_record(cells: dict, path: str, **meta) -> str:
-    """Write ``cells`` ({region: SteadyCell}) and ``meta`` (date, machine, command...) to ``path`` as JSON."""
+    """Write ``cells`` ({region: SteadyCell}) and ``meta`` (date, machine, command...) to ``path`` as JSON; the text is
+    made whole first, so a record that cannot be written leaves the file as it was. TypeError: ``cells`` not a dict
+    of SteadyCells; TypeError/ValueError: meta JSON cannot hold (NaN...); OSError: a path that cannot be written."""
+    text = record_text(cells, meta)
     with open(path, "w") as f:
-        json.dump(dict(meta, cells={r: c.to_json() for r, c in cells.items()}), f, indent=1, allow_nan=False)
-        f.write("\n")
+        f.write(text)
     return path
 
 
 def load_record(path: str | Path = RECORD) -> tuple[dict, dict]:
-    """(meta, {region: SteadyCell}) of a file :func:`save_record` wrote. ValueError: a file of another shape."""
-    with open(path) as f:
-        d = json.load(f)
-    if not isinstance(d, dict) or not isinstance(d.get("cells"), dict):
-        raise ValueError(f"{path} is not a record of the map's steady-state check (no 'cells')")
-    cells = {r: SteadyCell.from_json(c) for r, c in d.pop("cells").items()}
+    """(meta, {region: SteadyCell}) of a file :func:`save_record` wrote. FileNotFoundError: no file at ``path``;
+    ValueError naming the file: not JSON, NaN, another shape, a cell missing a field (:func:`read_record_json`), a
+    cell under a key other than its region (one of :data:`REGIONS`), runs not one per seed (:func:`check_runs`)."""
+    d = read_record_json(path)
+    cells = {r: SteadyCell.from_json(c, f"{path}: cell {r!r}") for r, c in d.pop("cells").items()}
+    for r, c in cells.items():
+        if r not in REGIONS or c.region != r:
+            raise ValueError(f"{path}: cell {r!r} must be kept under its region, one of {REGIONS}, got {c.region!r}")
+        try:
+            check_runs(c)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
     if any(not math.isfinite(c.rate_per_worker) for c in cells.values()):
         raise ValueError(f"{path} holds a cell without a rate")
     return d, cells

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from .map_steady import SteadyCell
+from .map_steady_checks import check_cells
+from .pools_live_args import ordered_maps
 from .pools_live_words import TIE_GAP
 from .style import and_list, fmt3
 
@@ -21,7 +23,9 @@ def steady_table(cells: dict) -> pd.DataFrame:
     link's GB/s, a cluster other than the first cell's), each layout's mean attainment live (simulated on the same
     requests, in brackets, on the model rescaled by the runs' own steps where the record has it: ``in_run``; %), the
     live gap's mean and 95% interval (points) and the verdict; the layouts and the runs
-    are :func:`steady_words`'. Narrow enough for a 412 px phone (the last live table was not)."""
+    are :func:`steady_words`'. Narrow enough for a 412 px phone (the last live table was not). TypeError: ``cells``
+    not a dict of SteadyCells; ValueError: a cell's runs of another length than its seeds (:meth:`SteadyCell.frame`)."""
+    check_cells(cells, "steady_table")
     rows, first = {}, next(iter(cells.values()), None)
     for region, c in cells.items():
         g = c.gap()
@@ -103,7 +107,8 @@ def _short(name: str) -> str:
 
 def steady_words(cells: dict) -> str:
     """A sentence per region: where its cell sits, the rate against the two goodputs, what the runs found and
-    whether the live winner matches the map's."""
+    whether the live winner matches the map's. Errors: :func:`steady_table`'s."""
+    check_cells(cells, "steady_words")
     out, first = [], next(iter(cells.values()), None)
     for region, c in cells.items():
         g, mean = c.gap(), c.frame().mean()
@@ -133,12 +138,18 @@ def today_words(cells: dict, maps: dict) -> str:
     falls on today's maps (``maps``: {link GB/s or None: map} of the same cluster size): the cell of the same TPOT SLO
     and link whose prefill cost in decode steps is nearest, and the kind that wins it today. A record is of one
     calibration: another machine, or this one another day, can draw the borders elsewhere. ValueError: a record of
-    another cluster size than the maps'."""
+    another cluster size than the maps', no cell, those of :func:`~.pools_live_args.ordered_maps` (not a dict of maps,
+    none); TypeError: ``cells`` not a dict of SteadyCells."""
+    check_cells(cells, "today_words")
+    ordered_maps(maps)
+    if not cells:
+        raise ValueError("today_words: cells is empty: no region was served")
     out = []
     for region, c in cells.items():
         m = maps.get(None if c.link_gbps is None else c.link_gbps)
         if m is None:
-            out.append(f"today's maps have no {c.link_gbps:g} GB/s link for the {region} cell")
+            link = "the cost model's own link" if c.link_gbps is None else f"a {c.link_gbps:g} GB/s link"
+            out.append(f"today's maps have no map on {link} for the {region} cell")
             continue
         if m.workers != c.workers:
             raise ValueError(f"the record's cells are of {c.workers} workers, the maps of {m.workers}")
@@ -156,7 +167,8 @@ def today_words(cells: dict, maps: dict) -> str:
 
 def record_summary(cells: dict) -> str:
     """The record's verdicts in a clause: "the live runs matched the map in 3 of 4 cells (the split, colocated
-    prefill-first and colocated chunked; a tie undecided)". ValueError: no cell."""
+    prefill-first and colocated chunked; a tie undecided)". ValueError: no cell; TypeError: not a dict of cells."""
+    check_cells(cells, "record_summary")
     if not cells:
         raise ValueError("cells is empty: no region was served")
     said: dict = {}
@@ -170,8 +182,17 @@ def record_summary(cells: dict) -> str:
 
 def run_lines(meta: dict) -> list:
     """One line per run of a record (``meta``: :func:`~.map_steady.load_record`'s; a record of one run written before
-    runs were listed has its keys at the top): when, the command, the regions it served and the calibration."""
+    runs were listed has its keys at the top): when, the command, the regions it served and the calibration.
+    TypeError: ``meta`` not a dict; ValueError: ``runs`` not a list of dicts, a run naming neither its date nor its
+    command (``{}``: no record's meta), ``regions`` not a list."""
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict (load_record's first value), got {type(meta).__name__}")
     runs = meta.get("runs") or [meta]
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise ValueError(f"meta['runs'] must be a list of dicts (one per run), got {runs!r:.80}")
+    for r in runs:
+        if "date" not in r and "command" not in r or not isinstance(r.get("regions", []), list):
+            raise ValueError(f"a run of meta must name its date or command, and its regions as a list, got {r!r:.80}")
     out = []
     for r in runs:
         when = str(r.get("date", "?"))[:16].replace("T", " ")

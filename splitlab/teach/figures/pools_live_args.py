@@ -79,7 +79,11 @@ def ordered_maps(maps: dict) -> list:
 def cost_of(cost):
     """``cost``, or the built-in cost model for None (as the simulator reads it), checked: a CostModel with
     coefficients a simulator can run on. TypeError/ValueError otherwise (None was "'NoneType' object has no
-    attribute 'prefill_s'" from inside the probe)."""
+    attribute 'prefill_s'" from inside the probe; "tiny", a model's name, was "the simulated back end needs..."
+    without naming ``cost``)."""
     from ...costmodel import CostModel
     from ...serving.simulated import check_cost
+    if cost is not None and not isinstance(cost, CostModel):
+        hint = ": a calibration? give its .cost" if hasattr(cost, "cost") else " (a calibration's .cost, or None)"
+        raise TypeError(f"cost needs a splitlab.costmodel.CostModel, got {type(cost).__name__}{hint}")
     return check_cost(CostModel() if cost is None else cost)

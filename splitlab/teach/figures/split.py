@@ -126,7 +126,11 @@ def split_runs(backend, workload, rate_per_s: float, splits: Sequence[tuple[int,
 
     Raises:
         ValueError: splits of different sizes or none; a bad rate or worker count (from :mod:`splitlab.serving`).
+        TypeError: ``colocated`` neither a bool nor a mapping ("chunked" was served prefill-first in silence).
     """
+    if not isinstance(colocated, (bool, Mapping)):
+        raise TypeError(f"colocated must be True, False or a mapping of colocated options ({{'policy': 'chunked', "
+                        f"'chunk_tokens': 256}}), got {type(colocated).__name__} {colocated!r}")
     sizes = {p + d for p, d in splits}
     if len(sizes) != 1:
         raise ValueError(f"splits must all have one number of workers (P + D), got {list(splits)}")
@@ -148,6 +152,24 @@ def _row(workload, res, rate_per_s: float, slos, label: str) -> dict:
                 workers=len(res.workers), rate_per_s=rate_per_s, rate_per_worker=rate_per_s / len(res.workers),
                 slo_attainment=m["slo_attainment"], ttft_p90_s=m["ttft_s"]["p90"], tpot_p90_s=m["tpot_s"]["p90"],
                 policy="" if split else cfg.policy, label=label)
+
+
+def _check_colocated(colocated, workloads) -> None:
+    """:func:`split_grid`'s ``colocated`` checked before its first run (a misspelt workload was served prefill-first
+    in silence; a string was "'str' object has no attribute 'get'")."""
+    if colocated is None:
+        return
+    if not isinstance(colocated, Mapping) or not all(isinstance(v, Mapping) for v in colocated.values()):
+        raise TypeError(f"colocated must be a mapping {{workload: {{'policy': ..., 'chunk_tokens': ...}}}}, got "
+                        f"{colocated!r:.120}")
+    unknown = [k for k in colocated if k not in workloads]
+    if unknown:
+        raise ValueError(f"colocated names {unknown}, not among the workloads {list(workloads)}")
+    for workload, options in colocated.items():
+        try:
+            serving.ServingConfig.colocated(1, trace=False, **options)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"colocated[{workload!r}]: {err}") from None
 
 
 def split_grid(cost, workloads: Mapping[str, tuple[float, float]], rates_per_worker: Mapping[str, Sequence[float]],
@@ -172,7 +194,13 @@ def split_grid(cost, workloads: Mapping[str, tuple[float, float]], rates_per_wor
         ``decode_workers`` (0 colocated), ``workers``, ``rate_per_s``, ``rate_per_worker``, ``slo_attainment``
         (share), ``ttft_p90_s``, ``tpot_p90_s``, ``policy`` (a colocated run's, "" for a split) and ``label``
         ("simulated" or "measured").
+
+    Raises:
+        TypeError/ValueError: ``colocated`` not a mapping {workload: mapping of options}, a key not among
+            ``workloads``, options :meth:`~splitlab.serving.ServingConfig.colocated` refuses (checked before any run,
+            named by workload); those of :func:`split_runs`.
     """
+    _check_colocated(colocated, workloads)
     ex = serving.CostModelExecutor(getattr(cost, "cost", cost))
     rows = []
     for workload, slos in workloads.items():

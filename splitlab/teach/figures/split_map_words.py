@@ -255,10 +255,23 @@ def other_rule_words(rows, other, row, name: str) -> str:
     """The rule read off another map (``other``: :func:`~splitlab.planning.rule_of_thumb.apply_rule`'s rows of the
     same cases on that map, ``row``: its :func:`~splitlab.planning.rule_of_thumb.split_threshold` row, ``name``: the
     map in words, "the H100 map") against each case's own cell (``rows``: the same cases with ``check=True``).
-    ValueError: ``rows`` without ``own map says`` (made without ``check=True``), or other cases than ``other``'s."""
+    ValueError: ``rows`` without ``own map says`` (made without ``check=True``), other cases than ``other``'s, no
+    case, ``other`` without ``rule says``; TypeError: ``rows``/``other`` not DataFrames, ``row`` without a str ``rule``
+    (a DataFrame of split_threshold's rows: pick one), ``name`` not a str."""
+    import pandas as pd
+    key = ["model", "dtype", "prompt tokens"]
+    for arg, v, need in (("rows", rows, key), ("other", other, key + ["rule says"])):
+        if not isinstance(v, pd.DataFrame):
+            raise TypeError(f"{arg} must be a DataFrame of apply_rule's rows, got {type(v).__name__}")
+        if [c for c in need if c not in v]:
+            raise ValueError(f"{arg} has no column(s) {[c for c in need if c not in v]}: make it with apply_rule")
+    if not isinstance(getattr(row, "rule", None), str) or not isinstance(name, str):
+        raise TypeError(f"row must be one split_threshold row (its 'rule' a str) and name a str, got "
+                        f"{type(row).__name__} and {type(name).__name__}")
     if "own map says" not in rows:
         raise ValueError("rows has no 'own map says' column: make it with apply_rule(..., check=True)")
-    key = ["model", "dtype", "prompt tokens"]
+    if rows.empty:
+        raise ValueError("rows has no case: give apply_rule at least one")
     if rows[key].values.tolist() != other[key].values.tolist():
         raise ValueError("rows and other must be the same cases in the same order (apply_rule on one rows list)")
     from ...planning.rule_of_thumb import agrees

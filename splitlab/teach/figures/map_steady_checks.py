@@ -1,0 +1,94 @@
+"""What chapter 7's steady-state records (:mod:`.map_steady`) must hold, checked where a record is read or written
+and before a cell's runs are read: a record file that parses (:func:`read_record_json`), a cell's fields
+(:func:`check_cell_fields`), a cell's runs of one length per seed over distinct seeds (:func:`check_runs`) and a
+dict of cells (:func:`check_cells`). Each raises a ValueError (a TypeError for a value of the wrong kind) naming the
+file or cell, the field and what it got, where a reader's slip was a TypeError from the dataclass, an
+AttributeError or a pandas "Length of values (2) does not match length of index (3)".
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .pools_live_args import seeds_of
+
+__all__ = ["read_record_json", "check_cell_fields", "check_runs", "check_cells", "record_text"]
+
+
+def _no_constant(name: str):
+    raise ValueError(f"holds {name}, which a record never does (save_record refuses it)")
+
+
+def read_record_json(path) -> dict:
+    """The JSON object of the record file at ``path``. FileNotFoundError (naming the path) for a missing file;
+    ValueError naming the file for text that is not JSON, JSON holding NaN or Infinity, or JSON that is not an
+    object with a ``cells`` object (a record of the map's steady-state check)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no record at {path} (not a file)")
+    try:
+        with open(path) as f:
+            d = json.load(f, parse_constant=_no_constant)
+    except ValueError as err:  # json.JSONDecodeError is one
+        raise ValueError(f"{path} is not a record of the map's steady-state check: {err}") from None
+    if not isinstance(d, dict) or not isinstance(d.get("cells"), dict):
+        raise ValueError(f"{path} is not a record of the map's steady-state check (no 'cells'), got "
+                         f"{type(d).__name__}")
+    return d
+
+
+def check_cell_fields(d, fields: dict, where: str) -> None:
+    """``d`` (a cell as :meth:`~.map_steady.SteadyCell.to_json` wrote it) a dict with every required field of
+    ``fields`` ({name: required}) and no other. ValueError naming ``where`` and the fields otherwise."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where} must be an object of a cell's fields, got {type(d).__name__}")
+    missing = [k for k, required in fields.items() if required and k not in d]
+    unknown = sorted(set(d) - set(fields))
+    if missing or unknown:
+        raise ValueError(f"{where} is not a cell of the map's steady-state check: "
+                         + "; ".join(x for x in (f"missing field(s) {missing}" if missing else "",
+                                                  f"unknown field(s) {unknown}" if unknown else "") if x))
+
+
+def check_runs(c) -> None:
+    """A cell's runs readable: at least 2 distinct seeds, and ``requests``, ``counted`` and the winner's and
+    runner-up's ``measured`` and ``predicted`` one value per seed. ValueError naming the cell and the field."""
+    where = f"the {c.region!r} cell"
+    try:
+        seeds_of(c.seeds)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    n = len(c.seeds)
+    for name in ("measured", "predicted"):
+        runs = getattr(c, name)
+        if not isinstance(runs, dict) or any(k not in runs for k in (c.winner, c.rival)):
+            raise ValueError(f"{where}: {name} must hold the winner's and runner-up's runs ({c.winner!r}, "
+                             f"{c.rival!r}), got {sorted(runs) if isinstance(runs, dict) else type(runs).__name__}")
+    lists = {"requests": c.requests, "counted": c.counted, **{f"{name}[{k!r}]": getattr(c, name)[k]
+                                                              for name in ("measured", "predicted")
+                                                              for k in (c.winner, c.rival)}}
+    bad = {k: len(v) if hasattr(v, "__len__") else type(v).__name__ for k, v in lists.items()
+           if not hasattr(v, "__len__") or len(v) != n}
+    if bad:
+        raise ValueError(f"{where}: one value per seed expected ({n} seeds), got {bad}")
+
+
+def check_cells(cells, where: str) -> None:
+    """``cells`` a dict {region: SteadyCell} (of :func:`~.map_steady.load_record` or :func:`~.map_steady.steady_cell`).
+    TypeError naming ``where`` otherwise."""
+    if not isinstance(cells, dict) or not all(all(hasattr(c, a) for a in ("region", "seeds", "measured", "to_json"))
+                                              for c in cells.values()):
+        got = type(cells).__name__ if not isinstance(cells, dict) else \
+            f"a dict of {sorted({type(c).__name__ for c in cells.values()})}"
+        raise TypeError(f"{where}: cells must be a dict {{region: SteadyCell}} (load_record's second value), got {got}")
+
+
+def record_text(cells: dict, meta: dict) -> str:
+    """The record of ``cells`` and ``meta`` as the JSON text :func:`~.map_steady.save_record` writes, made whole
+    before the file is opened (a value JSON cannot hold, NaN, failed half-way and left a truncated record).
+    TypeError/ValueError naming what cannot be written."""
+    check_cells(cells, "save_record")
+    try:
+        return json.dumps(dict(meta, cells={r: c.to_json() for r, c in cells.items()}), indent=1,
+                          allow_nan=False) + "\n"
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"save_record: the record cannot be written as JSON ({err}); nothing was written") from None
