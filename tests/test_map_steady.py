@@ -105,17 +105,23 @@ def test_a_record_is_written_and_read_back_and_a_foreign_file_refused(tmp_path):
 
 def test_the_shipped_record_holds_every_region_over_three_seeds_and_reads_on_todays_map():
     meta, cells = map_steady.load_record()
-    assert {"date", "machine", "command", "calibration"} <= set(meta) and not meta["quick"]
+    assert {"machine", "device", "runs"} <= set(meta) and not meta["quick"]
+    assert all({"date", "command", "calibration"} <= set(r) for r in meta["runs"])
+    assert len(map_steady_text.run_lines(meta)) == len(meta["runs"])
     assert set(cells) == set(map_steady.REGIONS)
     for c in cells.values():
         assert len(c.seeds) >= 3 and min(c.requests) >= 100 and c.outcome() in (
             "matches", "does not match", "undecided", "matches: a tie")
-        assert min(c.goodput_now.values()) <= c.rate_per_worker <= max(c.goodput_now.values())
+        middle = (min(c.goodput_now.values()) * max(c.goodput_now.values())) ** 0.5
+        assert c.rate_per_worker == pytest.approx(middle * (map_steady.TIE_RATE if c.region == "tie" else 1))
         assert set(c.extra["in_run"]) == {c.winner, c.rival} and set(c.extra["steps"]) == {c.winner, c.rival}
     eight_meta, eight = map_steady.load_record(map_steady.RECORDS[8])
     assert eight_meta["workers"] == 8 and {c.workers for c in eight.values()} == {8} and "prefill-first" in eight
     words = map_steady_text.steady_words(cells)
-    assert words.count("so the live winner") == len(cells)
+    assert words.count(", so the live ") == len(cells)  # a verdict per cell
+    tie = map_steady_text.steady_words({"tie": cells["tie"]})
+    if cells["tie"].outcome() == "does not match":  # a tie the runs part is said so, not "the live winner"
+        assert "so the live runs part the two" in tie
     cost = CostModel()
     today = map_steady_text.today_words({"tie": _steady("tie")}, {None: _map([_cell(120, 1.5, TIE, cost)])})
     assert "the tie cell (5 steps of prefill, TPOT 1.5) sits nearest today's 120-token cell" in today

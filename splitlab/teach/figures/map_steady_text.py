@@ -72,6 +72,17 @@ def _against(c: SteadyCell, gw: float, gr: float) -> str:
     return f"between the goodputs {fmt3(gw)} and {fmt3(gr)}"
 
 
+def _verdict_words(c: SteadyCell, g: dict, verdict: str) -> str:
+    """The verdict as the end of a sentence ("so ..."): the live winner against the map's, or a tie shown or not."""
+    if verdict == "does not match" and c.region == "tie":
+        ahead = _short(c.winner if g["mean"] > 0 else c.rival)
+        return f"the live runs part the two, {ahead} ahead, where the map has a tie."
+    return "the live winner " + {"matches": "matches the map's.", "does not match": "does not match the map's.",
+                                 "undecided": _undecided(c, g),
+                                 "matches: a tie": f"ties, as the map says (the 90% interval lies within "
+                                                   f"+-{TIE_GAP:g} points)."}[verdict]
+
+
 def _undecided(c: SteadyCell, g: dict) -> str:
     """An undecided verdict in words: a lead the interval does not clear, or a tie the runs neither show nor part."""
     if c.region != "tie":
@@ -97,6 +108,12 @@ def _models(c: SteadyCell) -> str:
         decode = [v["decode"] for v in steps.values() if "decode" in v]
         text += (f" The live decode steps ran {_range(decode)} that model's; rescaled by each layout's own steps, it "
                  f"predicts {i[c.winner]:.0f}% and {i[c.rival]:.0f}%.")
+        live, sim = c.gap()["mean"], i[c.winner] - i[c.rival]
+        if c.outcome() == "does not match" and live * sim > 0 and abs(sim) >= TIE_GAP:
+            pace = "slower" if sorted(decode)[len(decode) // 2] > 1 else "faster"
+            text += (" Given the steps the runs took, the simulator orders the two as the live runs do: the cell "
+                     f"moved on this machine, whose decode steps ran {pace} than the probe measured, rather than the "
+                     "scheduler's model erring.")
     return text
 
 
@@ -124,11 +141,7 @@ def steady_words(cells: dict) -> str:
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
             f"at this machine's speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request lifetimes of "
             f"arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from {g['ci_low']:+.0f} to "
-            f"{g['ci_high']:+.0f} points, so the live winner "
-            + {"matches": "matches the map's.", "does not match": "does not match the map's.",
-                                     "undecided": _undecided(c, g),
-                                     "matches: a tie": f"ties, as the map says (the 90% interval lies within "
-                                                       f"+-{TIE_GAP:g} points)."}[verdict]
+            f"{g['ci_high']:+.0f} points, so " + _verdict_words(c, g, verdict)
             + "".join(f" {x}" for x in (_bar(c, mean), _models(c)) if x))
     return "\n\n".join(out)
 
@@ -196,6 +209,6 @@ def run_lines(meta: dict) -> list:
     out = []
     for r in runs:
         when = str(r.get("date", "?"))[:16].replace("T", " ")
-        regions = f" ({', '.join(r['regions'])})" if r.get("regions") else ""
+        regions = f" (served {', '.join(r['regions'])})" if r.get("regions") else ""
         out.append(f"{when} UTC{regions}: {r.get('command', '?')}; {r.get('calibration', '')}".rstrip("; "))
     return out
