@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .map_steady import SteadyCell
+from .map_steady import NO_TEST, SteadyCell
 from .map_steady_checks import check_cells
 from .pools_live_args import ordered_maps
 from .pools_live_words import TIE_GAP
 from .style import and_list, fmt3
 
-__all__ = ["TITLES", "SHORT_REGIONS", "steady_table", "steady_words", "today_words", "record_summary", "run_lines"]
+__all__ = ["SAID", "TITLES", "SHORT_REGIONS", "steady_table", "steady_words", "today_words", "record_summary",
+           "probe_words", "run_lines"]
 
 
 #: a region as the table's index names it (short: the table fits a 412 px phone)
@@ -56,10 +57,12 @@ def _bar(c: SteadyCell, mean) -> str:
     if c.region == "tie":
         return ("Both stayed at 90% or more: at this rate neither is loaded enough to part them." if win and rival
                 else "")
-    return {(True, False): "The winner kept the 90% bar and the runner-up fell below it: on the real model the two "
-                           "goodputs lie on either side of this rate, in the map's order.",
-            (True, True): "Both kept the 90% bar: on the real model this rate is below both goodputs.",
-            (False, False): "Both fell below the 90% bar: on the real model this rate is past both goodputs.",
+    return {(True, False): "The winner kept the 90% bar on average and the runner-up fell below it: on the real "
+                           "model the two goodputs lie on either side of this rate, in the map's order.",
+            (True, True): "Both kept the 90% bar on average: on the real model this rate is below both goodputs, so "
+                          "the run shows which serves more here, not their goodputs' order.",
+            (False, False): "Both fell below the 90% bar on average: on the real model this rate is at or past both "
+                            "goodputs, so the run shows which serves more here, not their goodputs' order.",
             (False, True): "The runner-up kept the 90% bar and the winner did not: the order reversed."}[(win, rival)]
 
 
@@ -67,8 +70,7 @@ def _against(c: SteadyCell, gw: float, gr: float) -> str:
     """The rate against the two goodputs, in words: between them, or a tie's share of their geometric mean."""
     middle = (gw * gr) ** 0.5
     if c.region == "tie" and middle > 0 and c.rate_per_worker < 0.99 * middle:
-        return (f"{c.rate_per_worker / middle:.2f} of the geometric mean of the goodputs {fmt3(gw)} and {fmt3(gr)} "
-                f"(below the knee, where seeds scatter less)")
+        return f"{c.rate_per_worker / middle:.2f} of the geometric mean of the goodputs {fmt3(gw)} and {fmt3(gr)}"
     return f"between the goodputs {fmt3(gw)} and {fmt3(gr)}"
 
 
@@ -77,7 +79,11 @@ def _verdict_words(c: SteadyCell, g: dict, verdict: str) -> str:
     if verdict == "does not match" and c.region == "tie":
         ahead = _short(c.winner if g["mean"] > 0 else c.rival)
         return f"the live runs part the two, {ahead} ahead, where the map has a tie."
+    if verdict == "no test":
+        return (f"the runs are no test of the map's order: both layouts kept less than {NO_TEST:.0f}% on average, far "
+                f"past both goodputs on the real model.")
     return "the live winner " + {"matches": "matches the map's.", "does not match": "does not match the map's.",
+                                 "leads": "leads as in the map, outside the runs' spread.",
                                  "undecided": _undecided(c, g),
                                  "matches: a tie": f"ties, as the map says (the 90% interval lies within "
                                                    f"+-{TIE_GAP:g} points)."}[verdict]
@@ -108,12 +114,6 @@ def _models(c: SteadyCell) -> str:
         decode = [v["decode"] for v in steps.values() if "decode" in v]
         text += (f" The live decode steps ran {_range(decode)} that model's; rescaled by each layout's own steps, it "
                  f"predicts {i[c.winner]:.0f}% and {i[c.rival]:.0f}%.")
-        live, sim = c.gap()["mean"], i[c.winner] - i[c.rival]
-        if c.outcome() == "does not match" and live * sim > 0 and abs(sim) >= TIE_GAP:
-            pace = "slower" if sorted(decode)[len(decode) // 2] > 1 else "faster"
-            text += (" Given the steps the runs took, the simulator orders the two as the live runs do: the cell "
-                     f"moved on this machine, whose decode steps ran {pace} than the probe measured, rather than the "
-                     "scheduler's model erring.")
     return text
 
 
@@ -139,10 +139,10 @@ def steady_words(cells: dict) -> str:
             f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts, {c.prefill_steps:.3g} decode "
             f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {c.margin:.0%}): at "
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
-            f"at this machine's speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request lifetimes of "
+            f"at the probe's speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request lifetimes of "
             f"arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from {g['ci_low']:+.0f} to "
             f"{g['ci_high']:+.0f} points, so " + _verdict_words(c, g, verdict)
-            + "".join(f" {x}" for x in (_bar(c, mean), _models(c)) if x))
+            + "".join(f" {x}" for x in (_bar(c, mean) if verdict != "no test" else "", _models(c)) if x))
     return "\n\n".join(out)
 
 
@@ -178,19 +178,46 @@ def today_words(cells: dict, maps: dict) -> str:
     return "On this machine's map today, " + "; ".join(out) + "."
 
 
+#: each verdict as the summary says it, in the order it lists them
+SAID = {"matches": "showed the map's goodput order", "matches: a tie": "tied as the map says",
+        "leads": "led as in the map, at or past a goodput", "undecided": "undecided",
+        "does not match": "did not match", "no test": "no test (both far past their goodputs)"}
+
+
 def record_summary(cells: dict) -> str:
-    """The record's verdicts in a clause: "the live runs matched the map in 3 of 4 cells (the split, colocated
-    prefill-first and colocated chunked; a tie undecided)". ValueError: no cell; TypeError: not a dict of cells."""
+    """The records' verdicts in a clause: "of the 5 cells served live, colocated prefill-first and colocated chunked
+    showed the map's goodput order; the split led as in the map, at or past a goodput; a tie did not match; pf-first
+    (8) no test (both far past their goodputs)". ValueError: no cell; TypeError: not a dict of cells."""
     check_cells(cells, "record_summary")
     if not cells:
         raise ValueError("cells is empty: no region was served")
     said: dict = {}
     for region, c in cells.items():
-        said.setdefault(c.outcome(), []).append(TITLES[region].lower() if region in TITLES else region)
-    matched = said.pop("matches", []) + said.pop("matches: a tie", [])
-    rest = "; ".join(f"{and_list(v)} {k}" for k, v in said.items())
-    inner = "; ".join(x for x in (and_list(matched) if matched else "", rest) if x)
-    return f"the live runs matched the map in {len(matched)} of {len(cells)} cells ({inner})"
+        name = TITLES[region].lower() if region in TITLES else f"{TITLES.get(c.region, c.region).lower()} on " \
+                                                                f"{c.workers} workers"
+        said.setdefault(c.outcome(), []).append(name)
+    parts = [f"{and_list(said[k])} {SAID[k]}" for k in SAID if k in said]
+    return f"of the {len(cells)} cells served live, " + "; ".join(parts)
+
+
+def probe_words(cells: dict) -> str:
+    """How the live decode steps ran against the model each cell's probe placed, over every layout's runs of
+    ``cells`` (their ``extra["steps"]``): the range and median, and what a one-sided miss does to the rate; "" where
+    the records keep no steps."""
+    check_cells(cells, "probe_words")
+    ratios = sorted(v["decode"] for c in cells.values() for v in c.extra.get("steps", {}).values() if "decode" in v)
+    if not ratios:
+        return ""
+    mid = ratios[len(ratios) // 2]
+    side = ("slower" if ratios[0] > 1 else "faster" if ratios[-1] < 1 else None)
+    text = (f"Over the {len(ratios)} layouts' runs of these records the live decode steps ran {_range(ratios)} the "
+            f"model each probe placed (median {mid:.2f}x)")
+    if side is None:
+        return text + ": the probe's aim missed both ways."
+    return text + (f": every one {side} than the probe measured. A probe that misses one way moves every cell the "
+                   f"same way: with decode steps slower, each was served nearer its winner's goodput, or past it, "
+                   f"than the middle of the two goodputs it aimed at." if side == "slower" else
+                   f": every one {side} than the probe measured, so each cell was served below the middle it aimed at.")
 
 
 def run_lines(meta: dict) -> list:
@@ -210,5 +237,7 @@ def run_lines(meta: dict) -> list:
     for r in runs:
         when = str(r.get("date", "?"))[:16].replace("T", " ")
         regions = f" (served {', '.join(r['regions'])})" if r.get("regions") else ""
-        out.append(f"{when} UTC{regions}: {r.get('command', '?')}; {r.get('calibration', '')}".rstrip("; "))
+        load = (f"; load average {', '.join(f'{x:.1f}' for x in r['load_average'])} at its end"
+                if isinstance(r.get("load_average"), list) else "")
+        out.append(f"{when} UTC{regions}: {r.get('command', '?')}; {r.get('calibration', '')}".rstrip("; ") + load)
     return out
