@@ -81,7 +81,11 @@ def test_calibrated_prediction_is_the_fitted_form_measured_on_fused_forwards():
     assert {"hybrid_rows", "hybrid_context_tokens"} <= set(fit.terms)  # a fused forward's per-row attention
     assert all(r["hybrid_rows"] == 0 for r in fit.rows if not r.get("hybrid_decode_batch"))
     for t in (hybrid_terms(4, 200, [(32, 16)]), hybrid_terms(12, 900, [(0, 64), (40, 20)])):
-        assert cal.cost.hybrid_s(**t) == pytest.approx(fit.predict(**hybrid_fit_row(**t)), rel=1e-12)
+        # the fitted form, floored at its decode rows' step (fused_hybrid_s): a calibration made on a busy machine
+        # fitted a form below that step, and the exact comparison failed 2 runs in 5 under load (2026-12-05)
+        floor = cal.cost.decode_s(t["decode_batch"], t["decode_context_tokens"])
+        want = max(fit.predict(**hybrid_fit_row(**t)), floor)
+        assert cal.cost.hybrid_s(**t) == pytest.approx(want, rel=1e-12)
 
 
 def test_the_fused_form_adds_a_cost_per_decode_row_and_per_cached_token_fitted_on_fused_forwards():

@@ -151,7 +151,9 @@ def test_the_shipped_record_holds_every_region_over_three_seeds_and_reads_on_tod
     cost = CostModel()
     today = map_steady_text.today_words({"tie": _steady("tie")}, {None: _map([_cell(120, 1.5, TIE, cost)])})
     assert "the tie cell (5 steps of prefill, TPOT 1.5) sits nearest today's 120-token cell" in today
-    assert "the same kind wins" in today
+    assert "the map again calls a tie" in today  # a tie is no kind's win
+    split = map_steady_text.today_words({"split": _steady()}, {None: _map([_cell(120, 1.5, WIN, cost)])})
+    assert "which the same kind wins" in split
 
 
 def test_a_cell_served_on_the_real_model(lm, monkeypatch):

@@ -174,7 +174,8 @@ def today_words(cells: dict, maps: dict) -> str:
         now = "a tie" if near.winner == "tie" else near.winner
         out.append(f"the {region} cell ({c.prefill_steps:.3g} steps of prefill, TPOT {c.tpot_steps:g}) sits "
                    f"nearest today's {near.prompt_tokens}-token cell ({near.prefill_steps:.3g} steps), which "
-                   + ("the same kind wins" if near.winner == region else f"goes to {now}"))
+                   + (("the map again calls a tie" if region == "tie" else "the same kind wins")
+                      if near.winner == c.region else f"goes to {now}"))
     return "On this machine's map today, " + "; ".join(out) + "."
 
 
