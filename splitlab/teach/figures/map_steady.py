@@ -187,10 +187,10 @@ def _settings(m) -> dict:
     return {k: m.search.get(k, defaults[k]) for k in ("max_requests", "min_requests", "tolerance", "extend")}
 
 
-def _search(spec, cfg, ex, ttft_s, tpot_s, m) -> float:
-    """``cfg``'s goodput per worker on ``spec`` with the map's own search settings (run lengths, tolerance, seed)."""
+def _search(spec, cfg, ex, ttft_s, tpot_s, m, s: dict) -> float:
+    """``cfg``'s goodput per worker on ``spec`` with the map's own search settings ``s`` (:func:`_settings`: run
+    lengths, tolerance) and seed."""
     from ...serving import goodput
-    s = _settings(m)
     return goodput(spec, cfg, ex, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s, max_requests=s["max_requests"],
                    min_requests=s["min_requests"], tolerance=s["tolerance"], extend=s["extend"],
                    seed=m.seed).goodput_rps_per_worker
@@ -223,7 +223,8 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
         raise ValueError(f"region must be the cell's winner {cell.winner!r} (or None), got {region!r}")
     seeds = list(seeds_of(seeds))
     show_progress(progress)  # its TypeError before the probe, not after minutes of goodput searches
-    cap = _settings(m)["max_requests"] if max_requests is None else max_requests
+    settings = _settings(m)
+    cap = settings["max_requests"] if max_requests is None else max_requests
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 2:
         raise ValueError(f"max_requests must be a whole number >= 2, got {max_requests!r}")
     names = [cell.names[k] for k in (cell.leader, cell.runner_up)]
@@ -236,10 +237,10 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     prompt, ttft, tpot = cell_now(m, cell, now)
     spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(m.output_tokens))
     sim = CostModelExecutor(now)
-    good = {n: _search(spec, c, sim, ttft, tpot, m) for n, c in configs.items()}
+    good = {n: _search(spec, c, sim, ttft, tpot, m, settings) for n, c in configs.items()}
     rate = float(np.sqrt(np.prod([max(g, 1e-9) for g in good.values()]))) * (TIE_RATE if cell.winner == "tie" else 1)
     runs = dict(rates_per_worker=[rate], ttft_slo_s=ttft, tpot_slo_s=tpot, min_requests=min(
-                _settings(m)["min_requests"] or cap, cap), max_requests=cap, scale=1.0)
+                settings["min_requests"] or cap, cap), max_requests=cap, scale=1.0)
     predicted, measured, requests, counted = {n: [] for n in names}, {n: [] for n in names}, [], []
     executors = {n: ModelExecutor(lm) for n in names}
     for ex in executors.values():
