@@ -3,9 +3,10 @@
 Makes the chapter's four-worker map of this device (the ``tiny`` model calibrated here, the chapter's axes and run
 lengths; on the cost model's own KV link and, for a region that link gives no cell, the slider's slowest, 0.01
 GB/s), picks a cell of each region (:func:`splitlab.teach.figures.map_steady.pick_cells`: the cheapest to serve
-among those won by 20% or more), and serves each on the real model (emulated, one CPU thread) in the map's own kind
-of run at a rate between the two layouts' goodputs (:func:`~splitlab.teach.figures.map_steady.steady_cell`), with
-three seeds. The record (every seed's attainment, measured and simulated, and where the cell sat) is written as
+among those won by 20% or more), places it on this machine (a probe, then a pilot of real serving:
+:mod:`splitlab.teach.figures.map_steady_place`) and serves it on the real model (emulated, one CPU thread) in the
+map's own kind of run at a rate between the two layouts' goodputs
+(:func:`~splitlab.teach.figures.map_steady.steady_cell`), with three seeds. The record (every seed's attainment, measured and simulated, and where the cell sat) is written as
 JSON; chapter 7 prints the one shipped in ``splitlab/data/map_live.json``. It takes about half an hour of one core.
 
     python benchmarks/map_live.py [--out FILE [--merge]] [--seeds 0,1,2] [--regions split,tie,...] [--workers 4]
@@ -193,7 +194,9 @@ def main(argv=None) -> int:
         print(f"{region}: {c.map_prompt_tokens} tokens, TPOT {c.tpot_steps:g} steps"
               f"{'' if c.link_gbps is None else f', {c.link_gbps:g} GB/s'}: {c.winner} vs {c.rival} at "
               f"{c.rate_per_worker:.3g}/s per worker; measured {c.measured}; predicted {c.predicted}; {c.outcome()}"
-              f" ({c.cpu_s:.0f} s CPU; steps against the model: {c.extra['steps']})", flush=True)
+              f" ({c.cpu_s:.0f} s CPU; pilot of {c.extra['pilot']['requests']} requests: prefill "
+              f"x{c.extra['pilot']['prefill']:.3g}, decode x{c.extra['pilot']['decode']:.3g} the probe's model; "
+              f"steps against the placed model: {c.extra['steps']})", flush=True)
         if args.out:  # after each cell: a run stopped later keeps what it served
             _save(args, cells, _meta(args, argv, lm, cal, maps, t0, cpu0, cells), base)
     print(map_steady_text.steady_table(cells).to_string())

@@ -70,6 +70,25 @@ def test_run_length_words_compare_a_column_on_short_and_long_runs():
     assert run_length_words(long, C(cells=[C(prompt_tokens=16, tpot_steps=1.5, winner="split", margin=0.1)])) == ""
 
 
+def test_capped_words_count_the_cells_whose_runs_the_cap_cut_below_twenty_lifetimes():
+    """A run of the cap at the best goodput g spans cap / (g x workers x lifetime) lifetimes; the fewest is named."""
+    from types import SimpleNamespace as C
+    from splitlab.teach.figures.split_map import capped_words
+    cells = [C(prompt_tokens=16, tpot_steps=10.0, ttft_slo_s=0.05, tpot_slo_s=0.02,
+               goodput={"split": 10, "chunked": 5}),
+             C(prompt_tokens=64, tpot_steps=2.5, ttft_slo_s=0.05, tpot_slo_s=0.005, goodput={"split": 1, "chunked": 0})]
+    m = C(cells=cells, workers=4, output_tokens=64, search={"max_requests": 2000, "min_requests": 100,
+                                                            "tolerance": 0.03, "extend": 1})
+    # lifetimes: 0.05 + 63 x 0.02 = 1.31 s at 40 req/s: 2000 / 52.4 = 38 lifetimes; 0.365 s at 4 req/s: 1370
+    assert capped_words(m).startswith("Every cell of the map's 2 had goodput runs spanning 20 request lifetimes within "
+                                      "the cap of 2,000")
+    cells[0].goodput["split"] = 100  # 2000 / (400 x 1.31) = 3.8 lifetimes
+    assert capped_words(m).startswith("In 1 of the map's 2 cells the cap of 2,000 requests cut the goodput runs at "
+                                      "the best layout's goodput below 20 request lifetimes, to as few as 3.8 "
+                                      "(16-token prompts, TPOT 10 steps)")
+    assert capped_words(m, lifetimes=2000).startswith("In 2 of the map's 2 cells")  # 1,370 lifetimes < 2,000
+
+
 def _map(winners, workers=4, split_names=None, link=None, steps=(2.0, 10.0), tpots=(1.5, 4.0)):
     """A map whose winners are given row by row (the winner's goodput 10, a tie's two kinds 9.8, the others 5),
     ``split_names`` the best split of each cell (row by row)."""

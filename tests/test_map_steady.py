@@ -111,10 +111,15 @@ def test_the_probes_aim_is_said_from_every_layouts_steps():
     cells["tie"].extra["steps"] = {cells["tie"].winner: {"decode": 1.05}}
     text = map_steady_text.probe_words(cells)
     assert text.startswith("Over the 3 layouts' runs of these records the live decode steps ran 1.05x to 1.20x the "
-                           "model each probe placed (median 1.15x): every one slower than the probe measured.")
+                           "model each probe placed (median 1.15x): every one slower than that model.")
     cells["tie"].extra["steps"] = {cells["tie"].winner: {"decode": 0.9}}
     assert map_steady_text.probe_words(cells).endswith("the probe's aim missed both ways.")
     assert map_steady_text.probe_words({"split": _steady()}) == ""  # no steps kept: nothing said
+    for c in cells.values():  # placed again by a pilot (the records from 2026-12-06)
+        c.extra["pilot"] = {"decode": 1.16}
+    flown = map_steady_text.probe_words(cells)
+    assert flown.startswith("Each cell was placed twice: by a probe") and "decode steps ran 1.16x the probe's" in flown
+    assert "the model each pilot placed" in flown and "the pilot's aim missed both ways." in flown
 
 
 def test_a_record_is_written_and_read_back_and_a_foreign_file_refused(tmp_path):
@@ -165,8 +170,23 @@ def test_a_cell_served_on_the_real_model(lm, monkeypatch):
     real = map_steady.step_probe
     monkeypatch.setattr(map_steady, "step_probe", lambda *a, **k: dict(real(lm, cost, 16, requests=2),
                                                                         prefill=1.0, decode=1.0))
+    import splitlab.serving as serving
+    served, curve = [], serving.attainment_curve
+
+    def logged(spec, cfg, backend, **k):  # the layouts' order on the real model, pilot then runs
+        if isinstance(backend, serving.ModelExecutor):
+            served.append((cfg.name, k["seed"], k["max_requests"]))
+        return curve(spec, cfg, backend, **k)
+    monkeypatch.setattr(serving, "attainment_curve", logged)
     c = map_steady.steady_cell(m, cell, lm, cost, seeds=(0, 1), max_requests=12)
     assert (c.winner, c.rival) == (NAMES["prefill-first"], NAMES["split"]) and c.seeds == [0, 1]
+    pilot = c.extra["pilot"]  # both layouts piloted first, on a seed of their own, then ABBA over the seeds
+    n = pilot["requests"]
+    assert served == [(NAMES["prefill-first"], 10_000, n), (NAMES["split"], 10_000, n),
+                      (NAMES["prefill-first"], 0, 12), (NAMES["split"], 0, 12),
+                      (NAMES["split"], 1, 12), (NAMES["prefill-first"], 1, 12)]
+    assert 8 <= n <= 12 and set(pilot["steps"]) == {c.winner, c.rival} and pilot["prefill"] > 0 < pilot["decode"]
+    assert c.extra["cost"]["source"].count("decode x") == 2  # rescaled by the probe, then by the pilot
     assert all(len(v) == 2 and all(0 <= x <= 100 for x in v) for v in (*c.measured.values(), *c.predicted.values()))
     lo, hi = sorted(c.goodput_now.values())
     assert lo <= c.rate_per_worker <= hi and max(c.requests) <= 12 and c.cpu_s > 0
@@ -184,3 +204,21 @@ def test_a_cell_served_on_the_real_model(lm, monkeypatch):
     c.extra.pop("cost")
     with pytest.raises(ValueError, match=r"no \['cost'\]"):
         map_steady.in_run(c)
+
+
+def test_a_pilot_spans_its_lifetimes_and_pools_both_layouts_steps():
+    """A pilot's requests span PILOT_LIFETIMES lifetimes at the cluster's rate, within [8, the runs' cap]; its factors
+    are the medians of every step's measured / predicted over both layouts' logs, prefill from lone prefills (else
+    fused hybrid steps), decode from decode steps, 1 where no run made that kind."""
+    from splitlab.teach.figures import map_steady_place as place
+    assert place.pilot_requests(10.0, 4, 1.0, 2000) == 4 * 10 * 4 + 1
+    assert place.pilot_requests(0.01, 4, 1.0, 2000) == 8 and place.pilot_requests(100.0, 8, 2.0, 500) == 500
+    cost = CostModel()
+    d = cost.decode_s(2, 100)
+    log_a = [dict(kind="decode", step_s=1.2 * d, batch=2, context_tokens=100)] * 3
+    log_b = [dict(kind="decode", step_s=1.0 * d, batch=2, context_tokens=100)] * 2 + [
+        dict(kind="prefill", prefill_s=0.9 * cost.prefill_s(64, 64 ** 2, 0), tokens=64, squares=64 ** 2,
+             masked_pairs=0)]
+    prefill, decode = place.pooled_factors(cost, [log_a, log_b])
+    assert decode == pytest.approx(1.2) and prefill == pytest.approx(0.9)  # median of 1.2, 1.2, 1.2, 1.0, 1.0
+    assert place.pooled_factors(cost, [log_a[:1], log_b[:1]])[0] == 1.0 and place.pooled_factors(cost, []) == (1, 1)

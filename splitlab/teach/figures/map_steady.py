@@ -7,21 +7,22 @@ SLOs: arrivals spanning 20 request lifetimes (at least the map's ``min_requests`
 attainment counted after a warm-up of two lifetimes and before a cool-down of one
 (:mod:`splitlab.serving.goodput_runs`). So where the map says a layout serves more than its runner-up, a run at a
 rate between their goodputs should find the winner at 90% or more and the runner-up below: that is the map's
-claim in one run. :func:`steady_cell` makes that run, per seed, on both layouts, with the real model
-(:func:`splitlab.serving.attainment_curve` on a :class:`~splitlab.serving.ModelExecutor`) and on the simulator, and
-judges the paired gaps as chapter 6 does (:func:`~.pools_live_words.gap_interval`: the 95% interval of the mean
-gap over the seeds, Student's t; a tie by an equivalence test, :func:`~.pools_live_words.even`).
+claim in one run. :func:`steady_cell` makes that run, per seed, on both layouts (in turn, the first layout
+alternating from seed to seed), with the real model (:func:`splitlab.serving.attainment_curve` on a
+:class:`~splitlab.serving.ModelExecutor`) and on the simulator, and judges the paired gaps as chapter 6 does
+(:func:`~.pools_live_words.gap_interval`: the 95% interval of the mean gap over the seeds, Student's t; a tie by an
+equivalence test, :func:`~.pools_live_words.even`).
 
-Right before a cell's runs, a probe times this machine's prefills and decode steps (:func:`~.pools_live_probe.
-step_probe`) and the cell is put back at its coordinates in decode steps on the cost model rescaled by them
-(:func:`~.pools_live_probe.cell_now`); both goodputs are searched again there, and the rate is their geometric
-mean. Such runs take minutes of CPU per cell on emulated workers, so ``benchmarks/map_live.py`` serves every region
-and records it (:func:`save_record`, :func:`load_record`), and chapter 7 prints the records (:mod:`.map_steady_text`).
+Before a cell's runs it is placed on this machine (:mod:`.map_steady_place`): a probe times a few prefills and
+decode steps, a pilot serves the cell on both layouts for a few request lifetimes, the cost model is rescaled by the
+steps the pilot measured, the cell is put back at its coordinates in decode steps there, both goodputs are searched
+again, and the rate is their geometric mean. Such runs take minutes of CPU per cell on emulated workers, so
+``benchmarks/map_live.py`` serves every region and records it (:func:`save_record`, :func:`load_record`), and
+chapter 7 prints the records (:mod:`.map_steady_text`).
 """
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,7 +36,8 @@ from .map_steady_checks import check_cell_fields, check_runs, read_record_json, 
 from .map_steady_in_run import in_run, ratios_of
 from .pools_live import _on_link, layout_config
 from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of
-from .pools_live_probe import cell_now, rescaled, step_probe
+from .map_steady_place import place, pilot, settings_of
+from .pools_live_probe import rescaled, step_probe
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
 __all__ = ["REGIONS", "MIN_MARGIN", "MIN_TPOT_STEPS", "TIE_RATE", "NO_TEST", "RECORD", "RECORDS", "SteadyCell",
@@ -63,6 +65,9 @@ TIE_RATE = 0.85
 #: below this mean attainment (%) for both layouts a run is far past both goodputs: no test of their order (the
 #: 8-worker record of 2026-12-05: 0% and 10%, at a rate 27% and 68% above the goodputs on the runs' own steps)
 NO_TEST = 50.0
+
+#: the pilot's seed: none of the runs' (their seeds are small whole numbers), so the pilot's requests are not theirs
+PILOT_SEED = 10_000
 
 
 def lifetime_s(m, cell) -> float:
@@ -102,15 +107,17 @@ class SteadyCell:
     coordinates, lone decode steps), ``margin``, ``winner`` and ``rival`` (layout names: the winner or a tie's
     leader, and the runner-up), ``map_goodput`` ({layout: requests/s per worker}). Placed on this machine now:
     ``probe`` ({"prefill", "decode"}: measured / calibrated step times), ``prompt_tokens``, ``ttft_slo_s``,
-    ``tpot_slo_s``, ``goodput_now`` ({layout: requests/s per worker} on the rescaled cost model),
+    ``tpot_slo_s``, ``goodput_now`` ({layout: requests/s per worker} on the cost model rescaled by the probe, then
+    by the pilot: :mod:`.map_steady_place`),
     ``rate_per_worker`` (their geometric mean; a tie's :data:`TIE_RATE` of it), ``lifetimes`` (the runs' arrivals in
     request lifetimes). Runs:
     ``seeds``, ``requests`` and ``counted`` (per seed, of the first layout: every layout serves the same set),
     ``predicted`` and ``measured`` ({layout: [% within both SLOs, per seed]}: simulated on the rescaled cost model
-    and served by the real model), ``cpu_s`` (CPU seconds of the live runs), ``extra["steps"]`` ({layout: {step
-    kind: measured / predicted}}: the live runs' steps against the rescaled model, medians), ``extra["in_run"]``
-    (:func:`in_run`: the runs simulated on the model rescaled by those steps) and what it needs (the rescaled model's
-    coefficients, the answers' length, the runs' request limits)."""
+    and served by the real model), ``cpu_s`` (CPU seconds of the probe, pilot, searches and runs),
+    ``extra["pilot"]`` (:func:`~.map_steady_place.pilot`'s, with the goodputs and prompt of the probe's placement),
+    ``extra["steps"]`` ({layout: {step kind: measured / predicted}}: the live runs' steps against the rescaled model,
+    medians), ``extra["in_run"]`` (:func:`in_run`: the runs simulated on the model rescaled by those steps) and
+    what it needs (the rescaled model's coefficients, the answers' length, the runs' request limits)."""
 
     region: str
     workers: int
@@ -179,30 +186,13 @@ class SteadyCell:
         return cls(**d)
 
 
-def _settings(m) -> dict:
-    """The map's search settings (``max_requests``, ``min_requests``, ``tolerance``, ``extend``): its own record,
-    else :func:`~splitlab.planning.split_map.split_map`'s defaults (a map built by hand records none)."""
-    from ...planning.split_map import split_map
-    defaults = {k: p.default for k, p in inspect.signature(split_map).parameters.items()}
-    return {k: m.search.get(k, defaults[k]) for k in ("max_requests", "min_requests", "tolerance", "extend")}
-
-
-def _search(spec, cfg, ex, ttft_s, tpot_s, m, s: dict) -> float:
-    """``cfg``'s goodput per worker on ``spec`` with the map's own search settings ``s`` (:func:`_settings`: run
-    lengths, tolerance) and seed."""
-    from ...serving import goodput
-    return goodput(spec, cfg, ex, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s, max_requests=s["max_requests"],
-                   min_requests=s["min_requests"], tolerance=s["tolerance"], extend=s["extend"],
-                   seed=m.seed).goodput_rps_per_worker
-
-
 def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[int] = (0, 1, 2),
                 max_requests: int | None = None, progress: bool | None = None) -> SteadyCell:
-    """Serve ``cell`` of the map ``m`` (calibrated as ``cost``) on ``lm`` in steady state (module docstring): probe
-    and place the cell, search both layouts' goodputs again on the rescaled cost model, and at their geometric mean
-    (a tie: :data:`TIE_RATE` of it)
-    serve each seed's run (the map's run length, at most ``max_requests`` requests, default the map's) on both
-    layouts, simulated and live. ``region``: the cell's (default its winner).
+    """Serve ``cell`` of the map ``m`` (calibrated as ``cost``) on ``lm`` in steady state (module docstring): place the
+    cell by a probe, then by a pilot of real serving (:mod:`.map_steady_place`), search both layouts' goodputs again
+    on the rescaled cost model, and at their geometric mean (a tie: :data:`TIE_RATE` of it) serve each seed's run
+    (the map's run length, at most ``max_requests`` requests, default the map's) on both layouts, simulated and
+    live. ``region``: the cell's (default its winner).
 
     Raises (all but the last before the probe):
         ValueError: a cell no layout wins nor ties (none), a cell not of ``m``, a ``region`` other than the cell's
@@ -213,7 +203,6 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     from ...common.progress import show_progress
     from ...phases.loaded import require_loaded
     from ...serving import CostModelExecutor, ModelExecutor, attainment_curve
-    from ...serving.workload import Fixed, WorkloadSpec
     check_map(m)
     if cell not in m.cells:
         raise ValueError("cell must be a cell of the map m (its SLO rules, answers and link place it)")
@@ -223,7 +212,7 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
         raise ValueError(f"region must be the cell's winner {cell.winner!r} (or None), got {region!r}")
     seeds = list(seeds_of(seeds))
     show_progress(progress)  # its TypeError before the probe, not after minutes of goodput searches
-    settings = _settings(m)
+    settings = settings_of(m)
     cap = settings["max_requests"] if max_requests is None else max_requests
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 2:
         raise ValueError(f"max_requests must be a whole number >= 2, got {max_requests!r}")
@@ -231,27 +220,28 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     options = _on_link(m, dict(m.search.get("options", {}), max_batch=m.max_batch, trace=False))
     configs = {n: layout_config(n, m.workers, m.chunk_tokens, **options) for n in names}  # a cell of another size
     require_loaded(lm, "steady_cell's lm")
-    cost = cost_of(cost)
+    cost, cpu0 = cost_of(cost), time.process_time()
     probe = step_probe(lm, cost, cell.prompt_tokens)
-    now = rescaled(cost, probe["prefill"], probe["decode"])
-    prompt, ttft, tpot = cell_now(m, cell, now)
-    spec = WorkloadSpec(f"{prompt}-token prompts", Fixed(prompt), Fixed(m.output_tokens))
-    sim = CostModelExecutor(now)
-    good = {n: _search(spec, c, sim, ttft, tpot, m, settings) for n, c in configs.items()}
-    rate = float(np.sqrt(np.prod([max(g, 1e-9) for g in good.values()]))) * (TIE_RATE if cell.winner == "tie" else 1)
-    runs = dict(rates_per_worker=[rate], ttft_slo_s=ttft, tpot_slo_s=tpot, min_requests=min(
-                settings["min_requests"] or cap, cap), max_requests=cap, scale=1.0)
+    aimed = rescaled(cost, probe["prefill"], probe["decode"])
+    runs = dict(ttft_slo_s=None, tpot_slo_s=None, min_requests=min(settings["min_requests"] or cap, cap),
+                max_requests=cap, scale=1.0)
+    first = place(m, cell, configs, aimed, settings, TIE_RATE)
+    flew = pilot(first, configs, lm, aimed, m.workers, {**runs, "ttft_slo_s": first["ttft_s"],
+                                                        "tpot_slo_s": first["tpot_s"]}, seed=PILOT_SEED)
+    now = rescaled(aimed, flew["prefill"], flew["decode"])
+    at = place(m, cell, configs, now, settings, TIE_RATE)
+    spec, rate, sim = at["spec"], at["rate_per_worker"], CostModelExecutor(now)
+    runs.update(rates_per_worker=[rate], ttft_slo_s=at["ttft_s"], tpot_slo_s=at["tpot_s"])
     predicted, measured, requests, counted = {n: [] for n in names}, {n: [] for n in names}, [], []
     executors = {n: ModelExecutor(lm) for n in names}
     for ex in executors.values():
         ex.step_log = []  # each layout's steps, against the rescaled model afterwards
-    cpu0 = time.process_time()
     from ...common.progress import progress_bar
     with progress_bar(2 * len(seeds), f"{cell.winner} cell live", progress, unit="run") as bar:
-        for s in seeds:
-            for n, c in configs.items():
-                p = attainment_curve(spec, c, sim, seed=s, **runs).iloc[0]
-                live = attainment_curve(spec, c, executors[n], seed=s, **runs).iloc[0]
+        for i, s in enumerate(seeds):
+            for n in (names if i % 2 == 0 else names[::-1]):  # ABBA: neither layout always meets the machine first
+                p = attainment_curve(spec, configs[n], sim, seed=s, **runs).iloc[0]
+                live = attainment_curve(spec, configs[n], executors[n], seed=s, **runs).iloc[0]
                 predicted[n].append(100 * float(p.attainment))
                 measured[n].append(100 * float(live.attainment))
                 bar.update()
@@ -262,12 +252,12 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     out = SteadyCell(region or cell.winner, m.workers, gbps, cell.prompt_tokens, float(cell.prefill_steps),
                      float(cell.tpot_steps), float(cell.margin), *names,
                      {n: float(cell.goodput[k]) for n, k in zip(names, (cell.leader, cell.runner_up))},
-                     probe, int(prompt), float(ttft), float(tpot), good, rate,
-                     span / (ttft + (m.output_tokens - 1) * tpot), seeds, requests, counted, predicted, measured,
-                     time.process_time() - cpu0,
+                     probe, at["prompt"], at["ttft_s"], at["tpot_s"], at["goodput"], rate, span / at["lifetime_s"],
+                     seeds, requests, counted, predicted, measured, time.process_time() - cpu0,
                      {"steps": {n: ratios_of(now, ex.step_log) for n, ex in executors.items()},
                       "cost": dataclasses.asdict(now), "output_tokens": m.output_tokens,
-                      "min_requests": runs["min_requests"], "max_requests": cap})
+                      "min_requests": runs["min_requests"], "max_requests": cap,
+                      "pilot": {**flew, "goodput": first["goodput"], "prompt": first["prompt"]}})
     out.extra["in_run"] = in_run(out)
     return out
 

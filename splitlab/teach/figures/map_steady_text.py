@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .map_steady import NO_TEST, SteadyCell
+from .map_steady_place import PILOT_LIFETIMES
 from .map_steady_checks import check_cells
 from .pools_live_args import ordered_maps
 from .pools_live_words import TIE_GAP
@@ -107,7 +108,7 @@ def _models(c: SteadyCell) -> str:
     """What the simulator predicted: on the model the probe placed, and (where the record has it) on that model
     rescaled by each layout's own live steps, beside the steps' ratios."""
     p = c.frame("predicted").mean()
-    text = f"On the model the probe placed, the simulator predicted {p[c.winner]:.0f}% and {p[c.rival]:.0f}%."
+    text = f"On the model the {_placer(c)} placed, the simulator predicted {p[c.winner]:.0f}% and {p[c.rival]:.0f}%."
     steps, again = c.extra.get("steps"), c.extra.get("in_run")
     if steps and again:
         i = pd.DataFrame(again, index=c.seeds)[[c.winner, c.rival]].mean()
@@ -115,6 +116,11 @@ def _models(c: SteadyCell) -> str:
         text += (f" The live decode steps ran {_range(decode)} that model's; rescaled by each layout's own steps, it "
                  f"predicts {i[c.winner]:.0f}% and {i[c.rival]:.0f}%.")
     return text
+
+
+def _placer(c: SteadyCell) -> str:
+    """What placed the cell last: its pilot (:mod:`.map_steady_place`), or the probe alone (records before pilots)."""
+    return "pilot" if "pilot" in c.extra else "probe"
 
 
 def _short(name: str) -> str:
@@ -139,9 +145,9 @@ def steady_words(cells: dict) -> str:
             f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts, {c.prefill_steps:.3g} decode "
             f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {c.margin:.0%}): at "
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
-            f"at the probe's speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request lifetimes of "
-            f"arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from {g['ci_low']:+.0f} to "
-            f"{g['ci_high']:+.0f} points, so " + _verdict_words(c, g, verdict)
+            f"at the {_placer(c)}'s speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request "
+            f"lifetimes of arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from "
+            f"{g['ci_low']:+.0f} to {g['ci_high']:+.0f} points, so " + _verdict_words(c, g, verdict)
             + "".join(f" {x}" for x in (_bar(c, mean) if verdict != "no test" else "", _models(c)) if x))
     return "\n\n".join(out)
 
@@ -202,23 +208,32 @@ def record_summary(cells: dict) -> str:
 
 
 def probe_words(cells: dict) -> str:
-    """How the live decode steps ran against the model each cell's probe placed, over every layout's runs of
-    ``cells`` (their ``extra["steps"]``): the range and median, and what a one-sided miss does to the rate; "" where
-    the records keep no steps."""
+    """How the cells were placed and how well: where they had a pilot (:mod:`.map_steady_place`), how far its decode
+    steps moved the probe's model; then how the runs' live decode steps ran against the model that placed each cell,
+    over every layout's runs of ``cells`` (their ``extra["steps"]``): the range and median, and what a one-sided miss
+    does to the rate; "" where the records keep no steps."""
     check_cells(cells, "probe_words")
     ratios = sorted(v["decode"] for c in cells.values() for v in c.extra.get("steps", {}).values() if "decode" in v)
     if not ratios:
         return ""
+    flown = [c.extra["pilot"]["decode"] for c in cells.values() if "pilot" in c.extra]
+    placers = {_placer(c) for c in cells.values()}
+    placer = placers.pop() if len(placers) == 1 else "probe or pilot"
+    head = ("" if not flown else
+            f"Each cell{'' if len(flown) == len(cells) else ' with a pilot'} was placed twice: by a probe (six "
+            f"requests on one idle worker), then by a pilot serving it on both layouts for {PILOT_LIFETIMES} request "
+            f"lifetimes at the probe's rate, whose decode steps ran {_range(flown)} the probe's model; the cell was "
+            f"placed again on the model rescaled by the pilot's steps. ")
     mid = ratios[len(ratios) // 2]
     side = ("slower" if ratios[0] > 1 else "faster" if ratios[-1] < 1 else None)
-    text = (f"Over the {len(ratios)} layouts' runs of these records the live decode steps ran {_range(ratios)} the "
-            f"model each probe placed (median {mid:.2f}x)")
+    text = head + (f"Over the {len(ratios)} layouts' runs of these records the live decode steps ran {_range(ratios)} "
+                   f"the model each {placer} placed (median {mid:.2f}x)")
     if side is None:
-        return text + ": the probe's aim missed both ways."
-    return text + (f": every one {side} than the probe measured. A probe that misses one way moves every cell the "
-                   f"same way: with decode steps slower, each was served nearer its winner's goodput, or past it, "
-                   f"than the middle of the two goodputs it aimed at." if side == "slower" else
-                   f": every one {side} than the probe measured, so each cell was served below the middle it aimed at.")
+        return text + f": the {placer}'s aim missed both ways."
+    return text + (f": every one {side} than that model. An aim that misses one way moves every cell the same way: "
+                   f"with decode steps slower, each was served nearer its winner's goodput, or past it, than the "
+                   f"middle of the two goodputs it aimed at." if side == "slower" else
+                   f": every one {side} than that model, so each cell was served below the middle it aimed at.")
 
 
 def run_lines(meta: dict) -> list:

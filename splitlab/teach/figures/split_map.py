@@ -147,6 +147,32 @@ def run_length_words(long_map, short_map, long_requests: int = 2000, short_reque
             f"before a decode backlog builds, and the backlog weighs on the layouts differently.")
 
 
+def capped_words(m, lifetimes: float | None = None, whose: str = "the map's") -> str:
+    """A sentence on the cells of the map ``m`` whose goodput runs its ``max_requests`` cut short. A run's arrivals
+    span ``lifetimes`` request lifetimes (default :data:`splitlab.serving.goodput_runs.LIFETIMES`; a lifetime is TTFT
+    SLO + (answer tokens - 1) x TPOT SLO) unless that takes more requests than the cap: at the cell's best goodput
+    ``g`` per worker a run of the cap spans cap / (g x workers x lifetime) lifetimes: the cells it cuts are those
+    with many requests in flight at once (a high rate times a long lifetime); ``whose`` names the map ("the
+    eight-worker map's"); "" for a map without a cap."""
+    from ...serving.goodput_runs import LIFETIMES
+    from .map_steady_place import settings_of
+    span, cap = LIFETIMES if lifetimes is None else lifetimes, settings_of(m)["max_requests"]
+    short = sorted((cap / (g * m.workers * (c.ttft_slo_s + (m.output_tokens - 1) * c.tpot_slo_s)), c)
+                   for c in m.cells if (g := max(c.goodput.values(), default=0)) > 0)
+    short = [(got, c) for got, c in short if got < span]
+    if not cap:
+        return ""
+    if not short:
+        return (f"Every cell of {whose} {len(m.cells)} had goodput runs spanning {span:g} request lifetimes within the "
+                f"cap of {cap:,} requests.")
+    got, c = short[0]
+    return (f"In {len(short)} of {whose} {len(m.cells)} cells the cap of {cap:,} requests cut the goodput runs at the "
+            f"best layout's goodput below {span:g} request lifetimes, to as few as {got:.2g} ({c.prompt_tokens}-token "
+            f"prompts, TPOT {c.tpot_steps:g} steps), where many requests are in flight at once (a high rate times a "
+            f"long lifetime). A short run ends before a decode backlog builds, so those cells' margins are the least "
+            f"sure.")
+
+
 #: the winners as :func:`rule_table` names them: short, as the map's legend does ("colocated, pf-first")
 RULE_NAMES = {"prefill-first": "pf-first"}
 
