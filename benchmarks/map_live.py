@@ -62,12 +62,9 @@ def _save(args, cells: dict, meta: dict, base: tuple | None) -> str:
 def _merged(base: tuple, cells: dict, meta: dict) -> tuple[dict, dict]:
     """``cells`` and ``meta`` over ``base`` (the record's (meta, cells) before this run, --merge): its other regions'
     cells kept, its runs listed before this one, each with the counts of the maps it drew its cells from (a run that
-    calibrated again may draw other maps; each cell keeps its own map's coordinates and goodputs). ValueError: a
-    record of another cluster size."""
+    calibrated again may draw other maps; each cell keeps its own map's coordinates and goodputs). ``main`` refuses a
+    record of another cluster size before it serves anything."""
     old_meta, old = base
-    if old_meta.get("workers", 4) != meta["workers"]:
-        raise ValueError(f"--merge: the record holds cells of {old_meta.get('workers')} workers, this run "
-                         f"{meta['workers']}: give another --out")
     earlier = old_meta.get("runs") or [dict({k: old_meta[k] for k in ("date", "command", "calibration", "load_average",
                                                                       "wall_s", "cpu_s") if k in old_meta},
                                             regions=list(old), counts=old_meta.get("counts"))]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from splitlab.costmodel import CostModel
-from splitlab.teach.figures import map_steady, map_steady_text
+from splitlab.teach.figures import map_steady, map_steady_sizes, map_steady_text
 from test_pools_live import NAMES, _cell, _map
 
 WIN = {"split": 10, "prefill-first": 5, "chunked": 4}  # the split by 50%
@@ -222,3 +222,28 @@ def test_a_pilot_spans_its_lifetimes_and_pools_both_layouts_steps():
     prefill, decode = place.pooled_factors(cost, [log_a, log_b])
     assert decode == pytest.approx(1.2) and prefill == pytest.approx(0.9)  # median of 1.2, 1.2, 1.2, 1.0, 1.0
     assert place.pooled_factors(cost, [log_a[:1], log_b[:1]])[0] == 1.0 and place.pooled_factors(cost, []) == (1, 1)
+
+
+def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
+    """sizes_words reads each region served on both records: shown on both (matches or leads), a colocated win is
+    a loss finer ratios do not remove; a run that shows nothing on one size says so; sizes in the wrong order
+    refused."""
+    import dataclasses
+    small = _steady("chunked", NAMES["chunked"], NAMES["split"], measured=((100, 40), (100, 45), (100, 38)),
+                    link=0.01)
+    large = dataclasses.replace(small, workers=8)
+    text = map_steady_sizes.sizes_words({"chunked": small}, {"chunked": large, "split": _steady()})
+    assert text.startswith("Colocated chunked: on 2 workers (120-token prompts, TPOT 1.5 steps, a 0.01 GB/s link)")
+    assert "kept 100% against 41% for " in text and text.count("matches") == 2
+    assert text.endswith(": a loss of the split on both sizes, live, so not the coarse ratios of the smaller cluster.")
+    even = dataclasses.replace(large, measured={k: [60.0, 62.0, 58.0] for k in large.measured})
+    assert map_steady_sizes.sizes_words({"chunked": small}, {"chunked": even}).endswith("not shown live on both sizes.")
+    assert map_steady_sizes.sizes_words({"split": _steady()}, {"chunked": large}) == ""
+    with pytest.raises(ValueError, match="small must be the record of fewer workers"):
+        map_steady_sizes.sizes_words({"chunked": large}, {"chunked": small})
+    lasting = map_steady_sizes.lasting_words({"chunked": small, "split": _steady()}, {"chunked": large})
+    assert lasting == ("Served live in steady state (chapter 7's records), the split lost the colocated chunked cell "
+                       "(120-token prompts, TPOT 1.5 steps, a 0.01 GB/s link) on both 2 and 8 workers (colocated kept "
+                       "100% and 100% of its requests within the SLOs, the split 41% and 41%): a loss the finer "
+                       "ratios of more workers do not remove.")
+    assert map_steady_sizes.lasting_words({"chunked": small}, {"chunked": even}) == ""

@@ -1,0 +1,63 @@
+"""Chapter 7's steady-state check on two cluster sizes (:mod:`.map_steady`'s records of 4 and 8 workers): whether a
+region's live result holds on both, so that a loss of the split is not the coarse prefill:decode ratios of the
+smaller cluster (:func:`sizes_words`), and the losses that hold, in a sentence for a takeaway (:func:`lasting_words`).
+"""
+from __future__ import annotations
+
+from .map_steady import SteadyCell
+from .map_steady_checks import check_cells
+from .map_steady_text import TITLES, _short
+from .style import and_list
+
+__all__ = ["sizes_words", "lasting_words"]
+
+
+def _both(small: dict, large: dict, who: str) -> list:
+    """[(region, small cell, large cell, shown)] for the regions served on both records (fewer workers first);
+    ``shown``: both verdicts "matches" or "leads". Errors: :func:`sizes_words`'."""
+    check_cells(small, who)
+    check_cells(large, who)
+    out = []
+    for r in [r for r in small if r in large]:
+        a, b = small[r], large[r]
+        if a.workers >= b.workers:
+            raise ValueError(f"small must be the record of fewer workers, got {a.workers} then {b.workers}")
+        out.append((r, a, b, all(c.outcome() in ("matches", "leads") for c in (a, b))))
+    return out
+
+
+def _link(c: SteadyCell) -> str:
+    return "" if c.link_gbps is None else f", a {c.link_gbps:g} GB/s link"
+
+
+def sizes_words(small: dict, large: dict) -> str:
+    """Whether a region's live result holds on two cluster sizes (``small`` and ``large``: {region: SteadyCell} of
+    two records, fewer workers first): per region served on both, each size's cell, attainments and verdict, and
+    what that says of pool granularity: a colocated win shown on both sizes (each "matches" or "leads", the same
+    kind ahead) is a loss the larger cluster's finer prefill:decode ratios do not remove. "" when no region was
+    served on both. ValueError: ``small`` not of fewer workers than ``large``; TypeError: not dicts of cells."""
+    out = []
+    for r, a, b, shown in _both(small, large, "sizes_words"):
+        said = [f"on {c.workers} workers ({c.map_prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} steps{_link(c)}) "
+                f"{_short(c.winner)} kept {c.frame().mean()[c.winner]:.0f}% against {c.frame().mean()[c.rival]:.0f}% "
+                f"for {_short(c.rival)}, {c.outcome()}" for c in (a, b)]
+        end = ("a loss of the split on both sizes, live, so not the coarse ratios of the smaller cluster"
+               if shown and r in ("prefill-first", "chunked") else "the split ahead on both sizes, live" if shown else
+               "not shown live on both sizes")
+        out.append(f"{TITLES.get(r, r)}: " + "; ".join(said) + f": {end}")
+    return ". ".join(out) + ("." if out else "")
+
+
+def lasting_words(small: dict, large: dict) -> str:
+    """The split's live losses that hold on both cluster sizes (:func:`sizes_words`' reading), in one sentence for a
+    takeaway, with both sizes' attainments; "" when there is none. Errors: :func:`sizes_words`'."""
+    out = []
+    for r, a, b, shown in _both(small, large, "lasting_words"):
+        if shown and r in ("prefill-first", "chunked"):
+            ma, mb = a.frame().mean(), b.frame().mean()
+            out.append(f"the {TITLES[r].lower()} cell ({a.map_prompt_tokens}-token prompts, TPOT {a.tpot_steps:g} "
+                       f"steps{_link(a)}) on both {a.workers} and {b.workers} workers (colocated kept "
+                       f"{ma[a.winner]:.0f}% and {mb[b.winner]:.0f}% of its requests within the SLOs, the split "
+                       f"{ma[a.rival]:.0f}% and {mb[b.rival]:.0f}%)")
+    return ("" if not out else "Served live in steady state (chapter 7's records), the split lost " + and_list(out)
+            + ": a loss the finer ratios of more workers do not remove.")
