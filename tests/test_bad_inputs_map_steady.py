@@ -242,3 +242,50 @@ def test_load_record_refuses_a_cell_under_another_key_or_with_runs_not_one_per_s
     (tmp_path / "short.json").write_text(json.dumps({"cells": {"split": _uneven().to_json()}}))
     with pytest.raises(ValueError, match=r"short.json: the 'split' cell: one value per seed expected \(3 seeds\)"):
         map_steady.load_record(tmp_path / "short.json")  # was read, then refused by the first table
+
+
+@pytest.mark.parametrize("args, words", [
+    ((float("nan"), 4, 1.0, 2000), "rate_per_worker must be a finite number > 0, got nan"),  # "cannot convert NaN"
+    ((-1.0, 4, 1.0, 2000), "rate_per_worker must be a finite number > 0, got -1.0"),  # was 8 requests in silence
+    ((1.0, 0, 1.0, 2000), "workers must be a whole number >= 1, got 0"),
+    ((1.0, True, 1.0, 2000), "workers must be a whole number >= 1, got True"),
+    ((1.0, 4, float("inf"), 2000), "lifetime_s must be a finite number > 0, got inf"),  # was an OverflowError
+    ((1.0, 4, 1.0, 0), "cap must be a whole number >= 2, got 0"),  # was a pilot of 0 requests
+    ((1.0, 4, 1.0, 2.5), "cap must be a whole number >= 2, got 2.5")])
+def test_pilot_requests_refuses_what_is_not_a_rate_a_size_a_lifetime_or_a_cap(args, words):
+    from splitlab.teach.figures.map_steady_place import pilot_requests
+    with pytest.raises(ValueError, match=re.escape(words)):
+        pilot_requests(*args)
+
+
+def test_pooled_factors_refuses_logs_it_cannot_read_and_factors_that_are_none():
+    from splitlab.teach.figures.map_steady_place import pooled_factors
+    cost = CostModel()
+    step = dict(kind="decode", step_s=cost.decode_s(2, 100), batch=2, context_tokens=100)
+    with pytest.raises(ValueError, match="logs must be a list of step logs"):
+        pooled_factors(cost, [step])  # one log, not a list of them: was "string indices must be integers"
+    with pytest.raises(ValueError, match="got a step of kind 'warmup'"):
+        pooled_factors(cost, [[dict(step, kind="warmup")]])  # was KeyError 'chunk_tokens'
+    with pytest.raises(ValueError, match="cost predicts 0.0 s for a decode step"):
+        pooled_factors(CostModel(decode_base_s=0.0, decode_per_seq_s=0.0, decode_per_token_s=0.0), [[step]])
+    for bad in (0.0, float("nan")):  # were a factor of 0 or NaN, refused by rescaled after the pilot's minutes
+        with pytest.raises(ValueError, match=f"the decode steps ran {bad!r} x the model's time"):
+            pooled_factors(cost, [[dict(step, step_s=bad)]])
+
+
+def test_place_pilot_and_settings_of_refuse_before_any_search():
+    from splitlab.teach.figures import map_steady_place as place
+    m = _map([_cell(64, 2.5, WIN)])
+    settings = place.settings_of(m)
+    with pytest.raises(ValueError, match="configs must be a non-empty dict"):
+        place.place(m, m.cells[0], {}, None, settings, 0.85)  # was a rate of 1 request/s in silence
+    with pytest.raises(ValueError, match="settings must be a dict of"):
+        place.place(m, m.cells[0], {"x": None}, None, {}, 0.85)
+    with pytest.raises(ValueError, match="tie_rate must be a finite number > 0, got nan"):
+        place.place(m, m.cells[0], {"x": None}, None, settings, float("nan"))
+    with pytest.raises(ValueError, match="runs must be a dict of the check's run settings with max_requests"):
+        place.pilot({}, {"x": None}, None, None, 2, {}, 0)
+    with pytest.raises(TypeError, match="m must be a split map"):
+        place.settings_of({None: m})  # was an AttributeError on search
+    m.search = None
+    assert place.settings_of(m) == settings

@@ -23,7 +23,10 @@ import pandas as pd
 from ...costmodel.model import HYBRID_TERMS
 from .pools_live_args import cost_of
 
-__all__ = ["step_ratios", "step_probe", "rescaled", "cell_now"]
+__all__ = ["STEP_KINDS", "step_ratios", "step_probe", "rescaled", "cell_now"]
+
+#: the kinds of step an executor's ``step_log`` holds, in the order :func:`step_ratios` lists them
+STEP_KINDS = ("prefill", "decode", "hybrid", "two-pass")
 
 
 def step_ratios(cost, steps) -> pd.DataFrame:
@@ -34,10 +37,15 @@ def step_ratios(cost, steps) -> pd.DataFrame:
     ratios: a step the machine stalled once does not move it). ``cost`` None: the built-in model.
 
     Raises:
-        TypeError: ``cost`` not a CostModel or None."""
+        TypeError: ``cost`` not a CostModel or None.
+        ValueError: a step of a kind not above (its kind named: a KeyError of a missing field was all it said), a
+        step ``cost`` predicts at 0 s or less (no ratio: a ZeroDivisionError)."""
     cost = cost_of(cost)
     rows = {}
     for r in steps:
+        if not isinstance(r, dict) or r.get("kind") not in STEP_KINDS:
+            got = repr(r.get("kind")) if isinstance(r, dict) else type(r).__name__
+            raise ValueError(f"steps must be a step_log's dicts of a kind in {STEP_KINDS}, got a step of kind {got}")
         if r["kind"] == "decode":
             seconds, pred = r["step_s"], cost.decode_s(r["batch"], r["context_tokens"])
         elif r["kind"] == "prefill":
@@ -45,11 +53,13 @@ def step_ratios(cost, steps) -> pd.DataFrame:
         else:  # a hybrid step, one fused forward or two passes (recorded whole after its two)
             form = cost.fused_hybrid_s if r["kind"] == "hybrid" else cost.two_pass_s
             seconds, pred = r["step_s"], form(*(r[k] for k in HYBRID_TERMS))
+        if not pred > 0:
+            raise ValueError(f"cost predicts {pred!r} s for a {r['kind']} step: no measured / predicted ratio")
         rows.setdefault(r["kind"], []).append((seconds, pred))
     out = {k: {"steps": len(v), "measured (ms)": 1e3 * float(np.median([a for a, _ in v])),
                "predicted (ms)": 1e3 * float(np.median([b for _, b in v])),
                "measured / predicted": float(np.median([a / b for a, b in v]))}
-           for k, v in sorted(rows.items(), key=lambda kv: ("prefill", "decode", "hybrid", "two-pass").index(kv[0]))}
+           for k, v in sorted(rows.items(), key=lambda kv: STEP_KINDS.index(kv[0]))}
     return pd.DataFrame.from_dict(out, orient="index")
 
 
