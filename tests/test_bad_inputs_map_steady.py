@@ -289,3 +289,22 @@ def test_place_pilot_and_settings_of_refuse_before_any_search():
         place.settings_of({None: m})  # was an AttributeError on search
     m.search = None
     assert place.settings_of(m) == settings
+
+
+def test_capped_words_refuses_bad_lifetimes_whose_and_maps_and_reads_ties_and_no_cap():
+    import dataclasses
+    from splitlab.teach.figures.split_map import capped_words
+    cell = _cell(400, 2.5, WIN)
+    m = _map([cell, dataclasses.replace(cell, prompt_tokens=401)])  # as many lifetimes: was Cell < Cell
+    assert capped_words(m, 1000).startswith("In 2 of the map's 2 cells")
+    for bad in (float("nan"), 0, -5, True, "20"):  # NaN was "spanning nan request lifetimes"
+        with pytest.raises(ValueError, match="lifetimes must be a finite number > 0"):
+            capped_words(m, bad)
+    with pytest.raises(TypeError, match="whose must be a string"):
+        capped_words(m, whose=None)  # was "of None 2"
+    with pytest.raises(TypeError, match="m must be a split map"):
+        capped_words({None: m})
+    with pytest.raises(ValueError, match="m has no cells"):
+        capped_words(dataclasses.replace(m, cells=[]))
+    m.search = {"max_requests": None}
+    assert capped_words(m) == ""  # no cap: was a TypeError on None / float

@@ -247,3 +247,11 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
                        "100% and 100% of its requests within the SLOs, the split 41% and 41%): a loss the finer "
                        "ratios of more workers do not remove.")
     assert map_steady_sizes.lasting_words({"chunked": small}, {"chunked": even}) == ""
+
+
+def test_capped_words_never_reads_the_fewest_lifetimes_as_the_span_they_fell_below():
+    """19.86 lifetimes of 20 were "to as few as 20" (two digits)."""
+    from splitlab.teach.figures.split_map import capped_words
+    m = _map([_cell(400, 2.5, WIN)])
+    m.search = {"max_requests": 261}  # 19.86 lifetimes of 20
+    assert "below 20 request lifetimes, to as few as 19.9 (400-token" in capped_words(m)

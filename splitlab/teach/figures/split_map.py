@@ -11,6 +11,7 @@ cells no layout serves white. Each cell says who won and by how much.
 """
 from __future__ import annotations
 
+import numbers
 import os
 
 import matplotlib.pyplot as plt
@@ -153,24 +154,38 @@ def capped_words(m, lifetimes: float | None = None, whose: str = "the map's") ->
     SLO + (answer tokens - 1) x TPOT SLO) unless that takes more requests than the cap: at the cell's best goodput
     ``g`` per worker a run of the cap spans cap / (g x workers x lifetime) lifetimes: the cells it cuts are those
     with many requests in flight at once (a high rate times a long lifetime); ``whose`` names the map ("the
-    eight-worker map's"); "" for a map without a cap."""
+    eight-worker map's"); "" for a map without a cap. The fewest lifetimes are said to as many digits as keep them
+    below ``lifetimes`` (19.7 of 20 read "20").
+
+    Raises:
+        TypeError: ``m`` not a split map (an AttributeError), ``whose`` not a string (None was "of None 12").
+        ValueError: ``lifetimes`` not a finite number > 0 (NaN was "spanning nan request lifetimes"), a map with
+            no cells."""
     from ...serving.goodput_runs import LIFETIMES
     from .map_steady_place import settings_of
-    span, cap = LIFETIMES if lifetimes is None else lifetimes, settings_of(m)["max_requests"]
-    short = sorted((cap / (g * m.workers * (c.ttft_slo_s + (m.output_tokens - 1) * c.tpot_slo_s)), c)
-                   for c in m.cells if (g := max(c.goodput.values(), default=0)) > 0)
-    short = [(got, c) for got, c in short if got < span]
+    cap = settings_of(m)["max_requests"]
+    span = LIFETIMES if lifetimes is None else lifetimes
+    if isinstance(span, (bool, np.bool_)) or not isinstance(span, numbers.Real) or not 0 < span < np.inf:
+        raise ValueError(f"lifetimes must be a finite number > 0 (request lifetimes a run spans), got {lifetimes!r}")
+    if not isinstance(whose, str):
+        raise TypeError(f"whose must be a string naming the map (\"the eight-worker map's\"), got {whose!r}")
+    if not m.cells:
+        raise ValueError("m has no cells: no goodput runs to speak of")
     if not cap:
         return ""
+    short = sorted(((cap / (g * m.workers * (c.ttft_slo_s + (m.output_tokens - 1) * c.tpot_slo_s)), c)
+                    for c in m.cells if (g := max(c.goodput.values(), default=0)) > 0), key=lambda t: t[0])
+    short = [(got, c) for got, c in short if got < span]
     if not short:
         return (f"Every cell of {whose} {len(m.cells)} had goodput runs spanning {span:g} request lifetimes within the "
                 f"cap of {cap:,} requests.")
     got, c = short[0]
+    digits = next(p for p in range(2, 18) if float(f"{got:.{p}g}") < span)
     return (f"In {len(short)} of {whose} {len(m.cells)} cells the cap of {cap:,} requests cut the goodput runs at the "
-            f"best layout's goodput below {span:g} request lifetimes, to as few as {got:.2g} ({c.prompt_tokens}-token "
-            f"prompts, TPOT {c.tpot_steps:g} steps), where many requests are in flight at once (a high rate times a "
-            f"long lifetime). A short run ends before a decode backlog builds, so those cells' margins are the least "
-            f"sure.")
+            f"best layout's goodput below {span:g} request lifetimes, to as few as {got:.{digits}g} ({c.prompt_tokens}"
+            f"-token prompts, TPOT {c.tpot_steps:g} steps), where many requests are in flight at once (a high rate "
+            f"times a long lifetime). A short run ends before a decode backlog builds, so those cells' margins are the "
+            f"least sure.")
 
 
 #: the winners as :func:`rule_table` names them: short, as the map's legend does ("colocated, pf-first")
