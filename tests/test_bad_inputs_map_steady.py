@@ -308,3 +308,14 @@ def test_capped_words_refuses_bad_lifetimes_whose_and_maps_and_reads_ties_and_no
         capped_words(dataclasses.replace(m, cells=[]))
     m.search = {"max_requests": None}
     assert capped_words(m) == ""  # no cap: was a TypeError on None / float
+
+
+def test_probe_words_names_the_cell_whose_ratios_it_cannot_read():
+    import dataclasses
+    steps = lambda d: dataclasses.replace(_steady(), extra={"steps": {_steady().winner: {"decode": d}}})
+    with pytest.raises(ValueError, match="the 'split' cell's decode steps must be a finite ratio > 0, got nan"):
+        map_steady_text.probe_words({"split": steps(float("nan"))})  # was "ran nanx"
+    no_decode = steps(1.1)
+    no_decode.extra["pilot"] = {"prefill": 1.0}
+    with pytest.raises(ValueError, match="the 'split' cell's pilot's decode must be a finite ratio > 0, got None"):
+        map_steady_text.probe_words({"split": no_decode})  # was KeyError 'decode'

@@ -249,6 +249,17 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
     assert map_steady_sizes.lasting_words({"chunked": small}, {"chunked": even}) == ""
 
 
+def test_probe_words_says_both_ways_only_where_steps_ran_both_ways():
+    """1.00x to 1.20x was "the probe's aim missed both ways"; one layout's runs were "the 1 layouts' runs"."""
+    import dataclasses
+    steps = lambda *d: dataclasses.replace(_steady(), extra={"steps": dict(zip((NAMES["split"], "b"),
+                                                                               ({"decode": x} for x in d)))})
+    assert map_steady_text.probe_words({"split": steps(1.0, 1.2)}).endswith(": none faster than that model.")
+    assert map_steady_text.probe_words({"split": steps(1.0, 1.0)}).endswith(": the probe's aim was exact.")
+    assert map_steady_text.probe_words({"split": steps(0.9, 1.2)}).endswith(": the probe's aim missed both ways.")
+    assert map_steady_text.probe_words({"split": steps(1.2)}).startswith("Over the one layout's runs of")
+
+
 def test_capped_words_never_reads_the_fewest_lifetimes_as_the_span_they_fell_below():
     """19.86 lifetimes of 20 were "to as few as 20" (two digits)."""
     from splitlab.teach.figures.split_map import capped_words

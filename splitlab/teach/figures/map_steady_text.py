@@ -3,6 +3,8 @@ its cell sat, the rate against both goodputs, what the real model's runs found b
 the live winner matches the map's; and how a recorded cell reads on today's map (:func:`today_words`)."""
 from __future__ import annotations
 
+import numbers
+
 import pandas as pd
 
 from .map_steady import NO_TEST, SteadyCell
@@ -207,16 +209,34 @@ def record_summary(cells: dict) -> str:
     return f"of the {len(cells)} cells served live, " + "; ".join(parts)
 
 
+def _ratio(c, v, what: str) -> float:
+    """A decode step ratio ``v`` of the cell ``c`` when a finite number > 0; ValueError naming the cell otherwise."""
+    if not isinstance(v, numbers.Real) or isinstance(v, bool) or not 0 < v < float("inf"):
+        raise ValueError(f"probe_words: the {c.region!r} cell's {what} must be a finite ratio > 0, got {v!r:.80}")
+    return float(v)
+
+
 def probe_words(cells: dict) -> str:
     """How the cells were placed and how well: where they had a pilot (:mod:`.map_steady_place`), how far its decode
     steps moved the probe's model; then how the runs' live decode steps ran against the model that placed each cell,
     over every layout's runs of ``cells`` (their ``extra["steps"]``): the range and median, and what a one-sided miss
-    does to the rate; "" where the records keep no steps."""
+    does to the rate; "" where the records keep no steps. TypeError: not a dict of cells; ValueError naming the cell:
+    ``extra["steps"]`` not {layout: {step kind: ratio}}, ``extra["pilot"]`` without a decode ratio, a ratio not a
+    finite number > 0 (NaN read "ran nanx")."""
     check_cells(cells, "probe_words")
-    ratios = sorted(v["decode"] for c in cells.values() for v in c.extra.get("steps", {}).values() if "decode" in v)
+    ratios, flown = [], []
+    for c in cells.values():
+        steps = c.extra.get("steps", {})
+        if not isinstance(steps, dict) or not all(isinstance(v, dict) for v in steps.values()):
+            raise ValueError(f"probe_words: the {c.region!r} cell's extra['steps'] must be {{layout: {{step kind: "
+                             f"ratio}}}}, got {steps!r:.80}")
+        ratios += [_ratio(c, v["decode"], "decode steps") for v in steps.values() if "decode" in v]
+        if "pilot" in c.extra:
+            pilot = c.extra["pilot"]
+            flown.append(_ratio(c, pilot.get("decode") if isinstance(pilot, dict) else pilot, "pilot's decode"))
+    ratios.sort()
     if not ratios:
         return ""
-    flown = [c.extra["pilot"]["decode"] for c in cells.values() if "pilot" in c.extra]
     placers = {_placer(c) for c in cells.values()}
     placer = placers.pop() if len(placers) == 1 else "probe or pilot"
     head = ("" if not flown else
@@ -226,10 +246,13 @@ def probe_words(cells: dict) -> str:
             f"placed again on the model rescaled by the pilot's steps. ")
     mid = ratios[len(ratios) // 2]
     side = ("slower" if ratios[0] > 1 else "faster" if ratios[-1] < 1 else None)
-    text = head + (f"Over the {len(ratios)} layouts' runs of these records the live decode steps ran {_range(ratios)} "
+    runs = f"the {len(ratios)} layouts' runs" if len(ratios) > 1 else "the one layout's runs"
+    text = head + (f"Over {runs} of these records the live decode steps ran {_range(ratios)} "
                    f"the model each {placer} placed (median {mid:.2f}x)")
-    if side is None:
-        return text + f": the {placer}'s aim missed both ways."
+    if side is None:  # both ways only where one ran faster and one slower; at 1.00x on one side, none that way
+        return text + (f": the {placer}'s aim missed both ways." if ratios[0] < 1 < ratios[-1] else
+                       f": none {'faster' if ratios[0] == 1 else 'slower'} than that model." if ratios[0] != ratios[-1]
+                       else f": the {placer}'s aim was exact.")
     return text + (f": every one {side} than that model. An aim that misses one way moves every cell the same way: "
                    f"with decode steps slower, each was served nearer its winner's goodput, or past it, than the "
                    f"middle of the two goodputs it aimed at." if side == "slower" else
