@@ -310,6 +310,17 @@ def test_capped_words_refuses_bad_lifetimes_whose_and_maps_and_reads_ties_and_no
     assert capped_words(m) == ""  # no cap: was a TypeError on None / float
 
 
+def test_sizes_words_name_the_argument_and_a_cell_under_another_regions_key():
+    import dataclasses
+    from splitlab.teach.figures import map_steady_sizes
+    with pytest.raises(TypeError, match="sizes_words: small must be a dict"):
+        map_steady_sizes.sizes_words([_steady()], {})
+    with pytest.raises(TypeError, match="lasting_words: large must be a dict .* got a dict of \\['str'\\]"):
+        map_steady_sizes.lasting_words({}, {"split": "x"})
+    with pytest.raises(ValueError, match="small\\['chunked'\\] must be the 'chunked' cell, got a 'split' cell"):
+        map_steady_sizes.sizes_words({"chunked": _steady()}, {"chunked": dataclasses.replace(_steady(), workers=8)})
+
+
 def test_probe_words_names_the_cell_whose_ratios_it_cannot_read():
     import dataclasses
     steps = lambda d: dataclasses.replace(_steady(), extra={"steps": {_steady().winner: {"decode": d}}})

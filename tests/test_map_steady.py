@@ -249,6 +249,20 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
     assert map_steady_sizes.lasting_words({"chunked": small}, {"chunked": even}) == ""
 
 
+def test_sizes_words_say_a_tie_shown_on_both_and_each_sizes_cell():
+    """A tie shown on both sizes is said so (was "not shown live on both sizes"); a lasting loss names each size's cell
+    where the records served different ones (the 8-worker cell was said at the 4-worker cell's prompt)."""
+    import dataclasses
+    tie = _steady("tie", measured=((80, 81), (85, 84), (78, 79)))
+    assert map_steady_sizes.sizes_words({"tie": tie}, {"tie": dataclasses.replace(tie, workers=8)}).endswith(
+        "matches: a tie: a tie on both sizes, live.")
+    small = _steady("chunked", NAMES["chunked"], NAMES["split"], measured=((100, 40), (100, 45), (100, 38)))
+    large = dataclasses.replace(small, workers=8, map_prompt_tokens=16, tpot_steps=10.0)
+    assert ("the colocated chunked cells on 2 workers (120-token prompts, TPOT 1.5 steps) and on 8 workers (16-token "
+            "prompts, TPOT 10 steps) (colocated kept") in map_steady_sizes.lasting_words({"chunked": small},
+                                                                                       {"chunked": large})
+
+
 def test_probe_words_says_both_ways_only_where_steps_ran_both_ways():
     """1.00x to 1.20x was "the probe's aim missed both ways"; one layout's runs were "the 1 layouts' runs"."""
     import dataclasses

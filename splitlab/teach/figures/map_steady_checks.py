@@ -72,14 +72,15 @@ def check_runs(c) -> None:
         raise ValueError(f"{where}: one value per seed expected ({n} seeds), got {bad}")
 
 
-def check_cells(cells, where: str) -> None:
+def check_cells(cells, where: str, name: str = "cells") -> None:
     """``cells`` a dict {region: SteadyCell} (of :func:`~.map_steady.load_record` or :func:`~.map_steady.steady_cell`).
-    TypeError naming ``where`` otherwise."""
+    TypeError naming ``where`` and the argument (``name``) otherwise."""
     if not isinstance(cells, dict) or not all(all(hasattr(c, a) for a in ("region", "seeds", "measured", "to_json"))
                                               for c in cells.values()):
         got = type(cells).__name__ if not isinstance(cells, dict) else \
             f"a dict of {sorted({type(c).__name__ for c in cells.values()})}"
-        raise TypeError(f"{where}: cells must be a dict {{region: SteadyCell}} (load_record's second value), got {got}")
+        raise TypeError(f"{where}: {name} must be a dict {{region: SteadyCell}} (load_record's second value), got "
+                        f"{got}")
 
 
 def record_text(cells: dict, meta: dict) -> str:

@@ -14,15 +14,19 @@ __all__ = ["sizes_words", "lasting_words"]
 
 def _both(small: dict, large: dict, who: str) -> list:
     """[(region, small cell, large cell, shown)] for the regions served on both records (fewer workers first);
-    ``shown``: both verdicts "matches" or "leads". Errors: :func:`sizes_words`'."""
-    check_cells(small, who)
-    check_cells(large, who)
+    ``shown``: both verdicts "matches" or "leads" (a tie's: both "matches: a tie"). Errors: :func:`sizes_words`'."""
+    check_cells(small, who, "small")
+    check_cells(large, who, "large")
     out = []
     for r in [r for r in small if r in large]:
         a, b = small[r], large[r]
+        for name, c in (("small", a), ("large", b)):
+            if c.region != r:
+                raise ValueError(f"{who}: {name}[{r!r}] must be the {r!r} cell, got a {c.region!r} cell")
         if a.workers >= b.workers:
             raise ValueError(f"small must be the record of fewer workers, got {a.workers} then {b.workers}")
-        out.append((r, a, b, all(c.outcome() in ("matches", "leads") for c in (a, b))))
+        out.append((r, a, b, all(c.outcome() in (("matches: a tie",) if r == "tie" else ("matches", "leads"))
+                                 for c in (a, b))))
     return out
 
 
@@ -30,33 +34,41 @@ def _link(c: SteadyCell) -> str:
     return "" if c.link_gbps is None else f", a {c.link_gbps:g} GB/s link"
 
 
+def _where(c: SteadyCell) -> str:
+    """The cell's coordinates on the map: "355-token prompts, TPOT 10 steps" (and a slow link)."""
+    return f"{c.map_prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} steps{_link(c)}"
+
+
 def sizes_words(small: dict, large: dict) -> str:
     """Whether a region's live result holds on two cluster sizes (``small`` and ``large``: {region: SteadyCell} of
     two records, fewer workers first): per region served on both, each size's cell, attainments and verdict, and
     what that says of pool granularity: a colocated win shown on both sizes (each "matches" or "leads", the same
-    kind ahead) is a loss the larger cluster's finer prefill:decode ratios do not remove. "" when no region was
-    served on both. ValueError: ``small`` not of fewer workers than ``large``; TypeError: not dicts of cells."""
+    kind ahead) is a loss the larger cluster's finer prefill:decode ratios do not remove; a tie shown on both is
+    said so. "" when no region was served on both. ValueError: ``small`` not of fewer workers than ``large``, a cell
+    under another region's key; TypeError naming ``small`` or ``large``: not dicts of cells."""
     out = []
     for r, a, b, shown in _both(small, large, "sizes_words"):
-        said = [f"on {c.workers} workers ({c.map_prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} steps{_link(c)}) "
+        said = [f"on {c.workers} workers ({_where(c)}) "
                 f"{_short(c.winner)} kept {c.frame().mean()[c.winner]:.0f}% against {c.frame().mean()[c.rival]:.0f}% "
                 f"for {_short(c.rival)}, {c.outcome()}" for c in (a, b)]
         end = ("a loss of the split on both sizes, live, so not the coarse ratios of the smaller cluster"
-               if shown and r in ("prefill-first", "chunked") else "the split ahead on both sizes, live" if shown else
-               "not shown live on both sizes")
+               if shown and r in ("prefill-first", "chunked") else "a tie on both sizes, live" if shown and r == "tie"
+               else "the split ahead on both sizes, live" if shown else "not shown live on both sizes")
         out.append(f"{TITLES.get(r, r)}: " + "; ".join(said) + f": {end}")
     return ". ".join(out) + ("." if out else "")
 
 
 def lasting_words(small: dict, large: dict) -> str:
     """The split's live losses that hold on both cluster sizes (:func:`sizes_words`' reading), in one sentence for a
-    takeaway, with both sizes' attainments; "" when there is none. Errors: :func:`sizes_words`'."""
+    takeaway, with both sizes' attainments and the cells' coordinates (each size's where the records served
+    different cells); "" when there is none. Errors: :func:`sizes_words`'."""
     out = []
     for r, a, b, shown in _both(small, large, "lasting_words"):
         if shown and r in ("prefill-first", "chunked"):
             ma, mb = a.frame().mean(), b.frame().mean()
-            out.append(f"the {TITLES[r].lower()} cell ({a.map_prompt_tokens}-token prompts, TPOT {a.tpot_steps:g} "
-                       f"steps{_link(a)}) on both {a.workers} and {b.workers} workers (colocated kept "
+            cells = (f"cell ({_where(a)}) on both {a.workers} and {b.workers} workers" if _where(a) == _where(b) else
+                     f"cells on {a.workers} workers ({_where(a)}) and on {b.workers} workers ({_where(b)})")
+            out.append(f"the {TITLES[r].lower()} {cells} (colocated kept "
                        f"{ma[a.winner]:.0f}% and {mb[b.winner]:.0f}% of its requests within the SLOs, the split "
                        f"{ma[a.rival]:.0f}% and {mb[b.rival]:.0f}%)")
     return ("" if not out else "Served live in steady state (chapter 7's records), the split lost " + and_list(out)
