@@ -330,3 +330,11 @@ def test_probe_words_names_the_cell_whose_ratios_it_cannot_read():
     no_decode.extra["pilot"] = {"prefill": 1.0}
     with pytest.raises(ValueError, match="the 'split' cell's pilot's decode must be a finite ratio > 0, got None"):
         map_steady_text.probe_words({"split": no_decode})  # was KeyError 'decode'
+
+
+def test_steady_cell_names_the_maps_own_cap_when_it_is_the_bad_one(no_probe):
+    cell = _cell(64, 2.5, WIN)
+    m = _map([cell])
+    m.search = {"max_requests": 1}
+    with pytest.raises(ValueError, match=r"max_requests must be a whole number >= 2, got 1 \(the map's search setting"):
+        map_steady.steady_cell(m, cell, None, None)  # was "got None": the argument left out, not the map's 1

@@ -197,7 +197,7 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     Raises (all but the last before the probe):
         ValueError: a cell no layout wins nor ties (none), a cell not of ``m``, a ``region`` other than the cell's
             winner, the cell's layouts of another cluster size than ``m``'s, fewer than 2 distinct seeds,
-            max_requests not a whole number >= 2; those of :func:`step_probe` and the runs.
+            max_requests (or the map's own) not a whole number >= 2; those of :func:`step_probe` and the runs.
         TypeError: ``m`` not a map; ``cost`` not a CostModel or None; ``lm`` not a LoadedModel; ``progress`` not
             a bool or None."""
     from ...common.progress import show_progress
@@ -215,7 +215,8 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     settings = settings_of(m)
     cap = settings["max_requests"] if max_requests is None else max_requests
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 2:
-        raise ValueError(f"max_requests must be a whole number >= 2, got {max_requests!r}")
+        raise ValueError(f"max_requests must be a whole number >= 2, got {cap!r}"
+                         + (" (the map's search setting)" if max_requests is None else ""))
     names = [cell.names[k] for k in (cell.leader, cell.runner_up)]
     options = _on_link(m, dict(m.search.get("options", {}), max_batch=m.max_batch, trace=False))
     configs = {n: layout_config(n, m.workers, m.chunk_tokens, **options) for n in names}  # a cell of another size
