@@ -280,3 +280,5 @@ def test_capped_words_never_reads_the_fewest_lifetimes_as_the_span_they_fell_bel
     m = _map([_cell(400, 2.5, WIN)])
     m.search = {"max_requests": 261}  # 19.86 lifetimes of 20
     assert "below 20 request lifetimes, to as few as 19.9 (400-token" in capped_words(m)
+    assert capped_words(m).startswith("In 1 of the map's 1 cell the cap") and capped_words(m).endswith(
+        "so that cell's margin is the least sure.")  # was "the map's 1 cells", "those cells' margins are"

@@ -181,11 +181,12 @@ def capped_words(m, lifetimes: float | None = None, whose: str = "the map's") ->
                 f"cap of {cap:,} requests.")
     got, c = short[0]
     digits = next(p for p in range(2, 18) if float(f"{got:.{p}g}") < span)
-    return (f"In {len(short)} of {whose} {len(m.cells)} cells the cap of {cap:,} requests cut the goodput runs at the "
-            f"best layout's goodput below {span:g} request lifetimes, to as few as {got:.{digits}g} ({c.prompt_tokens}"
-            f"-token prompts, TPOT {c.tpot_steps:g} steps), where many requests are in flight at once (a high rate "
-            f"times a long lifetime). A short run ends before a decode backlog builds, so those cells' margins are the "
-            f"least sure.")
+    few = "those cells' margins are" if len(short) > 1 else "that cell's margin is"
+    return (f"In {len(short)} of {whose} {len(m.cells)} cell{'s' * (len(m.cells) > 1)} the cap of {cap:,} requests cut "
+            f"the goodput runs at the best layout's goodput below {span:g} request lifetimes, to as few as "
+            f"{got:.{digits}g} ({c.prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} steps), where many requests are "
+            f"in flight at once (a high rate times a long lifetime). A short run ends before a decode backlog builds, "
+            f"so {few} the least sure.")
 
 
 #: the winners as :func:`rule_table` names them: short, as the map's legend does ("colocated, pf-first")
