@@ -289,6 +289,9 @@ def test_place_pilot_and_settings_of_refuse_before_any_search():
         place.settings_of({None: m})  # was an AttributeError on search
     m.search = None
     assert place.settings_of(m) == settings
+    m.search = [("max_requests", 400)]
+    with pytest.raises(TypeError, match="m.search must be a dict of the map's search settings, got list"):
+        place.settings_of(m)
 
 
 def test_capped_words_refuses_bad_lifetimes_whose_and_maps_and_reads_ties_and_no_cap():

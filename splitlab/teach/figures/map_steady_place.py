@@ -49,13 +49,15 @@ def _whole(name: str, v, low: int) -> int:
 def settings_of(m) -> dict:
     """The map's search settings (``max_requests``, ``min_requests``, ``tolerance``, ``extend``): its own record,
     else :func:`~splitlab.planning.split_map.split_map`'s defaults (a map built by hand records none). TypeError:
-    ``m`` not a split map (an AttributeError on ``search`` was all it said)."""
+    ``m`` not a split map, its ``search`` not a dict (an AttributeError was all it said)."""
     from ...planning.split_map import split_map
     if not all(hasattr(m, a) for a in ("cells", "workers", "search")):
         check_map(m)  # a dict of maps, say: its TypeError names what was given
         raise TypeError(f"m must be a split map with its search settings, got {type(m).__name__} without 'search'")
     defaults = {k: p.default for k, p in inspect.signature(split_map).parameters.items()}
     search = m.search or {}
+    if not isinstance(search, dict):
+        raise TypeError(f"m.search must be a dict of the map's search settings, got {type(search).__name__}")
     return {k: search.get(k, defaults[k]) for k in SETTINGS}
 
 
