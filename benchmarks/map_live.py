@@ -124,6 +124,17 @@ def _int_in(lo: int, hi: int | None, what: str):
     return _type(whole)
 
 
+def _share(text: str) -> float:
+    """A tie's rate share: a finite number > 0 (ValueError naming it otherwise)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v < float("inf"):
+        raise ValueError(f"the tie rate must be a finite number > 0, got {text!r}")
+    return v
+
+
 def _seeds(text: str) -> list:
     try:
         given = [int(s) for s in text.split(",")]
@@ -150,6 +161,8 @@ def main(argv=None) -> int:
                     help="the cluster, 2 .. 16 (the chapter's maps: 4 and 8)")
     ap.add_argument("--max-requests", type=_int_in(2, None, "max requests"), default=2000,
                     help="requests of a run at most, >= 2 (the map's: 2000)")
+    ap.add_argument("--tie-rate", type=_type(_share), default=map_steady.TIE_RATE,
+                    help=f"a tie's rate, a share of its goodputs' geometric mean (default {map_steady.TIE_RATE:g})")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, seconds (CI)")
     ap.add_argument("--merge", action="store_true", help="keep the other regions' cells of the record at --out "
                     "(one drawn from the same maps) and list this run after its runs")
@@ -187,7 +200,7 @@ def main(argv=None) -> int:
     picked, cells = map_steady.pick_cells(maps), {}
     for region in [r for r in regions if r in picked]:
         c = cells[region] = map_steady.steady_cell(*picked[region], lm, cost, region=region, seeds=seeds,
-                                                   max_requests=cap)
+                                                   max_requests=cap, tie_rate=args.tie_rate)
         print(f"{region}: {c.map_prompt_tokens} tokens, TPOT {c.tpot_steps:g} steps"
               f"{'' if c.link_gbps is None else f', {c.link_gbps:g} GB/s'}: {c.winner} vs {c.rival} at "
               f"{c.rate_per_worker:.3g}/s per worker; measured {c.measured}; predicted {c.predicted}; {c.outcome()}"

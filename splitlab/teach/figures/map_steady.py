@@ -36,7 +36,7 @@ from .map_steady_checks import check_cell_fields, check_runs, read_record_json, 
 from .map_steady_in_run import in_run, ratios_of
 from .pools_live import _on_link, layout_config
 from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of
-from .map_steady_place import place, pilot, settings_of
+from .map_steady_place import _positive, place, pilot, settings_of
 from .pools_live_probe import rescaled, step_probe
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
@@ -187,17 +187,19 @@ class SteadyCell:
 
 
 def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[int] = (0, 1, 2),
-                max_requests: int | None = None, progress: bool | None = None) -> SteadyCell:
+                max_requests: int | None = None, progress: bool | None = None,
+                tie_rate: float = TIE_RATE) -> SteadyCell:
     """Serve ``cell`` of the map ``m`` (calibrated as ``cost``) on ``lm`` in steady state (module docstring): place the
     cell by a probe, then by a pilot of real serving (:mod:`.map_steady_place`), search both layouts' goodputs again
-    on the rescaled cost model, and at their geometric mean (a tie: :data:`TIE_RATE` of it) serve each seed's run
+    on the rescaled cost model, and at their geometric mean (a tie: ``tie_rate`` of it) serve each seed's run
     (the map's run length, at most ``max_requests`` requests, default the map's) on both layouts, simulated and
     live. ``region``: the cell's (default its winner).
 
     Raises (all but the last before the probe):
         ValueError: a cell no layout wins nor ties (none), a cell not of ``m``, a ``region`` other than the cell's
             winner, the cell's layouts of another cluster size than ``m``'s, fewer than 2 distinct seeds,
-            max_requests (or the map's own) not a whole number >= 2; those of :func:`step_probe` and the runs.
+            max_requests (or the map's own) not a whole number >= 2, tie_rate not a finite number > 0; those of
+            :func:`step_probe` and the runs.
         TypeError: ``m`` not a map; ``cost`` not a CostModel or None; ``lm`` not a LoadedModel; ``progress`` not
             a bool or None."""
     from ...common.progress import show_progress
@@ -212,6 +214,7 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
         raise ValueError(f"region must be the cell's winner {cell.winner!r} (or None), got {region!r}")
     seeds = list(seeds_of(seeds))
     show_progress(progress)  # its TypeError before the probe, not after minutes of goodput searches
+    _positive("tie_rate", tie_rate)
     settings = settings_of(m)
     cap = settings["max_requests"] if max_requests is None else max_requests
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 2:
@@ -226,11 +229,11 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     aimed = rescaled(cost, probe["prefill"], probe["decode"])
     runs = dict(ttft_slo_s=None, tpot_slo_s=None, min_requests=min(settings["min_requests"] or cap, cap),
                 max_requests=cap, scale=1.0)
-    first = place(m, cell, configs, aimed, settings, TIE_RATE)
+    first = place(m, cell, configs, aimed, settings, tie_rate)
     flew = pilot(first, configs, lm, aimed, m.workers, {**runs, "ttft_slo_s": first["ttft_s"],
                                                         "tpot_slo_s": first["tpot_s"]}, seed=PILOT_SEED)
     now = rescaled(aimed, flew["prefill"], flew["decode"])
-    at = place(m, cell, configs, now, settings, TIE_RATE)
+    at = place(m, cell, configs, now, settings, tie_rate)
     spec, rate, sim = at["spec"], at["rate_per_worker"], CostModelExecutor(now)
     runs.update(rates_per_worker=[rate], ttft_slo_s=at["ttft_s"], tpot_slo_s=at["tpot_s"])
     predicted, measured, requests, counted = {n: [] for n in names}, {n: [] for n in names}, [], []
