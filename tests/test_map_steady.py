@@ -147,7 +147,9 @@ def test_the_shipped_record_holds_every_region_over_three_seeds_and_reads_on_tod
         assert c.rate_per_worker == pytest.approx(middle * (map_steady.TIE_RATE if c.region == "tie" else 1))
         assert set(c.extra["in_run"]) == {c.winner, c.rival} and set(c.extra["steps"]) == {c.winner, c.rival}
     eight_meta, eight = map_steady.load_record(map_steady.RECORDS[8])
-    assert eight_meta["workers"] == 8 and {c.workers for c in eight.values()} == {8} and "prefill-first" in eight
+    assert eight_meta["workers"] == 8 and {c.workers for c in eight.values()} == {8} and "chunked" in eight
+    assert all("pilot" in c.extra for c in (*cells.values(), *eight.values()))  # placed by a pilot (2026-12-05 22:00)
+    assert map_steady_sizes.sizes_words(cells, eight).startswith("Colocated chunked: on 4 workers")  # both sizes
     words = map_steady_text.steady_words(cells)
     assert words.count(", so the live ") == len(cells)  # a verdict per cell
     tie = map_steady_text.steady_words({"tie": cells["tie"]})
