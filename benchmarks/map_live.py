@@ -6,8 +6,9 @@ GB/s), picks a cell of each region (:func:`splitlab.teach.figures.map_steady.pic
 among those won by 20% or more), places it on this machine (a probe, then a pilot of real serving:
 :mod:`splitlab.teach.figures.map_steady_place`) and serves it on the real model (emulated, one CPU thread) in the
 map's own kind of run at a rate between the two layouts' goodputs
-(:func:`~splitlab.teach.figures.map_steady.steady_cell`), with three seeds. The record (every seed's attainment, measured and simulated, and where the cell sat) is written as
-JSON; chapter 7 prints the one shipped in ``splitlab/data/map_live.json``. With six seeds it took an hour of one core.
+(:func:`~splitlab.teach.figures.map_steady.steady_cell`), with three seeds. The record (every seed's attainment,
+measured and simulated, and where the cell sat) is written as JSON; chapter 7 prints the one shipped in
+``splitlab/data/map_live.json``. With six seeds it took an hour of one core.
 
     python benchmarks/map_live.py [--out FILE [--merge]] [--seeds 0,1,2] [--regions split,tie,...] [--workers 4]
                                   [--max-requests N]
