@@ -258,3 +258,13 @@ def test_the_rule_read_off_the_gpus_own_map_is_counted_against_the_same_cells():
         other_rule_words(rows.drop(columns="own map says"), other, row, "m")
     with pytest.raises(ValueError, match="same cases in the same order"):
         other_rule_words(rows, other.iloc[::-1], row, "m")
+
+
+def test_run_lifetimes_is_the_cap_over_a_lifetimes_requests_at_the_best_goodput():
+    from types import SimpleNamespace as C
+    from splitlab.teach.figures.split_map import run_lifetimes
+    cell = C(ttft_slo_s=0.05, tpot_slo_s=0.02, goodput={"split": 100, "chunked": 5})
+    m = C(cells=[cell], workers=4, output_tokens=64, search={"max_requests": 2000, "min_requests": 100,
+                                                             "tolerance": 0.03, "extend": 1})
+    assert run_lifetimes(m, cell) == pytest.approx(2000 / (100 * 4 * 1.31))
+    assert run_lifetimes(m, C(ttft_slo_s=0.05, tpot_slo_s=0.02, goodput={"split": 0})) == float("inf")

@@ -284,3 +284,19 @@ def test_capped_words_never_reads_the_fewest_lifetimes_as_the_span_they_fell_bel
     assert "below 20 request lifetimes, to as few as 19.9 (400-token" in capped_words(m)
     assert capped_words(m).startswith("In 1 of the map's 1 cell the cap") and capped_words(m).endswith(
         "so that cell's margin is the least sure.")  # was "the map's 1 cells", "those cells' margins are"
+
+
+def test_words_say_an_idle_tie_a_winner_at_its_knee_and_a_margin_below_the_checks():
+    """A tie whose gap lies within +-10 but at which neither layout was loaded is said to be that (it read 'reaches
+    past the +-10' at +0 to +0); a winner above 90% on average but below it on some seeds is said to sit at its knee;
+    a cell picked below MIN_MARGIN (its region's widest) says so instead of rounding 19.7% to '20%'."""
+    import dataclasses
+    idle = _steady("tie", measured=((100, 100), (100, 100), (100, 100)))
+    words = map_steady_text.steady_words({"tie": idle})
+    assert "lies within +-10 points, but both layouts kept 95% or more on average" in words
+    assert "reaches past" not in words
+    knee = _steady(measured=((96, 60), (94, 70), (85, 55)))
+    assert "The winner fell below 90% on 1 of the 3 seeds, though" in map_steady_text.steady_words({"split": knee})
+    assert "The winner fell below" not in map_steady_text.steady_words({"split": _steady()})
+    narrow = dataclasses.replace(_steady(), margin=0.197)
+    assert "the map's margin 19.7%, below the 20% the check asks for" in map_steady_text.steady_words({"split": narrow})

@@ -113,7 +113,9 @@ def test_the_loss_note_names_the_cell_the_split_loses_and_why():
     note = split_loss.cell_note(m, lost[0], lost, "research", 11.3)
     assert "1 of the map's 4 cells goes to a colocated layout by more than the tie tolerance (10%)" in note
     assert "4 colocated serves 8.3 requests/s per worker, the best split, 2P+2D, 6.6, 20% less" in note
-    assert "held back there by its TTFT SLO: its 2 prefill workers take every prompt" in note
+    assert ("held back there by its TTFT SLO: a request's first token waits for its prefill pool (2 prefill workers), "
+            "its cache's transfer and a slot in its decode pool (2 decode workers; either pool can be the one that "
+            "queues)") in note
     assert "even the shortest prompts (16 tokens, 1.7 decode steps a prefill) go to the split" in note
     assert "The `research` prompts (11.3 decode steps a prefill) lie nearest" in note
     m2, cells2 = _map({(16, 2.5): (22, 19, 20), (418, 2.5): (7, 4.6, 4.7), (16, 10.0): (35, 37, 23),
@@ -121,7 +123,7 @@ def test_the_loss_note_names_the_cell_the_split_loses_and_why():
     note = split_loss.cell_note(m2, cells2[3], [cells2[3]], "code", 2)
     assert "its 2 decode workers carry every stream" in note
     cells[3].names = dict(cells[3].names, split="1P+3D")
-    assert "its 1 prefill worker takes every prompt" in split_loss.cell_note(m, cells[3], [cells[3]], "code", 2)
+    assert "waits for its prefill pool (1 prefill worker)" in split_loss.cell_note(m, cells[3], [cells[3]], "code", 2)
     assert "even the shortest prompts (16 tokens, 1.7 decode steps a prefill) are a tie" in note
 
 

@@ -7,11 +7,11 @@ import numbers
 
 import pandas as pd
 
-from .map_steady import NO_TEST, SteadyCell
+from .map_steady import MIN_MARGIN, NO_TEST, SteadyCell
 from .map_steady_place import PILOT_LIFETIMES
 from .map_steady_checks import check_cells
 from .pools_live_args import ordered_maps
-from .pools_live_words import TIE_GAP
+from .pools_live_words import TIE_GAP, TIE_LOADED, even
 from .style import and_list, fmt3
 
 __all__ = ["SAID", "TITLES", "SHORT_REGIONS", "steady_table", "steady_words", "today_words", "record_summary",
@@ -60,8 +60,11 @@ def _bar(c: SteadyCell, mean) -> str:
     if c.region == "tie":
         return ("Both stayed at 90% or more: at this rate neither is loaded enough to part them." if win and rival
                 else "")
+    below = sum(v < 90 for v in c.measured[c.winner])
+    knee = ("" if not below else f" The winner fell below 90% on {below} of the {len(c.seeds)} seeds, though: this "
+            f"rate sits near its knee, where its own goodput lies.")
     return {(True, False): "The winner kept the 90% bar on average and the runner-up fell below it: on the real "
-                           "model the two goodputs lie on either side of this rate, in the map's order.",
+                           "model the two goodputs lie on either side of this rate, in the map's order." + knee,
             (True, True): "Both kept the 90% bar on average: on the real model this rate is below both goodputs, so "
                           "the run shows which serves more here, not their goodputs' order.",
             (False, False): "Both fell below the 90% bar on average: on the real model this rate is at or past both "
@@ -96,8 +99,12 @@ def _undecided(c: SteadyCell, g: dict) -> str:
     """An undecided verdict in words: a lead the interval does not clear, or a tie the runs neither show nor part."""
     if c.region != "tie":
         return "is undecided: the interval holds zero."
-    return (f"is undecided: the runs do not part the two, but the gap's 90% interval ({g['eq_low']:+.0f} to "
-            f"{g['eq_high']:+.0f} points) reaches past the +-{TIE_GAP:g} a tie allows"
+    interval = f"the gap's 90% interval ({g['eq_low']:+.0f} to {g['eq_high']:+.0f} points)"
+    if even(g):  # within the tie's band, but no layout loaded: at such a rate any two layouts tie
+        return (f"is undecided: the runs do not part the two and {interval} lies within +-{TIE_GAP:g} points, but "
+                f"both layouts kept {TIE_LOADED:g}% or more on average: at a rate neither is loaded by, any two "
+                f"layouts tie.")
+    return (f"is undecided: the runs do not part the two, but {interval} reaches past the +-{TIE_GAP:g} a tie allows"
             + ("." if float(c.frame().mean().min()) < 95 else ", and both layouts were nearly idle."))
 
 
@@ -118,6 +125,14 @@ def _models(c: SteadyCell) -> str:
         text += (f" The live decode steps ran {_range(decode)} that model's; rescaled by each layout's own steps, it "
                  f"predicts {i[c.winner]:.0f}% and {i[c.rival]:.0f}%.")
     return text
+
+
+def _margin(c: SteadyCell) -> str:
+    """The map's margin of the cell, with a word where it is below the check's :data:`~.map_steady.MIN_MARGIN` (a
+    region with no wider cell: :func:`~.map_steady.pick_cells` took its widest)."""
+    if c.region == "tie" or c.margin >= MIN_MARGIN:
+        return f"{c.margin:.0%}"
+    return f"{c.margin:.1%}, below the {MIN_MARGIN:.0%} the check asks for: the region's widest"
 
 
 def _placer(c: SteadyCell) -> str:
@@ -145,7 +160,7 @@ def steady_words(cells: dict) -> str:
                 f"{_short(c.rival)} {mean[c.rival]:.0f}%")
         out.append(
             f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts, {c.prefill_steps:.3g} decode "
-            f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {c.margin:.0%}): at "
+            f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {_margin(c)}): at "
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
             f"at the {_placer(c)}'s speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request "
             f"lifetimes of arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from "

@@ -44,11 +44,11 @@ def _why(cell, workers: int) -> str:
     x, y = split_pools(cell.names["split"]) or (0, 0)
     kind, binds = _colocated(cell), cell.binding["split"]
     if binds == "ttft":
-        return (f"The split is held back there by its TTFT SLO: its {_workers(x, 'prefill')} "
-                f"take{'s' if x == 1 else ''} every prompt, "
-                f"where all {workers} colocated workers prefill, and a TPOT SLO of {cell.tpot_steps:g} decode steps "
-                f"lets a colocated stream sit out the prefills ({short_name(cell.names[kind])} is held back by its "
-                f"{cell.binding[kind].upper()} SLO).")
+        return (f"The split is held back there by its TTFT SLO: a request's first token waits for its prefill pool "
+                f"({_workers(x, 'prefill')}), its cache's transfer and a slot in its decode pool "
+                f"({_workers(y, 'decode')}; either pool can be the one that queues), where all {workers} colocated "
+                f"workers prefill, and a TPOT SLO of {cell.tpot_steps:g} decode steps lets a colocated stream sit out "
+                f"the prefills ({short_name(cell.names[kind])} is held back by its {cell.binding[kind].upper()} SLO).")
     if binds == "tpot":
         return (f"The split is held back there by its TPOT SLO: its {_workers(y, 'decode')} "
                 f"carr{'ies' if y == 1 else 'y'} every stream, "
@@ -100,11 +100,23 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
     return " ".join(s for s in (head, _shortest(m, tpot_steps), tail) if s)
 
 
-def granularity_note(cell, big) -> str:
+def _short_runs(lifetimes: float | None) -> str:
+    """A caveat for goodputs whose runs spanned fewer than 20 request lifetimes (a map's request cap), else ""."""
+    from ...serving.goodput_runs import LIFETIMES
+    if lifetimes is None or not lifetimes < LIFETIMES:
+        return ""
+    return (f" Those goodputs come from runs spanning {lifetimes:.2g} request lifetimes (the map's request cap at that "
+            f"rate, where a run should span {LIFETIMES}), too short for a decode backlog to build, so this reading is "
+            f"among the least sure of the map (chapter 7).")
+
+
+def granularity_note(cell, big, lifetimes: float | None = None) -> str:
     """Whether the split's loss in ``cell`` (of a map of few workers) is pool granularity: ``big`` is the same cell
     (prompt and TPOT SLO) on a map of more workers, whose splits take ratios the small cluster cannot (4 workers:
     1P+3D, 2P+2D, 3P+1D; 8 workers: seven). Says the best split and the best colocated layout there, per worker,
-    and reads the change: still lost (not granularity), a tie, or won (the small cluster's ratios were the loss).
+    and reads the change: still lost (not granularity), a tie, or won (the small cluster's ratios were the loss);
+    ``lifetimes``: the request lifetimes ``big``'s goodput runs spanned (:func:`.split_map.run_lifetimes`), a
+    caveat added where fewer than 20.
 
     Raises:
         ValueError: ``big`` not the same prompt and TPOT SLO as ``cell``."""
@@ -120,9 +132,9 @@ def granularity_note(cell, big) -> str:
              f"{short_name(big.names[kind])} {gc:.3g}")
     if big.verdict == "colocated":
         return (f"{there}: the split still loses (it serves {pct2(big.margin)} less), so the loss is not the coarse "
-                f"ratios of {small_n} workers.")
+                f"ratios of {small_n} workers." + _short_runs(lifetimes))
     state, meaning = _reading(big, small_n)
-    return f"{there}: {state}, so {meaning}."
+    return f"{there}: {state}, so {meaning}." + _short_runs(lifetimes)
 
 
 def _reading(big, n: int) -> tuple[str, str]:
@@ -151,26 +163,27 @@ def _cluster(cell) -> int:
     return sum(split_pools(cell.names["split"]) or (0, 0))
 
 
-def _finer(cell, big) -> str:
-    """:func:`granularity_note` in one sentence, for the takeaway."""
+def _finer(cell, big, lifetimes: float | None = None) -> str:
+    """:func:`granularity_note` in one sentence, for the takeaway (its caveat on short runs too)."""
     kind = _colocated(big)
     head = f"On {_cluster(big)} workers, whose splits take finer ratios, the same cell"
     both = (f"({big.names['split']} {big.goodput['split']:.3g} requests/s per worker, "
             f"{short_name(big.names[kind])} {big.goodput[kind]:.3g})")
     if big.verdict == "colocated":
-        return f"{head} is still a loss {both}: the loss is not the coarse ratios."
+        return f"{head} is still a loss {both}: the loss is not the coarse ratios." + _short_runs(lifetimes)
     state, meaning = _reading(big, _cluster(cell))
-    return f"{head} is {state} {both}: {meaning}."
+    return f"{head} is {state} {both}: {meaning}." + _short_runs(lifetimes)
 
 
 def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, colocated,
-             attainment: pd.DataFrame, tie_tolerance: float | None = None, big=None) -> str:
+             attainment: pd.DataFrame, tie_tolerance: float | None = None, big=None,
+             big_lifetimes: float | None = None) -> str:
     """The loss in one sentence: the planner's goodput of its best ``colocated`` layout and of ``split`` (plan
     candidates) for ``workload`` at the TPOT SLO of the map's ``cell``, and each one's live SLO attainment
     (``attainment``: % per seed, columns their names), with whether the seeds agree; a planner's lead within
     ``tie_tolerance`` (the map's, a share) is said to be a tie by the map's rule. With ``big`` (the same cell on a
     map of more workers, as :func:`granularity_note` reads it) and a loss, a second sentence says what the finer
-    ratios there make of it.
+    ratios there make of it (with :func:`granularity_note`'s caveat where ``big_lifetimes`` is below 20).
 
     Raises:
         KeyError: ``split.name`` or ``colocated.name`` not a column of ``attainment``; those of
@@ -197,7 +210,7 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
         return (f"The map has no colocated region on this device: where the split came nearest to losing (a TPOT "
                 f"SLO of {cell.tpot_steps:g} decode steps, {prompts}), {planned}; {live}.")
     margin = _margin(gc, gs)
-    finer = "" if big is None else " " + _finer(cell, big)
+    finer = "" if big is None else " " + _finer(cell, big, big_lifetimes)
     if gc > gs and tie_tolerance is not None and margin <= tie_tolerance:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, the planner "
                 f"puts {prompts} at a tie: {planned}, {pct2(margin)} apart, within the map's {pct2(tie_tolerance)} "

@@ -148,6 +148,17 @@ def run_length_words(long_map, short_map, long_requests: int = 2000, short_reque
             f"before a decode backlog builds, and the backlog weighs on the layouts differently.")
 
 
+def run_lifetimes(m, cell) -> float:
+    """Request lifetimes a goodput run of the map ``m``'s cap (``max_requests``) spans at ``cell``'s best goodput
+    ``g`` per worker: cap / (g x workers x lifetime), a lifetime TTFT SLO + (answer tokens - 1) x TPOT SLO; inf for a
+    map without a cap or a cell no layout serves (:func:`capped_words` says it for every cell)."""
+    from .map_steady_place import settings_of
+    cap, g = settings_of(m)["max_requests"], max(cell.goodput.values(), default=0)
+    if not cap or not g > 0:
+        return float("inf")
+    return cap / (g * m.workers * (cell.ttft_slo_s + (m.output_tokens - 1) * cell.tpot_slo_s))
+
+
 def capped_words(m, lifetimes: float | None = None, whose: str = "the map's") -> str:
     """A sentence on the cells of the map ``m`` whose goodput runs its ``max_requests`` cut short. A run's arrivals
     span ``lifetimes`` request lifetimes (default :data:`splitlab.serving.goodput_runs.LIFETIMES`; a lifetime is TTFT
@@ -173,8 +184,8 @@ def capped_words(m, lifetimes: float | None = None, whose: str = "the map's") ->
         raise ValueError("m has no cells: no goodput runs to speak of")
     if not cap:
         return ""
-    short = sorted(((cap / (g * m.workers * (c.ttft_slo_s + (m.output_tokens - 1) * c.tpot_slo_s)), c)
-                    for c in m.cells if (g := max(c.goodput.values(), default=0)) > 0), key=lambda t: t[0])
+    short = sorted(((run_lifetimes(m, c), c) for c in m.cells if max(c.goodput.values(), default=0) > 0),
+                   key=lambda t: t[0])
     short = [(got, c) for got, c in short if got < span]
     if not short:
         return (f"Every cell of {whose} {len(m.cells)} had goodput runs spanning {span:g} request lifetimes within the "
