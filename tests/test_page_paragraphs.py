@@ -140,9 +140,9 @@ def test_the_granularity_note_reads_the_loss_cell_on_eight_workers():
         split_loss.granularity_note(four, _loss_cell(8, 20.0, 17.0, "5P+3D"))
     short = split_loss.granularity_note(four, _loss_cell(8, 13.0, 17.0, "5P+3D"), lifetimes=1.31)  # the cap's runs
     assert short.startswith(lost) and short.endswith(
-        " Those goodputs come from runs spanning 1.3 request lifetimes (the map's request cap at that rate, where a "
-        "run should span 20), too short for a decode backlog to build, so this reading is among the least sure of the "
-        "map (chapter 7).")
+        " But those goodputs come from runs spanning 1.3 request lifetimes (the map's request cap at that rate, where "
+        "a run should span 20), too short for a decode backlog to build, so this reading is among the least sure of "
+        "the map (chapter 7).")
     assert split_loss.granularity_note(four, _loss_cell(8, 13.0, 17.0, "5P+3D"), lifetimes=25.0) == lost
     with pytest.raises(ValueError, match="same cell"):
         split_loss.granularity_note(four, Cell(16, 1.9, 10.0, 0.1, 0.01, dict(four.goodput), dict(four.binding),
