@@ -106,8 +106,8 @@ def _short_runs(lifetimes: float | None) -> str:
     if lifetimes is None or not lifetimes < LIFETIMES:
         return ""
     return (f" But those goodputs come from runs spanning {lifetimes:.2g} request lifetimes (the map's request cap at "
-            f"that rate, where a run should span {LIFETIMES}), too short for a decode backlog to build, so this reading "
-            f"is among the least sure of the map (chapter 7).")
+            f"that rate, where a run should span {LIFETIMES}), too short for a decode backlog to build, so this "
+            f"reading is among the least sure of the map (chapter 7).")
 
 
 def granularity_note(cell, big, lifetimes: float | None = None) -> str:
