@@ -293,7 +293,7 @@ def test_words_say_an_idle_tie_a_winner_at_its_knee_and_a_margin_below_the_check
     import dataclasses
     idle = _steady("tie", measured=((100, 100), (100, 100), (100, 100)))
     words = map_steady_text.steady_words({"tie": idle})
-    assert "lies within +-10 points, but both layouts kept 95% or more on average" in words
+    assert "lies within ±10 points, but both layouts kept 95% or more on average" in words
     assert "reaches past" not in words
     knee = _steady(measured=((96, 60), (94, 70), (85, 55)))
     assert "The winner fell below 90% on 1 of the 3 seeds, though" in map_steady_text.steady_words({"split": knee})

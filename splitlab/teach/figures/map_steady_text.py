@@ -4,6 +4,7 @@ the live winner matches the map's; and how a recorded cell reads on today's map 
 from __future__ import annotations
 
 import numbers
+import statistics
 
 import pandas as pd
 
@@ -92,7 +93,7 @@ def _verdict_words(c: SteadyCell, g: dict, verdict: str) -> str:
                                  "leads": "leads as in the map, outside the runs' spread.",
                                  "undecided": _undecided(c, g),
                                  "matches: a tie": f"ties, as the map says (the 90% interval lies within "
-                                                   f"+-{TIE_GAP:g} points)."}[verdict]
+                                                   f"±{TIE_GAP:g} points)."}[verdict]
 
 
 def _undecided(c: SteadyCell, g: dict) -> str:
@@ -101,10 +102,10 @@ def _undecided(c: SteadyCell, g: dict) -> str:
         return "is undecided: the interval holds zero."
     interval = f"the gap's 90% interval ({g['eq_low']:+.0f} to {g['eq_high']:+.0f} points)"
     if even(g):  # within the tie's band, but no layout loaded: at such a rate any two layouts tie
-        return (f"is undecided: the runs do not part the two and {interval} lies within +-{TIE_GAP:g} points, but "
+        return (f"is undecided: the runs do not part the two and {interval} lies within ±{TIE_GAP:g} points, but "
                 f"both layouts kept {TIE_LOADED:g}% or more on average: at a rate neither is loaded by, any two "
                 f"layouts tie.")
-    return (f"is undecided: the runs do not part the two, but {interval} reaches past the +-{TIE_GAP:g} a tie allows"
+    return (f"is undecided: the runs do not part the two, but {interval} reaches past the ±{TIE_GAP:g} a tie allows"
             + ("." if float(c.frame().mean().min()) < 95 else ", and both layouts were nearly idle."))
 
 
@@ -259,7 +260,7 @@ def probe_words(cells: dict) -> str:
             f"requests on one idle worker), then by a pilot serving it on both layouts for {PILOT_LIFETIMES} request "
             f"lifetimes at the probe's rate, whose decode steps ran {_range(flown)} the probe's model; the cell was "
             f"placed again on the model rescaled by the pilot's steps. ")
-    mid = ratios[len(ratios) // 2]
+    mid = statistics.median(ratios)
     side = ("slower" if ratios[0] > 1 else "faster" if ratios[-1] < 1 else None)
     runs = f"the {len(ratios)} layouts' runs" if len(ratios) > 1 else "the one layout's runs"
     text = head + (f"Over {runs} of these records the live decode steps ran {_range(ratios)} "
