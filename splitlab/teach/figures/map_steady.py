@@ -29,13 +29,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from .map_steady_checks import check_cell_fields, check_runs, read_record_json, record_text
 from .map_steady_in_run import in_run, ratios_of
 from .pools_live import _on_link, layout_config
-from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of
+from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of, whole
 from .map_steady_place import _positive, place, pilot, settings_of
 from .pools_live_probe import rescaled, step_probe
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
@@ -219,7 +218,7 @@ def steady_cell(m, cell, lm, cost, region: str | None = None, seeds: Sequence[in
     _positive("tie_rate", tie_rate)
     settings = settings_of(m)
     cap = settings["max_requests"] if max_requests is None else max_requests
-    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 2:
+    if not whole(cap) or cap < 2:
         raise ValueError(f"max_requests must be a whole number >= 2, got {cap!r}"
                          + (" (the map's search setting)" if max_requests is None else ""))
     names = [cell.names[k] for k in (cell.leader, cell.runner_up)]

@@ -19,7 +19,7 @@ import numbers
 
 import numpy as np
 
-from .pools_live_args import check_map
+from .pools_live_args import check_map, whole
 from .pools_live_probe import cell_now, step_ratios
 
 __all__ = ["PILOT_LIFETIMES", "settings_of", "place", "pilot_requests", "pilot", "pooled_factors"]
@@ -41,9 +41,15 @@ def _positive(name: str, v) -> float:
 
 def _whole(name: str, v, low: int) -> int:
     """``v`` as an int when a whole number >= ``low`` (numpy's too; not a bool), else ValueError naming ``name``."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
+    if not whole(v) or v < low:
         raise ValueError(f"{name} must be a whole number >= {low}, got {v!r}")
     return int(v)
+
+
+def _check_configs(configs) -> None:
+    """ValueError unless ``configs`` is a non-empty dict {layout name: ServingConfig} (none gave a rate of 1)."""
+    if not isinstance(configs, dict) or not configs:
+        raise ValueError(f"configs must be a non-empty dict {{layout name: ServingConfig}}, got {configs!r:.80}")
 
 
 def settings_of(m) -> dict:
@@ -70,8 +76,7 @@ def place(m, cell, configs: dict, cost_now, settings: dict, tie_rate: float) -> 
     goodput run's length}. ValueError, before any search: ``configs`` not a non-empty dict (none gave a rate of 1
     in silence), ``settings`` missing a setting, ``tie_rate`` not a finite number > 0."""
     from ...serving import CostModelExecutor, goodput
-    if not isinstance(configs, dict) or not configs:
-        raise ValueError(f"configs must be a non-empty dict {{layout name: ServingConfig}}, got {configs!r:.80}")
+    _check_configs(configs)
     if not isinstance(settings, dict) or any(k not in settings for k in SETTINGS):
         raise ValueError(f"settings must be a dict of {SETTINGS} (settings_of's), got {settings!r:.120}")
     tie_rate = _positive("tie_rate", tie_rate)
@@ -133,8 +138,7 @@ def pilot(placed: dict, configs: dict, lm, cost_now, workers: int, runs: dict, s
     from .map_steady_in_run import ratios_of
     if not isinstance(runs, dict) or "max_requests" not in runs:
         raise ValueError(f"runs must be a dict of the check's run settings with max_requests, got {runs!r:.80}")
-    if not isinstance(configs, dict) or not configs:
-        raise ValueError(f"configs must be a non-empty dict {{layout name: ServingConfig}}, got {configs!r:.80}")
+    _check_configs(configs)
     n = pilot_requests(placed["rate_per_worker"], workers, placed["lifetime_s"], runs["max_requests"])
     logs, held = {}, {}
     for name, cfg in configs.items():

@@ -48,9 +48,9 @@ def sizes_words(small: dict, large: dict) -> str:
     under another region's key; TypeError naming ``small`` or ``large``: not dicts of cells."""
     out = []
     for r, a, b, shown in _both(small, large, "sizes_words"):
-        said = [f"on {c.workers} workers ({_where(c)}) "
-                f"{_short(c.winner)} kept {c.frame().mean()[c.winner]:.0f}% against {c.frame().mean()[c.rival]:.0f}% "
-                f"for {_short(c.rival)}, {c.outcome()}" for c in (a, b)]
+        said = [f"on {c.workers} workers ({_where(c)}) {_short(c.winner)} kept {mean[c.winner]:.0f}% against "
+                f"{mean[c.rival]:.0f}% for {_short(c.rival)}, {c.outcome()}"
+                for c, mean in ((a, a.frame().mean()), (b, b.frame().mean()))]
         end = ("a loss of the split on both sizes, live, so not the coarse ratios of the smaller cluster"
                if shown and r in ("prefill-first", "chunked") else "a tie on both sizes, live" if shown and r == "tie"
                else "the split ahead on both sizes, live" if shown else "not shown live on both sizes")

@@ -152,11 +152,12 @@ def run_lifetimes(m, cell) -> float:
     """Request lifetimes a goodput run of the map ``m``'s cap (``max_requests``) spans at ``cell``'s best goodput
     ``g`` per worker: cap / (g x workers x lifetime), a lifetime TTFT SLO + (answer tokens - 1) x TPOT SLO; inf for a
     map without a cap or a cell no layout serves (:func:`capped_words` says it for every cell)."""
+    from .map_steady import lifetime_s
     from .map_steady_place import settings_of
     cap, g = settings_of(m)["max_requests"], max(cell.goodput.values(), default=0)
     if not cap or not g > 0:
         return float("inf")
-    return cap / (g * m.workers * (cell.ttft_slo_s + (m.output_tokens - 1) * cell.tpot_slo_s))
+    return cap / (g * m.workers * lifetime_s(m, cell))
 
 
 def capped_words(m, lifetimes: float | None = None, whose: str = "the map's") -> str:
