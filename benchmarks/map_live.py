@@ -13,6 +13,11 @@ measured and simulated, and where the cell sat) is written as JSON; chapter 7 pr
     python benchmarks/map_live.py [--out FILE [--merge]] [--seeds 0,1,2] [--regions split,tie,...] [--workers 4]
                                   [--max-requests N]
     python benchmarks/map_live.py --resimulate FILE --calibration CALIBRATION
+    python benchmarks/map_live.py --ladder FILE
+
+A tie's cell is then served on a ladder of rates until both layouts' goodputs are bracketed
+(:func:`splitlab.teach.figures.map_steady_tie.tie_ladder`: one run at one rate cannot test a tie); ``--ladder``
+serves the ladder of the tie in a record served before and writes it back. The 2026-12-05 record's took 30 min.
 
 ``--quick``: a map of 2 x 2 cells and runs of a dozen requests, two seeds, one region (a smoke test for CI;
 nothing it prints is a result).
@@ -31,7 +36,7 @@ import torch
 
 import splitlab as sl
 from splitlab.planning import split_map as SM
-from splitlab.teach.figures import map_steady, map_steady_text
+from splitlab.teach.figures import map_steady, map_steady_text, map_steady_tie
 
 LINK = "25 Gb/s network"  # chapter 7's
 AXES = dict(tpot_steps=(1.5, 2.5, 5.0, 10.0))
@@ -91,6 +96,36 @@ def _resimulate(path: str, calibration: str | None, ap) -> int:
         print(region, "live", c.measured, "in-run simulated", c.extra["in_run"], flush=True)
     map_steady.save_record(cells, path, **dict(meta, resimulated=f"in_run added from {os.path.basename(calibration)}"))
     return 0
+
+
+def _ladder(path: str, argv, ap) -> int:
+    """Serve the ladder of the tie in the record at ``path`` (:func:`map_steady_tie.tie_ladder`) and write it into
+    the cell's ``extra["ladder"]``, this run listed after the record's. A record without a tie: ap.error."""
+    meta, cells = _record(path, "--ladder", ap)
+    if "tie" not in cells:
+        ap.error(f"--ladder: the record at {path} holds no tie (regions {sorted(cells)})")
+    t0, cpu0 = time.time(), time.process_time()
+    lm = sl.load_model("tiny")
+    sl.phases.device.set_cpu_clock("thread")
+    c = cells["tie"]
+    c.extra["ladder"] = _laddered(c, lm)
+    run = dict(started=datetime.datetime.fromtimestamp(t0, datetime.timezone.utc).isoformat(timespec="seconds"),
+               date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+               regions=["tie"], load_average=[round(x, 2) for x in os.getloadavg()],
+               wall_s=round(time.time() - t0), cpu_s=round(time.process_time() - cpu0))
+    print("wrote", map_steady.save_record(cells, path, **dict(meta, runs=meta.get("runs", []) + [run])))
+    return 0
+
+
+def _laddered(c, lm) -> dict:
+    """The tie ``c``'s ladder, served and printed."""
+    ladder = map_steady_tie.tie_ladder(c, lm)
+    for n, served in ladder["served"].items():
+        print(n, [(r["share"], [round(a) for a in r["measured"]]) for r in served], flush=True)
+    print("brackets", map_steady_tie.brackets(ladder), map_steady_tie.ladder_outcome(ladder),
+          f"({ladder['cpu_s']:.0f} s CPU)", flush=True)
+    return ladder
 
 
 def _record(path: str, flag: str, ap) -> tuple[dict, dict]:
@@ -169,10 +204,14 @@ def main(argv=None) -> int:
                     "(one drawn from the same maps) and list this run after its runs")
     ap.add_argument("--resimulate", metavar="RECORD", help="add the in-run simulation (map_steady.in_run) to a record "
                     "served before it was kept, from --calibration (the calibration file the record's run used)")
+    ap.add_argument("--ladder", metavar="RECORD", help="serve the ladder of rates of the tie in a record served "
+                    "before (map_steady_tie.tie_ladder) and write it back")
     ap.add_argument("--calibration", help="with --resimulate: that run's calibration (splitlab's cache keeps it)")
     args = ap.parse_args(argv)
     if args.resimulate:
         return _resimulate(args.resimulate, args.calibration, ap)
+    if args.ladder:
+        return _ladder(args.ladder, argv, ap)
     if args.calibration:
         ap.error("--calibration is read only with --resimulate (a run calibrates here, or reuses this machine's)")
     if args.merge and not args.out:
@@ -208,6 +247,8 @@ def main(argv=None) -> int:
               f" ({c.cpu_s:.0f} s CPU; pilot of {c.extra['pilot']['requests']} requests: prefill "
               f"x{c.extra['pilot']['prefill']:.3g}, decode x{c.extra['pilot']['decode']:.3g} the probe's model; "
               f"steps against the placed model: {c.extra['steps']})", flush=True)
+        if region == "tie" and not args.quick:
+            c.extra["ladder"] = _laddered(c, lm)
         if args.out:  # after each cell: a run stopped later keeps what it served
             _save(args, cells, _meta(args, argv, lm, cal, maps, t0, cpu0, cells), base)
     print(map_steady_text.steady_table(cells).to_string())

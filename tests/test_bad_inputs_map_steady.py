@@ -187,6 +187,8 @@ def _map_live(monkeypatch):
     ("--resimulate {tmp}/rec.json --calibration {tmp}/rec.json", "--calibration: .*rec.json"),
     ("--out {tmp}/rec.json --merge --workers 4", "--merge: the record at .* holds cells of 8 workers"),
     ("--out {tmp}/bad.json --merge", "--merge: .*bad.json is not a record"),
+    ("--ladder {tmp}/missing.json", "--ladder: no record at"),
+    ("--ladder {tmp}/rec.json", "--ladder: the record at .* holds no tie"),
 ])
 def test_the_cli_refuses_bad_arguments_before_any_work(argv, words, monkeypatch, capsys, tmp_path):
     mod = _map_live(monkeypatch)

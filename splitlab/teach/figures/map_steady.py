@@ -11,7 +11,8 @@ claim in one run. :func:`steady_cell` makes that run, per seed, on both layouts 
 alternating from seed to seed), with the real model (:func:`splitlab.serving.attainment_curve` on a
 :class:`~splitlab.serving.ModelExecutor`) and on the simulator, and judges the paired gaps as chapter 6 does
 (:func:`~.pools_live_words.gap_interval`: the 95% interval of the mean gap over the seeds, Student's t; a tie by an
-equivalence test, :func:`~.pools_live_words.even`).
+equivalence test, :func:`~.pools_live_words.even`, or where it was served on one, by a ladder of rates:
+:mod:`.map_steady_tie`).
 
 Before a cell's runs it is placed on this machine (:mod:`.map_steady_place`): a probe times a few prefills and
 decode steps, a pilot serves the cell on both layouts for a few request lifetimes, the cost model is rescaled by the
@@ -36,6 +37,7 @@ from .map_steady_in_run import in_run, ratios_of
 from .pools_live import _on_link, layout_config
 from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of, whole
 from .map_steady_place import _positive, place, pilot, settings_of
+from .map_steady_tie import ladder_outcome
 from .pools_live_probe import rescaled, step_probe
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
@@ -55,11 +57,10 @@ MIN_MARGIN = 0.2
 #: simulator put at 91% and 94% was served at 16% and 6% while other work ran beside it)
 MIN_TPOT_STEPS = 2.5
 
-#: a tie is served at this share of its two goodputs' geometric mean: at both goodputs a tie's runs scattered 25% to
-#: 85% per seed (benchmarks/map_live.py, 2026-12-05), and a rate below the knee was meant to narrow that; the rerun
-#: there scattered as widely (6% to 93%), the aim having missed by 14%. Placed by a pilot (22:30 UTC) a tie at 0.85
-#: kept both layouts at 100% on all 6 seeds (no load: undecided), and another calibration's tie served at 1.0 (23:05
-#: UTC, 16-token prompts) left both far past their goodputs (37% and 16%): no rate has yet tested a tie; kept at 0.85
+#: a tie is served at this share of its two goodputs' geometric mean: at both goodputs its runs scattered 6% to 93%
+#: per seed (benchmarks/map_live.py, 2026-12-05); placed by a pilot, at 0.85 both layouts kept 100% on all 6 seeds
+#: (no load), and another calibration's tie at 1.0 left both far past their goodputs (37% and 16%). One rate cannot
+#: test a tie, so a tie is tested by a ladder of rates from this one (:func:`~.map_steady_tie.tie_ladder`)
 TIE_RATE = 0.85
 
 
@@ -162,7 +163,10 @@ class SteadyCell:
         but not that: the winner serves more at this rate, at or past a goodput), "does not match" (below zero),
         "undecided"; for a tie, "matches: a tie" (:func:`even`: the 90% interval within +-:data:`TIE_GAP` points,
         and a layout loaded: its mean below :data:`TIE_LOADED`%), "does not match" (the 95% interval excludes
-        zero) or "undecided"."""
+        zero) or "undecided"; a tie served on a ladder of rates (``extra["ladder"]``), measured: the ladder's
+        (:func:`~.map_steady_tie.ladder_outcome`: one rate cannot test a tie)."""
+        if self.region == "tie" and which == "measured" and "ladder" in self.extra:
+            return ladder_outcome(self.extra["ladder"])
         g, mean = self.gap(which), self.frame(which).mean()
         if float(mean.max()) < NO_TEST:
             return "no test"

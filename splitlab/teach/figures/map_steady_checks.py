@@ -1,9 +1,10 @@
 """What chapter 7's steady-state records (:mod:`.map_steady`) must hold, checked where a record is read or written
 and before a cell's runs are read: a record file that parses (:func:`read_record_json`), a cell's fields
 (:func:`check_cell_fields`), a cell's runs of one length per seed over distinct seeds (:func:`check_runs`) and a
-dict of cells (:func:`check_cells`). Each raises a ValueError (a TypeError for a value of the wrong kind) naming the
-file or cell, the field and what it got, where a reader's slip was a TypeError from the dataclass, an
-AttributeError or a pandas "Length of values (2) does not match length of index (3)".
+dict of cells (:func:`check_cells`); and a record's runs as lines (:func:`run_lines`). Each raises a ValueError (a
+TypeError for a value of the wrong kind) naming the file or cell, the field and what it got, where a reader's slip
+was a TypeError from the dataclass, an AttributeError or a pandas "Length of values (2) does not match length of
+index (3)".
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from .pools_live_args import seeds_of
 
-__all__ = ["read_record_json", "check_cell_fields", "check_runs", "check_cells", "record_text"]
+__all__ = ["read_record_json", "check_cell_fields", "check_runs", "check_cells", "record_text", "run_lines"]
 
 
 def _no_constant(name: str):
@@ -93,3 +94,26 @@ def record_text(cells: dict, meta: dict) -> str:
                           allow_nan=False) + "\n"
     except (TypeError, ValueError) as err:
         raise type(err)(f"save_record: the record cannot be written as JSON ({err}); nothing was written") from None
+
+
+def run_lines(meta: dict) -> list:
+    """One line per run of a record (``meta``: :func:`~.map_steady.load_record`'s; a record of one run written before
+    runs were listed has its keys at the top): when, the command, the regions it served and the calibration.
+    TypeError: ``meta`` not a dict; ValueError: ``runs`` not a list of dicts, a run naming neither its date nor its
+    command (``{}``: no record's meta), ``regions`` not a list."""
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict (load_record's first value), got {type(meta).__name__}")
+    runs = meta.get("runs") or [meta]
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise ValueError(f"meta['runs'] must be a list of dicts (one per run), got {runs!r:.80}")
+    for r in runs:
+        if "date" not in r and "command" not in r or not isinstance(r.get("regions", []), list):
+            raise ValueError(f"a run of meta must name its date or command, and its regions as a list, got {r!r:.80}")
+    out = []
+    for r in runs:
+        when = str(r.get("date", "?"))[:16].replace("T", " ")
+        regions = f" (served {', '.join(r['regions'])})" if r.get("regions") else ""
+        load = (f"; load average {', '.join(f'{x:.1f}' for x in r['load_average'])} at its end"
+                if isinstance(r.get("load_average"), list) else "")
+        out.append(f"{when} UTC{regions}: {r.get('command', '?')}; {r.get('calibration', '')}".rstrip("; ") + load)
+    return out

@@ -10,7 +10,9 @@ import pandas as pd
 
 from .map_steady import MIN_MARGIN, NO_TEST, SteadyCell
 from .map_steady_place import PILOT_LIFETIMES
-from .map_steady_checks import check_cells
+from .map_steady_checks import check_cells, run_lines  # noqa: F401 (chapter 7 reads run_lines here)
+from .map_steady_tie import ladder_words
+from .pools_live import short_name as _short
 from .pools_live_args import ordered_maps
 from .pools_live_words import TIE_GAP, TIE_LOADED, even
 from .style import and_list, fmt3
@@ -141,11 +143,6 @@ def _placer(c: SteadyCell) -> str:
     return "pilot" if "pilot" in c.extra else "probe"
 
 
-def _short(name: str) -> str:
-    return name.replace(" (prefill-first)", "").replace(" colocated (chunked, ", " chunked ").replace("-token chunks)",
-                                                                                                  "")
-
-
 def steady_words(cells: dict) -> str:
     """A sentence per region: where its cell sits, the rate against the two goodputs, what the runs found and
     whether the live winner matches the map's. Errors: :func:`steady_table`'s."""
@@ -165,9 +162,17 @@ def steady_words(cells: dict) -> str:
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
             f"at the {_placer(c)}'s speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request "
             f"lifetimes of arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from "
-            f"{g['ci_low']:+.0f} to {g['ci_high']:+.0f} points, so " + _verdict_words(c, g, verdict)
-            + "".join(f" {x}" for x in (_bar(c, mean) if verdict != "no test" else "", _models(c)) if x))
+            f"{g['ci_low']:+.0f} to {g['ci_high']:+.0f} points" + "".join(f"{x}" for x in _tail(c, g, verdict, mean)))
     return "\n\n".join(out)
+
+
+def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
+    """The rest of a region's sentences: the verdict, the bar and the models; a tie served on a ladder of rates:
+    the one rate's bar, then the ladder (:func:`~.map_steady_tie.ladder_words`), then the models."""
+    bar = _bar(c, mean) if verdict != "no test" else ""
+    if "ladder" in c.extra:
+        return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)]
+    return [f", so {_verdict_words(c, g, verdict)}"] + [f" {x}" for x in (bar, _models(c)) if x]
 
 
 def today_words(cells: dict, maps: dict) -> str:
@@ -274,25 +279,3 @@ def probe_words(cells: dict) -> str:
                    f"middle of the two goodputs it aimed at." if side == "slower" else
                    f": every one {side} than that model, so each cell was served below the middle it aimed at.")
 
-
-def run_lines(meta: dict) -> list:
-    """One line per run of a record (``meta``: :func:`~.map_steady.load_record`'s; a record of one run written before
-    runs were listed has its keys at the top): when, the command, the regions it served and the calibration.
-    TypeError: ``meta`` not a dict; ValueError: ``runs`` not a list of dicts, a run naming neither its date nor its
-    command (``{}``: no record's meta), ``regions`` not a list."""
-    if not isinstance(meta, dict):
-        raise TypeError(f"meta must be a dict (load_record's first value), got {type(meta).__name__}")
-    runs = meta.get("runs") or [meta]
-    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
-        raise ValueError(f"meta['runs'] must be a list of dicts (one per run), got {runs!r:.80}")
-    for r in runs:
-        if "date" not in r and "command" not in r or not isinstance(r.get("regions", []), list):
-            raise ValueError(f"a run of meta must name its date or command, and its regions as a list, got {r!r:.80}")
-    out = []
-    for r in runs:
-        when = str(r.get("date", "?"))[:16].replace("T", " ")
-        regions = f" (served {', '.join(r['regions'])})" if r.get("regions") else ""
-        load = (f"; load average {', '.join(f'{x:.1f}' for x in r['load_average'])} at its end"
-                if isinstance(r.get("load_average"), list) else "")
-        out.append(f"{when} UTC{regions}: {r.get('command', '?')}; {r.get('calibration', '')}".rstrip("; ") + load)
-    return out

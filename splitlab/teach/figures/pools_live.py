@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ...planning.options import chunk_of
 
-__all__ = ["split_pools", "layout_config"]
+__all__ = ["split_pools", "layout_config", "short_name"]
 
 
 def split_pools(name: str) -> tuple[int, int] | None:
@@ -51,3 +51,10 @@ def _on_link(m, options: dict) -> dict:
     if m.link_bytes_per_s is None:
         return options
     return dict(options, link_bytes_per_s=float(m.link_bytes_per_s), link_latency_s=0.0)
+
+
+def short_name(name: str) -> str:
+    """A map's layout name as the live pages write it in a sentence: "4 colocated (prefill-first)" as "4 colocated",
+    "4 colocated (chunked, 256-token chunks)" as "4 chunked 256"; a split's name as it is."""
+    return name.replace(" (prefill-first)", "").replace(" colocated (chunked, ", " chunked ").replace("-token chunks)",
+                                                                                                  "")

@@ -1,0 +1,210 @@
+"""A tie of chapter 7's map tested by the goodputs themselves: a ladder of rates served live (:func:`tie_ladder`).
+
+A map's tie says two layouts' goodputs lie within its tie tolerance (10%: the runner-up's at least 90% of the
+winner's). One run at one rate cannot test that: below both knees both layouts keep 90% (the record of 2026-12-05
+at 0.85 of the goodputs: 100% and 100% on every seed), and past them a few percent of rate drop a run from 90% to
+30% (at 1.0 of another calibration's goodputs: 37% and 16%), so the attainment gap there says little of the rates.
+A goodput is found the way the map finds it, by rates: :func:`tie_ladder` serves both layouts on the real model
+(emulated) at rungs :data:`LADDER_STEP` of the goodputs' geometric mean apart, every seed per rung, the two layouts
+in turn (the first alternating from seed to seed), climbing while a layout's mean attainment keeps 90% and
+descending while it does not, until each layout's goodput is bracketed: the highest rung it held, the lowest it did
+not. :func:`ladder_outcome` reads the brackets: a tie where even the brackets' extremes lie within the tolerance of
+each other, no tie where even their nearest ends lie beyond it, undecided between; each seed's own brackets are read
+the same way, as the spread.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+__all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "tie_ladder", "brackets", "ladder_outcome", "ladder_words"]
+
+#: rungs apart, as a share of the cell's two goodputs' geometric mean: the map's searches find a goodput within 5%
+LADDER_STEP = 0.05
+
+#: rungs served per layout at most (a layout still bracketed by none after them: its bracket stays open)
+LADDER_RUNGS = 8
+
+#: the map's tie tolerance (:func:`splitlab.planning.split_map.split_map`'s default, chapter 7's maps')
+TOLERANCE = 0.1
+
+GOOD = 90.0  # % within both SLOs: the goodput's attainment
+
+
+def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, rungs: int = LADDER_RUNGS,
+               progress: bool | None = None) -> dict:
+    """Serve the tie ``c`` (a :class:`~.map_steady.SteadyCell` of region "tie", as :func:`~.map_steady.steady_cell`
+    made it) on ``lm`` at a ladder of rates per worker: ``start`` (default the share of the goodputs' geometric mean
+    the cell's runs were served at) times that mean, then ``step`` of it up while a layout's mean attainment over
+    the cell's seeds keeps 90%, down while it does not, until that layout's goodput is bracketed or it has served
+    ``rungs`` rungs. Each rung's runs are the cell's (its prompt, answers, SLOs, seeds, request limits, link),
+    simulated on nothing: live only.
+
+    Returns {"step", "geomean_per_worker" (requests/s per worker), "served": {layout: [{"share", "rate_per_worker",
+    "measured": [% per seed]}, ...] in the order served}, "cpu_s"}.
+
+    Raises:
+        ValueError: ``c`` not a tie or without the records of its runs (``extra``'s output_tokens, min_requests,
+            max_requests); start or step not a finite number > 0; rungs not a whole number >= 2.
+        TypeError: ``lm`` not a LoadedModel; ``progress`` not a bool or None."""
+    from ...common.progress import progress_bar, show_progress
+    from ...phases.loaded import require_loaded
+    from ...serving import ModelExecutor, attainment_curve
+    from ...serving.workload import Fixed, WorkloadSpec
+    from .map_steady_place import _positive
+    from .pools_live import layout_config
+    if getattr(c, "region", None) != "tie":
+        raise ValueError(f"tie_ladder serves a tie's cell, got region {getattr(c, 'region', c)!r}")
+    need = [k for k in ("output_tokens", "min_requests", "max_requests") if k not in c.extra]
+    if need:
+        raise ValueError(f"the cell has no {need} in its extra: served before the record kept them")
+    mean = math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
+    start = c.rate_per_worker / mean if start is None else start
+    _positive("start", start)
+    _positive("step", step)
+    if isinstance(rungs, bool) or not isinstance(rungs, int) or rungs < 2:
+        raise ValueError(f"rungs must be a whole number >= 2, got {rungs!r}")
+    show_progress(progress)
+    require_loaded(lm, "tie_ladder's lm")
+    cpu0 = time.process_time()
+    link = {} if c.link_gbps is None else dict(link_bytes_per_s=c.link_gbps * 1e9, link_latency_s=0.0)
+    spec = WorkloadSpec(f"{c.prompt_tokens}-token prompts", Fixed(c.prompt_tokens), Fixed(c.extra["output_tokens"]))
+    names = [c.winner, c.rival]
+    configs = {n: layout_config(n, c.workers, [], trace=False, **link) for n in names}
+    executors = {n: ModelExecutor(lm) for n in names}
+    runs = dict(ttft_slo_s=c.ttft_slo_s, tpot_slo_s=c.tpot_slo_s, scale=1.0, min_requests=c.extra["min_requests"],
+                max_requests=c.extra["max_requests"])
+    served = {n: [] for n in names}
+    with progress_bar(None, "tie ladder live", progress, unit="run") as bar:
+        while True:
+            now = {n: j for n in names if (j := _next(served[n], rungs)) is not None and start + j * step > 0}
+            if not now:  # each bracketed, out of rungs, or (descending) out of rates above zero: its bracket open
+                break
+            for n, j in now.items():
+                share = round(start + j * step, 6)
+                served[n].append(dict(share=share, rate_per_worker=share * mean, measured=[]))
+            live = list(now)
+            for i, s in enumerate(c.seeds):
+                for n in (live if i % 2 == 0 else live[::-1]):  # ABBA, as the cell's own runs
+                    rung = served[n][-1]
+                    r = attainment_curve(spec, configs[n], executors[n], rates_per_worker=[rung["rate_per_worker"]],
+                                         seed=s, **runs).iloc[0]
+                    rung["measured"].append(100 * float(r.attainment))
+                    bar.update()
+    return dict(step=step, geomean_per_worker=mean, served=served, cpu_s=time.process_time() - cpu0)
+
+
+def _next(served: list, rungs: int) -> int | None:
+    """The next rung (in steps from the start) of a layout that has ``served`` these, or None: bracketed (a rung
+    held and one not), or ``rungs`` served."""
+    if not served:
+        return 0
+    if len(served) >= rungs or _mean(served[-1]) < GOOD <= _mean(served[0]) or _mean(served[0]) < GOOD <= _mean(
+            served[-1]):
+        return None
+    return len(served) if _mean(served[0]) >= GOOD else -len(served)
+
+
+def _mean(rung: dict) -> float:
+    return sum(rung["measured"]) / len(rung["measured"])
+
+
+def brackets(ladder: dict, seed: int | None = None) -> dict:
+    """{layout: (lo, hi)}: the shares (of the geometric mean) a layout's goodput lies between, on its mean
+    attainment over the seeds (``seed`` None) or on that seed's alone (its index in the cell's seeds): lo the
+    highest rung held (90% or more) with every rung below it held too (0.0: none held), hi the lowest rung above lo
+    not held (inf: none). ValueError: a ladder not of :func:`tie_ladder`'s shape (two layouts, each a list of rungs
+    with a finite share > 0 and one attainment in 0..100 per seed, as many seeds on every rung), ``seed`` not one
+    of its seeds."""
+    served = ladder.get("served") if isinstance(ladder, dict) else None
+    if not isinstance(served, dict) or len(served) != 2:
+        raise ValueError("a ladder must hold 'served': {layout: rungs} of two layouts (tie_ladder's)")
+    seeds = set()
+    for n, rungs in served.items():
+        if not isinstance(rungs, list) or not rungs:
+            raise ValueError(f"the ladder served no rung of {n!r}")
+        for r in rungs:
+            ok = isinstance(r, dict) and _finite(r.get("share")) and r["share"] > 0 and isinstance(
+                r.get("measured"), list) and r["measured"] and all(_finite(a) and 0 <= a <= 100 for a in r["measured"])
+            if not ok:
+                raise ValueError(f"a rung of {n!r} must hold a share > 0 and an attainment (%) per seed, got {r!r}")
+            seeds.add(len(r["measured"]))
+    if len(seeds) != 1:
+        raise ValueError(f"the ladder's rungs hold attainments of different numbers of seeds: {sorted(seeds)}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < seeds.pop()):
+        raise ValueError(f"seed must be the index of one of the ladder's seeds, got {seed!r}")
+    out = {}
+    for n, rungs in served.items():
+        att = sorted((r["share"], _mean(r) if seed is None else r["measured"][seed]) for r in rungs)
+        lo, hi = 0.0, math.inf
+        for share, a in att:
+            if a >= GOOD and hi == math.inf:
+                lo = share
+            elif a < GOOD:
+                hi = min(hi, share)
+        out[n] = (lo, hi)
+    return out
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def ladder_outcome(ladder: dict, tolerance: float = TOLERANCE, seed: int | None = None) -> str:
+    """"matches: a tie" when even the brackets' extremes (:func:`brackets`) lie within ``tolerance`` of each other
+    (lowest lo >= (1 - tolerance) x highest hi: the map's tie, its runner-up at least 1 - tolerance of its winner,
+    whichever the goodputs are within their brackets), "does not match" when even their nearest ends lie beyond it
+    (one layout's hi below (1 - tolerance) x the other's lo), else "undecided". ``seed``: that seed's alone.
+    ValueError: tolerance not in [0, 1); those of :func:`brackets`."""
+    if not _finite(tolerance) or not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    (lo_a, hi_a), (lo_b, hi_b) = brackets(ladder, seed).values()
+    if min(lo_a, lo_b) >= (1 - tolerance) * max(hi_a, hi_b):
+        return "matches: a tie"
+    if hi_a < (1 - tolerance) * lo_b or hi_b < (1 - tolerance) * lo_a:
+        return "does not match"
+    return "undecided"
+
+
+def ladder_words(c) -> str:
+    """The ladder of the tie ``c`` (its ``extra["ladder"]``) in sentences: the rungs, each layout's bracket (shares
+    of the goodputs' geometric mean), how far apart that leaves the two goodputs against the map's tolerance, the
+    verdict, and each seed's own verdict as the spread. ValueError: a cell without a ladder; those of
+    :func:`brackets`."""
+    from .pools_live import short_name as _short
+    ladder = c.extra.get("ladder") if isinstance(getattr(c, "extra", None), dict) else None
+    if ladder is None:
+        raise ValueError("the cell has no ladder (its extra['ladder']: tie_ladder's)")
+    b, verdict = brackets(ladder), ladder_outcome(ladder)
+    runs = sum(len(r["measured"]) for rungs in ladder["served"].values() for r in rungs)
+    mean = ladder["geomean_per_worker"]
+    held = []
+    for n, (lo, hi) in b.items():
+        top = max(r["share"] for r in ladder["served"][n])
+        low = min(r["share"] for r in ladder["served"][n])
+        held.append(f"{_short(n)} " + (f"kept 90% on average at no rung down to {low:.2f}" if lo == 0 else
+                                       f"kept 90% on average at every rung up to {top:.2f}" if hi == math.inf else
+                                       f"kept 90% on average up to {lo:.2f} and not at {hi:.2f}"))
+    (lo_a, hi_a), (lo_b, hi_b) = b.values()
+    text = (f"One rate cannot test a tie, so both were served again on a ladder of rates {ladder['step']:.2f} of the "
+            f"goodputs' geometric mean ({mean:.3g} requests/s per worker) apart, {runs} runs of the same seeds: "
+            + " and ".join(held) + ". ")
+    if verdict == "matches: a tie":
+        text += (f"So their goodputs lie within {1 - min(lo_a, lo_b) / max(hi_a, hi_b):.0%} of each other, inside "
+                 f"the map's {TOLERANCE:.0%} tie: the ladder shows the tie the map draws.")
+    elif verdict == "does not match":
+        first = hi_b < (1 - TOLERANCE) * lo_a
+        ahead, other = (list(b) if first else list(b)[::-1])
+        near = hi_b / lo_a if first else hi_a / lo_b
+        text += (f"So {_short(other)}'s goodput is at most {near:.0%} of {_short(ahead)}'s, below the "
+                 f"{1 - TOLERANCE:.0%} a tie needs: the live runs part the two where the map has a tie.")
+    else:
+        apart = max(0.0, 1 - hi_a / lo_b if hi_a < lo_b else 1 - hi_b / lo_a if hi_b < lo_a else 0.0)
+        far = "any amount" if max(hi_a, hi_b) == math.inf or min(lo_a, lo_b) == 0 else \
+            f"{1 - min(lo_a, lo_b) / max(hi_a, hi_b):.0%}"
+        text += (f"Those brackets leave the two goodputs anywhere from {apart:.0%} to {far} apart, across the map's "
+                 f"{TOLERANCE:.0%} tie: the ladder is undecided.")
+    each = [ladder_outcome(ladder, seed=i) for i in range(len(next(iter(ladder["served"].values()))[0]["measured"]))]
+    said = {"matches: a tie": "tie", "does not match": "part them", "undecided": "are undecided"}
+    return text + " Seed by seed, on each seed's own runs, " + ", ".join(
+        f"{each.count(k)} of {len(each)} {w}" for k, w in said.items() if each.count(k)) + "."

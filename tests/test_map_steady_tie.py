@@ -1,0 +1,140 @@
+"""A tie of chapter 7's map tested by a ladder of rates (splitlab.teach.figures.map_steady_tie, issue 22 item 3):
+the ladder climbs or descends until each layout's goodput is bracketed, serving both layouts in turn; the brackets
+and the verdict read the tolerance; the words are computed from the rungs; bad input is refused early; one ladder
+served on the tiny model."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+import splitlab.serving as serving
+from splitlab.teach.figures import map_steady_text
+from splitlab.teach.figures import map_steady_tie as T
+from test_map_steady import _steady
+from test_pools_live import NAMES
+
+SPLIT, CHUNKED = NAMES["split"], NAMES["chunked"]
+
+
+def _tie(seeds=(0, 1, 2), ladder=None):
+    c = _steady("tie", SPLIT, CHUNKED, measured=((100, 100),) * 3, predicted=((100, 100),) * 3)
+    c.seeds = list(seeds)
+    c.goodput_now = {SPLIT: 16.0, CHUNKED: 25.0}  # geometric mean 20
+    c.rate_per_worker = 17.0  # 0.85 of it
+    c.extra = dict(output_tokens=8, min_requests=8, max_requests=12)
+    if ladder is not None:
+        c.extra["ladder"] = ladder
+    return c
+
+
+def _ladder(split, chunked, mean=20.0):
+    rungs = lambda rows: [dict(share=s, rate_per_worker=s * mean, measured=[float(a) for a in m]) for s, m in rows]
+    return dict(step=0.05, geomean_per_worker=mean, served={SPLIT: rungs(split), CHUNKED: rungs(chunked)})
+
+
+def _fake_live(monkeypatch, knees: dict) -> list:
+    """attainment_curve on a ModelExecutor answers 100% below a layout's knee (rate per worker) and 40% at or past
+    it; returns the log of (layout, rate, seed) served."""
+    served = []
+
+    def fake(spec, cfg, backend, **k):
+        rate, name = k["rates_per_worker"][0], CHUNKED if cfg.layout == "colocated" else SPLIT
+        assert cfg.layout == "disaggregated" or cfg.policy == "chunked" and cfg.chunk_tokens == 256
+        served.append((name, round(rate, 6), k["seed"]))
+        assert isinstance(backend, serving.ModelExecutor) and k["max_requests"] == 12 and k["scale"] == 1.0
+        return pd.DataFrame([dict(attainment=1.0 if rate < knees[name] else 0.4)])
+    monkeypatch.setattr(serving, "attainment_curve", fake)
+    return served
+
+
+def test_the_ladder_climbs_a_layout_that_holds_and_descends_one_that_does_not(lm, monkeypatch):
+    served = _fake_live(monkeypatch, {SPLIT: 19.5, CHUNKED: 16.5})  # split fails from 1.0 of 20, chunked at 0.85
+    out = T.tie_ladder(_tie(), lm)
+    shares = {n: [r["share"] for r in v] for n, v in out["served"].items()}
+    assert shares == {SPLIT: [0.85, 0.9, 0.95, 1.0], CHUNKED: [0.85, 0.8]}
+    assert out["geomean_per_worker"] == pytest.approx(20.0) and out["step"] == 0.05 and out["cpu_s"] >= 0
+    # both layouts in turn per seed, the first alternating (ABBA), while both still climb or descend
+    assert [(n, s) for n, _, s in served[:6]] == [(SPLIT, 0), (CHUNKED, 0), (CHUNKED, 1), (SPLIT, 1), (SPLIT, 2),
+                                                  (CHUNKED, 2)]
+    assert len(served) == 3 * (4 + 2)
+    assert T.brackets(out) == {SPLIT: (0.95, 1.0), CHUNKED: (0.8, 0.85)}
+    assert T.ladder_outcome(out) == "does not match"  # chunked's goodput at most 0.85 / 0.95 = 89% of the split's
+
+
+def test_a_layout_never_bracketed_stops_after_its_rungs(lm, monkeypatch):
+    _fake_live(monkeypatch, {SPLIT: 1e9, CHUNKED: 18.5})
+    out = T.tie_ladder(_tie(), lm, rungs=3)
+    assert [r["share"] for r in out["served"][SPLIT]] == [0.85, 0.9, 0.95]
+    assert T.brackets(out)[SPLIT] == (0.95, math.inf) and T.ladder_outcome(out) == "undecided"
+
+
+@pytest.mark.parametrize("split, chunked, verdict, said", [
+    ([(0.85, [100] * 3), (0.9, [95, 60, 70])], [(0.85, [100] * 3), (0.9, [80, 85, 60])], "matches: a tie",
+     "within 6% of each other"),  # both between 0.85 and 0.90: 0.85 / 0.90 = 94%
+    ([(0.85, [100] * 3), (0.9, [50] * 3)], [(0.85, [100] * 3), (0.9, [95] * 3), (0.95, [50] * 3)], "undecided",
+     "anywhere from 0% to 11% apart"),  # 0.85 / 0.95 = 89%: it may be a tie or not
+    ([(0.85, [100] * 3), (0.9, [95] * 3), (0.95, [92] * 3), (1.0, [40] * 3)], [(0.85, [60] * 3), (0.8, [91] * 3)],
+     "does not match", "at most 89% of 1P+1D's"),  # 0.85 / 0.95
+])
+def test_the_brackets_verdict_and_words(split, chunked, verdict, said):
+    ladder = _ladder(split, chunked)
+    assert T.ladder_outcome(ladder) == verdict
+    c = _tie(ladder=ladder)
+    assert c.outcome() == verdict  # the ladder decides a tie that has one; the one rate's runs do not
+    assert c.outcome("predicted") == "undecided"  # the simulation has no ladder: the one rate, idle
+    words = T.ladder_words(c)
+    assert said in words and f"{sum(len(m) for _, m in split + chunked)} runs" in words
+    assert map_steady_text.steady_table({"tie": c}).loc["tie", "live"] == verdict
+    assert words in map_steady_text.steady_words({"tie": c})
+
+
+def test_each_seeds_own_brackets_are_the_spread():
+    ladder = _ladder([(0.85, [100, 100, 100]), (0.9, [40, 95, 40])], [(0.85, [100, 100, 100]), (0.9, [40, 40, 40])])
+    assert [T.ladder_outcome(ladder, seed=i) for i in range(3)] == ["matches: a tie", "undecided", "matches: a tie"]
+    assert T.brackets(ladder, seed=1)[SPLIT] == (0.9, math.inf)
+    assert "2 of 3 tie, 1 of 3 are undecided" in T.ladder_words(_tie(ladder=ladder))
+
+
+def test_bad_input_is_refused_early_and_named(lm):
+    with pytest.raises(ValueError, match="serves a tie's cell"):
+        T.tie_ladder(_steady(), lm)
+    bare = _tie()
+    bare.extra.pop("max_requests")
+    with pytest.raises(ValueError, match=r"no \['max_requests'\]"):
+        T.tie_ladder(bare, lm)
+    for kw, match in ((dict(start=float("nan")), "start"), (dict(step=0), "step"), (dict(rungs=1), "rungs"),
+                      (dict(rungs=True), "rungs"), (dict(rungs=2.0), "rungs")):
+        with pytest.raises(ValueError, match=match):
+            T.tie_ladder(_tie(), lm, **kw)
+    with pytest.raises(TypeError):
+        T.tie_ladder(_tie(), lm, progress="yes")
+    good = _ladder([(0.85, [100] * 3)], [(0.85, [100] * 3)])
+    for bad, match in ((dict(good, served={SPLIT: good["served"][SPLIT]}), "two layouts"),
+                       (dict(good, served={SPLIT: [], CHUNKED: good["served"][CHUNKED]}), "served no rung"),
+                       (_ladder([(0.85, [100, float("nan"), 100])], [(0.85, [100] * 3)]), "an attainment"),
+                       (_ladder([(0.0, [100] * 3)], [(0.85, [100] * 3)]), "a share > 0"),
+                       (_ladder([(0.85, [100] * 3)], [(0.85, [100] * 2)]), "different numbers of seeds"),
+                       ("ladder", "two layouts")):
+        with pytest.raises(ValueError, match=match):
+            T.ladder_outcome(bad)
+    for seed in (3, -1, True):
+        with pytest.raises(ValueError, match="seed must be the index"):
+            T.brackets(good, seed=seed)
+    for tol in (1.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="tolerance"):
+            T.ladder_outcome(good, tolerance=tol)
+    with pytest.raises(ValueError, match="has no ladder"):
+        T.ladder_words(_tie())
+
+
+def test_a_ladder_served_on_the_tiny_model(lm):
+    """Two rungs at most, runs of a dozen requests on two seeds: every rung holds one attainment per seed."""
+    c = _tie(seeds=(0, 1))
+    c.prompt_tokens, c.ttft_slo_s, c.tpot_slo_s = 16, 0.5, 0.05
+    out = T.tie_ladder(c, lm, rungs=2)
+    for rungs in out["served"].values():
+        assert 1 <= len(rungs) <= 2 and all(len(r["measured"]) == 2 for r in rungs)
+        assert all(0 <= a <= 100 for r in rungs for a in r["measured"])
+    assert T.ladder_outcome(out) in ("matches: a tie", "does not match", "undecided")
