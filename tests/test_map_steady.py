@@ -3,6 +3,7 @@ per region, the verdict on paired seeds, the table and words computed from the r
 back, the record shipped with splitlab, and one cell served on the tiny model."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -300,3 +301,16 @@ def test_words_say_an_idle_tie_a_winner_at_its_knee_and_a_margin_below_the_check
     assert "The winner fell below" not in map_steady_text.steady_words({"split": _steady()})
     narrow = dataclasses.replace(_steady(), margin=0.197)
     assert "the map's margin 19.7%, below the 20% the check asks for" in map_steady_text.steady_words({"split": narrow})
+
+
+def test_moved_words_size_a_slow_links_transfer_against_the_prefill():
+    c = _steady("chunked", NAMES["chunked"], NAMES["split"], link=0.01)
+    assert map_steady_sizes.moved_words(c) == ""  # no cost model kept: nothing said
+    cost = CostModel(kv_bytes_per_token=2048)
+    c.extra["cost"] = dataclasses.asdict(cost)
+    moved_s = c.prompt_tokens * 2048 / 1e7  # 118 tokens x 2,048 bytes over 0.01 GB/s
+    said = map_steady_sizes.moved_words(c)
+    assert f"({c.prompt_tokens * 2048 / 1e3:.3g} kB) takes {moved_s * 1e3:.3g} ms to move" in said
+    assert f"{moved_s / cost.prefill_s(c.prompt_tokens):.2g} prefills of its prompt" in said
+    c.link_gbps = None
+    assert map_steady_sizes.moved_words(c) == ""  # the cost model's own link: the map's, nothing slow to say

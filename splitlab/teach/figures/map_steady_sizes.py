@@ -7,9 +7,9 @@ from __future__ import annotations
 from .map_steady import SteadyCell
 from .map_steady_checks import check_cells
 from .map_steady_text import TITLES, _short
-from .style import and_list
+from .style import and_list, fmt2, fmt3
 
-__all__ = ["sizes_words", "lasting_words"]
+__all__ = ["sizes_words", "lasting_words", "moved_words"]
 
 
 def _both(small: dict, large: dict, who: str) -> list:
@@ -39,6 +39,22 @@ def _where(c: SteadyCell) -> str:
     return f"{c.map_prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} steps{_link(c)}"
 
 
+def moved_words(c: SteadyCell) -> str:
+    """On a slow link's cell: how long one request's KV cache (its prompt's tokens, the whole cache at once: the
+    runs' ``transfer_mode``) takes to cross the link, against its prompt's prefill, on the cost model that placed
+    the cell (its ``extra["cost"]``): ", over which one request's cache (244 kB) takes 24.4 ms to move, 2.2 prefills
+    of its prompt"; "" on the cost model's own link or a record without that model. ValueError: a cost it cannot
+    read (:class:`~splitlab.costmodel.CostModel`'s)."""
+    from ...costmodel import CostModel
+    if c.link_gbps is None or "cost" not in c.extra:
+        return ""
+    cost = CostModel(**c.extra["cost"])
+    nbytes = c.prompt_tokens * cost.kv_bytes_per_token
+    moved_s = nbytes / (c.link_gbps * 1e9)
+    return (f", over which one request's cache ({fmt3(nbytes / 1e3)} kB) takes {fmt3(moved_s * 1e3)} ms to move, "
+            f"{fmt2(moved_s / cost.prefill_s(c.prompt_tokens))} prefills of its prompt")
+
+
 def sizes_words(small: dict, large: dict) -> str:
     """Whether a region's live result holds on two cluster sizes (``small`` and ``large``: {region: SteadyCell} of
     two records, fewer workers first): per region served on both, each size's cell, attainments and verdict, and
@@ -48,7 +64,7 @@ def sizes_words(small: dict, large: dict) -> str:
     under another region's key; TypeError naming ``small`` or ``large``: not dicts of cells."""
     out = []
     for r, a, b, shown in _both(small, large, "sizes_words"):
-        said = [f"on {c.workers} workers ({_where(c)}) {_short(c.winner)} kept {mean[c.winner]:.0f}% against "
+        said = [f"on {c.workers} workers ({_where(c)}{moved_words(c)}) {_short(c.winner)} kept {mean[c.winner]:.0f}% against "
                 f"{mean[c.rival]:.0f}% for {_short(c.rival)}, {c.outcome()}"
                 for c, mean in ((a, a.frame().mean()), (b, b.frame().mean()))]
         end = ("a loss of the split on both sizes, live, so not the coarse ratios of the smaller cluster"
