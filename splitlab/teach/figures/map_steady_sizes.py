@@ -64,7 +64,8 @@ def sizes_words(small: dict, large: dict) -> str:
     under another region's key; TypeError naming ``small`` or ``large``: not dicts of cells."""
     out = []
     for r, a, b, shown in _both(small, large, "sizes_words"):
-        said = [f"on {c.workers} workers ({_where(c)}{moved_words(c)}) {_short(c.winner)} kept {mean[c.winner]:.0f}% against "
+        said = [f"on {c.workers} workers ({_where(c)}{moved_words(c)}) {_short(c.winner)} kept {mean[c.winner]:.0f}% "
+                f"against "
                 f"{mean[c.rival]:.0f}% for {_short(c.rival)}, {c.outcome()}"
                 for c, mean in ((a, a.frame().mean()), (b, b.frame().mean()))]
         end = ("a loss of the split on both sizes, live, so not the coarse ratios of the smaller cluster"
