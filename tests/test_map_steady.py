@@ -311,6 +311,27 @@ def test_moved_words_size_a_slow_links_transfer_against_the_prefill():
     moved_s = c.prompt_tokens * 2048 / 1e7  # 118 tokens x 2,048 bytes over 0.01 GB/s
     said = map_steady_sizes.moved_words(c)
     assert f"({c.prompt_tokens * 2048 / 1e3:.3g} kB) takes {moved_s * 1e3:.3g} ms to move" in said
+    assert f"{100 * moved_s / c.ttft_slo_s:.2g}% of its TTFT SLO" in said
     assert f"{moved_s / cost.prefill_s(c.prompt_tokens):.2g} prefills of its prompt" in said
     c.link_gbps = None
     assert map_steady_sizes.moved_words(c) == ""  # the cost model's own link: the map's, nothing slow to say
+
+
+def test_burst_words_set_a_short_live_run_against_the_records_steady_state():
+    from types import SimpleNamespace as R
+    burst = [R(arrival_s=0.02 * i, max_new_tokens=64) for i in range(24)]  # 0.46 s of arrivals
+    win = _steady("prefill-first", NAMES["prefill-first"], NAMES["split"])  # matches: 96, 94, 98 against 60, 70, 55
+    said = map_steady_sizes.burst_words(burst, 0.1, 0.01, {"prefill-first": win, "split": _steady()})
+    life = 0.1 + 63 * 0.01
+    assert said.startswith(f"The first seed's 24 requests arrive within 0.46 s, {100 * 0.46 / life:.2g}% of the 0.73 s")
+    assert "they all overlap" in said and "at other cells of the map" in said
+    assert "2 colocated kept 96% of its requests within the SLOs on average over 3 seeds and 1P+1D 62%." in said
+    assert said.count(" kept ") == 1  # the split's own win is not a colocated one
+    slow = map_steady_sizes.burst_words(burst, 0.01, 0.001, {})
+    assert f"over {0.46 / 0.073:.2g} times the 0.073 s" in slow and "fewer lifetimes than a goodput run's 20" in slow
+    with pytest.raises(ValueError, match="at least 2 requests"):
+        map_steady_sizes.burst_words(burst[:1], 0.1, 0.01, {})
+    with pytest.raises(ValueError, match="SLOs must be finite numbers > 0"):
+        map_steady_sizes.burst_words(burst, float("nan"), 0.01, {})
+    with pytest.raises(TypeError):
+        map_steady_sizes.burst_words(burst, 0.1, 0.01, [win])

@@ -71,12 +71,14 @@ def test_a_layout_never_bracketed_stops_after_its_rungs(lm, monkeypatch):
 
 
 @pytest.mark.parametrize("split, chunked, verdict, said", [
-    ([(0.85, [100] * 3), (0.9, [95, 60, 70])], [(0.85, [100] * 3), (0.9, [80, 85, 60])], "matches: a tie",
+    ([(0.85, [100] * 3), (0.9, [85, 60, 70])], [(0.85, [100] * 3), (0.9, [80, 85, 60])], "matches: a tie",
      "within 6% of each other"),  # both between 0.85 and 0.90: 0.85 / 0.90 = 94%
     ([(0.85, [100] * 3), (0.9, [50] * 3)], [(0.85, [100] * 3), (0.9, [95] * 3), (0.95, [50] * 3)], "undecided",
      "anywhere from 0% to 11% apart"),  # 0.85 / 0.95 = 89%: it may be a tie or not
     ([(0.85, [100] * 3), (0.9, [95] * 3), (0.95, [92] * 3), (1.0, [40] * 3)], [(0.85, [60] * 3), (0.8, [91] * 3)],
      "does not match", "at most 89% of 1P+1D's"),  # 0.85 / 0.95
+    ([(0.85, [100] * 3), (0.9, [99, 99, 40])], [(0.85, [100] * 3), (0.9, [50] * 3)], "undecided",
+     "the means say a tie, but fewer than 95% of the resamples agree"),  # mean 79.3, but 8 of 27 resamples hold
 ])
 def test_the_brackets_verdict_and_words(split, chunked, verdict, said):
     ladder = _ladder(split, chunked)
@@ -90,11 +92,25 @@ def test_the_brackets_verdict_and_words(split, chunked, verdict, said):
     assert words in map_steady_text.steady_words({"tie": c})
 
 
-def test_each_seeds_own_brackets_are_the_spread():
-    ladder = _ladder([(0.85, [100, 100, 100]), (0.9, [40, 95, 40])], [(0.85, [100, 100, 100]), (0.9, [40, 40, 40])])
-    assert [T.ladder_outcome(ladder, seed=i) for i in range(3)] == ["matches: a tie", "undecided", "matches: a tie"]
-    assert T.brackets(ladder, seed=1)[SPLIT] == (0.9, math.inf)
-    assert "2 of 3 tie, 1 of 3 are undecided" in T.ladder_words(_tie(ladder=ladder))
+def test_the_bootstrap_reads_the_brackets_on_resamples_of_the_seeds():
+    ladder = _ladder([(0.85, [100, 100, 100]), (0.9, [99, 99, 40])], [(0.85, [100, 100, 100]), (0.9, [50] * 3)])
+    assert T.brackets(ladder) == {SPLIT: (0.85, 0.9), CHUNKED: (0.85, 0.9)}  # the mean at 0.9: 79.3
+    assert T.brackets(ladder, [0, 1, 0])[SPLIT] == (0.9, math.inf)  # a resample without the third seed holds
+    assert T.brackets(ladder, 2)[SPLIT] == (0.85, 0.9)  # one seed's own
+    backed = T.support(ladder)
+    # a resample leaves the split's bracket open (undecided) where it holds 0.9: only the draws without the third
+    # seed, (2/3)^3 = 8/27 of them (one of it beside two 99s makes a mean of 79.3)
+    assert backed["undecided"] == pytest.approx(8 / 27, abs=0.03) and backed["does not match"] == 0
+    assert backed == T.support(ladder)  # a fixed seed: repeatable
+    assert (f"show a tie in {backed['matches: a tie']:.0%}, part the two in 0% and leave it open in "
+            f"{backed['undecided']:.0%}") in T.ladder_words(_tie(ladder=ladder))
+
+
+def test_a_tie_needs_each_layouts_lowest_within_the_others_highest():
+    ladder = _ladder([(0.85, [100] * 3), (0.9, [100] * 3), (0.95, [50] * 3)],
+                     [(0.8, [100] * 3), (0.85, [60] * 3)])  # split (0.90, 0.95), chunked (0.80, 0.85)
+    assert T.ladder_outcome(ladder) == "undecided"  # 0.80 / 0.95 = 84%: not within 10%; 0.85 / 0.90: may be
+    assert T.ladder_outcome(ladder, tolerance=0.2) == "matches: a tie"
 
 
 def test_bad_input_is_refused_early_and_named(lm):
@@ -119,9 +135,11 @@ def test_bad_input_is_refused_early_and_named(lm):
                        ("ladder", "two layouts")):
         with pytest.raises(ValueError, match=match):
             T.ladder_outcome(bad)
-    for seed in (3, -1, True):
-        with pytest.raises(ValueError, match="seed must be the index"):
-            T.brackets(good, seed=seed)
+    for sample in (3, -1, True, [], [0, 5]):
+        with pytest.raises(ValueError, match="sample must be indices"):
+            T.brackets(good, sample)
+    with pytest.raises(ValueError, match="resamples must be a whole number"):
+        T.support(good, resamples=0)
     for tol in (1.0, -0.1, float("nan")):
         with pytest.raises(ValueError, match="tolerance"):
             T.ladder_outcome(good, tolerance=tol)

@@ -1,6 +1,8 @@
 """Chapter 7's steady-state check on two cluster sizes (:mod:`.map_steady`'s records of 4 and 8 workers): whether a
 region's live result holds on both, so that a loss of the split is not the coarse prefill:decode ratios of the
-smaller cluster (:func:`sizes_words`), and the losses that hold, in a sentence for a takeaway (:func:`lasting_words`).
+smaller cluster (:func:`sizes_words`), and the losses that hold, in a sentence for a takeaway (:func:`lasting_words`);
+a slow link's transfer against the prefill (:func:`moved_words`); chapter 6's short live loss against the records'
+steady state (:func:`burst_words`).
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from .map_steady_checks import check_cells
 from .map_steady_text import TITLES, _short
 from .style import and_list, fmt2, fmt3
 
-__all__ = ["sizes_words", "lasting_words", "moved_words"]
+__all__ = ["sizes_words", "lasting_words", "moved_words", "burst_words"]
 
 
 def _both(small: dict, large: dict, who: str) -> list:
@@ -42,17 +44,20 @@ def _where(c: SteadyCell) -> str:
 def moved_words(c: SteadyCell) -> str:
     """On a slow link's cell: how long one request's KV cache (its prompt's tokens, the whole cache at once: the
     runs' ``transfer_mode``) takes to cross the link, against its prompt's prefill, on the cost model that placed
-    the cell (its ``extra["cost"]``): ", over which one request's cache (244 kB) takes 24.4 ms to move, 2.2 prefills
-    of its prompt"; "" on the cost model's own link or a record without that model. ValueError: a cost it cannot
-    read (:class:`~splitlab.costmodel.CostModel`'s)."""
+    the cell (its ``extra["cost"]``), and against its TTFT SLO: ", over which one request's cache (244 kB) takes 24.4
+    ms to move, 43% of its TTFT SLO and 2.1 prefills of its prompt on the placed cost model"; "" on the cost
+    model's own link or a record without that model. ValueError: a cost it cannot read
+    (:class:`~splitlab.costmodel.CostModel`'s)."""
     from ...costmodel import CostModel
     if c.link_gbps is None or "cost" not in c.extra:
         return ""
     cost = CostModel(**c.extra["cost"])
     nbytes = c.prompt_tokens * cost.kv_bytes_per_token
     moved_s = nbytes / (c.link_gbps * 1e9)
+    prefills = moved_s / cost.prefill_s(c.prompt_tokens)
     return (f", over which one request's cache ({fmt3(nbytes / 1e3)} kB) takes {fmt3(moved_s * 1e3)} ms to move, "
-            f"{fmt2(moved_s / cost.prefill_s(c.prompt_tokens))} prefills of its prompt")
+            f"{fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and {fmt2(prefills)} prefills of its prompt on "
+            f"the placed cost model")
 
 
 def sizes_words(small: dict, large: dict) -> str:
@@ -90,3 +95,40 @@ def lasting_words(small: dict, large: dict) -> str:
                        f"{ma[a.rival]:.0f}% and {mb[b.rival]:.0f}%)")
     return ("" if not out else "Served live in steady state (chapter 7's records), the split lost " + and_list(out)
             + ": a loss the finer ratios of more workers do not remove.")
+
+
+def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> str:
+    """Chapter 6's live loss (``requests``: one seed's served :class:`~splitlab.serving.Request` objects) against a
+    steady state: how long its arrivals span against the time a request may take within its SLOs (seconds: TTFT SLO
+    + (mean answer tokens - 1) x TPOT SLO), and each colocated win the record ``cells`` ({region: SteadyCell}) shows
+    live ("matches" or "leads"), with its attainments over the record's request lifetimes of arrivals.
+
+    Raises:
+        ValueError: fewer than 2 requests; SLOs not finite numbers > 0. TypeError: ``cells`` not a dict of cells."""
+    import math
+    check_cells(cells, "burst_words")
+    if len(requests) < 2:
+        raise ValueError(f"burst_words needs at least 2 requests, got {len(requests)}")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (ttft_slo_s, tpot_slo_s)):
+        raise ValueError(f"the SLOs must be finite numbers > 0 (s), got {ttft_slo_s!r} and {tpot_slo_s!r}")
+    arrivals = [r.arrival_s for r in requests]
+    span = max(arrivals) - min(arrivals)
+    life = ttft_slo_s + (sum(r.max_new_tokens for r in requests) / len(requests) - 1) * tpot_slo_s
+    if span < life:
+        text = (f"The first seed's {len(requests)} requests arrive within {fmt3(span)} s, {fmt2(100 * span / life)}% "
+                f"of the {fmt3(life)} s a request may take within its SLOs: they all overlap, so the runs test how "
+                f"each layout absorbs them, not the rate it sustains.")
+    else:
+        text = (f"The first seed's {len(requests)} requests arrive over {fmt2(span / life)} times the {fmt3(life)} s "
+                f"a request may take within its SLOs" + (", fewer lifetimes than a goodput run's 20, in which queues "
+                                                         "have time to build." if span < 20 * life else "."))
+    said = None
+    for c in [c for r, c in cells.items() if r in ("prefill-first", "chunked") and c.outcome() in ("matches", "leads")]:
+        m, run = c.frame().mean(), (round(c.lifetimes), c.workers)
+        head = (" At" if run == said else f" In steady state, at other cells of the map (chapter 7's record: "
+                                          f"{run[0]} request lifetimes of arrivals on {c.workers} workers), at")
+        text += (f"{head} the {TITLES[c.region].lower()} cell ({_where(c)}) {_short(c.winner)} kept "
+                 f"{m[c.winner]:.0f}% of its requests within the SLOs on average over {len(c.seeds)} seeds and "
+                 f"{_short(c.rival)} {m[c.rival]:.0f}%.")
+        said = run
+    return text

@@ -9,15 +9,19 @@ A goodput is found the way the map finds it, by rates: :func:`tie_ladder` serves
 in turn (the first alternating from seed to seed), climbing while a layout's mean attainment keeps 90% and
 descending while it does not, until each layout's goodput is bracketed: the highest rung it held, the lowest it did
 not. :func:`ladder_outcome` reads the brackets: a tie where even the brackets' extremes lie within the tolerance of
-each other, no tie where even their nearest ends lie beyond it, undecided between; each seed's own brackets are read
-the same way, as the spread.
+each other, no tie where even their nearest ends lie beyond it, undecided between; and it keeps that reading only
+where the seeds' bootstrap resamples (:func:`support`) give it :data:`CONFIDENCE` or more, since a rung is called
+held or not on a mean over a few seeds that scatter by tens of points near a knee.
 """
 from __future__ import annotations
 
 import math
+import random
 import time
+from typing import Sequence
 
-__all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "tie_ladder", "brackets", "ladder_outcome", "ladder_words"]
+__all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "CONFIDENCE", "RESAMPLES", "tie_ladder", "brackets",
+           "support", "ladder_outcome", "ladder_words"]
 
 #: rungs apart, as a share of the cell's two goodputs' geometric mean: the map's searches find a goodput within 5%
 LADDER_STEP = 0.05
@@ -27,6 +31,12 @@ LADDER_RUNGS = 8
 
 #: the map's tie tolerance (:func:`splitlab.planning.split_map.split_map`'s default, chapter 7's maps')
 TOLERANCE = 0.1
+
+#: the share of the seeds' bootstrap resamples whose brackets must agree for a verdict (else "undecided")
+CONFIDENCE = 0.95
+
+#: bootstrap resamples of the seeds (drawn with replacement, from a fixed seed: the verdict is repeatable)
+RESAMPLES = 2000
 
 GOOD = 90.0  # % within both SLOs: the goodput's attainment
 
@@ -109,13 +119,16 @@ def _mean(rung: dict) -> float:
     return sum(rung["measured"]) / len(rung["measured"])
 
 
-def brackets(ladder: dict, seed: int | None = None) -> dict:
+def brackets(ladder: dict, sample: Sequence[int] | None = None) -> dict:
     """{layout: (lo, hi)}: the shares (of the geometric mean) a layout's goodput lies between, on its mean
-    attainment over the seeds (``seed`` None) or on that seed's alone (its index in the cell's seeds): lo the
-    highest rung held (90% or more) with every rung below it held too (0.0: none held), hi the lowest rung above lo
-    not held (inf: none). ValueError: a ladder not of :func:`tie_ladder`'s shape (two layouts, each a list of rungs
-    with a finite share > 0 and one attainment in 0..100 per seed, as many seeds on every rung), ``seed`` not one
-    of its seeds."""
+    attainment over the seeds (``sample``: over these seeds, by index, repeats allowed: a bootstrap resample): lo the
+    highest rung held (a mean of 90% or more) with every rung below it held too (0.0: none held), hi the lowest rung
+    above lo not held (inf: none).
+
+    Raises:
+        ValueError: a ladder not of :func:`tie_ladder`'s shape (two layouts, each a list of rungs with a finite share
+            > 0 and one attainment in 0..100 per seed, as many seeds on every rung); ``sample`` empty or with an
+            index that is not one of its seeds'."""
     served = ladder.get("served") if isinstance(ladder, dict) else None
     if not isinstance(served, dict) or len(served) != 2:
         raise ValueError("a ladder must hold 'served': {layout: rungs} of two layouts (tie_ladder's)")
@@ -131,11 +144,13 @@ def brackets(ladder: dict, seed: int | None = None) -> dict:
             seeds.add(len(r["measured"]))
     if len(seeds) != 1:
         raise ValueError(f"the ladder's rungs hold attainments of different numbers of seeds: {sorted(seeds)}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < seeds.pop()):
-        raise ValueError(f"seed must be the index of one of the ladder's seeds, got {seed!r}")
+    n_seeds = seeds.pop()
+    pick = list(range(n_seeds)) if sample is None else list(sample) if hasattr(sample, "__iter__") else [sample]
+    if not pick or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_seeds for i in pick):
+        raise ValueError(f"sample must be indices of the ladder's {n_seeds} seeds, got {sample!r}")
     out = {}
     for n, rungs in served.items():
-        att = sorted((r["share"], _mean(r) if seed is None else r["measured"][seed]) for r in rungs)
+        att = sorted((r["share"], sum(r["measured"][i] for i in pick) / len(pick)) for r in rungs)
         lo, hi = 0.0, math.inf
         for share, a in att:
             if a >= GOOD and hi == math.inf:
@@ -150,61 +165,98 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def ladder_outcome(ladder: dict, tolerance: float = TOLERANCE, seed: int | None = None) -> str:
-    """"matches: a tie" when even the brackets' extremes (:func:`brackets`) lie within ``tolerance`` of each other
-    (lowest lo >= (1 - tolerance) x highest hi: the map's tie, its runner-up at least 1 - tolerance of its winner,
-    whichever the goodputs are within their brackets), "does not match" when even their nearest ends lie beyond it
-    (one layout's hi below (1 - tolerance) x the other's lo), else "undecided". ``seed``: that seed's alone.
-    ValueError: tolerance not in [0, 1); those of :func:`brackets`."""
-    if not _finite(tolerance) or not 0 <= tolerance < 1:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
-    (lo_a, hi_a), (lo_b, hi_b) = brackets(ladder, seed).values()
-    if min(lo_a, lo_b) >= (1 - tolerance) * max(hi_a, hi_b):
+def _read(b: dict, tolerance: float) -> str:
+    """The brackets ``b`` against ``tolerance``: "matches: a tie" where each layout's lowest possible goodput is at
+    least 1 - tolerance of the other's highest, "does not match" where one's highest is below 1 - tolerance of the
+    other's lowest, else "undecided"."""
+    (lo_a, hi_a), (lo_b, hi_b) = b.values()
+    if lo_a >= (1 - tolerance) * hi_b and lo_b >= (1 - tolerance) * hi_a:
         return "matches: a tie"
     if hi_a < (1 - tolerance) * lo_b or hi_b < (1 - tolerance) * lo_a:
         return "does not match"
     return "undecided"
 
 
+def _tolerance(tolerance) -> float:
+    if not _finite(tolerance) or not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    return float(tolerance)
+
+
+def support(ladder: dict, tolerance: float = TOLERANCE, resamples: int = RESAMPLES) -> dict:
+    """{verdict: share of resamples}: the brackets (:func:`brackets`) read against ``tolerance`` on ``resamples``
+    bootstrap resamples of the seeds (drawn with replacement from a fixed random seed, so repeatable): how far the
+    verdict rests on which seeds were run. ValueError: tolerance not in [0, 1), resamples not a whole number >= 1;
+    those of :func:`brackets`."""
+    tolerance = _tolerance(tolerance)
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
+        raise ValueError(f"resamples must be a whole number >= 1, got {resamples!r}")
+    n = len(next(iter(brackets(ladder) and ladder["served"].values()))[0]["measured"])
+    rng = random.Random(0)
+    said = [_read(brackets(ladder, [rng.randrange(n) for _ in range(n)]), tolerance) for _ in range(resamples)]
+    return {k: said.count(k) / resamples for k in ("matches: a tie", "does not match", "undecided")}
+
+
+def ladder_outcome(ladder: dict, tolerance: float = TOLERANCE) -> str:
+    """"matches: a tie" when even the brackets' extremes (:func:`brackets`, on the mean over the seeds) lie within
+    ``tolerance`` of each other (each layout's lowest possible goodput at least 1 - tolerance of the other's highest:
+    the map's tie, whichever the goodputs are within their brackets), "does not match" when even their nearest ends
+    lie beyond it (one layout's highest below 1 - tolerance of the other's lowest); either only where at least
+    :data:`CONFIDENCE` of the seeds' bootstrap resamples read the same (:func:`support`); else "undecided".
+    ValueError: tolerance not in [0, 1); those of :func:`brackets`."""
+    said = _read(brackets(ladder), _tolerance(tolerance))
+    return said if said == "undecided" or support(ladder, tolerance)[said] >= CONFIDENCE else "undecided"
+
+
 def ladder_words(c) -> str:
-    """The ladder of the tie ``c`` (its ``extra["ladder"]``) in sentences: the rungs, each layout's bracket (shares
-    of the goodputs' geometric mean), how far apart that leaves the two goodputs against the map's tolerance, the
-    verdict, and each seed's own verdict as the spread. ValueError: a cell without a ladder; those of
-    :func:`brackets`."""
+    """The ladder of the tie ``c`` (its ``extra["ladder"]``) in sentences: the rungs (and any served to one layout
+    alone), each layout's bracket (shares of the goodputs' geometric mean), how far apart that leaves the two
+    goodputs against the map's tolerance, the bootstrap's support (:func:`support`) and the verdict. ValueError: a
+    cell without a ladder; those of :func:`brackets`."""
     from .pools_live import short_name as _short
     ladder = c.extra.get("ladder") if isinstance(getattr(c, "extra", None), dict) else None
     if ladder is None:
         raise ValueError("the cell has no ladder (its extra['ladder']: tie_ladder's)")
-    b, verdict = brackets(ladder), ladder_outcome(ladder)
+    b, verdict, backed = brackets(ladder), ladder_outcome(ladder), support(ladder)
+    said = _read(b, TOLERANCE)
     runs = sum(len(r["measured"]) for rungs in ladder["served"].values() for r in rungs)
-    mean = ladder["geomean_per_worker"]
+    n = len(next(iter(ladder["served"].values()))[0]["measured"])
     held = []
-    for n, (lo, hi) in b.items():
-        top = max(r["share"] for r in ladder["served"][n])
-        low = min(r["share"] for r in ladder["served"][n])
-        held.append(f"{_short(n)} " + (f"kept 90% on average at no rung down to {low:.2f}" if lo == 0 else
-                                       f"kept 90% on average at every rung up to {top:.2f}" if hi == math.inf else
-                                       f"kept 90% on average up to {lo:.2f} and not at {hi:.2f}"))
-    (lo_a, hi_a), (lo_b, hi_b) = b.values()
+    for name, (lo, hi) in b.items():
+        top = max(r["share"] for r in ladder["served"][name])
+        low = min(r["share"] for r in ladder["served"][name])
+        held.append(f"{_short(name)} " + (f"kept 90% on average at no rung down to {low:.2f}" if lo == 0 else
+                                          f"kept 90% on average at every rung up to {top:.2f}" if hi == math.inf else
+                                          f"kept 90% on average up to {lo:.2f} and not at {hi:.2f}"))
+    shares = {name: {r["share"] for r in rungs} for name, rungs in ladder["served"].items()}
+    alone = [f"{_short(name)} alone at {', '.join(f'{x:.2f}' for x in sorted(v - w))}"
+             for (name, v), w in zip(shares.items(), list(shares.values())[::-1]) if v - w]
     text = (f"One rate cannot test a tie, so both were served again on a ladder of rates {ladder['step']:.2f} of the "
-            f"goodputs' geometric mean ({mean:.3g} requests/s per worker) apart, {runs} runs of the same seeds: "
-            + " and ".join(held) + ". ")
-    if verdict == "matches: a tie":
-        text += (f"So their goodputs lie within {1 - min(lo_a, lo_b) / max(hi_a, hi_b):.0%} of each other, inside "
-                 f"the map's {TOLERANCE:.0%} tie: the ladder shows the tie the map draws.")
-    elif verdict == "does not match":
+            f"goodputs' geometric mean ({ladder['geomean_per_worker']:.3g} requests/s per worker) apart, in rate "
+            f"order, {runs} runs over the same {n} seeds"
+            + (f" ({'; '.join(alone)}: rates the other was not served at)" if alone else "") + ": " + "; ".join(held)
+            + ". ")
+    (lo_a, hi_a), (lo_b, hi_b) = b.values()
+    if said == "matches: a tie":
+        text += (f"On the means their goodputs lie within {1 - min(lo_a / hi_b, lo_b / hi_a):.0%} of each other, "
+                 f"inside the map's {TOLERANCE:.0%} tie.")
+    elif said == "does not match":
         first = hi_b < (1 - TOLERANCE) * lo_a
         ahead, other = (list(b) if first else list(b)[::-1])
         near = hi_b / lo_a if first else hi_a / lo_b
-        text += (f"So {_short(other)}'s goodput is at most {near:.0%} of {_short(ahead)}'s, below the "
-                 f"{1 - TOLERANCE:.0%} a tie needs: the live runs part the two where the map has a tie.")
+        text += (f"On the means {_short(other)}'s goodput is at most {near:.0%} of {_short(ahead)}'s, below the "
+                 f"{1 - TOLERANCE:.0%} a tie needs.")
     else:
-        apart = max(0.0, 1 - hi_a / lo_b if hi_a < lo_b else 1 - hi_b / lo_a if hi_b < lo_a else 0.0)
+        apart = 1 - hi_a / lo_b if hi_a < lo_b else 1 - hi_b / lo_a if hi_b < lo_a else 0.0
         far = "any amount" if max(hi_a, hi_b) == math.inf or min(lo_a, lo_b) == 0 else \
-            f"{1 - min(lo_a, lo_b) / max(hi_a, hi_b):.0%}"
-        text += (f"Those brackets leave the two goodputs anywhere from {apart:.0%} to {far} apart, across the map's "
-                 f"{TOLERANCE:.0%} tie: the ladder is undecided.")
-    each = [ladder_outcome(ladder, seed=i) for i in range(len(next(iter(ladder["served"].values()))[0]["measured"]))]
-    said = {"matches: a tie": "tie", "does not match": "part them", "undecided": "are undecided"}
-    return text + " Seed by seed, on each seed's own runs, " + ", ".join(
-        f"{each.count(k)} of {len(each)} {w}" for k, w in said.items() if each.count(k)) + "."
+            f"{1 - min(lo_a / hi_b, lo_b / hi_a):.0%}"
+        text += (f"On the means those brackets leave the two goodputs anywhere from {apart:.0%} to {far} apart, "
+                 f"across the map's {TOLERANCE:.0%} tie.")
+    text += (f" Over {RESAMPLES:,} bootstrap resamples of the seeds the brackets show a tie in "
+             f"{backed['matches: a tie']:.0%}, part the two in {backed['does not match']:.0%} and leave it open in "
+             f"{backed['undecided']:.0%}, so ")
+    doubt = (f" (the means say {'a tie' if said == 'matches: a tie' else 'no tie'}, but fewer than "
+             f"{CONFIDENCE:.0%} of the resamples agree)" if said != "undecided" else "")
+    return text + {"matches: a tie": "the ladder shows the tie the map draws.",
+                   "does not match": "the live runs part the two where the map has a tie.",
+                   "undecided": f"the ladder is undecided{doubt}."}[verdict]
