@@ -16,6 +16,7 @@ held or not on a mean over a few seeds that scatter by tens of points near a kne
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from typing import Sequence
@@ -51,7 +52,8 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     simulated on nothing: live only.
 
     Returns {"step", "geomean_per_worker" (requests/s per worker), "served": {layout: [{"share", "rate_per_worker",
-    "measured": [% per seed]}, ...] in the order served}, "cpu_s"}.
+    "measured": [% per seed], "load_average" (the machine's, 1 min, as the rung ended)}, ...] in the order served},
+    "cpu_s"}.
 
     Raises:
         ValueError: ``c`` not a tie or without the records of its runs (``extra``'s output_tokens, min_requests,
@@ -101,6 +103,8 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
                                          seed=s, **runs).iloc[0]
                     rung["measured"].append(100 * float(r.attainment))
                     bar.update()
+            for n in live:  # the machine's load as each rung ended: rungs are served in rate order, so a load that
+                served[n][-1]["load_average"] = round(os.getloadavg()[0], 2)  # drifts moves the later rungs
     return dict(step=step, geomean_per_worker=mean, served=served, cpu_s=time.process_time() - cpu0)
 
 
