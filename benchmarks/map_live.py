@@ -36,7 +36,7 @@ import torch
 
 import splitlab as sl
 from splitlab.planning import split_map as SM
-from splitlab.teach.figures import map_steady, map_steady_text, map_steady_tie
+from splitlab.teach.figures import map_steady, map_steady_checks, map_steady_text, map_steady_tie
 
 LINK = "25 Gb/s network"  # chapter 7's
 AXES = dict(tpot_steps=(1.5, 2.5, 5.0, 10.0))
@@ -104,6 +104,10 @@ def _ladder(path: str, argv, ap) -> int:
     meta, cells = _record(path, "--ladder", ap)
     if "tie" not in cells:
         ap.error(f"--ladder: the record at {path} holds no tie (regions {sorted(cells)})")
+    try:  # before the model: a record served before it kept the runs' limits was refused after the load
+        map_steady_checks.check_tie(cells["tie"])
+    except ValueError as err:
+        ap.error(f"--ladder: the tie in the record at {path} cannot be served again: {err}")
     t0, cpu0 = time.time(), time.process_time()
     lm = sl.load_model("tiny")
     sl.phases.device.set_cpu_clock("thread")
@@ -208,6 +212,12 @@ def main(argv=None) -> int:
                     "before (map_steady_tie.tie_ladder) and write it back")
     ap.add_argument("--calibration", help="with --resimulate: that run's calibration (splitlab's cache keeps it)")
     args = ap.parse_args(argv)
+    if args.ladder:  # it serves the record's own tie and writes it back: --out, --seeds... were dropped in silence
+        default = vars(ap.parse_args([]))
+        given = [k for k, v in vars(args).items() if k != "ladder" and v != default[k]]
+        if given:
+            ap.error(f"--ladder serves the record's tie as it was served and writes it back: "
+                     f"{', '.join('--' + k.replace('_', '-') for k in given)} not read with it")
     if args.resimulate:
         return _resimulate(args.resimulate, args.calibration, ap)
     if args.ladder:

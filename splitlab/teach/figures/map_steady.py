@@ -37,7 +37,7 @@ from .map_steady_in_run import in_run, ratios_of
 from .pools_live import _on_link, layout_config
 from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of, whole
 from .map_steady_place import _positive, place, pilot, settings_of
-from .map_steady_tie import ladder_outcome
+from .map_steady_tie import cell_ladder, ladder_outcome
 from .pools_live_probe import rescaled, step_probe
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
@@ -165,7 +165,7 @@ class SteadyCell:
         and a layout loaded: its mean below :data:`TIE_LOADED`%), "does not match" (the 95% interval excludes
         zero) or "undecided"; a tie served on a ladder of rates (``extra["ladder"]``), measured: the ladder's
         (:func:`~.map_steady_tie.ladder_outcome`: one rate cannot test a tie)."""
-        if self.region == "tie" and which == "measured" and "ladder" in self.extra:
+        if which == "measured" and cell_ladder(self) is not None:  # ValueError: a ladder not of this tie's runs
             return ladder_outcome(self.extra["ladder"])
         g, mean = self.gap(which), self.frame(which).mean()
         if float(mean.max()) < NO_TEST:

@@ -1,10 +1,10 @@
 """What chapter 7's steady-state records (:mod:`.map_steady`) must hold, checked where a record is read or written
 and before a cell's runs are read: a record file that parses (:func:`read_record_json`), a cell's fields
 (:func:`check_cell_fields`), a cell's runs of one length per seed over distinct seeds (:func:`check_runs`) and a
-dict of cells (:func:`check_cells`); and a record's runs as lines (:func:`run_lines`). Each raises a ValueError (a
-TypeError for a value of the wrong kind) naming the file or cell, the field and what it got, where a reader's slip
-was a TypeError from the dataclass, an AttributeError or a pandas "Length of values (2) does not match length of
-index (3)".
+dict of cells (:func:`check_cells`); a tie's cell to serve on a ladder (:func:`check_tie`); and a record's runs as
+lines (:func:`run_lines`). Each raises a ValueError (a TypeError for a value of the wrong kind) naming the file or
+cell, the field and what it got, where a reader's slip was a TypeError from the dataclass, an AttributeError or a
+pandas "Length of values (2) does not match length of index (3)".
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .pools_live_args import seeds_of
 
-__all__ = ["read_record_json", "check_cell_fields", "check_runs", "check_cells", "record_text", "run_lines"]
+__all__ = ["read_record_json", "check_cell_fields", "check_runs", "check_cells", "record_text", "run_lines",
+           "check_tie"]
 
 
 def _no_constant(name: str):
@@ -117,3 +118,29 @@ def run_lines(meta: dict) -> list:
                 if isinstance(r.get("load_average"), list) else "")
         out.append(f"{when} UTC{regions}: {r.get('command', '?')}; {r.get('calibration', '')}".rstrip("; ") + load)
     return out
+
+
+def check_tie(c) -> None:
+    """ValueError naming the field unless ``c`` can be served on a ladder of rates
+    (:func:`~.map_steady_tie.tie_ladder`): a tie's cell of two layouts of its workers, goodputs finite > 0, at least
+    2 distinct seeds, a link of None or finite GB/s > 0, and the records of its runs (``extra``'s output_tokens >= 1,
+    2 <= min_requests <= max_requests). Checked before the model is loaded (benchmarks/map_live.py --ladder)."""
+    from .map_steady_place import _positive, _whole
+    from .pools_live import layout_config
+    if getattr(c, "region", None) != "tie":
+        raise ValueError(f"tie_ladder serves a tie's cell, got region {getattr(c, 'region', c)!r}")
+    extra = c.extra if isinstance(c.extra, dict) else {}
+    need = [k for k in ("output_tokens", "min_requests", "max_requests") if k not in extra]
+    if need:
+        raise ValueError(f"the cell has no {need} in its extra: served before the record kept them")
+    _whole("the cell's output_tokens", extra["output_tokens"], 1)
+    low = _whole("the cell's min_requests", extra["min_requests"], 2)
+    _whole("the cell's max_requests", extra["max_requests"], low)
+    if c.winner == c.rival:
+        raise ValueError(f"a tie's winner and rival must be two layouts, got {c.winner!r} twice")
+    for n in (c.winner, c.rival):
+        layout_config(n, c.workers, [])
+        _positive(f"the cell's goodput_now[{n!r}]", c.goodput_now.get(n) if isinstance(c.goodput_now, dict) else None)
+    seeds_of(c.seeds)
+    if c.link_gbps is not None:
+        _positive("the cell's link_gbps", c.link_gbps)

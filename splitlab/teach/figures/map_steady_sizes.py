@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from .map_steady import SteadyCell
 from .map_steady_checks import check_cells
+from .map_steady_place import _positive
 from .map_steady_text import TITLES, _short
+from .pools_live_args import whole
 from .style import and_list, fmt2, fmt3
 
 __all__ = ["sizes_words", "lasting_words", "moved_words", "burst_words"]
@@ -46,15 +48,26 @@ def moved_words(c: SteadyCell) -> str:
     runs' ``transfer_mode``) takes to cross the link, against its prompt's prefill, on the cost model that placed
     the cell (its ``extra["cost"]``), and against its TTFT SLO: ", over which one request's cache (244 kB) takes 24.4
     ms to move, 43% of its TTFT SLO and 2.1 prefills of its prompt on the placed cost model"; "" on the cost
-    model's own link or a record without that model. ValueError: a cost it cannot read
-    (:class:`~splitlab.costmodel.CostModel`'s)."""
+    model's own link or a record without that model. ValueError: a cost it cannot read (missing a field the words
+    read, or not :class:`~splitlab.costmodel.CostModel`'s); a link, prompt, TTFT SLO, KV size or prefill not a finite
+    number > 0."""
     from ...costmodel import CostModel
     if c.link_gbps is None or "cost" not in c.extra:
         return ""
-    cost = CostModel(**c.extra["cost"])
-    nbytes = c.prompt_tokens * cost.kv_bytes_per_token
-    moved_s = nbytes / (c.link_gbps * 1e9)
-    prefills = moved_s / cost.prefill_s(c.prompt_tokens)
+    where, cost = f"moved_words: the {c.region!r} cell's", c.extra["cost"]
+    need = [k for k in ("kv_bytes_per_token", "prefill_base_s", "prefill_per_token_s") if k not in cost] \
+        if isinstance(cost, dict) else "a dict of a CostModel's fields"
+    if need:  # a field left out was read as the default model's, in silence
+        raise ValueError(f"{where} extra['cost'] must hold the placed CostModel's fields, missing {need}")
+    try:
+        cost = CostModel(**cost)
+    except TypeError as err:
+        raise ValueError(f"{where} extra['cost'] is not a CostModel's fields: {err}") from None
+    nbytes = _positive(f"{where} prompt_tokens", c.prompt_tokens) * _positive(
+        f"{where} cost's kv_bytes_per_token", cost.kv_bytes_per_token)
+    moved_s = nbytes / (_positive(f"{where} link_gbps", c.link_gbps) * 1e9)
+    prefills = moved_s / _positive(f"{where} prefill of its prompt on its cost", cost.prefill_s(c.prompt_tokens))
+    _positive(f"{where} ttft_slo_s", c.ttft_slo_s)
     return (f", over which one request's cache ({fmt3(nbytes / 1e3)} kB) takes {fmt3(moved_s * 1e3)} ms to move, "
             f"{fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and {fmt2(prefills)} prefills of its prompt on "
             f"the placed cost model")
@@ -104,13 +117,28 @@ def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> 
     live ("matches" or "leads"), with its attainments over the record's request lifetimes of arrivals.
 
     Raises:
-        ValueError: fewer than 2 requests; SLOs not finite numbers > 0. TypeError: ``cells`` not a dict of cells."""
+        ValueError: fewer than 2 requests; SLOs not finite numbers > 0; an arrival not finite >= 0, an answer not
+            of >= 1 tokens; a cell under another region's key. TypeError: ``cells`` not a dict of cells, ``requests``
+            not Requests."""
     import math
+    import numbers
     check_cells(cells, "burst_words")
+    for r, c in cells.items():
+        if c.region != r:  # a split cell under "chunked" was said a colocated win
+            raise ValueError(f"burst_words: cells[{r!r}] must be the {r!r} cell, got a {c.region!r} cell")
+    requests = list(requests) if hasattr(requests, "__iter__") and not isinstance(requests, (str, dict)) else None
+    if requests is None or not all(hasattr(r, "arrival_s") and hasattr(r, "max_new_tokens") for r in requests):
+        raise TypeError("burst_words: requests must be a list of served Requests (arrival_s, max_new_tokens)")
     if len(requests) < 2:
         raise ValueError(f"burst_words needs at least 2 requests, got {len(requests)}")
-    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (ttft_slo_s, tpot_slo_s)):
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+               for v in (ttft_slo_s, tpot_slo_s)):
         raise ValueError(f"the SLOs must be finite numbers > 0 (s), got {ttft_slo_s!r} and {tpot_slo_s!r}")
+    bad = [r for r in requests if not isinstance(r.arrival_s, numbers.Real) or isinstance(r.arrival_s, bool)
+           or not 0 <= r.arrival_s < math.inf or not whole(r.max_new_tokens) or r.max_new_tokens < 1]
+    if bad:  # a NaN arrival was dropped by max() in silence, an answer of -100 tokens made a lifetime of -4.55 s
+        raise ValueError(f"burst_words: each request needs an arrival_s finite >= 0 (s) and max_new_tokens >= 1, got "
+                         f"{bad[0].arrival_s!r} and {bad[0].max_new_tokens!r}")
     arrivals = [r.arrival_s for r in requests]
     span = max(arrivals) - min(arrivals)
     life = ttft_slo_s + (sum(r.max_new_tokens for r in requests) / len(requests) - 1) * tpot_slo_s

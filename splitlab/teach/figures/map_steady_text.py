@@ -11,7 +11,7 @@ import pandas as pd
 from .map_steady import MIN_MARGIN, NO_TEST, SteadyCell
 from .map_steady_place import PILOT_LIFETIMES
 from .map_steady_checks import check_cells, run_lines  # noqa: F401 (chapter 7 reads run_lines here)
-from .map_steady_tie import ladder_words
+from .map_steady_tie import cell_ladder, ladder_words
 from .pools_live import short_name as _short
 from .pools_live_args import ordered_maps
 from .pools_live_words import TIE_GAP, TIE_LOADED, even
@@ -170,7 +170,7 @@ def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     """The rest of a region's sentences: the verdict, the bar and the models; a tie served on a ladder of rates:
     the one rate's bar, then the ladder (:func:`~.map_steady_tie.ladder_words`), then the models."""
     bar = _bar(c, mean) if verdict != "no test" else ""
-    if "ladder" in c.extra:
+    if cell_ladder(c) is not None:
         return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)]
     return [f", so {_verdict_words(c, g, verdict)}"] + [f" {x}" for x in (bar, _models(c)) if x]
 

@@ -21,8 +21,8 @@ import random
 import time
 from typing import Sequence
 
-__all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "CONFIDENCE", "RESAMPLES", "tie_ladder", "brackets",
-           "support", "ladder_outcome", "ladder_words"]
+__all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "CONFIDENCE", "RESAMPLES", "tie_ladder",
+           "brackets", "support", "ladder_outcome", "cell_ladder", "ladder_words"]
 
 #: rungs apart, as a share of the cell's two goodputs' geometric mean: the map's searches find a goodput within 5%
 LADDER_STEP = 0.05
@@ -56,24 +56,22 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     "cpu_s"}.
 
     Raises:
-        ValueError: ``c`` not a tie or without the records of its runs (``extra``'s output_tokens, min_requests,
-            max_requests); start or step not a finite number > 0; rungs not a whole number >= 2.
+        ValueError: ``c`` not a tie that can be served (:func:`~.map_steady_checks.check_tie`); start or step not a
+            finite number >= 1e-6; rungs not a whole number >= 2.
         TypeError: ``lm`` not a LoadedModel; ``progress`` not a bool or None."""
     from ...common.progress import progress_bar, show_progress
     from ...phases.loaded import require_loaded
     from ...serving import ModelExecutor, attainment_curve
     from ...serving.workload import Fixed, WorkloadSpec
+    from .map_steady_checks import check_tie
     from .map_steady_place import _positive
     from .pools_live import layout_config
-    if getattr(c, "region", None) != "tie":
-        raise ValueError(f"tie_ladder serves a tie's cell, got region {getattr(c, 'region', c)!r}")
-    need = [k for k in ("output_tokens", "min_requests", "max_requests") if k not in c.extra]
-    if need:
-        raise ValueError(f"the cell has no {need} in its extra: served before the record kept them")
+    check_tie(c)
     mean = math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
     start = c.rate_per_worker / mean if start is None else start
-    _positive("start", start)
-    _positive("step", step)
+    for name, v in (("start", start), ("step", step)):  # shares kept to 6 places: a rate of 0, or one rate again
+        if _positive(name, v) < 1e-6:
+            raise ValueError(f"{name} must be at least 1e-06 (the rungs' shares are kept to 6 places), got {v!r}")
     if isinstance(rungs, bool) or not isinstance(rungs, int) or rungs < 2:
         raise ValueError(f"rungs must be a whole number >= 2, got {rungs!r}")
     show_progress(progress)
@@ -89,7 +87,8 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     served = {n: [] for n in names}
     with progress_bar(None, "tie ladder live", progress, unit="run") as bar:
         while True:
-            now = {n: j for n in names if (j := _next(served[n], rungs)) is not None and start + j * step > 0}
+            now = {n: j for n in names if (j := _next(served[n], rungs)) is not None
+                   and round(start + j * step, 6) > 0}
             if not now:  # each bracketed, out of rungs, or (descending) out of rates above zero: its bracket open
                 break
             for n, j in now.items():
@@ -146,6 +145,8 @@ def brackets(ladder: dict, sample: Sequence[int] | None = None) -> dict:
             if not ok:
                 raise ValueError(f"a rung of {n!r} must hold a share > 0 and an attainment (%) per seed, got {r!r}")
             seeds.add(len(r["measured"]))
+        if len({r["share"] for r in rungs}) != len(rungs):
+            raise ValueError(f"the ladder served {n!r} twice at one share: {sorted(r['share'] for r in rungs)}")
     if len(seeds) != 1:
         raise ValueError(f"the ladder's rungs hold attainments of different numbers of seeds: {sorted(seeds)}")
     n_seeds = seeds.pop()
@@ -212,13 +213,37 @@ def ladder_outcome(ladder: dict, tolerance: float = TOLERANCE) -> str:
     return said if said == "undecided" or support(ladder, tolerance)[said] >= CONFIDENCE else "undecided"
 
 
+def cell_ladder(c) -> dict | None:
+    """The cell ``c``'s ladder (its ``extra["ladder"]``), or None where it has none. ValueError naming the cell: a
+    ladder on a cell not a tie, of other layouts than its winner and rival, of another number of seeds than its
+    own, a step or geometric mean not a finite number > 0; those of :func:`brackets`."""
+    ladder = c.extra.get("ladder") if isinstance(getattr(c, "extra", None), dict) else None
+    if ladder is None:
+        return None
+    where = f"the {getattr(c, 'region', c)!r} cell's extra['ladder']"
+    try:
+        brackets(ladder)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    if c.region != "tie":
+        raise ValueError(f"{where}: only a tie is served on a ladder of rates, this is a {c.region!r} cell")
+    n = len(next(iter(ladder["served"].values()))[0]["measured"])
+    if set(ladder["served"]) != {c.winner, c.rival} or n != len(c.seeds):
+        raise ValueError(f"{where} must be of a tie's two layouts ({c.winner!r}, {c.rival!r}) on its {len(c.seeds)} "
+                         f"seeds, got {sorted(ladder['served'])} on {n} seeds")
+    bad = [k for k in ("step", "geomean_per_worker") if not _finite(ladder.get(k)) or ladder[k] <= 0]
+    if bad:
+        raise ValueError(f"{where}: {bad} must be finite numbers > 0, got {[ladder.get(k) for k in bad]}")
+    return ladder
+
+
 def ladder_words(c) -> str:
     """The ladder of the tie ``c`` (its ``extra["ladder"]``) in sentences: the rungs (and any served to one layout
     alone), each layout's bracket (shares of the goodputs' geometric mean), how far apart that leaves the two
     goodputs against the map's tolerance, the bootstrap's support (:func:`support`) and the verdict. ValueError: a
     cell without a ladder; those of :func:`brackets`."""
     from .pools_live import short_name as _short
-    ladder = c.extra.get("ladder") if isinstance(getattr(c, "extra", None), dict) else None
+    ladder = cell_ladder(c)
     if ladder is None:
         raise ValueError("the cell has no ladder (its extra['ladder']: tie_ladder's)")
     b, verdict, backed = brackets(ladder), ladder_outcome(ladder), support(ladder)

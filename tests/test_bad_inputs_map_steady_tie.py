@@ -1,0 +1,187 @@
+"""Bad input to the tie's ladder of rates (map_steady_tie), to the words of chapter 7's records that read it
+(SteadyCell.outcome, map_steady_text), to map_steady_sizes' moved_words and burst_words, and to map_live.py --ladder:
+each refused early, by name (before: a ZeroDivisionError, "math domain error" or a KeyError; two negative goodputs,
+one seed served three times or a step below the shares' 6 places served in silence; a ladder of other layouts or
+seeds, or on a split cell, told as the tie's; "nan ms", "-0.242 ms", "-4.55 s" and a cost model's missing field read
+as the default model's; --ladder's model loaded before its record was refused, --out dropped in silence)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from types import SimpleNamespace
+
+import pytest
+
+import splitlab.serving as serving
+from splitlab.costmodel import CostModel
+from splitlab.teach.figures import map_steady, map_steady_sizes, map_steady_text
+from splitlab.teach.figures import map_steady_tie as T
+from test_bad_inputs_map_steady import _map_live
+from test_map_steady import _steady
+from test_map_steady_tie import CHUNKED, SPLIT, _ladder, _tie
+
+
+@pytest.fixture
+def no_runs(monkeypatch):
+    """attainment_curve made to fail loudly: a check that passes reaches the first run."""
+    def fail(*a, **k):
+        raise AssertionError("a run was served: the bad input was not refused before the work")
+    monkeypatch.setattr(serving, "attainment_curve", fail)
+
+
+def _cell(**fields):
+    c = _tie()
+    c.extra.update(fields.pop("extra", {}))
+    for k, v in fields.items():
+        setattr(c, k, v)
+    return c
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(goodput_now={SPLIT: 0.0, CHUNKED: 25.0}), r"goodput_now\['1P\+1D'\] must be a finite number > 0, got 0.0"),
+    (dict(goodput_now={SPLIT: -16.0, CHUNKED: 25.0}), r"goodput_now\['1P\+1D'\] .* got -16.0"),  # math domain error
+    (dict(goodput_now={SPLIT: -16.0, CHUNKED: -25.0}), r"goodput_now\['1P\+1D'\] .* got -16.0"),  # served: sqrt 20
+    (dict(goodput_now={SPLIT: 16.0}), r"goodput_now\['2 colocated .* got None"),  # a KeyError
+    (dict(seeds=[0]), "at least 2 distinct seeds"),
+    (dict(seeds=[0, 0, 0]), "at least 2 distinct seeds"),  # one seed served three times, bootstrapped as three
+    (dict(seeds=[]), "at least 2 distinct seeds"),  # a ZeroDivisionError after the model's executors
+    (dict(rival=SPLIT), "two layouts, got '1P\\+1D' twice"),  # one layout served, refused by brackets at the end
+    (dict(link_gbps=0.0), "link_gbps must be a finite number > 0, got 0.0"),
+    (dict(extra=dict(output_tokens=0)), "output_tokens must be a whole number >= 1, got 0"),
+    (dict(extra=dict(min_requests=20)), "max_requests must be a whole number >= 20, got 12"),
+    (dict(extra=None), "has no \\['output_tokens', 'min_requests', 'max_requests'\\]"),  # 'NoneType' not iterable
+])
+def test_tie_ladder_refuses_a_cell_it_cannot_serve_before_any_run(fields, match, lm, no_runs):
+    c = _cell(**{k: v for k, v in fields.items() if k != "extra" or v is not None})
+    if "extra" in fields and fields["extra"] is None:
+        c.extra = None
+    with pytest.raises(ValueError, match=match):
+        T.tie_ladder(c, lm)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(step=1e-8), "step must be at least 1e-06"),  # 8 rungs of 0.85 each, 48 runs of one rate
+    (dict(start=1e-7), "start must be at least 1e-06"),  # a share rounded to 0: no rung, an empty ladder returned
+])
+def test_tie_ladder_refuses_shares_below_their_six_places(kw, match, lm, no_runs):
+    with pytest.raises(ValueError, match=match):
+        T.tie_ladder(_tie(), lm, **kw)
+
+
+def test_brackets_refuse_one_layout_served_twice_at_one_share():
+    twice = _ladder([(0.85, [100] * 3), (0.85, [50] * 3)], [(0.85, [100] * 3), (0.9, [50] * 3)])
+    with pytest.raises(ValueError, match=r"served '1P\+1D' twice at one share: \[0.85, 0.85\]"):
+        T.brackets(twice)  # was (0.0, 0.85): "kept 90% at no rung down to 0.85" beside a rung that held
+
+
+GOOD = _ladder([(0.85, [100] * 3), (0.9, [50] * 3)], [(0.85, [100] * 3), (0.9, [50] * 3)])
+
+
+@pytest.mark.parametrize("cell, match", [
+    (_tie(ladder=dict(GOOD, served={"A": GOOD["served"][SPLIT], "B": GOOD["served"][CHUNKED]})),
+     r"must be of a tie's two layouts .* got \['A', 'B'\]"),  # "A kept 90%...": a tie of layouts the cell never had
+    (_tie(ladder=_ladder([(0.85, [100] * 2)], [(0.85, [100] * 2)])), "on its 3 seeds, got .* on 2 seeds"),
+    (_tie(ladder={k: v for k, v in GOOD.items() if k != "step"}), r"\['step'\] must be finite numbers > 0"),  # KeyError
+    (_tie(ladder=dict(GOOD, geomean_per_worker=0)), r"\['geomean_per_worker'\] .* got \[0\]"),  # "0 requests/s"
+    (_tie(ladder=dict(GOOD, step=-1)), r"\['step'\] must be finite numbers > 0, got \[-1\]"),  # "rates -1.00 apart"
+    (_tie(ladder={}), "'tie' cell's extra\\['ladder'\\]: a ladder must hold 'served'"),
+])
+def test_a_records_ladder_not_of_its_tie_is_refused_naming_the_cell(cell, match, tmp_path):
+    path = tmp_path / "rec.json"
+    map_steady.save_record({"tie": cell}, str(path), workers=2)
+    cells = map_steady.load_record(path)[1]
+    for read in (map_steady_text.steady_table, map_steady_text.steady_words, map_steady_text.record_summary):
+        with pytest.raises(ValueError, match=match):
+            read(cells)
+    with pytest.raises(ValueError, match=match):
+        T.ladder_words(cells["tie"])
+
+
+def test_a_ladder_on_a_cell_not_a_tie_is_refused():
+    s = _steady()
+    s.extra["ladder"] = GOOD  # its words told the split cell "the ladder shows the tie the map draws"
+    with pytest.raises(ValueError, match="'split' cell's extra\\['ladder'\\]: only a tie is served on a ladder"):
+        map_steady_text.steady_words({"split": s})
+    with pytest.raises(ValueError, match="only a tie"):
+        s.outcome()
+
+
+COST = dataclasses.asdict(CostModel())
+
+
+def _slow(cost=COST, **fields):
+    c = _steady(link=1.0)
+    c.extra = {"cost": cost}
+    for k, v in fields.items():
+        setattr(c, k, v)
+    return c
+
+
+@pytest.mark.parametrize("cell, match", [
+    (_slow(link_gbps=0.0), "link_gbps must be a finite number > 0, got 0.0"),  # ZeroDivisionError
+    (_slow(link_gbps=-1.0), "link_gbps .* got -1.0"),  # "takes -0.242 ms to move"
+    (_slow(link_gbps=float("nan")), "link_gbps .* got nan"),  # "nan ms"
+    (_slow(ttft_slo_s=0.0), "ttft_slo_s must be a finite number > 0, got 0.0"),  # ZeroDivisionError
+    (_slow(ttft_slo_s=-0.5), "ttft_slo_s .* got -0.5"),  # "-0.048% of its TTFT SLO"
+    (_slow(prompt_tokens=0), "prompt_tokens .* got 0"),
+    (_slow({k: v for k, v in COST.items() if k != "kv_bytes_per_token"}), r"missing \['kv_bytes_per_token'\]"),
+    (_slow("tiny"), "extra\\['cost'\\] must hold the placed CostModel's fields"),  # a TypeError from CostModel(**)
+    (_slow(dict(COST, bogus=1)), "extra\\['cost'\\] is not a CostModel's fields: .*bogus"),
+    (_slow(dict(COST, prefill_base_s=0.0, prefill_per_token_s=0.0, prefill_per_token2_s=0.0)), "prefill of its"),
+])
+def test_moved_words_refuses_a_cell_it_cannot_read(cell, match):
+    with pytest.raises(ValueError, match=f"moved_words: the 'split' cell's .*{match}"):
+        map_steady_sizes.moved_words(cell)
+
+
+def _requests(arrivals, tokens=8):
+    return [SimpleNamespace(arrival_s=a, max_new_tokens=tokens) for a in arrivals]
+
+
+PF = {"prefill-first": _steady("prefill-first")}
+
+
+@pytest.mark.parametrize("requests, slos, cells, error, match", [
+    (_requests([0, math.nan, 1]), (0.5, 0.05), PF, ValueError, "arrival_s finite >= 0 .* got nan"),  # "1.2 times"
+    (_requests([0, math.inf]), (0.5, 0.05), PF, ValueError, "arrival_s .* got inf"),  # "over inf times"
+    (_requests([-5, 0.1]), (0.5, 0.05), PF, ValueError, "arrival_s .* got -5"),
+    (_requests([0, 1], tokens=-100), (0.5, 0.05), PF, ValueError, "max_new_tokens >= 1, got 0 and -100"),  # -4.55 s
+    (_requests([0, 1], tokens=0), (0.5, 0.05), PF, ValueError, "max_new_tokens >= 1"),  # a lifetime below the TTFT
+    (_requests([0, 1]), (True, 0.05), PF, ValueError, "SLOs must be finite numbers > 0"),  # read as 1 s
+    (None, (0.5, 0.05), PF, TypeError, "requests must be a list of served Requests"),  # 'NoneType' has no len()
+    ([{"arrival_s": 0}, {"arrival_s": 1}], (0.5, 0.05), PF, TypeError, "requests must be"),  # an AttributeError
+    (_requests([0, 1]), (0.5, 0.05), {"chunked": PF["prefill-first"]}, ValueError,
+     "cells\\['chunked'\\] must be the 'chunked' cell, got a 'prefill-first' cell"),
+])
+def test_burst_words_refuses_bad_requests_and_cells(requests, slos, cells, error, match):
+    with pytest.raises(error, match=f"burst_words: .*{match}" if "SLOs" not in match else match):
+        map_steady_sizes.burst_words(requests, *slos, cells)
+
+
+def test_burst_words_reads_requests_of_a_generator_once():
+    words = map_steady_sizes.burst_words((r for r in _requests([0, 0.1])), 0.5, 0.05, PF)
+    assert words.startswith("The first seed's 2 requests arrive within 0.1 s")
+
+
+@pytest.mark.parametrize("argv, match", [
+    ("--ladder {tmp}/bare.json", "--ladder: the tie in the record at .* cannot be served again: the cell has no "
+                                 "\\['max_requests'\\]"),  # the model was loaded first, then a traceback
+    ("--ladder {tmp}/bad.json", "--ladder: the tie .* goodput_now\\['1P\\+1D'\\] must be a finite number > 0"),
+    ("--ladder {tmp}/tie.json --out {tmp}/other.json", "--ladder serves the record's tie .*: --out not read"),
+    ("--ladder {tmp}/tie.json --seeds 0,1", "--seeds not read with it"),
+    ("--ladder {tmp}/tie.json --calibration x.json", "--calibration not read with it"),
+    ("--ladder {tmp}/tie.json --resimulate {tmp}/tie.json", "--resimulate not read with it"),  # ladder dropped
+])
+def test_map_live_ladder_refuses_before_loading_the_model(argv, match, monkeypatch, capsys, tmp_path):
+    mod = _map_live(monkeypatch)
+    bare, bad = _tie(), _tie()
+    bare.extra.pop("max_requests")
+    bad.goodput_now = {SPLIT: 0.0, CHUNKED: 25.0}
+    for name, c in (("tie", _tie()), ("bare", bare), ("bad", bad)):
+        map_steady.save_record({"tie": c}, str(tmp_path / f"{name}.json"), workers=2)
+    with pytest.raises(SystemExit) as exit_:
+        mod.main(argv.format(tmp=tmp_path).split())
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(match, err), err
