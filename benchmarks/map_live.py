@@ -17,7 +17,7 @@ measured and simulated, and where the cell sat) is written as JSON; chapter 7 pr
 
 A tie's cell is then served on a ladder of rates until both layouts' goodputs are bracketed
 (:func:`splitlab.teach.figures.map_steady_tie.tie_ladder`: one run at one rate cannot test a tie); ``--ladder``
-serves the ladder of the tie in a record served before and writes it back. The 2026-12-05 record's took 30 min.
+serves the ladder of the tie in a record served before and writes it back. The 2026-12-05 record's took 49 min.
 
 ``--quick``: a map of 2 x 2 cells and runs of a dozen requests, two seeds, one region (a smoke test for CI;
 nothing it prints is a result).
@@ -116,7 +116,8 @@ def _ladder(path: str, argv, ap) -> int:
     run = dict(started=datetime.datetime.fromtimestamp(t0, datetime.timezone.utc).isoformat(timespec="seconds"),
                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               regions=["tie"], load_average=[round(x, 2) for x in os.getloadavg()],
+               regions=["tie"], calibration="none made: the ladder serves the live model only",
+               load_average=[round(x, 2) for x in os.getloadavg()],
                wall_s=round(time.time() - t0), cpu_s=round(time.process_time() - cpu0))
     print("wrote", map_steady.save_record(cells, path, **dict(meta, runs=meta.get("runs", []) + [run])))
     return 0
