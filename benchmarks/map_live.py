@@ -116,7 +116,7 @@ def _ladder(path: str, argv, ap) -> int:
     run = dict(started=datetime.datetime.fromtimestamp(t0, datetime.timezone.utc).isoformat(timespec="seconds"),
                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               regions=["tie"], calibration="none made: the ladder serves the live model only",
+               regions=["tie"], calibration="no calibration (a ladder serves the live model only)",
                load_average=[round(x, 2) for x in os.getloadavg()],
                wall_s=round(time.time() - t0), cpu_s=round(time.process_time() - cpu0))
     print("wrote", map_steady.save_record(cells, path, **dict(meta, runs=meta.get("runs", []) + [run])))

@@ -17,6 +17,7 @@ import splitlab.serving as serving
 from splitlab.costmodel import CostModel
 from splitlab.teach.figures import map_steady, map_steady_sizes, map_steady_text
 from splitlab.teach.figures import map_steady_tie as T
+from splitlab.teach.figures import map_steady_tie_words as W
 from test_bad_inputs_map_steady import _map_live
 from test_map_steady import _steady
 from test_map_steady_tie import CHUNKED, SPLIT, _ladder, _tie
@@ -95,7 +96,7 @@ def test_a_records_ladder_not_of_its_tie_is_refused_naming_the_cell(cell, match,
         with pytest.raises(ValueError, match=match):
             read(cells)
     with pytest.raises(ValueError, match=match):
-        T.ladder_words(cells["tie"])
+        W.ladder_words(cells["tie"])
 
 
 def test_a_ladder_on_a_cell_not_a_tie_is_refused():

@@ -68,7 +68,7 @@ def test_table_and_words_are_computed_from_the_runs():
     c = _steady()
     t = map_steady_text.steady_table({"split": c})
     row = t.loc["split"]
-    assert row["winner (%)"] == "96 (98)" and row["runner-up (%)"] == "62 (50)"
+    assert row["winner (%)"] == "96 (98)" and row["2nd (%)"] == "62 (50)"
     g = c.gap()
     assert row["gap (pp)"] == f"{g['mean']:+.0f} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})"
     assert row["live"] == "matches" and "runs of 300 to 310 requests" in map_steady_text.steady_words({"split": c})

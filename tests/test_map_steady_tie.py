@@ -12,6 +12,7 @@ import pytest
 import splitlab.serving as serving
 from splitlab.teach.figures import map_steady_text
 from splitlab.teach.figures import map_steady_tie as T
+from splitlab.teach.figures import map_steady_tie_words as W
 from test_map_steady import _steady
 from test_pools_live import NAMES
 
@@ -86,7 +87,7 @@ def test_the_brackets_verdict_and_words(split, chunked, verdict, said):
     c = _tie(ladder=ladder)
     assert c.outcome() == verdict  # the ladder decides a tie that has one; the one rate's runs do not
     assert c.outcome("predicted") == "undecided"  # the simulation has no ladder: the one rate, idle
-    words = T.ladder_words(c)
+    words = W.ladder_words(c)
     assert said in words and f"{sum(len(m) for _, m in split + chunked)} runs" in words
     assert map_steady_text.steady_table({"tie": c}).loc["tie", "live"] == verdict
     assert words in map_steady_text.steady_words({"tie": c})
@@ -103,7 +104,7 @@ def test_the_bootstrap_reads_the_brackets_on_resamples_of_the_seeds():
     assert backed["undecided"] == pytest.approx(8 / 27, abs=0.03) and backed["does not match"] == 0
     assert backed == T.support(ladder)  # a fixed seed: repeatable
     assert (f"show a tie in {backed['matches: a tie']:.0%}, part the two in 0% and leave it open in "
-            f"{backed['undecided']:.0%}") in T.ladder_words(_tie(ladder=ladder))
+            f"{backed['undecided']:.0%}") in W.ladder_words(_tie(ladder=ladder))
 
 
 def test_a_tie_needs_each_layouts_lowest_within_the_others_highest():
@@ -144,7 +145,7 @@ def test_bad_input_is_refused_early_and_named(lm):
         with pytest.raises(ValueError, match="tolerance"):
             T.ladder_outcome(good, tolerance=tol)
     with pytest.raises(ValueError, match="has no ladder"):
-        T.ladder_words(_tie())
+        W.ladder_words(_tie())
 
 
 def test_a_ladder_served_on_the_tiny_model(lm):
@@ -156,3 +157,15 @@ def test_a_ladder_served_on_the_tiny_model(lm):
         assert 1 <= len(rungs) <= 2 and all(len(r["measured"]) == 2 for r in rungs)
         assert all(0 <= a <= 100 for r in rungs for a in r["measured"])
     assert T.ladder_outcome(out) in ("matches: a tie", "does not match", "undecided")
+
+
+def test_the_ladder_table_prints_each_rungs_mean_and_range():
+    ladder = _ladder([(0.85, [100, 98, 96]), (0.9, [40, 95, 60])], [(0.85, [100] * 3), (0.8, [99, 90, 93])])
+    table = W.ladder_table(_tie(ladder=ladder))
+    assert table.index.name == "rate (x 20/s)" and list(table.index) == ["0.80x", "0.85x", "0.90x"]
+    assert table.loc["0.85x", "1P+1D (%)"] == "98 (96-100)" and table.loc["0.90x", "1P+1D (%)"] == "65 (40-95)"
+    assert table.loc["0.80x", "1P+1D (%)"] == "" and table.loc["0.80x", "2 chunked 256 (%)"] == "94 (90-99)"
+    assert "alone at 0.90x" in W.ladder_words(_tie(ladder=ladder)) and "alone at 0.80x" in W.ladder_words(
+        _tie(ladder=ladder))
+    with pytest.raises(ValueError, match="has no ladder"):
+        W.ladder_table(_tie())

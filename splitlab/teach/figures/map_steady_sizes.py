@@ -141,15 +141,18 @@ def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> 
                          f"{bad[0].arrival_s!r} and {bad[0].max_new_tokens!r}")
     arrivals = [r.arrival_s for r in requests]
     span = max(arrivals) - min(arrivals)
-    life = ttft_slo_s + (sum(r.max_new_tokens for r in requests) / len(requests) - 1) * tpot_slo_s
+    answers = sum(r.max_new_tokens for r in requests) / len(requests)
+    life = ttft_slo_s + (answers - 1) * tpot_slo_s
+    within = (f"a request may take within its SLOs (the TTFT SLO, then {fmt3(answers - 1)} more tokens at the TPOT "
+              f"SLO: {fmt3(answers)} answer tokens on average)")
     if span < life:
         text = (f"The first seed's {len(requests)} requests arrive within {fmt3(span)} s, {fmt2(100 * span / life)}% "
-                f"of the {fmt3(life)} s a request may take within its SLOs: they all overlap, so the runs test how "
-                f"each layout absorbs them, not the rate it sustains.")
+                f"of the {fmt3(life)} s {within}: they all overlap, so the runs test how each layout absorbs them, "
+                f"not the rate it sustains.")
     else:
         text = (f"The first seed's {len(requests)} requests arrive over {fmt2(span / life)} times the {fmt3(life)} s "
-                f"a request may take within its SLOs" + (", fewer lifetimes than a goodput run's 20, in which queues "
-                                                         "have time to build." if span < 20 * life else "."))
+                f"{within}" + (", fewer lifetimes than a goodput run's 20, in which queues have time to build."
+                               if span < 20 * life else "."))
     said = None
     for c in [c for r, c in cells.items() if r in ("prefill-first", "chunked") and c.outcome() in ("matches", "leads")]:
         m, run = c.frame().mean(), (round(c.lifetimes), c.workers)

@@ -11,7 +11,8 @@ import pandas as pd
 from .map_steady import MIN_MARGIN, NO_TEST, SteadyCell
 from .map_steady_place import PILOT_LIFETIMES
 from .map_steady_checks import check_cells, run_lines  # noqa: F401 (chapter 7 reads run_lines here)
-from .map_steady_tie import cell_ladder, ladder_words
+from .map_steady_tie import cell_ladder
+from .map_steady_tie_words import ladder_words
 from .pools_live import short_name as _short
 from .pools_live_args import ordered_maps
 from .pools_live_words import TIE_GAP, TIE_LOADED, even
@@ -43,7 +44,7 @@ def steady_table(cells: dict) -> pd.DataFrame:
         rows[SHORT_REGIONS.get(region, region)] = {
             "cell": f"{c.map_prompt_tokens:,} tok, {c.tpot_steps:g} st{link}{size}",
             "winner (%)": f"{mean[c.winner]:.0f} ({pmean[c.winner]:.0f})",
-            "runner-up (%)": f"{mean[c.rival]:.0f} ({pmean[c.rival]:.0f})",
+            "2nd (%)": f"{mean[c.rival]:.0f} ({pmean[c.rival]:.0f})",  # the runner-up: a 412 px phone
             "gap (pp)": f"{g['mean']:+.0f} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})",
             "live": c.outcome()}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("region")
@@ -168,7 +169,7 @@ def steady_words(cells: dict) -> str:
 
 def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     """The rest of a region's sentences: the verdict, the bar and the models; a tie served on a ladder of rates:
-    the one rate's bar, then the ladder (:func:`~.map_steady_tie.ladder_words`), then the models."""
+    the one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the models."""
     bar = _bar(c, mean) if verdict != "no test" else ""
     if cell_ladder(c) is not None:
         return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)]

@@ -9,7 +9,8 @@ A goodput is found the way the map finds it, by rates: :func:`tie_ladder` serves
 in turn (the first alternating from seed to seed), climbing while a layout's mean attainment keeps 90% and
 descending while it does not, until each layout's goodput is bracketed: the highest rung it held, the lowest it did
 not. :func:`ladder_outcome` reads the brackets: a tie where even the brackets' extremes lie within the tolerance of
-each other, no tie where even their nearest ends lie beyond it, undecided between; and it keeps that reading only
+each other, no tie where even their nearest ends lie beyond it, undecided between (in words and a table:
+:mod:`.map_steady_tie_words`); and it keeps that reading only
 where the seeds' bootstrap resamples (:func:`support`) give it :data:`CONFIDENCE` or more, since a rung is called
 held or not on a mean over a few seeds that scatter by tens of points near a knee.
 """
@@ -22,7 +23,7 @@ import time
 from typing import Sequence
 
 __all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "CONFIDENCE", "RESAMPLES", "tie_ladder",
-           "brackets", "support", "ladder_outcome", "cell_ladder", "ladder_words"]
+           "brackets", "support", "ladder_outcome", "cell_ladder"]
 
 #: rungs apart, as a share of the cell's two goodputs' geometric mean: the map's searches find a goodput within 5%
 LADDER_STEP = 0.05
@@ -235,57 +236,3 @@ def cell_ladder(c) -> dict | None:
     if bad:
         raise ValueError(f"{where}: {bad} must be finite numbers > 0, got {[ladder.get(k) for k in bad]}")
     return ladder
-
-
-def ladder_words(c) -> str:
-    """The ladder of the tie ``c`` (its ``extra["ladder"]``) in sentences: the rungs (and any served to one layout
-    alone), each layout's bracket (shares of the goodputs' geometric mean), how far apart that leaves the two
-    goodputs against the map's tolerance, the bootstrap's support (:func:`support`) and the verdict. ValueError: a
-    cell without a ladder; those of :func:`brackets`."""
-    from .pools_live import short_name as _short
-    ladder = cell_ladder(c)
-    if ladder is None:
-        raise ValueError("the cell has no ladder (its extra['ladder']: tie_ladder's)")
-    b, verdict, backed = brackets(ladder), ladder_outcome(ladder), support(ladder)
-    said = _read(b, TOLERANCE)
-    runs = sum(len(r["measured"]) for rungs in ladder["served"].values() for r in rungs)
-    n = len(next(iter(ladder["served"].values()))[0]["measured"])
-    held = []
-    for name, (lo, hi) in b.items():
-        top = max(r["share"] for r in ladder["served"][name])
-        low = min(r["share"] for r in ladder["served"][name])
-        held.append(f"{_short(name)} " + (f"kept 90% on average at no rung down to {low:.2f}" if lo == 0 else
-                                          f"kept 90% on average at every rung up to {top:.2f}" if hi == math.inf else
-                                          f"kept 90% on average up to {lo:.2f} and not at {hi:.2f}"))
-    shares = {name: {r["share"] for r in rungs} for name, rungs in ladder["served"].items()}
-    alone = [f"{_short(name)} alone at {', '.join(f'{x:.2f}' for x in sorted(v - w))}"
-             for (name, v), w in zip(shares.items(), list(shares.values())[::-1]) if v - w]
-    text = (f"One rate cannot test a tie, so both were served again on a ladder of rates {ladder['step']:.2f} of the "
-            f"goodputs' geometric mean ({ladder['geomean_per_worker']:.3g} requests/s per worker) apart, in rate "
-            f"order, {runs} runs over the same {n} seeds"
-            + (f" ({'; '.join(alone)}: rates the other was not served at)" if alone else "") + ": " + "; ".join(held)
-            + ". ")
-    (lo_a, hi_a), (lo_b, hi_b) = b.values()
-    if said == "matches: a tie":
-        text += (f"On the means their goodputs lie within {1 - min(lo_a / hi_b, lo_b / hi_a):.0%} of each other, "
-                 f"inside the map's {TOLERANCE:.0%} tie.")
-    elif said == "does not match":
-        first = hi_b < (1 - TOLERANCE) * lo_a
-        ahead, other = (list(b) if first else list(b)[::-1])
-        near = hi_b / lo_a if first else hi_a / lo_b
-        text += (f"On the means {_short(other)}'s goodput is at most {near:.0%} of {_short(ahead)}'s, below the "
-                 f"{1 - TOLERANCE:.0%} a tie needs.")
-    else:
-        apart = 1 - hi_a / lo_b if hi_a < lo_b else 1 - hi_b / lo_a if hi_b < lo_a else 0.0
-        far = "any amount" if max(hi_a, hi_b) == math.inf or min(lo_a, lo_b) == 0 else \
-            f"{1 - min(lo_a / hi_b, lo_b / hi_a):.0%}"
-        text += (f"On the means those brackets leave the two goodputs anywhere from {apart:.0%} to {far} apart, "
-                 f"across the map's {TOLERANCE:.0%} tie.")
-    text += (f" Over {RESAMPLES:,} bootstrap resamples of the seeds the brackets show a tie in "
-             f"{backed['matches: a tie']:.0%}, part the two in {backed['does not match']:.0%} and leave it open in "
-             f"{backed['undecided']:.0%}, so ")
-    doubt = (f" (the means say {'a tie' if said == 'matches: a tie' else 'no tie'}, but fewer than "
-             f"{CONFIDENCE:.0%} of the resamples agree)" if said != "undecided" else "")
-    return text + {"matches: a tie": "the ladder shows the tie the map draws.",
-                   "does not match": "the live runs part the two where the map has a tie.",
-                   "undecided": f"the ladder is undecided{doubt}."}[verdict]

@@ -87,16 +87,17 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
                 f"({pct2(m.tie_tolerance)}): {cells}. The split falls furthest behind at {where}: {rival} serves "
                 f"{gc:.3g} requests/s per worker, the best split, {cell.names['split']}, {gs:.3g}, "
                 f"{1 - gs / gc:.0%} less. {_why(cell, m.workers)}")
-        tail = (f"The `{workload}` prompts ({workload_steps:.3g} decode steps a prefill) lie nearest that column: "
-                f"below, the planner ranks every layout for them at that TPOT SLO, and the real model serves them.")
+        tail = (f"Of this chapter's workloads, the `{workload}` prompts ({workload_steps:.3g} decode steps a prefill) "
+                f"lie nearest that column's {cell.prefill_steps:.3g}: below, the planner ranks every layout for them "
+                f"at that TPOT SLO, and the real model serves them.")
     else:
         head = (f"**No loss on this map.** None of its {len(m.cells)} cells goes to a colocated layout by more than "
                 f"the tie tolerance ({pct2(m.tie_tolerance)}): on this calibration the split wins or ties everywhere, "
                 f"so this page shows no loss. The split comes nearest to losing at {where}: {rival} serves "
                 f"{gc:.3g} requests/s per worker against {gs:.3g} for {cell.names['split']}.")
         tail = (f"Below, the planner ranks the `{workload}` prompts ({workload_steps:.3g} decode steps a prefill, "
-                f"nearest that column) at that TPOT SLO, and the real model serves them: a near thing, not a loss "
-                f"the map predicts.")
+                f"of this chapter's workloads the nearest that column's {cell.prefill_steps:.3g}) at that TPOT SLO, "
+                f"and the real model serves them: a near thing, not a loss the map predicts.")
     return " ".join(s for s in (head, _shortest(m, tpot_steps), tail) if s)
 
 
@@ -212,14 +213,14 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
     margin = _margin(gc, gs)
     finer = "" if big is None else " " + _finer(cell, big, big_lifetimes)
     if gc > gs and tie_tolerance is not None and margin <= tie_tolerance:
-        return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, the planner "
-                f"puts {prompts} at a tie: {planned}, {pct2(margin)} apart, within the map's {pct2(tie_tolerance)} "
-                f"tie tolerance; {live}.{finer}")
+        return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, the row of the map's furthest colocated win, "
+                f"the planner puts {prompts} at a tie: {planned}, {pct2(margin)} apart, within the map's "
+                f"{pct2(tie_tolerance)} tie tolerance; {live}.{finer}")
     if gc > gs:
-        return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, in the map's colocated region, {prompts} "
-                f"turn the order: {planned} (the split {pct2(margin)} less); {live}.{finer}")
-    return (f"In the map's colocated region (a TPOT SLO of {cell.tpot_steps:g} decode steps) the planner did not "
-            f"rank colocated first for {prompts}: {planned}; {live}.{finer}")
+        return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, the row of the map's furthest colocated win, "
+                f"{prompts} turn the order: {planned} (the split {pct2(margin)} less); {live}.{finer}")
+    return (f"In the row of the map's furthest colocated win (a TPOT SLO of {cell.tpot_steps:g} decode steps) the "
+            f"planner did not rank colocated first for {prompts}: {planned}; {live}.{finer}")
 
 
 def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpot_slo_s: float,

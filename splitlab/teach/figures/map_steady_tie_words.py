@@ -1,0 +1,84 @@
+"""A tie's ladder of rates (:mod:`.map_steady_tie`) as chapter 7 prints it: in sentences (:func:`ladder_words`) and
+as a table of its rungs (:func:`ladder_table`)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .map_steady_tie import CONFIDENCE, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, ladder_outcome, support
+from .pools_live import short_name as _short
+
+__all__ = ["ladder_words", "ladder_table"]
+
+
+def ladder_table(c) -> pd.DataFrame:
+    """The rungs of the tie ``c``'s ladder: one row per rate (a multiple of the goodputs' geometric mean, named in the
+    index), per layout its mean attainment over the seeds and their range (%; "" where that layout was not served at
+    that rate). Narrow enough for a 412 px phone. ValueError: a cell without a ladder; those of
+    :func:`~.map_steady_tie.cell_ladder`."""
+    ladder = cell_ladder(c)
+    if ladder is None:
+        raise ValueError("the cell has no ladder (its extra['ladder']: tie_ladder's)")
+    rows: dict = {}
+    for name, rungs in ladder["served"].items():
+        for r in rungs:
+            m = r["measured"]
+            rows.setdefault(f"{r['share']:.2f}x", {})[f"{_short(name)} (%)"] = (f"{sum(m) / len(m):.0f} "
+                                                                                f"({min(m):.0f}-{max(m):.0f})")
+    out = pd.DataFrame.from_dict(rows, orient="index").fillna("").sort_index()
+    return out.rename_axis(f"rate (x {ladder['geomean_per_worker']:.3g}/s)")
+
+
+def ladder_words(c) -> str:
+    """The ladder of the tie ``c`` (its ``extra["ladder"]``) in sentences: the rungs (and any served to one layout
+    alone), each layout's bracket (shares of the goodputs' geometric mean), how far apart that leaves the two
+    goodputs against the map's tolerance, the bootstrap's support (:func:`support`) and the verdict. ValueError: a
+    cell without a ladder; those of :func:`brackets`."""
+    ladder = cell_ladder(c)
+    if ladder is None:
+        raise ValueError("the cell has no ladder (its extra['ladder']: tie_ladder's)")
+    b, verdict, backed = brackets(ladder), ladder_outcome(ladder), support(ladder)
+    said = _read(b, TOLERANCE)
+    runs = sum(len(r["measured"]) for rungs in ladder["served"].values() for r in rungs)
+    n = len(next(iter(ladder["served"].values()))[0]["measured"])
+    held = []
+    for name, (lo, hi) in b.items():
+        top = max(r["share"] for r in ladder["served"][name])
+        low = min(r["share"] for r in ladder["served"][name])
+        held.append(f"{_short(name)} " + (f"kept 90% on average at no rung down to {low:.2f}x" if lo == 0 else
+                                          f"kept 90% on average at every rung up to {top:.2f}x" if hi == math.inf else
+                                          f"kept 90% on average up to {lo:.2f}x and not at {hi:.2f}x"))
+    shares = {name: {r["share"] for r in rungs} for name, rungs in ladder["served"].items()}
+    alone = [f"{_short(name)} alone at {', '.join(f'{x:.2f}x' for x in sorted(v - w))}"
+             for (name, v), w in zip(shares.items(), list(shares.values())[::-1]) if v - w]
+    text = (f"One rate cannot test a tie, so both were served again on a ladder of rates {ladder['step']:.2f}x the "
+            f"goodputs' geometric mean ({ladder['geomean_per_worker']:.3g} requests/s per worker) apart (the ladder's "
+            f"table), in rate "
+            f"order, {runs} runs over the same {n} seeds"
+            + (f" ({'; '.join(alone)}: rates the other was not served at)" if alone else "") + ": " + "; ".join(held)
+            + ". ")
+    (lo_a, hi_a), (lo_b, hi_b) = b.values()
+    if said == "matches: a tie":
+        text += (f"On the means their goodputs lie within {1 - min(lo_a / hi_b, lo_b / hi_a):.0%} of each other, "
+                 f"inside the map's {TOLERANCE:.0%} tie.")
+    elif said == "does not match":
+        first = hi_b < (1 - TOLERANCE) * lo_a
+        ahead, other = (list(b) if first else list(b)[::-1])
+        near = hi_b / lo_a if first else hi_a / lo_b
+        text += (f"On the means {_short(other)}'s goodput is at most {near:.0%} of {_short(ahead)}'s, below the "
+                 f"{1 - TOLERANCE:.0%} a tie needs.")
+    else:
+        apart = 1 - hi_a / lo_b if hi_a < lo_b else 1 - hi_b / lo_a if hi_b < lo_a else 0.0
+        far = "any amount" if max(hi_a, hi_b) == math.inf or min(lo_a, lo_b) == 0 else \
+            f"{1 - min(lo_a / hi_b, lo_b / hi_a):.0%}"
+        text += (f"On the means those brackets leave the two goodputs anywhere from {apart:.0%} to {far} apart, "
+                 f"across the map's {TOLERANCE:.0%} tie.")
+    text += (f" Over {RESAMPLES:,} bootstrap resamples of the seeds the brackets show a tie in "
+             f"{backed['matches: a tie']:.0%}, part the two in {backed['does not match']:.0%} and leave it open in "
+             f"{backed['undecided']:.0%}, so ")
+    doubt = (f" (the means say {'a tie' if said == 'matches: a tie' else 'no tie'}, but fewer than "
+             f"{CONFIDENCE:.0%} of the resamples agree)" if said != "undecided" else "")
+    return text + {"matches: a tie": "the ladder shows the tie the map draws.",
+                   "does not match": "the live runs part the two where the map has a tie.",
+                   "undecided": f"the ladder is undecided{doubt}."}[verdict]
