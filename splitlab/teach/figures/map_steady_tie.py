@@ -23,7 +23,7 @@ import time
 from typing import Sequence
 
 __all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "CONFIDENCE", "RESAMPLES", "tie_ladder",
-           "brackets", "support", "ladder_outcome", "cell_ladder"]
+           "seeds_in", "brackets", "support", "verdict", "ladder_outcome", "cell_ladder"]
 
 #: rungs apart, as a share of the cell's two goodputs' geometric mean: the map's searches find a goodput within 5%
 LADDER_STEP = 0.05
@@ -65,7 +65,7 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     from ...serving import ModelExecutor, attainment_curve
     from ...serving.workload import Fixed, WorkloadSpec
     from .map_steady_checks import check_tie
-    from .map_steady_place import _positive
+    from .map_steady_place import _positive, _whole
     from .pools_live import layout_config
     check_tie(c)
     mean = math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
@@ -73,8 +73,7 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     for name, v in (("start", start), ("step", step)):  # shares kept to 6 places: a rate of 0, or one rate again
         if _positive(name, v) < 1e-6:
             raise ValueError(f"{name} must be at least 1e-06 (the rungs' shares are kept to 6 places), got {v!r}")
-    if isinstance(rungs, bool) or not isinstance(rungs, int) or rungs < 2:
-        raise ValueError(f"rungs must be a whole number >= 2, got {rungs!r}")
+    _whole("rungs", rungs, 2)
     show_progress(progress)
     require_loaded(lm, "tie_ladder's lm")
     cpu0 = time.process_time()
@@ -88,12 +87,11 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     served = {n: [] for n in names}
     with progress_bar(None, "tie ladder live", progress, unit="run") as bar:
         while True:
-            now = {n: j for n in names if (j := _next(served[n], rungs)) is not None
-                   and round(start + j * step, 6) > 0}
+            now = {n: share for n in names if (j := _next(served[n], rungs)) is not None
+                   and (share := round(start + j * step, 6)) > 0}
             if not now:  # each bracketed, out of rungs, or (descending) out of rates above zero: its bracket open
                 break
-            for n, j in now.items():
-                share = round(start + j * step, 6)
+            for n, share in now.items():
                 served[n].append(dict(share=share, rate_per_worker=share * mean, measured=[]))
             live = list(now)
             for i, s in enumerate(c.seeds):
@@ -123,16 +121,10 @@ def _mean(rung: dict) -> float:
     return sum(rung["measured"]) / len(rung["measured"])
 
 
-def brackets(ladder: dict, sample: Sequence[int] | None = None) -> dict:
-    """{layout: (lo, hi)}: the shares (of the geometric mean) a layout's goodput lies between, on its mean
-    attainment over the seeds (``sample``: over these seeds, by index, repeats allowed: a bootstrap resample): lo the
-    highest rung held (a mean of 90% or more) with every rung below it held too (0.0: none held), hi the lowest rung
-    above lo not held (inf: none).
-
-    Raises:
-        ValueError: a ladder not of :func:`tie_ladder`'s shape (two layouts, each a list of rungs with a finite share
-            > 0 and one attainment in 0..100 per seed, as many seeds on every rung); ``sample`` empty or with an
-            index that is not one of its seeds'."""
+def seeds_in(ladder: dict) -> int:
+    """The number of seeds of ``ladder`` (each rung holds one attainment per seed), once its shape is checked:
+    ValueError unless it is :func:`tie_ladder`'s (two layouts, each a list of rungs at distinct finite shares > 0
+    with one attainment in 0..100 per seed, as many seeds on every rung)."""
     served = ladder.get("served") if isinstance(ladder, dict) else None
     if not isinstance(served, dict) or len(served) != 2:
         raise ValueError("a ladder must hold 'served': {layout: rungs} of two layouts (tie_ladder's)")
@@ -150,10 +142,28 @@ def brackets(ladder: dict, sample: Sequence[int] | None = None) -> dict:
             raise ValueError(f"the ladder served {n!r} twice at one share: {sorted(r['share'] for r in rungs)}")
     if len(seeds) != 1:
         raise ValueError(f"the ladder's rungs hold attainments of different numbers of seeds: {sorted(seeds)}")
-    n_seeds = seeds.pop()
+    return seeds.pop()
+
+
+def brackets(ladder: dict, sample: Sequence[int] | None = None) -> dict:
+    """{layout: (lo, hi)}: the shares (of the geometric mean) a layout's goodput lies between, on its mean
+    attainment over the seeds (``sample``: over these seeds, by index, repeats allowed: a bootstrap resample): lo the
+    highest rung held (a mean of 90% or more) with every rung below it held too (0.0: none held), hi the lowest rung
+    above lo not held (inf: none).
+
+    Raises:
+        ValueError: a ladder not of :func:`tie_ladder`'s shape (two layouts, each a list of rungs with a finite share
+            > 0 and one attainment in 0..100 per seed, as many seeds on every rung); ``sample`` empty or with an
+            index that is not one of its seeds'."""
+    n_seeds, served = seeds_in(ladder), ladder["served"]
     pick = list(range(n_seeds)) if sample is None else list(sample) if hasattr(sample, "__iter__") else [sample]
     if not pick or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_seeds for i in pick):
         raise ValueError(f"sample must be indices of the ladder's {n_seeds} seeds, got {sample!r}")
+    return _brackets(served, pick)
+
+
+def _brackets(served: dict, pick: list) -> dict:
+    """:func:`brackets` of a checked ladder's ``served`` on the seeds ``pick`` (indices)."""
     out = {}
     for n, rungs in served.items():
         att = sorted((r["share"], sum(r["measured"][i] for i in pick) / len(pick)) for r in rungs)
@@ -195,11 +205,12 @@ def support(ladder: dict, tolerance: float = TOLERANCE, resamples: int = RESAMPL
     verdict rests on which seeds were run. ValueError: tolerance not in [0, 1), resamples not a whole number >= 1;
     those of :func:`brackets`."""
     tolerance = _tolerance(tolerance)
-    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
-        raise ValueError(f"resamples must be a whole number >= 1, got {resamples!r}")
-    n = len(next(iter(brackets(ladder) and ladder["served"].values()))[0]["measured"])
+    from .map_steady_place import _whole
+    _whole("resamples", resamples, 1)
+    n = seeds_in(ladder)
     rng = random.Random(0)
-    said = [_read(brackets(ladder, [rng.randrange(n) for _ in range(n)]), tolerance) for _ in range(resamples)]
+    said = [_read(_brackets(ladder["served"], [rng.randrange(n) for _ in range(n)]), tolerance)
+            for _ in range(resamples)]  # the ladder checked once (seeds_in), not on every resample
     return {k: said.count(k) / resamples for k in ("matches: a tie", "does not match", "undecided")}
 
 
@@ -211,7 +222,13 @@ def ladder_outcome(ladder: dict, tolerance: float = TOLERANCE) -> str:
     :data:`CONFIDENCE` of the seeds' bootstrap resamples read the same (:func:`support`); else "undecided".
     ValueError: tolerance not in [0, 1); those of :func:`brackets`."""
     said = _read(brackets(ladder), _tolerance(tolerance))
-    return said if said == "undecided" or support(ladder, tolerance)[said] >= CONFIDENCE else "undecided"
+    return said if said == "undecided" else verdict(said, support(ladder, tolerance))
+
+
+def verdict(said: str, backed: dict) -> str:
+    """The brackets' reading on the means (``said``, :func:`_read`'s) kept where at least :data:`CONFIDENCE` of the
+    resamples (``backed``, :func:`support`'s) read the same, else "undecided"."""
+    return said if said != "undecided" and backed[said] >= CONFIDENCE else "undecided"
 
 
 def cell_ladder(c) -> dict | None:
@@ -223,12 +240,11 @@ def cell_ladder(c) -> dict | None:
         return None
     where = f"the {getattr(c, 'region', c)!r} cell's extra['ladder']"
     try:
-        brackets(ladder)
+        n = seeds_in(ladder)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
     if c.region != "tie":
         raise ValueError(f"{where}: only a tie is served on a ladder of rates, this is a {c.region!r} cell")
-    n = len(next(iter(ladder["served"].values()))[0]["measured"])
     if set(ladder["served"]) != {c.winner, c.rival} or n != len(c.seeds):
         raise ValueError(f"{where} must be of a tie's two layouts ({c.winner!r}, {c.rival!r}) on its {len(c.seeds)} "
                          f"seeds, got {sorted(ladder['served'])} on {n} seeds")

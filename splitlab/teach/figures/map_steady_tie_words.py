@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from .map_steady_tie import CONFIDENCE, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, ladder_outcome, support
+from .map_steady_tie import CONFIDENCE, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, seeds_in, support, verdict
 from .pools_live import short_name as _short
 
 __all__ = ["ladder_words", "ladder_table"]
@@ -38,10 +38,10 @@ def ladder_words(c) -> str:
     ladder = cell_ladder(c)
     if ladder is None:
         raise ValueError("the cell has no ladder (its extra['ladder']: tie_ladder's)")
-    b, verdict, backed = brackets(ladder), ladder_outcome(ladder), support(ladder)
+    b, backed = brackets(ladder), support(ladder)
     said = _read(b, TOLERANCE)
     runs = sum(len(r["measured"]) for rungs in ladder["served"].values() for r in rungs)
-    n = len(next(iter(ladder["served"].values()))[0]["measured"])
+    n = seeds_in(ladder)
     held = []
     for name, (lo, hi) in b.items():
         top = max(r["share"] for r in ladder["served"][name])
@@ -81,4 +81,4 @@ def ladder_words(c) -> str:
              f"{CONFIDENCE:.0%} of the resamples agree)" if said != "undecided" else "")
     return text + {"matches: a tie": "the ladder shows the tie the map draws.",
                    "does not match": "the live runs part the two where the map has a tie.",
-                   "undecided": f"the ladder is undecided{doubt}."}[verdict]
+                   "undecided": f"the ladder is undecided{doubt}."}[verdict(said, backed)]
