@@ -45,17 +45,22 @@ AXES = dict(tpot_steps=(1.5, 2.5, 5.0, 10.0))
 def _meta(args, argv, lm, cal, maps, t0, cpu0, served) -> dict:
     """What the record says of its run: what, where, the maps' counts, and the run itself (``runs``: when it started
     and ended, the command, the regions ``served``, the calibration, the load and its time)."""
-    start = datetime.datetime.fromtimestamp(t0, datetime.timezone.utc)
-    run = dict(started=start.isoformat(timespec="seconds"),
-               date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               regions=list(served), calibration=cal.meta.get("shared", ""),
-               load_average=[round(x, 2) for x in os.getloadavg()], wall_s=round(time.time() - t0),
-               cpu_s=round(time.process_time() - cpu0), counts={str(k): m.counts() for k, m in maps.items()})
+    run = dict(_run(argv, t0, cpu0, list(served), cal.meta.get("shared", "")),
+               counts={str(k): m.counts() for k, m in maps.items()})
     return dict(what="chapter 7's map checked on the real model in steady state (benchmarks/map_live.py)",
                 machine=f"{platform.machine()}, {os.cpu_count()} cores ({platform.processor() or platform.system()})",
                 device=sl.describe_device(lm.device), torch=torch.__version__, workers=args.workers,
                 counts={str(k): m.counts() for k, m in maps.items()}, quick=bool(args.quick), runs=[run])
+
+
+def _run(argv, t0: float, cpu0: float, regions: list, calibration: str) -> dict:
+    """A run of this script as a record lists it: when it started (``t0``, epoch s) and ended, the command, the
+    ``regions`` it served, the ``calibration``, the load at its end and its wall and CPU time (from ``cpu0``)."""
+    return dict(started=datetime.datetime.fromtimestamp(t0, datetime.timezone.utc).isoformat(timespec="seconds"),
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                regions=regions, calibration=calibration, load_average=[round(x, 2) for x in os.getloadavg()],
+                wall_s=round(time.time() - t0), cpu_s=round(time.process_time() - cpu0))
 
 
 def _save(args, cells: dict, meta: dict, base: tuple | None) -> str:
@@ -113,12 +118,7 @@ def _ladder(path: str, argv, ap) -> int:
     sl.phases.device.set_cpu_clock("thread")
     c = cells["tie"]
     c.extra["ladder"] = _laddered(c, lm)
-    run = dict(started=datetime.datetime.fromtimestamp(t0, datetime.timezone.utc).isoformat(timespec="seconds"),
-               date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               command="python benchmarks/map_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               regions=["tie"], calibration="no calibration (a ladder serves the live model only)",
-               load_average=[round(x, 2) for x in os.getloadavg()],
-               wall_s=round(time.time() - t0), cpu_s=round(time.process_time() - cpu0))
+    run = _run(argv, t0, cpu0, ["tie"], "no calibration (a ladder serves the live model only)")
     print("wrote", map_steady.save_record(cells, path, **dict(meta, runs=meta.get("runs", []) + [run])))
     return 0
 

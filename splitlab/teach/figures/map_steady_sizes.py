@@ -65,7 +65,7 @@ def moved_words(c: SteadyCell) -> str:
         raise ValueError(f"{where} extra['cost'] is not a CostModel's fields: {err}") from None
     nbytes = _positive(f"{where} prompt_tokens", c.prompt_tokens) * _positive(
         f"{where} cost's kv_bytes_per_token", cost.kv_bytes_per_token)
-    moved_s = nbytes / (_positive(f"{where} link_gbps", c.link_gbps) * 1e9)
+    moved_s = cost.over_link(_positive(f"{where} link_gbps", c.link_gbps) * 1e9).transfer_s(nbytes)
     prefills = moved_s / _positive(f"{where} prefill of its prompt on its cost", cost.prefill_s(c.prompt_tokens))
     _positive(f"{where} ttft_slo_s", c.ttft_slo_s)
     return (f", over which one request's cache ({fmt3(nbytes / 1e3)} kB) takes {fmt3(moved_s * 1e3)} ms to move, "
@@ -122,6 +122,8 @@ def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> 
             not Requests."""
     import math
     import numbers
+
+    from ...serving.goodput_runs import lifetime_s
     check_cells(cells, "burst_words")
     for r, c in cells.items():
         if c.region != r:  # a split cell under "chunked" was said a colocated win
@@ -142,7 +144,7 @@ def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> 
     arrivals = [r.arrival_s for r in requests]
     span = max(arrivals) - min(arrivals)
     answers = sum(r.max_new_tokens for r in requests) / len(requests)
-    life = ttft_slo_s + (answers - 1) * tpot_slo_s
+    life = lifetime_s(requests, ttft_slo_s, tpot_slo_s)  # the unit of a goodput run's length
     within = (f"a request may take within its SLOs (the TTFT SLO, then {fmt3(answers - 1)} more tokens at the TPOT "
               f"SLO: {fmt3(answers)} answer tokens on average)")
     if span < life:

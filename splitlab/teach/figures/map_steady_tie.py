@@ -63,10 +63,9 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     from ...common.progress import progress_bar, show_progress
     from ...phases.loaded import require_loaded
     from ...serving import ModelExecutor, attainment_curve
-    from ...serving.workload import Fixed, WorkloadSpec
     from .map_steady_checks import check_tie
+    from .map_steady_in_run import cell_runs
     from .map_steady_place import _positive, _whole
-    from .pools_live import layout_config
     check_tie(c)
     mean = math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
     start = c.rate_per_worker / mean if start is None else start
@@ -77,13 +76,9 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     show_progress(progress)
     require_loaded(lm, "tie_ladder's lm")
     cpu0 = time.process_time()
-    link = {} if c.link_gbps is None else dict(link_bytes_per_s=c.link_gbps * 1e9, link_latency_s=0.0)
-    spec = WorkloadSpec(f"{c.prompt_tokens}-token prompts", Fixed(c.prompt_tokens), Fixed(c.extra["output_tokens"]))
+    spec, configs, runs = cell_runs(c)  # the cell's own runs, as map_steady.in_run simulates them
     names = [c.winner, c.rival]
-    configs = {n: layout_config(n, c.workers, [], trace=False, **link) for n in names}
     executors = {n: ModelExecutor(lm) for n in names}
-    runs = dict(ttft_slo_s=c.ttft_slo_s, tpot_slo_s=c.tpot_slo_s, scale=1.0, min_requests=c.extra["min_requests"],
-                max_requests=c.extra["max_requests"])
     served = {n: [] for n in names}
     with progress_bar(None, "tie ladder live", progress, unit="run") as bar:
         while True:
