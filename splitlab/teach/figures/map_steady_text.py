@@ -109,7 +109,7 @@ def _undecided(c: SteadyCell, g: dict) -> str:
                 f"both layouts kept {TIE_LOADED:g}% or more on average: at a rate neither is loaded by, any two "
                 f"layouts tie.")
     return (f"is undecided: the runs do not part the two, but {interval} reaches past the ±{TIE_GAP:g} a tie allows"
-            + ("." if float(c.frame().mean().min()) < 95 else ", and both layouts were nearly idle."))
+            + ("." if float(c.frame().mean().min()) < TIE_LOADED else ", and both layouts were nearly idle."))
 
 
 def _range(values) -> str:
@@ -163,7 +163,7 @@ def steady_words(cells: dict) -> str:
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
             f"at the {_placer(c)}'s speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request "
             f"lifetimes of arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from "
-            f"{g['ci_low']:+.0f} to {g['ci_high']:+.0f} points" + "".join(f"{x}" for x in _tail(c, g, verdict, mean)))
+            f"{g['ci_low']:+.0f} to {g['ci_high']:+.0f} points" + "".join(_tail(c, g, verdict, mean)))
     return "\n\n".join(out)
 
 
