@@ -312,8 +312,11 @@ def test_moved_words_size_a_slow_links_transfer_against_the_prefill():
     c.extra["cost"] = dataclasses.asdict(cost)
     moved_s = c.prompt_tokens * 2048 / 1e7  # 118 tokens x 2,048 bytes over 0.01 GB/s
     said = map_steady_sizes.moved_words(c)
-    assert f"({c.prompt_tokens * 2048 / 1e3:.3g} kB) takes {moved_s * 1e3:.3g} ms to move" in said
+    assert f"served, {c.prompt_tokens * 2048 / 1e3:.3g} kB) takes {moved_s * 1e3:.3g} ms to move" in said
     assert f"{100 * moved_s / c.ttft_slo_s:.2g}% of its TTFT SLO" in said
+    assert f"({c.prompt_tokens} prompt tokens served," in said  # the prompt served, not the map's column
+    busy = c.rate_per_worker * c.workers / 1 * moved_s  # 1P+1D: one prefill worker's link carries every cache
+    assert said.endswith(f"each of the split's 1 prefill workers' links is busy {100 * busy:.2g}% of the time")
     assert f"{moved_s / cost.prefill_s(c.prompt_tokens):.2g} prefills of its prompt" in said
     c.link_gbps = None
     assert map_steady_sizes.moved_words(c) == ""  # the cost model's own link: the map's, nothing slow to say

@@ -162,7 +162,7 @@ def test_a_ladder_served_on_the_tiny_model(lm):
 def test_the_ladder_table_prints_each_rungs_mean_and_range():
     ladder = _ladder([(0.85, [100, 98, 96]), (0.9, [40, 95, 60])], [(0.85, [100] * 3), (0.8, [99, 90, 93])])
     table = W.ladder_table(_tie(ladder=ladder))
-    assert table.index.name == "rate (x 20/s)" and list(table.index) == ["0.80x", "0.85x", "0.90x"]
+    assert table.index.name == "rate (x 20/s per worker)" and list(table.index) == ["0.80x", "0.85x", "0.90x"]
     assert table.loc["0.85x", "1P+1D (%)"] == "98 (96-100)" and table.loc["0.90x", "1P+1D (%)"] == "65 (40-95)"
     assert table.loc["0.80x", "1P+1D (%)"] == "" and table.loc["0.80x", "2 chunked 256 (%)"] == "94 (90-99)"
     assert "alone at 0.90x" in W.ladder_words(_tie(ladder=ladder)) and "alone at 0.80x" in W.ladder_words(

@@ -11,6 +11,7 @@ from .map_steady_checks import check_cells
 from .map_steady_place import _positive
 from .map_steady_text import TITLES, _short
 from .pools_live_args import whole
+from .pools_live import split_pools
 from .style import and_list, fmt2, fmt3
 
 __all__ = ["sizes_words", "lasting_words", "moved_words", "burst_words"]
@@ -46,8 +47,11 @@ def _where(c: SteadyCell) -> str:
 def moved_words(c: SteadyCell) -> str:
     """On a slow link's cell: how long one request's KV cache (its prompt's tokens, the whole cache at once: the
     runs' ``transfer_mode``) takes to cross the link, against its prompt's prefill, on the cost model that placed
-    the cell (its ``extra["cost"]``), and against its TTFT SLO: ", over which one request's cache (244 kB) takes 24.4
-    ms to move, 43% of its TTFT SLO and 2.1 prefills of its prompt on the placed cost model"; "" on the cost
+    the cell (its ``extra["cost"]``), and against its TTFT SLO, and how busy that makes each of the split's prefill
+    workers' links at the runs' rate (each sends its own prompts' caches, one link each): ", over which one
+    request's cache (119 prompt tokens served, 244 kB) takes 24.4 ms to move, 43% of its TTFT SLO and 2.1 prefills
+    of its prompt on the placed cost model; at the runs' rate each of the split's 2 prefill workers' links is busy
+    69% of the time"; "" on the cost
     model's own link or a record without that model. ValueError: a cost it cannot read (missing a field the words
     read, or not :class:`~splitlab.costmodel.CostModel`'s); a link, prompt, TTFT SLO, KV size or prefill not a finite
     number > 0."""
@@ -68,9 +72,12 @@ def moved_words(c: SteadyCell) -> str:
     moved_s = cost.over_link(_positive(f"{where} link_gbps", c.link_gbps) * 1e9).transfer_s(nbytes)
     prefills = moved_s / _positive(f"{where} prefill of its prompt on its cost", cost.prefill_s(c.prompt_tokens))
     _positive(f"{where} ttft_slo_s", c.ttft_slo_s)
-    return (f", over which one request's cache ({fmt3(nbytes / 1e3)} kB) takes {fmt3(moved_s * 1e3)} ms to move, "
-            f"{fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and {fmt2(prefills)} prefills of its prompt on "
-            f"the placed cost model")
+    pools = split_pools(c.winner) or split_pools(c.rival)
+    busy = ("" if pools is None else f"; at the runs' rate each of the split's {pools[0]} prefill workers' links is "
+            f"busy {fmt2(100 * c.rate_per_worker * c.workers / pools[0] * moved_s)}% of the time")
+    return (f", over which one request's cache ({c.prompt_tokens} prompt tokens served, {fmt3(nbytes / 1e3)} kB) "
+            f"takes {fmt3(moved_s * 1e3)} ms to move, {fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and "
+            f"{fmt2(prefills)} prefills of its prompt on the placed cost model{busy}")
 
 
 def sizes_words(small: dict, large: dict) -> str:

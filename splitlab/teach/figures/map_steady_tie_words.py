@@ -27,7 +27,7 @@ def ladder_table(c) -> pd.DataFrame:
             rows.setdefault(f"{r['share']:.2f}x", {})[f"{_short(name)} (%)"] = (f"{sum(m) / len(m):.0f} "
                                                                                 f"({min(m):.0f}-{max(m):.0f})")
     out = pd.DataFrame.from_dict(rows, orient="index").fillna("").sort_index()
-    return out.rename_axis(f"rate (x {ladder['geomean_per_worker']:.3g}/s)")
+    return out.rename_axis(f"rate (x {ladder['geomean_per_worker']:.3g}/s per worker)")
 
 
 def ladder_words(c) -> str:
