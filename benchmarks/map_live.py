@@ -17,7 +17,8 @@ measured and simulated, and where the cell sat) is written as JSON; chapter 7 pr
 
 A tie's cell is then served on a ladder of rates until both layouts' goodputs are bracketed
 (:func:`splitlab.teach.figures.map_steady_tie.tie_ladder`: one run at one rate cannot test a tie); ``--ladder``
-serves the ladder of the tie in a record served before and writes it back. The 2026-12-05 record's took 49 min.
+serves the ladder of the tie in a record served before (going on from the rungs of a ladder it holds) and writes it
+back. The 2026-12-05 record's took 49 min.
 
 ``--quick``: a map of 2 x 2 cells and runs of a dozen requests, two seeds, one region (a smoke test for CI;
 nothing it prints is a result).
@@ -104,28 +105,30 @@ def _resimulate(path: str, calibration: str | None, ap) -> int:
 
 
 def _ladder(path: str, argv, ap) -> int:
-    """Serve the ladder of the tie in the record at ``path`` (:func:`map_steady_tie.tie_ladder`) and write it into
-    the cell's ``extra["ladder"]``, this run listed after the record's. A record without a tie: ap.error."""
+    """Serve the ladder of the tie in the record at ``path`` (:func:`map_steady_tie.tie_ladder`; where the tie has
+    one, go on from its rungs) and write it into the cell's ``extra["ladder"]``, this run listed after the record's.
+    A record without a tie, or whose ladder is not its tie's: ap.error."""
     meta, cells = _record(path, "--ladder", ap)
     if "tie" not in cells:
         ap.error(f"--ladder: the record at {path} holds no tie (regions {sorted(cells)})")
     try:  # before the model: a record served before it kept the runs' limits was refused after the load
         map_steady_checks.check_tie(cells["tie"])
+        map_steady_tie.cell_ladder(cells["tie"])
     except ValueError as err:
         ap.error(f"--ladder: the tie in the record at {path} cannot be served again: {err}")
     t0, cpu0 = time.time(), time.process_time()
     lm = sl.load_model("tiny")
     sl.phases.device.set_cpu_clock("thread")
     c = cells["tie"]
-    c.extra["ladder"] = _laddered(c, lm)
+    c.extra["ladder"] = _laddered(c, lm, resume=c.extra.get("ladder"))
     run = _run(argv, t0, cpu0, ["tie"], "no calibration (a ladder serves the live model only)")
     print("wrote", map_steady.save_record(cells, path, **dict(meta, runs=meta.get("runs", []) + [run])))
     return 0
 
 
-def _laddered(c, lm) -> dict:
-    """The tie ``c``'s ladder, served and printed."""
-    ladder = map_steady_tie.tie_ladder(c, lm)
+def _laddered(c, lm, resume=None) -> dict:
+    """The tie ``c``'s ladder, served (going on from ``resume``, a ladder served before) and printed."""
+    ladder = map_steady_tie.tie_ladder(c, lm, resume=resume)
     for n, served in ladder["served"].items():
         print(n, [(r["share"], [round(a) for a in r["measured"]]) for r in served], flush=True)
     print("brackets", map_steady_tie.brackets(ladder), map_steady_tie.ladder_outcome(ladder),

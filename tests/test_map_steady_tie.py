@@ -4,6 +4,7 @@ and the verdict read the tolerance; the words are computed from the rungs; bad i
 served on the tiny model."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import pandas as pd
@@ -69,6 +70,50 @@ def test_a_layout_never_bracketed_stops_after_its_rungs(lm, monkeypatch):
     out = T.tie_ladder(_tie(), lm, rungs=3)
     assert [r["share"] for r in out["served"][SPLIT]] == [0.85, 0.9, 0.95]
     assert T.brackets(out)[SPLIT] == (0.95, math.inf) and T.ladder_outcome(out) == "undecided"
+
+
+def _fake_seeds(monkeypatch, knees: dict) -> list:
+    """attainment_curve answering 100% below a (layout, seed)'s knee (rate per worker), 40% at or past it."""
+    served = []
+
+    def fake(spec, cfg, backend, **k):
+        rate, name = k["rates_per_worker"][0], CHUNKED if cfg.layout == "colocated" else SPLIT
+        served.append((name, round(rate, 6), k["seed"]))
+        return pd.DataFrame([dict(attainment=1.0 if rate < knees[name][k["seed"]] else 0.4)])
+    monkeypatch.setattr(serving, "attainment_curve", fake)
+    return served
+
+
+def test_the_ladder_goes_on_until_every_resample_brackets_a_goodput(lm, monkeypatch):
+    """A mean under 90% is not enough: the ladder climbs until every seed misses its highest rung and descends until
+    every seed holds its lowest, so no bootstrap resample leaves a bracket open."""
+    _fake_seeds(monkeypatch, {SPLIT: [18.5, 19.5, 21.5], CHUNKED: [16.5, 18.5, 18.5]})  # shares of 20
+    out = T.tie_ladder(_tie(), lm)
+    shares = {n: [r["share"] for r in v] for n, v in out["served"].items()}
+    # split: the mean misses at 0.95 (60%), seed 2 holds until 1.05; chunked: seed 0 misses 0.85, all hold 0.8
+    assert shares == {SPLIT: [0.85, 0.9, 0.95, 1.0, 1.05, 1.1], CHUNKED: [0.85, 0.9, 0.95, 0.8]}
+    for sample in itertools.product(range(3), repeat=3):  # every resample's brackets closed at both ends
+        assert all(0 < lo < hi < math.inf for lo, hi in T.brackets(out, list(sample)).values())
+
+
+def test_a_ladder_resumed_keeps_its_rungs_and_serves_only_the_missing(lm, monkeypatch):
+    _fake_seeds(monkeypatch, {SPLIT: [18.5, 19.5, 21.5], CHUNKED: [16.5, 18.5, 18.5]})
+    first = T.tie_ladder(_tie(), lm, rungs=3)
+    assert [r["share"] for r in first["served"][SPLIT]] == [0.85, 0.9, 0.95]
+    served = _fake_seeds(monkeypatch, {SPLIT: [18.5, 19.5, 21.5], CHUNKED: [16.5, 18.5, 18.5]})
+    out = T.tie_ladder(_tie(), lm, resume=first)
+    assert {(n, r) for n, r, _ in served} == {(CHUNKED, 16.0), (SPLIT, 20.0), (SPLIT, 21.0), (SPLIT, 22.0)}
+    assert out["served"][SPLIT][:3] == first["served"][SPLIT] and out["cpu_s"] >= first["cpu_s"]
+    assert [r["share"] for r in out["served"][CHUNKED]] == [0.85, 0.9, 0.95, 0.8]
+    assert T.tie_ladder(_tie(), lm, resume=out)["served"] == out["served"]  # nothing left: nothing served
+    with pytest.raises(ValueError, match="give no start or step"):
+        T.tie_ladder(_tie(), lm, resume=first, step=0.05)
+    with pytest.raises(ValueError, match="a ladder of another cell"):
+        T.tie_ladder(_tie(), lm, resume=dict(first, geomean_per_worker=21.0))
+    with pytest.raises(ValueError, match="on its 2 seeds"):
+        T.tie_ladder(_tie(seeds=(0, 1)), lm, resume=first)
+    with pytest.raises(ValueError, match="cpu_s"):
+        T.tie_ladder(_tie(), lm, resume=dict(first, cpu_s=float("nan")))
 
 
 @pytest.mark.parametrize("split, chunked, verdict, said", [

@@ -29,7 +29,7 @@ __all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "CONFIDENCE", "RESAMPLES"
 LADDER_STEP = 0.05
 
 #: rungs served per layout at most (a layout still bracketed by none after them: its bracket stays open)
-LADDER_RUNGS = 8
+LADDER_RUNGS = 10
 
 #: the map's tie tolerance (:func:`splitlab.planning.split_map.split_map`'s default, chapter 7's maps')
 TOLERANCE = 0.1
@@ -43,14 +43,17 @@ RESAMPLES = 2000
 GOOD = 90.0  # % within both SLOs: the goodput's attainment
 
 
-def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, rungs: int = LADDER_RUNGS,
-               progress: bool | None = None) -> dict:
+def tie_ladder(c, lm, start: float | None = None, step: float | None = None, rungs: int = LADDER_RUNGS,
+               progress: bool | None = None, resume: dict | None = None) -> dict:
     """Serve the tie ``c`` (a :class:`~.map_steady.SteadyCell` of region "tie", as :func:`~.map_steady.steady_cell`
     made it) on ``lm`` at a ladder of rates per worker: ``start`` (default the share of the goodputs' geometric mean
     the cell's runs were served at) times that mean, then ``step`` of it up while a layout's mean attainment over
-    the cell's seeds keeps 90%, down while it does not, until that layout's goodput is bracketed or it has served
-    ``rungs`` rungs. Each rung's runs are the cell's (its prompt, answers, SLOs, seeds, request limits, link),
-    simulated on nothing: live only.
+    the cell's seeds keeps 90%, down while it does not, until that layout's goodput is bracketed on every bootstrap
+    resample of the seeds (:func:`support`'s): its highest rung missed by every seed (an attainment under 90%) and
+    its lowest held by every seed; or until it has served ``rungs`` rungs (``step`` default :data:`LADDER_STEP`).
+    ``resume``: a ladder served before for this cell (this function's result) to go on from, its rungs kept, its
+    step used, this run's rungs and CPU time added. Each rung's runs are the cell's (its prompt, answers, SLOs,
+    seeds, request limits, link), simulated on nothing: live only.
 
     Returns {"step", "geomean_per_worker" (requests/s per worker), "served": {layout: [{"share", "rate_per_worker",
     "measured": [% per seed], "load_average" (the machine's, 1 min, as the rung ended)}, ...] in the order served},
@@ -58,7 +61,8 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
 
     Raises:
         ValueError: ``c`` not a tie that can be served (:func:`~.map_steady_checks.check_tie`); start or step not a
-            finite number >= 1e-6; rungs not a whole number >= 2.
+            finite number >= 1e-6; rungs not a whole number >= 2; ``resume`` not a ladder of this cell (its layouts,
+            seeds and geometric mean) or given with ``start`` or ``step``.
         TypeError: ``lm`` not a LoadedModel; ``progress`` not a bool or None."""
     from ...common.progress import progress_bar, show_progress
     from ...phases.loaded import require_loaded
@@ -68,7 +72,12 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     from .map_steady_place import _positive, _whole
     check_tie(c)
     mean = math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
+    names = [c.winner, c.rival]
+    served = {n: [] for n in names}
+    if resume is not None:
+        served, start, step = _resumed(c, resume, mean, start, step)
     start = c.rate_per_worker / mean if start is None else start
+    step = LADDER_STEP if step is None else step
     for name, v in (("start", start), ("step", step)):  # shares kept to 6 places: a rate of 0, or one rate again
         if _positive(name, v) < 1e-6:
             raise ValueError(f"{name} must be at least 1e-06 (the rungs' shares are kept to 6 places), got {v!r}")
@@ -77,12 +86,10 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
     require_loaded(lm, "tie_ladder's lm")
     cpu0 = time.process_time()
     spec, configs, runs = cell_runs(c)  # the cell's own runs, as map_steady.in_run simulates them
-    names = [c.winner, c.rival]
     executors = {n: ModelExecutor(lm) for n in names}
-    served = {n: [] for n in names}
     with progress_bar(None, "tie ladder live", progress, unit="run") as bar:
         while True:
-            now = {n: share for n in names if (j := _next(served[n], rungs)) is not None
+            now = {n: share for n in names if (j := _next(served[n], start, step, rungs)) is not None
                    and (share := round(start + j * step, 6)) > 0}
             if not now:  # each bracketed, out of rungs, or (descending) out of rates above zero: its bracket open
                 break
@@ -98,22 +105,42 @@ def tie_ladder(c, lm, start: float | None = None, step: float = LADDER_STEP, run
                     bar.update()
             for n in live:  # the machine's load as each rung ended: rungs are served in rate order, so a load that
                 served[n][-1]["load_average"] = round(os.getloadavg()[0], 2)  # drifts moves the later rungs
-    return dict(step=step, geomean_per_worker=mean, served=served, cpu_s=time.process_time() - cpu0)
+    before = 0.0 if resume is None else resume["cpu_s"]
+    return dict(step=step, geomean_per_worker=mean, served=served, cpu_s=before + time.process_time() - cpu0)
 
 
-def _next(served: list, rungs: int) -> int | None:
-    """The next rung (in steps from the start) of a layout that has ``served`` these, or None: bracketed (a rung
-    held and one not), or ``rungs`` served."""
+def _resumed(c, ladder: dict, mean: float, start, step) -> tuple:
+    """A copy of the rungs ``ladder`` served for the tie ``c``, its start (its first rung's share) and its step,
+    once it is checked to be ``c``'s (:func:`cell_ladder`'s checks) and served at the geometric mean ``mean``."""
+    if start is not None or step is not None:
+        raise ValueError("resume goes on from a ladder's own rungs and step: give no start or step with it")
+    probe = type("Cell", (), dict(region=c.region, winner=c.winner, rival=c.rival, seeds=c.seeds,
+                                  extra=dict(ladder=ladder)))
+    cell_ladder(probe)
+    if not _finite(ladder.get("cpu_s")) or ladder["cpu_s"] < 0:
+        raise ValueError(f"resume: the ladder's cpu_s must be a finite number >= 0, got {ladder.get('cpu_s')!r}")
+    if not math.isclose(ladder["geomean_per_worker"], mean, rel_tol=1e-9):
+        raise ValueError(f"resume: the ladder was served at a geometric mean of {ladder['geomean_per_worker']:g}/s "
+                         f"per worker, this tie's goodputs give {mean:g}/s: a ladder of another cell")
+    served = {n: [dict(r) for r in ladder["served"][n]] for n in (c.winner, c.rival)}
+    return served, served[c.winner][0]["share"], ladder["step"]
+
+
+def _next(served: list, start: float, step: float, rungs: int) -> int | None:
+    """The next rung (in steps from ``start``) of a layout that has ``served`` these, or None once every bootstrap
+    resample of the seeds brackets its goodput (its highest rung missed by every seed, its lowest held by every
+    seed), or ``rungs`` are served. Above while some seed holds the highest rung, else below while some seed misses
+    the lowest."""
     if not served:
         return 0
-    if len(served) >= rungs or _mean(served[-1]) < GOOD <= _mean(served[0]) or _mean(served[0]) < GOOD <= _mean(
-            served[-1]):
+    if len(served) >= rungs:
         return None
-    return len(served) if _mean(served[0]) >= GOOD else -len(served)
-
-
-def _mean(rung: dict) -> float:
-    return sum(rung["measured"]) / len(rung["measured"])
+    low, high = min(served, key=lambda r: r["share"]), max(served, key=lambda r: r["share"])
+    if max(high["measured"]) >= GOOD:
+        return round((high["share"] - start) / step) + 1
+    if min(low["measured"]) < GOOD:
+        return round((low["share"] - start) / step) - 1
+    return None
 
 
 def seeds_in(ladder: dict) -> int:
