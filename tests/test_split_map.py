@@ -345,3 +345,20 @@ def test_a_cell_says_its_winner_s_lead_not_its_margin():
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="margin must be a share in"):
             lead_text(bad)
+
+
+def test_counts_on_the_rows_two_maps_share(corners):
+    """Two maps of different TPOT rows are compared on the rows both have (chapter 7's rule of thumb)."""
+    import copy
+    import dataclasses
+    m = copy.copy(corners)
+    m.tpot_steps = [1.5, 10.0]
+    m.cells = corners.cells + [dataclasses.replace(c, tpot_steps=10.0) for c in corners.cells]
+    whole, row = m.counts(), m.counts([1.5])
+    assert sum(whole.values()) == 4 and row == corners.counts() and sum(row.values()) == 2
+    assert m.counts([1.5, 10.0]) == whole
+    with pytest.raises(ValueError, match=r"no row at tpot_steps \[2.5\]"):
+        m.counts([1.5, 2.5])
+    for bad in (1.5, "1.5"):
+        with pytest.raises(TypeError, match="tpot_steps must be a sequence"):
+            m.counts(bad)

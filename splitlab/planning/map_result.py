@@ -157,9 +157,18 @@ class SplitMap:
             return f"at most {self.max_batch} requests per worker (max_batch)"
         return "no cap, each worker's KV budget bounds it" + chunked_cap_words(self.chunk_tokens, None)
 
-    def counts(self) -> dict:
-        """Cells won by each kind, tied and met by none."""
-        return {w: sum(c.winner == w for c in self.cells) for w in (*KINDS, "tie", "none")}
+    def counts(self, tpot_steps=None) -> dict:
+        """Cells won by each kind, tied and met by none; on the rows ``tpot_steps`` only where given (a sequence of
+        the map's TPOT SLOs, in decode steps: two maps compared on the rows they share). ValueError: a row the map
+        does not have."""
+        if tpot_steps is not None and (isinstance(tpot_steps, str) or not hasattr(tpot_steps, "__iter__")):
+            raise TypeError(f"counts: tpot_steps must be a sequence of the map's rows, got {tpot_steps!r}")
+        rows = self.tpot_steps if tpot_steps is None else list(tpot_steps)
+        missing = [t for t in rows if t not in self.tpot_steps]
+        if missing:
+            raise ValueError(f"counts: the map has no row at tpot_steps {missing} (its rows: {self.tpot_steps})")
+        on = [c for c in self.cells if c.tpot_steps in rows]
+        return {w: sum(c.winner == w for c in on) for w in (*KINDS, "tie", "none")}
 
     def to_json(self) -> dict:
         return dict(workers=self.workers, prompt_tokens=self.prompt_tokens, prefill_steps=self.prefill_steps,
