@@ -249,8 +249,17 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
     lasting = map_steady_sizes.lasting_words({"chunked": small, "split": _steady()}, {"chunked": large})
     assert lasting == ("Served live in steady state (chapter 7's records), the split lost the colocated chunked cell "
                        "(120-token prompts, TPOT 1.5 steps, a 0.01 GB/s link) on both 2 and 8 workers (colocated kept "
-                       "100% and 100% of its requests within the SLOs, the split 41% and 41%): a loss the finer "
-                       "ratios of more workers do not remove.")
+                       "100% and 100% of its requests within the SLOs, the split 41% and 41%): a loss on a 0.01 GB/s "
+                       "link, and the finer ratios of more workers do not remove it.")
+    own = lambda n: {"None": {"split": 16 - n, "chunked": n}, "0.01": {"chunked": 16}}
+    assert lasting.replace(" link, and", " link; on the maps' own link colocated chunked wins 0 of 16 cells on 2 "
+                           "workers and 0 of 16 cells on 8 workers, so the slow link makes that loss, and") == \
+        map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large}, (own(0), own(0)))
+    assert "wins 0 of 16 cells on 2 workers and 3 of 16 cells on 8 workers, and" in map_steady_sizes.lasting_words(
+        {"chunked": small}, {"chunked": large}, (own(0), own(3)))  # not the slow link's loss alone
+    for bad in ((own(0),), (own(0), {"0.01": {}}), (own(0), {"None": {"chunked": -1}}), "counts"):
+        with pytest.raises(ValueError, match="counts must be the two records' counts"):
+            map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large}, bad)
     assert map_steady_sizes.lasting_words({"chunked": small}, {"chunked": even}) == ""
 
 
@@ -340,3 +349,15 @@ def test_burst_words_set_a_short_live_run_against_the_records_steady_state():
         map_steady_sizes.burst_words(burst, float("nan"), 0.01, {})
     with pytest.raises(TypeError):
         map_steady_sizes.burst_words(burst, 0.1, 0.01, [win])
+
+
+def test_a_prefill_first_win_says_its_tpot_slo_judges_each_requests_mean():
+    """Prefill-first won where one prefill costs more decode steps than the TPOT SLO: the page says the SLO is on
+    each request's mean and that a bound on each gap is not what these runs test (issue 22, item 2's review)."""
+    import dataclasses
+    pf = _steady("prefill-first", NAMES["prefill-first"], NAMES["split"], measured=((92, 3),) * 3)
+    words = map_steady_text.mean_tpot_words(pf)
+    assert "stalls the streams beside it for 5 decode steps, past the 1.5-step SLO" in words
+    assert "a P99 ITL SLO" in words and words in map_steady_text.steady_words({"prefill-first": pf})
+    assert map_steady_text.mean_tpot_words(dataclasses.replace(pf, tpot_steps=10.0)) == ""  # a stall within the SLO
+    assert map_steady_text.mean_tpot_words(_steady()) == ""  # the split's cell

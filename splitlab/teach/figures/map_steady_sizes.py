@@ -55,10 +55,28 @@ def moved_words(c: SteadyCell) -> str:
     model's own link or a record without that model. ValueError: a cost it cannot read (missing a field the words
     read, or not :class:`~splitlab.costmodel.CostModel`'s); a link, prompt, TTFT SLO, KV size or prefill not a finite
     number > 0."""
+    moved = _moved(c, "moved_words")
+    if moved is None:
+        return ""
+    cost, nbytes, moved_s = moved
+    where = f"moved_words: the {c.region!r} cell's"
+    prefills = moved_s / _positive(f"{where} prefill of its prompt on its cost", cost.prefill_s(c.prompt_tokens))
+    _positive(f"{where} ttft_slo_s", c.ttft_slo_s)
+    pools, busy = split_pools(c.winner) or split_pools(c.rival), _busy(c, moved_s)
+    busy = ("" if busy is None else f"; at the runs' rate each of the split's {pools[0]} prefill workers' links is "
+            f"busy {fmt2(busy)}% of the time")
+    return (f", over which one request's cache ({c.prompt_tokens} prompt tokens served, {fmt3(nbytes / 1e3)} kB) "
+            f"takes {fmt3(moved_s * 1e3)} ms to move, {fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and "
+            f"{fmt2(prefills)} prefills of its prompt on the placed cost model{busy}")
+
+
+def _moved(c: SteadyCell, who: str) -> tuple | None:
+    """(the placed CostModel, bytes of one request's cache, seconds it takes on the cell's link) of a slow link's
+    cell; None on the cost model's own link or a record without that model. Errors: :func:`moved_words`'."""
     from ...costmodel import CostModel
     if c.link_gbps is None or "cost" not in c.extra:
-        return ""
-    where, cost = f"moved_words: the {c.region!r} cell's", c.extra["cost"]
+        return None
+    where, cost = f"{who}: the {c.region!r} cell's", c.extra["cost"]
     need = [k for k in ("kv_bytes_per_token", "prefill_base_s", "prefill_per_token_s") if k not in cost] \
         if isinstance(cost, dict) else "a dict of a CostModel's fields"
     if need:  # a field left out was read as the default model's, in silence
@@ -69,15 +87,15 @@ def moved_words(c: SteadyCell) -> str:
         raise ValueError(f"{where} extra['cost'] is not a CostModel's fields: {err}") from None
     nbytes = _positive(f"{where} prompt_tokens", c.prompt_tokens) * _positive(
         f"{where} cost's kv_bytes_per_token", cost.kv_bytes_per_token)
-    moved_s = cost.over_link(_positive(f"{where} link_gbps", c.link_gbps) * 1e9).transfer_s(nbytes)
-    prefills = moved_s / _positive(f"{where} prefill of its prompt on its cost", cost.prefill_s(c.prompt_tokens))
-    _positive(f"{where} ttft_slo_s", c.ttft_slo_s)
+    return cost, nbytes, cost.over_link(_positive(f"{where} link_gbps", c.link_gbps) * 1e9).transfer_s(nbytes)
+
+
+def _busy(c: SteadyCell, moved_s: float) -> float | None:
+    """How busy (%) each of the split's prefill workers' links is at the cell's rate, each cache ``moved_s`` on it
+    (each prefill worker sends its own prompts' caches): rate per worker x workers / prefill workers x moved_s.
+    None: no split in the cell."""
     pools = split_pools(c.winner) or split_pools(c.rival)
-    busy = ("" if pools is None else f"; at the runs' rate each of the split's {pools[0]} prefill workers' links is "
-            f"busy {fmt2(100 * c.rate_per_worker * c.workers / pools[0] * moved_s)}% of the time")
-    return (f", over which one request's cache ({c.prompt_tokens} prompt tokens served, {fmt3(nbytes / 1e3)} kB) "
-            f"takes {fmt3(moved_s * 1e3)} ms to move, {fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and "
-            f"{fmt2(prefills)} prefills of its prompt on the placed cost model{busy}")
+    return None if pools is None else 100 * c.rate_per_worker * c.workers / pools[0] * moved_s
 
 
 def sizes_words(small: dict, large: dict) -> str:
@@ -100,11 +118,15 @@ def sizes_words(small: dict, large: dict) -> str:
     return ". ".join(out) + ("." if out else "")
 
 
-def lasting_words(small: dict, large: dict) -> str:
+def lasting_words(small: dict, large: dict, counts: tuple | None = None) -> str:
     """The split's live losses that hold on both cluster sizes (:func:`sizes_words`' reading), in one sentence for a
     takeaway, with both sizes' attainments and the cells' coordinates (each size's where the records served
-    different cells); "" when there is none. Errors: :func:`sizes_words`'."""
-    out = []
+    different cells); a loss served on a slow link said so, with how busy each of the split's prefill workers' links
+    was (:func:`moved_words`' arithmetic) and, given ``counts`` (the two records' ``counts``, fewer workers first:
+    {link GB/s as a string, "None" for the cost model's own: {kind: cells won}}), the cells that kind won on the
+    maps' own link. "" when there is none. Errors: :func:`sizes_words`'; ValueError: ``counts`` not two records'
+    counts with the own link's wins of that kind."""
+    out, slow = [], []
     for r, a, b, shown in _both(small, large, "lasting_words"):
         if shown and r in ("prefill-first", "chunked"):
             ma, mb = a.frame().mean(), b.frame().mean()
@@ -113,8 +135,33 @@ def lasting_words(small: dict, large: dict) -> str:
             out.append(f"the {TITLES[r].lower()} {cells} (colocated kept "
                        f"{ma[a.winner]:.0f}% and {mb[b.winner]:.0f}% of its requests within the SLOs, the split "
                        f"{ma[a.rival]:.0f}% and {mb[b.rival]:.0f}%)")
-    return ("" if not out else "Served live in steady state (chapter 7's records), the split lost " + and_list(out)
-            + ": a loss the finer ratios of more workers do not remove.")
+            if a.link_gbps is not None or b.link_gbps is not None:
+                slow.append((r, a, b))
+    if not out:
+        return ""
+    return ("Served live in steady state (chapter 7's records), the split lost " + and_list(out) + ": "
+            + (and_list([_slow(r, a, b, counts) for r, a, b in slow]) + ", and" if slow else "a loss")
+            + " the finer ratios of more workers do not remove" + (" it." if slow else "."))
+
+
+def _slow(region: str, a: SteadyCell, b: SteadyCell, counts) -> str:
+    """A loss served on a slow link in words: the link, each size's prefill links' load and the own link's wins."""
+    links = sorted({f"{c.link_gbps:g}" for c in (a, b) if c.link_gbps is not None})
+    busy = [(c.workers, _busy(c, m[2])) for c in (a, b) if (m := _moved(c, "lasting_words")) is not None]
+    busy = [f"{fmt2(p)}% on {w} workers" for w, p in busy if p is not None]
+    text = f"a loss on a {' and '.join(links)} GB/s link" + ("" if not busy else ", which kept each of the split's " 
+                                                              f"prefill workers' links busy {and_list(busy)}")
+    if counts is None:
+        return text
+    if not isinstance(counts, (tuple, list)) or len(counts) != 2 or not all(
+            isinstance(n, dict) and isinstance(n.get("None"), dict) and region in n["None"]
+            and all(whole(v) and v >= 0 for v in n["None"].values()) for n in counts):
+        raise ValueError(f"lasting_words: counts must be the two records' counts ({{'None': {{kind: cells}}}}), "
+                         f"with the {region!r} cells won on the own link, got {counts!r:.200}")
+    won = [f"{n['None'][region]} of {sum(n['None'].values())} cells on {c.workers} workers"
+           for n, c in zip(counts, (a, b))]
+    return (f"{text}; on the maps' own link {TITLES[region].lower()} wins {' and '.join(won)}"
+            + (", so the slow link makes that loss" if all(n["None"][region] == 0 for n in counts) else ""))
 
 
 def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> str:

@@ -19,7 +19,7 @@ from .pools_live_words import TIE_GAP, TIE_LOADED, even
 from .style import and_list, fmt3
 
 __all__ = ["SAID", "TITLES", "SHORT_REGIONS", "steady_table", "steady_words", "today_words", "record_summary",
-           "probe_words", "run_lines"]
+           "probe_words", "run_lines", "mean_tpot_words"]
 
 
 #: a region as the table's index names it (short: the table fits a 412 px phone)
@@ -173,7 +173,19 @@ def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     bar = _bar(c, mean) if verdict != "no test" else ""
     if cell_ladder(c) is not None:
         return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)]
-    return [f", so {_verdict_words(c, g, verdict)}"] + [f" {x}" for x in (bar, _models(c)) if x]
+    return [f", so {_verdict_words(c, g, verdict)}"] + [f" {x}" for x in (bar, _models(c), mean_tpot_words(c)) if x]
+
+
+def mean_tpot_words(c: SteadyCell) -> str:
+    """A prefill-first cell whose prefill costs more decode steps than its TPOT SLO: the SLO judges each request's
+    mean time per output token (:func:`splitlab.serving.metrics.meets_slo`), which spreads a prefill's stall of the
+    streams beside it over the answer; a bound on each gap would not. "" for other cells."""
+    if c.region != "prefill-first" or not c.prefill_steps > c.tpot_steps:
+        return ""
+    return (f"Its TPOT SLO judges each request's mean time per output token: one prefill here stalls the streams "
+            f"beside it for {c.prefill_steps:.3g} decode steps, past the {c.tpot_steps:g}-step SLO, and a request's "
+            f"mean spreads that stall over its answer; a bound on each inter-token gap (a P99 ITL SLO) would count "
+            f"every such stall against prefill-first, and these runs do not test one.")
 
 
 def today_words(cells: dict, maps: dict) -> str:
