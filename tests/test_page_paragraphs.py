@@ -11,6 +11,7 @@ from splitlab import serving
 from splitlab.costmodel import CostModel
 from splitlab.teach.figures import production as prod
 from splitlab.teach.figures import split_loss, split_seeds, split_tables, split_tpot
+from splitlab.teach.figures.style import fmt3
 
 SPLIT, COLO = "1P+1D", "2 colocated (prefill-first)"
 # prefill 1 ms per prompt token, a decode step 2 ms + 0.5 ms per stream, transfers 1 GB/s
@@ -177,3 +178,18 @@ def test_the_loss_takeaway_carries_the_eight_worker_reading_of_the_same_cell():
     assert "a tie with colocated 4.5% ahead, within the tie tolerance (5P+3D 15 requests/s per worker, 8 colocated " \
         "15.7): part of the loss on 4 workers was their coarse ratios." in near
     assert "On 8 workers" not in split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1)
+
+
+def test_the_loss_paragraph_sets_the_maps_tpot_binding_beside_ttft_misses(paired):
+    """Chapter 6 said the map's cell held the split back by TPOT, then its runs missed on TTFT, unreconciled."""
+    split, colo = _candidate(SPLIT, 1.0), _candidate(COLO, 2.0)
+    missed = serving.metrics.slo_misses(paired.first.results[SPLIT].requests, 1.0, 0.05)
+    ttft_most = missed["ttft"] > missed["ttst"] + missed["tpot"]
+    answers = [r.max_new_tokens for r in paired.first.results[SPLIT].requests]
+    for binds in ("tpot", "ttft"):
+        cell = SimpleNamespace(binding={"split": binds})
+        text = split_loss.live_note(paired, split, colo, COLO, 1.0, 0.05, 16, None, cell, 64)
+        said = (f"The map's cell above found TPOT binding the split instead: its requests each answer 64 tokens, "
+                f"these {fmt3(sum(answers) / len(answers))} on average") in text
+        assert said == (ttft_most and binds == "tpot"), (missed, text)
+    assert "found TPOT binding" not in split_loss.live_note(paired, split, colo, COLO, 1.0, 0.05, 16, None, cell)

@@ -112,7 +112,8 @@ def test_the_loss_note_names_the_cell_the_split_loses_and_why():
     assert [(c.prompt_tokens, c.tpot_steps) for c in lost] == [(418, 10.0)]
     note = split_loss.cell_note(m, lost[0], lost, "research", 11.3)
     assert "1 of the map's 4 cells goes to a colocated layout by more than the tie tolerance (10%)" in note
-    assert "4 colocated serves 8.3 requests/s per worker, the best split, 2P+2D, 6.6, 20% less" in note
+    assert ("4 colocated serves 8.3 requests/s per worker, the best split, 2P+2D, 6.6, 20% less (4 colocated serves "
+            "26% more)") in note
     assert ("held back there by its TTFT SLO: a request's first token waits for its prefill pool (2 prefill workers), "
             "its cache's transfer and a slot in its decode pool (2 decode workers; either pool can be the one that "
             "queues)") in note

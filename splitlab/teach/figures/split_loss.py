@@ -85,8 +85,9 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
         head = (f"**Where the map puts the loss.** {len(lost)} of the map's {len(m.cells)} cells "
                 f"{'goes' if len(lost) == 1 else 'go'} to a colocated layout by more than the tie tolerance "
                 f"({pct2(m.tie_tolerance)}): {cells}. The split falls furthest behind at {where}: {rival} serves "
-                f"{gc:.3g} requests/s per worker, the best split, {cell.names['split']}, {gs:.3g}, "
-                f"{1 - gs / gc:.0%} less. {_why(cell, m.workers)}")
+                f"{gc:.4g} requests/s per worker, the best split, {cell.names['split']}, {gs:.4g}, "
+                f"{1 - gs / gc:.0%} less ({rival} serves {gc / gs - 1:.0%} more). "
+                f"{_why(cell, m.workers)}")
         tail = (f"Of this chapter's workloads, the `{workload}` prompts ({workload_steps:.3g} decode steps a prefill) "
                 f"lie nearest that column's {cell.prefill_steps:.3g}: below, the planner ranks every layout for them "
                 f"at that TPOT SLO, and the real model serves them.")
@@ -224,13 +225,16 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
 
 
 def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpot_slo_s: float,
-              n_requests: int, tie_tolerance: float | None = None) -> str:
+              n_requests: int, tie_tolerance: float | None = None, map_cell=None,
+              map_answer_tokens: int | None = None) -> str:
     """The live runs of the loss in a paragraph: the paired verdict over seeds (:func:`.split_seeds.paired_verdict`)
     against the planner's ranking (``planner_first``: the name it ranked first), how busy the split's prefill and
     decode pools and the colocated workers were in the first seed, and each layout's misses by SLO
     (:func:`splitlab.serving.metrics.slo_misses`). ``runs``: :func:`.split_seeds.paired_runs` of ``split`` and
     ``colocated`` (plan candidates); SLOs in seconds. A ranking within ``tie_tolerance`` (the map's, a share) is
-    said to be a tie by the map's rule.
+    said to be a tie by the map's rule. ``map_cell``: the map's cell of the loss (its ``Cell``), whose requests
+    answer ``map_answer_tokens`` each (its map's ``output_tokens``): where TPOT bound the split there and the runs'
+    misses are TTFT, the two are set side by side.
 
     Raises:
         KeyError: a candidate's name not among the runs' layouts."""
@@ -259,6 +263,11 @@ def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpo
         text += (" Most of the split's misses are TTFT: a prompt first queues at its prefill workers, and its first "
                  "token leaves from a decode worker when that worker admits the request, so a busy decode pool "
                  "delays it too.")
+        if map_cell is not None and map_answer_tokens is not None and map_cell.binding["split"] == "tpot":
+            answers = [r.max_new_tokens for r in runs.first.results[sp].requests]
+            text += (f" The map's cell above found TPOT binding the split instead: its requests each answer "
+                     f"{map_answer_tokens} tokens, these {fmt3(sum(answers) / len(answers))} on average, and a "
+                     f"shorter answer frees its decode slot sooner.")
     return text
 
 
