@@ -361,3 +361,15 @@ def test_a_prefill_first_win_says_its_tpot_slo_judges_each_requests_mean():
     assert "a P99 ITL SLO" in words and words in map_steady_text.steady_words({"prefill-first": pf})
     assert map_steady_text.mean_tpot_words(dataclasses.replace(pf, tpot_steps=10.0)) == ""  # a stall within the SLO
     assert map_steady_text.mean_tpot_words(_steady()) == ""  # the split's cell
+
+
+def test_the_tables_gap_is_the_difference_of_the_means_it_prints():
+    """Chapter 7 printed 92 and 3 beside a gap of +90 (taken on the unrounded means, 91.6 and 2.4)."""
+    c = _steady("prefill-first", NAMES["prefill-first"], NAMES["split"], measured=((92.4, 2.6), (91.0, 2.2),
+                                                                                   (91.4, 2.4)))
+    row = map_steady_text.steady_table({"prefill-first": c}).iloc[0]
+    assert row["winner (%)"].startswith("92 ") and row["2nd (%)"].startswith("2 ")  # means 91.6 and 2.4
+    assert row["gap (pp)"].startswith("+90 (")
+    c = _steady("prefill-first", NAMES["prefill-first"], NAMES["split"], measured=((91.6, 2.6),) * 3)
+    row = map_steady_text.steady_table({"prefill-first": c}).iloc[0]
+    assert (row["winner (%)"].split()[0], row["2nd (%)"].split()[0], row["gap (pp)"].split()[0]) == ("92", "3", "+89")
