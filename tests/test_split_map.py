@@ -362,3 +362,20 @@ def test_counts_on_the_rows_two_maps_share(corners):
     for bad in (1.5, "1.5"):
         with pytest.raises(TypeError, match="tpot_steps must be a sequence"):
             m.counts(bad)
+
+
+def test_a_cell_searched_again_until_its_runs_span_20_lifetimes():
+    """Chapter 6's 8-worker cell was read off runs of 11 request lifetimes (the cap), then its reading withdrawn."""
+    from splitlab.teach.figures.map_steady_place import settings_of
+    from splitlab.teach.figures.split_map import full_runs_cell, run_lifetimes
+    kw = dict(output_tokens=128, max_batch=16, chunk_tokens=(256,))
+    short = split_map(CRAFTED, 4, [500], [1.5], max_requests=60, progress=False, **kw)
+    assert run_lifetimes(short, short.cells[0]) < 20  # the cap cuts its runs short
+    m, cell, spanned = full_runs_cell(CRAFTED, 4, 500, 1.5, max_requests=60, **kw)
+    assert spanned >= 20 and spanned == run_lifetimes(m, cell) and settings_of(m)["max_requests"] > 60
+    assert (cell.prompt_tokens, cell.tpot_steps) == (500, 1.5)
+    _, _, once = full_runs_cell(CRAFTED, 4, 500, 1.5, max_requests=60, tries=1, **kw)
+    assert once == run_lifetimes(short, short.cells[0])  # one search: the caveat's number, unchanged
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="tries must be a whole number"):
+            full_runs_cell(CRAFTED, 4, 500, 1.5, tries=bad)
