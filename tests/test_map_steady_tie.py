@@ -148,7 +148,7 @@ def test_the_bootstrap_reads_the_brackets_on_resamples_of_the_seeds():
     # seed, (2/3)^3 = 8/27 of them (one of it beside two 99s makes a mean of 79.3)
     assert backed["undecided"] == pytest.approx(8 / 27, abs=0.03) and backed["does not match"] == 0
     assert backed == T.support(ladder)  # a fixed seed: repeatable
-    assert (f"show a tie in {backed['matches: a tie']:.0%}, part the two in 0% and leave it open in "
+    assert (f"show a tie in {backed['matches: a tie']:.0%}, part the two in 0% and leave it undecided in "
             f"{backed['undecided']:.0%}") in W.ladder_words(_tie(ladder=ladder))
 
 

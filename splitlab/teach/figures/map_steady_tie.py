@@ -6,9 +6,9 @@ at 0.85 of the goodputs: 100% and 100% on every seed), and past them a few perce
 30% (at 1.0 of another calibration's goodputs: 37% and 16%), so the attainment gap there says little of the rates.
 A goodput is found the way the map finds it, by rates: :func:`tie_ladder` serves both layouts on the real model
 (emulated) at rungs :data:`LADDER_STEP` of the goodputs' geometric mean apart, every seed per rung, the two layouts
-in turn (the first alternating from seed to seed), climbing while a layout's mean attainment keeps 90% and
-descending while it does not, until each layout's goodput is bracketed: the highest rung it held, the lowest it did
-not. :func:`ladder_outcome` reads the brackets: a tie where even the brackets' extremes lie within the tolerance of
+in turn (the first alternating from seed to seed), climbing while some seed keeps 90% at a layout's highest rung
+and descending while some seed misses it at its lowest, until every bootstrap resample of the seeds brackets each
+layout's goodput; the bracket, on the mean over the seeds: the highest rung it held, the lowest it did not. :func:`ladder_outcome` reads the brackets: a tie where even the brackets' extremes lie within the tolerance of
 each other, no tie where even their nearest ends lie beyond it, undecided between (in words and a table:
 :mod:`.map_steady_tie_words`); and it keeps that reading only
 where the seeds' bootstrap resamples (:func:`support`) give it :data:`CONFIDENCE` or more, since a rung is called
