@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pandas as pd
 import pytest
 
 from splitlab.costmodel import CostModel
@@ -373,3 +374,20 @@ def test_the_tables_gap_is_the_difference_of_the_means_it_prints():
     c = _steady("prefill-first", NAMES["prefill-first"], NAMES["split"], measured=((91.6, 2.6),) * 3)
     row = map_steady_text.steady_table({"prefill-first": c}).iloc[0]
     assert (row["winner (%)"].split()[0], row["2nd (%)"].split()[0], row["gap (pp)"].split()[0]) == ("92", "3", "+89")
+
+
+def test_margin_words_set_the_map_margins_beside_the_simulators_own_error():
+    """The live checks confirm an order, not a margin: a margin under the simulator's error is named."""
+    t = pd.DataFrame(dict(workload=["code", "research"], contender=["1P+1D", "2 colocated"],
+                          metric=["ttft_p90", "tpot_p50"], error=[0.1, -0.3], abs_error=[0.1, 0.3],
+                          in_run_error=[0.05, -0.197]))
+    cells = {"split": _steady(), "tie": _steady("tie", NAMES["split"], NAMES["chunked"])}
+    cells["tie"].margin = 0.07
+    words = map_steady_sizes.margin_words(t, cells)
+    assert "reached 19.7% on one latency value (research, 2 colocated, tpot_p50), more than the map's 10%" in words
+    assert words.endswith("Of the cells served, a tie on 2 workers (7%) has a margin within that error.")
+    assert map_steady_sizes.margin_words(t, cells, tolerance=0.25).count("no more than the map's 25%") == 1
+    t["in_run_error"] = [0.05, 0.01]
+    assert map_steady_sizes.margin_words(t, cells).endswith("Every cell served has a margin wider than that error.")
+    with pytest.raises(ValueError, match="simulated in run"):
+        map_steady_sizes.margin_words(t.drop(columns="in_run_error"), cells)

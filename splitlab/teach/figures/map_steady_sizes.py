@@ -14,7 +14,7 @@ from .pools_live_args import whole
 from .pools_live import split_pools
 from .style import and_list, fmt2, fmt3
 
-__all__ = ["sizes_words", "lasting_words", "moved_words", "burst_words"]
+__all__ = ["sizes_words", "lasting_words", "moved_words", "burst_words", "margin_words"]
 
 
 def _both(small: dict, large: dict, who: str) -> list:
@@ -219,3 +219,25 @@ def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> 
                  f"{_short(c.rival)} {m[c.rival]:.0f}%.")
         said = run
     return text
+
+
+def margin_words(check, cells: dict, tolerance: float = 0.1) -> str:
+    """What the live runs of ``cells`` ({name: SteadyCell}) check of the map: each cell's order at one rate, not its
+    margin, a ratio of two simulated goodputs, beside the simulator's own error on the validation table ``check``
+    (:func:`splitlab.serving.validate` with ``in_run=True``: its largest error on the cost model refitted to the
+    runs' steps) and the map's tie ``tolerance``; the served cells whose margin is under that error. ValueError: a
+    table without the in-run column; those of :func:`splitlab.serving.validation.verdict`."""
+    from ...serving.validation import verdict
+    check_cells(cells, "margin_words")
+    v = verdict(check)
+    if "in_run_largest" not in v:
+        raise ValueError("margin_words needs a validation table simulated in run (validate(..., in_run=True))")
+    err = v["in_run_largest"]
+    under = [f"{TITLES.get(c.region, c.region).lower()} on {c.workers} workers ({100 * c.margin:.3g}%)"
+             for c in cells.values() if c.margin < err]
+    return (f"These runs check each region's order at one rate, not the map's margins: a margin is a ratio of two "
+            f"simulated goodputs, and the simulator's own error on the check at the top of this page (refitted to "
+            f"the runs' steps) reached {err:.1%} on one latency value ({v['in_run_where']}), "
+            + ("more" if err > tolerance else "no more") + f" than the map's {tolerance:.0%} tie tolerance. "
+            + (f"Of the cells served, {and_list(under)} {'has a margin' if len(under) == 1 else 'have margins'} "
+               f"within that error." if under else f"Every cell served has a margin wider than that error."))
