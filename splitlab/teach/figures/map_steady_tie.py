@@ -8,11 +8,12 @@ A goodput is found the way the map finds it, by rates: :func:`tie_ladder` serves
 (emulated) at rungs :data:`LADDER_STEP` of the goodputs' geometric mean apart, every seed per rung, the two layouts
 in turn (the first alternating from seed to seed), climbing while some seed keeps 90% at a layout's highest rung
 and descending while some seed misses it at its lowest, until every bootstrap resample of the seeds brackets each
-layout's goodput; the bracket, on the mean over the seeds: the highest rung it held, the lowest it did not. :func:`ladder_outcome` reads the brackets: a tie where even the brackets' extremes lie within the tolerance of
-each other, no tie where even their nearest ends lie beyond it, undecided between (in words and a table:
-:mod:`.map_steady_tie_words`); and it keeps that reading only
-where the seeds' bootstrap resamples (:func:`support`) give it :data:`CONFIDENCE` or more, since a rung is called
-held or not on a mean over a few seeds that scatter by tens of points near a knee.
+layout's goodput; the bracket, on the mean over the seeds: the highest rung it held, the lowest it did not.
+:func:`ladder_outcome` reads the brackets: a tie where even the brackets' extremes lie within the tolerance of each
+other, no tie where even their nearest ends lie beyond it, undecided between (in words and a table:
+:mod:`.map_steady_tie_words`); and it keeps that reading only where the seeds' bootstrap resamples (:func:`support`)
+give it :data:`CONFIDENCE` or more, since a rung is called held or not on a mean over a few seeds that scatter by
+tens of points near a knee.
 """
 from __future__ import annotations
 

@@ -75,8 +75,8 @@ def ladder_words(c) -> str:
         text += (f"On the means those brackets leave the two goodputs anywhere from {apart:.0%} to {far} apart, "
                  f"across the map's {TOLERANCE:.0%} tie.")
     text += (f" Over {RESAMPLES:,} bootstrap resamples of the seeds the brackets show a tie in "
-             f"{backed['matches: a tie']:.0%}, part the two in {backed['does not match']:.0%} and leave it undecided in "
-             f"{backed['undecided']:.0%}, so ")
+             f"{backed['matches: a tie']:.0%}, part the two in {backed['does not match']:.0%} and leave it undecided "
+             f"in {backed['undecided']:.0%}, so ")
     doubt = (f" (the means say {'a tie' if said == 'matches: a tie' else 'no tie'}, but fewer than "
              f"{CONFIDENCE:.0%} of the resamples agree)" if said != "undecided" else "")
     return text + {"matches: a tie": "the ladder shows the tie the map draws.",
