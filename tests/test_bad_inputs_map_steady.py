@@ -329,11 +329,11 @@ def test_sizes_words_name_the_argument_and_a_cell_under_another_regions_key():
 def test_probe_words_names_the_cell_whose_ratios_it_cannot_read():
     import dataclasses
     steps = lambda d: dataclasses.replace(_steady(), extra={"steps": {_steady().winner: {"decode": d}}})
-    with pytest.raises(ValueError, match="the 'split' cell's decode steps must be a finite ratio > 0, got nan"):
+    with pytest.raises(ValueError, match="the 'split' cell's decode steps must be a finite number > 0, got nan"):
         map_steady_text.probe_words({"split": steps(float("nan"))})  # was "ran nanx"
     no_decode = steps(1.1)
     no_decode.extra["pilot"] = {"prefill": 1.0}
-    with pytest.raises(ValueError, match="the 'split' cell's pilot's decode must be a finite ratio > 0, got None"):
+    with pytest.raises(ValueError, match="the 'split' cell's pilot's decode must be a finite number > 0, got None"):
         map_steady_text.probe_words({"split": no_decode})  # was KeyError 'decode'
 
 

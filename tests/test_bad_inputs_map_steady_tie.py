@@ -149,7 +149,7 @@ PF = {"prefill-first": _steady("prefill-first")}
     (_requests([-5, 0.1]), (0.5, 0.05), PF, ValueError, "arrival_s .* got -5"),
     (_requests([0, 1], tokens=-100), (0.5, 0.05), PF, ValueError, "max_new_tokens >= 1, got 0 and -100"),  # -4.55 s
     (_requests([0, 1], tokens=0), (0.5, 0.05), PF, ValueError, "max_new_tokens >= 1"),  # a lifetime below the TTFT
-    (_requests([0, 1]), (True, 0.05), PF, ValueError, "SLOs must be finite numbers > 0"),  # read as 1 s
+    (_requests([0, 1]), (True, 0.05), PF, ValueError, r"ttft_slo_s \(s\) must be a finite number > 0"),  # read as 1 s
     (None, (0.5, 0.05), PF, TypeError, "requests must be a list of served Requests"),  # 'NoneType' has no len()
     ([{"arrival_s": 0}, {"arrival_s": 1}], (0.5, 0.05), PF, TypeError, "requests must be"),  # an AttributeError
     (_requests([0, 1]), (0.5, 0.05), {"chunked": PF["prefill-first"]}, ValueError,

@@ -346,7 +346,7 @@ def test_burst_words_set_a_short_live_run_against_the_records_steady_state():
     assert f"over {0.46 / 0.073:.2g} times the 0.073 s" in slow and "fewer lifetimes than a goodput run's 20" in slow
     with pytest.raises(ValueError, match="at least 2 requests"):
         map_steady_sizes.burst_words(burst[:1], 0.1, 0.01, {})
-    with pytest.raises(ValueError, match="SLOs must be finite numbers > 0"):
+    with pytest.raises(ValueError, match=r"_slo_s \(s\) must be a finite number > 0"):
         map_steady_sizes.burst_words(burst, float("nan"), 0.01, {})
     with pytest.raises(TypeError):
         map_steady_sizes.burst_words(burst, 0.1, 0.01, [win])

@@ -187,9 +187,8 @@ def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> 
         raise TypeError("burst_words: requests must be a list of served Requests (arrival_s, max_new_tokens)")
     if len(requests) < 2:
         raise ValueError(f"burst_words needs at least 2 requests, got {len(requests)}")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-               for v in (ttft_slo_s, tpot_slo_s)):
-        raise ValueError(f"the SLOs must be finite numbers > 0 (s), got {ttft_slo_s!r} and {tpot_slo_s!r}")
+    for name, v in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
+        _positive(f"burst_words: {name} (s)", v)
     bad = [r for r in requests if not isinstance(r.arrival_s, numbers.Real) or isinstance(r.arrival_s, bool)
            or not 0 <= r.arrival_s < math.inf or not whole(r.max_new_tokens) or r.max_new_tokens < 1]
     if bad:  # a NaN arrival was dropped by max() in silence, an answer of -100 tokens made a lifetime of -4.55 s

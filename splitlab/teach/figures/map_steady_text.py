@@ -3,13 +3,12 @@ its cell sat, the rate against both goodputs, what the real model's runs found b
 the live winner matches the map's; and how a recorded cell reads on today's map (:func:`today_words`)."""
 from __future__ import annotations
 
-import numbers
 import statistics
 
 import pandas as pd
 
 from .map_steady import MIN_MARGIN, NO_TEST, SteadyCell
-from .map_steady_place import PILOT_LIFETIMES
+from .map_steady_place import PILOT_LIFETIMES, _positive
 from .map_steady_checks import check_cells, run_lines  # noqa: F401 (chapter 7 reads run_lines here)
 from .map_steady_tie import cell_ladder
 from .map_steady_tie_words import ladder_words
@@ -250,9 +249,7 @@ def record_summary(cells: dict) -> str:
 
 def _ratio(c, v, what: str) -> float:
     """A decode step ratio ``v`` of the cell ``c`` when a finite number > 0; ValueError naming the cell otherwise."""
-    if not isinstance(v, numbers.Real) or isinstance(v, bool) or not 0 < v < float("inf"):
-        raise ValueError(f"probe_words: the {c.region!r} cell's {what} must be a finite ratio > 0, got {v!r:.80}")
-    return float(v)
+    return _positive(f"probe_words: the {c.region!r} cell's {what}", v)
 
 
 def probe_words(cells: dict) -> str:
