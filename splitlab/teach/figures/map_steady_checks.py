@@ -129,10 +129,7 @@ def check_tie(c) -> None:
     from .pools_live import layout_config
     if getattr(c, "region", None) != "tie":
         raise ValueError(f"tie_ladder serves a tie's cell, got region {getattr(c, 'region', c)!r}")
-    extra = c.extra if isinstance(c.extra, dict) else {}
-    need = [k for k in ("output_tokens", "min_requests", "max_requests") if k not in extra]
-    if need:
-        raise ValueError(f"the cell has no {need} in its extra: served before the record kept them")
+    extra = kept(c, ("output_tokens", "min_requests", "max_requests"))
     _whole("the cell's output_tokens", extra["output_tokens"], 1)
     low = _whole("the cell's min_requests", extra["min_requests"], 2)
     _whole("the cell's max_requests", extra["max_requests"], low)
@@ -144,3 +141,13 @@ def check_tie(c) -> None:
     seeds_of(c.seeds)
     if c.link_gbps is not None:
         _positive("the cell's link_gbps", c.link_gbps)
+
+
+def kept(c, keys) -> dict:
+    """The cell ``c``'s ``extra`` once it holds every one of ``keys`` (what its runs' record kept), else ValueError
+    naming those missing: a cell served before the record kept them."""
+    extra = c.extra if isinstance(getattr(c, "extra", None), dict) else {}
+    missing = [k for k in keys if k not in extra]
+    if missing:
+        raise ValueError(f"the cell has no {missing} in its extra: served before the record kept them")
+    return extra

@@ -17,10 +17,8 @@ def in_run(c) -> dict:
     chapter 7 fits again on a run's own steps for the same reason). ValueError: a cell without those records."""
     from ...costmodel import CostModel
     from ...serving import CostModelExecutor, attainment_curve
-    need = ("steps", "cost", "output_tokens", "min_requests", "max_requests")
-    if any(k not in c.extra for k in need):
-        raise ValueError(f"the cell has no {[k for k in need if k not in c.extra]} in its extra: served before the "
-                         f"record kept them")
+    from .map_steady_checks import kept
+    kept(c, ("steps", "cost", "output_tokens", "min_requests", "max_requests"))
     now = CostModel(**c.extra["cost"])
     spec, configs, runs = cell_runs(c)
     out = {}
