@@ -126,6 +126,7 @@ def check_tie(c) -> None:
     2 distinct seeds, a link of None or finite GB/s > 0, and the records of its runs (``extra``'s output_tokens >= 1,
     2 <= min_requests <= max_requests). Checked before the model is loaded (benchmarks/map_live.py --ladder)."""
     from .map_steady_place import _positive, _whole
+    from .map_steady_in_run import kept
     from .pools_live import layout_config
     if getattr(c, "region", None) != "tie":
         raise ValueError(f"tie_ladder serves a tie's cell, got region {getattr(c, 'region', c)!r}")
@@ -142,12 +143,3 @@ def check_tie(c) -> None:
     if c.link_gbps is not None:
         _positive("the cell's link_gbps", c.link_gbps)
 
-
-def kept(c, keys) -> dict:
-    """The cell ``c``'s ``extra`` once it holds every one of ``keys`` (what its runs' record kept), else ValueError
-    naming those missing: a cell served before the record kept them."""
-    extra = c.extra if isinstance(getattr(c, "extra", None), dict) else {}
-    missing = [k for k in keys if k not in extra]
-    if missing:
-        raise ValueError(f"the cell has no {missing} in its extra: served before the record kept them")
-    return extra

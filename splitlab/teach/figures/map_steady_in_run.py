@@ -6,7 +6,7 @@ from __future__ import annotations
 from .pools_live import layout_config
 from .pools_live_probe import rescaled, step_ratios
 
-__all__ = ["in_run", "ratios_of", "cell_runs"]
+__all__ = ["in_run", "ratios_of", "cell_runs", "kept"]
 
 
 def in_run(c) -> dict:
@@ -17,7 +17,6 @@ def in_run(c) -> dict:
     chapter 7 fits again on a run's own steps for the same reason). ValueError: a cell without those records."""
     from ...costmodel import CostModel
     from ...serving import CostModelExecutor, attainment_curve
-    from .map_steady_checks import kept
     kept(c, ("steps", "cost", "output_tokens", "min_requests", "max_requests"))
     now = CostModel(**c.extra["cost"])
     spec, configs, runs = cell_runs(c)
@@ -46,3 +45,13 @@ def cell_runs(c) -> tuple:
 def ratios_of(cost, log: list) -> dict:
     """{step kind: measured / predicted (median over the steps)} of a live run's ``log`` on ``cost``."""
     return {k: round(float(v), 3) for k, v in step_ratios(cost, log)["measured / predicted"].items()} if log else {}
+
+
+def kept(c, keys) -> dict:
+    """The cell ``c``'s ``extra`` once it holds every one of ``keys`` (what its runs' record kept), else ValueError
+    naming those missing: a cell served before the record kept them."""
+    extra = c.extra if isinstance(getattr(c, "extra", None), dict) else {}
+    missing = [k for k in keys if k not in extra]
+    if missing:
+        raise ValueError(f"the cell has no {missing} in its extra: served before the record kept them")
+    return extra
