@@ -391,3 +391,6 @@ def test_margin_words_set_the_map_margins_beside_the_simulators_own_error():
     assert map_steady_sizes.margin_words(t, cells).endswith("Every cell served has a margin wider than that error.")
     with pytest.raises(ValueError, match="simulated in run"):
         map_steady_sizes.margin_words(t.drop(columns="in_run_error"), cells)
+    for tol in (float("nan"), 0, 1.0, True):
+        with pytest.raises(ValueError, match="tolerance"):
+            map_steady_sizes.margin_words(t, cells, tol)

@@ -149,7 +149,7 @@ def _slow(region: str, a: SteadyCell, b: SteadyCell, counts) -> str:
     links = sorted({f"{c.link_gbps:g}" for c in (a, b) if c.link_gbps is not None})
     busy = [(c.workers, _busy(c, m[2])) for c in (a, b) if (m := _moved(c, "lasting_words")) is not None]
     busy = [f"{fmt2(p)}% on {w} workers" for w, p in busy if p is not None]
-    text = f"a loss on a {' and '.join(links)} GB/s link" + ("" if not busy else ", which kept each of the split's " 
+    text = f"a loss on a {' and '.join(links)} GB/s link" + ("" if not busy else ", which kept each of the split's "
                                                               f"prefill workers' links busy {and_list(busy)}")
     if counts is None:
         return text
@@ -225,9 +225,12 @@ def margin_words(check, cells: dict, tolerance: float = 0.1) -> str:
     margin, a ratio of two simulated goodputs, beside the simulator's own error on the validation table ``check``
     (:func:`splitlab.serving.validate` with ``in_run=True``: its largest error on the cost model refitted to the
     runs' steps) and the map's tie ``tolerance``; the served cells whose margin is under that error. ValueError: a
-    table without the in-run column; those of :func:`splitlab.serving.validation.verdict`."""
+    table without the in-run column, a tolerance not a share in (0, 1); those of
+    :func:`splitlab.serving.validation.verdict`."""
     from ...serving.validation import verdict
     check_cells(cells, "margin_words")
+    if _positive("margin_words: tolerance", tolerance) >= 1:
+        raise ValueError(f"margin_words: tolerance must be a share below 1 (0.1: 10%), got {tolerance!r}")
     v = verdict(check)
     if "in_run_largest" not in v:
         raise ValueError("margin_words needs a validation table simulated in run (validate(..., in_run=True))")
