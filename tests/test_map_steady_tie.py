@@ -138,6 +138,15 @@ def test_the_brackets_verdict_and_words(split, chunked, verdict, said):
     assert words in map_steady_text.steady_words({"tie": c})
 
 
+def test_the_words_name_a_rung_held_again_above_a_bracket():
+    """The record's 2P+2D kept 78% at 1.10x and 91% at 1.15x: the bracket (1.05, 1.10) alone hid the second."""
+    ladder = _ladder([(0.85, [100] * 3), (0.9, [80] * 3), (0.95, [95] * 3), (1.0, [40] * 3)],
+                     [(0.85, [100] * 3), (0.9, [50] * 3)])
+    words = W.ladder_words(_tie(ladder=ladder))
+    assert "1P+1D kept 90% on average up to 0.85x and not at 0.90x (though it kept 95% at 0.95x again" in words
+    assert words.count("though it kept") == 1
+
+
 def test_the_bootstrap_reads_the_brackets_on_resamples_of_the_seeds():
     ladder = _ladder([(0.85, [100, 100, 100]), (0.9, [99, 99, 40])], [(0.85, [100, 100, 100]), (0.9, [50] * 3)])
     assert T.brackets(ladder) == {SPLIT: (0.85, 0.9), CHUNKED: (0.85, 0.9)}  # the mean at 0.9: 79.3

@@ -8,6 +8,7 @@ import pandas as pd
 
 from .map_steady_tie import CONFIDENCE, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, seeds_in, support, verdict
 from .pools_live import short_name as _short
+from .style import and_list
 
 __all__ = ["ladder_words", "ladder_table"]
 
@@ -46,9 +47,13 @@ def ladder_words(c) -> str:
     for name, (lo, hi) in b.items():
         top = max(r["share"] for r in ladder["served"][name])
         low = min(r["share"] for r in ladder["served"][name])
+        again = [f"{a:.0f}% at {r['share']:.2f}x" for r in ladder["served"][name]
+                 if r["share"] > hi and (a := sum(r["measured"]) / len(r["measured"])) >= 90]
         held.append(f"{_short(name)} " + (f"kept 90% on average at no rung down to {low:.2f}x" if lo == 0 else
                                           f"kept 90% on average at every rung up to {top:.2f}x" if hi == math.inf else
-                                          f"kept 90% on average up to {lo:.2f}x and not at {hi:.2f}x"))
+                                          f"kept 90% on average up to {lo:.2f}x and not at {hi:.2f}x")
+                    + (f" (though it kept {and_list(again)} again: near a knee the mean over {n} seeds does not "
+                       f"fall rung by rung)" if again else ""))
     shares = {name: {r["share"] for r in rungs} for name, rungs in ladder["served"].items()}
     alone = [f"{_short(name)} alone at {', '.join(f'{x:.2f}x' for x in sorted(v - w))}"
              for (name, v), w in zip(shares.items(), list(shares.values())[::-1]) if v - w]
