@@ -113,9 +113,14 @@ def _ladder(path: str, argv, ap) -> int:
         ap.error(f"--ladder: the record at {path} holds no tie (regions {sorted(cells)})")
     try:  # before the model: a record served before it kept the runs' limits was refused after the load
         map_steady_checks.check_tie(cells["tie"])
-        map_steady_tie.cell_ladder(cells["tie"])
+        resume = map_steady_tie.cell_ladder(cells["tie"])
+        left = None if resume is None else map_steady_tie.left_to_serve(cells["tie"], resume)
     except ValueError as err:
         ap.error(f"--ladder: the tie in the record at {path} cannot be served again: {err}")
+    if left == []:  # a ladder served to its end: a run that serves nothing is not written
+        print(f"--ladder: the tie's ladder in {path} is served to its end (every layout's goodput bracketed on every "
+              f"resample, or {map_steady_tie.LADDER_RUNGS} rungs): nothing to serve, the record is left as it is")
+        return 0
     t0, cpu0 = time.time(), time.process_time()
     lm = sl.load_model("tiny")
     sl.phases.device.set_cpu_clock("thread")

@@ -186,3 +186,81 @@ def test_map_live_ladder_refuses_before_loading_the_model(argv, match, monkeypat
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert re.search(match, err), err
+
+
+def _done(**change):
+    """A ladder of _tie()'s cell served to its end: every seed held the lowest rung and missed the highest."""
+    ladder = _ladder([(0.85, [100] * 3), (0.9, [40] * 3)], [(0.85, [100] * 3), (0.9, [95, 50, 50]), (0.95, [40] * 3)])
+    ladder["cpu_s"] = 1.0
+    return dict(ladder, **change)
+
+
+@pytest.mark.parametrize("resume, match", [
+    (dict(_done(), step=0.07), "rung at 0.9 is not on the ladder's grid"),  # served 0.99, 1.06 after 0.95
+    (dict(_ladder([(0.85, [100] * 3)], [(0.87, [100] * 3)]), cpu_s=1.0), "rung at 0.87 is not on the ladder's grid"),
+    (_done(geomean_per_worker=21.0), "a ladder of another cell"),
+    (_done(cpu_s=-1.0), "cpu_s must be a finite number >= 0"),
+    ({k: v for k, v in _done().items() if k != "cpu_s"}, "cpu_s must be a finite number >= 0"),
+])
+def test_a_ladder_that_cannot_be_gone_on_from_is_refused(resume, match, lm, no_runs):
+    with pytest.raises(ValueError, match=match):
+        T.tie_ladder(_tie(), lm, resume=resume)
+    with pytest.raises(ValueError, match=match):
+        T.left_to_serve(_tie(), resume)
+
+
+def test_a_rungs_rate_must_be_its_share_of_the_mean():
+    ladder = _done()
+    ladder["served"][SPLIT][1]["rate_per_worker"] = 999.0
+    with pytest.raises(ValueError, match="served at 999.0/s per worker, not its share of 20"):
+        T.check_resume(_tie(), ladder)
+
+
+def test_left_to_serve_names_the_layouts_a_resume_would_serve():
+    assert T.left_to_serve(_tie(), _done()) == []
+    open_above = _done()
+    open_above["served"][SPLIT][1]["measured"] = [95.0, 40.0, 40.0]  # a seed held the highest rung
+    assert T.left_to_serve(_tie(), open_above) == [SPLIT] and T.left_to_serve(_tie(), open_above, rungs=2) == []
+
+
+def test_map_live_ladder_serves_nothing_and_writes_nothing_for_a_finished_ladder(monkeypatch, capsys, tmp_path):
+    mod, path = _map_live(monkeypatch), tmp_path / "done.json"
+    map_steady.save_record({"tie": _tie(ladder=_done())}, str(path), workers=2)
+    before = path.read_text()
+    assert mod.main(["--ladder", str(path)]) == 0
+    assert "nothing to serve, the record is left as it is" in capsys.readouterr().out
+    assert path.read_text() == before
+    map_steady.save_record({"tie": _tie(ladder=dict(_done(), step=0.07))}, str(path), workers=2)
+    with pytest.raises(SystemExit):  # refused before the model (the last _map_live fails a load)
+        mod.main(["--ladder", str(path)])
+    assert "not on the ladder's grid" in capsys.readouterr().err
+
+
+def test_the_words_of_a_record_refuse_what_they_cannot_say():
+    from splitlab.teach.figures.map_steady_in_run import kept
+    tie = _tie()
+    with pytest.raises(ValueError, match=r"no \['steps'\] in its extra"):  # was the letters of 'steps'
+        kept(tie, "steps")
+    pf = _steady("prefill-first", measured=((92, 3),) * 3)
+    for field, v in (("tpot_steps", -1.0), ("prefill_steps", math.inf), ("tpot_steps", math.nan)):
+        with pytest.raises(ValueError, match=f"cell's {field} must be a finite number > 0"):
+            map_steady_text.mean_tpot_words(dataclasses.replace(pf, **{field: v}))
+    with pytest.raises(TypeError, match="must be a SteadyCell"):
+        map_steady_text.mean_tpot_words(None)
+    small, large = _steady("chunked", CHUNKED, SPLIT, measured=((100, 40),) * 3, link=0.01), None
+    large = dataclasses.replace(small, workers=8)
+    own = {"None": {"split": 16, "chunked": 0}}
+    for counts in ((own, {"None": {"chunked": 0}}), (own,), "x"):  # 0 of 0 cells; one record; words
+        with pytest.raises(ValueError, match="counts must be the two records' counts"):
+            map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large}, counts)
+    with pytest.raises(ValueError, match="counts must be"):  # refused even where no loss is on a slow link
+        map_steady_sizes.lasting_words({"split": _steady()}, {"split": dataclasses.replace(_steady(), workers=8)}, "x")
+    for bad in (dict(link_gbps=-1.0), dict(rate_per_worker=math.nan)):
+        cost = dict(kv_bytes_per_token=1000, prefill_base_s=0.001, prefill_per_token_s=1e-4)
+        c = dataclasses.replace(small, extra=dict(small.extra, cost=cost), **bad)
+        with pytest.raises(ValueError, match="must be a finite number > 0"):
+            map_steady_sizes.lasting_words({"chunked": c}, {"chunked": large})
+    with pytest.raises(ValueError, match="cells is empty"):
+        map_steady_sizes.margin_words(None, {})
+    with pytest.raises(ValueError, match="margin must be a share"):
+        map_steady_sizes.margin_words(None, {"split": dataclasses.replace(_steady(), margin=math.nan)})

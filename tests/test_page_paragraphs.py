@@ -192,4 +192,8 @@ def test_the_loss_paragraph_sets_the_maps_tpot_binding_beside_ttft_misses(paired
         said = (f"The map's cell above found TPOT binding the split instead: its requests each answer 64 tokens, "
                 f"these {fmt3(sum(answers) / len(answers))} on average") in text
         assert said == (ttft_most and binds == "tpot"), (missed, text)
-    assert "found TPOT binding" not in split_loss.live_note(paired, split, colo, COLO, 1.0, 0.05, 16, None, cell)
+    assert "found TPOT binding" not in split_loss.live_note(paired, split, colo, COLO, 1.0, 0.05, 16, None)
+    for bad in ((cell, None), (None, 64), (cell, 0), (cell, 64.5), (cell, True), (SimpleNamespace(binding={}), 64),
+                (object(), 64)):
+        with pytest.raises(ValueError, match="map_cell .* and map_answer_tokens .* go together"):
+            split_loss.live_note(paired, split, colo, COLO, 1.0, 0.05, 16, None, *bad)

@@ -16,6 +16,7 @@ import json
 import math
 
 import matplotlib
+import numpy as np
 import pytest
 
 from splitlab.costmodel import CostModel
@@ -359,7 +360,10 @@ def test_counts_on_the_rows_two_maps_share(corners):
     assert m.counts([1.5, 10.0]) == whole
     with pytest.raises(ValueError, match=r"no row at tpot_steps \[2.5\]"):
         m.counts([1.5, 2.5])
-    for bad in (1.5, "1.5"):
+    with pytest.raises(ValueError, match="tpot_steps is empty"):  # was every count 0
+        m.counts([])
+    assert m.counts(np.array([1.5])) == m.counts(x for x in [1.5]) == row
+    for bad in (1.5, "1.5", np.array(1.5), np.array([[1.5]]), ["x"]):
         with pytest.raises(TypeError, match="tpot_steps must be a sequence"):
             m.counts(bad)
 

@@ -118,6 +118,8 @@ def test_the_loss_note_names_the_cell_the_split_loses_and_why():
             "its cache's transfer and a slot in its decode pool (2 decode workers; either pool can be the one that "
             "queues)") in note
     assert "even the shortest prompts (16 tokens, 1.7 decode steps a prefill) go to the split" in note
+    lost[0].goodput["split"] = 0.0  # the split serves nothing there: no "serves inf% more" (was a ZeroDivisionError)
+    assert "2P+2D, 0, 100% less. The split is held back" in split_loss.cell_note(m, lost[0], lost, "research", 11.3)
     assert "Of this chapter's workloads, the `research` prompts (11.3 decode steps a prefill) lie nearest" in note
     m2, cells2 = _map({(16, 2.5): (22, 19, 20), (418, 2.5): (7, 4.6, 4.7), (16, 10.0): (35, 37, 23),
                        (418, 10.0): (6.6, 8.3, 7.4)}, binding="tpot")

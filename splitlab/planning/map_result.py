@@ -159,11 +159,17 @@ class SplitMap:
 
     def counts(self, tpot_steps=None) -> dict:
         """Cells won by each kind, tied and met by none; on the rows ``tpot_steps`` only where given (a sequence of
-        the map's TPOT SLOs, in decode steps: two maps compared on the rows they share). ValueError: a row the map
-        does not have."""
-        if tpot_steps is not None and (isinstance(tpot_steps, str) or not hasattr(tpot_steps, "__iter__")):
+        the map's TPOT SLOs, in decode steps: two maps compared on the rows they share). ValueError: none, or a row
+        the map does not have; TypeError: not a sequence of numbers."""
+        try:
+            rows = self.tpot_steps if tpot_steps is None else None if isinstance(tpot_steps, (str, bytes)) else [
+                float(t) for t in tpot_steps]
+        except (TypeError, ValueError):  # a number, a 0-d or 2-d array, words: numpy's own messages
+            rows = None
+        if rows is None:
             raise TypeError(f"counts: tpot_steps must be a sequence of the map's rows, got {tpot_steps!r}")
-        rows = self.tpot_steps if tpot_steps is None else list(tpot_steps)
+        if not rows:
+            raise ValueError("counts: tpot_steps is empty: no row to count (None counts them all)")
         missing = [t for t in rows if t not in self.tpot_steps]
         if missing:
             raise ValueError(f"counts: the map has no row at tpot_steps {missing} (its rows: {self.tpot_steps})")

@@ -51,7 +51,7 @@ def kept(c, keys) -> dict:
     """The cell ``c``'s ``extra`` once it holds every one of ``keys`` (what its runs' record kept), else ValueError
     naming those missing: a cell served before the record kept them."""
     extra = c.extra if isinstance(getattr(c, "extra", None), dict) else {}
-    missing = [k for k in keys if k not in extra]
+    missing = [k for k in ((keys,) if isinstance(keys, str) else keys) if k not in extra]
     if missing:
         raise ValueError(f"the cell has no {missing} in its extra: served before the record kept them")
     return extra

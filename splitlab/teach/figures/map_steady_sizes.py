@@ -6,6 +6,8 @@ steady state (:func:`burst_words`).
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from .map_steady import SteadyCell
 from .map_steady_checks import check_cells
 from .map_steady_place import _positive
@@ -74,7 +76,7 @@ def _moved(c: SteadyCell, who: str) -> tuple | None:
     """(the placed CostModel, bytes of one request's cache, seconds it takes on the cell's link) of a slow link's
     cell; None on the cost model's own link or a record without that model. Errors: :func:`moved_words`'."""
     from ...costmodel import CostModel
-    if c.link_gbps is None or "cost" not in c.extra:
+    if c.link_gbps is None or not isinstance(c.extra, dict) or "cost" not in c.extra:
         return None
     where, cost = f"{who}: the {c.region!r} cell's", c.extra["cost"]
     need = [k for k in ("kv_bytes_per_token", "prefill_base_s", "prefill_per_token_s") if k not in cost] \
@@ -95,7 +97,8 @@ def _busy(c: SteadyCell, moved_s: float) -> float | None:
     (each prefill worker sends its own prompts' caches): rate per worker x workers / prefill workers x moved_s.
     None: no split in the cell."""
     pools = split_pools(c.winner) or split_pools(c.rival)
-    return None if pools is None else 100 * c.rate_per_worker * c.workers / pools[0] * moved_s
+    rate = _positive(f"the {c.region!r} cell's rate_per_worker", c.rate_per_worker)
+    return None if pools is None else 100 * rate * c.workers / pools[0] * moved_s
 
 
 def sizes_words(small: dict, large: dict) -> str:
@@ -127,6 +130,11 @@ def lasting_words(small: dict, large: dict, counts: tuple | None = None) -> str:
     maps' own link. "" when there is none. Errors: :func:`sizes_words`'; ValueError: ``counts`` not two records'
     counts with the own link's wins of that kind."""
     out, slow = [], []
+    if counts is not None and not (isinstance(counts, (tuple, list)) and len(counts) == 2 and all(
+            isinstance(n, dict) and isinstance(n.get("None"), dict) and sum(n["None"].values()) > 0
+            and all(whole(v) and v >= 0 for v in n["None"].values()) for n in counts)):
+        raise ValueError(f"lasting_words: counts must be the two records' counts ({{'None': {{kind: cells}}}}, cells "
+                         f"won on the own link, at least one), got {counts!r:.200}")
     for r, a, b, shown in _both(small, large, "lasting_words"):
         if shown and r in ("prefill-first", "chunked"):
             ma, mb = a.frame().mean(), b.frame().mean()
@@ -146,22 +154,23 @@ def lasting_words(small: dict, large: dict, counts: tuple | None = None) -> str:
 
 def _slow(region: str, a: SteadyCell, b: SteadyCell, counts) -> str:
     """A loss served on a slow link in words: the link, each size's prefill links' load and the own link's wins."""
-    links = sorted({f"{c.link_gbps:g}" for c in (a, b) if c.link_gbps is not None})
+    links = [f"{_positive(f'the {c.region!r} cell link_gbps', c.link_gbps):g} GB/s link on {c.workers} workers"
+             if c.link_gbps is not None else f"the cost model's own link on {c.workers} workers" for c in (a, b)]
+    links = [links[0].split(" on ")[0]] if a.link_gbps == b.link_gbps else links
     busy = [(c.workers, _busy(c, m[2])) for c in (a, b) if (m := _moved(c, "lasting_words")) is not None]
     busy = [f"{fmt2(p)}% on {w} workers" for w, p in busy if p is not None]
-    text = f"a loss on a {' and '.join(links)} GB/s link" + ("" if not busy else ", which kept each of the split's "
-                                                              f"prefill workers' links busy {and_list(busy)}")
+    text = f"a loss on {' and '.join(('a ' if 'GB/s' in x else '') + x for x in links)}" + (
+        "" if not busy else f", which kept each of the split's prefill workers' links busy {and_list(busy)}")
     if counts is None:
         return text
-    if not isinstance(counts, (tuple, list)) or len(counts) != 2 or not all(
-            isinstance(n, dict) and isinstance(n.get("None"), dict) and region in n["None"]
-            and all(whole(v) and v >= 0 for v in n["None"].values()) for n in counts):
-        raise ValueError(f"lasting_words: counts must be the two records' counts ({{'None': {{kind: cells}}}}), "
-                         f"with the {region!r} cells won on the own link, got {counts!r:.200}")
+    if not all(region in n["None"] for n in counts):
+        raise ValueError(f"lasting_words: counts must hold the {region!r} cells won on the own link, got "
+                         f"{counts!r:.200}")
     won = [f"{n['None'][region]} of {sum(n['None'].values())} cells on {c.workers} workers"
            for n, c in zip(counts, (a, b))]
     return (f"{text}; on the maps' own link {TITLES[region].lower()} wins {' and '.join(won)}"
-            + (", so the slow link makes that loss" if all(n["None"][region] == 0 for n in counts) else ""))
+            + (", so the slow link makes that loss" if all(n["None"][region] == 0 for n in counts)
+               and None not in (a.link_gbps, b.link_gbps) else ""))
 
 
 def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> str:
@@ -225,12 +234,22 @@ def margin_words(check, cells: dict, tolerance: float = 0.1) -> str:
     margin, a ratio of two simulated goodputs, beside the simulator's own error on the validation table ``check``
     (:func:`splitlab.serving.validate` with ``in_run=True``: its largest error on the cost model refitted to the
     runs' steps) and the map's tie ``tolerance``; the served cells whose margin is under that error. ValueError: a
-    table without the in-run column, a tolerance not a share in (0, 1); those of
+    table without the in-run column or a number in it, a tolerance not a share in [0.001, 1), no cell, a margin
+    not a share; those of
     :func:`splitlab.serving.validation.verdict`."""
     from ...serving.validation import verdict
     check_cells(cells, "margin_words")
-    if _positive("margin_words: tolerance", tolerance) >= 1:
-        raise ValueError(f"margin_words: tolerance must be a share below 1 (0.1: 10%), got {tolerance!r}")
+    if not cells:
+        raise ValueError("margin_words: cells is empty: no cell was served")
+    for c in cells.values():
+        if not (isinstance(c.margin, (int, float)) and not isinstance(c.margin, bool) and 0 <= c.margin <= 1):
+            raise ValueError(f"margin_words: the {c.region!r} cell's margin must be a share in [0, 1], got "
+                             f"{c.margin!r}")
+    if isinstance(check, pd.DataFrame) and "in_run_error" in check and not pd.to_numeric(
+            check["in_run_error"], errors="coerce").notna().any():
+        raise ValueError("margin_words: the table's in_run_error holds no number: nothing was simulated in run")
+    if not 0.001 <= _positive("margin_words: tolerance", tolerance) < 1:
+        raise ValueError(f"margin_words: tolerance must be a share from 0.001 to below 1 (0.1: 10%), got {tolerance!r}")
     v = verdict(check)
     if "in_run_largest" not in v:
         raise ValueError("margin_words needs a validation table simulated in run (validate(..., in_run=True))")

@@ -183,8 +183,13 @@ def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
 def mean_tpot_words(c: SteadyCell) -> str:
     """A prefill-first cell whose prefill costs more decode steps than its TPOT SLO: the SLO judges each request's
     mean time per output token (:func:`splitlab.serving.metrics.meets_slo`), which spreads a prefill's stall of the
-    streams beside it over the answer; a bound on each gap would not. "" for other cells."""
-    if c.region != "prefill-first" or not c.prefill_steps > c.tpot_steps:
+    streams beside it over the answer; a bound on each gap would not. "" for other cells. TypeError: not a
+    SteadyCell; ValueError: its steps not finite numbers > 0."""
+    if not isinstance(c, SteadyCell):
+        raise TypeError(f"mean_tpot_words: c must be a SteadyCell, got {type(c).__name__}")
+    steps = [_positive(f"mean_tpot_words: the {c.region!r} cell's {k}", getattr(c, k))
+             for k in ("prefill_steps", "tpot_steps")]
+    if c.region != "prefill-first" or not steps[0] > steps[1]:
         return ""
     return (f"Its TPOT SLO judges each request's mean time per output token: one prefill here stalls the streams "
             f"beside it for {c.prefill_steps:.3g} decode steps, past the {c.tpot_steps:g}-step SLO, and a request's "
@@ -247,11 +252,6 @@ def record_summary(cells: dict) -> str:
     return f"of the {len(cells)} cells served live, " + "; ".join(parts)
 
 
-def _ratio(c, v, what: str) -> float:
-    """A decode step ratio ``v`` of the cell ``c`` when a finite number > 0; ValueError naming the cell otherwise."""
-    return _positive(f"probe_words: the {c.region!r} cell's {what}", v)
-
-
 def probe_words(cells: dict) -> str:
     """How the cells were placed and how well: where they had a pilot (:mod:`.map_steady_place`), how far its decode
     steps moved the probe's model; then how the runs' live decode steps ran against the model that placed each cell,
@@ -266,10 +266,11 @@ def probe_words(cells: dict) -> str:
         if not isinstance(steps, dict) or not all(isinstance(v, dict) for v in steps.values()):
             raise ValueError(f"probe_words: the {c.region!r} cell's extra['steps'] must be {{layout: {{step kind: "
                              f"ratio}}}}, got {steps!r:.80}")
-        ratios += [_ratio(c, v["decode"], "decode steps") for v in steps.values() if "decode" in v]
+        who = f"probe_words: the {c.region!r} cell's"
+        ratios += [_positive(f"{who} decode steps", v["decode"]) for v in steps.values() if "decode" in v]
         if "pilot" in c.extra:
             pilot = c.extra["pilot"]
-            flown.append(_ratio(c, pilot.get("decode") if isinstance(pilot, dict) else pilot, "pilot's decode"))
+            flown.append(_positive(f"{who} pilot's decode", pilot.get("decode") if isinstance(pilot, dict) else pilot))
     ratios.sort()
     if not ratios:
         return ""

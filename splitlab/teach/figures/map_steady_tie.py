@@ -23,8 +23,8 @@ import random
 import time
 from typing import Sequence
 
-__all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "CONFIDENCE", "RESAMPLES", "tie_ladder",
-           "seeds_in", "brackets", "support", "verdict", "ladder_outcome", "cell_ladder"]
+__all__ = ["LADDER_STEP", "LADDER_RUNGS", "TOLERANCE", "CONFIDENCE", "RESAMPLES", "tie_ladder", "check_resume",
+           "left_to_serve", "seeds_in", "brackets", "support", "verdict", "ladder_outcome", "cell_ladder"]
 
 #: rungs apart, as a share of the cell's two goodputs' geometric mean: the map's searches find a goodput within 5%
 LADDER_STEP = 0.05
@@ -76,7 +76,9 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
     names = [c.winner, c.rival]
     served = {n: [] for n in names}
     if resume is not None:
-        served, start, step = _resumed(c, resume, mean, start, step)
+        if start is not None or step is not None:
+            raise ValueError("resume goes on from a ladder's own rungs and step: give no start or step with it")
+        served, start, step = check_resume(c, resume)
     start = c.rate_per_worker / mean if start is None else start
     step = LADDER_STEP if step is None else step
     for name, v in (("start", start), ("step", step)):  # shares kept to 6 places: a rate of 0, or one rate again
@@ -110,21 +112,42 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
     return dict(step=step, geomean_per_worker=mean, served=served, cpu_s=before + time.process_time() - cpu0)
 
 
-def _resumed(c, ladder: dict, mean: float, start, step) -> tuple:
-    """A copy of the rungs ``ladder`` served for the tie ``c``, its start (its first rung's share) and its step,
-    once it is checked to be ``c``'s (:func:`cell_ladder`'s checks) and served at the geometric mean ``mean``."""
-    if start is not None or step is not None:
-        raise ValueError("resume goes on from a ladder's own rungs and step: give no start or step with it")
+def check_resume(c, ladder: dict) -> tuple:
+    """A copy of the rungs ``ladder`` served for the tie ``c`` ({layout: [rung, ...]}), its start (its first rung's
+    share) and its step, once it is checked to be one :func:`tie_ladder` can go on from: ``c``'s (:func:`cell_ladder`'s
+    checks), served at the geometric mean of ``c``'s goodputs, every rung on its grid (start + k x step, and a rate
+    of share x that mean) and a CPU time finite >= 0. ValueError naming what is wrong (``benchmarks/map_live.py``
+    asks before it loads the model)."""
+    mean = math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
     probe = type("Cell", (), dict(region=c.region, winner=c.winner, rival=c.rival, seeds=c.seeds,
                                   extra=dict(ladder=ladder)))
     cell_ladder(probe)
     if not _finite(ladder.get("cpu_s")) or ladder["cpu_s"] < 0:
         raise ValueError(f"resume: the ladder's cpu_s must be a finite number >= 0, got {ladder.get('cpu_s')!r}")
     if not math.isclose(ladder["geomean_per_worker"], mean, rel_tol=1e-9):
-        raise ValueError(f"resume: the ladder was served at a geometric mean of {ladder['geomean_per_worker']:g}/s "
-                         f"per worker, this tie's goodputs give {mean:g}/s: a ladder of another cell")
+        raise ValueError(f"resume: the ladder was served at a geometric mean of {ladder['geomean_per_worker']!r}/s "
+                         f"per worker, this tie's goodputs give {mean!r}/s: a ladder of another cell")
     served = {n: [dict(r) for r in ladder["served"][n]] for n in (c.winner, c.rival)}
-    return served, served[c.winner][0]["share"], ladder["step"]
+    start, step = served[c.winner][0]["share"], ladder["step"]
+    for n, rungs in served.items():
+        for r in rungs:
+            k = round((r["share"] - start) / step)
+            if abs(r["share"] - (start + k * step)) > 1e-6:
+                raise ValueError(f"resume: {n!r}'s rung at {r['share']!r} is not on the ladder's grid ({start!r} + "
+                                 f"k x {step!r}): its brackets would be uneven")
+            if "rate_per_worker" in r and not (_finite(r["rate_per_worker"]) and math.isclose(
+                    r["rate_per_worker"], r["share"] * mean, rel_tol=1e-6)):
+                raise ValueError(f"resume: {n!r}'s rung at {r['share']!r} was served at {r['rate_per_worker']!r}/s "
+                                 f"per worker, not its share of {mean!r}/s")
+    return served, start, step
+
+
+def left_to_serve(c, ladder: dict, rungs: int = LADDER_RUNGS) -> list:
+    """The layouts of the tie ``c`` whose goodput the ``ladder`` (checked by :func:`check_resume`) leaves to serve:
+    a bracket some resample would leave open, within ``rungs`` rungs ([] : nothing left)."""
+    served, start, step = check_resume(c, ladder)
+    return [n for n, v in served.items() if (j := _next(v, start, step, rungs)) is not None
+            and round(start + j * step, 6) > 0]
 
 
 def _next(served: list, start: float, step: float, rungs: int) -> int | None:

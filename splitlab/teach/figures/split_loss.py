@@ -1,15 +1,8 @@
 """Chapter 6's words about where the split loses, computed from the map (:mod:`splitlab.planning.split_map`), the
-planner's ranking and the live runs (:mod:`.split_seeds`).
-
-- :func:`cell_note`: which cells of the map go to a colocated layout, the one where the split falls furthest
-  behind and why (the SLO that holds the split back), what the chapter's TPOT row says of the shortest prompts;
-  or, where the map has no colocated region, that it has none.
-- :func:`granularity_note`: the same cell on a larger cluster, whose splits take prefill:decode ratios a small one
-  cannot: whether the loss is the coarse ratios of a few workers.
-- :func:`takeaway`: the loss in one sentence: the planner's goodputs and the live attainment over seeds.
-- :func:`live_note`: the live runs of the loss against the planner's ranking, how busy each pool was and which SLO
-  each layout missed.
-- :func:`loose_note`: the exercise's answer: who wins the other workload under a loose TPOT SLO, and why.
+planner's ranking and the live runs (:mod:`.split_seeds`): where the map puts the loss and why (:func:`cell_note`),
+whether it is the coarse ratios of a few workers (:func:`granularity_note`), the loss in one sentence
+(:func:`takeaway`), the live runs against the planner (:func:`live_note`) and the exercise's answer under a loose
+TPOT SLO (:func:`loose_note`).
 """
 from __future__ import annotations
 
@@ -20,6 +13,7 @@ import pandas as pd
 
 from ...serving.metrics import slo_misses
 from .pools_live import split_pools
+from .pools_live_args import whole
 from .split_seeds import paired_gaps, paired_verdict
 from .style import fmt3, pct2
 from .split_tables import short_name
@@ -86,8 +80,8 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
                 f"{'goes' if len(lost) == 1 else 'go'} to a colocated layout by more than the tie tolerance "
                 f"({pct2(m.tie_tolerance)}): {cells}. The split falls furthest behind at {where}: {rival} serves "
                 f"{gc:.4g} requests/s per worker, the best split, {cell.names['split']}, {gs:.4g}, "
-                f"{1 - gs / gc:.0%} less ({rival} serves {gc / gs - 1:.0%} more). "
-                f"{_why(cell, m.workers)}")
+                f"{1 - gs / gc:.0%} less" + (f" ({rival} serves {gc / gs - 1:.0%} more). " if gs > 0 else ". ")
+                + _why(cell, m.workers))
         tail = (f"Of this chapter's workloads, the `{workload}` prompts ({workload_steps:.3g} decode steps a prefill) "
                 f"lie nearest that column's {cell.prefill_steps:.3g}: below, the planner ranks every layout for them "
                 f"at that TPOT SLO, and the real model serves them.")
@@ -237,7 +231,13 @@ def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpo
     misses are TTFT, the two are set side by side.
 
     Raises:
-        KeyError: a candidate's name not among the runs' layouts."""
+        KeyError: a candidate's name not among the runs' layouts. ValueError: ``map_cell`` without
+            ``map_answer_tokens`` or the reverse, either not as described."""
+    binding = getattr(map_cell, "binding", None)
+    given = whole(map_answer_tokens) and map_answer_tokens >= 1 and isinstance(binding, dict) and "split" in binding
+    if (map_cell is None) != (map_answer_tokens is None) or map_cell is not None and not given:
+        raise ValueError(f"live_note: map_cell (a map Cell, its binding holding 'split') and map_answer_tokens (a "
+                         f"whole number >= 1) go together, got {map_cell!r:.80} and {map_answer_tokens!r}")
     sp, co = split.name, colocated.name
     g = paired_gaps(runs.attainment, sp, co)
     busy = {n: r.worker_table()["utilization"] for n, r in runs.first.results.items()}
@@ -263,7 +263,7 @@ def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpo
         text += (" Most of the split's misses are TTFT: a prompt first queues at its prefill workers, and its first "
                  "token leaves from a decode worker when that worker admits the request, so a busy decode pool "
                  "delays it too.")
-        if map_cell is not None and map_answer_tokens is not None and map_cell.binding["split"] == "tpot":
+        if map_cell is not None and map_cell.binding["split"] == "tpot":
             answers = [r.max_new_tokens for r in runs.first.results[sp].requests]
             text += (f" The map's cell above found TPOT binding the split instead: its requests each answer "
                      f"{map_answer_tokens} tokens, these {fmt3(sum(answers) / len(answers))} on average, and a "
