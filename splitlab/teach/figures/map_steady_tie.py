@@ -48,10 +48,10 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
                progress: bool | None = None, resume: dict | None = None) -> dict:
     """Serve the tie ``c`` (a :class:`~.map_steady.SteadyCell` of region "tie", as :func:`~.map_steady.steady_cell`
     made it) on ``lm`` at a ladder of rates per worker: ``start`` (default the share of the goodputs' geometric mean
-    the cell's runs were served at) times that mean, then ``step`` of it up while a layout's mean attainment over
-    the cell's seeds keeps 90%, down while it does not, until that layout's goodput is bracketed on every bootstrap
-    resample of the seeds (:func:`support`'s): its highest rung missed by every seed (an attainment under 90%) and
-    its lowest held by every seed; or until it has served ``rungs`` rungs (``step`` default :data:`LADDER_STEP`).
+    the cell's runs were served at) times that mean, then ``step`` of it up while some seed keeps 90% at a layout's
+    highest rung, down while some seed misses 90% at its lowest, until that layout's goodput is bracketed on every
+    bootstrap resample of the seeds (:func:`support`'s): its highest rung missed by every seed and its lowest held
+    by every seed; or until it has served ``rungs`` rungs (``step`` default :data:`LADDER_STEP`).
     ``resume``: a ladder served before for this cell (this function's result) to go on from, its rungs kept, its
     step used, this run's rungs and CPU time added. Each rung's runs are the cell's (its prompt, answers, SLOs,
     seeds, request limits, link), simulated on nothing: live only.
