@@ -247,14 +247,19 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
     assert map_steady_sizes.sizes_words({"split": _steady()}, {"chunked": large}) == ""
     with pytest.raises(ValueError, match="small must be the record of fewer workers"):
         map_steady_sizes.sizes_words({"chunked": large}, {"chunked": small})
-    lasting = map_steady_sizes.lasting_words({"chunked": small, "split": _steady()}, {"chunked": large})
+    lasting = map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large})
     assert lasting == ("Served live in steady state (chapter 7's records), the split lost the colocated chunked cell "
                        "(120-token prompts, TPOT 1.5 steps, a 0.01 GB/s link) on both 2 and 8 workers (colocated kept "
                        "100% and 100% of its requests within the SLOs, the split 41% and 41%): a loss on a 0.01 GB/s "
                        "link, and the finer ratios of more workers do not remove it.")
+    # the same map cell on the record's own link (its split cell): the split's attainment there beside the slow one's
+    twin = map_steady_sizes.lasting_words({"chunked": small, "split": _steady()}, {"chunked": large})
+    assert ("0.01 GB/s link (the same map cell on the cost model's own link, the record's split cell, served with "
+            "118-token prompts at 6.36 requests/s per worker, kept 1P+1D at 96%; over the slow link, with 118-token "
+            "prompts at 6.36, 41%), and the finer") in twin
     own = lambda n: {"None": {"split": 16 - n, "chunked": n}, "0.01": {"chunked": 16}}
-    assert lasting.replace(" link, and", " link; on the maps' own link colocated chunked wins 0 of 16 cells on 2 "
-                           "workers and 0 of 16 cells on 8 workers, so the slow link makes that loss, and") == \
+    assert lasting.replace(" link, and", " link; on the records' maps' own link colocated chunked wins 0 of 16 cells "
+                           "on 2 workers and 0 of 16 cells on 8 workers, so the slow link makes that loss, and") == \
         map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large}, (own(0), own(0)))
     assert "wins 0 of 16 cells on 2 workers and 3 of 16 cells on 8 workers, and" in map_steady_sizes.lasting_words(
         {"chunked": small}, {"chunked": large}, (own(0), own(3)))  # not the slow link's loss alone

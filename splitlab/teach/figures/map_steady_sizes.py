@@ -148,7 +148,8 @@ def lasting_words(small: dict, large: dict, counts: tuple | None = None) -> str:
     if not out:
         return ""
     return ("Served live in steady state (chapter 7's records), the split lost " + and_list(out) + ": "
-            + (and_list([_slow(r, a, b, counts) for r, a, b in slow]) + ", and" if slow else "a loss")
+            + (and_list([_slow(r, a, b, counts) + _twin(a, small) for r, a, b in slow]) + ", and" if slow
+               else "a loss")
             + " the finer ratios of more workers do not remove" + (" it." if slow else "."))
 
 
@@ -168,9 +169,23 @@ def _slow(region: str, a: SteadyCell, b: SteadyCell, counts) -> str:
                          f"{counts!r:.200}")
     won = [f"{n['None'][region]} of {sum(n['None'].values())} cells on {c.workers} workers"
            for n, c in zip(counts, (a, b))]
-    return (f"{text}; on the maps' own link {TITLES[region].lower()} wins {' and '.join(won)}"
+    return (f"{text}; on the records' maps' own link {TITLES[region].lower()} wins {' and '.join(won)}"
             + (", so the slow link makes that loss" if all(n["None"][region] == 0 for n in counts)
                and None not in (a.link_gbps, b.link_gbps) else ""))
+
+
+def _twin(c: SteadyCell, cells: dict) -> str:
+    """The same map cell as the slow link's ``c`` served on the cost model's own link in the same record
+    (``cells``), in words: the split's attainment there against over the slow link; "" when the record has none."""
+    split = c.winner if split_pools(c.winner) else c.rival
+    twin = next((x for x in cells.values() if x is not c and x.link_gbps is None and split in (x.winner, x.rival)
+                 and (x.map_prompt_tokens, x.tpot_steps) == (c.map_prompt_tokens, c.tpot_steps)), None)
+    if twin is None:
+        return ""
+    return (f" (the same map cell on the cost model's own link, the record's {twin.region} cell, served with "
+            f"{twin.prompt_tokens}-token prompts at {twin.rate_per_worker:.3g} requests/s per worker, kept {split} at "
+            f"{twin.frame().mean()[split]:.0f}%; over the slow link, with {c.prompt_tokens}-token prompts at "
+            f"{c.rate_per_worker:.3g}, {c.frame().mean()[split]:.0f}%)")
 
 
 def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> str:
