@@ -363,10 +363,17 @@ def test_a_prefill_first_win_says_its_tpot_slo_judges_each_requests_mean():
     import dataclasses
     pf = _steady("prefill-first", NAMES["prefill-first"], NAMES["split"], measured=((92, 3),) * 3)
     words = map_steady_text.mean_tpot_words(pf)
-    assert "stalls the streams beside it for 5 decode steps, past the 1.5-step SLO" in words
+    assert "one prefill here stalls the streams beside it for 5 decode steps or more, past the 1.5-step SLO" in words
     assert "a P99 ITL SLO" in words and words in map_steady_text.steady_words({"prefill-first": pf})
     assert map_steady_text.mean_tpot_words(dataclasses.replace(pf, tpot_steps=10.0)) == ""  # a stall within the SLO
     assert map_steady_text.mean_tpot_words(_steady()) == ""  # the split's cell
+    ch = _steady("chunked", NAMES["chunked"], NAMES["split"], measured=((92, 3),) * 3, link=0.01)
+    assert "one fused step carrying a whole prompt here stalls" in map_steady_text.mean_tpot_words(ch)
+    from splitlab.teach.figures.map_steady_slo import qualifiers
+    assert qualifiers(ch) == "at 0.01 GB/s, under a mean-TPOT SLO" and qualifiers(_steady()) == ""
+    assert qualifiers(dataclasses.replace(ch, map_prompt_tokens=300)) == "at 0.01 GB/s"  # two chunks: not said
+    summary = map_steady_text.record_summary({"prefill-first": pf, "chunked": ch})
+    assert "colocated prefill-first (under a mean-TPOT SLO) and colocated chunked (at 0.01 GB/s, under" in summary
 
 
 def test_the_tables_gap_is_the_difference_of_the_means_it_prints():

@@ -11,6 +11,7 @@ from .map_steady import MIN_MARGIN, NO_TEST, SteadyCell
 from .map_steady_place import PILOT_LIFETIMES, _positive
 from .map_steady_checks import check_cells, run_lines  # noqa: F401 (chapter 7 reads run_lines here)
 from .map_steady_tie import cell_ladder
+from .map_steady_slo import mean_tpot_words, qualifiers
 from .map_steady_tie_words import ladder_words
 from .pools_live import short_name as _short
 from .pools_live_args import ordered_maps
@@ -180,23 +181,6 @@ def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     return [f", so {_verdict_words(c, g, verdict)}"] + [f" {x}" for x in (bar, _models(c), mean_tpot_words(c)) if x]
 
 
-def mean_tpot_words(c: SteadyCell) -> str:
-    """A prefill-first cell whose prefill costs more decode steps than its TPOT SLO: the SLO judges each request's
-    mean time per output token (:func:`splitlab.serving.metrics.meets_slo`), which spreads a prefill's stall of the
-    streams beside it over the answer; a bound on each gap would not. "" for other cells. TypeError: not a
-    SteadyCell; ValueError: its steps not finite numbers > 0."""
-    if not isinstance(c, SteadyCell):
-        raise TypeError(f"mean_tpot_words: c must be a SteadyCell, got {type(c).__name__}")
-    steps = [_positive(f"mean_tpot_words: the {c.region!r} cell's {k}", getattr(c, k))
-             for k in ("prefill_steps", "tpot_steps")]
-    if c.region != "prefill-first" or not steps[0] > steps[1]:
-        return ""
-    return (f"Its TPOT SLO judges each request's mean time per output token: one prefill here stalls the streams "
-            f"beside it for {c.prefill_steps:.3g} decode steps, past the {c.tpot_steps:g}-step SLO, and a request's "
-            f"mean spreads that stall over its answer; a bound on each inter-token gap (a P99 ITL SLO) would count "
-            f"every such stall against prefill-first, and these runs do not test one.")
-
-
 def today_words(cells: dict, maps: dict) -> str:
     """A sentence on where each recorded cell (``cells``: {region: SteadyCell}, of :func:`~.map_steady.load_record`)
     falls on today's maps (``maps``: {link GB/s or None: map} of the same cluster size): the cell of the same TPOT SLO
@@ -247,7 +231,7 @@ def record_summary(cells: dict) -> str:
     for region, c in cells.items():
         name = TITLES[region].lower() if region in TITLES else f"{TITLES.get(c.region, c.region).lower()} on " \
                                                                 f"{c.workers} workers"
-        said.setdefault(c.outcome(), []).append(name)
+        said.setdefault(c.outcome(), []).append(name + (f" ({qualifiers(c)})" if qualifiers(c) else ""))
     parts = [f"{and_list(said[k])} {SAID[k]}" for k in SAID if k in said]
     return f"of the {len(cells)} cells served live, " + "; ".join(parts)
 
