@@ -79,6 +79,7 @@ def ladder_words(c) -> str:
             f"{1 - min(lo_a / hi_b, lo_b / hi_a):.0%}"
         text += (f"On the means those brackets leave the two goodputs anywhere from {apart:.0%} to {far} apart, "
                  f"across the map's {TOLERANCE:.0%} tie.")
+    text += _highest_held(ladder, b, said)
     text += (f" Over {RESAMPLES:,} bootstrap resamples of the seeds the brackets show a tie in "
              f"{backed['matches: a tie']:.0%}, part the two in {backed['does not match']:.0%} and leave it undecided "
              f"in {backed['undecided']:.0%}, so ")
@@ -87,3 +88,21 @@ def ladder_words(c) -> str:
     return text + {"matches: a tie": "the ladder shows the tie the map draws.",
                    "does not match": "the live runs part the two where the map has a tie.",
                    "undecided": f"the ladder is undecided{doubt}."}[verdict(said, backed)]
+
+
+def _highest_held(ladder: dict, b: dict, said: str) -> str:
+    """Where a layout held 90% on average again above its bracket ``b`` (the highest rung held with every rung below
+    held, :func:`brackets`): what the means would say read from its highest rung held instead, if that differs from
+    ``said``; "" otherwise."""
+    alt = {}
+    for name, (lo, hi) in b.items():
+        means = sorted((r["share"], sum(r["measured"]) / len(r["measured"])) for r in ladder["served"][name])
+        top = max([x for x, a in means if a >= 90], default=0.0)
+        alt[name] = (lo, hi) if top <= lo else (top, min([x for x, a in means if x > top], default=math.inf))
+    other = _read(alt, TOLERANCE)
+    if alt == b or other == said:
+        return ""
+    moved = "; ".join(f"{_short(n)} {lo:.2f}x to {hi:.2f}x" for n, (lo, hi) in alt.items() if (lo, hi) != b[n])
+    words = {"matches: a tie": "show a tie", "does not match": "part the two", "undecided": "leave it undecided"}
+    return (f" Read from the highest rung held instead ({moved}), the means would {words[other]}: the bracket "
+            f"takes the first rung missed, and the rung held above it stands on the same few seeds.")
