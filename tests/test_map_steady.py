@@ -389,18 +389,21 @@ def test_the_tables_gap_is_the_difference_of_the_means_it_prints():
 
 
 def test_margin_words_set_the_map_margins_beside_the_simulators_own_error():
-    """The live checks confirm an order, not a margin: a margin under the simulator's error is named."""
+    """The live checks confirm an order, not a margin; a tie's ladder measured both goodputs live: their ratio."""
+    from test_map_steady_tie import _ladder, _tie
     t = pd.DataFrame(dict(workload=["code", "research"], contender=["1P+1D", "2 colocated"],
                           metric=["ttft_p90", "tpot_p50"], error=[0.1, -0.3], abs_error=[0.1, 0.3],
                           in_run_error=[0.05, -0.197]))
-    cells = {"split": _steady(), "tie": _steady("tie", NAMES["split"], NAMES["chunked"])}
-    cells["tie"].margin = 0.07
+    cells = {"split": _steady()}
     words = map_steady_sizes.margin_words(t, cells)
-    assert "reached 19.7% on one latency value (research, 2 colocated, tpot_p50), more than the map's 10%" in words
-    assert words.endswith("Of the cells served, a tie on 2 workers (7%) has a margin within that error.")
+    assert "reached 19.7% on one latency percentile (research, 2 colocated, tpot_p50), more than the map's 10%" in words
+    assert words.endswith("an error both layouts share cancels in their ratio.")  # no ladder: no goodput measured
     assert map_steady_sizes.margin_words(t, cells, tolerance=0.25).count("no more than the map's 25%") == 1
-    t["in_run_error"] = [0.05, 0.01]
-    assert map_steady_sizes.margin_words(t, cells).endswith("Every cell served has a margin wider than that error.")
+    tie = _tie(ladder=_ladder([(0.85, [100] * 3), (0.9, [40] * 3)], [(0.85, [100] * 3), (0.9, [95] * 3),
+                                                                     (0.95, [40] * 3)]))  # goodputs 16 and 25
+    words = map_steady_sizes.margin_words(t, {"tie": tie})
+    assert ("1P+1D 1.06x to 1.12x its simulated 16/s and 2 chunked 256 0.72x to 0.76x its simulated 25/s per worker; "
+            "the ratio of the two, 1P+1D over 2 chunked 256, lies live between 0.89 and 1.00, simulated 0.64.") in words
     with pytest.raises(ValueError, match="simulated in run"):
         map_steady_sizes.margin_words(t.drop(columns="in_run_error"), cells)
     for tol in (float("nan"), 0, 1.0, True):

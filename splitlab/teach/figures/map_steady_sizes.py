@@ -248,10 +248,9 @@ def margin_words(check, cells: dict, tolerance: float = 0.1) -> str:
     """What the live runs of ``cells`` ({name: SteadyCell}) check of the map: each cell's order at one rate, not its
     margin, a ratio of two simulated goodputs, beside the simulator's own error on the validation table ``check``
     (:func:`splitlab.serving.validate` with ``in_run=True``: its largest error on the cost model refitted to the
-    runs' steps) and the map's tie ``tolerance``; the served cells whose margin is under that error. ValueError: a
-    table without the in-run column or a number in it, a tolerance not a share in [0.001, 1), no cell, a margin
-    not a share; those of
-    :func:`splitlab.serving.validation.verdict`."""
+    runs' steps) and the map's tie ``tolerance``, and where a tie's ladder measured both goodputs live, their ratio
+    against the simulated one. ValueError: a table without the in-run column or a number in it, a tolerance not a
+    share in [0.001, 1), no cell, a margin not a share; those of :func:`splitlab.serving.validation.verdict`."""
     from ...serving.validation import verdict
     check_cells(cells, "margin_words")
     if not cells:
@@ -269,11 +268,28 @@ def margin_words(check, cells: dict, tolerance: float = 0.1) -> str:
     if "in_run_largest" not in v:
         raise ValueError("margin_words needs a validation table simulated in run (validate(..., in_run=True))")
     err = v["in_run_largest"]
-    under = [f"{TITLES.get(c.region, c.region).lower()} on {c.workers} workers ({100 * c.margin:.3g}%)"
-             for c in cells.values() if c.margin < err]
-    return (f"These runs check each region's order at one rate, not the map's margins: a margin is a ratio of two "
-            f"simulated goodputs, and the simulator's own error on the check at the top of this page (refitted to "
-            f"the runs' steps) reached {err:.1%} on one latency value ({v['in_run_where']}), "
-            + ("more" if err > tolerance else "no more") + f" than the map's {tolerance:.0%} tie tolerance. "
-            + (f"Of the cells served, {and_list(under)} {'has a margin' if len(under) == 1 else 'have margins'} "
-               f"within that error." if under else f"Every cell served has a margin wider than that error."))
+    text = (f"These runs check each region's order at one rate, not the map's margins, each a ratio of two simulated "
+            f"goodputs. The simulator's own error on the check at the top of this page (refitted to the runs' steps) "
+            f"reached {err:.1%} on one latency percentile ({v['in_run_where']}), "
+            + ("more" if err > tolerance else "no more") + f" than the map's {tolerance:.0%} tie tolerance, but a "
+            f"latency of short runs is not a goodput, and an error both layouts share cancels in their ratio.")
+    return text + "".join(_goodput_error(c) for c in cells.values())
+
+
+def _goodput_error(c: SteadyCell) -> str:
+    """Where a cell's goodputs were measured live (a tie's ladder, :mod:`.map_steady_tie`): each against its
+    simulated goodput, and the two goodputs' ratio live (its bracket's extremes) against simulated; "" for a cell
+    without a ladder."""
+    from .map_steady_tie import brackets, cell_ladder
+    ladder = cell_ladder(c)
+    if ladder is None:
+        return ""
+    gm, b = ladder["geomean_per_worker"], brackets(ladder)
+    live = {n: tuple(x * gm / _positive(f"the tie's goodput_now[{n!r}]", c.goodput_now[n]) for x in b[n])
+            for n in (c.winner, c.rival)}
+    said = [f"{_short(n)} {lo:.2f}x to {hi:.2f}x its simulated {fmt3(c.goodput_now[n])}/s" for n, (lo, hi) in
+            live.items()]
+    (lw, hw), (lr, hr) = b[c.winner], b[c.rival]
+    return (f" Only the tie's ladder measured goodputs live: {and_list(said)} per worker; the ratio of the two, "
+            f"{_short(c.winner)} over {_short(c.rival)}, lies live between {lw / hr:.2f} and {hw / lr:.2f}, "
+            f"simulated {c.goodput_now[c.winner] / c.goodput_now[c.rival]:.2f}.")
