@@ -227,6 +227,9 @@ def test_fused_row_words_follow_the_two_per_row_costs():
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="context_tokens must be a whole number >= 1"):
             fused_row_words(CostModel(**base), bad)
+    from splitlab.teach.figures.split_map_words import fused_row_s
+    fused, decode = fused_row_s(CostModel(**base, hybrid_per_row_s=3e-4), 400)  # the rule of thumb's third number
+    assert fused == pytest.approx(3.1e-4) and decode == pytest.approx(1.4e-4)
 
 
 def sl_roofline():

@@ -10,7 +10,7 @@ import statistics
 from ...serving import CostModelExecutor
 from .style import and_list, fmt2, fmt3, gb_per_s, pct2
 
-__all__ = ["link_words", "workers_words", "rule_words", "other_rule_words", "fused_row_words"]
+__all__ = ["link_words", "workers_words", "rule_words", "other_rule_words", "fused_row_words", "fused_row_s"]
 
 
 def _same_axes(a, b) -> None:
@@ -106,12 +106,11 @@ def _goodput_lost(ref, m, gbps: float) -> str:
             f"{cell.tpot_steps:g} steps{gone})")
 
 
-def fused_row_words(cost, context_tokens: int, batch: int = 8, chunk_tokens: int = 256) -> str:
-    """What one more decode row adds to a fused hybrid step (a ``chunk_tokens`` chunk beside ``batch`` rows of
-    ``context_tokens`` cached tokens each) against what it adds to a decode step of the same rows, on ``cost``
-    (:meth:`splitlab.costmodel.CostModel.fused_hybrid_s`, ``decode_s``), in words that follow the two numbers: a
-    fused row dearer by more than 10% is this engine's extra, which a chunked worker pays for its streams. Raises
-    ValueError for a context, batch or chunk that is not a whole number >= 1."""
+def fused_row_s(cost, context_tokens: int, batch: int = 8, chunk_tokens: int = 256) -> tuple:
+    """(s one more decode row of ``context_tokens`` cached tokens adds to a fused hybrid step beside a
+    ``chunk_tokens`` chunk and ``batch`` rows, s it adds to a decode step of the same rows) on ``cost``
+    (:meth:`splitlab.costmodel.CostModel.fused_hybrid_s`, ``decode_s``). ValueError: a context, batch or chunk that
+    is not a whole number >= 1."""
     for name, v in (("context_tokens", context_tokens), ("batch", batch), ("chunk_tokens", chunk_tokens)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
@@ -119,8 +118,17 @@ def fused_row_words(cost, context_tokens: int, batch: int = 8, chunk_tokens: int
     def fused(b: int) -> float:
         return cost.fused_hybrid_s(chunk_tokens, chunk_tokens ** 2, 0, b, b * context_tokens)
 
-    row_f = fused(batch + 1) - fused(batch)
-    row_d = cost.decode_s(batch + 1, (batch + 1) * context_tokens) - cost.decode_s(batch, batch * context_tokens)
+    return (fused(batch + 1) - fused(batch),
+            cost.decode_s(batch + 1, (batch + 1) * context_tokens) - cost.decode_s(batch, batch * context_tokens))
+
+
+def fused_row_words(cost, context_tokens: int, batch: int = 8, chunk_tokens: int = 256) -> str:
+    """What one more decode row adds to a fused hybrid step (a ``chunk_tokens`` chunk beside ``batch`` rows of
+    ``context_tokens`` cached tokens each) against what it adds to a decode step of the same rows, on ``cost``
+    (:meth:`splitlab.costmodel.CostModel.fused_hybrid_s`, ``decode_s``), in words that follow the two numbers: a
+    fused row dearer by more than 10% is this engine's extra, which a chunked worker pays for its streams. Errors:
+    :func:`fused_row_s`'."""
+    row_f, row_d = fused_row_s(cost, context_tokens, batch, chunk_tokens)
     said = (f"one more decode row of {context_tokens:,} cached tokens adds {fmt2(row_f * 1e6)} us to a fused step "
             f"beside a {chunk_tokens}-token chunk and {batch} rows, against {fmt2(row_d * 1e6)} us to a decode step")
     if row_d > 0 and row_f < 0.9 * row_d:
