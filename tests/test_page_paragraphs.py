@@ -135,8 +135,9 @@ def test_the_granularity_note_reads_the_loss_cell_on_eight_workers():
                          "workers.")
     assert "a tie with colocated 5.9% ahead, within the tie tolerance, so part of the loss on 4 workers was their " \
         "coarse ratios" in split_loss.granularity_note(four, _loss_cell(8, 16.0, 17.0, "5P+3D"))
+    tied = split_loss.granularity_note(four, _loss_cell(8, 15.6, 14.1, "5P+3D"))  # ch06, 2026-12-05
     assert "a tie with the split 9.6% ahead, within the tie tolerance, so the loss on 4 workers does not survive " \
-        "finer ratios" in split_loss.granularity_note(four, _loss_cell(8, 15.6, 14.1, "5P+3D"))  # ch06, 2026-12-05
+        "more workers (their finer ratios or larger pools" in tied
     assert "a split win, so the loss on 4 workers was their coarse ratios" in \
         split_loss.granularity_note(four, _loss_cell(8, 20.0, 17.0, "5P+3D"))
     short = split_loss.granularity_note(four, _loss_cell(8, 13.0, 17.0, "5P+3D"), lifetimes=1.31)  # the cap's runs
@@ -169,14 +170,14 @@ def test_the_loss_takeaway_carries_the_eight_worker_reading_of_the_same_cell():
                                 "points, its 95% interval over 3 seeds). On 8 "
                                 "workers, whose splits take finer ratios, the same cell is a tie with the split 0.63% "
                                 "ahead, within the tie tolerance (5P+3D 15.8 requests/s per worker, 8 colocated "
-                                "15.7): the loss on 4 workers does not survive finer ratios (their coarse ratios made "
-                                "it).")
+                                "15.7): the loss on 4 workers does not survive more workers (their finer ratios or "
+                                "larger pools: the map does not tell the two apart).")
     assert "the same cell is still a loss (5P+3D 12 requests/s per worker, 8 colocated 15.7)" in words[12.0]
     assert "the same cell is a split win (5P+3D 20 requests/s per worker, 8 colocated 15.7)" in words[20.0]
     near = split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1,
                                big=_loss_cell(8, 15.0, 15.7, "5P+3D"))
     assert "a tie with colocated 4.5% ahead, within the tie tolerance (5P+3D 15 requests/s per worker, 8 colocated " \
-        "15.7): part of the loss on 4 workers was their coarse ratios." in near
+        "15.7): part of the loss on 4 workers was their coarse ratios or small pools." in near
     assert "On 8 workers" not in split_loss.takeaway([four], four, "research", 17.5, sp, co, att, 0.1)
 
 

@@ -141,11 +141,12 @@ def _reading(big, n: int) -> tuple[str, str]:
     if big.verdict == "tie":
         if gs >= gc:
             return (f"a tie with the split {pct2(_margin(gs, gc))} ahead, within the tie tolerance",
-                    f"the loss on {n} workers does not survive finer ratios (their coarse ratios made it)")
+                    f"the loss on {n} workers does not survive more workers (their finer ratios or larger pools: the "
+                    f"map does not tell the two apart)")
         return (f"a tie with colocated {pct2(_margin(gs, gc))} ahead, within the tie tolerance",
-                f"part of the loss on {n} workers was their coarse ratios")
+                f"part of the loss on {n} workers was their coarse ratios or small pools")
     if big.verdict == "split":
-        return "a split win", f"the loss on {n} workers was their coarse ratios, not the split"
+        return "a split win", f"the loss on {n} workers was their coarse ratios or small pools, not the split"
     return "met on no layout", "it says nothing of the loss"
 
 
