@@ -16,17 +16,13 @@ from .pools_live import split_pools
 from .pools_live_args import whole
 from .split_seeds import paired_gaps, paired_verdict
 from .style import fmt3, pct2
+from .split_granularity import _ahead, _colocated, _finer, _margin, granularity_note
 from .split_tables import short_name
 
-__all__ = ["cell_note", "granularity_note", "takeaway", "live_note", "loose_note"]
+__all__ = ["cell_note", "granularity_note", "takeaway", "live_note", "loose_note"]  # granularity_note: re-exported
 
 _VERDICT = {"split": "go to the split", "tie": "are a tie between the split and colocated",
             "colocated": "go to a colocated layout", "none": "meet the SLOs on no layout"}
-
-
-def _colocated(cell) -> str:
-    """The better colocated kind of a map cell."""
-    return max(("prefill-first", "chunked"), key=lambda k: cell.goodput[k])
 
 
 def _workers(n: int, what: str) -> str:
@@ -96,82 +92,6 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
     return " ".join(s for s in (head, _shortest(m, tpot_steps), tail) if s)
 
 
-def _short_runs(lifetimes: float | None) -> str:
-    """A caveat for goodputs whose runs spanned fewer than 20 request lifetimes (a map's request cap), else ""."""
-    from ...serving.goodput_runs import LIFETIMES
-    if lifetimes is None or not lifetimes < LIFETIMES:
-        return ""
-    return (f" But those goodputs come from runs spanning {lifetimes:.2g} request lifetimes (the map's request cap at "
-            f"that rate, where a run should span {LIFETIMES}), too short for a decode backlog to build, so this "
-            f"reading is among the least sure of the map (chapter 7).")
-
-
-def granularity_note(cell, big, lifetimes: float | None = None) -> str:
-    """Whether the split's loss in ``cell`` (of a map of few workers) is pool granularity: ``big`` is the same cell
-    (prompt and TPOT SLO) on a map of more workers, whose splits take ratios the small cluster cannot (4 workers:
-    1P+3D, 2P+2D, 3P+1D; 8 workers: seven). Says the best split and the best colocated layout there, per worker,
-    and reads the change: still lost (not granularity), a tie, or won (the small cluster's ratios were the loss);
-    ``lifetimes``: the request lifetimes ``big``'s goodput runs spanned (:func:`.split_map.run_lifetimes`), a
-    caveat added where fewer than 20.
-
-    Raises:
-        ValueError: ``big`` not the same prompt and TPOT SLO as ``cell``."""
-    if (big.prompt_tokens, big.tpot_steps) != (cell.prompt_tokens, cell.tpot_steps):
-        raise ValueError(f"big must be the same cell ({cell.prompt_tokens} tokens, {cell.tpot_steps:g} steps), got "
-                         f"{big.prompt_tokens} tokens, {big.tpot_steps:g} steps")
-    small_n, big_n = _cluster(cell), _cluster(big)
-    kind = _colocated(big)
-    gs, gc = big.goodput["split"], big.goodput[kind]
-    there = (f"On {big_n} workers the same cell ({cell.prompt_tokens}-token prompts, TPOT {cell.tpot_steps:g} "
-             f"decode steps), where a split may take {big_n - 1} prefill:decode ratios against {small_n - 1} on "
-             f"{small_n}, the best split, {big.names['split']}, serves {gs:.3g} requests/s per worker and "
-             f"{short_name(big.names[kind])} {gc:.3g}")
-    if big.verdict == "colocated":
-        return (f"{there}: the split still loses (it serves {pct2(big.margin)} less), so the loss is not the coarse "
-                f"ratios of {small_n} workers." + _short_runs(lifetimes))
-    state, meaning = _reading(big, small_n)
-    return f"{there}: {state}, so {meaning}." + _short_runs(lifetimes)
-
-
-def _reading(big, n: int) -> tuple[str, str]:
-    """What the loss cell on a larger cluster (``big``, not lost there) is, and what that says of the loss on the
-    ``n`` workers of the small one. A tie is read by who leads it: the split ahead means the loss is gone."""
-    kind = _colocated(big)
-    gs, gc = big.goodput["split"], big.goodput[kind]
-    if big.verdict == "tie":
-        if gs >= gc:
-            return (f"a tie with the split {pct2(_margin(gs, gc))} ahead, within the tie tolerance",
-                    f"the loss on {n} workers does not survive more workers (their finer ratios or larger pools: the "
-                    f"map does not tell the two apart)")
-        return (f"a tie with colocated {pct2(_margin(gs, gc))} ahead, within the tie tolerance",
-                f"part of the loss on {n} workers was their coarse ratios or small pools")
-    if big.verdict == "split":
-        return "a split win", f"the loss on {n} workers was their coarse ratios or small pools, not the split"
-    return "met on no layout", "it says nothing of the loss"
-
-
-def _margin(a: float, b: float) -> float:
-    """The map's margin of the better of two goodputs over the other (``map_result.Cell``: 1 - runner-up / winner;
-    0 when neither serves)."""
-    return 1 - min(a, b) / max(a, b) if max(a, b) > 0 else 0.0
-
-
-def _cluster(cell) -> int:
-    return sum(split_pools(cell.names["split"]) or (0, 0))
-
-
-def _finer(cell, big, lifetimes: float | None = None) -> str:
-    """:func:`granularity_note` in one sentence, for the takeaway (its caveat on short runs too)."""
-    kind = _colocated(big)
-    head = f"On {_cluster(big)} workers, whose splits take finer ratios, the same cell"
-    both = (f"({big.names['split']} {big.goodput['split']:.3g} requests/s per worker, "
-            f"{short_name(big.names[kind])} {big.goodput[kind]:.3g})")
-    if big.verdict == "colocated":
-        return f"{head} is still a loss {both}: the loss is not the coarse ratios." + _short_runs(lifetimes)
-    state, meaning = _reading(big, _cluster(cell))
-    return f"{head} is {state} {both}: {meaning}." + _short_runs(lifetimes)
-
-
 def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, colocated,
              attainment: pd.DataFrame, tie_tolerance: float | None = None, big=None,
              big_lifetimes: float | None = None) -> str:
@@ -210,7 +130,7 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
     finer = "" if big is None else " " + _finer(cell, big, big_lifetimes)
     if gc > gs and tie_tolerance is not None and margin <= tie_tolerance:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, the row of the map's furthest colocated win, "
-                f"the planner puts {prompts} at a tie: {planned}, {pct2(margin)} apart, within the map's "
+                f"the planner puts {prompts} at a tie: {planned}, {_ahead(gc, gs)}, within the map's "
                 f"{pct2(tie_tolerance)} tie tolerance; {live}.{finer}")
     if gc > gs:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, the row of the map's furthest colocated win, "
@@ -250,7 +170,7 @@ def live_note(runs, split, colocated, planner_first: str, ttft_slo_s: float, tpo
     ms, mc = missed[sp], missed[co]
     gs, gc = split.goodput_rps_per_worker, colocated.goodput_rps_per_worker
     margin = _margin(gs, gc)
-    tie = (f", {pct2(margin)} ahead: within the map's {pct2(tie_tolerance)} tie tolerance, a tie by its rule"
+    tie = (f", {_ahead(gs, gc)}: within the map's {pct2(tie_tolerance)} tie tolerance, a tie by its rule"
            if tie_tolerance is not None and margin <= tie_tolerance else "")
     text = (f"{paired_verdict(runs.attainment, sp, co, n_requests)} {judged} the planner's ranking "
             f"({short_name(planner_first)} first{tie}). In the first seed the split's prefill "
