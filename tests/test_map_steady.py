@@ -256,7 +256,7 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
     twin = map_steady_sizes.lasting_words({"chunked": small, "split": _steady()}, {"chunked": large})
     assert ("0.01 GB/s link (the same map cell on the cost model's own link, the record's split cell, served with "
             "118-token prompts at 6.36 requests/s per worker, kept 1P+1D at 96%; over the slow link, with 118-token "
-            "prompts at 6.36, 41%), and the finer") in twin
+            "prompts at 6.36, 41%; the own link's runs carried at least as heavy a load), and the finer") in twin
     own = lambda n: {"None": {"split": 16 - n, "chunked": n}, "0.01": {"chunked": 16}}
     assert lasting.replace(" link, and", " link; on the records' maps' own link colocated chunked wins 0 of 16 cells "
                            "on 2 workers and 0 of 16 cells on 8 workers, so the slow link makes that loss, and") == \
@@ -396,16 +396,13 @@ def test_margin_words_set_the_map_margins_beside_the_simulators_own_error():
                           in_run_error=[0.05, -0.197]))
     cells = {"split": _steady()}
     words = map_steady_sizes.margin_words(t, cells)
-    assert "reached 19.7% on one latency percentile (research, 2 colocated, tpot_p50), more than the map's 10%" in words
-    assert words.endswith("an error both layouts share cancels in their ratio.")  # no ladder: no goodput measured
-    assert map_steady_sizes.margin_words(t, cells, tolerance=0.25).count("no more than the map's 25%") == 1
+    assert "reached 19.7% on one latency percentile (research, 2 colocated, tpot_p50), on runs of a few" in words
+    assert words.endswith("the check's errors differ from layout to layout.")  # no ladder: no goodput measured live
     tie = _tie(ladder=_ladder([(0.85, [100] * 3), (0.9, [40] * 3)], [(0.85, [100] * 3), (0.9, [95] * 3),
                                                                      (0.95, [40] * 3)]))  # goodputs 16 and 25
     words = map_steady_sizes.margin_words(t, {"tie": tie})
     assert ("1P+1D 1.06x to 1.12x its simulated 16/s and 2 chunked 256 0.72x to 0.76x its simulated 25/s per worker; "
-            "the ratio of the two, 1P+1D over 2 chunked 256, lies live between 0.89 and 1.00, simulated 0.64.") in words
+            "the ratio of the two, 1P+1D over 2 chunked 256, lies live (on the means over the seeds) between 0.89 and "
+            "1.00, simulated 0.64.") in words
     with pytest.raises(ValueError, match="simulated in run"):
         map_steady_sizes.margin_words(t.drop(columns="in_run_error"), cells)
-    for tol in (float("nan"), 0, 1.0, True):
-        with pytest.raises(ValueError, match="tolerance"):
-            map_steady_sizes.margin_words(t, cells, tol)

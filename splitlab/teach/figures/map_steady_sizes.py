@@ -185,7 +185,9 @@ def _twin(c: SteadyCell, cells: dict) -> str:
     return (f" (the same map cell on the cost model's own link, the record's {twin.region} cell, served with "
             f"{twin.prompt_tokens}-token prompts at {twin.rate_per_worker:.3g} requests/s per worker, kept {split} at "
             f"{twin.frame().mean()[split]:.0f}%; over the slow link, with {c.prompt_tokens}-token prompts at "
-            f"{c.rate_per_worker:.3g}, {c.frame().mean()[split]:.0f}%)")
+            f"{c.rate_per_worker:.3g}, {c.frame().mean()[split]:.0f}%"
+            + ("; the own link's runs carried at least as heavy a load" if twin.prompt_tokens >= c.prompt_tokens
+               and twin.rate_per_worker >= c.rate_per_worker else "") + ")")
 
 
 def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> str:
@@ -244,13 +246,13 @@ def burst_words(requests, ttft_slo_s: float, tpot_slo_s: float, cells: dict) -> 
     return text
 
 
-def margin_words(check, cells: dict, tolerance: float = 0.1) -> str:
+def margin_words(check, cells: dict) -> str:
     """What the live runs of ``cells`` ({name: SteadyCell}) check of the map: each cell's order at one rate, not its
     margin, a ratio of two simulated goodputs, beside the simulator's own error on the validation table ``check``
     (:func:`splitlab.serving.validate` with ``in_run=True``: its largest error on the cost model refitted to the
-    runs' steps) and the map's tie ``tolerance``, and where a tie's ladder measured both goodputs live, their ratio
-    against the simulated one. ValueError: a table without the in-run column or a number in it, a tolerance not a
-    share in [0.001, 1), no cell, a margin not a share; those of :func:`splitlab.serving.validation.verdict`."""
+    runs' steps), and where a tie's ladder measured both goodputs live, their ratio against the simulated one.
+    ValueError: a table without the in-run column or a number in it, no cell, a margin not a share; those of
+    :func:`splitlab.serving.validation.verdict`."""
     from ...serving.validation import verdict
     check_cells(cells, "margin_words")
     if not cells:
@@ -262,17 +264,14 @@ def margin_words(check, cells: dict, tolerance: float = 0.1) -> str:
     if isinstance(check, pd.DataFrame) and "in_run_error" in check and not pd.to_numeric(
             check["in_run_error"], errors="coerce").notna().any():
         raise ValueError("margin_words: the table's in_run_error holds no number: nothing was simulated in run")
-    if not 0.001 <= _positive("margin_words: tolerance", tolerance) < 1:
-        raise ValueError(f"margin_words: tolerance must be a share from 0.001 to below 1 (0.1: 10%), got {tolerance!r}")
     v = verdict(check)
     if "in_run_largest" not in v:
         raise ValueError("margin_words needs a validation table simulated in run (validate(..., in_run=True))")
     err = v["in_run_largest"]
     text = (f"These runs check each region's order at one rate, not the map's margins, each a ratio of two simulated "
             f"goodputs. The simulator's own error on the check at the top of this page (refitted to the runs' steps) "
-            f"reached {err:.1%} on one latency percentile ({v['in_run_where']}), "
-            + ("more" if err > tolerance else "no more") + f" than the map's {tolerance:.0%} tie tolerance, but a "
-            f"latency of short runs is not a goodput, and an error both layouts share cancels in their ratio.")
+            f"reached {err:.1%} on one latency percentile ({v['in_run_where']}), on runs of a few requests: a "
+            f"latency percentile is not a goodput, and the check's errors differ from layout to layout.")
     return text + "".join(_goodput_error(c) for c in cells.values())
 
 
@@ -291,5 +290,6 @@ def _goodput_error(c: SteadyCell) -> str:
             live.items()]
     (lw, hw), (lr, hr) = b[c.winner], b[c.rival]
     return (f" Only the tie's ladder measured goodputs live: {and_list(said)} per worker; the ratio of the two, "
-            f"{_short(c.winner)} over {_short(c.rival)}, lies live between {lw / hr:.2f} and {hw / lr:.2f}, "
+            f"{_short(c.winner)} over {_short(c.rival)}, lies live (on the means over the seeds) between "
+            f"{lw / hr:.2f} and {hw / lr:.2f}, "
             f"simulated {c.goodput_now[c.winner] / c.goodput_now[c.rival]:.2f}.")
