@@ -239,7 +239,8 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
                     link=0.01)
     large = dataclasses.replace(small, workers=8)
     text = map_steady_sizes.sizes_words({"chunked": small}, {"chunked": large, "split": _steady()})
-    assert text.startswith("Colocated chunked: on 2 workers (120-token prompts, TPOT 1.5 steps, a 0.01 GB/s link)")
+    assert text.startswith("Colocated chunked: on 2 workers (120-token prompts, TPOT 1.5 steps, a 0.01 GB/s link, "
+                           "under a mean-TPOT SLO)")  # a fused step with its whole prompt: 5 steps, past 1.5
     assert "kept 100% against 41% for " in text and text.count("matches") == 2
     assert text.endswith(": a loss of the split on both sizes, live, so not the coarse ratios of the smaller cluster.")
     even = dataclasses.replace(large, measured={k: [60.0, 62.0, 58.0] for k in large.measured})
@@ -249,7 +250,8 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
         map_steady_sizes.sizes_words({"chunked": large}, {"chunked": small})
     lasting = map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large})
     assert lasting == ("Served live in steady state (chapter 7's records), the split lost the colocated chunked cell "
-                       "(120-token prompts, TPOT 1.5 steps, a 0.01 GB/s link) on both 2 and 8 workers (colocated kept "
+                       "(120-token prompts, TPOT 1.5 steps, a 0.01 GB/s link, under a mean-TPOT SLO) on both 2 and 8 "
+                       "workers (colocated kept "
                        "100% and 100% of its requests within the SLOs, the split 41% and 41%): a loss on a 0.01 GB/s "
                        "link, and the finer ratios of more workers do not remove it.")
     # the same map cell on the record's own link (its split cell): the split's attainment there beside the slow one's
@@ -278,9 +280,9 @@ def test_sizes_words_say_a_tie_shown_on_both_and_each_sizes_cell():
         "matches: a tie: a tie on both sizes, live.")
     small = _steady("chunked", NAMES["chunked"], NAMES["split"], measured=((100, 40), (100, 45), (100, 38)))
     large = dataclasses.replace(small, workers=8, map_prompt_tokens=16, tpot_steps=10.0)
-    assert ("the colocated chunked cells on 2 workers (120-token prompts, TPOT 1.5 steps) and on 8 workers (16-token "
-            "prompts, TPOT 10 steps) (colocated kept") in map_steady_sizes.lasting_words({"chunked": small},
-                                                                                       {"chunked": large})
+    words = map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large})
+    assert ("the colocated chunked cells on 2 workers (120-token prompts, TPOT 1.5 steps, under a mean-TPOT SLO) and "
+            "on 8 workers (16-token prompts, TPOT 10 steps) (colocated kept") in words
 
 
 def test_probe_words_says_both_ways_only_where_steps_ran_both_ways():

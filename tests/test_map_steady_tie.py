@@ -145,6 +145,9 @@ def test_the_words_name_a_rung_held_again_above_a_bracket():
     words = W.ladder_words(_tie(ladder=ladder))
     assert "1P+1D kept 90% on average up to 0.85x and not at 0.90x (though it kept 95% at 0.95x again" in words
     assert words.count("though it kept") == 1
+    # the tie's chunked layout stalls its streams 5 steps per fused step, past the 1.5-step SLO: said on the page
+    assert "would count every such stall against chunked prefill" in map_steady_text.steady_words(
+        {"tie": _tie(ladder=ladder)})
     # read from its highest rung held (0.95x to 1.00x) against chunked's 0.85x: 0.85 / 1.00 is not within 10%
     assert "Read from the highest rung held instead (1P+1D 0.95x to 1.00x), the means would leave it undecided" in words
 

@@ -228,3 +228,19 @@ def test_the_loss_takeaway_names_its_own_arguments_when_a_layout_is_not_in_the_a
     with pytest.raises(ValueError, match="NaN for seed"):
         split_loss.takeaway([cells[3]], cells[3], "research", 11.3, sp, co,
                             pd.DataFrame({"2P+2D": [60.0, float("nan")], co.name: [90.0, 95.0]}))
+
+
+def test_a_colocated_lead_past_its_tpot_slo_is_said_to_rest_on_the_mean():
+    """Chapter 6's map cell had chunked 19% ahead at 16 tokens and a 1.5-step SLO, a fused step of 1.7 steps."""
+    import dataclasses
+    from splitlab.planning.map_result import Cell
+    names = {"split": "1P+3D", "prefill-first": "4 colocated (prefill-first)",
+             "chunked": "4 colocated (chunked, 256-token chunks)"}
+    cell = Cell(16, 1.7, 1.5, 0.01, 0.004, {"split": 12.8, "prefill-first": 10.0, "chunked": 15.2},
+                {"split": "tpot", "prefill-first": "tpot", "chunked": "tpot"}, names)
+    said = split_loss._on_mean(cell, "chunked")
+    assert "each prefill stalls the 4 chunked 256 streams beside it for 1.7 decode steps or more, past the 1.5-step" \
+        in said
+    assert split_loss._on_mean(dataclasses.replace(cell, tpot_steps=2.5), "chunked") == ""  # within the SLO
+    assert split_loss._on_mean(dataclasses.replace(cell, prompt_tokens=400), "chunked") == ""  # two chunks
+    assert "4 colocated streams" in split_loss._on_mean(dataclasses.replace(cell, prompt_tokens=400), "prefill-first")

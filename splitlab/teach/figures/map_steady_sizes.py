@@ -11,6 +11,7 @@ import pandas as pd
 from .map_steady import SteadyCell
 from .map_steady_checks import check_cells
 from .map_steady_place import _positive
+from .map_steady_slo import qualifiers
 from .map_steady_text import TITLES, _short
 from .pools_live_args import whole
 from .pools_live import split_pools
@@ -43,7 +44,8 @@ def _link(c: SteadyCell) -> str:
 
 def _where(c: SteadyCell) -> str:
     """The cell's coordinates on the map: "355-token prompts, TPOT 10 steps" (and a slow link)."""
-    return f"{c.map_prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} steps{_link(c)}"
+    return f"{c.map_prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} steps{_link(c)}" + (
+        ", under a mean-TPOT SLO" if c.region != "tie" and "mean-TPOT" in qualifiers(c) else "")
 
 
 def moved_words(c: SteadyCell) -> str:

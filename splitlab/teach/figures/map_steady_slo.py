@@ -18,15 +18,17 @@ __all__ = ["stall_steps", "mean_tpot_words", "qualifiers"]
 
 
 def stall_steps(c: SteadyCell) -> float | None:
-    """Decode steps one prefill stalls the streams beside it in the colocated winner of ``c``: its prefill
-    (prefill-first; chunked where the whole prompt fits one chunk, its fused step at least that prefill); None for
-    other cells or a prompt longer than a chunk. TypeError: not a SteadyCell; ValueError: its steps not finite > 0."""
+    """Decode steps one prefill stalls the streams beside it in the colocated winner of ``c`` (a tie's chunked
+    layout): its prefill (prefill-first; chunked where the whole prompt fits one chunk, its fused step at least that
+    prefill); None for other cells or a prompt longer than a chunk. TypeError: not a SteadyCell; ValueError: its
+    steps not finite > 0."""
     if not isinstance(c, SteadyCell):
         raise TypeError(f"stall_steps: c must be a SteadyCell, got {type(c).__name__}")
     steps = _positive(f"the {c.region!r} cell's prefill_steps", c.prefill_steps)
     _positive(f"the {c.region!r} cell's tpot_steps", c.tpot_steps)
-    chunk = re.search(r"(\d+)-token chunks", c.winner)
-    if c.region == "prefill-first" or c.region == "chunked" and chunk and c.map_prompt_tokens <= int(chunk[1]):
+    chunk = re.search(r"(\d+)-token chunks", c.winner if c.region != "tie" else f"{c.winner} {c.rival}")
+    if c.region == "prefill-first" or c.region in ("chunked", "tie") and chunk and c.map_prompt_tokens <= int(
+            chunk[1]):
         return steps
     return None
 

@@ -177,7 +177,8 @@ def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     the one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the models."""
     bar = _bar(c, mean) if verdict != "no test" else ""
     if cell_ladder(c) is not None:
-        return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)]
+        return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)] + (
+            [f" {mean_tpot_words(c)}"] if mean_tpot_words(c) else [])
     return [f", so {_verdict_words(c, g, verdict)}"] + [f" {x}" for x in (bar, _models(c), mean_tpot_words(c)) if x]
 
 

@@ -6,6 +6,7 @@ TPOT SLO (:func:`loose_note`).
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -46,6 +47,19 @@ def _why(cell, workers: int) -> str:
     return f"The split is held back there by its {binds.upper()} SLO."
 
 
+def _on_mean(cell, kind: str) -> str:
+    """Where the colocated ``kind`` of the map ``cell`` stalls its streams for longer than the TPOT SLO (a whole
+    prefill: prefill-first, or chunked with the prompt in one chunk): its lead holds under a TPOT SLO judged on each
+    request's mean (:mod:`.map_steady_slo`); "" otherwise."""
+    chunk = re.search(r"(\d+)-token chunks", cell.names.get("chunked", "")) if kind == "chunked" else None
+    if not cell.prefill_steps > cell.tpot_steps or kind == "chunked" and not (chunk and cell.prompt_tokens <= int(
+            chunk[1])):
+        return ""
+    return (f" That lead holds under a TPOT SLO judged on each request's mean: each prefill stalls the "
+            f"{short_name(cell.names[kind])} streams beside it for {cell.prefill_steps:.3g} decode steps or more, past "
+            f"the {cell.tpot_steps:g}-step SLO, which a bound on each inter-token gap would count.")
+
+
 def _shortest(m, tpot_steps: float) -> str:
     """What the row ``tpot_steps`` of the map says of its shortest prompt ("" if the map has no such row)."""
     row = [c for c in m.cells if c.tpot_steps == tpot_steps]
@@ -77,7 +91,7 @@ def cell_note(m, cell, lost: Sequence, workload: str, workload_steps: float, tpo
                 f"({pct2(m.tie_tolerance)}): {cells}. The split falls furthest behind at {where}: {rival} serves "
                 f"{gc:.4g} requests/s per worker, the best split, {cell.names['split']}, {gs:.4g}, "
                 f"{1 - gs / gc:.0%} less" + (f" ({rival} serves {gc / gs - 1:.0%} more). " if gs > 0 else ". ")
-                + _why(cell, m.workers))
+                + _why(cell, m.workers) + _on_mean(cell, kind))
         tail = (f"Of this chapter's workloads, the `{workload}` prompts ({workload_steps:.3g} decode steps a prefill) "
                 f"lie nearest that column's {cell.prefill_steps:.3g}: below, the planner ranks every layout for them "
                 f"at that TPOT SLO, and the real model serves them.")
