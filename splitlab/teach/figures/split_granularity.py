@@ -90,7 +90,11 @@ def _cluster(cell) -> int:
 def _finer(cell, big, lifetimes: float | None = None) -> str:
     """:func:`granularity_note` in one sentence, for the takeaway (its caveat on short runs too)."""
     kind = _colocated(big)
-    head = f"On {_cluster(big)} workers, whose splits take finer ratios, the same cell"
+    small, gs = _colocated(cell), cell.goodput["split"]
+    lead = (f"{pct2(cell.goodput[small] / gs - 1)} ahead of {cell.names['split']}" if gs > 0 else
+            f"serving where {cell.names['split']} serves nothing")
+    head = (f"On {_cluster(cell)} workers the map's cell there has {short_name(cell.names[small])} {lead}; on "
+            f"{_cluster(big)} workers, whose splits take finer ratios, the same cell")
     both = (f"({big.names['split']} {big.goodput['split']:.3g} requests/s per worker, "
             f"{short_name(big.names[kind])} {big.goodput[kind]:.3g})")
     if big.verdict == "colocated":
