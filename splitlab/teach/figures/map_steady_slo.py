@@ -9,28 +9,35 @@ only (:func:`mean_tpot_words`, :func:`qualifiers`).
 """
 from __future__ import annotations
 
-import re
-
+from ...planning.options import chunk_of
 from .map_steady import SteadyCell
 from .map_steady_place import _positive
 
-__all__ = ["stall_steps", "mean_tpot_words", "qualifiers"]
+__all__ = ["stall_of", "stall_steps", "mean_tpot_words", "qualifiers"]
+
+
+def stall_of(kind: str, name: str, prompt_tokens: int, prefill_steps: float) -> float | None:
+    """Decode steps one prefill stalls the streams beside it on a colocated layout of ``kind`` named ``name`` (its
+    prompts of ``prompt_tokens`` costing ``prefill_steps``): the prefill on prefill-first; on chunked where the whole
+    prompt fits one chunk (:func:`~splitlab.planning.options.chunk_of`), its fused step at least that prefill; None
+    for any other layout or a prompt longer than a chunk."""
+    if kind == "prefill-first":
+        return prefill_steps
+    chunk = chunk_of(name) if kind == "chunked" else None
+    return prefill_steps if chunk is not None and prompt_tokens <= chunk else None
 
 
 def stall_steps(c: SteadyCell) -> float | None:
-    """Decode steps one prefill stalls the streams beside it in the colocated winner of ``c`` (a tie's chunked
-    layout): its prefill (prefill-first; chunked where the whole prompt fits one chunk, its fused step at least that
-    prefill); None for other cells or a prompt longer than a chunk. TypeError: not a SteadyCell; ValueError: its
-    steps not finite > 0."""
+    """:func:`stall_of` the colocated winner of ``c`` (a tie's chunked layout). TypeError: not a SteadyCell;
+    ValueError: its steps not finite > 0."""
     if not isinstance(c, SteadyCell):
         raise TypeError(f"stall_steps: c must be a SteadyCell, got {type(c).__name__}")
     steps = _positive(f"the {c.region!r} cell's prefill_steps", c.prefill_steps)
     _positive(f"the {c.region!r} cell's tpot_steps", c.tpot_steps)
-    chunk = re.search(r"(\d+)-token chunks", c.winner if c.region != "tie" else f"{c.winner} {c.rival}")
-    if c.region == "prefill-first" or c.region in ("chunked", "tie") and chunk and c.map_prompt_tokens <= int(
-            chunk[1]):
-        return steps
-    return None
+    if c.region == "tie":
+        chunked = next((n for n in (c.winner, c.rival) if chunk_of(n) is not None), "")
+        return stall_of("chunked", chunked, c.map_prompt_tokens, steps)
+    return stall_of(c.region, c.winner, c.map_prompt_tokens, steps)
 
 
 def mean_tpot_words(c: SteadyCell) -> str:

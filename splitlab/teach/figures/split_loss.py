@@ -6,13 +6,13 @@ TPOT SLO (:func:`loose_note`).
 """
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from ...serving.metrics import slo_misses
+from .map_steady_slo import stall_of
 from .pools_live import split_pools
 from .pools_live_args import whole
 from .split_seeds import paired_gaps, paired_verdict
@@ -49,11 +49,10 @@ def _why(cell, workers: int) -> str:
 
 def _on_mean(cell, kind: str) -> str:
     """Where the colocated ``kind`` of the map ``cell`` stalls its streams for longer than the TPOT SLO (a whole
-    prefill: prefill-first, or chunked with the prompt in one chunk): its lead holds under a TPOT SLO judged on each
-    request's mean (:mod:`.map_steady_slo`); "" otherwise."""
-    chunk = re.search(r"(\d+)-token chunks", cell.names.get("chunked", "")) if kind == "chunked" else None
-    if not cell.prefill_steps > cell.tpot_steps or kind == "chunked" and not (chunk and cell.prompt_tokens <= int(
-            chunk[1])):
+    prefill: prefill-first, or chunked with the prompt in one chunk, :func:`.map_steady_slo.stall_of`): its lead
+    holds under a TPOT SLO judged on each request's mean; "" otherwise."""
+    stall = stall_of(kind, cell.names.get(kind, ""), cell.prompt_tokens, cell.prefill_steps)
+    if stall is None or not stall > cell.tpot_steps:
         return ""
     return (f" That lead holds under a TPOT SLO judged on each request's mean: each prefill stalls the "
             f"{short_name(cell.names[kind])} streams beside it for {cell.prefill_steps:.3g} decode steps or more, past "
