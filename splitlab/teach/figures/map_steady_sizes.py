@@ -66,9 +66,9 @@ def moved_words(c: SteadyCell) -> str:
     where = f"moved_words: the {c.region!r} cell's"
     prefills = moved_s / _positive(f"{where} prefill of its prompt on its cost", cost.prefill_s(c.prompt_tokens))
     _positive(f"{where} ttft_slo_s", c.ttft_slo_s)
-    pools, busy = split_pools(c.winner) or split_pools(c.rival), _busy(c, moved_s)
-    busy = ("" if busy is None else f"; at the runs' rate each of the split's {pools[0]} prefill workers' links is "
-            f"busy {fmt2(busy)}% of the time")
+    busy = _busy(c, moved_s)
+    busy = ("" if busy is None else f"; at the runs' rate each of the split's {busy[0]} prefill workers' links is "
+            f"busy {fmt2(busy[1])}% of the time")
     return (f", over which one request's cache ({c.prompt_tokens} prompt tokens served, {fmt3(nbytes / 1e3)} kB) "
             f"takes {fmt3(moved_s * 1e3)} ms to move, {fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and "
             f"{fmt2(prefills)} prefills of its prompt on the placed cost model{busy}")
@@ -94,13 +94,13 @@ def _moved(c: SteadyCell, who: str) -> tuple | None:
     return cost, nbytes, cost.over_link(_positive(f"{where} link_gbps", c.link_gbps) * 1e9).transfer_s(nbytes)
 
 
-def _busy(c: SteadyCell, moved_s: float) -> float | None:
-    """How busy (%) each of the split's prefill workers' links is at the cell's rate, each cache ``moved_s`` on it
-    (each prefill worker sends its own prompts' caches): rate per worker x workers / prefill workers x moved_s.
+def _busy(c: SteadyCell, moved_s: float) -> tuple | None:
+    """(the split's prefill workers, how busy (%) each one's link is at the cell's rate), each cache ``moved_s`` on
+    it (each prefill worker sends its own prompts' caches): rate per worker x workers / prefill workers x moved_s.
     None: no split in the cell."""
     pools = split_pools(c.winner) or split_pools(c.rival)
     rate = _positive(f"the {c.region!r} cell's rate_per_worker", c.rate_per_worker)
-    return None if pools is None else 100 * rate * c.workers / pools[0] * moved_s
+    return None if pools is None else (pools[0], 100 * rate * c.workers / pools[0] * moved_s)
 
 
 def sizes_words(small: dict, large: dict) -> str:
@@ -161,7 +161,7 @@ def _slow(region: str, a: SteadyCell, b: SteadyCell, counts) -> str:
              if c.link_gbps is not None else f"the cost model's own link on {c.workers} workers" for c in (a, b)]
     links = [links[0].split(" on ")[0]] if a.link_gbps == b.link_gbps else links
     busy = [(c.workers, _busy(c, m[2])) for c in (a, b) if (m := _moved(c, "lasting_words")) is not None]
-    busy = [f"{fmt2(p)}% on {w} workers" for w, p in busy if p is not None]
+    busy = [f"{fmt2(p[1])}% on {w} workers" for w, p in busy if p is not None]
     text = f"a loss on {' and '.join(('a ' if 'GB/s' in x else '') + x for x in links)}" + (
         "" if not busy else f", which kept each of the split's prefill workers' links busy {and_list(busy)}")
     if counts is None:

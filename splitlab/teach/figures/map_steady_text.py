@@ -175,11 +175,11 @@ def steady_words(cells: dict) -> str:
 def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     """The rest of a region's sentences: the verdict, the bar and the models; a tie served on a ladder of rates:
     the one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the models."""
-    bar = _bar(c, mean) if verdict != "no test" else ""
+    bar, caveat = _bar(c, mean) if verdict != "no test" else "", mean_tpot_words(c)
     if cell_ladder(c) is not None:
         return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)] + (
-            [f" {mean_tpot_words(c)}"] if mean_tpot_words(c) else [])
-    return [f", so {_verdict_words(c, g, verdict)}"] + [f" {x}" for x in (bar, _models(c), mean_tpot_words(c)) if x]
+            [f" {caveat}"] if caveat else [])
+    return [f", so {_verdict_words(c, g, verdict)}"] + [f" {x}" for x in (bar, _models(c), caveat) if x]
 
 
 def today_words(cells: dict, maps: dict) -> str:
@@ -232,7 +232,7 @@ def record_summary(cells: dict) -> str:
     for region, c in cells.items():
         name = TITLES[region].lower() if region in TITLES else f"{TITLES.get(c.region, c.region).lower()} on " \
                                                                 f"{c.workers} workers"
-        said.setdefault(c.outcome(), []).append(name + (f" ({qualifiers(c)})" if qualifiers(c) else ""))
+        said.setdefault(c.outcome(), []).append(name + (f" ({q})" if (q := qualifiers(c)) else ""))
     parts = [f"{and_list(said[k])} {SAID[k]}" for k in SAID if k in said]
     return f"of the {len(cells)} cells served live, " + "; ".join(parts)
 
