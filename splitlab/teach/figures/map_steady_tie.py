@@ -17,6 +17,7 @@ tens of points near a knee.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -72,8 +73,7 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
     from .map_steady_in_run import cell_runs
     from .map_steady_place import _positive, _whole
     check_tie(c)
-    mean = math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
-    names = [c.winner, c.rival]
+    mean, names = _geomean(c), [c.winner, c.rival]
     served = {n: [] for n in names}
     if resume is not None:
         if start is not None or step is not None:
@@ -91,11 +91,8 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
     spec, configs, runs = cell_runs(c)  # the cell's own runs, as map_steady.in_run simulates them
     executors = {n: ModelExecutor(lm) for n in names}
     with progress_bar(None, "tie ladder live", progress, unit="run") as bar:
-        while True:
-            now = {n: share for n in names if (j := _next(served[n], start, step, rungs)) is not None
-                   and (share := round(start + j * step, 6)) > 0}
-            if not now:  # each bracketed, out of rungs, or (descending) out of rates above zero: its bracket open
-                break
+        # until each is bracketed, out of rungs, or (descending) out of rates above zero: its bracket open
+        while now := {n: share for n in names if (share := _next(served[n], start, step, rungs)) is not None}:
             for n, share in now.items():
                 served[n].append(dict(share=share, rate_per_worker=share * mean, measured=[]))
             live = list(now)
@@ -113,15 +110,12 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
 
 
 def check_resume(c, ladder: dict) -> tuple:
-    """A copy of the rungs ``ladder`` served for the tie ``c`` ({layout: [rung, ...]}), its start (its first rung's
-    share) and its step, once it is checked to be one :func:`tie_ladder` can go on from: ``c``'s (:func:`cell_ladder`'s
-    checks), served at the geometric mean of ``c``'s goodputs, every rung on its grid (start + k x step, and a rate
-    of share x that mean) and a CPU time finite >= 0. ValueError naming what is wrong (``benchmarks/map_live.py``
-    asks before it loads the model)."""
-    mean = math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
-    probe = type("Cell", (), dict(region=c.region, winner=c.winner, rival=c.rival, seeds=c.seeds,
-                                  extra=dict(ladder=ladder)))
-    cell_ladder(probe)
+    """(a copy of the rungs ``ladder`` served for the tie ``c``: {layout: [rung, ...]}, its start: its first rung's
+    share, its step), once it is one :func:`tie_ladder` can go on from: ``c``'s (:func:`cell_ladder`), at the geometric
+    mean of ``c``'s goodputs, every rung on its grid (start + k x step, at share x that mean), a CPU time finite >= 0.
+    ValueError naming what is wrong (``benchmarks/map_live.py`` asks before it loads the model)."""
+    mean = _geomean(c)
+    cell_ladder(dataclasses.replace(c, extra=dict(c.extra, ladder=ladder)))
     if not _finite(ladder.get("cpu_s")) or ladder["cpu_s"] < 0:
         raise ValueError(f"resume: the ladder's cpu_s must be a finite number >= 0, got {ladder.get('cpu_s')!r}")
     if not math.isclose(ladder["geomean_per_worker"], mean, rel_tol=1e-9):
@@ -146,25 +140,31 @@ def left_to_serve(c, ladder: dict, rungs: int = LADDER_RUNGS) -> list:
     """The layouts of the tie ``c`` whose goodput the ``ladder`` (checked by :func:`check_resume`) leaves to serve:
     a bracket some resample would leave open, within ``rungs`` rungs ([] : nothing left)."""
     served, start, step = check_resume(c, ladder)
-    return [n for n, v in served.items() if (j := _next(v, start, step, rungs)) is not None
-            and round(start + j * step, 6) > 0]
+    return [n for n, v in served.items() if _next(v, start, step, rungs) is not None]
 
 
-def _next(served: list, start: float, step: float, rungs: int) -> int | None:
-    """The next rung (in steps from ``start``) of a layout that has ``served`` these, or None once every bootstrap
-    resample of the seeds brackets its goodput (its highest rung missed by every seed, its lowest held by every
-    seed), or ``rungs`` are served. Above while some seed holds the highest rung, else below while some seed misses
-    the lowest."""
-    if not served:
-        return 0
+def _geomean(c) -> float:
+    """The geometric mean of the tie ``c``'s goodputs (requests/s per worker): the unit of a rung's share."""
+    return math.sqrt(c.goodput_now[c.winner] * c.goodput_now[c.rival])
+
+
+def _next(served: list, start: float, step: float, rungs: int) -> float | None:
+    """The share (kept to 6 places) of a layout's next rung, ``step`` apart from ``start``: above while some seed
+    holds its highest rung, below while some seed misses its lowest; None once every resample brackets its goodput
+    (the highest missed and the lowest held by every seed), ``rungs`` are served or no rate above 0 is left."""
     if len(served) >= rungs:
         return None
-    low, high = min(served, key=lambda r: r["share"]), max(served, key=lambda r: r["share"])
-    if max(high["measured"]) >= GOOD:
-        return round((high["share"] - start) / step) + 1
-    if min(low["measured"]) < GOOD:
-        return round((low["share"] - start) / step) - 1
-    return None
+    j = 0
+    if served:  # the first rung at start
+        low, high = min(served, key=lambda r: r["share"]), max(served, key=lambda r: r["share"])
+        if max(high["measured"]) >= GOOD:
+            j = round((high["share"] - start) / step) + 1
+        elif min(low["measured"]) < GOOD:
+            j = round((low["share"] - start) / step) - 1
+        else:
+            return None
+    share = round(start + j * step, 6)
+    return share if share > 0 else None
 
 
 def seeds_in(ladder: dict) -> int:
