@@ -6,7 +6,8 @@ import math
 
 import pandas as pd
 
-from .map_steady_tie import CONFIDENCE, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, seeds_in, support, verdict
+from .map_steady_tie import (CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, seeds_in, support,
+                              verdict)
 from .pools_live import short_name as _short
 from .style import and_list
 
@@ -25,7 +26,7 @@ def ladder_table(c) -> pd.DataFrame:
     for name, rungs in ladder["served"].items():
         for r in rungs:
             m = r["measured"]
-            rows.setdefault(f"{r['share']:.2f}x", {})[f"{_short(name)} (%)"] = (f"{sum(m) / len(m):.0f} "
+            rows.setdefault(f"{r['share']:.2f}x", {})[f"{_short(name)} (%)"] = (f"{_mean(r):.0f} "
                                                                                 f"({min(m):.0f}-{max(m):.0f})")
     out = pd.DataFrame.from_dict(rows, orient="index").fillna("").sort_index()
     return out.rename_axis(f"rate (x {ladder['geomean_per_worker']:.3g}/s per worker)")
@@ -48,7 +49,7 @@ def ladder_words(c) -> str:
         top = max(r["share"] for r in ladder["served"][name])
         low = min(r["share"] for r in ladder["served"][name])
         again = [f"{a:.0f}% at {r['share']:.2f}x" for r in ladder["served"][name]
-                 if r["share"] > hi and (a := sum(r["measured"]) / len(r["measured"])) >= 90]
+                 if r["share"] > hi and (a := _mean(r)) >= GOOD]
         held.append(f"{_short(name)} " + (f"kept 90% on average at no rung down to {low:.2f}x" if lo == 0 else
                                           f"kept 90% on average at every rung up to {top:.2f}x" if hi == math.inf else
                                           f"kept 90% on average up to {lo:.2f}x and not at {hi:.2f}x")
@@ -96,8 +97,8 @@ def _highest_held(ladder: dict, b: dict, said: str) -> str:
     ``said``; "" otherwise."""
     alt = {}
     for name, (lo, hi) in b.items():
-        means = sorted((r["share"], sum(r["measured"]) / len(r["measured"])) for r in ladder["served"][name])
-        top = max([x for x, a in means if a >= 90], default=0.0)
+        means = sorted((r["share"], _mean(r)) for r in ladder["served"][name])
+        top = max([x for x, a in means if a >= GOOD], default=0.0)
         alt[name] = (lo, hi) if top <= lo else (top, min([x for x, a in means if x > top], default=math.inf))
     other = _read(alt, TOLERANCE)
     if alt == b or other == said:
@@ -106,3 +107,8 @@ def _highest_held(ladder: dict, b: dict, said: str) -> str:
     words = {"matches: a tie": "show a tie", "does not match": "part the two", "undecided": "leave it undecided"}
     return (f" Read from the highest rung held instead ({moved}), the means would {words[other]}: the bracket "
             f"takes the first rung missed, and the rung held above it stands on the same few seeds.")
+
+
+def _mean(rung: dict) -> float:
+    """A rung's mean attainment over the seeds (%): what it is held or missed on."""
+    return sum(rung["measured"]) / len(rung["measured"])
