@@ -13,12 +13,13 @@ measured and simulated, and where the cell sat) is written as JSON; chapter 7 pr
     python benchmarks/map_live.py [--out FILE [--merge]] [--seeds 0,1,2] [--regions split,tie,...] [--workers 4]
                                   [--max-requests N]
     python benchmarks/map_live.py --resimulate FILE --calibration CALIBRATION
-    python benchmarks/map_live.py --ladder FILE
+    python benchmarks/map_live.py --ladder FILE [--more-seeds 6,7,8]
 
 A tie's cell is then served on a ladder of rates until both layouts' goodputs are bracketed
 (:func:`splitlab.teach.figures.map_steady_tie.tie_ladder`: one run at one rate cannot test a tie); ``--ladder``
 serves the ladder of the tie in a record served before (going on from the rungs of a ladder it holds) and writes it
-back. The 2026-12-05 record's took 49 min.
+back; with ``--more-seeds`` it first serves those seeds on every rung the ladder holds, then goes on over all its
+seeds. The 2026-12-05 record's took 49 min.
 
 ``--quick``: a map of 2 x 2 cells and runs of a dozen requests, two seeds, one region (a smoke test for CI;
 nothing it prints is a result).
@@ -104,10 +105,11 @@ def _resimulate(path: str, calibration: str | None, ap) -> int:
     return 0
 
 
-def _ladder(path: str, argv, ap) -> int:
+def _ladder(path: str, argv, ap, more: list | None = None) -> int:
     """Serve the ladder of the tie in the record at ``path`` (:func:`map_steady_tie.tie_ladder`; where the tie has
-    one, go on from its rungs) and write it into the cell's ``extra["ladder"]``, this run listed after the record's.
-    A record without a tie, or whose ladder is not its tie's: ap.error."""
+    one, go on from its rungs, first serving the seeds ``more`` on each) and write it into the cell's
+    ``extra["ladder"]``, this run listed after the record's. A record without a tie, whose ladder is not its tie's,
+    or seeds to add to no ladder or served already: ap.error."""
     meta, cells = _record(path, "--ladder", ap)
     if "tie" not in cells:
         ap.error(f"--ladder: the record at {path} holds no tie (regions {sorted(cells)})")
@@ -115,6 +117,10 @@ def _ladder(path: str, argv, ap) -> int:
         map_steady_checks.check_tie(cells["tie"])
         resume = map_steady_tie.cell_ladder(cells["tie"])
         left = None if resume is None else map_steady_tie.left_to_serve(cells["tie"], resume)
+        if more is not None:
+            seeds = map_steady_tie.ladder_seeds(cells["tie"], resume) if resume is not None else []
+            map_steady_tie.check_more_seeds(seeds, more, resume)
+            left = None
     except ValueError as err:
         ap.error(f"--ladder: the tie in the record at {path} cannot be served again: {err}")
     if left == []:  # a ladder served to its end: a run that serves nothing is not written
@@ -125,15 +131,16 @@ def _ladder(path: str, argv, ap) -> int:
     lm = sl.load_model("tiny")
     sl.phases.device.set_cpu_clock("thread")
     c = cells["tie"]
-    c.extra["ladder"] = _laddered(c, lm, resume=c.extra.get("ladder"))
+    c.extra["ladder"] = _laddered(c, lm, resume=c.extra.get("ladder"), more=more)
     run = _run(argv, t0, cpu0, ["tie"], "no calibration (a ladder serves the live model only)")
     print("wrote", map_steady.save_record(cells, path, **dict(meta, runs=meta.get("runs", []) + [run])))
     return 0
 
 
-def _laddered(c, lm, resume=None) -> dict:
-    """The tie ``c``'s ladder, served (going on from ``resume``, a ladder served before) and printed."""
-    ladder = map_steady_tie.tie_ladder(c, lm, resume=resume)
+def _laddered(c, lm, resume=None, more=None) -> dict:
+    """The tie ``c``'s ladder, served (going on from ``resume``, a ladder served before, with the seeds ``more``
+    added) and printed."""
+    ladder = map_steady_tie.tie_ladder(c, lm, resume=resume, more_seeds=more)
     for n, served in ladder["served"].items():
         print(n, [(r["share"], [round(a) for a in r["measured"]]) for r in served], flush=True)
     print("brackets", map_steady_tie.brackets(ladder), map_steady_tie.ladder_outcome(ladder),
@@ -192,6 +199,17 @@ def _seeds(text: str) -> list:
     return list(map_steady.seeds_of(given))
 
 
+def _seed_list(text: str) -> list:
+    """Seeds to add: distinct whole numbers, comma-separated (ValueError naming them otherwise)."""
+    try:
+        given = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise ValueError(f"seeds must be whole numbers, comma-separated (6,7,8), got {text!r}") from None
+    if len(set(given)) != len(given):
+        raise ValueError(f"seeds must be distinct, got {text!r}")
+    return given
+
+
 def _regions(text: str) -> list:
     regions = [r for r in text.split(",") if r]
     unknown = [r for r in regions if r not in map_steady.REGIONS]
@@ -219,18 +237,22 @@ def main(argv=None) -> int:
                     "served before it was kept, from --calibration (the calibration file the record's run used)")
     ap.add_argument("--ladder", metavar="RECORD", help="serve the ladder of rates of the tie in a record served "
                     "before (map_steady_tie.tie_ladder) and write it back")
+    ap.add_argument("--more-seeds", type=_type(_seed_list), default=None, help="with --ladder: seeds to add to the "
+                    "record's ladder, comma-separated, served on each of its rungs before it goes on")
     ap.add_argument("--calibration", help="with --resimulate: that run's calibration (splitlab's cache keeps it)")
     args = ap.parse_args(argv)
     if args.ladder:  # it serves the record's own tie and writes it back: --out, --seeds... were dropped in silence
         default = vars(ap.parse_args([]))
-        given = [k for k, v in vars(args).items() if k != "ladder" and v != default[k]]
+        given = [k for k, v in vars(args).items() if k not in ("ladder", "more_seeds") and v != default[k]]
         if given:
             ap.error(f"--ladder serves the record's tie as it was served and writes it back: "
                      f"{', '.join('--' + k.replace('_', '-') for k in given)} not read with it")
     if args.resimulate:
         return _resimulate(args.resimulate, args.calibration, ap)
     if args.ladder:
-        return _ladder(args.ladder, argv, ap)
+        return _ladder(args.ladder, argv, ap, args.more_seeds)
+    if args.more_seeds is not None:
+        ap.error("--more-seeds adds seeds to a record's ladder: give it with --ladder")
     if args.calibration:
         ap.error("--calibration is read only with --resimulate (a run calibrates here, or reuses this machine's)")
     if args.merge and not args.out:

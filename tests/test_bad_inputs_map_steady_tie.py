@@ -173,13 +173,18 @@ def test_burst_words_reads_requests_of_a_generator_once():
     ("--ladder {tmp}/tie.json --seeds 0,1", "--seeds not read with it"),
     ("--ladder {tmp}/tie.json --calibration x.json", "--calibration not read with it"),
     ("--ladder {tmp}/tie.json --resimulate {tmp}/tie.json", "--resimulate not read with it"),  # ladder dropped
+    ("--ladder {tmp}/tie.json --more-seeds 3", "more_seeds add seeds to a ladder served before"),  # it has none
+    ("--ladder {tmp}/done.json --more-seeds 2,3", "more_seeds \\[2\\] were served already"),
+    ("--ladder {tmp}/done.json --more-seeds 3,3", "seeds must be distinct"),
+    ("--ladder {tmp}/done.json --more-seeds x", "seeds must be whole numbers"),
+    ("--more-seeds 3", "--more-seeds adds seeds to a record's ladder: give it with --ladder"),
 ])
 def test_map_live_ladder_refuses_before_loading_the_model(argv, match, monkeypatch, capsys, tmp_path):
     mod = _map_live(monkeypatch)
     bare, bad = _tie(), _tie()
     bare.extra.pop("max_requests")
     bad.goodput_now = {SPLIT: 0.0, CHUNKED: 25.0}
-    for name, c in (("tie", _tie()), ("bare", bare), ("bad", bad)):
+    for name, c in (("tie", _tie()), ("bare", bare), ("bad", bad), ("done", _tie(ladder=_done()))):
         map_steady.save_record({"tie": c}, str(tmp_path / f"{name}.json"), workers=2)
     with pytest.raises(SystemExit) as exit_:
         mod.main(argv.format(tmp=tmp_path).split())
@@ -221,6 +226,24 @@ def test_left_to_serve_names_the_layouts_a_resume_would_serve():
     open_above = _done()
     open_above["served"][SPLIT][1]["measured"] = [95.0, 40.0, 40.0]  # a seed held the highest rung
     assert T.left_to_serve(_tie(), open_above) == [SPLIT] and T.left_to_serve(_tie(), open_above, rungs=2) == []
+
+
+def test_map_live_more_seeds_serves_a_finished_ladder_on_its_new_seeds(monkeypatch, capsys, tmp_path):
+    mod, path = _map_live(monkeypatch), tmp_path / "done.json"
+    map_steady.save_record({"tie": _tie(ladder=_done())}, str(path), workers=2)
+    asked = {}
+    monkeypatch.setattr(mod.sl, "load_model", lambda name: "lm")
+    monkeypatch.setattr(mod.sl.phases.device, "set_cpu_clock", lambda clock: None)
+
+    def fake(c, lm, resume=None, more_seeds=None):
+        asked.update(resume=resume, more_seeds=more_seeds)
+        return dict(resume, seeds=[0, 1, 2] + more_seeds, served={n: [dict(r, measured=r["measured"] + [100.0] * 2)
+                                                                      for r in v] for n, v in resume["served"].items()})
+    monkeypatch.setattr(mod.map_steady_tie, "tie_ladder", fake)
+    assert mod.main(["--ladder", str(path), "--more-seeds", "3,4"]) == 0
+    assert asked["more_seeds"] == [3, 4] and asked["resume"]["served"] == _done()["served"]
+    _, cells = map_steady.load_record(str(path))
+    assert cells["tie"].extra["ladder"]["seeds"] == [0, 1, 2, 3, 4]
 
 
 def test_map_live_ladder_serves_nothing_and_writes_nothing_for_a_finished_ladder(monkeypatch, capsys, tmp_path):

@@ -110,10 +110,47 @@ def test_a_ladder_resumed_keeps_its_rungs_and_serves_only_the_missing(lm, monkey
         T.tie_ladder(_tie(), lm, resume=first, step=0.05)
     with pytest.raises(ValueError, match="a ladder of another cell"):
         T.tie_ladder(_tie(), lm, resume=dict(first, geomean_per_worker=21.0))
-    with pytest.raises(ValueError, match="on its 2 seeds"):
-        T.tie_ladder(_tie(seeds=(0, 1)), lm, resume=first)
+    with pytest.raises(ValueError, match="on its 2 seeds"):  # a ladder naming no seeds: the cell's
+        T.tie_ladder(_tie(seeds=(0, 1)), lm, resume={k: v for k, v in first.items() if k != "seeds"})
+    with pytest.raises(ValueError, match=r"the cell's \[0, 5\] first"):
+        T.tie_ladder(_tie(seeds=(0, 5)), lm, resume=first)
     with pytest.raises(ValueError, match="cpu_s"):
         T.tie_ladder(_tie(), lm, resume=dict(first, cpu_s=float("nan")))
+
+
+def test_seeds_added_to_a_ladder_are_served_on_every_rung_first_then_the_ladder_goes_on(lm, monkeypatch):
+    """more_seeds: the new seeds on each rung served, rung by rung in rate order and the layouts in turn, before
+    the ladder climbs or descends again over all its seeds; the ladder served before is left as it was."""
+    knees = {SPLIT: [18.5, 19.5, 21.5, 19.5, 22.5], CHUNKED: [16.5, 18.5, 18.5, 18.5, 17.5]}
+    _fake_seeds(monkeypatch, knees)
+    first = T.tie_ladder(_tie(), lm)
+    shares = {n: [r["share"] for r in v] for n, v in first["served"].items()}
+    assert first["seeds"] == [0, 1, 2] and shares == {SPLIT: [0.85, 0.9, 0.95, 1.0, 1.05, 1.1],
+                                                      CHUNKED: [0.85, 0.9, 0.95, 0.8]}
+    served = _fake_seeds(monkeypatch, knees)
+    out = T.tie_ladder(_tie(), lm, resume=first, more_seeds=[3, 4])
+    on_old = [(n, round(s * 20, 6), seed) for s in (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1)
+              for i, seed in ((3, 3), (4, 4)) for n in ([SPLIT, CHUNKED] if i % 2 == 0 else [CHUNKED, SPLIT])
+              if s in shares[n]]
+    assert served[:len(on_old)] == on_old  # seed 3 is the 4th (index 3): chunked first, then ABBA
+    # then split climbs again (seed 4 holds until 1.1 of 20 = 22 < 22.5): 1.15 over all five seeds
+    assert served[len(on_old):] == [(SPLIT, 23.0, s) for s in range(5)]
+    assert out["seeds"] == [0, 1, 2, 3, 4] and all(len(r["measured"]) == 5 for v in out["served"].values() for r in v)
+    assert all(len(r["measured"]) == 3 for v in first["served"].values() for r in v)  # the resumed one untouched
+    assert [r["share"] for r in out["served"][SPLIT]] == [0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15]
+    assert T.brackets(out) == {SPLIT: (0.9, 0.95), CHUNKED: (0.8, 0.85)}  # seed 0 alone misses at 0.95 and 0.85: 88%
+    words = W.ladder_words(_tie(ladder=out))
+    assert "over the same 5 seeds (the cell's 3 and 2 added later on every rung)" in words
+    for more, match in (([2, 5], r"more_seeds \[2\] were served already"), ([], "at least one"), ([5, 5], "distinct"),
+                        ([True], "whole numbers"), ("56", "whole numbers")):
+        with pytest.raises(ValueError, match=match):
+            T.tie_ladder(_tie(), lm, resume=first, more_seeds=more)
+    with pytest.raises(ValueError, match="give it as resume"):
+        T.tie_ladder(_tie(), lm, more_seeds=[3])
+    with pytest.raises(ValueError, match="seeds must be a list"):
+        T.cell_ladder(_tie(ladder=dict(out, seeds="01234")))
+    with pytest.raises(ValueError, match="distinct whole numbers, the cell's"):
+        T.cell_ladder(_tie(ladder=dict(out, seeds=[0, 1, 2, 3, 3])))
 
 
 @pytest.mark.parametrize("split, chunked, verdict, said", [

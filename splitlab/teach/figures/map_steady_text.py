@@ -10,7 +10,7 @@ import pandas as pd
 from .map_steady import MIN_MARGIN, NO_TEST, SteadyCell
 from .map_steady_place import PILOT_LIFETIMES, _positive
 from .map_steady_checks import check_cells, run_lines  # noqa: F401 (chapter 7 reads run_lines here)
-from .map_steady_tie import cell_ladder
+from .map_steady_tie_read import cell_ladder
 from .map_steady_slo import mean_tpot_words, qualifiers
 from .map_steady_tie_words import ladder_words
 from .pools_live import short_name as _short

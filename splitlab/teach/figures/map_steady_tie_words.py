@@ -6,8 +6,8 @@ import math
 
 import pandas as pd
 
-from .map_steady_tie import (CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, seeds_in, support,
-                              verdict)
+from .map_steady_tie_read import (CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, seeds_in,
+                                   support, verdict)
 from .pools_live import short_name as _short
 from .style import and_list
 
@@ -62,6 +62,8 @@ def ladder_words(c) -> str:
             f"goodputs' geometric mean ({ladder['geomean_per_worker']:.3g} requests/s per worker) apart (the ladder's "
             f"table), in rate "
             f"order, {runs} runs over the same {n} seeds"
+            + (f" (the cell's {len(c.seeds)} and {n - len(c.seeds)} added later on every rung)" if n > len(c.seeds)
+               else "")
             + (f" ({'; '.join(alone)}: rates the other was not served at)" if alone else "") + ": " + "; ".join(held)
             + ". ")
     (lo_a, hi_a), (lo_b, hi_b) = b.values()
