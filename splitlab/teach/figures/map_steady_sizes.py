@@ -1,8 +1,8 @@
 """Chapter 7's steady-state check on two cluster sizes (:mod:`.map_steady`'s records of 4 and 8 workers): whether a
 region's live result holds on both, so that a loss of the split is not the coarse prefill:decode ratios of the
 smaller cluster (:func:`sizes_words`), and the losses that hold, in a sentence for a takeaway (:func:`lasting_words`);
-a slow link's transfer against the prefill (:func:`moved_words`); chapter 6's short live loss against the records'
-steady state (:func:`burst_words`).
+a slow link's transfer against the prefill (:func:`.map_steady_link.moved_words`); chapter 6's short live loss
+against the records' steady state (:func:`burst_words`).
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pandas as pd
 
 from .map_steady import SteadyCell
 from .map_steady_checks import check_cells
+from .map_steady_link import _busy, _moved, moved_words
 from .map_steady_place import _positive
 from .map_steady_slo import qualifiers
 from .map_steady_text import TITLES, _short
@@ -46,61 +47,6 @@ def _where(c: SteadyCell) -> str:
     """The cell's coordinates on the map: "355-token prompts, TPOT 10 steps" (and a slow link)."""
     return f"{c.map_prompt_tokens}-token prompts, TPOT {c.tpot_steps:g} steps{_link(c)}" + (
         ", under a mean-TPOT SLO" if c.region != "tie" and "mean-TPOT" in qualifiers(c) else "")
-
-
-def moved_words(c: SteadyCell) -> str:
-    """On a slow link's cell: how long one request's KV cache (its prompt's tokens, the whole cache at once: the
-    runs' ``transfer_mode``) takes to cross the link, against its prompt's prefill, on the cost model that placed
-    the cell (its ``extra["cost"]``), and against its TTFT SLO, and how busy that makes each of the split's prefill
-    workers' links at the runs' rate (each sends its own prompts' caches, one link each): ", over which one
-    request's cache (119 prompt tokens served, 244 kB) takes 24.4 ms to move, 43% of its TTFT SLO and 2.1 prefills
-    of its prompt on the placed cost model; at the runs' rate each of the split's 2 prefill workers' links is busy
-    69% of the time"; "" on the cost
-    model's own link or a record without that model. ValueError: a cost it cannot read (missing a field the words
-    read, or not :class:`~splitlab.costmodel.CostModel`'s); a link, prompt, TTFT SLO, KV size or prefill not a finite
-    number > 0."""
-    moved = _moved(c, "moved_words")
-    if moved is None:
-        return ""
-    cost, nbytes, moved_s = moved
-    where = f"moved_words: the {c.region!r} cell's"
-    prefills = moved_s / _positive(f"{where} prefill of its prompt on its cost", cost.prefill_s(c.prompt_tokens))
-    _positive(f"{where} ttft_slo_s", c.ttft_slo_s)
-    busy = _busy(c, moved_s)
-    busy = ("" if busy is None else f"; at the runs' rate each of the split's {busy[0]} prefill workers' links is "
-            f"busy {fmt2(busy[1])}% of the time")
-    return (f", over which one request's cache ({c.prompt_tokens} prompt tokens served, {fmt3(nbytes / 1e3)} kB) "
-            f"takes {fmt3(moved_s * 1e3)} ms to move, {fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and "
-            f"{fmt2(prefills)} prefills of its prompt on the placed cost model{busy}")
-
-
-def _moved(c: SteadyCell, who: str) -> tuple | None:
-    """(the placed CostModel, bytes of one request's cache, seconds it takes on the cell's link) of a slow link's
-    cell; None on the cost model's own link or a record without that model. Errors: :func:`moved_words`'."""
-    from ...costmodel import CostModel
-    if c.link_gbps is None or not isinstance(c.extra, dict) or "cost" not in c.extra:
-        return None
-    where, cost = f"{who}: the {c.region!r} cell's", c.extra["cost"]
-    need = [k for k in ("kv_bytes_per_token", "prefill_base_s", "prefill_per_token_s") if k not in cost] \
-        if isinstance(cost, dict) else "a dict of a CostModel's fields"
-    if need:  # a field left out was read as the default model's, in silence
-        raise ValueError(f"{where} extra['cost'] must hold the placed CostModel's fields, missing {need}")
-    try:
-        cost = CostModel(**cost)
-    except TypeError as err:
-        raise ValueError(f"{where} extra['cost'] is not a CostModel's fields: {err}") from None
-    nbytes = _positive(f"{where} prompt_tokens", c.prompt_tokens) * _positive(
-        f"{where} cost's kv_bytes_per_token", cost.kv_bytes_per_token)
-    return cost, nbytes, cost.over_link(_positive(f"{where} link_gbps", c.link_gbps) * 1e9).transfer_s(nbytes)
-
-
-def _busy(c: SteadyCell, moved_s: float) -> tuple | None:
-    """(the split's prefill workers, how busy (%) each one's link is at the cell's rate), each cache ``moved_s`` on
-    it (each prefill worker sends its own prompts' caches): rate per worker x workers / prefill workers x moved_s.
-    None: no split in the cell."""
-    pools = split_pools(c.winner) or split_pools(c.rival)
-    rate = _positive(f"the {c.region!r} cell's rate_per_worker", c.rate_per_worker)
-    return None if pools is None else (pools[0], 100 * rate * c.workers / pools[0] * moved_s)
 
 
 def sizes_words(small: dict, large: dict) -> str:
@@ -281,7 +227,7 @@ def _goodput_error(c: SteadyCell) -> str:
     """Where a cell's goodputs were measured live (a tie's ladder, :mod:`.map_steady_tie`): each against its
     simulated goodput, and the two goodputs' ratio live (its bracket's extremes) against simulated; "" for a cell
     without a ladder."""
-    from .map_steady_tie import brackets, cell_ladder
+    from .map_steady_tie_read import brackets, cell_ladder
     ladder = cell_ladder(c)
     if ladder is None:
         return ""

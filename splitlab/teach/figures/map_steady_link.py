@@ -1,0 +1,108 @@
+"""How hard a slow KV link is, in chapter 7's steady-state check (:mod:`.map_steady`'s records): one request's
+cache moved over a slow link's cell against its prompt's prefill and its TTFT SLO, and how busy each of the split's
+prefill workers' links is (:func:`moved_words`); that cost in prefills beside a datasheet case's, for scale
+(:func:`scale_words`: a link is slow only against the prefill it follows).
+"""
+from __future__ import annotations
+
+from .map_steady import SteadyCell
+from .map_steady_place import _positive
+from .pools_live import split_pools
+from .style import and_list, fmt2, fmt3
+
+__all__ = ["moved_words", "scale_words"]
+
+
+def moved_words(c: SteadyCell) -> str:
+    """On a slow link's cell: how long one request's KV cache (its prompt's tokens, the whole cache at once: the
+    runs' ``transfer_mode``) takes to cross the link, against its prompt's prefill, on the cost model that placed
+    the cell (its ``extra["cost"]``), and against its TTFT SLO, and how busy that makes each of the split's prefill
+    workers' links at the runs' rate (each sends its own prompts' caches, one link each): ", over which one
+    request's cache (119 prompt tokens served, 244 kB) takes 24.4 ms to move, 43% of its TTFT SLO and 2.1 prefills
+    of its prompt on the placed cost model; at the runs' rate each of the split's 2 prefill workers' links is busy
+    69% of the time"; "" on the cost
+    model's own link or a record without that model. ValueError: a cost it cannot read (missing a field the words
+    read, or not :class:`~splitlab.costmodel.CostModel`'s); a link, prompt, TTFT SLO, KV size or prefill not a finite
+    number > 0."""
+    moved = _moved(c, "moved_words")
+    if moved is None:
+        return ""
+    cost, nbytes, moved_s = moved
+    where = f"moved_words: the {c.region!r} cell's"
+    prefills = moved_s / _positive(f"{where} prefill of its prompt on its cost", cost.prefill_s(c.prompt_tokens))
+    _positive(f"{where} ttft_slo_s", c.ttft_slo_s)
+    busy = _busy(c, moved_s)
+    busy = ("" if busy is None else f"; at the runs' rate each of the split's {busy[0]} prefill workers' links is "
+            f"busy {fmt2(busy[1])}% of the time")
+    return (f", over which one request's cache ({c.prompt_tokens} prompt tokens served, {fmt3(nbytes / 1e3)} kB) "
+            f"takes {fmt3(moved_s * 1e3)} ms to move, {fmt2(100 * moved_s / c.ttft_slo_s)}% of its TTFT SLO and "
+            f"{fmt2(prefills)} prefills of its prompt on the placed cost model{busy}")
+
+
+def _moved(c: SteadyCell, who: str) -> tuple | None:
+    """(the placed CostModel, bytes of one request's cache, seconds it takes on the cell's link) of a slow link's
+    cell; None on the cost model's own link or a record without that model. Errors: :func:`moved_words`'."""
+    from ...costmodel import CostModel
+    if c.link_gbps is None or not isinstance(c.extra, dict) or "cost" not in c.extra:
+        return None
+    where, cost = f"{who}: the {c.region!r} cell's", c.extra["cost"]
+    need = [k for k in ("kv_bytes_per_token", "prefill_base_s", "prefill_per_token_s") if k not in cost] \
+        if isinstance(cost, dict) else "a dict of a CostModel's fields"
+    if need:  # a field left out was read as the default model's, in silence
+        raise ValueError(f"{where} extra['cost'] must hold the placed CostModel's fields, missing {need}")
+    try:
+        cost = CostModel(**cost)
+    except TypeError as err:
+        raise ValueError(f"{where} extra['cost'] is not a CostModel's fields: {err}") from None
+    nbytes = _positive(f"{where} prompt_tokens", c.prompt_tokens) * _positive(
+        f"{where} cost's kv_bytes_per_token", cost.kv_bytes_per_token)
+    return cost, nbytes, cost.over_link(_positive(f"{where} link_gbps", c.link_gbps) * 1e9).transfer_s(nbytes)
+
+
+def _busy(c: SteadyCell, moved_s: float) -> tuple | None:
+    """(the split's prefill workers, how busy (%) each one's link is at the cell's rate), each cache ``moved_s`` on
+    it (each prefill worker sends its own prompts' caches): rate per worker x workers / prefill workers x moved_s.
+    None: no split in the cell."""
+    pools = split_pools(c.winner) or split_pools(c.rival)
+    rate = _positive(f"the {c.region!r} cell's rate_per_worker", c.rate_per_worker)
+    return None if pools is None else (pools[0], 100 * rate * c.workers / pools[0] * moved_s)
+
+
+def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 8192)) -> str:
+    """The slow link of the cell ``c`` set beside a datasheet case, for scale: its cache's transfer in prefills of
+    its prompt (:func:`moved_words`' arithmetic) against ``name``'s (a model on a GPU: ``cost``, a
+    :class:`~splitlab.costmodel.CostModel` such as :func:`~splitlab.costmodel.roofline_cost_model`'s) over ``link``
+    (a name of :data:`splitlab.sizing.LINKS`) at each of ``prompt_tokens``, and whether this link is harsher, gentler
+    or within that range: " For scale, in prefills of the prompt (...): Llama-3-8B on an H100 over a 25 Gb/s network
+    moves the cache of a prompt of 2,048 or 8,192 tokens in 1.5 or 1.4 prefills (the analytic model), this cell's
+    link in 2.1: harsher than that." ""
+    on the cost model's own link or a record without that model.
+
+    Raises:
+        ValueError: ``link`` not a name of LINKS; ``prompt_tokens`` not whole numbers >= 1; ``cost`` giving a
+            prefill or KV size not finite > 0; those of :func:`moved_words`."""
+    from ...costmodel import CostModel
+    from ...sizing import LINKS
+    moved = _moved(c, "scale_words")
+    if moved is None:
+        return ""
+    if not isinstance(cost, CostModel):
+        raise ValueError(f"scale_words: cost must be a CostModel (roofline_cost_model's), got {type(cost).__name__}")
+    if link not in LINKS:
+        raise ValueError(f"scale_words: link must be one of {sorted(LINKS)}, got {link!r}")
+    tokens = list(prompt_tokens) if isinstance(prompt_tokens, (list, tuple)) else None
+    if not tokens or any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in tokens):
+        raise ValueError(f"scale_words: prompt_tokens must be whole numbers >= 1, got {prompt_tokens!r}")
+    here_cost, _, moved_s = moved
+    here = moved_s / _positive(f"scale_words: the {c.region!r} cell's prefill of its prompt", here_cost.prefill_s(
+        c.prompt_tokens))
+    over = cost.over_link(link)
+    kv = _positive("scale_words: the datasheet cost's kv_bytes_per_token", cost.kv_bytes_per_token)
+    there = [over.transfer_s(p * kv) / _positive(f"scale_words: the datasheet prefill of {p} tokens",
+                                                  cost.prefill_s(p)) for p in tokens]
+    side = "harsher than that" if here > max(there) else "gentler than that" if here < min(there) else \
+        "within that range"
+    return (f" For scale, in prefills of the prompt (what a transfer is weighed against): {name} over a {link} "
+            f"moves the cache of a prompt of {' or '.join(f'{p:,}' for p in tokens)} tokens in "
+            f"{' or '.join(fmt2(x) for x in there)} prefills (the analytic model), "
+            f"this cell's link in {fmt2(here)}: {side}.")

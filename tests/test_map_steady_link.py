@@ -1,0 +1,68 @@
+"""How hard a slow KV link is (splitlab.teach.figures.map_steady_link, issue 22): a slow link's cell set beside a
+datasheet case in prefills of the prompt, the words following the numbers (harsher, gentler, within), and bad input
+refused naming it."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from splitlab.costmodel import CostModel, roofline_cost_model
+from splitlab.sizing import LINKS
+from splitlab.teach.figures import map_steady_link, map_steady_sizes
+from splitlab.teach.figures.style import fmt2
+from test_map_steady import _steady
+from test_pools_live import NAMES
+
+H100 = roofline_cost_model("Llama-3-8B", "H100", "bf16")
+
+
+def _far(kv_bytes_per_token=2048, link=0.01):
+    c = _steady("chunked", NAMES["chunked"], NAMES["split"], link=link)
+    c.extra["cost"] = dataclasses.asdict(CostModel(kv_bytes_per_token=kv_bytes_per_token))
+    return c
+
+
+def _there(tokens, link="25 Gb/s network"):
+    over = H100.over_link(link)
+    return [over.transfer_s(p * H100.kv_bytes_per_token) / H100.prefill_s(p) for p in tokens]
+
+
+@pytest.mark.parametrize("kv, side", [(2048 * 50, "harsher than that"), (2, "gentler than that")])
+def test_scale_words_set_the_cells_link_in_prefills_beside_the_datasheet_case(kv, side):
+    c = _far(kv)
+    cost = CostModel(kv_bytes_per_token=kv)
+    here = c.prompt_tokens * kv / 1e7 / cost.prefill_s(c.prompt_tokens)  # over 0.01 GB/s, in prefills of its prompt
+    there = _there((2048, 8192))
+    assert (here > max(there)) == (side == "harsher than that") and (here < min(there)) == (side != "harsher than that")
+    said = map_steady_link.scale_words(c, H100, "Llama-3-8B on an H100", "25 Gb/s network")
+    assert said.startswith(" For scale, in prefills of the prompt") and said.endswith(f": {side}.")
+    assert f"over a 25 Gb/s network moves the cache of a prompt of 2,048 or 8,192 tokens in " in said
+    assert f"{fmt2(there[0])} or {fmt2(there[1])} prefills" in said and f"this cell's link in {fmt2(here)}:" in said
+    assert map_steady_sizes.moved_words is map_steady_link.moved_words  # one arithmetic, kept where it was read
+
+
+def test_scale_words_say_within_where_the_cell_lies_between_the_cases():
+    """A datasheet cost whose fixed prefill cost makes a short prompt's transfer cheap in prefills and a long one's
+    dear: a cell's link in between is neither harsher nor gentler."""
+    gpu = CostModel(kv_bytes_per_token=1_000_000, prefill_base_s=0.05)  # 1 MB a token over 3.125 GB/s
+    over = gpu.over_link("25 Gb/s network")
+    lo, hi = (over.transfer_s(p * 1_000_000) / gpu.prefill_s(p) for p in (16, 8192))
+    c = _far()
+    here = c.prompt_tokens * 2048 / 1e7 / CostModel(kv_bytes_per_token=2048).prefill_s(c.prompt_tokens)
+    assert lo < here < hi, (lo, here, hi)
+    said = map_steady_link.scale_words(c, gpu, "a made-up GPU", "25 Gb/s network", prompt_tokens=(16, 8192))
+    assert said.endswith(f"in {fmt2(lo)} or {fmt2(hi)} prefills (the analytic model), this cell's link in "
+                         f"{fmt2(here)}: within that range.")
+
+
+def test_scale_words_say_nothing_on_the_own_link_and_refuse_bad_input():
+    assert map_steady_link.scale_words(_far(link=None), H100, "x", "25 Gb/s network") == ""
+    for kw, match in ((dict(link="bogus"), "link must be one of"), (dict(prompt_tokens=(0,)), "whole numbers >= 1"),
+                      (dict(prompt_tokens=[]), "whole numbers >= 1"), (dict(prompt_tokens=(True,)), "whole numbers"),
+                      (dict(prompt_tokens=2048), "whole numbers >= 1"), (dict(cost="H100"), "must be a CostModel")):
+        args = dict(cost=H100, name="Llama-3-8B on an H100", link="25 Gb/s network") | kw
+        with pytest.raises(ValueError, match=match):
+            map_steady_link.scale_words(_far(), **args)
+    with pytest.raises(ValueError, match="scale_words: the 'chunked' cell's link_gbps"):
+        map_steady_link.scale_words(_far(link=0.0), H100, "x", "25 Gb/s network")
