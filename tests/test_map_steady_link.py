@@ -38,7 +38,9 @@ def test_scale_words_set_the_cells_link_in_prefills_beside_the_datasheet_case(kv
     said = map_steady_link.scale_words(c, H100, "Llama-3-8B on an H100", "25 Gb/s network")
     assert said.startswith(" For scale, in prefills of the prompt") and said.endswith(f": {side}.")
     assert f"over a 25 Gb/s network moves the cache of a prompt of 2,048 or 8,192 tokens in " in said
-    assert f"{fmt2(there[0])} or {fmt2(there[1])} prefills" in said and f"this cell's link in {fmt2(here)}:" in said
+    assert f"{fmt2(there[0])} or {fmt2(there[1])} prefills" in said
+    assert f"the 0.01 GB/s link with the {c.prompt_tokens}-token prompts served on {c.workers} workers in " \
+           f"{fmt2(here)}:" in said
     assert map_steady_sizes.moved_words is map_steady_link.moved_words  # one arithmetic, kept where it was read
 
 
@@ -52,8 +54,9 @@ def test_scale_words_say_within_where_the_cell_lies_between_the_cases():
     here = c.prompt_tokens * 2048 / 1e7 / CostModel(kv_bytes_per_token=2048).prefill_s(c.prompt_tokens)
     assert lo < here < hi, (lo, here, hi)
     said = map_steady_link.scale_words(c, gpu, "a made-up GPU", "25 Gb/s network", prompt_tokens=(16, 8192))
-    assert said.endswith(f"in {fmt2(lo)} or {fmt2(hi)} prefills (the analytic model), this cell's link in "
-                         f"{fmt2(here)}: within that range.")
+    assert said.endswith(f"in {fmt2(lo)} or {fmt2(hi)} prefills (the analytic model), the 0.01 GB/s link with the "
+                         f"{c.prompt_tokens}-token prompts served on {c.workers} workers in {fmt2(here)}: within "
+                         f"that range.")
 
 
 def test_scale_words_say_nothing_on_the_own_link_and_refuse_bad_input():

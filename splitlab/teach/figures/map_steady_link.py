@@ -74,8 +74,8 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
     :class:`~splitlab.costmodel.CostModel` such as :func:`~splitlab.costmodel.roofline_cost_model`'s) over ``link``
     (a name of :data:`splitlab.sizing.LINKS`) at each of ``prompt_tokens``, and whether this link is harsher, gentler
     or within that range: " For scale, in prefills of the prompt (...): Llama-3-8B on an H100 over a 25 Gb/s network
-    moves the cache of a prompt of 2,048 or 8,192 tokens in 1.5 or 1.4 prefills (the analytic model), this cell's
-    link in 2.1: harsher than that." ""
+    moves the cache of a prompt of 2,048 or 8,192 tokens in 1.5 or 1.4 prefills (the analytic model), the 0.01
+    GB/s link with the 119-token prompts served on 4 workers in 2.1: harsher than that." ""
     on the cost model's own link or a record without that model.
 
     Raises:
@@ -105,4 +105,5 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
     return (f" For scale, in prefills of the prompt (what a transfer is weighed against): {name} over a {link} "
             f"moves the cache of a prompt of {' or '.join(f'{p:,}' for p in tokens)} tokens in "
             f"{' or '.join(fmt2(x) for x in there)} prefills (the analytic model), "
-            f"this cell's link in {fmt2(here)}: {side}.")
+            f"the {c.link_gbps:g} GB/s link with the {c.prompt_tokens}-token prompts served on {c.workers} workers in "
+            f"{fmt2(here)}: {side}.")
