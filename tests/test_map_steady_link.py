@@ -69,3 +69,20 @@ def test_scale_words_say_nothing_on_the_own_link_and_refuse_bad_input():
             map_steady_link.scale_words(_far(), **args)
     with pytest.raises(ValueError, match="scale_words: the 'chunked' cell's link_gbps"):
         map_steady_link.scale_words(_far(link=0.0), H100, "x", "25 Gb/s network")
+
+
+def test_scale_words_compare_the_numbers_as_printed():
+    """A datasheet case 1% dearer than the cell prints the same 2 significant digits: not "gentler" beside two equal
+    numbers."""
+    c = _far()
+    here = c.prompt_tokens * 2048 / 1e7 / CostModel(kv_bytes_per_token=2048).prefill_s(c.prompt_tokens)
+    base = CostModel().over_link("25 Gb/s network")
+    p = 4096
+    kv = (1.01 * here * base.prefill_s(p) - base.transfer_base_s) * 3.125e9 / p  # its transfer 1.01 x here prefills
+    gpu = CostModel(kv_bytes_per_token=kv)
+    there = gpu.over_link("25 Gb/s network").transfer_s(p * kv) / gpu.prefill_s(p)
+    assert there > here and fmt2(there) == fmt2(here)
+    said = map_steady_link.scale_words(c, gpu, "a made-up GPU", "25 Gb/s network", prompt_tokens=(p,))
+    assert said.endswith(f"in {fmt2(here)}: as harsh as that.")
+    said = map_steady_link.scale_words(c, gpu, "a made-up GPU", "25 Gb/s network", prompt_tokens=(16, p))
+    assert said.endswith(f"in {fmt2(here)}: within that range.")  # printed equal to the dearer end: within

@@ -73,9 +73,10 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
     its prompt (:func:`moved_words`' arithmetic) against ``name``'s (a model on a GPU: ``cost``, a
     :class:`~splitlab.costmodel.CostModel` such as :func:`~splitlab.costmodel.roofline_cost_model`'s) over ``link``
     (a name of :data:`splitlab.sizing.LINKS`) at each of ``prompt_tokens``, and whether this link is harsher, gentler
-    or within that range: " For scale, in prefills of the prompt (...): Llama-3-8B on an H100 over a 25 Gb/s network
-    moves the cache of a prompt of 2,048 or 8,192 tokens in 1.5 or 1.4 prefills (the analytic model), the 0.01
-    GB/s link with the 119-token prompts served on 4 workers in 2.1: harsher than that." ""
+    or within that range (on the numbers as printed, 2 significant digits): " For scale, in prefills of the prompt
+    (...): Llama-3-8B on an H100 over a 25 Gb/s network moves the cache of a prompt of 2,048 or 8,192 tokens in 1.5
+    or 1.4 prefills (the analytic model), the 0.01 GB/s link with the 119-token prompts served on 4 workers in 2.1:
+    harsher than that" (or "as harsh as that" beside one printed number equal to its own). ""
     on the cost model's own link or a record without that model.
 
     Raises:
@@ -100,8 +101,9 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
     kv = _positive("scale_words: the datasheet cost's kv_bytes_per_token", cost.kv_bytes_per_token)
     there = [over.transfer_s(p * kv) / _positive(f"scale_words: the datasheet prefill of {p} tokens",
                                                   cost.prefill_s(p)) for p in tokens]
-    side = "harsher than that" if here > max(there) else "gentler than that" if here < min(there) else \
-        "within that range"
+    shown, far = float(fmt2(here).replace(",", "")), [float(fmt2(x).replace(",", "")) for x in there]  # as printed
+    side = "harsher than that" if shown > max(far) else "gentler than that" if shown < min(far) else \
+        "within that range" if min(far) < max(far) else "as harsh as that"
     return (f" For scale, in prefills of the prompt (what a transfer is weighed against): {name} over a {link} "
             f"moves the cache of a prompt of {' or '.join(f'{p:,}' for p in tokens)} tokens in "
             f"{' or '.join(fmt2(x) for x in there)} prefills (the analytic model), "
