@@ -117,9 +117,11 @@ def _ladder(path: str, argv, ap, more: list | None = None) -> int:
         map_steady_checks.check_tie(cells["tie"])
         resume = map_steady_tie.cell_ladder(cells["tie"])
         left = None if resume is None else map_steady_tie.left_to_serve(cells["tie"], resume)
+        if more is not None and resume is None:
+            ap.error(f"--more-seeds: the tie in the record at {path} has no ladder yet to add seeds to: serve it "
+                     f"with --ladder alone first")
         if more is not None:
-            seeds = map_steady_tie.ladder_seeds(cells["tie"], resume) if resume is not None else []
-            map_steady_tie.check_more_seeds(seeds, more, resume)
+            map_steady_tie.check_more_seeds(map_steady_tie.ladder_seeds(cells["tie"], resume), more, resume)
             left = None
     except ValueError as err:
         ap.error(f"--ladder: the tie in the record at {path} cannot be served again: {err}")
@@ -205,8 +207,8 @@ def _seed_list(text: str) -> list:
         given = [int(s) for s in text.split(",")]
     except ValueError:
         raise ValueError(f"seeds must be whole numbers, comma-separated (6,7,8), got {text!r}") from None
-    if len(set(given)) != len(given):
-        raise ValueError(f"seeds must be distinct, got {text!r}")
+    if len(set(given)) != len(given) or min(given) < 0:
+        raise ValueError(f"seeds must be distinct whole numbers >= 0, got {text!r}")
     return given
 
 
@@ -237,10 +239,14 @@ def main(argv=None) -> int:
                     "served before it was kept, from --calibration (the calibration file the record's run used)")
     ap.add_argument("--ladder", metavar="RECORD", help="serve the ladder of rates of the tie in a record served "
                     "before (map_steady_tie.tie_ladder) and write it back")
-    ap.add_argument("--more-seeds", type=_type(_seed_list), default=None, help="with --ladder: seeds to add to the "
-                    "record's ladder, comma-separated, served on each of its rungs before it goes on")
+    ap.add_argument("--more-seeds", type=_type(_seed_list), default=None, action="append", help="with --ladder: "
+                    "seeds to add to the record's ladder, comma-separated, served on each of its rungs before it goes on")
     ap.add_argument("--calibration", help="with --resimulate: that run's calibration (splitlab's cache keeps it)")
     args = ap.parse_args(argv)
+    if args.more_seeds is not None:  # given once: a second --more-seeds was kept in place of the first
+        if len(args.more_seeds) > 1:
+            ap.error("--more-seeds given more than once: give its seeds once, comma-separated")
+        args.more_seeds = args.more_seeds[0]
     if args.ladder:  # it serves the record's own tie and writes it back: --out, --seeds... were dropped in silence
         default = vars(ap.parse_args([]))
         given = [k for k, v in vars(args).items() if k not in ("ladder", "more_seeds") and v != default[k]]

@@ -173,9 +173,12 @@ def test_burst_words_reads_requests_of_a_generator_once():
     ("--ladder {tmp}/tie.json --seeds 0,1", "--seeds not read with it"),
     ("--ladder {tmp}/tie.json --calibration x.json", "--calibration not read with it"),
     ("--ladder {tmp}/tie.json --resimulate {tmp}/tie.json", "--resimulate not read with it"),  # ladder dropped
-    ("--ladder {tmp}/tie.json --more-seeds 3", "more_seeds add seeds to a ladder served before"),  # it has none
+    ("--ladder {tmp}/tie.json --more-seeds 3", "has no ladder yet to add seeds to: serve it with --ladder alone"),
     ("--ladder {tmp}/done.json --more-seeds 2,3", "more_seeds \\[2\\] were served already"),
     ("--ladder {tmp}/done.json --more-seeds 3,3", "seeds must be distinct"),
+    ("--ladder {tmp}/done.json --more-seeds=-1", "seeds must be distinct whole numbers >= 0"),  # served 5 first
+    ("--ladder {tmp}/done.json --more-seeds 3 --more-seeds 4", "--more-seeds given more than once"),  # 3 dropped
+    ("--ladder {tmp}/done.json --more-seeds 3", "resume: .*rung at 0.85 has a load_average of None"),
     ("--ladder {tmp}/done.json --more-seeds x", "seeds must be whole numbers"),
     ("--more-seeds 3", "--more-seeds adds seeds to a record's ladder: give it with --ladder"),
 ])
@@ -184,7 +187,9 @@ def test_map_live_ladder_refuses_before_loading_the_model(argv, match, monkeypat
     bare, bad = _tie(), _tie()
     bare.extra.pop("max_requests")
     bad.goodput_now = {SPLIT: 0.0, CHUNKED: 25.0}
-    for name, c in (("tie", _tie()), ("bare", bare), ("bad", bad), ("done", _tie(ladder=_done()))):
+    loaded = _done()
+    loaded["served"][SPLIT][0]["load_average"] = None if "load_average" in match else 1.0  # JSON's null
+    for name, c in (("tie", _tie()), ("bare", bare), ("bad", bad), ("done", _tie(ladder=loaded))):
         map_steady.save_record({"tie": c}, str(tmp_path / f"{name}.json"), workers=2)
     with pytest.raises(SystemExit) as exit_:
         mod.main(argv.format(tmp=tmp_path).split())
@@ -226,6 +231,44 @@ def test_left_to_serve_names_the_layouts_a_resume_would_serve():
     open_above = _done()
     open_above["served"][SPLIT][1]["measured"] = [95.0, 40.0, 40.0]  # a seed held the highest rung
     assert T.left_to_serve(_tie(), open_above) == [SPLIT] and T.left_to_serve(_tie(), open_above, rungs=2) == []
+
+
+def test_more_seeds_and_a_resumed_ladder_are_checked_before_any_run(lm, no_runs):
+    """Seeds < 0 refused before the first run (the workload refused seed -1 after seed 5 was served); a rung kept
+    without its rate is served at its share of the mean (a KeyError once the model was loaded); a load average
+    that is not a finite number >= 0 refused (max() raised, or kept NaN, after the rung's runs)."""
+    import numpy as np
+    for more in ([5, -1], [-1], np.array([3, -4])):
+        with pytest.raises(ValueError, match="more_seeds must be distinct whole numbers >= 0"):
+            T.tie_ladder(_tie(), lm, resume=_done(), more_seeds=more)
+    assert T.check_more_seeds([0, 1, 2], np.array([3, 4]), _done()) == [3, 4]  # numpy's integers, as ints
+    norate = _done()
+    for rungs in norate["served"].values():
+        for r in rungs:
+            r.pop("rate_per_worker")
+    served, _, _ = T.check_resume(_tie(), norate)
+    assert all(r["rate_per_worker"] == pytest.approx(r["share"] * 20.0) for v in served.values() for r in v)
+    assert all("rate_per_worker" not in r for v in norate["served"].values() for r in v)  # the record left as it was
+    for bad in (None, "high", [1.0], float("nan"), -5.0):
+        ladder = _done()
+        ladder["served"][CHUNKED][1]["load_average"] = bad
+        with pytest.raises(ValueError, match="rung at 0.9 has a load_average of"):
+            T.tie_ladder(_tie(), lm, resume=ladder, more_seeds=[3])
+    with pytest.raises(ValueError, match="its seeds must be distinct whole numbers >= 0"):
+        T.cell_ladder(_tie(seeds=(0, 1), ladder=dict(_done(), seeds=[0, 1, -7])))  # the cell's first, then -7
+
+
+def test_the_ladders_small_readers_refuse_what_they_cannot_read():
+    import numpy as np
+    with pytest.raises(ValueError, match="a ladder must be a dict"):
+        T.ladder_seeds(_tie(), [1])
+    for said, backed in (("foo", {}), ("matches: a tie", {})):
+        with pytest.raises(ValueError, match="verdict: said must be one of"):
+            T.verdict(said, backed)
+    with pytest.raises(ValueError, match="seeds must be the ladder's seeds, a list"):
+        T.check_more_seeds(None, [3], {})
+    shares = T.support(_done(), resamples=np.int64(5))
+    assert all(type(v) is float for v in shares.values())
 
 
 def test_map_live_more_seeds_serves_a_finished_ladder_on_its_new_seeds(monkeypatch, capsys, tmp_path):

@@ -61,12 +61,27 @@ def test_scale_words_say_within_where_the_cell_lies_between_the_cases():
 
 def test_scale_words_say_nothing_on_the_own_link_and_refuse_bad_input():
     assert map_steady_link.scale_words(_far(link=None), H100, "x", "25 Gb/s network") == ""
-    for kw, match in ((dict(link="bogus"), "link must be one of"), (dict(prompt_tokens=(0,)), "whole numbers >= 1"),
-                      (dict(prompt_tokens=[]), "whole numbers >= 1"), (dict(prompt_tokens=(True,)), "whole numbers"),
-                      (dict(prompt_tokens=2048), "whole numbers >= 1"), (dict(cost="H100"), "must be a CostModel")):
-        args = dict(cost=H100, name="Llama-3-8B on an H100", link="25 Gb/s network") | kw
+    for kw, match in ((dict(link="bogus"), "link must be one of"), (dict(prompt_tokens=(0,)), "whole numbers in 1"),
+                      (dict(prompt_tokens=[]), "whole numbers in 1"), (dict(prompt_tokens=(True,)), "whole numbers"),
+                      (dict(prompt_tokens=2048), "whole numbers in 1"), (dict(cost="H100"), "must be a CostModel"),
+                      (dict(prompt_tokens=(10**400,)), "whole numbers in 1 .. 10,000,000"),  # an OverflowError
+                      (dict(prompt_tokens=(2048, 2048)), "distinct"),  # "2,048 or 2,048 tokens in 1.5 or 1.5"
+                      (dict(name=None), "name must be the datasheet case"),  # "None over a 25 Gb/s network"
+                      (dict(link=["x"]), "link must be one of"), (dict(c=None), "c must be a SteadyCell")):
+        args = dict(c=_far(), cost=H100, name="Llama-3-8B on an H100", link="25 Gb/s network") | kw
         with pytest.raises(ValueError, match=match):
-            map_steady_link.scale_words(_far(), **args)
+            map_steady_link.scale_words(**args)
+    for link in (1e-320, 1e300):  # "in inf: harsher than that"; a bandwidth overflowed to inf
+        with pytest.raises(ValueError, match=f"link_gbps of {link!r} moves its .* not a link this check can weigh"):
+            map_steady_link.scale_words(_far(link=link), H100, "x", "25 Gb/s network")
+    text = _far()
+    text.extra["cost"]["prefill_base_s"] = "0.1"  # a TypeError deep in the arithmetic
+    with pytest.raises(ValueError, match=r"moved_words: .* fields \['prefill_base_s'\] must be finite numbers"):
+        map_steady_link.moved_words(text)
+    import numpy as np
+    assert " prompt of 1 token in " in map_steady_link.scale_words(_far(), H100, "x", "25 Gb/s network", [1])
+    assert " prompt of 2,048 tokens in " in map_steady_link.scale_words(_far(), H100, "x", "25 Gb/s network",
+                                                                       [np.int64(2048)])
     with pytest.raises(ValueError, match="scale_words: the 'chunked' cell's link_gbps"):
         map_steady_link.scale_words(_far(link=0.0), H100, "x", "25 Gb/s network")
 

@@ -140,7 +140,8 @@ def test_seeds_added_to_a_ladder_are_served_on_every_rung_first_then_the_ladder_
     assert [r["share"] for r in out["served"][SPLIT]] == [0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15]
     assert T.brackets(out) == {SPLIT: (0.9, 0.95), CHUNKED: (0.8, 0.85)}  # seed 0 alone misses at 0.95 and 0.85: 88%
     words = W.ladder_words(_tie(ladder=out))
-    assert "over the same 5 seeds (the cell's 3 and 2 added later on every rung)" in words
+    assert "runs over the same 5 seeds (the cell's 3 seeds in rate order, then 2 more on every rung; 1P+1D alone at " \
+           "1.00x" in words  # one parenthesis for both notes
     for more, match in (([2, 5], r"more_seeds \[2\] were served already"), ([], "at least one"), ([5, 5], "distinct"),
                         ([True], "whole numbers"), ("56", "whole numbers")):
         with pytest.raises(ValueError, match=match):
@@ -149,7 +150,7 @@ def test_seeds_added_to_a_ladder_are_served_on_every_rung_first_then_the_ladder_
         T.tie_ladder(_tie(), lm, more_seeds=[3])
     with pytest.raises(ValueError, match="seeds must be a list"):
         T.cell_ladder(_tie(ladder=dict(out, seeds="01234")))
-    with pytest.raises(ValueError, match="distinct whole numbers, the cell's"):
+    with pytest.raises(ValueError, match="distinct whole numbers >= 0, the cell.s"):
         T.cell_ladder(_tie(ladder=dict(out, seeds=[0, 1, 2, 3, 3])))
 
 

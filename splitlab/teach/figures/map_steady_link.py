@@ -5,12 +5,20 @@ prefill workers' links is (:func:`moved_words`); that cost in prefills beside a 
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+import numbers
+
 from .map_steady import SteadyCell
 from .map_steady_place import _positive
 from .pools_live import split_pools
+from .pools_live_args import whole
 from .style import and_list, fmt2, fmt3
 
-__all__ = ["moved_words", "scale_words"]
+__all__ = ["moved_words", "scale_words", "MAX_TOKENS"]
+
+#: the longest datasheet prompt :func:`scale_words` weighs (tokens): past any model's context
+MAX_TOKENS = 10_000_000
 
 
 def moved_words(c: SteadyCell) -> str:
@@ -43,6 +51,8 @@ def _moved(c: SteadyCell, who: str) -> tuple | None:
     """(the placed CostModel, bytes of one request's cache, seconds it takes on the cell's link) of a slow link's
     cell; None on the cost model's own link or a record without that model. Errors: :func:`moved_words`'."""
     from ...costmodel import CostModel
+    if not isinstance(c, SteadyCell):
+        raise ValueError(f"{who}: c must be a SteadyCell (a record's cell), got {type(c).__name__}")
     if c.link_gbps is None or not isinstance(c.extra, dict) or "cost" not in c.extra:
         return None
     where, cost = f"{who}: the {c.region!r} cell's", c.extra["cost"]
@@ -54,9 +64,18 @@ def _moved(c: SteadyCell, who: str) -> tuple | None:
         cost = CostModel(**cost)
     except TypeError as err:
         raise ValueError(f"{where} extra['cost'] is not a CostModel's fields: {err}") from None
+    bad = [k for k, v in dataclasses.asdict(cost).items() if k.endswith("_s") and v is not None
+           and not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v))]
+    if bad:  # a field as text ("0.1") failed deep in the arithmetic
+        raise ValueError(f"{where} extra['cost'] fields {bad} must be finite numbers")
     nbytes = _positive(f"{where} prompt_tokens", c.prompt_tokens) * _positive(
         f"{where} cost's kv_bytes_per_token", cost.kv_bytes_per_token)
-    return cost, nbytes, cost.over_link(_positive(f"{where} link_gbps", c.link_gbps) * 1e9).transfer_s(nbytes)
+    bandwidth = _positive(f"{where} link_gbps", c.link_gbps) * 1e9
+    moved_s = cost.over_link(bandwidth).transfer_s(nbytes) if math.isfinite(bandwidth) else math.nan
+    if not (math.isfinite(moved_s) and moved_s > 0):  # 1e-320 GB/s moved it in "inf ms", 1e300 overflowed
+        raise ValueError(f"{where} link_gbps of {c.link_gbps!r} moves its {nbytes:g}-byte cache in {moved_s!r} s: "
+                         f"not a link this check can weigh")
+    return cost, nbytes, moved_s
 
 
 def _busy(c: SteadyCell, moved_s: float) -> tuple | None:
@@ -80,8 +99,9 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
     on the cost model's own link or a record without that model.
 
     Raises:
-        ValueError: ``link`` not a name of LINKS; ``prompt_tokens`` not whole numbers >= 1; ``cost`` giving a
-            prefill or KV size not finite > 0; those of :func:`moved_words`."""
+        ValueError: ``c`` not a SteadyCell; ``cost`` not a CostModel, or giving a prefill or KV size not finite > 0;
+            ``name`` not a non-empty str; ``link`` not a name of LINKS; ``prompt_tokens`` not distinct whole numbers
+            in 1 .. :data:`MAX_TOKENS`; those of :func:`moved_words`."""
     from ...costmodel import CostModel
     from ...sizing import LINKS
     moved = _moved(c, "scale_words")
@@ -89,11 +109,15 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
         return ""
     if not isinstance(cost, CostModel):
         raise ValueError(f"scale_words: cost must be a CostModel (roofline_cost_model's), got {type(cost).__name__}")
-    if link not in LINKS:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"scale_words: name must be the datasheet case in words, got {name!r}")
+    if not isinstance(link, str) or link not in LINKS:
         raise ValueError(f"scale_words: link must be one of {sorted(LINKS)}, got {link!r}")
     tokens = list(prompt_tokens) if isinstance(prompt_tokens, (list, tuple)) else None
-    if not tokens or any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in tokens):
-        raise ValueError(f"scale_words: prompt_tokens must be whole numbers >= 1, got {prompt_tokens!r}")
+    if not tokens or any(not whole(p) or not 1 <= p <= MAX_TOKENS for p in tokens) or len(set(tokens)) < len(tokens):
+        raise ValueError(f"scale_words: prompt_tokens must be distinct whole numbers in 1 .. {MAX_TOKENS:,}, got "
+                         f"{prompt_tokens!r:.100}")
+    tokens = [int(p) for p in tokens]
     here_cost, _, moved_s = moved
     here = moved_s / _positive(f"scale_words: the {c.region!r} cell's prefill of its prompt", here_cost.prefill_s(
         c.prompt_tokens))
@@ -105,7 +129,8 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
     side = "harsher than that" if shown > max(far) else "gentler than that" if shown < min(far) else \
         "within that range" if min(far) < max(far) else "as harsh as that"
     return (f" For scale, in prefills of the prompt (what a transfer is weighed against): {name} over a {link} "
-            f"moves the cache of a prompt of {' or '.join(f'{p:,}' for p in tokens)} tokens in "
+            f"moves the cache of a prompt of {' or '.join(f'{p:,}' for p in tokens)} "
+            f"{'token' if tokens == [1] else 'tokens'} in "
             f"{' or '.join(fmt2(x) for x in there)} prefills (the analytic model), "
             f"the {c.link_gbps:g} GB/s link with the {c.prompt_tokens}-token prompts served on {c.workers} workers in "
             f"{fmt2(here)}: {side}.")

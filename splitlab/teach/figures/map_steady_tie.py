@@ -23,6 +23,7 @@ import os
 import time
 from typing import Sequence
 
+from .pools_live_args import whole
 from .map_steady_tie_read import (CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _finite, brackets, cell_ladder,
                                   ladder_outcome, ladder_seeds, seeds_in, support, verdict)
 
@@ -127,19 +128,23 @@ def check_more_seeds(seeds: list, more, resume) -> list:
         return []
     if resume is None:
         raise ValueError("more_seeds add seeds to a ladder served before: give it as resume")
-    more = list(more) if hasattr(more, "__iter__") and not isinstance(more, (str, bytes, dict)) else None
-    if not more or any(isinstance(s, bool) or not isinstance(s, int) for s in more) or len(set(more)) != len(more):
-        raise ValueError("more_seeds must be distinct whole numbers, at least one")
-    if set(more) & set(seeds):
-        raise ValueError(f"more_seeds {sorted(set(more) & set(seeds))} were served already (the ladder's seeds "
+    if not isinstance(seeds, list):
+        raise ValueError(f"seeds must be the ladder's seeds, a list (ladder_seeds'), got {seeds!r:.100}")
+    given = list(more) if hasattr(more, "__iter__") and not isinstance(more, (str, bytes, dict)) else None
+    if not given or any(not whole(s) or s < 0 for s in given) or len(set(given)) != len(given):
+        raise ValueError(f"more_seeds must be distinct whole numbers >= 0, at least one, got {more!r:.100}")
+    given = [int(s) for s in given]
+    if set(given) & set(seeds):
+        raise ValueError(f"more_seeds {sorted(set(given) & set(seeds))} were served already (the ladder's seeds "
                          f"{seeds})")
-    return more
+    return given
 
 
 def check_resume(c, ladder: dict) -> tuple:
     """(a copy of the rungs ``ladder`` served for the tie ``c``: {layout: [rung, ...]}, its start: its first rung's
     share, its step), once it is one :func:`tie_ladder` can go on from: ``c``'s (:func:`cell_ladder`), at the geometric
-    mean of ``c``'s goodputs, every rung on its grid (start + k x step, at share x that mean), a CPU time finite >= 0.
+    mean of ``c``'s goodputs, every rung on its grid (start + k x step, at share x that mean: a rung that names no
+    rate is given that one), any load average a finite number >= 0, a CPU time finite >= 0.
     ValueError naming what is wrong (``benchmarks/map_live.py`` asks before it loads the model)."""
     mean = _geomean(c)
     cell_ladder(dataclasses.replace(c, extra=dict(c.extra, ladder=ladder)))
@@ -160,6 +165,10 @@ def check_resume(c, ladder: dict) -> tuple:
                     r["rate_per_worker"], r["share"] * mean, rel_tol=1e-6)):
                 raise ValueError(f"resume: {n!r}'s rung at {r['share']!r} was served at {r['rate_per_worker']!r}/s "
                                  f"per worker, not its share of {mean!r}/s")
+            r.setdefault("rate_per_worker", r["share"] * mean)  # a record kept before the rate was: its share's
+            if "load_average" in r and not (_finite(r["load_average"]) and r["load_average"] >= 0):
+                raise ValueError(f"resume: {n!r}'s rung at {r['share']!r} has a load_average of "
+                                 f"{r['load_average']!r}, not a finite number >= 0")
     return served, start, step
 
 

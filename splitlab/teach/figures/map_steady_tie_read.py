@@ -8,6 +8,8 @@ import math
 import random
 from typing import Sequence
 
+from .pools_live_args import whole
+
 __all__ = ["TOLERANCE", "CONFIDENCE", "RESAMPLES", "GOOD", "seeds_in", "brackets", "support", "verdict",
            "ladder_outcome", "ladder_seeds", "cell_ladder"]
 
@@ -108,7 +110,7 @@ def support(ladder: dict, tolerance: float = TOLERANCE, resamples: int = RESAMPL
     those of :func:`brackets`."""
     tolerance = _tolerance(tolerance)
     from .map_steady_place import _whole
-    _whole("resamples", resamples, 1)
+    resamples = _whole("resamples", resamples, 1)
     n = seeds_in(ladder)
     rng = random.Random(0)
     said = [_read(_brackets(ladder["served"], [rng.randrange(n) for _ in range(n)]), tolerance)
@@ -130,13 +132,19 @@ def ladder_outcome(ladder: dict, tolerance: float = TOLERANCE) -> str:
 def verdict(said: str, backed: dict) -> str:
     """The brackets' reading on the means (``said``, :func:`_read`'s) kept where at least :data:`CONFIDENCE` of the
     resamples (``backed``, :func:`support`'s) read the same, else "undecided"."""
+    verdicts = ("matches: a tie", "does not match", "undecided")
+    if said not in verdicts or not isinstance(backed, dict) or not all(_finite(backed.get(k)) for k in verdicts):
+        raise ValueError(f"verdict: said must be one of {verdicts} and backed support()'s shares of each, got "
+                         f"{said!r} and {backed!r:.200}")
     return said if said != "undecided" and backed[said] >= CONFIDENCE else "undecided"
 
 
 def ladder_seeds(c, ladder: dict) -> list:
     """The seeds the ``ladder`` of the tie ``c`` was served on, in the order of each rung's attainments: its own
     ``"seeds"`` (the cell's, then any added, :func:`~.map_steady_tie.tie_ladder`'s ``more_seeds``), else the cell's
-    (a ladder that names none). ValueError: its ``"seeds"`` not a list."""
+    (a ladder that names none). ValueError: ``ladder`` not a dict, its ``"seeds"`` not a list."""
+    if not isinstance(ladder, dict):
+        raise ValueError(f"a ladder must be a dict (tie_ladder's), got {type(ladder).__name__}")
     seeds = ladder.get("seeds", list(c.seeds))
     if not isinstance(seeds, list):
         raise ValueError(f"a ladder's seeds must be a list, got {seeds!r}")
@@ -162,9 +170,9 @@ def cell_ladder(c) -> dict | None:
         seeds = ladder_seeds(c, ladder)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
-    if any(isinstance(s, bool) or not isinstance(s, int) for s in seeds) or len(set(seeds)) != len(seeds) \
+    if any(not whole(s) or s < 0 for s in seeds) or len(set(seeds)) != len(seeds) \
             or seeds[:len(c.seeds)] != list(c.seeds):
-        raise ValueError(f"{where}: its seeds must be distinct whole numbers, the cell's {list(c.seeds)} first, "
+        raise ValueError(f"{where}: its seeds must be distinct whole numbers >= 0, the cell's {list(c.seeds)} first, "
                          f"got {ladder['seeds']!r}")
     if set(ladder["served"]) != {c.winner, c.rival} or n != len(seeds):
         raise ValueError(f"{where} must be of a tie's two layouts ({c.winner!r}, {c.rival!r}) on its {len(seeds)} "

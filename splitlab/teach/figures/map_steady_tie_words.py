@@ -58,14 +58,14 @@ def ladder_words(c) -> str:
     shares = {name: {r["share"] for r in rungs} for name, rungs in ladder["served"].items()}
     alone = [f"{_short(name)} alone at {', '.join(f'{x:.2f}x' for x in sorted(v - w))}"
              for (name, v), w in zip(shares.items(), list(shares.values())[::-1]) if v - w]
+    added = n - len(c.seeds)  # seeds served on every rung after the cell's, rung by rung
+    notes = ([f"the cell's {len(c.seeds)} seeds in rate order, then {added} more on every rung" if added > 0 else ""]
+             + [f"{'; '.join(alone)}: rates the other was not served at" if alone else ""])
+    notes = "; ".join(x for x in notes if x)
     text = (f"One rate cannot test a tie, so both were served again on a ladder of rates {ladder['step']:.2f}x the "
             f"goodputs' geometric mean ({ladder['geomean_per_worker']:.3g} requests/s per worker) apart (the ladder's "
-            f"table), in rate "
-            f"order, {runs} runs over the same {n} seeds"
-            + (f" (the cell's {len(c.seeds)} and {n - len(c.seeds)} added later on every rung)" if n > len(c.seeds)
-               else "")
-            + (f" ({'; '.join(alone)}: rates the other was not served at)" if alone else "") + ": " + "; ".join(held)
-            + ". ")
+            f"table), {runs} runs over the same {n} seeds" + ("" if added > 0 else ", in rate order")
+            + (f" ({notes})" if notes else "") + ": " + "; ".join(held) + ". ")
     (lo_a, hi_a), (lo_b, hi_b) = b.values()
     if said == "matches: a tie":
         text += (f"On the means their goodputs lie within {1 - min(lo_a / hi_b, lo_b / hi_a):.0%} of each other, "
