@@ -4,6 +4,7 @@ refused naming it."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -72,7 +73,7 @@ def test_scale_words_say_nothing_on_the_own_link_and_refuse_bad_input():
         with pytest.raises(ValueError, match=match):
             map_steady_link.scale_words(**args)
     for link in (1e-320, 1e300):  # "in inf: harsher than that"; a bandwidth overflowed to inf
-        with pytest.raises(ValueError, match=f"link_gbps of {link!r} moves its .* not a link this check can weigh"):
+        with pytest.raises(ValueError, match=re.escape(f"link_gbps of {link!r} moves its ") + ".* not a link this"):
             map_steady_link.scale_words(_far(link=link), H100, "x", "25 Gb/s network")
     text = _far()
     text.extra["cost"]["prefill_base_s"] = "0.1"  # a TypeError deep in the arithmetic
