@@ -266,3 +266,22 @@ def test_the_ladder_table_prints_each_rungs_mean_and_range():
         _tie(ladder=ladder))
     with pytest.raises(ValueError, match="has no ladder"):
         W.ladder_table(_tie())
+
+
+def test_seeds_added_later_are_read_apart_as_well_as_pooled():
+    """sets_words: the added seeds' gap to the cell's on the same rungs, per layout, and each set's own brackets and
+    support; nothing where no seed was added."""
+    assert W.sets_words(_tie(ladder=_ladder([(0.85, [100] * 3), (0.9, [40] * 3)], [(0.85, [100] * 3),
+                                                                                  (0.9, [40] * 3)]))) == ""
+    split = [(0.8, [100] * 5), (0.85, [100, 100, 100, 40, 40]), (0.9, [40] * 5)]
+    chunked = [(0.8, [100] * 5), (0.85, [100, 100, 100, 40, 40]), (0.9, [95, 95, 95, 40, 40]), (0.95, [40] * 5)]
+    ladder = dict(_ladder(split, chunked), seeds=[0, 1, 2, 7, 8])
+    said = W.sets_words(_tie(ladder=ladder))
+    # split: gaps 0, -60, 0 over 3 rungs = -20; chunked: 0, -60, -55, 0 over 4 = -28.75
+    assert "The 2 seeds added later kept 20 points less for 1P+1D and 29 points less for 2 chunked 256" in said
+    assert "(both layouts lower," in said
+    assert "the cell's 3 seeds bracket the goodputs (1P+1D's at 0.85x to 0.90x and 2 chunked 256's at 0.90x to " \
+           "0.95x) and show a tie in 0% of resamples" in said  # 0.85 < 0.9 x 0.95: not within the tolerance
+    assert "the added 2 seeds bracket the goodputs (1P+1D's at 0.80x to 0.85x and 2 chunked 256's at 0.80x to " \
+           "0.85x) and show a tie in 100% of resamples" in said
+    assert said in W.ladder_words(_tie(ladder=ladder))

@@ -11,7 +11,7 @@ from .map_steady_tie_read import (CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _read,
 from .pools_live import short_name as _short
 from .style import and_list
 
-__all__ = ["ladder_words", "ladder_table"]
+__all__ = ["ladder_words", "ladder_table", "sets_words"]
 
 
 def ladder_table(c) -> pd.DataFrame:
@@ -90,7 +90,39 @@ def ladder_words(c) -> str:
              f"{CONFIDENCE:.0%} of the resamples agree)" if said != "undecided" else "")
     return text + {"matches: a tie": "the ladder shows the tie the map draws.",
                    "does not match": "the live runs part the two where the map has a tie.",
-                   "undecided": f"the ladder is undecided{doubt}."}[verdict(said, backed)]
+                   "undecided": f"the ladder is undecided{doubt}."}[verdict(said, backed)] + sets_words(c)
+
+
+def sets_words(c) -> str:
+    """Where seeds were added to the tie ``c``'s ladder later (:func:`~.map_steady_tie.tie_ladder`'s
+    ``more_seeds``): how far the added seeds' attainments lie from the cell's own on the same rungs, per layout (mean
+    of the per-rung gaps of the two sets' means, points), and each set read apart (its brackets and bootstrap
+    support), since seeds served hours apart on a shared machine need not be served at one speed; "" where none
+    were added. Errors: :func:`~.map_steady_tie.cell_ladder`'s."""
+    ladder = cell_ladder(c)
+    n, n0 = (0, 0) if ladder is None else (seeds_in(ladder), len(c.seeds))
+    if n <= n0:
+        return ""
+    sets = {"the cell's": list(range(n0)), "the added": list(range(n0, n))}
+    part = {k: dict(ladder, seeds=None, served={name: [dict(r, measured=[r["measured"][i] for i in pick])
+                                                       for r in rungs] for name, rungs in ladder["served"].items()})
+            for k, pick in sets.items()}
+    gaps = {name: sum(_mean(b) - _mean(a) for a, b in zip(part["the cell's"]["served"][name],
+                                                          part["the added"]["served"][name])) / len(rungs)
+            for name, rungs in ladder["served"].items()}
+    alike = "both layouts lower" if all(g < 0 for g in gaps.values()) else "both layouts higher" if all(
+        g > 0 for g in gaps.values()) else "the layouts moved apart"
+    read = []
+    for k, sub in part.items():
+        b, backed = brackets(sub), support(sub)
+        where = " and ".join(f"{_short(name)}'s at {lo:.2f}x to {hi:.2f}x" for name, (lo, hi) in b.items())
+        read.append(f"{k} {len(sets[k])} seeds bracket the goodputs ({where}) and show a tie in "
+                    f"{backed['matches: a tie']:.0%} of resamples")
+    moved = and_list([f"{abs(g):.0f} points {'less' if g < 0 else 'more'} for {_short(name)}"
+                      for name, g in gaps.items()])
+    return (f" The {n - n0} seeds added later kept {moved} than the cell's {n0} on average over the same rungs "
+            f"({alike}, as a machine serving at another speed would move them: seeds served hours apart on a shared "
+            f"machine are not one sample). Read apart, {read[0]}; {read[1]}.")
 
 
 def _highest_held(ladder: dict, b: dict, said: str) -> str:
