@@ -403,7 +403,8 @@ def test_margin_words_set_the_map_margins_beside_the_simulators_own_error():
     tie = _tie(ladder=_ladder([(0.85, [100] * 3), (0.9, [40] * 3)], [(0.85, [100] * 3), (0.9, [95] * 3),
                                                                      (0.95, [40] * 3)]))  # goodputs 16 and 25
     words = map_steady_sizes.margin_words(t, {"tie": tie})
-    assert ("1P+1D 1.06x to 1.12x its simulated 16/s and 2 chunked 256 0.72x to 0.76x its simulated 25/s per worker; "
+    assert ("1P+1D at 1.06x to 1.12x its simulated 16/s and 2 chunked 256 at 0.72x to 0.76x its simulated 25/s per "
+            "worker; "
             "the ratio of the two, 1P+1D over 2 chunked 256, lies live (on the means over the seeds) between 0.89 and "
             "1.00, simulated 0.64.") in words
     with pytest.raises(ValueError, match="simulated in run"):

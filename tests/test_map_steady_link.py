@@ -29,19 +29,23 @@ def _there(tokens, link="25 Gb/s network"):
     return [over.transfer_s(p * H100.kv_bytes_per_token) / H100.prefill_s(p) for p in tokens]
 
 
-@pytest.mark.parametrize("kv, side", [(2048 * 50, "harsher than that"), (2, "gentler than that")])
+@pytest.mark.parametrize("kv, side", [(2048 * 50, "harsher than"), (2, "gentler than")])
 def test_scale_words_set_the_cells_link_in_prefills_beside_the_datasheet_case(kv, side):
     c = _far(kv)
     cost = CostModel(kv_bytes_per_token=kv)
     here = c.prompt_tokens * kv / 1e7 / cost.prefill_s(c.prompt_tokens)  # over 0.01 GB/s, in prefills of its prompt
     there = _there((2048, 8192))
-    assert (here > max(there)) == (side == "harsher than that") and (here < min(there)) == (side != "harsher than that")
+    assert (here > max(there)) == (side == "harsher than") and (here < min(there)) == (side != "harsher than")
     said = map_steady_link.scale_words(c, H100, "Llama-3-8B on an H100", "25 Gb/s network")
-    assert said.startswith(" For scale, in prefills of the prompt") and said.endswith(f": {side}.")
-    assert f"over a 25 Gb/s network moves the cache of a prompt of 2,048 or 8,192 tokens in " in said
-    assert f"{fmt2(there[0])} or {fmt2(there[1])} prefills" in said
-    assert f"the 0.01 GB/s link with the {c.prompt_tokens}-token prompts served on {c.workers} workers in " \
-           f"{fmt2(here)}:" in said
+    assert said.startswith(f" For scale: over the 0.01 GB/s link one request's cache ({c.prompt_tokens} prompt "
+                           f"tokens) takes {fmt2(here)} times as long to move as its prompt takes to prefill; ")
+    assert said.endswith(f"this link is {side} a 25 Gb/s network{', itself link-bound' if min(there) > 1 else ''}.")
+    assert f"Llama-3-8B on an H100, at 2,048 or 8,192 tokens, takes {fmt2(there[0])} or {fmt2(there[1])} times its " \
+           f"prefill over a 25 Gb/s network (the analytic model" in said
+    two = map_steady_link.scale_words(c, H100, "Llama-3-8B on an H100", ("25 Gb/s network", "400 Gb/s network"))
+    fast = _there((2048, 8192), "400 Gb/s network")
+    assert f"over a 25 Gb/s network and {fmt2(fast[0])} or {fmt2(fast[1])} times over a 400 Gb/s network" in two
+    assert two.endswith(said[said.index("(the analytic model"):])  # judged against the first link
     assert map_steady_sizes.moved_words is map_steady_link.moved_words  # one arithmetic, kept where it was read
 
 
@@ -55,20 +59,22 @@ def test_scale_words_say_within_where_the_cell_lies_between_the_cases():
     here = c.prompt_tokens * 2048 / 1e7 / CostModel(kv_bytes_per_token=2048).prefill_s(c.prompt_tokens)
     assert lo < here < hi, (lo, here, hi)
     said = map_steady_link.scale_words(c, gpu, "a made-up GPU", "25 Gb/s network", prompt_tokens=(16, 8192))
-    assert said.endswith(f"in {fmt2(lo)} or {fmt2(hi)} prefills (the analytic model), the 0.01 GB/s link with the "
-                         f"{c.prompt_tokens}-token prompts served on {c.workers} workers in {fmt2(here)}: within "
-                         f"that range.")
+    assert f"takes {fmt2(here)} times as long" in said and f"takes {fmt2(lo)} or {fmt2(hi)} times its prefill" in said
+    assert said.endswith("this link is within the range of a 25 Gb/s network.")
 
 
 def test_scale_words_say_nothing_on_the_own_link_and_refuse_bad_input():
     assert map_steady_link.scale_words(_far(link=None), H100, "x", "25 Gb/s network") == ""
-    for kw, match in ((dict(link="bogus"), "link must be one of"), (dict(prompt_tokens=(0,)), "whole numbers in 1"),
+    for kw, match in ((dict(link="bogus"), "link must be distinct names of"),
+                      (dict(prompt_tokens=(0,)), "whole numbers in 1"),
                       (dict(prompt_tokens=[]), "whole numbers in 1"), (dict(prompt_tokens=(True,)), "whole numbers"),
                       (dict(prompt_tokens=2048), "whole numbers in 1"), (dict(cost="H100"), "must be a CostModel"),
                       (dict(prompt_tokens=(10**400,)), "whole numbers in 1 .. 10,000,000"),  # an OverflowError
                       (dict(prompt_tokens=(2048, 2048)), "distinct"),  # "2,048 or 2,048 tokens in 1.5 or 1.5"
                       (dict(name=None), "name must be the datasheet case"),  # "None over a 25 Gb/s network"
-                      (dict(link=["x"]), "link must be one of"), (dict(c=None), "c must be a SteadyCell")):
+                      (dict(link=["x"]), "link must be distinct names of"),
+                      (dict(link=("25 Gb/s network",) * 2), "distinct names"), (dict(link=3), "distinct names"),
+                      (dict(c=None), "c must be a SteadyCell")):
         args = dict(c=_far(), cost=H100, name="Llama-3-8B on an H100", link="25 Gb/s network") | kw
         with pytest.raises(ValueError, match=match):
             map_steady_link.scale_words(**args)
@@ -80,9 +86,9 @@ def test_scale_words_say_nothing_on_the_own_link_and_refuse_bad_input():
     with pytest.raises(ValueError, match=r"moved_words: .* fields \['prefill_base_s'\] must be finite numbers"):
         map_steady_link.moved_words(text)
     import numpy as np
-    assert " prompt of 1 token in " in map_steady_link.scale_words(_far(), H100, "x", "25 Gb/s network", [1])
-    assert " prompt of 2,048 tokens in " in map_steady_link.scale_words(_far(), H100, "x", "25 Gb/s network",
-                                                                       [np.int64(2048)])
+    assert ", at 1 token, takes " in map_steady_link.scale_words(_far(), H100, "x", "25 Gb/s network", [1])
+    assert ", at 2,048 tokens, takes " in map_steady_link.scale_words(_far(), H100, "x", "25 Gb/s network",
+                                                                     [np.int64(2048)])
     with pytest.raises(ValueError, match="scale_words: the 'chunked' cell's link_gbps"):
         map_steady_link.scale_words(_far(link=0.0), H100, "x", "25 Gb/s network")
 
@@ -99,6 +105,7 @@ def test_scale_words_compare_the_numbers_as_printed():
     there = gpu.over_link("25 Gb/s network").transfer_s(p * kv) / gpu.prefill_s(p)
     assert there > here and fmt2(there) == fmt2(here)
     said = map_steady_link.scale_words(c, gpu, "a made-up GPU", "25 Gb/s network", prompt_tokens=(p,))
-    assert said.endswith(f"in {fmt2(here)}: as harsh as that.")
+    assert said.endswith("this link is as harsh as a 25 Gb/s network, itself link-bound.")  # 2.4 prefills: > 1
+    assert f"takes {fmt2(here)} times" in said
     said = map_steady_link.scale_words(c, gpu, "a made-up GPU", "25 Gb/s network", prompt_tokens=(16, p))
-    assert said.endswith(f"in {fmt2(here)}: within that range.")  # printed equal to the dearer end: within
+    assert said.endswith("this link is within the range of a 25 Gb/s network.")  # printed equal to the dearer end

@@ -140,7 +140,7 @@ def test_seeds_added_to_a_ladder_are_served_on_every_rung_first_then_the_ladder_
     assert [r["share"] for r in out["served"][SPLIT]] == [0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15]
     assert T.brackets(out) == {SPLIT: (0.9, 0.95), CHUNKED: (0.8, 0.85)}  # seed 0 alone misses at 0.95 and 0.85: 88%
     words = W.ladder_words(_tie(ladder=out))
-    assert "runs over the same 5 seeds (the cell's 3 seeds in rate order, then 2 more on every rung; 1P+1D alone at " \
+    assert "runs over 5 seeds (the cell's 3 seeds in rate order, then 2 more on every rung; 1P+1D alone at " \
            "1.00x" in words  # one parenthesis for both notes
     for more, match in (([2, 5], r"more_seeds \[2\] were served already"), ([], "at least one"), ([5, 5], "distinct"),
                         ([True], "whole numbers"), ("56", "whole numbers")):
@@ -269,19 +269,30 @@ def test_the_ladder_table_prints_each_rungs_mean_and_range():
 
 
 def test_seeds_added_later_are_read_apart_as_well_as_pooled():
-    """sets_words: the added seeds' gap to the cell's on the same rungs, per layout, and each set's own brackets and
-    support; nothing where no seed was added."""
+    """sets_words: the added seeds' gap to the cell's on the rungs the cell's were served on before and on the rungs
+    served to all at once, per layout, and each set's own brackets and support; nothing where no seed was added."""
     assert W.sets_words(_tie(ladder=_ladder([(0.85, [100] * 3), (0.9, [40] * 3)], [(0.85, [100] * 3),
                                                                                   (0.9, [40] * 3)]))) == ""
     split = [(0.8, [100] * 5), (0.85, [100, 100, 100, 40, 40]), (0.9, [40] * 5)]
     chunked = [(0.8, [100] * 5), (0.85, [100, 100, 100, 40, 40]), (0.9, [95, 95, 95, 40, 40]), (0.95, [40] * 5)]
-    ladder = dict(_ladder(split, chunked), seeds=[0, 1, 2, 7, 8])
+    ladder = dict(_ladder(split, chunked), seeds=[0, 1, 2, 7, 8],
+                  added=[dict(seeds=[7, 8], rungs_before={SPLIT: 2, CHUNKED: 3})])
     said = W.sets_words(_tie(ladder=ladder))
-    # split: gaps 0, -60, 0 over 3 rungs = -20; chunked: 0, -60, -55, 0 over 4 = -28.75
-    assert "The 2 seeds added later kept 20 points less for 1P+1D and 29 points less for 2 chunked 256" in said
-    assert "(both layouts lower," in said
-    assert "the cell's 3 seeds bracket the goodputs (1P+1D's at 0.85x to 0.90x and 2 chunked 256's at 0.90x to " \
-           "0.95x) and show a tie in 0% of resamples" in said  # 0.85 < 0.9 x 0.95: not within the tolerance
+    # before: split 0 and -60 over 2 rungs = -30; chunked 0, -60, -55 over 3 = -38.3; after: 0.9 and 0.95, 0 each
+    assert said.startswith(" The 2 seeds added later kept 30 points less for 1P+1D and 38 points less for 2 chunked "
+                           "256 than the cell's 3 on the rungs those were served on in earlier sittings, and as much "
+                           "for 1P+1D and as much for 2 chunked 256 on the rungs served to all 5 seeds in one "
+                           "sitting (0.90x, 0.95x).")
+    assert "the cell's 3 seeds bracket the goodputs (1P+1D's above 0.85x and 2 chunked 256's above 0.90x)" in said
     assert "the added 2 seeds bracket the goodputs (1P+1D's at 0.80x to 0.85x and 2 chunked 256's at 0.80x to " \
-           "0.85x) and show a tie in 100% of resamples" in said
+           "0.85x) and show a tie in 100% of resamples: the sets read differently." in said
     assert said in W.ladder_words(_tie(ladder=ladder))
+    fell = dict(ladder, served={n: [dict(r) for r in v] for n, v in ladder["served"].items()})
+    fell["served"][SPLIT][2] = dict(fell["served"][SPLIT][2], share=0.75, rate_per_worker=15.0,
+                                    measured=[80.0, 100, 100, 100, 100])  # seed 0 below its 0.80 of before
+    assert "where 1 of the cell's seeds (counted per layout) kept less than they had kept at a higher rate in their " \
+           "earlier sitting" in W.sets_words(_tie(ladder=fell))
+    with pytest.raises(ValueError, match="'added' must list the seeds added after the cell's"):
+        W.sets_words(_tie(ladder=dict(ladder, added=[dict(seeds=[8, 7], rungs_before={SPLIT: 2, CHUNKED: 3})])))
+    with pytest.raises(ValueError, match="'added' must list"):
+        W.sets_words(_tie(ladder=dict(ladder, added=[dict(seeds=[7, 8], rungs_before={SPLIT: 9, CHUNKED: 3})])))

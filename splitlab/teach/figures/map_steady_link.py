@@ -87,20 +87,22 @@ def _busy(c: SteadyCell, moved_s: float) -> tuple | None:
     return None if pools is None else (pools[0], 100 * rate * c.workers / pools[0] * moved_s)
 
 
-def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 8192)) -> str:
-    """The slow link of the cell ``c`` set beside a datasheet case, for scale: its cache's transfer in prefills of
-    its prompt (:func:`moved_words`' arithmetic) against ``name``'s (a model on a GPU: ``cost``, a
-    :class:`~splitlab.costmodel.CostModel` such as :func:`~splitlab.costmodel.roofline_cost_model`'s) over ``link``
-    (a name of :data:`splitlab.sizing.LINKS`) at each of ``prompt_tokens``, and whether this link is harsher, gentler
-    or within that range (on the numbers as printed, 2 significant digits): " For scale, in prefills of the prompt
-    (...): Llama-3-8B on an H100 over a 25 Gb/s network moves the cache of a prompt of 2,048 or 8,192 tokens in 1.5
-    or 1.4 prefills (the analytic model), the 0.01 GB/s link with the 119-token prompts served on 4 workers in 2.1:
-    harsher than that" (or "as harsh as that" beside one printed number equal to its own). ""
-    on the cost model's own link or a record without that model.
+def scale_words(c: SteadyCell, cost, name: str, link, prompt_tokens=(2048, 8192)) -> str:
+    """The slow link of the cell ``c`` set beside a datasheet case, for scale, in prefills of the prompt (below one
+    a transfer can hide behind the next prefill; above one the link, not the GPU, bounds the prefill pool): its
+    cache's transfer against its prompt's prefill (:func:`moved_words`' arithmetic), and ``name``'s (a model on a GPU:
+    ``cost``, a :class:`~splitlab.costmodel.CostModel` such as :func:`~splitlab.costmodel.roofline_cost_model`'s) over
+    each of ``link`` (a name of :data:`splitlab.sizing.LINKS`, or several) at each of ``prompt_tokens``, the whole
+    cache after the prefill over one link per GPU; then whether this link is harsher, gentler, within the range of or
+    as harsh as the first (on the numbers as printed, 2 significant digits): " For scale: over the 0.01 GB/s link one
+    request's cache (119 prompt tokens) takes 2.1 times as long to move as its prompt takes to prefill; Llama-3-8B
+    on an H100, at 2,048 or 8,192 tokens, takes 1.5 or 1.4 times its prefill over a 25 Gb/s network and 0.094 or
+    0.085 times over a 400 Gb/s network ... this link is harsher than a 25 Gb/s network, itself link-bound." "" on
+    the cost model's own link or a record without that model.
 
     Raises:
         ValueError: ``c`` not a SteadyCell; ``cost`` not a CostModel, or giving a prefill or KV size not finite > 0;
-            ``name`` not a non-empty str; ``link`` not a name of LINKS; ``prompt_tokens`` not distinct whole numbers
+            ``name`` not a non-empty str; ``link`` not names of LINKS; ``prompt_tokens`` not distinct whole numbers
             in 1 .. :data:`MAX_TOKENS`; those of :func:`moved_words`."""
     from ...costmodel import CostModel
     from ...sizing import LINKS
@@ -111,8 +113,9 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
         raise ValueError(f"scale_words: cost must be a CostModel (roofline_cost_model's), got {type(cost).__name__}")
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"scale_words: name must be the datasheet case in words, got {name!r}")
-    if not isinstance(link, str) or link not in LINKS:
-        raise ValueError(f"scale_words: link must be one of {sorted(LINKS)}, got {link!r}")
+    links = [link] if isinstance(link, str) else list(link) if isinstance(link, (list, tuple)) else None
+    if not links or any(not isinstance(x, str) or x not in LINKS for x in links) or len(set(links)) < len(links):
+        raise ValueError(f"scale_words: link must be distinct names of {sorted(LINKS)}, got {link!r}")
     tokens = list(prompt_tokens) if isinstance(prompt_tokens, (list, tuple)) else None
     if not tokens or any(not whole(p) or not 1 <= p <= MAX_TOKENS for p in tokens) or len(set(tokens)) < len(tokens):
         raise ValueError(f"scale_words: prompt_tokens must be distinct whole numbers in 1 .. {MAX_TOKENS:,}, got "
@@ -121,16 +124,19 @@ def scale_words(c: SteadyCell, cost, name: str, link: str, prompt_tokens=(2048, 
     here_cost, _, moved_s = moved
     here = moved_s / _positive(f"scale_words: the {c.region!r} cell's prefill of its prompt", here_cost.prefill_s(
         c.prompt_tokens))
-    over = cost.over_link(link)
     kv = _positive("scale_words: the datasheet cost's kv_bytes_per_token", cost.kv_bytes_per_token)
-    there = [over.transfer_s(p * kv) / _positive(f"scale_words: the datasheet prefill of {p} tokens",
-                                                  cost.prefill_s(p)) for p in tokens]
-    shown, far = float(fmt2(here).replace(",", "")), [float(fmt2(x).replace(",", "")) for x in there]  # as printed
-    side = "harsher than that" if shown > max(far) else "gentler than that" if shown < min(far) else \
-        "within that range" if min(far) < max(far) else "as harsh as that"
-    return (f" For scale, in prefills of the prompt (what a transfer is weighed against): {name} over a {link} "
-            f"moves the cache of a prompt of {' or '.join(f'{p:,}' for p in tokens)} "
-            f"{'token' if tokens == [1] else 'tokens'} in "
-            f"{' or '.join(fmt2(x) for x in there)} prefills (the analytic model), "
-            f"the {c.link_gbps:g} GB/s link with the {c.prompt_tokens}-token prompts served on {c.workers} workers in "
-            f"{fmt2(here)}: {side}.")
+    prefill = [_positive(f"scale_words: the datasheet prefill of {p} tokens", cost.prefill_s(p)) for p in tokens]
+    there = {x: [cost.over_link(x).transfer_s(p * kv) / f for p, f in zip(tokens, prefill)] for x in links}
+    printed = lambda v: float(fmt2(v).replace(",", ""))  # noqa: E731  the words follow the numbers as printed
+    shown, far = printed(here), [printed(v) for v in there[links[0]]]
+    side = ("harsher than" if shown > max(far) else "gentler than" if shown < min(far) else
+            "within the range of" if min(far) < max(far) else "as harsh as")
+    over = " and ".join(f"{' or '.join(fmt2(v) for v in vs)} times{' its prefill' if i == 0 else ''} over a {x}"
+                        for i, (x, vs) in enumerate(there.items()))
+    bound = ", itself link-bound" if min(far) > 1 else ""
+    return (f" For scale: over the {c.link_gbps:g} GB/s link one request's cache ({c.prompt_tokens} prompt tokens) "
+            f"takes {fmt2(here)} times as long to move as its prompt takes to prefill; {name}, at "
+            f"{' or '.join(f'{p:,}' for p in tokens)} {'token' if tokens == [1] else 'tokens'}, takes {over} (the "
+            f"analytic model: the whole cache after the prefill, one link per GPU). Below one prefill a transfer can "
+            f"hide behind the next prefill; above one the link, not the GPU, bounds the prefill pool: this link is "
+            f"{side} a {links[0]}{bound}.")

@@ -6,6 +6,8 @@ against the records' steady state (:func:`burst_words`).
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from .map_steady import SteadyCell
@@ -225,19 +227,26 @@ def margin_words(check, cells: dict) -> str:
 
 def _goodput_error(c: SteadyCell) -> str:
     """Where a cell's goodputs were measured live (a tie's ladder, :mod:`.map_steady_tie`): each against its
-    simulated goodput, and the two goodputs' ratio live (its bracket's extremes) against simulated; "" for a cell
-    without a ladder."""
-    from .map_steady_tie_read import brackets, cell_ladder
+    simulated goodput, and the two goodputs' ratio live (its bracket's extremes) against simulated, per set of seeds
+    served apart where seeds were added later (:func:`~.map_steady_tie_read.seed_sets`: a machine's speed moves
+    both goodputs, not their ratio); "" for a cell without a ladder."""
+    from .map_steady_tie_read import brackets, cell_ladder, seed_sets
+    from .map_steady_tie_words import span
     ladder = cell_ladder(c)
     if ladder is None:
         return ""
-    gm, b = ladder["geomean_per_worker"], brackets(ladder)
-    live = {n: tuple(x * gm / _positive(f"the tie's goodput_now[{n!r}]", c.goodput_now[n]) for x in b[n])
-            for n in (c.winner, c.rival)}
-    said = [f"{_short(n)} {lo:.2f}x to {hi:.2f}x its simulated {fmt3(c.goodput_now[n])}/s" for n, (lo, hi) in
-            live.items()]
-    (lw, hw), (lr, hr) = b[c.winner], b[c.rival]
-    return (f" Only the tie's ladder measured goodputs live: {and_list(said)} per worker; the ratio of the two, "
-            f"{_short(c.winner)} over {_short(c.rival)}, lies live (on the means over the seeds) between "
-            f"{lw / hr:.2f} and {hw / lr:.2f}, "
-            f"simulated {c.goodput_now[c.winner] / c.goodput_now[c.rival]:.2f}.")
+    gm, said, ratios = ladder["geomean_per_worker"], [], []
+    for label, sub in (seed_sets(c) or {"": ladder}).items():
+        b = brackets(sub)
+        live = {n: tuple(x * gm / _positive(f"the tie's goodput_now[{n!r}]", c.goodput_now[n]) for x in b[n])
+                for n in (c.winner, c.rival)}
+        said.append((f"{label} seeds: " if label else "") + and_list(
+            [f"{_short(n)} {span(lo, hi)} its simulated {fmt3(c.goodput_now[n])}/s" for n, (lo, hi) in
+             live.items()]))
+        (lw, hw), (lr, hr) = b[c.winner], b[c.rival]
+        ratios.append((f"for {label} seeds " if label else "") + (
+            f"between {lw / hr:.2f} and {hw / lr:.2f}" if 0 < min(lw, lr) and max(hw, hr) < math.inf else
+            "unbounded (a bracket left open)"))
+    return (f" Only the tie's ladder measured goodputs live: {'; '.join(said)} per worker; the ratio of the two, "
+            f"{_short(c.winner)} over {_short(c.rival)}, lies live (on the means over the seeds) "
+            f"{'; '.join(ratios)}, simulated {c.goodput_now[c.winner] / c.goodput_now[c.rival]:.2f}.")

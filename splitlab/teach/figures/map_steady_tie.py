@@ -54,6 +54,7 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
     limits, link; its seeds, then the ladder's added ones), simulated on nothing: live only.
 
     Returns {"step", "geomean_per_worker" (requests/s per worker), "seeds" (in the order of each rung's attainments),
+    "added" (where seeds were added: [{"seeds", "rungs_before": {layout: rungs served before them}}, ...]),
     "served": {layout: [{"share", "rate_per_worker", "measured": [% per seed], "load_average" (the machine's 1-min
     load as the rung's runs ended; the highest, where seeds were added to it later)}, ...] in the order served},
     "cpu_s"}.
@@ -97,6 +98,8 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
         bar.update()
 
     with progress_bar(None, "tie ladder live", progress, unit="run") as bar:
+        added = ([] if resume is None else list(resume.get("added", []))) + (
+            [dict(seeds=list(more), rungs_before={n: len(served[n]) for n in names})] if more else [])
         for share in sorted({r["share"] for v in served.values() for r in v}) if more else ():  # added seeds first
             at = [(n, r) for n in names for r in served[n] if r["share"] == share]
             for i, s in enumerate(more, start=len(seeds)):
@@ -117,7 +120,7 @@ def tie_ladder(c, lm, start: float | None = None, step: float | None = None, run
                 served[n][-1]["load_average"] = round(os.getloadavg()[0], 2)  # drifts moves the later rungs
     before = 0.0 if resume is None else resume["cpu_s"]
     return dict(step=step, geomean_per_worker=mean, seeds=seeds, served=served,
-                cpu_s=before + time.process_time() - cpu0)
+                cpu_s=before + time.process_time() - cpu0, **(dict(added=added) if added else {}))
 
 
 def check_more_seeds(seeds: list, more, resume) -> list:

@@ -11,7 +11,7 @@ from typing import Sequence
 from .pools_live_args import whole
 
 __all__ = ["TOLERANCE", "CONFIDENCE", "RESAMPLES", "GOOD", "seeds_in", "brackets", "support", "verdict",
-           "ladder_outcome", "ladder_seeds", "cell_ladder"]
+           "ladder_outcome", "ladder_seeds", "cell_ladder", "seed_sets"]
 
 #: the map's tie tolerance (:func:`splitlab.planning.split_map.split_map`'s default, chapter 7's maps')
 TOLERANCE = 0.1
@@ -181,3 +181,33 @@ def cell_ladder(c) -> dict | None:
     if bad:
         raise ValueError(f"{where}: {bad} must be finite numbers > 0, got {[ladder.get(k) for k in bad]}")
     return ladder
+
+
+def seed_sets(c) -> dict:
+    """The tie ``c``'s ladder split by when its seeds were served: {"the cell's N": a ladder of the cell's seeds on
+    the rungs served before any seed was added, "the added M": a ladder of each group of seeds added later
+    (:func:`~.map_steady_tie.tie_ladder`'s ``more_seeds``) on every rung}; {} where no seed was added (or no
+    ladder). Each is a ladder of :func:`brackets`' shape. ValueError: its ``"added"`` not
+    [{"seeds": the ladder's seeds after the cell's, "rungs_before": {layout: a count of its rungs}}, ...]."""
+    ladder = cell_ladder(c)
+    added = [] if ladder is None else ladder.get("added", [])
+    if not added:
+        return {}
+    seeds, n0 = ladder_seeds(c, ladder), len(c.seeds)
+    ok = isinstance(added, list) and all(isinstance(a, dict) and isinstance(a.get("seeds"), list) and isinstance(
+        a.get("rungs_before"), dict) and set(a["rungs_before"]) == set(ladder["served"]) and all(
+        whole(k) and 1 <= k <= len(ladder["served"][n]) for n, k in a["rungs_before"].items()) for a in added)
+    if not ok or [s for a in added for s in a["seeds"]] != seeds[n0:]:
+        raise ValueError(f"the tie's ladder's 'added' must list the seeds added after the cell's {list(c.seeds)} "
+                         f"(its seeds {seeds}) with the rungs each layout had before them, got {added!r:.200}")
+
+    def part(pick: list, rungs_of) -> dict:
+        return dict(ladder, seeds=[seeds[i] for i in pick], served={n: [
+            dict(r, measured=[r["measured"][i] for i in pick]) for r in rungs_of(n)] for n in ladder["served"]})
+    out = {f"the cell's {n0}": part(list(range(n0)), lambda n: ladder["served"][n][:added[0]["rungs_before"][n]])}
+    at = n0
+    for a in added:
+        out[f"the added {len(a['seeds'])}"] = part(list(range(at, at + len(a["seeds"]))),
+                                                     lambda n: ladder["served"][n])
+        at += len(a["seeds"])
+    return out

@@ -6,12 +6,12 @@ import math
 
 import pandas as pd
 
-from .map_steady_tie_read import (CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, seeds_in,
-                                   support, verdict)
+from .map_steady_tie_read import (CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _read, brackets, cell_ladder, seed_sets,
+                                   seeds_in, support, verdict)
 from .pools_live import short_name as _short
 from .style import and_list
 
-__all__ = ["ladder_words", "ladder_table", "sets_words"]
+__all__ = ["ladder_words", "ladder_table", "sets_words", "span"]
 
 
 def ladder_table(c) -> pd.DataFrame:
@@ -64,7 +64,8 @@ def ladder_words(c) -> str:
     notes = "; ".join(x for x in notes if x)
     text = (f"One rate cannot test a tie, so both were served again on a ladder of rates {ladder['step']:.2f}x the "
             f"goodputs' geometric mean ({ladder['geomean_per_worker']:.3g} requests/s per worker) apart (the ladder's "
-            f"table), {runs} runs over the same {n} seeds" + ("" if added > 0 else ", in rate order")
+            f"table), {runs} runs over {'the same ' if added <= 0 else ''}{n} seeds"
+            + ("" if added > 0 else ", in rate order")
             + (f" ({notes})" if notes else "") + ": " + "; ".join(held) + ". ")
     (lo_a, hi_a), (lo_b, hi_b) = b.values()
     if said == "matches: a tie":
@@ -94,35 +95,71 @@ def ladder_words(c) -> str:
 
 
 def sets_words(c) -> str:
-    """Where seeds were added to the tie ``c``'s ladder later (:func:`~.map_steady_tie.tie_ladder`'s
-    ``more_seeds``): how far the added seeds' attainments lie from the cell's own on the same rungs, per layout (mean
-    of the per-rung gaps of the two sets' means, points), and each set read apart (its brackets and bootstrap
-    support), since seeds served hours apart on a shared machine need not be served at one speed; "" where none
-    were added. Errors: :func:`~.map_steady_tie.cell_ladder`'s."""
-    ladder = cell_ladder(c)
-    n, n0 = (0, 0) if ladder is None else (seeds_in(ladder), len(c.seeds))
-    if n <= n0:
+    """Where seeds were added to the tie ``c``'s ladder later (:func:`~.map_steady_tie_read.seed_sets`): how far the
+    added seeds' attainments lie from the cell's on the rungs the cell's seeds were served on before (the mean of the
+    per-rung gaps of the two sets' means, points, per layout) and on the rungs served to all seeds at once, then each
+    set read apart (its brackets and bootstrap support) and what that leaves of the verdict; "" where none were
+    added. Errors: those of :func:`~.map_steady_tie_read.seed_sets`."""
+    sets = seed_sets(c)
+    if not sets:
         return ""
-    sets = {"the cell's": list(range(n0)), "the added": list(range(n0, n))}
-    part = {k: dict(ladder, seeds=None, served={name: [dict(r, measured=[r["measured"][i] for i in pick])
-                                                       for r in rungs] for name, rungs in ladder["served"].items()})
-            for k, pick in sets.items()}
-    gaps = {name: sum(_mean(b) - _mean(a) for a, b in zip(part["the cell's"]["served"][name],
-                                                          part["the added"]["served"][name])) / len(rungs)
-            for name, rungs in ladder["served"].items()}
-    alike = "both layouts lower" if all(g < 0 for g in gaps.values()) else "both layouts higher" if all(
-        g > 0 for g in gaps.values()) else "the layouts moved apart"
-    read = []
-    for k, sub in part.items():
+    ladder, (first, cell), (second, late) = cell_ladder(c), *list(sets.items())[:2]
+    n0 = len(cell["seeds"])
+    idx = {s: i for i, s in enumerate(ladder["seeds"])}
+    apart, together = {}, {}
+    for name, rungs in ladder["served"].items():
+        k = len(cell["served"][name])
+        for out, part in ((apart, rungs[:k]), (together, rungs[k:])):
+            if part:
+                gap = [sum(r["measured"][idx[s]] for s in late["seeds"]) / len(late["seeds"])
+                       - sum(r["measured"][:n0]) / n0 for r in part]
+                out[name] = sum(gap) / len(gap)
+
+    def moved(gaps: dict) -> str:
+        return and_list([f"as much for {_short(n)}" if round(abs(g)) == 0 else
+                         f"{abs(g):.0f} {'point' if round(abs(g)) == 1 else 'points'} {'less' if g < 0 else 'more'} "
+                         f"for {_short(n)}" for n, g in gaps.items()])
+    shares = sorted({r["share"] for n, rungs in ladder["served"].items() for r in rungs[len(cell["served"][n]):]})
+    text = (f" The {len(late['seeds'])} seeds added later kept {moved(apart)} than the cell's {n0} on the rungs "
+            f"those were served on in earlier sittings")
+    if together:
+        fell = _fell(ladder, cell, n0)
+        text += (f", and {moved(together)} on the rungs served to all {len(ladder['seeds'])} seeds in one sitting "
+                 f"({', '.join(f'{x:.2f}x' for x in shares)})"
+                 + (f", where {fell} of the cell's seeds (counted per layout) kept less than they had kept at a "
+                    f"higher rate in their earlier sitting: that points to a machine serving at another speed "
+                    f"rather than to harder seeds, on few seeds" if fell else ""))
+    read, verdicts = [], []
+    for label, sub in sets.items():
         b, backed = brackets(sub), support(sub)
-        where = " and ".join(f"{_short(name)}'s at {lo:.2f}x to {hi:.2f}x" for name, (lo, hi) in b.items())
-        read.append(f"{k} {len(sets[k])} seeds bracket the goodputs ({where}) and show a tie in "
+        where = " and ".join(f"{_short(n)}'s {span(lo, hi)}" for n, (lo, hi) in b.items())
+        read.append(f"{label} seeds bracket the goodputs ({where}) and show a tie in "
                     f"{backed['matches: a tie']:.0%} of resamples")
-    moved = and_list([f"{abs(g):.0f} points {'less' if g < 0 else 'more'} for {_short(name)}"
-                      for name, g in gaps.items()])
-    return (f" The {n - n0} seeds added later kept {moved} than the cell's {n0} on average over the same rungs "
-            f"({alike}, as a machine serving at another speed would move them: seeds served hours apart on a shared "
-            f"machine are not one sample). Read apart, {read[0]}; {read[1]}.")
+        verdicts.append(verdict(_read(b, TOLERANCE), backed))
+    ends = ("each set shows the tie the map draws" if all(v == "matches: a tie" for v in verdicts) else
+            f"{'neither' if len(verdicts) == 2 else 'no'} set reaches the {CONFIDENCE:.0%} a verdict needs"
+            if all(v == "undecided" for v in verdicts) else "the sets read differently")
+    return (text + ". Seeds served hours apart on a shared machine are not one sample, so read apart too: "
+            + "; ".join(read) + f": {ends}. A ladder is best served in one sitting.")
+
+
+def span(lo: float, hi: float, unit: str = "x") -> str:
+    """A bracket (:func:`~.map_steady_tie_read.brackets`') in words: "at 1.05x to 1.10x", "above 1.10x" (none
+    missed), "below 0.80x" (none held)."""
+    return (f"above {lo:.2f}{unit}" if hi == math.inf else f"below {hi:.2f}{unit}" if lo == 0 else
+            f"at {lo:.2f}{unit} to {hi:.2f}{unit}")
+
+
+def _fell(ladder: dict, cell: dict, n0: int) -> int:
+    """How many (layout, seed of the cell's) kept 5 points or more less on a rung served to all seeds at once than
+    on a higher rung in their own earlier sitting: the sign of a slower machine, a seed's requests at a lower rate
+    being no harder."""
+    out = 0
+    for name, rungs in ladder["served"].items():
+        k = len(cell["served"][name])
+        out += sum(any(r["share"] > late["share"] and r["measured"][i] >= late["measured"][i] + 5 for r in rungs[:k])
+                   for i in range(n0) for late in rungs[k:]) if rungs[k:] else 0
+    return out
 
 
 def _highest_held(ladder: dict, b: dict, said: str) -> str:
