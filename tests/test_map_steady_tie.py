@@ -136,6 +136,7 @@ def test_seeds_added_to_a_ladder_are_served_on_every_rung_first_then_the_ladder_
     # then split climbs again (seed 4 holds until 1.1 of 20 = 22 < 22.5): 1.15 over all five seeds
     assert served[len(on_old):] == [(SPLIT, 23.0, s) for s in range(5)]
     assert out["seeds"] == [0, 1, 2, 3, 4] and all(len(r["measured"]) == 5 for v in out["served"].values() for r in v)
+    assert out["added"] == [dict(seeds=[3, 4], rungs_before={SPLIT: 6, CHUNKED: 4})]  # when they came: seed_sets
     assert all(len(r["measured"]) == 3 for v in first["served"].values() for r in v)  # the resumed one untouched
     assert [r["share"] for r in out["served"][SPLIT]] == [0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15]
     assert T.brackets(out) == {SPLIT: (0.9, 0.95), CHUNKED: (0.8, 0.85)}  # seed 0 alone misses at 0.95 and 0.85: 88%
