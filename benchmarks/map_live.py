@@ -193,20 +193,21 @@ def _share(text: str) -> float:
     return v
 
 
-def _seeds(text: str) -> list:
+def _ints(text: str, example: str) -> list:
+    """Whole numbers, comma-separated (ValueError naming the text otherwise, with an ``example``)."""
     try:
-        given = [int(s) for s in text.split(",")]
+        return [int(s) for s in text.split(",")]
     except ValueError:
-        raise ValueError(f"seeds must be whole numbers, comma-separated (0,1,2), got {text!r}") from None
-    return list(map_steady.seeds_of(given))
+        raise ValueError(f"seeds must be whole numbers, comma-separated ({example}), got {text!r}") from None
+
+
+def _seeds(text: str) -> list:
+    return list(map_steady.seeds_of(_ints(text, "0,1,2")))
 
 
 def _seed_list(text: str) -> list:
-    """Seeds to add: distinct whole numbers, comma-separated (ValueError naming them otherwise)."""
-    try:
-        given = [int(s) for s in text.split(",")]
-    except ValueError:
-        raise ValueError(f"seeds must be whole numbers, comma-separated (6,7,8), got {text!r}") from None
+    """Seeds to add: distinct whole numbers >= 0, comma-separated, at least one (ValueError naming them otherwise)."""
+    given = _ints(text, "6,7,8")
     if len(set(given)) != len(given) or min(given) < 0:
         raise ValueError(f"seeds must be distinct whole numbers >= 0, got {text!r}")
     return given

@@ -103,17 +103,16 @@ def sets_words(c) -> str:
     sets = seed_sets(c)
     if not sets:
         return ""
-    ladder, (first, cell), (second, late) = cell_ladder(c), *list(sets.items())[:2]
+    ladder = cell_ladder(c)
+    cell, late = list(sets.values())[:2]  # the cell's seeds on their own rungs; the first seeds added, on every rung
     n0 = len(cell["seeds"])
-    idx = {s: i for i, s in enumerate(ladder["seeds"])}
     apart, together = {}, {}
     for name, rungs in ladder["served"].items():
         k = len(cell["served"][name])
-        for out, part in ((apart, rungs[:k]), (together, rungs[k:])):
+        gaps = [_mean(a) - sum(r["measured"][:n0]) / n0 for a, r in zip(late["served"][name], rungs)]
+        for out, part in ((apart, gaps[:k]), (together, gaps[k:])):
             if part:
-                gap = [sum(r["measured"][idx[s]] for s in late["seeds"]) / len(late["seeds"])
-                       - sum(r["measured"][:n0]) / n0 for r in part]
-                out[name] = sum(gap) / len(gap)
+                out[name] = sum(part) / len(part)
 
     def moved(gaps: dict) -> str:
         return and_list([f"as much for {_short(n)}" if round(abs(g)) == 0 else
