@@ -14,12 +14,15 @@ measured and simulated, and where the cell sat) is written as JSON; chapter 7 pr
                                   [--max-requests N]
     python benchmarks/map_live.py --resimulate FILE --calibration CALIBRATION
     python benchmarks/map_live.py --ladder FILE [--more-seeds 6,7,8]
+    python benchmarks/map_live.py --sitting FILE
 
 A tie's cell is then served on a ladder of rates until both layouts' goodputs are bracketed
 (:func:`splitlab.teach.figures.map_steady_tie.tie_ladder`: one run at one rate cannot test a tie); ``--ladder``
 serves the ladder of the tie in a record served before (going on from the rungs of a ladder it holds) and writes it
 back; with ``--more-seeds`` it first serves those seeds on every rung the ladder holds, then goes on over all its
-seeds. The 2026-12-05 record's took 49 min.
+seeds. The 2026-12-05 record's took 49 min. ``--sitting`` serves the tie of a record served before in one sitting
+(:func:`splitlab.teach.figures.map_steady_tie_sitting.serve_sitting`: a grid of rates and seeds fixed in advance,
+seed by seed, so that the machine's drift falls between seeds, not between rates) and writes it back after each seed.
 
 ``--quick``: a map of 2 x 2 cells and runs of a dozen requests, two seeds, one region (a smoke test for CI;
 nothing it prints is a result).
@@ -38,7 +41,8 @@ import torch
 
 import splitlab as sl
 from splitlab.planning import split_map as SM
-from splitlab.teach.figures import map_steady, map_steady_checks, map_steady_text, map_steady_tie
+from splitlab.teach.figures import (map_steady, map_steady_checks, map_steady_text, map_steady_tie,
+                                   map_steady_tie_sitting)
 
 LINK = "25 Gb/s network"  # chapter 7's
 AXES = dict(tpot_steps=(1.5, 2.5, 5.0, 10.0))
@@ -135,6 +139,41 @@ def _ladder(path: str, argv, ap, more: list | None = None) -> int:
     c = cells["tie"]
     c.extra["ladder"] = _laddered(c, lm, resume=c.extra.get("ladder"), more=more)
     run = _run(argv, t0, cpu0, ["tie"], "no calibration (a ladder serves the live model only)")
+    print("wrote", map_steady.save_record(cells, path, **dict(meta, runs=meta.get("runs", []) + [run])))
+    return 0
+
+
+def _sitting(path: str, argv, ap) -> int:
+    """Serve the tie in the record at ``path`` in one sitting (:func:`map_steady_tie_sitting.serve_sitting`, its
+    grid and seeds fixed in advance) into the cell's ``extra["sitting"]``, the record written after each seed. A
+    record without a tie, or whose tie has a sitting already (a sitting is one experiment): ap.error."""
+    meta, cells = _record(path, "--sitting", ap)
+    if "tie" not in cells:
+        ap.error(f"--sitting: the record at {path} holds no tie (regions {sorted(cells)})")
+    try:
+        map_steady_checks.check_tie(cells["tie"])
+        had = map_steady_tie_sitting.cell_sitting(cells["tie"])
+    except ValueError as err:
+        ap.error(f"--sitting: the tie in the record at {path} cannot be served: {err}")
+    if had is not None:
+        ap.error(f"--sitting: the tie in the record at {path} was served in a sitting already ({had['started_utc']}, "
+                 f"{len(had['seeds'])} seeds): a sitting is one experiment, its verdict is its own")
+    t0, cpu0 = time.time(), time.process_time()
+    lm = sl.load_model("tiny")
+    sl.phases.device.set_cpu_clock("thread")
+    c = cells["tie"]
+
+    def keep(sitting: dict) -> None:
+        c.extra["sitting"] = dict(sitting)
+        map_steady.save_record(cells, path, **meta)
+        print("seed", sitting["seeds"][-1], {n: [round(a) for a in v[-1]] for n, v in sitting["measured"].items()},
+              f"load {sitting['load_average'][-1]}", flush=True)
+    sitting = map_steady_tie_sitting.serve_sitting(c, lm, on_seed=keep)
+    c.extra["sitting"] = sitting
+    print("goodputs", map_steady_tie_sitting.goodputs(sitting), "ratio interval",
+          map_steady_tie_sitting.interval(sitting), map_steady_tie_sitting.sitting_outcome(sitting),
+          f"({sitting['cpu_s']:.0f} s CPU)", flush=True)
+    run = _run(argv, t0, cpu0, ["tie"], "no calibration (a sitting serves the live model only)")
     print("wrote", map_steady.save_record(cells, path, **dict(meta, runs=meta.get("runs", []) + [run])))
     return 0
 
@@ -241,23 +280,30 @@ def main(argv=None) -> int:
     ap.add_argument("--ladder", metavar="RECORD", help="serve the ladder of rates of the tie in a record served "
                     "before (map_steady_tie.tie_ladder) and write it back")
     ap.add_argument("--more-seeds", type=_type(_seed_list), default=None, action="append", help="with --ladder: "
-                    "seeds to add to the record's ladder, comma-separated, served on each of its rungs before it goes on")
+                    "seeds to add to the record's ladder, comma-separated, served on each of its rungs before it goes "
+                    "on")
+    ap.add_argument("--sitting", metavar="RECORD", help="serve the tie in a record served before in one sitting "
+                    "(map_steady_tie_sitting.serve_sitting: a grid of rates fixed in advance, seed by seed) and write "
+                    "it back")
     ap.add_argument("--calibration", help="with --resimulate: that run's calibration (splitlab's cache keeps it)")
     args = ap.parse_args(argv)
     if args.more_seeds is not None:  # given once: a second --more-seeds was kept in place of the first
         if len(args.more_seeds) > 1:
             ap.error("--more-seeds given more than once: give its seeds once, comma-separated")
         args.more_seeds = args.more_seeds[0]
-    if args.ladder:  # it serves the record's own tie and writes it back: --out, --seeds... were dropped in silence
-        default = vars(ap.parse_args([]))
-        given = [k for k, v in vars(args).items() if k not in ("ladder", "more_seeds") and v != default[k]]
-        if given:
-            ap.error(f"--ladder serves the record's tie as it was served and writes it back: "
-                     f"{', '.join('--' + k.replace('_', '-') for k in given)} not read with it")
+    for flag, own in (("ladder", ("ladder", "more_seeds")), ("sitting", ("sitting",))):
+        if getattr(args, flag):  # it serves the record's own tie and writes it back: --out... dropped in silence
+            default = vars(ap.parse_args([]))
+            given = [k for k, v in vars(args).items() if k not in own and v != default[k]]
+            if given:
+                ap.error(f"--{flag} serves the record's tie as it was served and writes it back: "
+                         f"{', '.join('--' + k.replace('_', '-') for k in given)} not read with it")
     if args.resimulate:
         return _resimulate(args.resimulate, args.calibration, ap)
     if args.ladder:
         return _ladder(args.ladder, argv, ap, args.more_seeds)
+    if args.sitting:
+        return _sitting(args.sitting, argv, ap)
     if args.more_seeds is not None:
         ap.error("--more-seeds adds seeds to a record's ladder: give it with --ladder")
     if args.calibration:
