@@ -61,7 +61,9 @@ def _sitting(knees: dict, seeds=8, shares=S.SITTING_SHARES, rng=None) -> dict:
             k = knee * math.exp(rng.gauss(0, 0.04))  # a seed's own knee
             rows.append([max(0.0, min(100.0, 100 - max(0.0, s - k) * 1500 + rng.gauss(0, 3))) for s in shares])
         measured[n] = rows
-    return dict(shares=list(shares), seeds=list(range(12, 12 + seeds)), geomean_per_worker=20.0, measured=measured)
+    return dict(shares=list(shares), seeds=list(range(12, 12 + seeds)), geomean_per_worker=20.0, measured=measured,
+                load_average=[1.0] * seeds, started_utc="2026-12-06 09:18 UTC", ended_utc="2026-12-06 10:20 UTC",
+                cpu_s=0.0)
 
 
 @pytest.mark.parametrize("knees, said", [

@@ -11,8 +11,7 @@ claim in one run. :func:`steady_cell` makes that run, per seed, on both layouts 
 alternating from seed to seed), with the real model (:func:`splitlab.serving.attainment_curve` on a
 :class:`~splitlab.serving.ModelExecutor`) and on the simulator, and judges the paired gaps as chapter 6 does
 (:func:`~.pools_live_words.gap_interval`: the 95% interval of the mean gap over the seeds, Student's t; a tie by an
-equivalence test, :func:`~.pools_live_words.even`, or where it was served on one, by a ladder of rates:
-:mod:`.map_steady_tie`).
+equivalence test, :func:`~.pools_live_words.even`, or by its goodputs: :mod:`.map_steady_tie_sitting`).
 
 Before a cell's runs it is placed on this machine (:mod:`.map_steady_place`): a probe times a few prefills and
 decode steps, a pilot serves the cell on both layouts for a few request lifetimes, the cost model is rescaled by the
@@ -38,6 +37,7 @@ from .pools_live import _on_link, layout_config
 from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of, whole
 from .map_steady_place import _positive, place, pilot, settings_of
 from .map_steady_tie_read import cell_ladder, ladder_outcome
+from .map_steady_tie_sitting import cell_sitting, sitting_outcome
 from .pools_live_probe import rescaled, step_probe
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 
@@ -163,9 +163,11 @@ class SteadyCell:
         but not that: the winner serves more at this rate, at or past a goodput), "does not match" (below zero),
         "undecided"; for a tie, "matches: a tie" (:func:`even`: the 90% interval within +-:data:`TIE_GAP` points,
         and a layout loaded: its mean below :data:`TIE_LOADED`%), "does not match" (the 95% interval excludes
-        zero) or "undecided"; a tie served on a ladder of rates (``extra["ladder"]``), measured: the ladder's
-        (:func:`~.map_steady_tie.ladder_outcome`: one rate cannot test a tie)."""
-        if which == "measured" and cell_ladder(self) is not None:  # ValueError: a ladder not of this tie's runs
+        zero) or "undecided"; measured, a tie served in a sitting: its :func:`~.map_steady_tie_sitting.sitting_outcome`
+        (one rate cannot test a tie), else one on a ladder of rates: its :func:`~.map_steady_tie.ladder_outcome`."""
+        if which == "measured" and cell_sitting(self) is not None:  # ValueError: a sitting or a ladder not this tie's
+            return sitting_outcome(self.extra["sitting"])
+        if which == "measured" and cell_ladder(self) is not None:
             return ladder_outcome(self.extra["ladder"])
         g, mean = self.gap(which), self.frame(which).mean()
         if float(mean.max()) < NO_TEST:
@@ -276,8 +278,7 @@ def save_record(cells: dict, path: str, **meta) -> str:
     made whole first, so a record that cannot be written leaves the file as it was. TypeError: ``cells`` not a dict
     of SteadyCells; TypeError/ValueError: meta JSON cannot hold (NaN...); OSError: a path that cannot be written."""
     text = record_text(cells, meta)
-    with open(path, "w") as f:
-        f.write(text)
+    Path(path).write_text(text)
     return path
 
 

@@ -204,6 +204,8 @@ def margin_words(check, cells: dict) -> str:
     ValueError: a table without the in-run column or a number in it, no cell, a margin not a share; those of
     :func:`splitlab.serving.validation.verdict`."""
     from ...serving.validation import verdict
+    from .map_steady_tie_sitting import cell_sitting
+    from .map_steady_tie_sitting_words import sitting_goodput_words
     check_cells(cells, "margin_words")
     if not cells:
         raise ValueError("margin_words: cells is empty: no cell was served")
@@ -222,7 +224,8 @@ def margin_words(check, cells: dict) -> str:
             f"goodputs. The simulator's own error on the check at the top of this page (refitted to the runs' steps) "
             f"reached {err:.1%} on one latency percentile ({v['in_run_where']}), on runs of a few requests: a "
             f"latency percentile is not a goodput, and the check's errors differ from layout to layout.")
-    return text + "".join(_goodput_error(c) for c in cells.values())
+    return text + "".join(sitting_goodput_words(c) if cell_sitting(c) is not None else _goodput_error(c)
+                          for c in cells.values())
 
 
 def _goodput_error(c: SteadyCell) -> str:

@@ -116,7 +116,8 @@ def _seeds(seeds) -> list:
 def check_sitting(sitting) -> int:
     """The number of seeds ``sitting`` (:func:`serve_sitting`'s result) holds, once its shape is checked: ValueError
     naming what is wrong unless it has rising shares, two layouts, each an attainment (%, 0..100) per share per
-    seed, as many seeds as its ``seeds`` (distinct whole numbers), a geometric mean finite > 0."""
+    seed, as many seeds as its ``seeds`` (distinct whole numbers), a geometric mean finite > 0, a load average per
+    seed (finite >= 0), its start and end (text) and its CPU time (finite >= 0)."""
     if not isinstance(sitting, dict):
         raise ValueError(f"a sitting must be a dict (serve_sitting's), got {type(sitting).__name__}")
     shares, measured = _shares(sitting.get("shares")), sitting.get("measured")
@@ -133,6 +134,13 @@ def check_sitting(sitting) -> int:
     if not _finite(sitting.get("geomean_per_worker")) or sitting["geomean_per_worker"] <= 0:
         raise ValueError(f"a sitting's geomean_per_worker must be finite > 0, got "
                          f"{sitting.get('geomean_per_worker')!r}")
+    load = sitting.get("load_average")
+    if not isinstance(load, list) or len(load) != len(seeds) or not all(_finite(x) and x >= 0 for x in load):
+        raise ValueError(f"a sitting's load_average must be a finite number >= 0 per seed, got {load!r:.100}")
+    if not all(isinstance(sitting.get(k), str) for k in ("started_utc", "ended_utc")) or not _finite(
+            sitting.get("cpu_s")) or sitting["cpu_s"] < 0:
+        raise ValueError("a sitting must say when it started and ended (started_utc, ended_utc: text) and its "
+                         "cpu_s (finite >= 0)")
     return len(seeds)
 
 

@@ -1,0 +1,129 @@
+"""A tie served in one sitting (:mod:`.map_steady_tie_sitting`) as chapter 7 prints it: a table of its rungs
+(:func:`sitting_table`), its reading in sentences (:func:`sitting_words`), what the ladder before it taught
+(:func:`pilot_words`) and its goodputs against the simulated ones (:func:`sitting_goodput_words`)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .map_steady_tie_read import CONFIDENCE, RESAMPLES, TOLERANCE, brackets, cell_ladder, seed_sets
+from .map_steady_tie_sitting import cell_sitting, goodputs, interval, ratio, sitting_outcome, support
+from .pools_live import short_name as _short
+
+__all__ = ["sitting_table", "sitting_words", "pilot_words", "sitting_goodput_words"]
+
+
+def _sitting_of(c) -> dict:
+    sitting = cell_sitting(c)
+    if sitting is None:
+        raise ValueError("the cell has no sitting (its extra['sitting']: serve_sitting's)")
+    return sitting
+
+
+def sitting_table(c) -> pd.DataFrame:
+    """The rungs of the tie ``c``'s sitting: one row per rate (a multiple of the goodputs' geometric mean, named in
+    the index), per layout its mean attainment over the seeds and their range (%), and a last row, each layout's
+    goodput read off the means (:func:`~.map_steady_tie_sitting.crossing`). Narrow enough for a 412 px phone.
+    ValueError: a cell without a sitting; those of :func:`~.map_steady_tie_sitting.cell_sitting`."""
+    sitting = _sitting_of(c)
+    g, rows = goodputs(sitting), {}
+    for name, per_seed in sitting["measured"].items():
+        for j, share in enumerate(sitting["shares"]):
+            m = [row[j] for row in per_seed]
+            rows.setdefault(f"{share:.2f}x", {})[f"{_short(name)} (%)"] = (f"{sum(m) / len(m):.0f} "
+                                                                           f"({min(m):.0f}-{max(m):.0f})")
+        rows.setdefault("goodput", {})[f"{_short(name)} (%)"] = _share(g[name], sitting["shares"])
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    return out.rename_axis(f"rate (x {sitting['geomean_per_worker']:.3g}/s per worker)")
+
+
+def _share(x: float, shares) -> str:
+    return (f"below {min(shares):.2f}x" if x == 0 else f"above {max(shares):.2f}x" if x == math.inf else
+            f"{x:.3f}x")
+
+
+def sitting_words(c) -> str:
+    """The tie ``c``'s sitting in sentences: when and how it was served, each layout's goodput read off the means,
+    their ratio with its 95% bootstrap interval against the map's tolerance, the resamples' support and the verdict
+    (:func:`~.map_steady_tie_sitting.sitting_outcome`). ValueError: a cell without a sitting; those of
+    :func:`~.map_steady_tie_sitting.cell_sitting`."""
+    sitting = _sitting_of(c)
+    g, shares, n = goodputs(sitting), sitting["shares"], len(sitting["seeds"])
+    runs = 2 * n * len(shares)
+    load = sitting["load_average"]
+    text = (f"So the tie was served again in one sitting ({sitting['started_utc']} to {sitting['ended_utc'][11:]}, "
+            f"{runs} runs, {sitting['cpu_s'] / 60:.0f} min of CPU, a load average of {min(load):g} to {max(load):g}"
+            f" as its seeds ended): on {n} seeds new to the ladder, every rate from {shares[0]:.2f}x to "
+            f"{shares[-1]:.2f}x the goodputs' geometric mean ({sitting['geomean_per_worker']:.3g} requests/s per "
+            f"worker) in steps of {shares[1] - shares[0]:.2f}x for one seed, both layouts in turn, then the next "
+            f"seed, so that a machine's drift falls between seeds, where the resamples see it (the sitting's "
+            f"table). Read where the mean over the seeds first falls below 90%, linearly between rungs, the "
+            f"goodputs are " + " and ".join(f"{_short(k)}'s {_share(v, shares)}" for k, v in g.items()))
+    r, said = ratio(g), sitting_outcome(sitting)
+    backed, i = support(sitting), interval(sitting)
+    winner, rival = (_short(k) for k in g)
+    if math.isnan(r):
+        text += ": one lies off the grid, so their ratio is only bounded."
+    else:
+        inside = 1 - TOLERANCE <= i["lo"] and i["hi"] <= 1 / (1 - TOLERANCE)
+        text += (f": {rival}'s at {r:.0%} of {winner}'s (95% bootstrap interval {i['lo']:.0%} to {i['hi']:.0%}"
+                 + (f", leaving out the {i['off_grid']:.0%} of resamples with a goodput off the grid"
+                    if i["off_grid"] else "")
+                 + f"), {'inside' if inside else 'not inside'} the map's tie of {1 - TOLERANCE:.0%} to "
+                 f"{1 / (1 - TOLERANCE):.0%}.")
+    text += (f" Of {RESAMPLES:,} bootstrap resamples of the seeds, {backed['matches: a tie']:.0%} read a tie and "
+             f"{backed['does not match']:.0%} no tie"
+             + (f" ({backed['undecided']:.0%} leave it open)" if backed["undecided"] else "") + ", so ")
+    return text + {"matches: a tie": "the sitting shows the tie the map draws.",
+                   "does not match": "the sitting parts the two where the map has a tie.",
+                   "undecided": f"the sitting is undecided (a verdict needs {CONFIDENCE:.0%})."}[said]
+
+
+def pilot_words(c) -> str:
+    """What the tie ``c``'s ladder (:mod:`.map_steady_tie`), served before its sitting, taught: its seed sets'
+    brackets (:func:`~.map_steady_tie_read.seed_sets`: the cell's on their own rungs, those added hours later) and
+    why a rung-wide bracket cannot call two equal goodputs a tie; "" for a cell without a ladder."""
+    ladder = cell_ladder(c)
+    if ladder is None:
+        return ""
+    sets = seed_sets(c) or {f"its {len(ladder.get('seeds', c.seeds))}": ladder}
+    read = []
+    for label, sub in sets.items():
+        b = brackets(sub)
+        read.append(f"{label} seeds put " + " and ".join(
+            f"{_short(k)}'s goodput at {lo:.2f}x to {hi:.2f}x" if 0 < lo and hi < math.inf else
+            f"{_short(k)}'s goodput {'above' if hi == math.inf else 'below'} {lo if hi == math.inf else hi:.2f}x"
+            for k, (lo, hi) in b.items()))
+    step = ladder["step"]
+    pooled = brackets(ladder)
+    edge = step * (2 - TOLERANCE) / TOLERANCE  # (x - step) >= (1 - tol) (x + step): brackets a rung apart, a tie
+    return (f"A ladder of rates came first (`map_steady_tie`), climbing rung by rung ({step:.2f}x apart) over "
+            f"{len(ladder.get('seeds', c.seeds))} seeds served in sittings hours apart: " + "; ".join(read)
+            + f". A machine's drift moves both goodputs, and a ladder served in rate order puts it between its "
+            f"rates. And its verdict read brackets a rung wide against the {TOLERANCE:.0%} tie: below "
+            f"{edge:.2f}x two equal goodputs whose brackets land a rung apart are not called a tie, so there a tie "
+            f"is called no more often than both land in one bracket; all {len(ladder.get('seeds', c.seeds))} seeds "
+            f"together put " + " and ".join(f"{_short(k)}'s at {lo:.2f}x to {hi:.2f}x" if 0 < lo and hi < math.inf
+                                            else f"{_short(k)}'s off its rungs" for k, (lo, hi) in pooled.items())
+            + ". The ladder is "
+            f"kept in the record as the pilot that fixed the sitting's rates, seeds and rule before it was served.")
+
+
+def sitting_goodput_words(c) -> str:
+    """The tie ``c``'s goodputs measured live in its sitting against the simulated ones (requests/s per worker),
+    and the winner's over the runner-up's live (with its 95% bootstrap interval) against simulated; "" for a cell
+    without a sitting."""
+    sitting = cell_sitting(c)
+    if sitting is None:
+        return ""
+    g, gm, i = goodputs(sitting), sitting["geomean_per_worker"], interval(sitting)
+    said = " and ".join(f"{_short(k)} {v * gm:.3g}/s against its simulated {c.goodput_now[k]:.3g}/s"
+                        if 0 < v < math.inf else f"{_short(k)} {_share(v, sitting['shares'])} (off the grid)"
+                        for k, v in g.items())
+    r = ratio(g)
+    live = ("unbounded (a goodput off the grid)" if math.isnan(r) else
+            f"{1 / r:.2f} (95% interval {1 / i['hi']:.2f} to {1 / i['lo']:.2f})")
+    simulated = c.goodput_now[c.winner] / c.goodput_now[c.rival]
+    return (f" Only the tie's sitting measured goodputs live: {said} per worker; the ratio of the two, "
+            f"{_short(c.winner)} over {_short(c.rival)}, is {live} live, {simulated:.2f} simulated.")

@@ -1,0 +1,148 @@
+"""Bad input to the tie's sitting (splitlab.teach.figures.map_steady_tie_sitting, its words and
+benchmarks/map_live.py --sitting): refused early with a message naming the problem, before any run or the model's
+load; and the words a recorded sitting prints, read off its numbers."""
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from splitlab.teach.figures import map_steady
+from splitlab.teach.figures import map_steady_text
+from splitlab.teach.figures import map_steady_tie_sitting as S
+from splitlab.teach.figures import map_steady_tie_sitting_words as W
+from test_bad_inputs_map_steady import _map_live
+from test_bad_inputs_map_steady_tie import no_runs  # noqa: F401 (a fixture)
+from test_map_steady_tie import CHUNKED, SPLIT, _tie
+
+
+def _sat(**change) -> dict:
+    """A sitting of the tiny tie (geometric mean 20/s): 3 seeds on 3 rungs, both goodputs at 0.95x."""
+    rows = [[100.0, 90.0, 40.0]] * 3
+    return dict(dict(shares=[0.8, 0.9, 1.0], seeds=[12, 13, 14], geomean_per_worker=20.0,
+                     measured={SPLIT: rows, CHUNKED: rows}, load_average=[1.0, 1.2, 1.1],
+                     started_utc="2026-12-06 09:18 UTC", ended_utc="2026-12-06 10:20 UTC", cpu_s=3600.0), **change)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(shares=[0.8]), "shares must be at least two rising"),
+    (dict(shares=[0.9, 0.8]), "shares must be at least two rising"),
+    (dict(shares=[0.8, float("nan")]), "shares must be at least two rising"),
+    (dict(shares="0.8,0.9"), "shares must be at least two rising"),
+    (dict(seeds=[3]), "seeds must be at least two distinct"),
+    (dict(seeds=[3, 3]), "seeds must be at least two distinct"),
+    (dict(seeds=[3, -1]), "seeds must be at least two distinct"),
+    (dict(seeds=[3, 1.5]), "seeds must be at least two distinct"),
+])
+def test_serve_sitting_refuses_a_grid_or_seeds_before_any_run(kw, match, lm, no_runs):  # noqa: F811
+    with pytest.raises(ValueError, match=match):
+        S.serve_sitting(_tie(), lm, **kw)
+
+
+def test_serve_sitting_refuses_a_cell_not_a_tie_before_any_run(lm, no_runs):  # noqa: F811
+    c = _tie()
+    c.region = "split"
+    with pytest.raises(ValueError, match="serves a tie's cell"):
+        S.serve_sitting(c, lm)
+    with pytest.raises(TypeError):
+        S.serve_sitting(_tie(), "not a model", shares=(0.8, 0.9))
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(measured={SPLIT: [[100.0, 90.0, 40.0]] * 3}), "two layouts"),
+    (dict(measured={SPLIT: [[100.0, 90.0]] * 3, CHUNKED: [[100.0, 90.0, 40.0]] * 3}), "per share \\(3\\) per seed"),
+    (dict(measured={SPLIT: [[100.0, 90.0, 140.0]] * 3, CHUNKED: [[100.0, 90.0, 40.0]] * 3}), "in 0..100"),
+    (dict(seeds=[12, 13]), "per seed \\(2\\)"),
+    (dict(geomean_per_worker=0.0), "geomean_per_worker must be finite > 0"),
+    (dict(shares=None), "shares must be"),
+    (dict(load_average=[1.0, float("inf"), 1.0]), "load_average must be a finite number >= 0 per seed"),
+    (dict(load_average=[1.0]), "load_average must be a finite number >= 0 per seed"),
+    (dict(started_utc=None), "must say when it started and ended"),
+    (dict(cpu_s=-1.0), "must say when it started and ended"),
+])
+def test_a_sitting_of_another_shape_is_refused(change, match):
+    with pytest.raises(ValueError, match=match):
+        S.check_sitting(_sat(**change))
+    with pytest.raises(ValueError, match=match):
+        S.sitting_outcome(_sat(**change))
+
+
+def test_a_records_sitting_not_of_its_tie_is_refused_naming_the_cell():
+    c = _tie()
+    c.extra["sitting"] = _sat(measured={CHUNKED: _sat()["measured"][CHUNKED], SPLIT: _sat()["measured"][SPLIT]})
+    with pytest.raises(ValueError, match="cell's extra\\['sitting'\\] must be a tie's, of its winner and rival"):
+        c.outcome()
+    c.extra["sitting"] = _sat(geomean_per_worker=21.0)
+    with pytest.raises(ValueError, match="a sitting of another cell"):
+        W.sitting_words(c)
+    with pytest.raises(ValueError, match="the cell has no sitting"):
+        W.sitting_table(_tie())
+    assert W.sitting_goodput_words(_tie()) == "" and W.pilot_words(_tie()) == ""
+    with pytest.raises(ValueError, match="sample must be indices"):
+        S.goodputs(_sat(), sample=[3])
+    with pytest.raises(ValueError, match="tolerance must be in"):
+        S.support(_sat(), tolerance=1.0)
+
+
+def test_a_recorded_sitting_decides_the_ties_outcome_and_its_words_follow_its_numbers():
+    c = _tie()
+    c.extra["sitting"] = _sat()
+    assert c.outcome() == "matches: a tie"
+    table = W.sitting_table(c)
+    assert list(table.index) == ["0.80x", "0.90x", "1.00x", "goodput"] and table.iloc[-1].tolist() == ["0.900x"] * 2
+    words = W.sitting_words(c)
+    assert "at 100% of" in words and "interval 100% to 100%" in words and "100% read a tie" in words
+    assert words.endswith("so the sitting shows the tie the map draws.") and "18 runs" in words
+    assert "is 1.00 (95% interval 1.00 to 1.00) live, 0.64 simulated" in W.sitting_goodput_words(c)  # 16 / 25
+    assert "18/s against its simulated 16/s" in W.sitting_goodput_words(c)  # 0.9 x 20/s; goodput_now 16 and 25
+    c.extra["sitting"] = _sat(measured={SPLIT: [[100.0, 95.0, 92.0]] * 3, CHUNKED: [[100.0, 90.0, 40.0]] * 3})
+    assert c.outcome() == "undecided"  # the split above 1.0x: the ratio at most 0.9 / 1.0, at the band's edge
+    assert "one lies off the grid" in W.sitting_words(c) and "off the grid" in W.sitting_goodput_words(c)
+    assert "above 1.00x" in W.sitting_table(c).iloc[-1].tolist()[0]
+    assert "so the sitting is undecided" in map_steady_text.steady_words({"tie": c})
+
+
+@pytest.mark.parametrize("argv, match", [
+    ("--sitting {tmp}/split.json", "--sitting: the record at .* holds no tie"),
+    ("--sitting {tmp}/done.json", "was served in a sitting already \\(2026-12-06 09:18 UTC, 3 seeds\\)"),
+    ("--sitting {tmp}/bad.json", "--sitting: the tie .* cannot be served: .*a sitting of another cell"),
+    ("--sitting {tmp}/tie.json --seeds 0,1", "--sitting serves the record's tie .*: --seeds not read with it"),
+    ("--sitting {tmp}/tie.json --ladder {tmp}/tie.json", "--ladder serves the record's tie .*: --sitting not read"),
+    ("--sitting {tmp}/none.json", "--sitting: no record at"),
+])
+def test_map_live_sitting_refuses_before_loading_the_model(argv, match, monkeypatch, capsys, tmp_path):
+    mod = _map_live(monkeypatch)
+    split = _tie()
+    split.region = "split"
+    done, bad = _tie(), _tie()
+    done.extra["sitting"], bad.extra["sitting"] = _sat(), _sat(geomean_per_worker=21.0)
+    for name, cells in (("tie", {"tie": _tie()}), ("split", {"split": split}), ("done", {"tie": done}),
+                        ("bad", {"tie": bad})):
+        map_steady.save_record(cells, str(tmp_path / f"{name}.json"), workers=2)
+    with pytest.raises(SystemExit) as exit_:
+        mod.main(argv.format(tmp=tmp_path).split())
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(match, err), err
+
+
+def test_map_live_sitting_writes_the_record_after_each_seed(monkeypatch, capsys, tmp_path):
+    mod, path = _map_live(monkeypatch), tmp_path / "tie.json"
+    map_steady.save_record({"tie": _tie()}, str(path), workers=2)
+    monkeypatch.setattr(mod.sl, "load_model", lambda name: "lm")
+    monkeypatch.setattr(mod.sl.phases.device, "set_cpu_clock", lambda clock: None)
+    seen = []
+
+    def fake(c, lm, on_seed=None):
+        for k in (1, 2, 3):
+            part = _sat(seeds=[12, 13, 14][:k], measured={n: v[:k] for n, v in _sat()["measured"].items()})
+            on_seed(part)
+            seen.append(len(map_steady.load_record(str(path))[1]["tie"].extra["sitting"]["seeds"]))
+        return _sat()
+    monkeypatch.setattr(mod.map_steady_tie_sitting, "serve_sitting", fake)
+    assert mod.main(["--sitting", str(path)]) == 0
+    assert seen == [1, 2, 3] and "matches: a tie" in capsys.readouterr().out
+    meta, cells = map_steady.load_record(str(path))
+    assert cells["tie"].extra["sitting"]["seeds"] == [12, 13, 14] and meta["runs"][-1]["regions"] == ["tie"]
+    assert math.isclose(cells["tie"].extra["sitting"]["geomean_per_worker"], 20.0)
