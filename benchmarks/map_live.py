@@ -145,8 +145,9 @@ def _ladder(path: str, argv, ap, more: list | None = None) -> int:
 
 def _sitting(path: str, argv, ap) -> int:
     """Serve the tie in the record at ``path`` in one sitting (:func:`map_steady_tie_sitting.serve_sitting`, its
-    grid and seeds fixed in advance) into the cell's ``extra["sitting"]``, the record written after each seed. A
-    record without a tie, or whose tie has a sitting already (a sitting is one experiment): ap.error."""
+    grid and seeds fixed in advance) into the cell's ``extra["sitting"]``, the record written after each seed; where
+    the tie holds a sitting stopped before its last seed, go on from it. A record without a tie, or whose tie was
+    served in a sitting to its end (a sitting is one experiment): ap.error."""
     meta, cells = _record(path, "--sitting", ap)
     if "tie" not in cells:
         ap.error(f"--sitting: the record at {path} holds no tie (regions {sorted(cells)})")
@@ -155,7 +156,7 @@ def _sitting(path: str, argv, ap) -> int:
         had = map_steady_tie_sitting.cell_sitting(cells["tie"])
     except ValueError as err:
         ap.error(f"--sitting: the tie in the record at {path} cannot be served: {err}")
-    if had is not None:
+    if had is not None and map_steady_tie_sitting.complete(had):
         ap.error(f"--sitting: the tie in the record at {path} was served in a sitting already ({had['started_utc']}, "
                  f"{len(had['seeds'])} seeds): a sitting is one experiment, its verdict is its own")
     t0, cpu0 = time.time(), time.process_time()
@@ -168,7 +169,10 @@ def _sitting(path: str, argv, ap) -> int:
         map_steady.save_record(cells, path, **meta)
         print("seed", sitting["seeds"][-1], {n: [round(a) for a in v[-1]] for n, v in sitting["measured"].items()},
               f"load {sitting['load_average'][-1]}", flush=True)
-    sitting = map_steady_tie_sitting.serve_sitting(c, lm, on_seed=keep)
+    if had is not None:
+        print(f"--sitting: going on from the sitting of {had['started_utc']} after {len(had['seeds'])} of its "
+              f"{len(had['plan'])} seeds", flush=True)
+    sitting = map_steady_tie_sitting.serve_sitting(c, lm, on_seed=keep, resume=had)
     c.extra["sitting"] = sitting
     print("goodputs", map_steady_tie_sitting.goodputs(sitting), "ratio interval",
           map_steady_tie_sitting.interval(sitting), map_steady_tie_sitting.sitting_outcome(sitting),
@@ -292,9 +296,13 @@ def main(argv=None) -> int:
             ap.error("--more-seeds given more than once: give its seeds once, comma-separated")
         args.more_seeds = args.more_seeds[0]
     for flag, own in (("ladder", ("ladder", "more_seeds")), ("sitting", ("sitting",))):
-        if getattr(args, flag):  # it serves the record's own tie and writes it back: --out... dropped in silence
+        if getattr(args, flag) == "":
+            ap.error(f"--{flag} needs a record's path, got an empty one")
+        if getattr(args, flag) is not None:  # it serves the record's own tie and writes it back: --out... dropped
             default = vars(ap.parse_args([]))
-            given = [k for k, v in vars(args).items() if k not in own and v != default[k]]
+            words = [a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)]
+            given = [k for k, v in vars(args).items() if k not in own and (
+                v != default[k] or "--" + k.replace("_", "-") in words)]  # a default given is dropped too
             if given:
                 ap.error(f"--{flag} serves the record's tie as it was served and writes it back: "
                          f"{', '.join('--' + k.replace('_', '-') for k in given)} not read with it")

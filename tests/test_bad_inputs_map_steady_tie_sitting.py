@@ -20,7 +20,7 @@ from test_map_steady_tie import CHUNKED, SPLIT, _tie
 def _sat(**change) -> dict:
     """A sitting of the tiny tie (geometric mean 20/s): 3 seeds on 3 rungs, both goodputs at 0.95x."""
     rows = [[100.0, 90.0, 40.0]] * 3
-    return dict(dict(shares=[0.8, 0.9, 1.0], seeds=[12, 13, 14], geomean_per_worker=20.0,
+    return dict(dict(shares=[0.8, 0.9, 1.0], seeds=[12, 13, 14], plan=[12, 13, 14], geomean_per_worker=20.0,
                      measured={SPLIT: rows, CHUNKED: rows}, load_average=[1.0, 1.2, 1.1],
                      started_utc="2026-12-06 09:18 UTC", ended_utc="2026-12-06 10:20 UTC", cpu_s=3600.0), **change)
 
@@ -59,7 +59,11 @@ def test_serve_sitting_refuses_a_cell_not_a_tie_before_any_run(lm, no_runs):  # 
     (dict(load_average=[1.0, float("inf"), 1.0]), "load_average must be a finite number >= 0 per seed"),
     (dict(load_average=[1.0]), "load_average must be a finite number >= 0 per seed"),
     (dict(started_utc=None), "must say when it started and ended"),
-    (dict(cpu_s=-1.0), "must say when it started and ended"),
+    (dict(cpu_s=-1.0), "cpu_s must be finite >= 0"),
+    (dict(ended_utc="10:20"), "must say when it started and ended"),
+    (dict(plan=[12, 13]), "per seed \\(3\\)|seeds must be the first of its plan"),
+    (dict(seeds=[13, 14, 12]), "seeds must be the first of its plan"),
+    (dict(seeds=[], measured={SPLIT: [], CHUNKED: []}, load_average=[]), "seeds must be at least 1"),
 ])
 def test_a_sitting_of_another_shape_is_refused(change, match):
     with pytest.raises(ValueError, match=match):
@@ -134,7 +138,8 @@ def test_map_live_sitting_writes_the_record_after_each_seed(monkeypatch, capsys,
     monkeypatch.setattr(mod.sl.phases.device, "set_cpu_clock", lambda clock: None)
     seen = []
 
-    def fake(c, lm, on_seed=None):
+    def fake(c, lm, on_seed=None, resume=None):
+        assert resume is None
         for k in (1, 2, 3):
             part = _sat(seeds=[12, 13, 14][:k], measured={n: v[:k] for n, v in _sat()["measured"].items()})
             on_seed(part)

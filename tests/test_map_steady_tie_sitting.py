@@ -33,9 +33,10 @@ def test_a_sitting_serves_every_rung_seed_by_seed_both_layouts_in_turn(lm, monke
     served = _fake(monkeypatch, lambda n, s: 19.0)
     kept = []
     out = S.serve_sitting(_tie(), lm, shares=(0.8, 1.0), seeds=(5, 6), on_seed=lambda x: kept.append(len(x["seeds"])))
+    # at every rung each layout goes first on every other seed, on an even grid too
     assert served == [(SPLIT, 0.8, 5), (CHUNKED, 0.8, 5), (CHUNKED, 1.0, 5), (SPLIT, 1.0, 5),
-                      (SPLIT, 0.8, 6), (CHUNKED, 0.8, 6), (CHUNKED, 1.0, 6), (SPLIT, 1.0, 6)]
-    assert kept == [1, 2] and out["seeds"] == [5, 6] and out["shares"] == [0.8, 1.0]
+                      (CHUNKED, 0.8, 6), (SPLIT, 0.8, 6), (SPLIT, 1.0, 6), (CHUNKED, 1.0, 6)]
+    assert kept == [1, 2] and out["seeds"] == out["plan"] == [5, 6] and out["shares"] == [0.8, 1.0]
     assert out["measured"] == {SPLIT: [[100.0, 40.0]] * 2, CHUNKED: [[100.0, 40.0]] * 2}
     assert out["geomean_per_worker"] == pytest.approx(20.0) and len(out["load_average"]) == 2 and out["cpu_s"] >= 0
     # 90% crossed a sixth of the way from 0.8 (100%) to 1.0 (40%)
@@ -61,7 +62,8 @@ def _sitting(knees: dict, seeds=8, shares=S.SITTING_SHARES, rng=None) -> dict:
             k = knee * math.exp(rng.gauss(0, 0.04))  # a seed's own knee
             rows.append([max(0.0, min(100.0, 100 - max(0.0, s - k) * 1500 + rng.gauss(0, 3))) for s in shares])
         measured[n] = rows
-    return dict(shares=list(shares), seeds=list(range(12, 12 + seeds)), geomean_per_worker=20.0, measured=measured,
+    return dict(shares=list(shares), seeds=list(range(12, 12 + seeds)), plan=list(range(12, 12 + seeds)),
+                geomean_per_worker=20.0, measured=measured,
                 load_average=[1.0] * seeds, started_utc="2026-12-06 09:18 UTC", ended_utc="2026-12-06 10:20 UTC",
                 cpu_s=0.0)
 
@@ -95,3 +97,29 @@ def test_a_goodput_off_the_grid_is_only_a_bound():
     assert S.ratio_range({SPLIT: 0.0, CHUNKED: 0.9}, grid) == (pytest.approx(0.9 / 0.7), math.inf)
     assert S.ratio_range({SPLIT: math.inf, CHUNKED: 0.9}, grid) == (0.0, pytest.approx(0.75))
     assert S.ratio_range({SPLIT: 0.0, CHUNKED: math.inf}, grid) == (pytest.approx(1.2 / 0.7), math.inf)
+
+
+def test_a_sitting_stopped_early_gives_no_verdict_and_goes_on_from_its_seeds(lm, monkeypatch):
+    served = _fake(monkeypatch, lambda n, s: 19.0)
+    kept = []
+    with pytest.raises(KeyboardInterrupt):
+        def stop(x):
+            kept.append({**x, "seeds": list(x["seeds"]), "measured": {k: list(v) for k, v in x["measured"].items()},
+                         "load_average": list(x["load_average"])})
+            if len(x["seeds"]) == 2:
+                raise KeyboardInterrupt
+        S.serve_sitting(_tie(), lm, shares=(0.8, 1.0), seeds=(5, 6, 7), on_seed=stop)
+    part = kept[-1]
+    assert part["seeds"] == [5, 6] and part["plan"] == [5, 6, 7] and not S.complete(part)
+    assert S.sitting_outcome(part) == "undecided"  # a tie on its two seeds, but a third was planned
+    del served[:]
+    out = S.serve_sitting(_tie(), lm, resume=part)
+    assert [s for _, _, s in served] == [7] * 4 and served[0][0] == SPLIT  # seed index 2, rung 0: the winner first
+    assert out["seeds"] == [5, 6, 7] and S.complete(out) and len(out["resumed_utc"]) == 1
+    assert S.sitting_outcome(out) == "matches: a tie" and out["cpu_s"] >= part["cpu_s"]
+    with pytest.raises(ValueError, match="served all its 3 seeds"):
+        S.serve_sitting(_tie(), lm, resume=out)
+    with pytest.raises(ValueError, match="give no shares or seeds"):
+        S.serve_sitting(_tie(), lm, resume=part, seeds=(5, 6, 7))
+    with pytest.raises(TypeError, match="on_seed must be callable"):
+        S.serve_sitting(_tie(), lm, on_seed="keep")

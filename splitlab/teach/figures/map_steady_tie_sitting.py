@@ -8,12 +8,13 @@ tolerance of 10%: two equal goodputs that land a rung apart give brackets whose 
 so equal goodputs are called a tie no more often than they land in one bracket.
 
 So a sitting serves every rung of :data:`SITTING_SHARES` (of the goodputs' geometric mean) on both layouts for one
-seed, then the next seed (:data:`SITTING_SEEDS`, new to the ladder), the two layouts in turn (the first
-alternating from run to run): drift within the sitting falls between seeds, where the bootstrap of the seeds sees
-it and the paired ratio cancels what it does to both layouts. A layout's goodput is read where its mean attainment
-over the seeds first falls below 90%, linearly between that rung and the one below it (:func:`crossing`); the
-verdict is the map's tie (the runner-up's goodput at least 90% of the winner's) read on that ratio, kept where at
-least :data:`~.map_steady_tie_read.CONFIDENCE` of the seeds' bootstrap resamples read the same (:func:`support`).
+seed, then the next seed (:data:`SITTING_SEEDS`, new to the ladder), the two layouts in turn (the first alternating
+from rung to rung and from seed to seed, so that at every rung each goes first on half the seeds): drift within the
+sitting falls between seeds, where the bootstrap of the seeds sees it and the paired ratio cancels what it does to
+both layouts. A layout's goodput is read where its mean attainment over the seeds first falls below 90%, linearly
+between that rung and the one below it (:func:`crossing`); the verdict is the map's tie (the runner-up's goodput at
+least 90% of the winner's) read on that ratio, kept where at least :data:`~.map_steady_tie_read.CONFIDENCE` of the
+seeds' bootstrap resamples read the same (:func:`support`).
 The grid and the rule were fixed from the ladder (a pilot) before the sitting was served; the verdict is the
 sitting's alone.
 """
@@ -27,8 +28,8 @@ from datetime import datetime, timezone
 
 from .map_steady_tie_read import CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _finite, _tolerance
 
-__all__ = ["SITTING_SHARES", "SITTING_SEEDS", "serve_sitting", "check_sitting", "crossing", "goodputs", "ratio",
-           "ratio_range", "support", "interval", "sitting_outcome", "cell_sitting"]
+__all__ = ["SITTING_SHARES", "SITTING_SEEDS", "serve_sitting", "check_sitting", "complete", "crossing", "goodputs",
+           "ratio", "ratio_range", "support", "interval", "sitting_outcome", "cell_sitting"]
 
 #: the rungs, as shares of the tie's two goodputs' geometric mean: the ladder's two sittings put both goodputs at
 #: 0.82-0.84 and 1.03-1.04 of it, and a crossing needs a rung held below it and one missed above
@@ -41,22 +42,26 @@ SITTING_SEEDS = tuple(range(12, 20))
 _READINGS = ("matches: a tie", "does not match", "undecided")
 
 
-def serve_sitting(c, lm, shares=SITTING_SHARES, seeds=SITTING_SEEDS, progress: bool | None = None,
-                  on_seed=None) -> dict:
+def serve_sitting(c, lm, shares=None, seeds=None, progress: bool | None = None,
+                  on_seed=None, resume: dict | None = None) -> dict:
     """Serve the tie ``c`` (a :class:`~.map_steady.SteadyCell` of region "tie") on ``lm`` (the real model, emulated)
     at every rate of ``shares`` times the geometric mean of its two goodputs (requests/s per worker), both layouts,
-    seed by seed in the order of ``seeds``, each seed's rungs in rising rate, the two layouts in turn (ABBA from run
-    to run). Each run is the cell's own (:func:`~.map_steady_in_run.cell_runs`: prompt, answers, SLOs, request
+    seed by seed in the order of ``seeds``, each seed's rungs in rising rate, the two layouts in turn (the winner
+    first where the seed's and the rung's indices add up to an even number: at every rung each layout goes first on
+    every other seed). Each run is the cell's own (:func:`~.map_steady_in_run.cell_runs`: prompt, answers, SLOs, request
     limits, link). ``on_seed(sitting)`` is called after each seed with the sitting so far (a run stopped later keeps
-    what it served).
+    what it served). ``resume``: a sitting of this cell stopped before its last seed (this function's result, as
+    ``on_seed`` saw it) to go on from: its shares and planned seeds, the seeds it served kept.
 
-    Returns {"shares", "seeds", "geomean_per_worker", "measured": {layout: [[% within both SLOs, per share], per
-    seed]}, "load_average": [the machine's 1-min load as each seed ended], "started_utc", "ended_utc", "cpu_s"}.
+    Returns {"shares", "plan" (the seeds it was to serve), "seeds" (those served), "geomean_per_worker", "measured":
+    {layout: [[% within both SLOs, per share], per seed]}, "load_average": [the machine's 1-min load as each seed
+    ended], "started_utc", "ended_utc", "cpu_s", and where it was resumed "resumed_utc": [when, ...]}.
 
     Raises:
         ValueError: ``c`` not a tie that can be served (:func:`~.map_steady_checks.check_tie`); shares not at least
-            two distinct rising finite numbers > 0; seeds not distinct whole numbers >= 0, at least two.
-        TypeError: ``lm`` not a LoadedModel; ``progress`` not a bool or None."""
+            two distinct rising finite numbers > 0; seeds not distinct whole numbers >= 0, at least two; ``resume``
+            not a sitting of this cell (:func:`cell_sitting`), given with shares or seeds, or served to its end.
+        TypeError: ``lm`` not a LoadedModel; ``progress`` not a bool or None; ``on_seed`` not callable or None."""
     from ...common.progress import progress_bar, show_progress
     from ...phases.loaded import require_loaded
     from ...serving import ModelExecutor, attainment_curve
@@ -64,30 +69,42 @@ def serve_sitting(c, lm, shares=SITTING_SHARES, seeds=SITTING_SEEDS, progress: b
     from .map_steady_in_run import cell_runs
     from .map_steady_tie import _geomean
     check_tie(c)
-    shares, seeds = _shares(shares), _seeds(seeds)
+    if resume is not None:
+        if shares is not None or seeds is not None:
+            raise ValueError("resume goes on with a sitting's own shares and planned seeds: give no shares or seeds")
+        import copy
+        import dataclasses
+        out = copy.deepcopy(cell_sitting(dataclasses.replace(c, extra=dict(c.extra, sitting=resume))))
+        if complete(out):
+            raise ValueError(f"resume: the sitting served all its {len(out['plan'])} seeds: nothing to go on with")
+        out.setdefault("resumed_utc", []).append(_now())
+    shares = _shares(SITTING_SHARES if shares is None else shares) if resume is None else out["shares"]
+    seeds = _seeds(SITTING_SEEDS if seeds is None else seeds) if resume is None else out["plan"]
+    if on_seed is not None and not callable(on_seed):
+        raise TypeError(f"on_seed must be callable or None, got {type(on_seed).__name__}")
     show_progress(progress)
     require_loaded(lm, "serve_sitting's lm")
     names, mean, cpu0 = [c.winner, c.rival], _geomean(c), time.process_time()
     spec, configs, runs = cell_runs(c)
     executors = {n: ModelExecutor(lm) for n in names}
-    out = dict(shares=shares, seeds=[], geomean_per_worker=mean, measured={n: [] for n in names}, load_average=[],
-               started_utc=_now(), ended_utc=None, cpu_s=0.0)
-    k = 0
-    with progress_bar(len(seeds) * len(shares) * 2, "tie sitting live", progress, unit="run") as bar:
-        for s in seeds:
+    if resume is None:
+        out = dict(shares=shares, plan=seeds, seeds=[], geomean_per_worker=mean, measured={n: [] for n in names},
+                   load_average=[], started_utc=_now(), ended_utc=_now(), cpu_s=0.0)
+    before, done = out["cpu_s"], len(out["seeds"])
+    with progress_bar((len(seeds) - done) * len(shares) * 2, "tie sitting live", progress, unit="run") as bar:
+        for i, s in list(enumerate(seeds))[done:]:
             row = {n: [] for n in names}
-            for share in shares:
-                for n in (names if k % 2 == 0 else names[::-1]):
+            for j, share in enumerate(shares):
+                for n in (names if (i + j) % 2 == 0 else names[::-1]):
                     r = attainment_curve(spec, configs[n], executors[n], rates_per_worker=[share * mean], seed=s,
                                          **runs).iloc[0]
                     row[n].append(100 * float(r.attainment))
                     bar.update()
-                k += 1
             out["seeds"].append(s)
             for n in names:
                 out["measured"][n].append(row[n])
             out["load_average"].append(round(os.getloadavg()[0], 2))
-            out.update(ended_utc=_now(), cpu_s=time.process_time() - cpu0)
+            out.update(ended_utc=_now(), cpu_s=before + time.process_time() - cpu0)
             if on_seed is not None:
                 on_seed(out)
     return out
@@ -105,25 +122,36 @@ def _shares(shares) -> list:
     return [float(v) for v in got]
 
 
-def _seeds(seeds) -> list:
+def _seeds(seeds, least: int = 2, what: str = "seeds") -> list:
     from .pools_live_args import whole
     got = list(seeds) if hasattr(seeds, "__iter__") and not isinstance(seeds, (str, bytes, dict)) else None
-    if not got or len(got) < 2 or any(not whole(s) or s < 0 for s in got) or len(set(got)) != len(got):
-        raise ValueError(f"seeds must be at least two distinct whole numbers >= 0, got {seeds!r:.100}")
+    if got is None or len(got) < least or any(not whole(s) or s < 0 for s in got) or len(set(got)) != len(got):
+        raise ValueError(f"{what} must be at least {'two' if least == 2 else least} distinct whole numbers >= 0, got "
+                         f"{seeds!r:.100}")
     return [int(s) for s in got]
+
+
+def complete(sitting: dict) -> bool:
+    """Whether ``sitting`` (checked: :func:`check_sitting`) served every seed it planned: one stopped earlier gives
+    no verdict (:func:`sitting_outcome`), and :func:`serve_sitting` can go on from it (``resume``)."""
+    return len(sitting["seeds"]) == len(sitting["plan"])
 
 
 def check_sitting(sitting) -> int:
     """The number of seeds ``sitting`` (:func:`serve_sitting`'s result) holds, once its shape is checked: ValueError
     naming what is wrong unless it has rising shares, two layouts, each an attainment (%, 0..100) per share per
-    seed, as many seeds as its ``seeds`` (distinct whole numbers), a geometric mean finite > 0, a load average per
-    seed (finite >= 0), its start and end (text) and its CPU time (finite >= 0)."""
+    seed, as many seeds as its ``seeds`` (distinct whole numbers, at least one: the first of its ``plan``, the seeds it
+    was to serve), a geometric mean finite > 0, a load average per seed (finite >= 0), its start and end
+    ("YYYY-MM-DD HH:MM UTC") and its CPU time (finite >= 0)."""
     if not isinstance(sitting, dict):
         raise ValueError(f"a sitting must be a dict (serve_sitting's), got {type(sitting).__name__}")
     shares, measured = _shares(sitting.get("shares")), sitting.get("measured")
     if not isinstance(measured, dict) or len(measured) != 2:
         raise ValueError("a sitting must hold 'measured': {layout: attainments} of two layouts")
-    seeds = _seeds(sitting.get("seeds"))
+    plan = _seeds(sitting.get("plan"), what="a sitting's plan")
+    seeds = _seeds(sitting.get("seeds"), 1, "a sitting's seeds")
+    if seeds != plan[:len(seeds)]:
+        raise ValueError(f"a sitting's seeds must be the first of its plan {plan}, got {seeds}")
     for n, rows in measured.items():
         ok = isinstance(rows, list) and len(rows) == len(seeds) and all(
             isinstance(r, list) and len(r) == len(shares) and all(_finite(a) and 0 <= a <= 100 for a in r)
@@ -137,10 +165,14 @@ def check_sitting(sitting) -> int:
     load = sitting.get("load_average")
     if not isinstance(load, list) or len(load) != len(seeds) or not all(_finite(x) and x >= 0 for x in load):
         raise ValueError(f"a sitting's load_average must be a finite number >= 0 per seed, got {load!r:.100}")
-    if not all(isinstance(sitting.get(k), str) for k in ("started_utc", "ended_utc")) or not _finite(
-            sitting.get("cpu_s")) or sitting["cpu_s"] < 0:
-        raise ValueError("a sitting must say when it started and ended (started_utc, ended_utc: text) and its "
-                         "cpu_s (finite >= 0)")
+    try:
+        for k in ("started_utc", "ended_utc"):
+            datetime.strptime(sitting.get(k), "%Y-%m-%d %H:%M UTC")
+    except (TypeError, ValueError):
+        raise ValueError(f"a sitting must say when it started and ended (started_utc, ended_utc: \"YYYY-MM-DD HH:MM "
+                         f"UTC\"), got {sitting.get('started_utc')!r} and {sitting.get('ended_utc')!r}") from None
+    if not _finite(sitting.get("cpu_s")) or sitting["cpu_s"] < 0:
+        raise ValueError(f"a sitting's cpu_s must be finite >= 0, got {sitting.get('cpu_s')!r}")
     return len(seeds)
 
 
@@ -236,11 +268,12 @@ def interval(sitting, resamples: int = RESAMPLES) -> dict:
 
 def sitting_outcome(sitting, tolerance: float = TOLERANCE) -> str:
     """The ratio of the goodputs on all seeds read against ``tolerance`` (:func:`support`'s readings), kept where at
-    least :data:`CONFIDENCE` of the resamples read the same, else "undecided". ValueError: those of
+    least :data:`CONFIDENCE` of the resamples read the same and the sitting served every seed it planned
+    (:func:`complete`), else "undecided". ValueError: those of
     :func:`support`."""
     said = _read(ratio_range(goodputs(sitting), sitting["shares"]), _tolerance(tolerance))
     backed = support(sitting, tolerance)
-    return said if said != "undecided" and backed[said] >= CONFIDENCE else "undecided"
+    return said if said != "undecided" and backed[said] >= CONFIDENCE and complete(sitting) else "undecided"
 
 
 def cell_sitting(c) -> dict | None:
