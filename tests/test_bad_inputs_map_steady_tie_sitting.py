@@ -89,21 +89,52 @@ def test_a_records_sitting_not_of_its_tie_is_refused_naming_the_cell():
         S.support(_sat(), tolerance=1.0)
 
 
+def test_a_cell_without_both_goodputs_is_refused_naming_them():
+    c = _tie()
+    c.extra["sitting"] = _sat()
+    c.goodput_now = {SPLIT: 16.0}
+    with pytest.raises(ValueError, match="goodput_now\\['2 colocated .*'\\] must be a finite number > 0"):
+        c.outcome()
+    c.goodput_now = {SPLIT: -4.0, CHUNKED: 25.0}
+    with pytest.raises(ValueError, match="goodput_now\\['1P\\+1D'\\] must be a finite number > 0"):
+        W.sitting_words(c)
+
+
+def test_words_off_the_grid_early_stops_and_shares_near_the_bar():
+    c = _tie()
+    c.extra["sitting"] = _sat(measured={SPLIT: [[100.0] * 3] * 3, CHUNKED: [[50.0, 40.0, 30.0]] * 3})
+    words = W.sitting_words(c)
+    assert "lies between 0% and 80% of" in words and "the sitting parts the two" in words  # 0.8x / 1.0x at most
+    assert "at least 1.25 (a goodput off the grid is only a bound)" in W.sitting_goodput_words(c)
+    assert "above 20/s against its simulated 16/s" in W.sitting_goodput_words(c)  # per worker, not a share
+    c.extra["sitting"] = _sat(seeds=[12, 13], plan=[12, 13, 14], load_average=[1.0, 1.0],
+                              measured={n: v[:2] for n, v in _sat()["measured"].items()})
+    assert c.outcome() == "undecided"
+    assert "it stopped after 2 of the 3 seeds it planned, so it gives no verdict" in W.sitting_words(c)
+    assert W.sitting_words(c).endswith("undecided (a verdict needs 95% of the resamples and every planned seed).")
+    assert W._pct(0.949) == "94.9%" and W._pct(0.0004) == "<0.1%" and W._pct(0.004) == "0.4%" and \
+        W._pct(0.95) == "95%" and W._pct(0.9996) == ">99.9%"
+    c.extra["sitting"] = _sat(shares=[0.8, 0.801, 1.0], ended_utc="2026-12-07 00:20 UTC")
+    assert list(W.sitting_table(c).index)[:2] == ["0.8x", "0.801x"]  # labels that keep rungs apart
+    assert "2026-12-06 09:18 UTC to 2026-12-07 00:20 UTC" in W.sitting_words(c)  # past midnight: the end's date
+
+
 def test_a_recorded_sitting_decides_the_ties_outcome_and_its_words_follow_its_numbers():
     c = _tie()
     c.extra["sitting"] = _sat()
     assert c.outcome() == "matches: a tie"
     table = W.sitting_table(c)
-    assert list(table.index) == ["0.80x", "0.90x", "1.00x", "goodput"] and table.iloc[-1].tolist() == ["0.900x"] * 2
+    assert list(table.index) == ["0.8x", "0.9x", "1x", "goodput"] and table.iloc[-1].tolist() == ["0.900x"] * 2
     words = W.sitting_words(c)
     assert "at 100% of" in words and "interval 100% to 100%" in words and "100% read a tie" in words
     assert words.endswith("so the sitting shows the tie the map draws.") and "18 runs" in words
-    assert "is 1.00 (95% interval 1.00 to 1.00) live, 0.64 simulated" in W.sitting_goodput_words(c)  # 16 / 25
+    assert "is 1.00 (95% bootstrap interval 1.00 to 1.00) live, 0.64 simulated" in W.sitting_goodput_words(c)  # 16 / 25
     assert "18/s against its simulated 16/s" in W.sitting_goodput_words(c)  # 0.9 x 20/s; goodput_now 16 and 25
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0, 95.0, 92.0]] * 3, CHUNKED: [[100.0, 90.0, 40.0]] * 3})
     assert c.outcome() == "undecided"  # the split above 1.0x: the ratio at most 0.9 / 1.0, at the band's edge
-    assert "one lies off the grid" in W.sitting_words(c) and "off the grid" in W.sitting_goodput_words(c)
-    assert "above 1.00x" in W.sitting_table(c).iloc[-1].tolist()[0]
+    assert "lies between 0% and 90% of" in W.sitting_words(c)  # 0.9x over the split's 1.0x or more: the band's edge
+    assert "is at least 1.11 (a goodput off the grid is only a bound) live" in W.sitting_goodput_words(c)
+    assert W.sitting_table(c).iloc[-1].tolist()[0] == "above 1x"
     assert "so the sitting is undecided" in map_steady_text.steady_words({"tie": c})
 
 

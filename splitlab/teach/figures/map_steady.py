@@ -37,7 +37,7 @@ from .pools_live import _on_link, layout_config
 from .pools_live_args import REGIONS, check_map, cost_of, ordered_maps, seeds_of, whole
 from .map_steady_place import _positive, place, pilot, settings_of
 from .map_steady_tie_read import cell_ladder, ladder_outcome
-from .map_steady_tie_sitting import cell_sitting, sitting_outcome
+from .map_steady_tie_sitting_read import cell_sitting, sitting_outcome
 from .pools_live_probe import rescaled, step_probe
 from .pools_live_words import TIE_GAP, TIE_LOADED, even, gap_interval
 

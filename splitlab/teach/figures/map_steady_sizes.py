@@ -204,7 +204,7 @@ def margin_words(check, cells: dict) -> str:
     ValueError: a table without the in-run column or a number in it, no cell, a margin not a share; those of
     :func:`splitlab.serving.validation.verdict`."""
     from ...serving.validation import verdict
-    from .map_steady_tie_sitting import cell_sitting
+    from .map_steady_tie_sitting_read import cell_sitting
     from .map_steady_tie_sitting_words import sitting_goodput_words
     check_cells(cells, "margin_words")
     if not cells:

@@ -13,7 +13,7 @@ from .map_steady_checks import check_cells, run_lines  # noqa: F401 (chapter 7 r
 from .map_steady_tie_read import cell_ladder
 from .map_steady_slo import mean_tpot_words, qualifiers
 from .map_steady_tie_words import ladder_words
-from .map_steady_tie_sitting import cell_sitting
+from .map_steady_tie_sitting_read import cell_sitting
 from .map_steady_tie_sitting_words import pilot_words, sitting_words
 from .pools_live import short_name as _short
 from .pools_live_args import ordered_maps
@@ -176,12 +176,12 @@ def steady_words(cells: dict) -> str:
 
 def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     """The rest of a region's sentences: the verdict, the bar and the models; a tie served in a sitting: the one
-    rate's bar, then what its ladder taught (:func:`~.map_steady_tie_sitting_words.pilot_words`), then the sitting
-    (:func:`~.map_steady_tie_sitting_words.sitting_words`), then the models; a tie served on a ladder of rates
-    alone: the one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the models."""
+    rate's bar and models, then what its ladder taught (:func:`~.map_steady_tie_sitting_words.pilot_words`), then
+    the sitting (:func:`~.map_steady_tie_sitting_words.sitting_words`); a tie served on a ladder of rates alone: the
+    one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the models."""
     bar, caveat = _bar(c, mean) if verdict != "no test" else "", mean_tpot_words(c)
     if cell_sitting(c) is not None:
-        return [". "] + [f"{x} " for x in (bar, pilot_words(c), sitting_words(c)) if x] + [_models(c)] + (
+        return [". "] + [f"{x} " for x in (bar, _models(c), pilot_words(c)) if x] + [sitting_words(c)] + (
             [f" {caveat}"] if caveat else [])
     if cell_ladder(c) is not None:
         return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)] + (

@@ -8,7 +8,8 @@ import math
 import pandas as pd
 
 from .map_steady_tie_read import CONFIDENCE, RESAMPLES, TOLERANCE, brackets, cell_ladder, seed_sets
-from .map_steady_tie_sitting import cell_sitting, goodputs, interval, ratio, sitting_outcome, support
+from .map_steady_tie_sitting_read import (cell_sitting, complete, goodputs, interval, ratio, ratio_range,
+                                          sitting_outcome, support)
 from .pools_live import short_name as _short
 
 __all__ = ["sitting_table", "sitting_words", "pilot_words", "sitting_goodput_words"]
@@ -31,7 +32,7 @@ def sitting_table(c) -> pd.DataFrame:
     for name, per_seed in sitting["measured"].items():
         for j, share in enumerate(sitting["shares"]):
             m = [row[j] for row in per_seed]
-            rows.setdefault(f"{share:.2f}x", {})[f"{_short(name)} (%)"] = (f"{sum(m) / len(m):.0f} "
+            rows.setdefault(f"{share:g}x", {})[f"{_short(name)} (%)"] = (f"{sum(m) / len(m):.0f} "
                                                                            f"({min(m):.0f}-{max(m):.0f})")
         rows.setdefault("goodput", {})[f"{_short(name)} (%)"] = _share(g[name], sitting["shares"])
     out = pd.DataFrame.from_dict(rows, orient="index")
@@ -39,45 +40,61 @@ def sitting_table(c) -> pd.DataFrame:
 
 
 def _share(x: float, shares) -> str:
-    return (f"below {min(shares):.2f}x" if x == 0 else f"above {max(shares):.2f}x" if x == math.inf else
-            f"{x:.3f}x")
+    return (f"below {min(shares):g}x" if x == 0 else f"above {max(shares):g}x" if x == math.inf else f"{x:.3f}x")
+
+
+def _pct(x: float) -> str:
+    """A share of resamples in percent, never rounded across the verdict's bar nor to 0% or 100% when it is not."""
+    text = f"{x:.0%}"
+    if (x < CONFIDENCE <= round(x, 2)) or (0 < x and text == "0%") or (x < 1 and text == "100%"):
+        text = f"{x:.1%}" if f"{x:.1%}" not in ("0.0%", "100.0%") else ("<0.1%" if x < 0.5 else ">99.9%")
+    return text
+
+
+def _when(sitting: dict) -> str:
+    start, end = sitting["started_utc"], sitting["ended_utc"]
+    return f"{start} to {end[11:] if end[:10] == start[:10] else end}"
 
 
 def sitting_words(c) -> str:
     """The tie ``c``'s sitting in sentences: when and how it was served, each layout's goodput read off the means,
-    their ratio with its 95% bootstrap interval against the map's tolerance, the resamples' support and the verdict
-    (:func:`~.map_steady_tie_sitting.sitting_outcome`). ValueError: a cell without a sitting; those of
-    :func:`~.map_steady_tie_sitting.cell_sitting`."""
+    their ratio (its range where a goodput lies off the grid) against the map's tolerance with its 95% bootstrap
+    interval, the resamples' support and the verdict (:func:`~.map_steady_tie_sitting.sitting_outcome`).
+    ValueError: a cell without a sitting; those of :func:`~.map_steady_tie_sitting.cell_sitting`."""
     sitting = _sitting_of(c)
     g, shares, n = goodputs(sitting), sitting["shares"], len(sitting["seeds"])
-    runs = 2 * n * len(shares)
-    load = sitting["load_average"]
-    text = (f"So the tie was served again in one sitting ({sitting['started_utc']} to {sitting['ended_utc'][11:]}, "
-            f"{runs} runs, {sitting['cpu_s'] / 60:.0f} min of CPU, a load average of {min(load):g} to {max(load):g}"
-            f" as its seeds ended): on {n} seeds new to the ladder, every rate from {shares[0]:.2f}x to "
-            f"{shares[-1]:.2f}x the goodputs' geometric mean ({sitting['geomean_per_worker']:.3g} requests/s per "
-            f"worker) in steps of {shares[1] - shares[0]:.2f}x for one seed, both layouts in turn, then the next "
-            f"seed, so that a machine's drift falls between seeds, where the resamples see it (the sitting's "
-            f"table). Read where the mean over the seeds first falls below 90%, linearly between rungs, the "
-            f"goodputs are " + " and ".join(f"{_short(k)}'s {_share(v, shares)}" for k, v in g.items()))
+    load, ladder = sitting["load_average"], cell_ladder(c)
+    new = "" if ladder is None or set(sitting["seeds"]) & set(ladder.get("seeds", c.seeds)) else " new to the ladder"
+    text = (f"So the tie was served again in one sitting ({_when(sitting)}, {2 * n * len(shares)} runs, "
+            f"{sitting['cpu_s'] / 60:.0f} min of CPU, a load average of {min(load):g} to {max(load):g} as its seeds "
+            f"ended): on {n} seeds{new}, at {', '.join(f'{x:g}x' for x in shares)} the goodputs' geometric mean "
+            f"({sitting['geomean_per_worker']:.3g} requests/s per worker) for one seed, both layouts in turn, then "
+            f"the next seed, so that a machine's drift falls between seeds, where the resamples see it (the "
+            f"sitting's table)" + ("" if complete(sitting) else f"; it stopped after {n} of the {len(sitting['plan'])}"
+                                   f" seeds it planned, so it gives no verdict") +
+            ". Read where the mean over the seeds first falls below 90%, linearly between rungs, the goodputs are "
+            + " and ".join(f"{_short(k)}'s {_share(v, shares)}" for k, v in g.items()))
     r, said = ratio(g), sitting_outcome(sitting)
     backed, i = support(sitting), interval(sitting)
     winner, rival = (_short(k) for k in g)
+    band = f"the map's tie of {1 - TOLERANCE:.0%} to {1 / (1 - TOLERANCE):.0%}"
     if math.isnan(r):
-        text += ": one lies off the grid, so their ratio is only bounded."
+        lo, hi = ratio_range(g, shares)
+        text += (f": off the grid a goodput is only a bound, so {rival}'s lies between {lo:.0%} and "
+                 + ("any multiple" if hi == math.inf else f"{hi:.0%}") + f" of {winner}'s, against {band}.")
     else:
-        inside = 1 - TOLERANCE <= i["lo"] and i["hi"] <= 1 / (1 - TOLERANCE)
-        text += (f": {rival}'s at {r:.0%} of {winner}'s (95% bootstrap interval {i['lo']:.0%} to {i['hi']:.0%}"
-                 + (f", leaving out the {i['off_grid']:.0%} of resamples with a goodput off the grid"
-                    if i["off_grid"] else "")
-                 + f"), {'inside' if inside else 'not inside'} the map's tie of {1 - TOLERANCE:.0%} to "
-                 f"{1 / (1 - TOLERANCE):.0%}.")
-    text += (f" Of {RESAMPLES:,} bootstrap resamples of the seeds, {backed['matches: a tie']:.0%} read a tie and "
-             f"{backed['does not match']:.0%} no tie"
-             + (f" ({backed['undecided']:.0%} leave it open)" if backed["undecided"] else "") + ", so ")
+        inside = 1 - TOLERANCE <= r <= 1 / (1 - TOLERANCE)
+        text += (f": {rival}'s at {r:.0%} of {winner}'s, {'inside' if inside else 'outside'} {band} (95% "
+                 f"bootstrap interval {i['lo']:.0%} to {i['hi']:.0%}"
+                 + (f", leaving out the {_pct(i['off_grid'])} of resamples with a goodput off the grid"
+                    if i["off_grid"] else "") + ").")
+    text += (f" Of {RESAMPLES:,} bootstrap resamples of the seeds, {_pct(backed['matches: a tie'])} read a tie and "
+             f"{_pct(backed['does not match'])} no tie"
+             + (f" ({_pct(backed['undecided'])} leave it open)" if backed["undecided"] else "") + ", so ")
     return text + {"matches: a tie": "the sitting shows the tie the map draws.",
                    "does not match": "the sitting parts the two where the map has a tie.",
-                   "undecided": f"the sitting is undecided (a verdict needs {CONFIDENCE:.0%})."}[said]
+                   "undecided": f"the sitting is undecided (a verdict needs {CONFIDENCE:.0%} of the resamples"
+                                f"{' and every planned seed' if not complete(sitting) else ''})."}[said]
 
 
 def pilot_words(c) -> str:
@@ -117,13 +134,16 @@ def sitting_goodput_words(c) -> str:
     sitting = cell_sitting(c)
     if sitting is None:
         return ""
-    g, gm, i = goodputs(sitting), sitting["geomean_per_worker"], interval(sitting)
-    said = " and ".join(f"{_short(k)} {v * gm:.3g}/s against its simulated {c.goodput_now[k]:.3g}/s"
-                        if 0 < v < math.inf else f"{_short(k)} {_share(v, sitting['shares'])} (off the grid)"
-                        for k, v in g.items())
+    g, gm, i, shares = goodputs(sitting), sitting["geomean_per_worker"], interval(sitting), sitting["shares"]
+    said = " and ".join(f"{_short(k)} " + (f"{v * gm:.3g}/s" if 0 < v < math.inf else f"below {min(shares) * gm:.3g}/s"
+                                           if v == 0 else f"above {max(shares) * gm:.3g}/s")
+                        + f" against its simulated {c.goodput_now[k]:.3g}/s" for k, v in g.items())
     r = ratio(g)
-    live = ("unbounded (a goodput off the grid)" if math.isnan(r) else
-            f"{1 / r:.2f} (95% interval {1 / i['hi']:.2f} to {1 / i['lo']:.2f})")
+    lo, hi = ratio_range(g, sitting["shares"])
+    off = f", leaving out the {_pct(i['off_grid'])} of resamples with a goodput off the grid" if i["off_grid"] else ""
+    bound = f"at least {1 / hi:.2f}" if lo == 0 else f"between {1 / hi:.2f} and {1 / lo:.2f}"
+    live = (f"{bound} (a goodput off the grid is only a bound)" if math.isnan(r) else
+            f"{1 / r:.2f} (95% bootstrap interval {1 / i['hi']:.2f} to {1 / i['lo']:.2f}{off})")
     simulated = c.goodput_now[c.winner] / c.goodput_now[c.rival]
     return (f" Only the tie's sitting measured goodputs live: {said} per worker; the ratio of the two, "
             f"{_short(c.winner)} over {_short(c.rival)}, is {live} live, {simulated:.2f} simulated.")
