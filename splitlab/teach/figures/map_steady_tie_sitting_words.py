@@ -105,15 +105,14 @@ def pilot_words(c) -> str:
     if ladder is None:
         return ""
     sets = seed_sets(c) or {f"its {len(ladder.get('seeds', c.seeds))}": ladder}
-    read = []
-    for label, sub in sets.items():
-        b = brackets(sub)
-        read.append(f"{label} seeds put " + " and ".join(
-            f"{_short(k)}'s goodput at {lo:.2f}x to {hi:.2f}x" if 0 < lo and hi < math.inf else
-            f"{_short(k)}'s goodput {'above' if hi == math.inf else 'below'} {lo if hi == math.inf else hi:.2f}x"
-            for k, (lo, hi) in b.items()))
+    def put(b: dict) -> str:
+        at = {k: (f"at {lo:.2f}x to {hi:.2f}x" if 0 < lo and hi < math.inf else
+                  f"{'above' if hi == math.inf else 'below'} {lo if hi == math.inf else hi:.2f}x")
+              for k, (lo, hi) in b.items()}
+        return (f"both goodputs {next(iter(at.values()))}" if len(set(at.values())) == 1 else
+                " and ".join(f"{_short(k)}'s goodput {v}" for k, v in at.items()))
+    read = [f"{label} seeds put {put(brackets(sub))}" for label, sub in sets.items()]
     step = ladder["step"]
-    pooled = brackets(ladder)
     edge = step * (2 - TOLERANCE) / TOLERANCE  # (x - step) >= (1 - tol) (x + step): brackets a rung apart, a tie
     return (f"A ladder of rates came first (`map_steady_tie`), climbing rung by rung ({step:.2f}x apart) over "
             f"{len(ladder.get('seeds', c.seeds))} seeds served in sittings hours apart: " + "; ".join(read)
@@ -121,9 +120,7 @@ def pilot_words(c) -> str:
             f"rates. And its verdict read brackets a rung wide against the {TOLERANCE:.0%} tie: below "
             f"{edge:.2f}x two equal goodputs whose brackets land a rung apart are not called a tie, so there a tie "
             f"is called no more often than both land in one bracket; all {len(ladder.get('seeds', c.seeds))} seeds "
-            f"together put " + " and ".join(f"{_short(k)}'s at {lo:.2f}x to {hi:.2f}x" if 0 < lo and hi < math.inf
-                                            else f"{_short(k)}'s off its rungs" for k, (lo, hi) in pooled.items())
-            + ". The ladder is "
+            f"together put {put(brackets(ladder))}. The ladder is "
             f"kept in the record as the pilot that fixed the sitting's rates, seeds and rule before it was served.")
 
 
