@@ -182,3 +182,17 @@ def test_map_live_sitting_writes_the_record_after_each_seed(monkeypatch, capsys,
     meta, cells = map_steady.load_record(str(path))
     assert cells["tie"].extra["sitting"]["seeds"] == [12, 13, 14] and meta["runs"][-1]["regions"] == ["tie"]
     assert math.isclose(cells["tie"].extra["sitting"]["geomean_per_worker"], 20.0)
+
+
+def test_pilot_words_read_the_ladder_the_sitting_followed():
+    from test_bad_inputs_map_steady_tie import _done
+    c = _tie(ladder=_done())
+    c.extra["sitting"] = _sat()
+    words = W.pilot_words(c)  # split held 0.85, missed 0.9; chunked held 0.85, missed 0.9 on the mean (65%)
+    assert "over 3 seeds" in words and "its 3 seeds put both goodputs at 0.85x to 0.90x" in words
+    assert "below 0.95x two equal goodputs whose brackets land a rung apart are not called a tie" in words
+    assert "seeds new to the ladder" in W.sitting_words(c)  # 12-14, the ladder's 0-2
+    c.extra["sitting"] = _sat(seeds=[0, 1, 2], plan=[0, 1, 2])
+    assert "seeds new to the ladder" not in W.sitting_words(c) and "on 3 seeds, at 0.8x, 0.9x, 1x" in W.sitting_words(c)
+    text = map_steady_text.steady_words({"tie": c})
+    assert text.index("A ladder of rates came first") < text.index("So the tie was served again in one sitting")
