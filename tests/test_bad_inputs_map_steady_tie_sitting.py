@@ -196,3 +196,24 @@ def test_pilot_words_read_the_ladder_the_sitting_followed():
     assert "seeds new to the ladder" not in W.sitting_words(c) and "on 3 seeds, at 0.8x, 0.9x, 1x" in W.sitting_words(c)
     text = map_steady_text.steady_words({"tie": c})
     assert text.index("A ladder of rates came first") < text.index("So the tie was served again in one sitting")
+
+
+def test_reading_words_say_what_the_rungs_alone_allow_and_how_far_the_line_moves_a_ratio():
+    from test_bad_inputs_map_steady_tie import _done
+    c = _tie(ladder=_done())  # both cross 0.85x-0.9x on its rungs; its grid of 0.05x has no rungs of 0.8, 1.0
+    c.extra["sitting"] = _sat(measured={SPLIT: [[100.0, 80.0, 40.0]] * 3, CHUNKED: [[100.0, 50.0, 40.0]] * 3})
+    assert S.rung_bounds(c.extra["sitting"]) == {SPLIT: (0.8, 0.9), CHUNKED: (0.8, 0.9)}
+    words = W.reading_words(c)
+    assert "on the rungs alone both goodputs lie between 0.8x and 0.9x, which allows" in words
+    assert "anywhere from 89% to 112% of" in words and "How far the line moves" not in words  # 0.8/0.9, 0.9/0.8
+    c.extra["ladder"]["served"][SPLIT].append(dict(share=1.0, rate_per_worker=20.0, measured=[20.0] * 3))
+    c.extra["ladder"]["served"][CHUNKED].insert(0, dict(share=0.8, rate_per_worker=16.0, measured=[100.0] * 3))
+    c.extra["ladder"]["served"][CHUNKED].append(dict(share=1.0, rate_per_worker=20.0, measured=[20.0] * 3))
+    c.extra["ladder"]["served"][SPLIT].insert(0, dict(share=0.8, rate_per_worker=16.0, measured=[100.0] * 3))
+    words = W.reading_words(c)  # now 0.8, 0.9 and 1.0 are rungs of both: read on those alone, then on all
+    assert "the ratio moved by" in words and "(its 3 seeds)" in words
+    i = S.interval(c.extra["sitting"])
+    assert f"{100 * min(i['lo'] - 0.9, 1 / 0.9 - i['hi']):.1f} points" in words
+    c.extra["sitting"] = _sat(measured={SPLIT: [[100.0] * 3] * 3, CHUNKED: [[50.0, 40.0, 30.0]] * 3})
+    assert W.reading_words(c) == ""  # a goodput off the grid: only a bound, said by sitting_words
+    assert S.rung_bounds(c.extra["sitting"]) == {SPLIT: (1.0, math.inf), CHUNKED: (0.0, 0.8)}

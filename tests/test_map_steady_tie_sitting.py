@@ -123,3 +123,19 @@ def test_a_sitting_stopped_early_gives_no_verdict_and_goes_on_from_its_seeds(lm,
         S.serve_sitting(_tie(), lm, resume=part, seeds=(5, 6, 7))
     with pytest.raises(TypeError, match="on_seed must be callable"):
         S.serve_sitting(_tie(), lm, on_seed="keep")
+
+
+def test_chapter_7s_method_says_the_sittings_own_grid_and_rule():
+    """The method paragraph's numbers are typed: they must be the module's constants."""
+    import json
+    from pathlib import Path
+    from splitlab.teach.figures import map_steady_tie_read as R
+    nb = json.loads((Path(__file__).resolve().parents[1] / "book" / "07_sizing_pools.ipynb").read_text())
+    text = " ".join("".join(c["source"]) for c in nb["cells"] if "in one sitting" in "".join(c["source"]))
+    text = " ".join(text.split())
+    shares = S.SITTING_SHARES
+    steps = {round(b - a, 6) for a, b in zip(shares, shares[1:])}
+    assert f"{shares[0]:.2f}x to {shares[-1]:.2f}x" in text and f"in steps of {steps.pop():.2f}x" in text and not steps
+    assert f"the map's {R.TOLERANCE:.0%} of the winner's" in text
+    assert f"({1 - R.TOLERANCE:.0%} to {1 / (1 - R.TOLERANCE):.0%} of it)" in text
+    assert f"only where {R.CONFIDENCE:.0%} of {R.RESAMPLES:,} bootstrap resamples" in text

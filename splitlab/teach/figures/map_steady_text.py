@@ -14,7 +14,7 @@ from .map_steady_tie_read import cell_ladder
 from .map_steady_slo import mean_tpot_words, qualifiers
 from .map_steady_tie_words import ladder_words
 from .map_steady_tie_sitting_read import cell_sitting
-from .map_steady_tie_sitting_words import pilot_words, sitting_words
+from .map_steady_tie_sitting_words import pilot_words, reading_words, sitting_words
 from .pools_live import short_name as _short
 from .pools_live_args import ordered_maps
 from .pools_live_words import TIE_GAP, TIE_LOADED, even
@@ -181,8 +181,8 @@ def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the models."""
     bar, caveat = _bar(c, mean) if verdict != "no test" else "", mean_tpot_words(c)
     if cell_sitting(c) is not None:
-        return [". "] + [f"{x} " for x in (bar, _models(c), pilot_words(c)) if x] + [sitting_words(c)] + (
-            [f" {caveat}"] if caveat else [])
+        return [". "] + [f"{x} " for x in (bar, _models(c), pilot_words(c)) if x] + [
+            sitting_words(c), reading_words(c)] + ([f" {caveat}"] if caveat else [])
     if cell_ladder(c) is not None:
         return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)] + (
             [f" {caveat}"] if caveat else [])

@@ -25,10 +25,10 @@ import time
 from datetime import datetime, timezone
 
 from .map_steady_tie_sitting_read import (_seeds, _shares, cell_sitting, check_sitting, complete, crossing, goodputs,
-                                          interval, ratio, ratio_range, sitting_outcome, support)
+                                          interval, ratio, ratio_range, rung_bounds, sitting_outcome, support)
 
 __all__ = ["SITTING_SHARES", "SITTING_SEEDS", "serve_sitting", "check_sitting", "complete", "crossing", "goodputs",
-           "ratio", "ratio_range", "support", "interval", "sitting_outcome", "cell_sitting"]
+           "rung_bounds", "ratio", "ratio_range", "support", "interval", "sitting_outcome", "cell_sitting"]
 
 #: the rungs, as shares of the tie's two goodputs' geometric mean: the ladder's two sittings put both goodputs at
 #: 0.82-0.84 and 1.03-1.04 of it, and a crossing needs a rung held below it and one missed above

@@ -11,8 +11,8 @@ from datetime import datetime
 
 from .map_steady_tie_read import CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _finite, _tolerance
 
-__all__ = ["check_sitting", "complete", "crossing", "goodputs", "ratio", "ratio_range", "support", "interval",
-           "sitting_outcome", "cell_sitting"]
+__all__ = ["check_sitting", "complete", "crossing", "goodputs", "rung_bounds", "ratio", "ratio_range", "support",
+           "interval", "sitting_outcome", "cell_sitting"]
 
 _READINGS = ("matches: a tie", "does not match", "undecided")
 
@@ -111,6 +111,19 @@ def _goodputs(sitting, pick: list) -> dict:
     return {name: crossing(sitting["shares"], [sum(rows[i][j] for i in pick) / len(pick)
                                                for j in range(len(sitting["shares"]))])
             for name, rows in sitting["measured"].items()}
+
+
+def rung_bounds(sitting) -> dict:
+    """{layout: (lo, hi)}: the rungs (shares) its goodput lies between on the mean over the seeds, read on the rungs
+    alone (no line between them): the rung below the first one missed (0.0: the lowest missed) and that one (inf:
+    none missed). ValueError: those of :func:`check_sitting`."""
+    n, shares, out = check_sitting(sitting), sitting["shares"], {}
+    for name, rows in sitting["measured"].items():
+        mean = [sum(r[j] for r in rows) / n for j in range(len(shares))]
+        miss = next((j for j, a in enumerate(mean) if a < GOOD), None)
+        out[name] = ((0.0, shares[0]) if miss == 0 else (shares[-1], math.inf) if miss is None else
+                     (shares[miss - 1], shares[miss]))
+    return out
 
 
 def ratio(g: dict) -> float:

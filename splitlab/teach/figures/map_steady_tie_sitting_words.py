@@ -8,11 +8,11 @@ import math
 import pandas as pd
 
 from .map_steady_tie_read import CONFIDENCE, RESAMPLES, TOLERANCE, brackets, cell_ladder, seed_sets
-from .map_steady_tie_sitting_read import (cell_sitting, complete, goodputs, interval, ratio, ratio_range,
-                                          sitting_outcome, support)
+from .map_steady_tie_sitting_read import (cell_sitting, complete, crossing, goodputs, interval, ratio, ratio_range,
+                                          rung_bounds, sitting_outcome, support)
 from .pools_live import short_name as _short
 
-__all__ = ["sitting_table", "sitting_words", "pilot_words", "sitting_goodput_words"]
+__all__ = ["sitting_table", "sitting_words", "reading_words", "pilot_words", "sitting_goodput_words"]
 
 
 def _sitting_of(c) -> dict:
@@ -63,15 +63,17 @@ def sitting_words(c) -> str:
     ValueError: a cell without a sitting; those of :func:`~.map_steady_tie_sitting.cell_sitting`."""
     sitting = _sitting_of(c)
     g, shares, n = goodputs(sitting), sitting["shares"], len(sitting["seeds"])
-    load, ladder = sitting["load_average"], cell_ladder(c)
+    load, ladder = sitting["load_average"], cell_ladder(c)  # "geometric mean": of the goodputs simulated at the pilot's
     new = "" if ladder is None or set(sitting["seeds"]) & set(ladder.get("seeds", c.seeds)) else " new to the ladder"
     text = (f"So the tie was served again in one sitting ({_when(sitting)}, {2 * n * len(shares)} runs, "
             f"{sitting['cpu_s'] / 60:.0f} min of CPU, a load average of {min(load):g} to {max(load):g} as its seeds "
             f"ended): on {n} seeds{new}, at {', '.join(f'{x:g}x' for x in shares)} the goodputs' geometric mean "
             f"({sitting['geomean_per_worker']:.3g} requests/s per worker) for one seed, both layouts in turn, then "
-            f"the next seed, so that a machine's drift falls between seeds, where the resamples see it (the "
-            f"sitting's table)" + ("" if complete(sitting) else f"; it stopped after {n} of the {len(sitting['plan'])}"
-                                   f" seeds it planned, so it gives no verdict") +
+            f"the next seed (the sitting's table), so that a machine's drift falls mostly between seeds, where the "
+            f"resamples see it: within a seed the rungs rise in rate, but both layouts' runs at a rung are back to "
+            f"back, so a slowdown common to both cancels in their ratio"
+            + ("" if complete(sitting) else f"; it stopped after {n} of the {len(sitting['plan'])} seeds it "
+               f"planned, so it gives no verdict") +
             ". Read where the mean over the seeds first falls below 90%, linearly between rungs, the goodputs are "
             + " and ".join(f"{_short(k)}'s {_share(v, shares)}" for k, v in g.items()))
     r, said = ratio(g), sitting_outcome(sitting)
@@ -95,6 +97,65 @@ def sitting_words(c) -> str:
                    "does not match": "the sitting parts the two where the map has a tie.",
                    "undecided": f"the sitting is undecided (a verdict needs {CONFIDENCE:.0%} of the resamples"
                                 f"{' and every planned seed' if not complete(sitting) else ''})."}[said]
+
+
+def reading_words(c) -> str:
+    """How far the sitting's verdict rests on reading a goodput by a straight line between rungs (their spacing is
+    the tolerance's own size): the ratio the rungs alone allow (:func:`~.map_steady_tie_sitting_read.rung_bounds`),
+    and, where the tie has a ladder of finer rungs, how far reading only its rungs on the sitting's grid moves its
+    ratio against reading every rung (per seed set), beside how far the sitting's interval lies inside the band;
+    "" where a goodput lies off the grid. ValueError: a cell without a sitting; those of
+    :func:`~.map_steady_tie_sitting.cell_sitting`."""
+    sitting = _sitting_of(c)
+    if math.isnan(ratio(goodputs(sitting))):
+        return ""
+    (lw, hw), (lr, hr) = rung_bounds(sitting).values()
+    winner, rival = (_short(k) for k in sitting["measured"])
+    same = (lw, hw) == (lr, hr)
+    where = (f"both goodputs lie between {lw:g}x and {hw:g}x" if same else
+             f"{winner}'s goodput lies between {lw:g}x and {hw:g}x and {rival}'s between {lr:g}x and {hr:g}x")
+    text = (f" That reading draws a straight line between rungs {_step(sitting['shares'])} apart, about the "
+            f"tolerance's own size: on the rungs alone {where}, which allows {rival}'s anywhere from {lr / hw:.0%} "
+            f"to {hr / lw:.0%} of {winner}'s.")
+    ladder, shifts = cell_ladder(c), []
+    if ladder is not None:
+        for label, sub in (seed_sets(c) or {f"its {len(ladder.get('seeds', c.seeds))}": ladder}).items():
+            fine, coarse = _ladder_ratio(sub, None), _ladder_ratio(sub, sitting["shares"])
+            if not (math.isnan(fine) or math.isnan(coarse)):
+                shifts.append((label, fine, coarse))
+    if not shifts:
+        return text
+    i = interval(sitting)
+    room = min(i["lo"] - (1 - TOLERANCE), 1 / (1 - TOLERANCE) - i["hi"])
+    worst = max(abs(co - f) for _, f, co in shifts)
+    toward = all(abs(co - 1) <= abs(f - 1) for _, f, co in shifts)
+    return text + (
+        f" How far the line moves a ratio the ladder's rungs {ladder['step']:.2f}x apart show: read on its rungs of "
+        f"the sitting's grid alone instead of all of them, the ratio moved by "
+        + ", ".join(f"{100 * (co - f):+.1f} points ({label} seeds)" for label, f, co in shifts)
+        + (", each towards 1" if toward else "") + ". " + (
+            f"The sitting's interval lies {100 * room:.1f} points inside the band at its nearer edge, more than "
+            f"the largest of those moves ({100 * worst:.1f})." if room > worst else
+            f"The sitting's interval lies {100 * room:.1f} points from the band's nearer edge "
+            f"({'inside' if room >= 0 else 'outside'}), not more than the largest of those moves "
+            f"({100 * worst:.1f}): the line between rungs can decide it."))
+
+
+def _step(shares) -> str:
+    steps = {round(b - a, 6) for a, b in zip(shares, shares[1:])}
+    return f"{steps.pop():g}x" if len(steps) == 1 else f"{min(steps):g}x to {max(steps):g}x"
+
+
+def _ladder_ratio(ladder: dict, grid) -> float:
+    """The ratio (runner-up over winner, in the ladder's layout order) of the goodputs read as the sitting reads
+    them (:func:`~.map_steady_tie_sitting.crossing` of the mean over the seeds) on the ladder's rungs, on those of
+    ``grid`` alone where given (nan where a layout has fewer than two of them or a goodput lies off them)."""
+    g = []
+    for rungs in ladder["served"].values():
+        rs = sorted((r["share"], sum(r["measured"]) / len(r["measured"])) for r in rungs
+                    if grid is None or any(math.isclose(r["share"], x, abs_tol=1e-6) for x in grid))
+        g.append(crossing([s for s, _ in rs], [a for _, a in rs]) if len(rs) >= 2 else math.nan)
+    return ratio(dict(enumerate(g)))
 
 
 def pilot_words(c) -> str:
