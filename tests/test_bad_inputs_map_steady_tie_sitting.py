@@ -204,14 +204,15 @@ def test_reading_words_say_what_the_rungs_alone_allow_and_how_far_the_line_moves
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0, 80.0, 40.0]] * 3, CHUNKED: [[100.0, 50.0, 40.0]] * 3})
     assert S.rung_bounds(c.extra["sitting"]) == {SPLIT: (0.8, 0.9), CHUNKED: (0.8, 0.9)}
     words = W.reading_words(c)
-    assert "on the rungs alone both goodputs lie between 0.8x and 0.9x, which allows" in words
-    assert "anywhere from 89% to 112% of" in words and "How far the line moves" not in words  # 0.8/0.9, 0.9/0.8
+    assert "On the means the rungs alone put both goodputs between 0.8x and 0.9x, which allows" in words
+    assert "anywhere from 89% to 112% of" in words and "across the band's edge" in words  # 0.8/0.9, 0.9/0.8
+    assert "How far it moves" not in words  # the ladder has no rung of the sitting's 0.8x and 1.0x
     c.extra["ladder"]["served"][SPLIT].append(dict(share=1.0, rate_per_worker=20.0, measured=[20.0] * 3))
     c.extra["ladder"]["served"][CHUNKED].insert(0, dict(share=0.8, rate_per_worker=16.0, measured=[100.0] * 3))
     c.extra["ladder"]["served"][CHUNKED].append(dict(share=1.0, rate_per_worker=20.0, measured=[20.0] * 3))
     c.extra["ladder"]["served"][SPLIT].insert(0, dict(share=0.8, rate_per_worker=16.0, measured=[100.0] * 3))
     words = W.reading_words(c)  # now 0.8, 0.9 and 1.0 are rungs of both: read on those alone, then on all
-    assert "the ratio moved by" in words and "(its 3 seeds)" in words
+    assert "the ratio moved by" in words and "(its 3 seeds)" in words and "does not decide the verdict" in words
     i = S.interval(c.extra["sitting"])
     assert f"{100 * min(i['lo'] - 0.9, 1 / 0.9 - i['hi']):.1f} points" in words
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0] * 3] * 3, CHUNKED: [[50.0, 40.0, 30.0]] * 3})

@@ -112,11 +112,14 @@ def reading_words(c) -> str:
     (lw, hw), (lr, hr) = rung_bounds(sitting).values()
     winner, rival = (_short(k) for k in sitting["measured"])
     same = (lw, hw) == (lr, hr)
-    where = (f"both goodputs lie between {lw:g}x and {hw:g}x" if same else
-             f"{winner}'s goodput lies between {lw:g}x and {hw:g}x and {rival}'s between {lr:g}x and {hr:g}x")
+    where = (f"both goodputs between {lw:g}x and {hw:g}x" if same else
+             f"{winner}'s goodput between {lw:g}x and {hw:g}x and {rival}'s between {lr:g}x and {hr:g}x")
+    inside = 1 - TOLERANCE <= lr / hw and hr / lw <= 1 / (1 - TOLERANCE)
     text = (f" That reading draws a straight line between rungs {_step(sitting['shares'])} apart, about the "
-            f"tolerance's own size: on the rungs alone {where}, which allows {rival}'s anywhere from {lr / hw:.0%} "
-            f"to {hr / lw:.0%} of {winner}'s.")
+            f"tolerance's own size. On the means the rungs alone put {where}, which allows {rival}'s anywhere from "
+            f"{lr / hw:.0%} to {hr / lw:.0%} of {winner}'s: " + (
+                "inside the band without any line." if inside else
+                "across the band's edge, so there the line decides the reading."))
     ladder, shifts = cell_ladder(c), []
     if ladder is not None:
         for label, sub in (seed_sets(c) or {f"its {len(ladder.get('seeds', c.seeds))}": ladder}).items():
@@ -130,15 +133,18 @@ def reading_words(c) -> str:
     worst = max(abs(co - f) for _, f, co in shifts)
     toward = all(abs(co - 1) <= abs(f - 1) for _, f, co in shifts)
     return text + (
-        f" How far the line moves a ratio the ladder's rungs {ladder['step']:.2f}x apart show: read on its rungs of "
-        f"the sitting's grid alone instead of all of them, the ratio moved by "
+        f" A resample can put the two on different rungs, and there the line reads between them. How far it moves "
+        f"a ratio, the ladder's rungs {ladder['step']:.2f}x apart show: read on its rungs of the sitting's grid "
+        f"alone instead of all of them, the ratio moved by "
         + ", ".join(f"{100 * (co - f):+.1f} points ({label} seeds)" for label, f, co in shifts)
         + (", each towards 1" if toward else "") + ". " + (
             f"The sitting's interval lies {100 * room:.1f} points inside the band at its nearer edge, more than "
-            f"the largest of those moves ({100 * worst:.1f})." if room > worst else
+            f"the largest of those moves ({100 * worst:.1f}): the line between rungs does not decide the verdict."
+            if room > worst else
             f"The sitting's interval lies {100 * room:.1f} points from the band's nearer edge "
             f"({'inside' if room >= 0 else 'outside'}), not more than the largest of those moves "
-            f"({100 * worst:.1f}): the line between rungs can decide it."))
+            f"({100 * worst:.1f}), so its resamples' verdict rests on the straight line between rungs: a finer grid "
+            f"near the knee would test it."))
 
 
 def _step(shares) -> str:
