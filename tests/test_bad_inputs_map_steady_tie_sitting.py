@@ -105,7 +105,7 @@ def test_words_off_the_grid_early_stops_and_shares_near_the_bar():
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0] * 3] * 3, CHUNKED: [[50.0, 40.0, 30.0]] * 3})
     words = W.sitting_words(c)
     assert "lies between 0% and 80% of" in words and "the sitting parts the two" in words  # 0.8x / 1.0x at most
-    assert "at least 1.25 (a goodput off the grid is only a bound)" in W.sitting_goodput_words(c)
+    assert "is at most 80.0% (a goodput off the grid is only a bound) live" in W.sitting_goodput_words(c)
     assert "above 20/s against its simulated 16/s" in W.sitting_goodput_words(c)  # per worker, not a share
     c.extra["sitting"] = _sat(seeds=[12, 13], plan=[12, 13, 14], load_average=[1.0, 1.0],
                               measured={n: v[:2] for n, v in _sat()["measured"].items()})
@@ -124,16 +124,18 @@ def test_a_recorded_sitting_decides_the_ties_outcome_and_its_words_follow_its_nu
     c.extra["sitting"] = _sat()
     assert c.outcome() == "matches: a tie"
     table = W.sitting_table(c)
-    assert list(table.index) == ["0.8x", "0.9x", "1x", "goodput"] and table.iloc[-1].tolist() == ["0.900x"] * 2
+    assert list(table.index) == ["0.8x", "0.9x", "1x", "goodput"] and table.iloc[-1].tolist() == ["0.90x"] * 2
     words = W.sitting_words(c)
-    assert "at 100% of" in words and "interval 100% to 100%" in words and "100% read a tie" in words
-    assert words.endswith("so the sitting shows the tie the map draws.") and "18 runs" in words
-    assert "is 1.00 (95% bootstrap interval 1.00 to 1.00) live, 0.64 simulated" in W.sitting_goodput_words(c)  # 16 / 25
+    assert "at 100.0% of" in words and "interval 100.0% to 100.0%" in words and "100% read a tie" in words
+    assert words.endswith("so by the rule fixed before it was served the sitting shows the tie the map draws.")
+    assert "18 runs" in words
+    assert "is 100.0% (95% bootstrap interval 100.0% to 100.0%) live, 156.2% simulated" in \
+        W.sitting_goodput_words(c)  # chunked's 25 over the split's 16
     assert "18/s against its simulated 16/s" in W.sitting_goodput_words(c)  # 0.9 x 20/s; goodput_now 16 and 25
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0, 95.0, 92.0]] * 3, CHUNKED: [[100.0, 90.0, 40.0]] * 3})
     assert c.outcome() == "undecided"  # the split above 1.0x: the ratio at most 0.9 / 1.0, at the band's edge
     assert "lies between 0% and 90% of" in W.sitting_words(c)  # 0.9x over the split's 1.0x or more: the band's edge
-    assert "is at least 1.11 (a goodput off the grid is only a bound) live" in W.sitting_goodput_words(c)
+    assert "is at most 90.0% (a goodput off the grid is only a bound) live" in W.sitting_goodput_words(c)
     assert W.sitting_table(c).iloc[-1].tolist()[0] == "above 1x"
     assert "so the sitting is undecided" in map_steady_text.steady_words({"tie": c})
 
@@ -189,13 +191,13 @@ def test_pilot_words_read_the_ladder_the_sitting_followed():
     c = _tie(ladder=_done())
     c.extra["sitting"] = _sat()
     words = W.pilot_words(c)  # split held 0.85, missed 0.9; chunked held 0.85, missed 0.9 on the mean (65%)
-    assert "over 3 seeds" in words and "its 3 seeds put both goodputs at 0.85x to 0.90x" in words
-    assert "below 0.95x two equal goodputs whose brackets land a rung apart are not called a tie" in words
+    assert "3 seeds in sittings hours apart" in words and "its 3 seeds put both goodputs at 0.85x to 0.90x" in words
+    assert "could call two equal goodputs below 0.95x a tie only where both landed in one bracket" in words
     assert "seeds new to the ladder" in W.sitting_words(c)  # 12-14, the ladder's 0-2
     c.extra["sitting"] = _sat(seeds=[0, 1, 2], plan=[0, 1, 2])
     assert "seeds new to the ladder" not in W.sitting_words(c) and "on 3 seeds, at 0.8x, 0.9x, 1x" in W.sitting_words(c)
     text = map_steady_text.steady_words({"tie": c})
-    assert text.index("A ladder of rates came first") < text.index("So the tie was served again in one sitting")
+    assert text.index("So the tie was served again in one sitting") < text.index("were fixed from a ladder of rates")
 
 
 def test_reading_words_say_what_the_rungs_alone_allow_and_how_far_the_line_moves_a_ratio():
@@ -212,9 +214,24 @@ def test_reading_words_say_what_the_rungs_alone_allow_and_how_far_the_line_moves
     c.extra["ladder"]["served"][CHUNKED].append(dict(share=1.0, rate_per_worker=20.0, measured=[20.0] * 3))
     c.extra["ladder"]["served"][SPLIT].insert(0, dict(share=0.8, rate_per_worker=16.0, measured=[100.0] * 3))
     words = W.reading_words(c)  # now 0.8, 0.9 and 1.0 are rungs of both: read on those alone, then on all
-    assert "the ratio moved by" in words and "(its 3 seeds)" in words and "does not decide the verdict" in words
+    assert "the ratio (the second layout's over the first's) moved by" in words and "(its 3 seeds)" in words
+    assert "does not decide the verdict" in words
     i = S.interval(c.extra["sitting"])
     assert f"{100 * min(i['lo'] - 0.9, 1 / 0.9 - i['hi']):.1f} points" in words
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0] * 3] * 3, CHUNKED: [[50.0, 40.0, 30.0]] * 3})
     assert W.reading_words(c) == ""  # a goodput off the grid: only a bound, said by sitting_words
     assert S.rung_bounds(c.extra["sitting"]) == {SPLIT: (1.0, math.inf), CHUNKED: (0.0, 0.8)}
+
+
+def test_the_shipped_sittings_words_follow_its_numbers():
+    _, cells = map_steady.load_record()
+    c = cells["tie"]
+    s, words = c.extra["sitting"], W.sitting_words(c) + W.reading_words(c)
+    backed, i = S.support(s), S.interval(s)
+    said = S.sitting_outcome(s)
+    assert c.outcome() == said and S.complete(s) and len(s["seeds"]) == len(S.SITTING_SEEDS)
+    assert f"{W._pct(backed['matches: a tie'])} read a tie" in words
+    assert f"95% bootstrap interval {i['lo']:.1%} to {i['hi']:.1%}" in words
+    assert ("narrowly" in words) == (said != "undecided" and backed[said] < 0.975)
+    room = min(i["lo"] - 0.9, 1 / 0.9 - i["hi"])
+    assert f"The sitting's interval lies {100 * room:.1f} points" in words

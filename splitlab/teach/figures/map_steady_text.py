@@ -48,7 +48,7 @@ def steady_table(cells: dict) -> pd.DataFrame:
             "winner (%)": f"{mean[c.winner]:.0f} ({pmean[c.winner]:.0f})",
             "2nd (%)": f"{mean[c.rival]:.0f} ({pmean[c.rival]:.0f})",  # the runner-up: a 412 px phone
             "gap (pp)": f"{_pct(mean[c.winner]) - _pct(mean[c.rival]):+d} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})",
-            "live": c.outcome()}
+            "live": c.outcome() + (" (sitting)" if cell_sitting(c) is not None else "")}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("region")
 
 
@@ -176,13 +176,14 @@ def steady_words(cells: dict) -> str:
 
 def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     """The rest of a region's sentences: the verdict, the bar and the models; a tie served in a sitting: the one
-    rate's bar and models, then what its ladder taught (:func:`~.map_steady_tie_sitting_words.pilot_words`), then
-    the sitting (:func:`~.map_steady_tie_sitting_words.sitting_words`); a tie served on a ladder of rates alone: the
-    one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the models."""
+    rate's bar and models, the sitting (:func:`~.map_steady_tie_sitting_words.sitting_words`, ``reading_words``),
+    then what its ladder taught (:func:`~.map_steady_tie_sitting_words.pilot_words`); a tie served on a ladder of
+    rates alone: the one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the
+    models."""
     bar, caveat = _bar(c, mean) if verdict != "no test" else "", mean_tpot_words(c)
     if cell_sitting(c) is not None:
-        return [". "] + [f"{x} " for x in (bar, _models(c), pilot_words(c)) if x] + [
-            sitting_words(c), reading_words(c)] + ([f" {caveat}"] if caveat else [])
+        return [". "] + [f"{x} " for x in (bar, _models(c)) if x] + [sitting_words(c), reading_words(c)] + [
+            f" {x}" for x in (pilot_words(c), caveat) if x]
     if cell_ladder(c) is not None:
         return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)] + (
             [f" {caveat}"] if caveat else [])

@@ -30,8 +30,9 @@ from .map_steady_tie_sitting_read import (_seeds, _shares, cell_sitting, check_s
 __all__ = ["SITTING_SHARES", "SITTING_SEEDS", "serve_sitting", "check_sitting", "complete", "crossing", "goodputs",
            "rung_bounds", "ratio", "ratio_range", "support", "interval", "sitting_outcome", "cell_sitting"]
 
-#: the rungs, as shares of the tie's two goodputs' geometric mean: the ladder's two sittings put both goodputs at
-#: 0.82-0.84 and 1.03-1.04 of it, and a crossing needs a rung held below it and one missed above
+#: the rungs, as shares of the tie's two goodputs' geometric mean: the ladder's two sittings, read as a sitting reads
+#: them on its rungs of this grid, put both goodputs at 0.82-0.84 and 1.03-1.04 of it (its brackets on every rung:
+#: 0.80-0.85 and 1.05-1.10), and a crossing needs a rung held below it and one missed above
 SITTING_SHARES = (0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
 
 #: the sitting's seeds, none of them the ladder's (0-11): 6 seeds of one sitting of the ladder gave a 95% interval

@@ -24,23 +24,24 @@ def _sitting_of(c) -> dict:
 
 def sitting_table(c) -> pd.DataFrame:
     """The rungs of the tie ``c``'s sitting: one row per rate (a multiple of the goodputs' geometric mean, named in
-    the index), per layout its mean attainment over the seeds and their range (%), and a last row, each layout's
-    goodput read off the means (:func:`~.map_steady_tie_sitting.crossing`). Narrow enough for a 412 px phone.
+    the index, per worker), per layout its mean attainment over the seeds and their range (%), and a last row, each
+    layout's goodput (the same multiple) read off the means (:func:`~.map_steady_tie_sitting.crossing`). Narrow
+    enough for a 412 px phone.
     ValueError: a cell without a sitting; those of :func:`~.map_steady_tie_sitting.cell_sitting`."""
     sitting = _sitting_of(c)
     g, rows = goodputs(sitting), {}
     for name, per_seed in sitting["measured"].items():
         for j, share in enumerate(sitting["shares"]):
             m = [row[j] for row in per_seed]
-            rows.setdefault(f"{share:g}x", {})[f"{_short(name)} (%)"] = (f"{sum(m) / len(m):.0f} "
-                                                                           f"({min(m):.0f}-{max(m):.0f})")
-        rows.setdefault("goodput", {})[f"{_short(name)} (%)"] = _share(g[name], sitting["shares"])
+            rows.setdefault(f"{share:g}x", {})[_short(name)] = f"{sum(m) / len(m):.0f}% ({min(m):.0f}-{max(m):.0f})"
+        rows.setdefault("goodput", {})[_short(name)] = _share(g[name], sitting["shares"], 2)
     out = pd.DataFrame.from_dict(rows, orient="index")
-    return out.rename_axis(f"rate (x {sitting['geomean_per_worker']:.3g}/s per worker)")
+    return out.rename_axis(f"rate x{sitting['geomean_per_worker']:.3g}/s")
 
 
-def _share(x: float, shares) -> str:
-    return (f"below {min(shares):g}x" if x == 0 else f"above {max(shares):g}x" if x == math.inf else f"{x:.3f}x")
+def _share(x: float, shares, places: int = 3) -> str:
+    return (f"below {min(shares):g}x" if x == 0 else f"above {max(shares):g}x" if x == math.inf else
+            f"{x:.{places}f}x")
 
 
 def _pct(x: float) -> str:
@@ -67,11 +68,12 @@ def sitting_words(c) -> str:
     new = "" if ladder is None or set(sitting["seeds"]) & set(ladder.get("seeds", c.seeds)) else " new to the ladder"
     text = (f"So the tie was served again in one sitting ({_when(sitting)}, {2 * n * len(shares)} runs, "
             f"{sitting['cpu_s'] / 60:.0f} min of CPU, a load average of {min(load):g} to {max(load):g} as its seeds "
-            f"ended): on {n} seeds{new}, at {', '.join(f'{x:g}x' for x in shares)} the goodputs' geometric mean "
-            f"({sitting['geomean_per_worker']:.3g} requests/s per worker) for one seed, both layouts in turn, then "
-            f"the next seed (the sitting's table), so that a machine's drift falls mostly between seeds, where the "
-            f"resamples see it: within a seed the rungs rise in rate, but both layouts' runs at a rung are back to "
-            f"back, so a slowdown common to both cancels in their ratio"
+            f"ended): on {n} seeds{new}, at {', '.join(f'{x:g}x' for x in shares)} (rates and goodputs here are "
+            f"multiples of {sitting['geomean_per_worker']:.3g} requests/s per worker, the geometric mean of the two "
+            f"goodputs simulated at the pilot's speed) for one seed, both layouts in turn, then the next seed (the "
+            f"sitting's table), so that a machine's drift falls mostly between seeds, where the resamples see it: "
+            f"within a seed the rungs rise in rate, but both layouts' runs at a rung are back to back, so a slowdown "
+            f"common to both largely cancels in their ratio"
             + ("" if complete(sitting) else f"; it stopped after {n} of the {len(sitting['plan'])} seeds it "
                f"planned, so it gives no verdict") +
             ". Read where the mean over the seeds first falls below 90%, linearly between rungs, the goodputs are "
@@ -79,22 +81,26 @@ def sitting_words(c) -> str:
     r, said = ratio(g), sitting_outcome(sitting)
     backed, i = support(sitting), interval(sitting)
     winner, rival = (_short(k) for k in g)
-    band = f"the map's tie of {1 - TOLERANCE:.0%} to {1 / (1 - TOLERANCE):.0%}"
+    band = f"the map's tie of {1 - TOLERANCE:.1%} to {1 / (1 - TOLERANCE):.1%}"
     if math.isnan(r):
         lo, hi = ratio_range(g, shares)
         text += (f": off the grid a goodput is only a bound, so {rival}'s lies between {lo:.0%} and "
                  + ("any multiple" if hi == math.inf else f"{hi:.0%}") + f" of {winner}'s, against {band}.")
     else:
         inside = 1 - TOLERANCE <= r <= 1 / (1 - TOLERANCE)
-        text += (f": {rival}'s at {r:.0%} of {winner}'s, {'inside' if inside else 'outside'} {band} (95% "
-                 f"bootstrap interval {i['lo']:.0%} to {i['hi']:.0%}"
+        text += (f": {rival}'s at {r:.1%} of {winner}'s (the map's nominal leader), "
+                 f"{'inside' if inside else 'outside'} {band} (95% bootstrap interval {i['lo']:.1%} to {i['hi']:.1%}"
                  + (f", leaving out the {_pct(i['off_grid'])} of resamples with a goodput off the grid"
                     if i["off_grid"] else "") + ").")
     text += (f" Of {RESAMPLES:,} bootstrap resamples of the seeds, {_pct(backed['matches: a tie'])} read a tie and "
              f"{_pct(backed['does not match'])} no tie"
              + (f" ({_pct(backed['undecided'])} leave it open)" if backed["undecided"] else "") + ", so ")
-    return text + {"matches: a tie": "the sitting shows the tie the map draws.",
-                   "does not match": "the sitting parts the two where the map has a tie.",
+    narrow = (f", narrowly: {_pct(backed[said])} of the resamples against the {CONFIDENCE:.0%} it asks"
+              if said != "undecided" and backed[said] < CONFIDENCE + 0.025 else "")
+    return text + {"matches: a tie": f"by the rule fixed before it was served the sitting shows the tie the map "
+                                     f"draws{narrow}.",
+                   "does not match": f"by the rule fixed before it was served the sitting parts the two where the "
+                                     f"map has a tie{narrow}.",
                    "undecided": f"the sitting is undecided (a verdict needs {CONFIDENCE:.0%} of the resamples"
                                 f"{' and every planned seed' if not complete(sitting) else ''})."}[said]
 
@@ -132,19 +138,19 @@ def reading_words(c) -> str:
     room = min(i["lo"] - (1 - TOLERANCE), 1 / (1 - TOLERANCE) - i["hi"])
     worst = max(abs(co - f) for _, f, co in shifts)
     toward = all(abs(co - 1) <= abs(f - 1) for _, f, co in shifts)
+    near = f"{lw:g}x to {hw:g}x" if same else f"{min(lw, lr):g}x to {max(hw, hr):g}x"
     return text + (
-        f" A resample can put the two on different rungs, and there the line reads between them. How far it moves "
-        f"a ratio, the ladder's rungs {ladder['step']:.2f}x apart show: read on its rungs of the sitting's grid "
-        f"alone instead of all of them, the ratio moved by "
+        f" A resample can put the two on different rungs, and there the line reads between them. The ladder's finer "
+        f"rungs ({ladder['step']:.2f}x) show how far that line can move a ratio: read on its rungs of the sitting's "
+        f"grid alone instead of all of them, the ratio (the second layout's over the first's) moved by "
         + ", ".join(f"{100 * (co - f):+.1f} points ({label} seeds)" for label, f, co in shifts)
         + (", each towards 1" if toward else "") + ". " + (
             f"The sitting's interval lies {100 * room:.1f} points inside the band at its nearer edge, more than "
             f"the largest of those moves ({100 * worst:.1f}): the line between rungs does not decide the verdict."
             if room > worst else
-            f"The sitting's interval lies {100 * room:.1f} points from the band's nearer edge "
-            f"({'inside' if room >= 0 else 'outside'}), not more than the largest of those moves "
-            f"({100 * worst:.1f}), so its resamples' verdict rests on the straight line between rungs: a finer grid "
-            f"near the knee would test it."))
+            f"The sitting's interval lies {100 * room:.1f} points {'inside' if room >= 0 else 'outside'} the band "
+            f"at its nearer edge, not more than the largest of those moves ({100 * worst:.1f}): the verdict on the "
+            f"resamples rests on the straight line between rungs, and a finer grid at {near} would settle it."))
 
 
 def _step(shares) -> str:
@@ -181,20 +187,17 @@ def pilot_words(c) -> str:
     read = [f"{label} seeds put {put(brackets(sub))}" for label, sub in sets.items()]
     step = ladder["step"]
     edge = step * (2 - TOLERANCE) / TOLERANCE  # (x - step) >= (1 - tol) (x + step): brackets a rung apart, a tie
-    return (f"A ladder of rates came first (`map_steady_tie`), climbing rung by rung ({step:.2f}x apart) over "
-            f"{len(ladder.get('seeds', c.seeds))} seeds served in sittings hours apart: " + "; ".join(read)
-            + f". A machine's drift moves both goodputs, and a ladder served in rate order puts it between its "
-            f"rates. And its verdict read brackets a rung wide against the {TOLERANCE:.0%} tie: below "
-            f"{edge:.2f}x two equal goodputs whose brackets land a rung apart are not called a tie, so there a tie "
-            f"is called no more often than both land in one bracket; all {len(ladder.get('seeds', c.seeds))} seeds "
-            f"together put {put(brackets(ladder))}. The ladder is "
-            f"kept in the record as the pilot that fixed the sitting's rates, seeds and rule before it was served.")
+    return (f"The sitting's grid, seeds and rule were fixed from a ladder of rates served before it "
+            f"(`map_steady_tie`, rungs {step:.2f}x apart, {len(ladder.get('seeds', c.seeds))} seeds in sittings "
+            f"hours apart): " + "; ".join(read) + f". That ladder was undecided: a machine's drift between sittings "
+            f"moved both goodputs, and its brackets a rung wide could call two equal goodputs below {edge:.2f}x a "
+            f"tie only where both landed in one bracket (all its seeds together put {put(brackets(ladder))}).")
 
 
 def sitting_goodput_words(c) -> str:
-    """The tie ``c``'s goodputs measured live in its sitting against the simulated ones (requests/s per worker),
-    and the winner's over the runner-up's live (with its 95% bootstrap interval) against simulated; "" for a cell
-    without a sitting."""
+    """The tie ``c``'s goodputs measured live in its sitting against the simulated ones (requests/s per worker:
+    searched on the cost model rescaled by the pilot's steps), and the runner-up's over the winner's live (with its
+    95% bootstrap interval) against simulated; "" for a cell without a sitting."""
     sitting = cell_sitting(c)
     if sitting is None:
         return ""
@@ -205,9 +208,16 @@ def sitting_goodput_words(c) -> str:
     r = ratio(g)
     lo, hi = ratio_range(g, sitting["shares"])
     off = f", leaving out the {_pct(i['off_grid'])} of resamples with a goodput off the grid" if i["off_grid"] else ""
-    bound = f"at least {1 / hi:.2f}" if lo == 0 else f"between {1 / hi:.2f} and {1 / lo:.2f}"
+    bound = f"at most {hi:.1%}" if hi < math.inf and lo == 0 else f"at least {lo:.1%}" if hi == math.inf else \
+        f"between {lo:.1%} and {hi:.1%}"
     live = (f"{bound} (a goodput off the grid is only a bound)" if math.isnan(r) else
-            f"{1 / r:.2f} (95% bootstrap interval {1 / i['hi']:.2f} to {1 / i['lo']:.2f}{off})")
-    simulated = c.goodput_now[c.winner] / c.goodput_now[c.rival]
-    return (f" Only the tie's sitting measured goodputs live: {said} per worker; the ratio of the two, "
-            f"{_short(c.winner)} over {_short(c.rival)}, is {live} live, {simulated:.2f} simulated.")
+            f"{r:.1%} (95% bootstrap interval {i['lo']:.1%} to {i['hi']:.1%}{off})")
+    simulated = c.goodput_now[c.rival] / c.goodput_now[c.winner]
+    sets = seed_sets(c) if cell_ladder(c) is not None else {}
+    mids = [sum(sum(b) / 2 for b in brackets(sub).values()) / 2 for sub in sets.values()]
+    apart = (f" (the ladder's sittings found them {1 - min(mids) / max(mids):.0%} apart)"
+             if len(mids) > 1 and all(0 < m < math.inf for m in mids) else "")
+    return (f" Only the tie's sitting measured goodputs live: {said} per worker (simulated: searched on the cost "
+            f"model rescaled by the pilot's steps). Rates in requests/s follow the machine's speed on the day"
+            f"{apart}, so only their ratio is a test: {_short(c.rival)}'s over {_short(c.winner)}'s is {live} live, "
+            f"{simulated:.1%} simulated.")
