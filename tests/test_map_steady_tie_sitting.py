@@ -137,5 +137,5 @@ def test_chapter_7s_method_says_the_sittings_own_grid_and_rule():
     steps = {round(b - a, 6) for a, b in zip(shares, shares[1:])}
     assert f"{shares[0]:.2f}x to {shares[-1]:.2f}x" in text and f"in steps of {steps.pop():.2f}x" in text and not steps
     assert f"the map's {R.TOLERANCE:.0%} of the winner's" in text
-    assert f"({1 - R.TOLERANCE:.0%} to {1 / (1 - R.TOLERANCE):.0%} of it)" in text
+    assert f"runner-up's {1 - R.TOLERANCE:.0%} to {1 / (1 - R.TOLERANCE):.0%} of it" in text
     assert f"only where {R.CONFIDENCE:.0%} of {R.RESAMPLES:,} bootstrap resamples" in text
