@@ -22,7 +22,7 @@ serves the ladder of the tie in a record served before (going on from the rungs 
 back; with ``--more-seeds`` it first serves those seeds on every rung the ladder holds, then goes on over all its
 seeds. The 2026-12-05 record's took 49 min. ``--sitting`` serves the tie of a record served before in one sitting
 (:func:`splitlab.teach.figures.map_steady_tie_sitting.serve_sitting`: a grid of rates and seeds fixed in advance,
-seed by seed, so that the machine's drift falls between seeds, not between rates) and writes it back after each seed.
+seed by seed, so that the machine's drift falls mostly between seeds) and writes it back after each seed.
 
 ``--quick``: a map of 2 x 2 cells and runs of a dozen requests, two seeds, one region (a smoke test for CI;
 nothing it prints is a result).

@@ -3,15 +3,15 @@ seed by seed, and the two goodputs' ratio read against the map's tie tolerance (
 
 The ladder of :mod:`.map_steady_tie` came first, and it taught two things. Its seeds were served in sittings hours
 apart, and a later sitting found both goodputs a fifth lower: the machine's speed moved, and a ladder served rung by
-rung in rate order puts that drift between its rates. And its verdict reads brackets a rung (5%) wide against a
-tolerance of 10%: two equal goodputs that land a rung apart give brackets whose extremes lie 10.5% or more apart,
-so equal goodputs are called a tie no more often than they land in one bracket.
+rung in rate order puts that drift between its rates. And its verdict reads brackets a rung (0.05x) wide against a
+tolerance of 10%: below 0.95x, two equal goodputs whose brackets land a rung apart leave extremes more than 10%
+apart, so there equal goodputs are called a tie no more often than they land in one bracket.
 
 So a sitting serves every rung of :data:`SITTING_SHARES` (of the goodputs' geometric mean) on both layouts for one
 seed, then the next seed (:data:`SITTING_SEEDS`, new to the ladder), the two layouts in turn (the first alternating
 from rung to rung and from seed to seed, so that at every rung each goes first on half the seeds): drift within the
-sitting falls between seeds, where the bootstrap of the seeds sees it and the paired ratio cancels what it does to
-both layouts. A layout's goodput is read where its mean attainment over the seeds first falls below 90%, linearly
+sitting falls mostly between seeds, where the bootstrap of the seeds sees it, and the two layouts' runs at a rung are
+back to back, so the paired ratio largely cancels what it does to both. A layout's goodput is read where its mean attainment over the seeds first falls below 90%, linearly
 between that rung and the one below it (:func:`crossing`); the verdict is the map's tie (the runner-up's goodput at
 least 90% of the winner's) read on that ratio, kept where at least :data:`~.map_steady_tie_read.CONFIDENCE` of the
 seeds' bootstrap resamples read the same (:func:`support`).
