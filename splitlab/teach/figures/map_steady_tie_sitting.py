@@ -11,12 +11,11 @@ So a sitting serves every rung of :data:`SITTING_SHARES` (of the goodputs' geome
 seed, then the next seed (:data:`SITTING_SEEDS`, new to the ladder), the two layouts in turn (the first alternating
 from rung to rung and from seed to seed, so that at every rung each goes first on half the seeds): drift within the
 sitting falls mostly between seeds, where the bootstrap of the seeds sees it, and the two layouts' runs at a rung are
-back to back, so the paired ratio largely cancels what it does to both. A layout's goodput is read where its mean attainment over the seeds first falls below 90%, linearly
-between that rung and the one below it (:func:`crossing`); the verdict is the map's tie (the runner-up's goodput at
-least 90% of the winner's) read on that ratio, kept where at least :data:`~.map_steady_tie_read.CONFIDENCE` of the
-seeds' bootstrap resamples read the same (:func:`support`).
-The grid and the rule were fixed from the ladder (a pilot) before the sitting was served; the verdict is the
-sitting's alone.
+back to back, so the paired ratio largely cancels what it does to both. A layout's goodput is read where its mean
+attainment over the seeds first falls below 90%, linearly between that rung and the one below it (:func:`crossing`);
+the verdict is the map's tie (the smaller goodput at least 90% of the larger) read on that ratio, kept where at least
+:data:`~.map_steady_tie_read.CONFIDENCE` of the seeds' bootstrap resamples read the same (:func:`support`). The grid
+and the rule were fixed from the ladder (a pilot) before the sitting was served; the verdict is the sitting's alone.
 """
 from __future__ import annotations
 
