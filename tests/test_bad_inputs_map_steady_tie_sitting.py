@@ -214,10 +214,10 @@ def test_reading_words_say_what_the_rungs_alone_allow_and_how_far_the_line_moves
     c.extra["ladder"]["served"][CHUNKED].append(dict(share=1.0, rate_per_worker=20.0, measured=[20.0] * 3))
     c.extra["ladder"]["served"][SPLIT].insert(0, dict(share=0.8, rate_per_worker=16.0, measured=[100.0] * 3))
     words = W.reading_words(c)  # now 0.8, 0.9 and 1.0 are rungs of both: read on those alone, then on all
-    assert "the ratio (the second layout's over the first's) moved by" in words and "(its 3 seeds)" in words
-    assert "does not decide the verdict" in words
+    assert "how far that line can move a ratio (the second layout's over the first's)" in words
+    assert "(its 3 seeds)" in words and "still inside: the line between rungs does not decide the verdict" in words
     i = S.interval(c.extra["sitting"])
-    assert f"{100 * min(i['lo'] - 0.9, 1 / 0.9 - i['hi']):.1f} points" in words
+    assert f"{100 * min(i['lo'] - 0.9, 1 / 0.9 - i['hi']):.1f} points inside the band's" in words
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0] * 3] * 3, CHUNKED: [[50.0, 40.0, 30.0]] * 3})
     assert W.reading_words(c) == ""  # a goodput off the grid: only a bound, said by sitting_words
     assert S.rung_bounds(c.extra["sitting"]) == {SPLIT: (1.0, math.inf), CHUNKED: (0.0, 0.8)}
@@ -233,5 +233,7 @@ def test_the_shipped_sittings_words_follow_its_numbers():
     assert f"{W._pct(backed['matches: a tie'])} read a tie" in words
     assert f"95% bootstrap interval {i['lo']:.1%} to {i['hi']:.1%}" in words
     assert ("narrowly" in words) == (said != "undecided" and backed[said] < 0.975)
-    room = min(i["lo"] - 0.9, 1 / 0.9 - i["hi"])
-    assert f"The sitting's interval lies {100 * room:.1f} points" in words
+    low = i["lo"] - 0.9 <= 1 / 0.9 - i["hi"]
+    room = i["lo"] - 0.9 if low else 1 / 0.9 - i["hi"]
+    assert f"The sitting's interval ends {100 * room:.1f} points inside the band's {'lower' if low else 'upper'}" \
+        in words

@@ -134,23 +134,25 @@ def reading_words(c) -> str:
                 shifts.append((label, fine, coarse))
     if not shifts:
         return text
-    i = interval(sitting)
-    room = min(i["lo"] - (1 - TOLERANCE), 1 / (1 - TOLERANCE) - i["hi"])
-    worst = max(abs(co - f) for _, f, co in shifts)
-    toward = all(abs(co - 1) <= abs(f - 1) for _, f, co in shifts)
+    i, band = interval(sitting), (1 - TOLERANCE, 1 / (1 - TOLERANCE))
+    low = i["lo"] - band[0] <= band[1] - i["hi"]  # the interval's end nearer the band's edge: its lower one
+    moves = [co - f for _, f, co in shifts]  # the coarse grid's reading less the fine one's, as shares
+    worst = max(moves) if low else min(moves)  # the move that, taken back, brings that end nearest the edge
+    end = (i["lo"] if low else i["hi"]) - worst
     near = f"{lw:g}x to {hw:g}x" if same else f"{min(lw, lr):g}x to {max(hw, hr):g}x"
+    holds = band[0] <= end <= band[1]
     return text + (
         f" A resample can put the two on different rungs, and there the line reads between them. The ladder's finer "
-        f"rungs ({ladder['step']:.2f}x) show how far that line can move a ratio: read on its rungs of the sitting's "
-        f"grid alone instead of all of them, the ratio (the second layout's over the first's) moved by "
-        + ", ".join(f"{100 * (co - f):+.1f} points ({label} seeds)" for label, f, co in shifts)
-        + (", each towards 1" if toward else "") + ". " + (
-            f"The sitting's interval lies {100 * room:.1f} points inside the band at its nearer edge, more than "
-            f"the largest of those moves ({100 * worst:.1f}): the line between rungs does not decide the verdict."
-            if room > worst else
-            f"The sitting's interval lies {100 * room:.1f} points {'inside' if room >= 0 else 'outside'} the band "
-            f"at its nearer edge, not more than the largest of those moves ({100 * worst:.1f}): the verdict on the "
-            f"resamples rests on the straight line between rungs, and a finer grid at {near} would settle it."))
+        f"rungs show how far that line can move a ratio (the second layout's over the first's): read only on its "
+        f"rungs the sitting also has ({_step(sitting['shares'])} apart) instead of all of them "
+        f"({ladder['step']:.2f}x apart), it moved by "
+        + " and ".join(f"{100 * m:+.1f} points ({label} seeds)" for m, (label, _, _) in zip(moves, shifts))
+        + f". The sitting's interval ends {100 * abs((i['lo'] - band[0]) if low else (band[1] - i['hi'])):.1f} "
+        f"points inside the band's {'lower' if low else 'upper'} edge; taken back by "
+        f"{'the larger' if len(moves) > 1 else 'that'} move ({100 * worst:+.1f} points), it would end at {end:.1%}, "
+        + ("still inside: the line between rungs does not decide the verdict." if holds else
+           f"outside: the verdict on the resamples rests on the straight line between rungs, and a finer grid at "
+           f"{near} would settle it."))
 
 
 def _step(shares) -> str:
