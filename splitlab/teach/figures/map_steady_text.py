@@ -176,14 +176,16 @@ def steady_words(cells: dict) -> str:
 
 def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     """The rest of a region's sentences: the verdict, the bar and the models; a tie served in a sitting: the one
-    rate's bar and models, the sitting (:func:`~.map_steady_tie_sitting_words.sitting_words`, ``reading_words``),
-    then what its ladder taught (:func:`~.map_steady_tie_sitting_words.pilot_words`); a tie served on a ladder of
+    rate's bar, models and SLO caveat, then in a paragraph of its own the sitting
+    (:func:`~.map_steady_tie_sitting_words.sitting_words`, ``reading_words``), then in another what its ladder taught
+    (:func:`~.map_steady_tie_sitting_words.pilot_words`); a tie served on a ladder of
     rates alone: the one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the
     models."""
     bar, caveat = _bar(c, mean) if verdict != "no test" else "", mean_tpot_words(c)
     if cell_sitting(c) is not None:
-        return [". "] + [f"{x} " for x in (bar, _models(c)) if x] + [sitting_words(c), reading_words(c)] + [
-            f" {x}" for x in (pilot_words(c), caveat) if x]
+        pilot = pilot_words(c)  # three paragraphs: the one rate, the sitting, the ladder before it
+        return [". "] + [f"{x} " for x in (bar, _models(c), caveat) if x] + [
+            "\n\n" + sitting_words(c), reading_words(c)] + (["\n\n" + pilot] if pilot else [])
     if cell_ladder(c) is not None:
         return [". "] + [f"{x} " for x in (bar, ladder_words(c)) if x] + [_models(c)] + (
             [f" {caveat}"] if caveat else [])
