@@ -9,7 +9,7 @@ import math
 import random
 from datetime import datetime
 
-from .map_steady_tie_read import CONFIDENCE, GOOD, RESAMPLES, TOLERANCE, _finite, _tolerance
+from .map_steady_tie_read import GOOD, RESAMPLES, TOLERANCE, _finite, _tolerance, verdict
 
 __all__ = ["check_sitting", "complete", "crossing", "goodputs", "rung_bounds", "ratio", "ratio_range", "support",
            "interval", "sitting_outcome", "cell_sitting"]
@@ -184,12 +184,11 @@ def interval(sitting, resamples: int = RESAMPLES) -> dict:
 
 def sitting_outcome(sitting, tolerance: float = TOLERANCE) -> str:
     """The ratio of the goodputs on all seeds read against ``tolerance`` (:func:`support`'s readings), kept where at
-    least :data:`CONFIDENCE` of the resamples read the same and the sitting served every seed it planned
-    (:func:`complete`), else "undecided". ValueError: those of
-    :func:`support`."""
+    least :data:`~.map_steady_tie_read.CONFIDENCE` of the resamples read the same (the ladder's rule,
+    :func:`~.map_steady_tie_read.verdict`) and the sitting served every seed it planned (:func:`complete`), else
+    "undecided". ValueError: those of :func:`support`."""
     said = _read(ratio_range(goodputs(sitting), sitting["shares"]), _tolerance(tolerance))
-    backed = support(sitting, tolerance)
-    return said if said != "undecided" and backed[said] >= CONFIDENCE and complete(sitting) else "undecided"
+    return verdict(said, support(sitting, tolerance)) if complete(sitting) else "undecided"
 
 
 def cell_sitting(c) -> dict | None:
