@@ -3,6 +3,7 @@ benchmarks/map_live.py --sitting): refused early with a message naming the probl
 load; and the words a recorded sitting prints, read off its numbers."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -12,6 +13,7 @@ from splitlab.teach.figures import map_steady
 from splitlab.teach.figures import map_steady_text
 from splitlab.teach.figures import map_steady_tie_sitting as S
 from splitlab.teach.figures import map_steady_tie_sitting_words as W
+from splitlab.teach.figures.map_steady_tie_read import RESAMPLES
 from test_bad_inputs_map_steady import _map_live
 from test_bad_inputs_map_steady_tie import no_runs  # noqa: F401 (a fixture)
 from test_map_steady_tie import CHUNKED, SPLIT, _tie
@@ -129,7 +131,7 @@ def test_a_recorded_sitting_decides_the_ties_outcome_and_its_words_follow_its_nu
     assert "at 100.0% of" in words and "interval 100.0% to 100.0%" in words and "100% read a tie" in words
     assert words.endswith("so by the rule fixed before it was served the sitting shows the tie the map draws.")
     assert "18 runs" in words
-    assert "is 100.0% (95% bootstrap interval 100.0% to 100.0%) live, 156.2% simulated" in \
+    assert "is 100.0% (95% bootstrap interval 100.0% to 100.0%) live, 156% simulated (each simulated goodput a search" in \
         W.sitting_goodput_words(c)  # chunked's 25 over the split's 16
     assert "18/s against its simulated 16/s" in W.sitting_goodput_words(c)  # 0.9 x 20/s; goodput_now 16 and 25
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0, 95.0, 92.0]] * 3, CHUNKED: [[100.0, 90.0, 40.0]] * 3})
@@ -237,3 +239,17 @@ def test_the_shipped_sittings_words_follow_its_numbers():
     room = i["lo"] - 0.9 if low else 1 / 0.9 - i["hi"]
     assert f"The sitting's interval ends {100 * room:.1f} points inside the band's {'lower' if low else 'upper'}" \
         in words
+    mc = 1.96 * math.sqrt(backed[said] * (1 - backed[said]) / RESAMPLES)  # the share's own Monte Carlo error
+    assert f"is itself known to about ±{100 * mc:.1f} points" in words and "its 95% is nominal" in words
+
+
+def test_the_live_table_and_summary_give_a_sittings_verdict_not_its_one_rate():
+    _, cells = map_steady.load_record()
+    c, s = cells["tie"], cells["tie"].extra["sitting"]
+    row = map_steady_text.steady_table({"tie": c}).loc["tie"]
+    assert list(row[["winner (%)", "2nd (%)", "gap (pp)"]]) == ["-"] * 3  # the one rate does not make the verdict
+    narrow = W.narrow(s)
+    assert row["live"] == S.sitting_outcome(s) + (", narrowly" if narrow else "") + " (sitting)"
+    assert ("in one sitting, narrowly" in map_steady_text.record_summary({"tie": c})) == narrow
+    plain = dataclasses.replace(c, extra={k: v for k, v in c.extra.items() if k != "sitting"})
+    assert map_steady_text.steady_table({"tie": plain}).loc["tie", "gap (pp)"] != "-"  # a ladder's row: its numbers

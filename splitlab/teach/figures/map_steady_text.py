@@ -14,7 +14,7 @@ from .map_steady_tie_read import cell_ladder
 from .map_steady_slo import mean_tpot_words, qualifiers
 from .map_steady_tie_words import ladder_words
 from .map_steady_tie_sitting_read import cell_sitting
-from .map_steady_tie_sitting_words import pilot_words, reading_words, sitting_words
+from .map_steady_tie_sitting_words import narrow, pilot_words, reading_words, sitting_label, sitting_words
 from .pools_live import short_name as _short
 from .pools_live_args import ordered_maps
 from .pools_live_words import TIE_GAP, TIE_LOADED, even
@@ -32,9 +32,11 @@ def steady_table(cells: dict) -> pd.DataFrame:
     """One row per region (``cells``: {region: SteadyCell}): the cell (prompt tokens, TPOT SLO in decode steps, a slow
     link's GB/s, a cluster other than the first cell's), each layout's mean attainment live (simulated on the same
     requests, in brackets, on the model rescaled by the runs' own steps where the record has it: ``in_run``; %), the
-    live gap (points: of the means as printed) and its 95% interval and the verdict; the layouts and the runs
-    are :func:`steady_words`'. Narrow enough for a 412 px phone (the last live table was not). TypeError: ``cells``
-    not a dict of SteadyCells; ValueError: a cell's runs of another length than its seeds (:meth:`SteadyCell.frame`)."""
+    live gap (points: of the means as printed) and its 95% interval and the verdict; a tie served in a sitting: "-"
+    for the one rate's numbers, which do not make its verdict, and its sitting's verdict
+    (:func:`~.map_steady_tie_sitting_words.sitting_label`); the layouts and the runs are :func:`steady_words`'.
+    Narrow enough for a 412 px phone (the last live table was not). TypeError: ``cells`` not a dict of SteadyCells;
+    ValueError: a cell's runs of another length than its seeds (:meth:`SteadyCell.frame`)."""
     check_cells(cells, "steady_table")
     rows, first = {}, next(iter(cells.values()), None)
     for region, c in cells.items():
@@ -43,12 +45,14 @@ def steady_table(cells: dict) -> pd.DataFrame:
         pmean = (pd.DataFrame(c.extra["in_run"], index=c.seeds) if "in_run" in c.extra else c.frame("predicted")).mean()
         link = "" if c.link_gbps is None else f", {c.link_gbps:g} GB/s"
         size = "" if c.workers == first.workers else f", {c.workers} workers"
+        one = cell_sitting(c) is None  # a tie served in a sitting: its verdict is not the one rate's run
         rows[SHORT_REGIONS.get(region, region)] = {
             "cell": f"{c.map_prompt_tokens:,} tok, {c.tpot_steps:g} st{link}{size}",
-            "winner (%)": f"{mean[c.winner]:.0f} ({pmean[c.winner]:.0f})",
-            "2nd (%)": f"{mean[c.rival]:.0f} ({pmean[c.rival]:.0f})",  # the runner-up: a 412 px phone
-            "gap (pp)": f"{_pct(mean[c.winner]) - _pct(mean[c.rival]):+d} ({g['ci_low']:+.0f} to {g['ci_high']:+.0f})",
-            "live": c.outcome() + (" (sitting)" if cell_sitting(c) is not None else "")}
+            "winner (%)": f"{mean[c.winner]:.0f} ({pmean[c.winner]:.0f})" if one else "-",
+            "2nd (%)": f"{mean[c.rival]:.0f} ({pmean[c.rival]:.0f})" if one else "-",  # the runner-up: a phone
+            "gap (pp)": (f"{_pct(mean[c.winner]) - _pct(mean[c.rival]):+d} ({g['ci_low']:+.0f} to "
+                         f"{g['ci_high']:+.0f})") if one else "-",
+            "live": c.outcome() if one else sitting_label(c)}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("region")
 
 
@@ -242,7 +246,9 @@ def record_summary(cells: dict) -> str:
     for region, c in cells.items():
         name = TITLES[region].lower() if region in TITLES else f"{TITLES.get(c.region, c.region).lower()} on " \
                                                                 f"{c.workers} workers"
-        said.setdefault(c.outcome(), []).append(name + (f" ({q})" if (q := qualifiers(c)) else ""))
+        q = [x for x in (qualifiers(c), "in one sitting, narrowly" if cell_sitting(c) is not None and narrow(
+            c.extra["sitting"]) else "") if x]
+        said.setdefault(c.outcome(), []).append(name + (f" ({'; '.join(q)})" if q else ""))
     parts = [f"{and_list(said[k])} {SAID[k]}" for k in SAID if k in said]
     return f"of the {len(cells)} cells served live, " + "; ".join(parts)
 

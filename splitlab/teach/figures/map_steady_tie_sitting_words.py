@@ -12,7 +12,11 @@ from .map_steady_tie_sitting_read import (cell_sitting, complete, crossing, good
                                           rung_bounds, sitting_outcome, support)
 from .pools_live import short_name as _short
 
-__all__ = ["sitting_table", "sitting_words", "reading_words", "pilot_words", "sitting_goodput_words"]
+__all__ = ["sitting_table", "sitting_words", "reading_words", "pilot_words", "sitting_goodput_words", "sitting_label",
+           "narrow"]
+
+#: how close to the verdict's bar (:data:`~.map_steady_tie_read.CONFIDENCE`) a share of resamples reads "narrowly"
+NARROW = 0.025
 
 
 def _sitting_of(c) -> dict:
@@ -50,6 +54,21 @@ def _pct(x: float) -> str:
     if (x < CONFIDENCE <= round(x, 2)) or (0 < x and text == "0%") or (x < 1 and text == "100%"):
         text = f"{x:.1%}" if f"{x:.1%}" not in ("0.0%", "100.0%") else ("<0.1%" if x < 0.5 else ">99.9%")
     return text
+
+
+def narrow(sitting: dict) -> bool:
+    """Whether the sitting's verdict (:func:`~.map_steady_tie_sitting_read.sitting_outcome`) is kept by fewer than
+    :data:`~.map_steady_tie_read.CONFIDENCE` + :data:`NARROW` of its resamples (False where it is undecided).
+    ValueError: those of :func:`~.map_steady_tie_sitting_read.support`."""
+    said = sitting_outcome(sitting)
+    return said != "undecided" and support(sitting)[said] < CONFIDENCE + NARROW
+
+
+def sitting_label(c) -> str:
+    """The tie ``c``'s verdict as a table's cell says it: its sitting's, ", narrowly" where :func:`narrow`, and
+    " (sitting)". ValueError: a cell without a sitting; those of :func:`~.map_steady_tie_sitting.cell_sitting`."""
+    sitting = _sitting_of(c)
+    return sitting_outcome(sitting) + (", narrowly" if narrow(sitting) else "") + " (sitting)"
 
 
 def _when(sitting: dict) -> str:
@@ -95,14 +114,24 @@ def sitting_words(c) -> str:
     text += (f" Of {RESAMPLES:,} bootstrap resamples of the seeds, {_pct(backed['matches: a tie'])} read a tie and "
              f"{_pct(backed['does not match'])} no tie"
              + (f" ({_pct(backed['undecided'])} leave it open)" if backed["undecided"] else "") + ", so ")
-    narrow = (f", narrowly: {_pct(backed[said])} of the resamples against the {CONFIDENCE:.0%} it asks"
-              if said != "undecided" and backed[said] < CONFIDENCE + 0.025 else "")
+    near = (f", narrowly: {_pct(backed[said])} of the resamples against the {CONFIDENCE:.0%} it asks"
+            if narrow(sitting) else "")
     return text + {"matches: a tie": f"by the rule fixed before it was served the sitting shows the tie the map "
-                                     f"draws{narrow}.",
+                                     f"draws{near}.{_nominal(backed[said], n)}",
                    "does not match": f"by the rule fixed before it was served the sitting parts the two where the "
-                                     f"map has a tie{narrow}.",
+                                     f"map has a tie{near}.{_nominal(backed[said], n)}",
                    "undecided": f"the sitting is undecided (a verdict needs {CONFIDENCE:.0%} of the resamples"
                                 f"{' and every planned seed' if not complete(sitting) else ''})."}[said]
+
+
+def _nominal(share: float, seeds: int) -> str:
+    """What a share of resamples and a percentile bootstrap of few seeds can claim: the share's own Monte Carlo error
+    (95%, normal approximation, over :data:`~.map_steady_tie_read.RESAMPLES`) and that with few seeds the interval
+    tends to be too narrow, so its 95% is nominal."""
+    mc = 1.96 * math.sqrt(share * (1 - share) / RESAMPLES)
+    return (f" Both numbers are looser than they look: {_pct(share)} of {RESAMPLES:,} resamples is itself known to "
+            f"about ±{100 * mc:.1f} points, and a percentile bootstrap of {seeds} seeds tends to draw its interval "
+            f"too narrow, so its 95% is nominal.") if mc > 0 else ""
 
 
 def reading_words(c) -> str:
@@ -148,8 +177,9 @@ def reading_words(c) -> str:
         f"({ladder['step']:.2f}x apart), it moved by "
         + " and ".join(f"{100 * m:+.1f} points ({label} seeds)" for m, (label, _, _) in zip(moves, shifts))
         + f". The sitting's interval ends {100 * abs((i['lo'] - band[0]) if low else (band[1] - i['hi'])):.1f} "
-        f"points inside the band's {'lower' if low else 'upper'} edge; taken back by "
-        f"{'the larger' if len(moves) > 1 else 'that'} move ({100 * worst:+.1f} points), it would end at {end:.1%}, "
+        f"points inside the band's {'lower' if low else 'upper'} edge; had the line read the ratio "
+        f"{100 * abs(worst):.1f} points too {'high' if worst > 0 else 'low'}, as "
+        f"{'the larger' if len(moves) > 1 else 'that'} move did, it would end at {end:.1%}, "
         + ("still inside: the line between rungs does not decide the verdict." if holds else
            f"outside: the verdict on the resamples rests on the straight line between rungs, and a finer grid at "
            f"{near} would settle it."))
@@ -215,11 +245,15 @@ def sitting_goodput_words(c) -> str:
     live = (f"{bound} (a goodput off the grid is only a bound)" if math.isnan(r) else
             f"{r:.1%} (95% bootstrap interval {i['lo']:.1%} to {i['hi']:.1%}{off})")
     simulated = c.goodput_now[c.rival] / c.goodput_now[c.winner]
+    from ...planning.split_map import split_map
+    import inspect
+    search = inspect.signature(split_map).parameters["tolerance"].default  # each simulated goodput's search
     sets = seed_sets(c) if cell_ladder(c) is not None else {}
     mids = [sum(sum(b) / 2 for b in brackets(sub).values()) / 2 for sub in sets.values()]
-    apart = (f" (the ladder's sittings found them {1 - min(mids) / max(mids):.0%} apart)"
+    apart = (f" (one of the ladder's sittings found them {1 - min(mids) / max(mids):.0%} lower than the other)"
              if len(mids) > 1 and all(0 < m < math.inf for m in mids) else "")
     return (f" Only the tie's sitting measured goodputs live: {said} per worker (simulated: searched on the cost "
             f"model rescaled by the pilot's steps). Rates in requests/s follow the machine's speed on the day"
             f"{apart}, so only their ratio is a test: {_short(c.rival)}'s over {_short(c.winner)}'s is {live} live, "
-            f"{simulated:.1%} simulated.")
+            f"{simulated:.0%} simulated (each simulated goodput a search's, up to {search:.0%} below where "
+            f"attainment falls below 90%).")
