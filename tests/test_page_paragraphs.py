@@ -132,8 +132,12 @@ def test_the_granularity_note_reads_the_loss_cell_on_eight_workers():
     assert lost.startswith("On 8 workers the same cell (367-token prompts, TPOT 10 decode steps), where a split may "
                            "take 7 prefill:decode ratios against 3 on 4, the best split, 5P+3D, serves 13 requests/s "
                            "per worker and 8 colocated 17")
-    assert lost.endswith("the split still loses (it serves 24% less), so the loss is not the coarse ratios of 4 "
+    assert lost.endswith("the split still loses, by 24% against 22% on 4: the loss is not the coarse ratios of 4 "
                          "workers.")
+    shrunk = split_loss.granularity_note(four, _loss_cell(8, 15.1, 16.8, "1P+7D"), tie_tolerance=0.1)  # ch06 12-06
+    assert shrunk.endswith("the split still loses, by 10% against 22% on 4: the finer ratios shrink the loss but do "
+                           "not remove it, and what is left lies just past the map's 10% tie tolerance.")
+    assert "just past" not in split_loss.granularity_note(four, _loss_cell(8, 15.1, 16.8, "1P+7D"))  # no tolerance
     assert "a tie with colocated 6.2% ahead (the other 5.9% behind, what the tie tolerance judges), within the tie " \
         "tolerance, so part of the loss on 4 workers was their coarse ratios" in split_loss.granularity_note(
             four, _loss_cell(8, 16.0, 17.0, "5P+3D"))

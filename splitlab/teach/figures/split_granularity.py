@@ -26,13 +26,25 @@ def _short_runs(lifetimes: float | None) -> str:
             f"reading is among the least sure of the map (chapter 7).")
 
 
-def granularity_note(cell, big, lifetimes: float | None = None) -> str:
+def _still_lost(cell, big, small_n: int, tie_tolerance: float | None) -> tuple[str, str]:
+    """(the split's loss on ``big``, still a colocated win, against its loss on the ``small_n`` workers of ``cell``;
+    what that says): smaller there, the finer ratios shrink it without removing it (and where it is left within
+    1.5x of ``tie_tolerance``, just past it); as large or larger, the loss is not the coarse ratios."""
+    numbers = f"by {pct2(big.margin)} against {pct2(cell.margin)} on {small_n}"
+    if big.margin < cell.margin:
+        edge = (f", and what is left lies just past the map's {pct2(tie_tolerance)} tie tolerance"
+                if tie_tolerance is not None and big.margin < 1.5 * tie_tolerance else "")
+        return numbers, f"the finer ratios shrink the loss but do not remove it{edge}"
+    return numbers, f"the loss is not the coarse ratios of {small_n} workers"
+
+
+def granularity_note(cell, big, lifetimes: float | None = None, tie_tolerance: float | None = None) -> str:
     """Whether the split's loss in ``cell`` (of a map of few workers) is pool granularity: ``big`` is the same cell
     (prompt and TPOT SLO) on a map of more workers, whose splits take ratios the small cluster cannot (4 workers:
     1P+3D, 2P+2D, 3P+1D; 8 workers: seven). Says the best split and the best colocated layout there, per worker,
     and reads the change: still lost (not granularity), a tie, or won (the small cluster's ratios were the loss);
     ``lifetimes``: the request lifetimes ``big``'s goodput runs spanned (:func:`.split_map.run_lifetimes`), a
-    caveat added where fewer than 20.
+    caveat added where fewer than 20; ``tie_tolerance``: the map's (a share), to say a loss left just past it.
 
     Raises:
         ValueError: ``big`` not the same prompt and TPOT SLO as ``cell``."""
@@ -47,8 +59,8 @@ def granularity_note(cell, big, lifetimes: float | None = None) -> str:
              f"{small_n}, the best split, {big.names['split']}, serves {gs:.3g} requests/s per worker and "
              f"{short_name(big.names[kind])} {gc:.3g}")
     if big.verdict == "colocated":
-        return (f"{there}: the split still loses (it serves {pct2(big.margin)} less), so the loss is not the coarse "
-                f"ratios of {small_n} workers." + _short_runs(lifetimes))
+        numbers, meaning = _still_lost(cell, big, small_n, tie_tolerance)
+        return f"{there}: the split still loses, {numbers}: {meaning}." + _short_runs(lifetimes)
     state, meaning = _reading(big, small_n)
     return f"{there}: {state}, so {meaning}." + _short_runs(lifetimes)
 
@@ -87,7 +99,7 @@ def _cluster(cell) -> int:
     return sum(split_pools(cell.names["split"]) or (0, 0))
 
 
-def _finer(cell, big, lifetimes: float | None = None) -> str:
+def _finer(cell, big, lifetimes: float | None = None, tie_tolerance: float | None = None) -> str:
     """:func:`granularity_note` in one sentence, for the takeaway (its caveat on short runs too)."""
     kind = _colocated(big)
     small, gs = _colocated(cell), cell.goodput["split"]
@@ -98,6 +110,7 @@ def _finer(cell, big, lifetimes: float | None = None) -> str:
     both = (f"({big.names['split']} {big.goodput['split']:.3g} requests/s per worker, "
             f"{short_name(big.names[kind])} {big.goodput[kind]:.3g})")
     if big.verdict == "colocated":
-        return f"{head} is still a loss {both}: the loss is not the coarse ratios." + _short_runs(lifetimes)
+        numbers, meaning = _still_lost(cell, big, _cluster(cell), tie_tolerance)
+        return f"{head} is still a loss {both}, {numbers}: {meaning}." + _short_runs(lifetimes)
     state, meaning = _reading(big, _cluster(cell))
     return f"{head} is {state} {both}: {meaning}." + _short_runs(lifetimes)

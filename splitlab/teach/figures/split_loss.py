@@ -140,7 +140,7 @@ def takeaway(lost: Sequence, cell, workload: str, workload_steps: float, split, 
         return (f"The map has no colocated region on this device: where the split came nearest to losing (a TPOT "
                 f"SLO of {cell.tpot_steps:g} decode steps, {prompts}), {planned}; {live}.")
     margin = _margin(gc, gs)
-    finer = "" if big is None else " " + _finer(cell, big, big_lifetimes)
+    finer = "" if big is None else " " + _finer(cell, big, big_lifetimes, tie_tolerance)
     if gc > gs and tie_tolerance is not None and margin <= tie_tolerance:
         return (f"With a TPOT SLO of {cell.tpot_steps:g} decode steps, the row of the map's furthest colocated win, "
                 f"the planner puts {prompts} at a tie: {planned}, {_ahead(gc, gs)}, within the map's "
