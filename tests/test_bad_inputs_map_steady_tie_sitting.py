@@ -131,8 +131,8 @@ def test_a_recorded_sitting_decides_the_ties_outcome_and_its_words_follow_its_nu
     assert "at 100.0% of" in words and "interval 100.0% to 100.0%" in words and "100% read a tie" in words
     assert words.endswith("so by the rule fixed before it was served the sitting shows the tie the map draws.")
     assert "18 runs" in words
-    assert "is 100.0% (95% bootstrap interval 100.0% to 100.0%) live, 156% simulated (each simulated goodput a search" in \
-        W.sitting_goodput_words(c)  # chunked's 25 over the split's 16
+    assert "is 100.0% (95% bootstrap interval 100.0% to 100.0%) live, 156% simulated (each simulated goodput a " \
+        "search" in W.sitting_goodput_words(c)  # chunked's 25 over the split's 16
     assert "18/s against its simulated 16/s" in W.sitting_goodput_words(c)  # 0.9 x 20/s; goodput_now 16 and 25
     c.extra["sitting"] = _sat(measured={SPLIT: [[100.0, 95.0, 92.0]] * 3, CHUNKED: [[100.0, 90.0, 40.0]] * 3})
     assert c.outcome() == "undecided"  # the split above 1.0x: the ratio at most 0.9 / 1.0, at the band's edge
