@@ -141,3 +141,12 @@ def test_split_map_refuses_a_colocated_from_that_is_no_map(other):
     """Each was "'dict' object has no attribute 'search'" from inside."""
     with pytest.raises(TypeError, match="colocated_from must be a SplitMap"):
         split_map(None, 2, [64], [2.5], colocated_from=other, progress=False)
+
+
+def test_reading_takes_a_column_within_edge_inside_the_map_too():
+    """Chapter 6's research prompts (10.7 steps) read "near the threshold" beside a column of 10.8 that the split
+    wins by a third: within EDGE of a column a prefill reads as that column, inside the map as past its ends."""
+    row = rot.split_threshold(_map()).iloc[0]  # columns 2 (colocated) and 4 (split): the threshold between them
+    assert rot.reading(row, 4.0 * (1 - rot.EDGE / 2)) == "split" and rot.reading(row, 2.0 * (1 + rot.EDGE / 2)) == \
+        "colocated"
+    assert rot.reading(row, 4.0 * (1 - 2 * rot.EDGE)) == "near the threshold"  # further from both: no claim

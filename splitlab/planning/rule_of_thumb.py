@@ -132,8 +132,9 @@ def reading(row, steps: float) -> str:
     "colocated", "tie", "none") where the columns on either side agree or ``steps`` is a column, "A or B" where they
     differ, "near the threshold" between the columns that bracket the row's threshold, and "below the map's
     columns" / "beyond the map's columns" outside them (unless the row's verdict there is monotone); within
-    :data:`EDGE` of an end column, outside it, reads as that column (chapter 7's Llama-3-8B at 8k, 39.3 steps, was
-    "beyond" a last column of 38.6). ValueError: ``steps`` not a finite number > 0."""
+    :data:`EDGE` of a column (relative), inside the map or outside an end, reads as that column (chapter 7's
+    Llama-3-8B at 8k, 39.3 steps, was "beyond" a last column of 38.6; chapter 6's research prompts, 10.7 steps, were
+    "near the threshold" beside a column of 10.8 the split wins by a third). ValueError: ``steps`` not a finite number > 0."""
     if isinstance(steps, bool) or not isinstance(steps, numbers.Real) or not (math.isfinite(steps) and steps > 0):
         raise ValueError(f"steps must be a finite number > 0 (a prefill cost in decode steps), got {steps!r}")
     cols, verdicts = row.prefill_steps, row.verdicts
@@ -147,6 +148,9 @@ def reading(row, steps: float) -> str:
         return "split" if row.monotone and verdicts[-1] == "split" else "beyond the map's columns"
     if steps in cols:
         return verdicts[cols.index(steps)]
+    nearest = min(range(len(cols)), key=lambda i: abs(steps / cols[i] - 1))
+    if abs(steps / cols[nearest] - 1) <= EDGE:  # within EDGE of a column inside the map too: that column's verdict
+        return verdicts[nearest]
     j = max(i for i, c in enumerate(cols) if c < steps)
     a, b = verdicts[j], verdicts[j + 1]
     if a == b:
