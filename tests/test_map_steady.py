@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -261,8 +262,14 @@ def test_a_colocated_win_live_on_two_cluster_sizes_is_said_not_granularity():
             "prompts at 6.36, 41%; the own link's runs carried at least as heavy a load), and the finer") in twin
     own = lambda n: {"None": {"split": 16 - n, "chunked": n}, "0.01": {"chunked": 16}}
     assert lasting.replace(" link, and", " link; on the records' maps' own link colocated chunked wins 0 of 16 cells "
-                           "on 2 workers and 0 of 16 cells on 8 workers, so the slow link makes that loss, and") == \
-        map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large}, (own(0), own(0)))
+                           "on 2 workers and 0 of 16 cells on 8 workers, so at this cell the slow link makes that "
+                           "loss, and") == map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large},
+                                                                          (own(0), own(0)))
+    drawn = SimpleNamespace(workers=4, cells=[None] * 16, counts=lambda: {"chunked": 2, "split": 14})  # ch06's map
+    assert "on 8 workers (this page's map, drawn today on 4 workers: 2 of 16), so at this cell" in \
+        map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large}, (own(0), own(0)), drawn)
+    with pytest.raises(TypeError, match="today must be a map"):
+        map_steady_sizes.lasting_words({"chunked": small}, {"chunked": large}, (own(0), own(0)), {"chunked": 2})
     assert "wins 0 of 16 cells on 2 workers and 3 of 16 cells on 8 workers, and" in map_steady_sizes.lasting_words(
         {"chunked": small}, {"chunked": large}, (own(0), own(3)))  # not the slow link's loss alone
     for bad in ((own(0),), (own(0), {"0.01": {}}), (own(0), {"None": {"chunked": -1}}), "counts"):

@@ -134,7 +134,8 @@ def reading(row, steps: float) -> str:
     columns" / "beyond the map's columns" outside them (unless the row's verdict there is monotone); within
     :data:`EDGE` of a column (relative), inside the map or outside an end, reads as that column (chapter 7's
     Llama-3-8B at 8k, 39.3 steps, was "beyond" a last column of 38.6; chapter 6's research prompts, 10.7 steps, were
-    "near the threshold" beside a column of 10.8 the split wins by a third). ValueError: ``steps`` not a finite number > 0."""
+    "near the threshold" beside a column of 10.8 the split wins by a third). ValueError: ``steps`` not a finite
+    number > 0."""
     if isinstance(steps, bool) or not isinstance(steps, numbers.Real) or not (math.isfinite(steps) and steps > 0):
         raise ValueError(f"steps must be a finite number > 0 (a prefill cost in decode steps), got {steps!r}")
     cols, verdicts = row.prefill_steps, row.verdicts

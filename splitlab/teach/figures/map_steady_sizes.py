@@ -71,14 +71,19 @@ def sizes_words(small: dict, large: dict) -> str:
     return ". ".join(out) + ("." if out else "")
 
 
-def lasting_words(small: dict, large: dict, counts: tuple | None = None) -> str:
+def lasting_words(small: dict, large: dict, counts: tuple | None = None, today=None) -> str:
     """The split's live losses that hold on both cluster sizes (:func:`sizes_words`' reading), in one sentence for a
     takeaway, with both sizes' attainments and the cells' coordinates (each size's where the records served
     different cells); a loss served on a slow link said so, with how busy each of the split's prefill workers' links
     was (:func:`moved_words`' arithmetic) and, given ``counts`` (the two records' ``counts``, fewer workers first:
     {link GB/s as a string, "None" for the cost model's own: {kind: cells won}}), the cells that kind won on the
-    maps' own link. "" when there is none. Errors: :func:`sizes_words`'; ValueError: ``counts`` not two records'
-    counts with the own link's wins of that kind."""
+    maps' own link, and given ``today`` (a map drawn today on the own link, as chapter 6 draws it: a
+    :func:`splitlab.planning.split_map.split_map` result) its wins beside them; a slow link's loss is said to be the
+    link's at that cell only where neither record's map gives that kind a cell on the own link. "" when there is none.
+    Errors: :func:`sizes_words`'; ValueError: ``counts`` not two records' counts with the own link's wins of that
+    kind; TypeError: ``today`` not a map (its ``counts()``, ``cells`` and ``workers``)."""
+    if today is not None and not all(hasattr(today, k) for k in ("counts", "cells", "workers")):
+        raise TypeError(f"lasting_words: today must be a map (split_map's result), got {type(today).__name__}")
     out, slow = [], []
     if counts is not None and not (isinstance(counts, (tuple, list)) and len(counts) == 2 and all(
             isinstance(n, dict) and isinstance(n.get("None"), dict) and sum(n["None"].values()) > 0
@@ -98,12 +103,12 @@ def lasting_words(small: dict, large: dict, counts: tuple | None = None) -> str:
     if not out:
         return ""
     return ("Served live in steady state (chapter 7's records), the split lost " + and_list(out) + ": "
-            + (and_list([_slow(r, a, b, counts) + _twin(a, small) for r, a, b in slow]) + ", and" if slow
+            + (and_list([_slow(r, a, b, counts, today) + _twin(a, small) for r, a, b in slow]) + ", and" if slow
                else "a loss")
             + " the finer ratios of more workers do not remove" + (" it." if slow else "."))
 
 
-def _slow(region: str, a: SteadyCell, b: SteadyCell, counts) -> str:
+def _slow(region: str, a: SteadyCell, b: SteadyCell, counts, today=None) -> str:
     """A loss served on a slow link in words: the link, each size's prefill links' load and the own link's wins."""
     links = [f"{_positive(f'the {c.region!r} cell link_gbps', c.link_gbps):g} GB/s link on {c.workers} workers"
              if c.link_gbps is not None else f"the cost model's own link on {c.workers} workers" for c in (a, b)]
@@ -119,8 +124,10 @@ def _slow(region: str, a: SteadyCell, b: SteadyCell, counts) -> str:
                          f"{counts!r:.200}")
     won = [f"{n['None'][region]} of {sum(n['None'].values())} cells on {c.workers} workers"
            for n, c in zip(counts, (a, b))]
-    return (f"{text}; on the records' maps' own link {TITLES[region].lower()} wins {' and '.join(won)}"
-            + (", so the slow link makes that loss" if all(n["None"][region] == 0 for n in counts)
+    drawn = ("" if today is None else f" (this page's map, drawn today on {today.workers} workers: "
+             f"{today.counts().get(region, 0)} of {len(today.cells)})")
+    return (f"{text}; on the records' maps' own link {TITLES[region].lower()} wins {' and '.join(won)}{drawn}"
+            + (", so at this cell the slow link makes that loss" if all(n["None"][region] == 0 for n in counts)
                and None not in (a.link_gbps, b.link_gbps) else ""))
 
 
