@@ -8,6 +8,7 @@ import math
 import statistics
 
 from ...serving import CostModelExecutor
+from .split_map_stream import fused_row_s, fused_row_words  # noqa: F401 (chapter 7 reads them here)
 from .style import and_list, fmt2, fmt3, gb_per_s, pct2
 
 __all__ = ["link_words", "workers_words", "rule_words", "other_rule_words", "fused_row_words", "fused_row_s"]
@@ -104,46 +105,6 @@ def _goodput_lost(ref, m, gbps: float) -> str:
     gone = f"; {which} to colocated serving: {_where(ended)}" if ended else ""
     return (f"{_at(gbps)} its best split serves {span} less (the most at {cell.prompt_tokens:,} tokens, "
             f"{cell.tpot_steps:g} steps{gone})")
-
-
-def fused_row_s(cost, context_tokens: int, batch: int = 8, chunk_tokens: int = 256) -> tuple:
-    """(s one more decode row of ``context_tokens`` cached tokens adds to a fused hybrid step beside a
-    ``chunk_tokens`` chunk and ``batch`` rows, s it adds to a decode step of the same rows) on ``cost``
-    (:meth:`splitlab.costmodel.CostModel.fused_hybrid_s`, ``decode_s``). ValueError: a context, batch or chunk that
-    is not a whole number >= 1."""
-    for name, v in (("context_tokens", context_tokens), ("batch", batch), ("chunk_tokens", chunk_tokens)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
-
-    def fused(b: int) -> float:
-        return cost.fused_hybrid_s(chunk_tokens, chunk_tokens ** 2, 0, b, b * context_tokens)
-
-    return (fused(batch + 1) - fused(batch),
-            cost.decode_s(batch + 1, (batch + 1) * context_tokens) - cost.decode_s(batch, batch * context_tokens))
-
-
-def fused_row_words(cost, context_tokens: int, batch: int = 8, chunk_tokens: int = 256) -> str:
-    """What one more decode row adds to a fused hybrid step (a ``chunk_tokens`` chunk beside ``batch`` rows of
-    ``context_tokens`` cached tokens each) against what it adds to a decode step of the same rows, on ``cost``
-    (:meth:`splitlab.costmodel.CostModel.fused_hybrid_s`, ``decode_s``), in words that follow the two numbers: a
-    fused row dearer by more than 10% is this engine's extra, which a chunked worker pays for its streams. Errors:
-    :func:`fused_row_s`'."""
-    row_f, row_d = fused_row_s(cost, context_tokens, batch, chunk_tokens)
-    said = (f"one more decode row of {context_tokens:,} cached tokens adds {fmt2(row_f * 1e6)} us to a fused step "
-            f"beside a {chunk_tokens}-token chunk and {batch} rows, against {fmt2(row_d * 1e6)} us to a decode step")
-    if row_d > 0 and row_f < 0.9 * row_d:
-        why = ("the roofline charges a step the larger of its compute and its memory time, so the row's cache read "
-               "hides under the chunk's compute: a perfect overlap, which real kernels only approach, and which "
-               "favours chunked prefill" if "roofline" in str(getattr(cost, "source", "")) else
-               "its token rides in the chunk's pass")
-        return (f"On this cost model {said} ({fmt2(row_f / row_d)}x): a stream costs a chunked worker less than a "
-                f"decode worker; {why}.")
-    if row_d <= 0 or row_f <= 1.1 * row_d:
-        return f"On this cost model {said}: a stream costs a chunked worker about what it costs a decode worker."
-    return (f"On this cost model {said} ({fmt2(row_f / row_d)}x): this engine's fused forward runs each row's "
-            "attention as a call of its own, without the variable-length kernel a GPU engine uses, so a chunked worker "
-            "pays more for its streams here than a production engine would: part of the split's lead over chunked "
-            "prefill on this device's map is this engine's.")
 
 
 _KIND_WORDS = {"tie": "a tie", "split": "the split", "prefill-first": "colocated prefill-first",
