@@ -315,6 +315,24 @@ def test_capped_words_refuses_bad_lifetimes_whose_and_maps_and_reads_ties_and_no
     assert capped_words(m) == ""  # no cap: was a TypeError on None / float
 
 
+def test_wins_words_counts_a_kinds_cells_and_those_read_off_short_runs():
+    """Chapter 7's takeaway counted the split's wins on 8 workers unqualified, though 9 of those 16 cells' runs spanned
+    fewer than 20 request lifetimes (a reviewer's read, 2026-12-06)."""
+    import dataclasses
+    from splitlab.teach.figures.split_map import run_lifetimes, wins_words
+    cell = _cell(400, 2.5, WIN)
+    m = _map([cell, dataclasses.replace(cell, prompt_tokens=401)])
+    assert all(run_lifetimes(m, c) >= 20 for c in m.cells) and wins_words(m, cell.winner) == "2 of the 2 cells"
+    m.search = dict(m.search or {}, max_requests=3)  # a cap that cuts both cells' runs short
+    assert all(run_lifetimes(m, c) < 20 for c in m.cells)
+    assert wins_words(m, cell.winner) == "2 of the 2 cells (2 of them off runs under 20 request lifetimes)"
+    assert wins_words(m, "no such kind") == "0 of the 2 cells"
+    m.search = {"max_requests": None}
+    assert wins_words(m, cell.winner) == "2 of the 2 cells"  # no cap: every run spans its lifetimes
+    with pytest.raises(ValueError, match="m has no cells"):
+        wins_words(dataclasses.replace(m, cells=[]))
+
+
 def test_sizes_words_name_the_argument_and_a_cell_under_another_regions_key():
     import dataclasses
     from splitlab.teach.figures import map_steady_sizes
