@@ -40,7 +40,7 @@ def sitting_table(c) -> pd.DataFrame:
             rows.setdefault(f"{share:g}x", {})[_short(name)] = f"{sum(m) / len(m):.0f}% ({min(m):.0f}-{max(m):.0f})"
         rows.setdefault("goodput", {})[_short(name)] = _share(g[name], sitting["shares"], 2)
     out = pd.DataFrame.from_dict(rows, orient="index")
-    return out.rename_axis(f"rate x{sitting['geomean_per_worker']:.3g}/s")
+    return out.rename_axis(f"x {sitting['geomean_per_worker']:.3g} req/s/worker")
 
 
 def _share(x: float, shares, places: int = 3) -> str:
