@@ -264,3 +264,21 @@ def test_a_chunked_run_is_compared_on_its_own_decode_steps_and_has_no_stretch_fo
     assert f"{T.short_name(cfg.name)}: " in note
     assert "no formula here (a chunked stream also takes tokens from fused steps" in note
     assert "predicted (" not in note.split("1P+1D")[0]  # no error computed against a formula that does not apply
+
+
+def test_map_winner_reads_a_cell_of_the_map_and_names_a_missing_one(capsys):
+    """Chapter 7's exercise on its headline map: who wins a cell, in the names a reader would use."""
+    from splitlab.planning.map_result import Cell, SplitMap
+    names = {"split": "1P+1D", "prefill-first": "2 colocated (prefill-first)", "chunked": "2 colocated (chunked)"}
+    cell = Cell(512, 9.0, 2.5, 0.1, 0.01, {"split": 10.0, "prefill-first": 5.0, "chunked": 7.0},
+                {k: "tpot" for k in names}, names).decide(0.1)
+    m = SplitMap(cells=[cell], workers=2, prompt_tokens=[512], prefill_steps=[9.0], tpot_steps=[2.5],
+                 output_tokens=64, ttft_prefills=5.0, link_bytes_per_s=None, tie_tolerance=0.1, cost_source="test")
+    assert cell.winner == "split"
+    assert not check.map_winner(None, m, 512, 2.5) and "Not answered yet" in capsys.readouterr().out
+    assert check.map_winner("Split", m, 512, 2.5) and check.map_winner(" disaggregated ", m, 512, 2.5)
+    assert "Correct: split" in capsys.readouterr().out
+    assert not check.map_winner("colocated chunked", m, 512, 2.5) and "Not yet" in capsys.readouterr().out
+    assert not check.map_winner(3, m, 512, 2.5)  # not a name: wrong, not a crash
+    with pytest.raises(ValueError, match="no cell at 100 prompt tokens and 2.5 TPOT steps: its prompts \\[512\\]"):
+        check.map_winner("split", m, 100, 2.5)

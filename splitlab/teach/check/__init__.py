@@ -11,7 +11,7 @@ from .ch03 import (compute_bound_batch, decode_floor, decode_intensity, decode_s
 from .ch04 import chunked_prefill_steps, itl_spike, requests_in_kv_budget
 from .ch05 import kv_transfer_bytes, link_transfer_seconds, streamed_exposed, transfer_decode_steps, transfer_prediction
 from .ch06 import colocated_tpot, min_prefill_workers, planner_winner, split_rate_per_worker, transfer_seconds
-from .ch07 import best_split_ratio, cost_per_million_tokens, goodput_from_curve, second_token_misses
+from .ch07 import best_split_ratio, cost_per_million_tokens, goodput_from_curve, map_winner, second_token_misses
 from .ch08 import paged_waste_share, quantized_kv_bytes, speculative_tpot
 from .ch09 import handoff_gb_per_s, mean_handoff_ms, resharded_share
 
@@ -19,8 +19,9 @@ __all__ = ['best_split_ratio', 'chunked_prefill_steps', 'colocated_tpot', 'compu
            'cost_per_million_tokens', 'decode_floor', 'decode_intensity', 'decode_step_prediction', 'forward_passes',
            'goodput_from_curve', 'itl_spike', 'kv_bytes_per_token', 'kv_transfer_bytes', 'link_transfer_seconds',
            'max_batch_for_tpot', 'max_tokens_in_memory', 'min_prefill_workers', 'mla_equivalent_kv_heads',
-           'padding_waste', 'paged_waste_share', 'planner_winner', 'prompt_doubling', 'quantized_kv_bytes',
-           'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'second_token_misses', 'speculative_tpot',
+           'map_winner', 'padding_waste', 'paged_waste_share', 'planner_winner', 'prompt_doubling',
+           'quantized_kv_bytes', 'recompute_tokens', 'requests_in_kv_budget', 'ridge_point', 'second_token_misses',
+           'speculative_tpot',
            'split_rate_per_worker', 'streamed_exposed', 'tpot', 'transfer_decode_steps', 'transfer_prediction',
            'transfer_seconds']
 __all__ += ['handoff_gb_per_s', 'mean_handoff_ms', 'resharded_share']

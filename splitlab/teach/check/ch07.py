@@ -5,7 +5,7 @@ from typing import Any
 
 from .verdict import verdict
 
-__all__ = ['goodput_from_curve', 'cost_per_million_tokens', 'best_split_ratio', 'second_token_misses']
+__all__ = ['goodput_from_curve', 'cost_per_million_tokens', 'best_split_ratio', 'second_token_misses', 'map_winner']
 
 
 def goodput_from_curve(answer: Any, curve, workers: int = 1, target: float = 0.9) -> bool:
@@ -57,3 +57,32 @@ def second_token_misses(answer: Any, requests, ttft_slo_s: float, tpot_slo_s: fl
     return verdict(answer, expected, 0, "the requests caught only by the second-token bound",
                    "count the finished requests with TTFT <= its SLO and time to second token > TTFT SLO + TPOT "
                    "SLO (serving.metrics.ttst_s); res.request_table() has both columns.")
+
+
+#: what a reader may call a map's winner, as the map names it
+_KINDS = {"split": "split", "disaggregated": "split", "prefill-first": "prefill-first", "pf-first": "prefill-first",
+          "colocated prefill-first": "prefill-first", "chunked": "chunked", "colocated chunked": "chunked",
+          "tie": "tie", "none": "none"}
+
+
+def map_winner(answer: Any, m, prompt_tokens: int, tpot_steps: float) -> bool:
+    """Ch. 7: who wins the cell of the map ``m`` (:func:`splitlab.planning.split_map.split_map`'s result) at
+    ``prompt_tokens`` and a TPOT SLO of ``tpot_steps`` decode steps: "split", "prefill-first", "chunked", "tie" or
+    "none" (the map's :attr:`~splitlab.planning.map_result.Cell.winner`). ValueError: no such cell in ``m``."""
+    cell = next((c for c in m.cells if c.prompt_tokens == prompt_tokens and c.tpot_steps == tpot_steps), None)
+    if cell is None:
+        raise ValueError(f"the map has no cell at {prompt_tokens!r} prompt tokens and {tpot_steps!r} TPOT steps: its "
+                         f"prompts {list(m.prompt_tokens)}, its TPOT rows {list(m.tpot_steps)}")
+    if answer is None:
+        print("Not answered yet: set answer to 'split', 'prefill-first', 'chunked' or 'tie' and run the cell again.")
+        return False
+    got = _KINDS.get(" ".join(str(answer).lower().replace("_", "-").split()))
+    said = ", ".join(f"{k} {g:.3g}" for k, g in cell.goodput.items())
+    if got == cell.winner:
+        print(f"Correct: {cell.winner} (goodput per worker, requests/s: {said}; margin {cell.margin:.0%}).")
+        return True
+    print(f"Not yet: {answer!r} is not who wins there. Hint: find the column of {prompt_tokens} tokens "
+          f"({cell.prefill_steps:.3g} decode steps of prefill) in the row of {tpot_steps:g} steps; a grey cell is a "
+          f"tie.")
+    return False
+
