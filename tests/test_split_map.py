@@ -146,8 +146,10 @@ def test_geometric_axis():
             geometric_axis(low, high, n)
 
 
-def _hand_map(winners: list[list[str]], steps=(2.0, 10.0, 50.0), tpots=(1.5, 4.0), workers: int = 4) -> SplitMap:
-    """A map whose winners are given, row by row (goodputs made to match: the winner 10, the others 5)."""
+def _hand_map(winners: list[list[str]], steps=(2.0, 10.0, 50.0), tpots=(1.5, 4.0), workers: int = 4,
+              max_requests: int | None = None) -> SplitMap:
+    """A map whose winners are given, row by row (goodputs made to match: the winner 10, the others 5); its goodput
+    runs uncapped unless ``max_requests`` is given (a cap of 400 cuts every cell's runs to about 6 lifetimes)."""
     cells = []
     for k, row in zip(tpots, winners):
         for s, w in zip(steps, row):
@@ -156,7 +158,7 @@ def _hand_map(winners: list[list[str]], steps=(2.0, 10.0, 50.0), tpots=(1.5, 4.0
             cells.append(Cell(int(s * 10), s, k, 1.0, 0.01, good, dict.fromkeys(good, "tpot"),
                               {"split": "2P+2D", "prefill-first": "4 colocated", "chunked": "4 chunked"}).decide(0.1))
     return SplitMap(cells, workers, [int(s * 10) for s in steps], list(steps), list(tpots), 64, 5, None, 0.1,
-                    "built-in", chunk_tokens=[256])
+                    "built-in", chunk_tokens=[256], search={"max_requests": max_requests})
 
 
 def _row(winners: list[str], steps=(2.0, 10.0, 50.0)):
@@ -285,6 +287,26 @@ def test_the_heatmap_reads_on_a_phone():
     close, wide = (_hand_map([["split"] * 3] * 2).cells[0]), m.cells[2]
     close.margin = 0.12
     assert sum(cell_color(close)) > sum(cell_color(wide))  # a close win is paler
+
+
+def test_the_maps_mark_cells_read_off_runs_too_short_for_a_backlog():
+    """A reviewer's read of chapter 7 (2026-12-06): 9 of the eight-worker map's 16 cells came from runs of 2 to 20
+    request lifetimes, and the figure marked none of them."""
+    from splitlab.teach.figures.phone import phone_font_pt
+    from splitlab.teach.figures.split_map import SHORT_LABEL, map_heatmap, run_lifetimes, short_run
+    from splitlab.teach.widgets.split_map import split_map_figure
+    m = _hand_map([["chunked", "tie", "split"], ["prefill-first", "chunked", "split"]], max_requests=400)
+    assert all(short_run(m, c) and run_lifetimes(m, c) < 20 for c in m.cells)  # 400 / (40/s x 1.63 s): about 6
+    ax = map_heatmap(m)
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == 6 and all(t.endswith("*") for t in texts) and phone_font_pt(ax.figure) >= 9
+    assert SHORT_LABEL in [t.get_text() for t in ax.figure.legends[0].get_texts()]
+    fig = split_map_figure({None: m})
+    assert fig.data[0].text[0][0].endswith("*") and "request lifetimes (< 20)" in fig.data[0].hovertext[0][0]
+    assert SHORT_LABEL in [d.name for d in fig.data]
+    plain = _hand_map([["chunked", "tie", "split"], ["prefill-first", "chunked", "split"]])  # uncapped
+    assert not any(t.get_text().endswith("*") for t in map_heatmap(plain).texts)
+    assert SHORT_LABEL not in [d.name for d in split_map_figure({None: plain}).data]
 
 
 def test_the_explorers_draw_the_same_maps():

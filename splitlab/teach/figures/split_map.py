@@ -25,7 +25,7 @@ from .phone import figure, legend_below, styled
 from .style import LAYOUT_COLORS, fmt3, gb_per_s, pct2
 
 __all__ = ["map_heatmap", "map_words", "rule_table", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN",
-           "TIE_COLOR", "NONE_COLOR", "full_runs_cell", "wins_words"]
+           "TIE_COLOR", "NONE_COLOR", "full_runs_cell", "wins_words", "short_run", "SHORT_LABEL"]
 
 #: a map's kinds in the book's layout colours (:data:`.style.LAYOUT_COLORS`)
 KIND_COLORS = {"split": LAYOUT_COLORS["split"], "prefill-first": LAYOUT_COLORS["prefill-first"],
@@ -80,7 +80,8 @@ def predicted(m) -> bool:
 def map_heatmap(m, ax=None, title: str | None = None):
     """Draw the :class:`~splitlab.planning.split_map.SplitMap` ``m`` as a heatmap (module docstring): across, the
     prefill cost in lone decode steps (prompt tokens below); up, the TPOT SLO in lone decode steps (tight at the
-    bottom). A map on an analytic cost model says "predicted" in its title. Returns the Axes."""
+    bottom). A map on an analytic cost model says "predicted" in its title; a cell whose goodput runs its request cap
+    cut below 20 request lifetimes (:func:`short_run`) carries a "*". Returns the Axes."""
     if ax is None:
         fig, (ax,) = figure(1, height=0.55 * len(m.tpot_steps) + 2.2)
     rows, cols = len(m.tpot_steps), len(m.prompt_tokens)
@@ -89,8 +90,8 @@ def map_heatmap(m, ax=None, title: str | None = None):
     size = 11.5 if cols <= 6 else 9.5
     for c, color in zip(m.cells, rgb.reshape(-1, 3)):
         i, j = m.tpot_steps.index(c.tpot_steps), m.prompt_tokens.index(c.prompt_tokens)
-        ax.text(j, i, cell_text(c), ha="center", va="center", fontsize=size, linespacing=1.0,
-                color="white" if _dark(color) else "black")
+        ax.text(j, i, cell_text(c) + ("*" if short_run(m, c) else ""), ha="center", va="center", fontsize=size,
+                linespacing=1.0, color="white" if _dark(color) else "black")
         if c.winner == "none":
             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", lw=0, color="0.75"))
     ax.set_xticks(range(cols), axis_ticks(m), fontsize=11.5)
@@ -109,6 +110,8 @@ def map_heatmap(m, ax=None, title: str | None = None):
     handles.append(Patch(color=TIE_COLOR, label=f"tie (within {pct2(m.tie_tolerance)})"))
     if any(c.winner == "none" for c in m.cells):
         handles.append(Patch(facecolor=NONE_COLOR, edgecolor="0.6", hatch="//", label="none meets the SLOs"))
+    if any(short_run(m, c) for c in m.cells):
+        handles.append(Patch(facecolor="none", edgecolor="none", label=SHORT_LABEL))
     legend_below(ax.figure, handles, [h.get_label() for h in handles], ncols=2)
     return ax
 
@@ -146,6 +149,18 @@ def run_length_words(long_map, short_map, long_requests: int = 2000, short_reque
             f"{', '.join(said(b) for _, b in pairs)}; runs of {long_requests:,} "
             f"{', '.join(said(a) for a, _ in pairs)} ({moved} of {len(pairs)} cells change hands): a short run ends "
             f"before a decode backlog builds, and the backlog weighs on the layouts differently.")
+
+
+#: the legend's words for a cell marked by :func:`short_run`
+SHORT_LABEL = "*: runs < 20 lifetimes"
+
+
+def short_run(m, cell) -> bool:
+    """Whether ``cell``'s goodput runs spanned fewer request lifetimes than a goodput run should
+    (:func:`run_lifetimes` below :data:`splitlab.serving.goodput_runs.LIFETIMES`): a cell the map marks, since a short
+    run ends before a decode backlog builds (:func:`capped_words`)."""
+    from ...serving.goodput_runs import LIFETIMES
+    return run_lifetimes(m, cell) < LIFETIMES
 
 
 def run_lifetimes(m, cell) -> float:
@@ -235,7 +250,7 @@ def wins_words(m, kind: str = "split") -> str:
     if not m.cells:
         raise ValueError("m has no cells: no wins to count")
     won = [c for c in m.cells if c.winner == kind]
-    short = sum(run_lifetimes(m, c) < LIFETIMES for c in won)
+    short = sum(short_run(m, c) for c in won)
     return f"{len(won)} of the {len(m.cells)} cells" + (
         f" ({short} of {'them' if len(won) > 1 else 'it'} off runs under {LIFETIMES} request lifetimes)" if short
         else "")

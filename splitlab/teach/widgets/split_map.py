@@ -188,7 +188,8 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
     from matplotlib.colors import to_hex
 
     from ...planning.map_result import lead_text
-    from ..figures.split_map import FULL_MARGIN, KIND_COLORS, NONE_COLOR, TIE_COLOR, axis_ticks, cell_text, predicted
+    from ..figures.split_map import (FULL_MARGIN, KIND_COLORS, NONE_COLOR, SHORT_LABEL, TIE_COLOR, axis_ticks,
+                                     cell_text, predicted, run_lifetimes, short_run)
     from ..figures.style import pct2
     from ..interactive import MODEBAR_REMOVED
 
@@ -207,8 +208,10 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
 
     def grid(m):
         rows = [m.cells[i * cols:(i + 1) * cols] for i in range(len(y))]
-        return ([[_z(c) for c in r] for r in rows], [[cell_text(c, "<br>") for c in r] for r in rows],
-                [[_hover(c) for c in r] for r in rows])
+        return ([[_z(c) for c in r] for r in rows],
+                [[cell_text(c, "<br>") + ("*" if short_run(m, c) else "") for c in r] for r in rows],
+                [[_hover(c) + (f"<br>runs spanned {run_lifetimes(m, c):.2g} request lifetimes (< 20)"
+                               if short_run(m, c) else "") for c in r] for r in rows])
     fig = go.Figure()
     for j, g in enumerate(grids.values()):
         z, text, hover = grid(g[default])
@@ -223,6 +226,9 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
     if any(c.winner == "none" for m in every for c in m.cells):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="none meets the SLOs",
                                  marker=dict(symbol="square-open", size=14, color="#999999")))
+    if any(short_run(m, c) for m in every for c in m.cells):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=SHORT_LABEL,
+                                 marker=dict(symbol="asterisk-open", size=10, color="#333333")))
     n = len(grids)
     steps = []
     for gbps in links:
