@@ -229,7 +229,7 @@ def margin_words(check, cells: dict) -> str:
     err = v["in_run_largest"]
     text = (f"These runs check each region's order at one rate, not the map's margins, each a ratio of two simulated "
             f"goodputs. The simulator's own error on the check at the top of this page (refitted to the runs' steps) "
-            f"reached {err:.1%} on one latency percentile ({v['in_run_where']}), on runs of a few requests: a "
+            f"reached {err:.1%} on one latency percentile ({v['in_run_where']}), on the check's short runs: a "
             f"latency percentile is not a goodput, and the check's errors differ from layout to layout.")
     return text + "".join(sitting_goodput_words(c) if cell_sitting(c) is not None else _goodput_error(c)
                           for c in cells.values())
