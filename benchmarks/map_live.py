@@ -114,7 +114,7 @@ def _ladder(path: str, argv, ap, more: list | None = None) -> int:
     one, go on from its rungs, first serving the seeds ``more`` on each) and write it into the cell's
     ``extra["ladder"]``, this run listed after the record's. A record without a tie, whose ladder is not its tie's,
     or seeds to add to no ladder or served already: ap.error."""
-    meta, cells = _record(path, "--ladder", ap)
+    meta, cells = _record(path, "--ladder", ap, write=True)
     if "tie" not in cells:
         ap.error(f"--ladder: the record at {path} holds no tie (regions {sorted(cells)})")
     try:  # before the model: a record served before it kept the runs' limits was refused after the load
@@ -148,7 +148,7 @@ def _sitting(path: str, argv, ap) -> int:
     grid and seeds fixed in advance) into the cell's ``extra["sitting"]``, the record written after each seed; where
     the tie holds a sitting stopped before its last seed, go on from it. A record without a tie, or whose tie was
     served in a sitting to its end (a sitting is one experiment): ap.error."""
-    meta, cells = _record(path, "--sitting", ap)
+    meta, cells = _record(path, "--sitting", ap, write=True)
     if "tie" not in cells:
         ap.error(f"--sitting: the record at {path} holds no tie (regions {sorted(cells)})")
     try:
@@ -164,11 +164,11 @@ def _sitting(path: str, argv, ap) -> int:
     sl.phases.device.set_cpu_clock("thread")
     c = cells["tie"]
 
-    def keep(sitting: dict) -> None:
-        c.extra["sitting"] = dict(sitting)
-        map_steady.save_record(cells, path, **meta)
+    def keep(sitting: dict) -> None:  # printed first: a record that cannot be written keeps its seed on screen
         print("seed", sitting["seeds"][-1], {n: [round(a) for a in v[-1]] for n, v in sitting["measured"].items()},
               f"load {sitting['load_average'][-1]}", flush=True)
+        c.extra["sitting"] = dict(sitting)
+        map_steady.save_record(cells, path, **meta)
     if had is not None:
         print(f"--sitting: going on from the sitting of {had['started_utc']} after {len(had['seeds'])} of its "
               f"{len(had['plan'])} seeds", flush=True)
@@ -193,10 +193,15 @@ def _laddered(c, lm, resume=None, more=None) -> dict:
     return ladder
 
 
-def _record(path: str, flag: str, ap) -> tuple[dict, dict]:
-    """:func:`map_steady.load_record` of ``path``, or ap.error naming ``flag`` (a missing file, not a record)."""
+def _record(path: str, flag: str, ap, write: bool = False) -> tuple[dict, dict]:
+    """:func:`map_steady.load_record` of ``path``, or ap.error naming ``flag`` (a missing file, not a record; with
+    ``write``, one this run could not write back: found before any serving, not after the first seed)."""
     try:
-        return map_steady.load_record(path)
+        got = map_steady.load_record(path)
+        if write:
+            with open(path, "a"):  # opened for writing, nothing written: a read-only or immutable file fails here
+                pass
+        return got
     except (OSError, ValueError) as err:
         ap.error(f"{flag}: {err}")
 
@@ -282,22 +287,25 @@ def main(argv=None) -> int:
     ap.add_argument("--resimulate", metavar="RECORD", help="add the in-run simulation (map_steady.in_run) to a record "
                     "served before it was kept, from --calibration (the calibration file the record's run used)")
     ap.add_argument("--ladder", metavar="RECORD", help="serve the ladder of rates of the tie in a record served "
-                    "before (map_steady_tie.tie_ladder) and write it back")
+                    "before (map_steady_tie.tie_ladder) and write it back; no other option beside it but --more-seeds")
     ap.add_argument("--more-seeds", type=_type(_seed_list), default=None, action="append", help="with --ladder: "
                     "seeds to add to the record's ladder, comma-separated, served on each of its rungs before it goes "
                     "on")
     ap.add_argument("--sitting", metavar="RECORD", help="serve the tie in a record served before in one sitting "
                     "(map_steady_tie_sitting.serve_sitting: a grid of rates fixed in advance, seed by seed) and write "
-                    "it back")
+                    "it back after each seed; no other option beside it")
     ap.add_argument("--calibration", help="with --resimulate: that run's calibration (splitlab's cache keeps it)")
     args = ap.parse_args(argv)
     if args.more_seeds is not None:  # given once: a second --more-seeds was kept in place of the first
         if len(args.more_seeds) > 1:
             ap.error("--more-seeds given more than once: give its seeds once, comma-separated")
         args.more_seeds = args.more_seeds[0]
+    said = [a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)]
     for flag, own in (("ladder", ("ladder", "more_seeds")), ("sitting", ("sitting",))):
-        if getattr(args, flag) == "":
-            ap.error(f"--{flag} needs a record's path, got an empty one")
+        if said.count(f"--{flag}") > 1:  # argparse keeps the last: the first record was dropped in silence
+            ap.error(f"--{flag} given more than once: give one record")
+        if getattr(args, flag) is not None and not getattr(args, flag).strip():
+            ap.error(f"--{flag} needs a record's path, got {getattr(args, flag)!r}")
         if getattr(args, flag) is not None:  # it serves the record's own tie and writes it back: --out... dropped
             default = vars(ap.parse_args([]))
             words = [a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)]

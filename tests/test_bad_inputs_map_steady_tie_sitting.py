@@ -149,6 +149,12 @@ def test_a_recorded_sitting_decides_the_ties_outcome_and_its_words_follow_its_nu
     ("--sitting {tmp}/tie.json --seeds 0,1", "--sitting serves the record's tie .*: --seeds not read with it"),
     ("--sitting {tmp}/tie.json --ladder {tmp}/tie.json", "--ladder serves the record's tie .*: --sitting not read"),
     ("--sitting {tmp}/none.json", "--sitting: no record at"),
+    ("--sitting {tmp}/done.json --sitting {tmp}/tie.json", "--sitting given more than once: give one record"),
+    ("--ladder {tmp}/done.json --ladder={tmp}/tie.json", "--ladder given more than once: give one record"),
+    (["--sitting", "  "], "--sitting needs a record's path, got '  '"),  # was "no record at   (not a file)"
+    ("--sitting {tmp}/locked.json", "--sitting: .*Permission denied"),  # before the model, not after a seed
+    ("--ladder {tmp}/locked.json", "--ladder: .*Permission denied"),  # not after the whole ladder
+    ("--sitting {tmp}/resumed.json", "--sitting: the tie .* cannot be served: .*resumed_utc must be a list"),
 ])
 def test_map_live_sitting_refuses_before_loading_the_model(argv, match, monkeypatch, capsys, tmp_path):
     mod = _map_live(monkeypatch)
@@ -156,11 +162,22 @@ def test_map_live_sitting_refuses_before_loading_the_model(argv, match, monkeypa
     split.region = "split"
     done, bad = _tie(), _tie()
     done.extra["sitting"], bad.extra["sitting"] = _sat(), _sat(geomean_per_worker=21.0)
+    resumed = _tie()  # a partial sitting whose resumed_utc is not a list: was an AttributeError after the load
+    resumed.extra["sitting"] = _sat(plan=[12, 13, 14, 15], resumed_utc="2026-12-06 09:30 UTC")
     for name, cells in (("tie", {"tie": _tie()}), ("split", {"split": split}), ("done", {"tie": done}),
-                        ("bad", {"tie": bad})):
+                        ("bad", {"tie": bad}), ("locked", {"tie": _tie()}), ("resumed", {"tie": resumed})):
         map_steady.save_record(cells, str(tmp_path / f"{name}.json"), workers=2)
+    if "locked" in str(argv):  # a record this run could not write back: was found only after the first seed's serving
+        import builtins
+        real = builtins.open
+
+        def locked(file, mode="r", *a, **k):  # as a read-only file to a user, an immutable one (chattr +i) to root
+            if str(file).endswith("locked.json") and any(m in mode for m in "wa+"):
+                raise PermissionError(13, "Permission denied", str(file))
+            return real(file, mode, *a, **k)
+        monkeypatch.setattr(builtins, "open", locked)
     with pytest.raises(SystemExit) as exit_:
-        mod.main(argv.format(tmp=tmp_path).split())
+        mod.main(argv.format(tmp=tmp_path).split() if isinstance(argv, str) else argv)
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert re.search(match, err), err
@@ -253,3 +270,20 @@ def test_the_live_table_and_summary_give_a_sittings_verdict_not_its_one_rate():
     assert ("in one sitting, narrowly" in map_steady_text.record_summary({"tie": c})) == narrow
     plain = dataclasses.replace(c, extra={k: v for k, v in c.extra.items() if k != "sitting"})
     assert map_steady_text.steady_table({"tie": plain}).loc["tie", "gap (pp)"] != "-"  # a ladder's row: its numbers
+
+
+def test_check_sitting_reads_its_times_and_numpy_shares():
+    """A fresh reader's breaks (2026-12-06): an end before the start read a verdict; a resumed_utc that was not a list
+    was an AttributeError after the model loaded; numpy's floats as shares were refused as not numbers."""
+    import numpy as np
+    with pytest.raises(ValueError, match="cannot end \\(2026-12-06 09:00 UTC\\) before it started"):
+        S.check_sitting(_sat(ended_utc="2026-12-06 09:00 UTC"))
+    for bad in ("2026-12-06 09:30 UTC", 42, ["yesterday"], ["2026-12-06 11:00 UTC"]):  # the last: after its end
+        with pytest.raises(ValueError, match="resumed_utc must be a list of times"):
+            S.check_sitting(_sat(resumed_utc=bad))
+    assert S.check_sitting(_sat(resumed_utc=["2026-12-06 09:40 UTC"])) == 3
+    assert S.check_sitting(_sat(shares=np.array([0.8, 0.9, 1.0]))) == 3
+    assert S.check_sitting(_sat(shares=[np.float32(0.8), np.float64(0.9), 1])) == 3
+    with pytest.raises(ValueError, match="shares must be at least two rising"):
+        S.check_sitting(_sat(shares=[True, 2.0, 3.0]))
+

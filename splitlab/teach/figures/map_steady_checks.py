@@ -26,7 +26,7 @@ def read_record_json(path) -> dict:
     ValueError naming the file for text that is not JSON, JSON holding NaN or Infinity, or JSON that is not an
     object with a ``cells`` object (a record of the map's steady-state check)."""
     if not Path(path).is_file():
-        raise FileNotFoundError(f"no record at {path} (not a file)")
+        raise FileNotFoundError(f"no record at {str(path)!r} (not a file)")
     try:
         with open(path) as f:
             d = json.load(f, parse_constant=_no_constant)

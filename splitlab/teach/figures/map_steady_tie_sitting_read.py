@@ -6,6 +6,7 @@ of the seeds) and the verdict (:func:`sitting_outcome`)."""
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from datetime import datetime
 
@@ -19,6 +20,8 @@ _READINGS = ("matches: a tie", "does not match", "undecided")
 
 def _shares(shares) -> list:
     got = list(shares) if hasattr(shares, "__iter__") and not isinstance(shares, (str, bytes, dict)) else None
+    got = None if got is None else [float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else v
+                                    for v in got]  # numpy's floats and ints too
     if not got or len(got) < 2 or not all(_finite(v) and v > 0 for v in got) or any(
             b <= a for a, b in zip(got, got[1:])):
         raise ValueError(f"shares must be at least two rising finite numbers > 0, got {shares!r:.100}")
@@ -34,6 +37,17 @@ def _seeds(seeds, least: int = 2, what: str = "seeds") -> list:
     return [int(s) for s in got]
 
 
+_WHEN = "%Y-%m-%d %H:%M UTC"
+
+
+def _is_when(t) -> bool:
+    try:
+        datetime.strptime(t, _WHEN)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def complete(sitting: dict) -> bool:
     """Whether ``sitting`` (checked: :func:`check_sitting`) served every seed it planned: one stopped earlier gives
     no verdict (:func:`sitting_outcome`), and :func:`serve_sitting` can go on from it (``resume``)."""
@@ -45,7 +59,8 @@ def check_sitting(sitting) -> int:
     naming what is wrong unless it has rising shares, two layouts, each an attainment (%, 0..100) per share per
     seed, as many seeds as its ``seeds`` (distinct whole numbers, at least one: the first of its ``plan``, the seeds it
     was to serve), a geometric mean finite > 0, a load average per seed (finite >= 0), its start and end
-    ("YYYY-MM-DD HH:MM UTC") and its CPU time (finite >= 0)."""
+    ("YYYY-MM-DD HH:MM UTC", the end not before the start), where it was resumed a list of such times between them
+    (``resumed_utc``), and its CPU time (finite >= 0)."""
     if not isinstance(sitting, dict):
         raise ValueError(f"a sitting must be a dict (serve_sitting's), got {type(sitting).__name__}")
     shares, measured = _shares(sitting.get("shares")), sitting.get("measured")
@@ -69,11 +84,17 @@ def check_sitting(sitting) -> int:
     if not isinstance(load, list) or len(load) != len(seeds) or not all(_finite(x) and x >= 0 for x in load):
         raise ValueError(f"a sitting's load_average must be a finite number >= 0 per seed, got {load!r:.100}")
     try:
-        for k in ("started_utc", "ended_utc"):
-            datetime.strptime(sitting.get(k), "%Y-%m-%d %H:%M UTC")
+        start, end = (datetime.strptime(sitting.get(k), _WHEN) for k in ("started_utc", "ended_utc"))
     except (TypeError, ValueError):
         raise ValueError(f"a sitting must say when it started and ended (started_utc, ended_utc: \"YYYY-MM-DD HH:MM "
                          f"UTC\"), got {sitting.get('started_utc')!r} and {sitting.get('ended_utc')!r}") from None
+    if end < start:
+        raise ValueError(f"a sitting cannot end ({sitting['ended_utc']}) before it started ({sitting['started_utc']})")
+    resumed = sitting.get("resumed_utc", [])
+    if not isinstance(resumed, list) or not all(_is_when(t) and start <= datetime.strptime(t, _WHEN) <= end
+                                                for t in resumed):
+        raise ValueError(f"a sitting's resumed_utc must be a list of times (\"YYYY-MM-DD HH:MM UTC\") between its "
+                         f"start and end, got {resumed!r:.100}")
     if not _finite(sitting.get("cpu_s")) or sitting["cpu_s"] < 0:
         raise ValueError(f"a sitting's cpu_s must be finite >= 0, got {sitting.get('cpu_s')!r}")
     return len(seeds)
