@@ -405,7 +405,8 @@ def test_margin_words_set_the_map_margins_beside_the_simulators_own_error():
                           in_run_error=[0.05, -0.197]))
     cells = {"split": _steady()}
     words = map_steady_sizes.margin_words(t, cells)
-    assert "reached 19.7% on one latency percentile (research, 2 colocated, tpot_p50), on the check's short runs" in words
+    assert "reached 19.7% on one latency percentile (research, 2 colocated, tpot_p50), on the check's short " \
+        "runs" in words
     assert words.endswith("the check's errors differ from layout to layout.")  # no ladder: no goodput measured live
     tie = _tie(ladder=_ladder([(0.85, [100] * 3), (0.9, [40] * 3)], [(0.85, [100] * 3), (0.9, [95] * 3),
                                                                      (0.95, [40] * 3)]))  # goodputs 16 and 25
