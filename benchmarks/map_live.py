@@ -308,9 +308,8 @@ def main(argv=None) -> int:
             ap.error(f"--{flag} needs a record's path, got {getattr(args, flag)!r}")
         if getattr(args, flag) is not None:  # it serves the record's own tie and writes it back: --out... dropped
             default = vars(ap.parse_args([]))
-            words = [a.split("=")[0] for a in (sys.argv[1:] if argv is None else argv)]
             given = [k for k, v in vars(args).items() if k not in own and (
-                v != default[k] or "--" + k.replace("_", "-") in words)]  # a default given is dropped too
+                v != default[k] or "--" + k.replace("_", "-") in said)]  # a default given is dropped too
             if given:
                 ap.error(f"--{flag} serves the record's tie as it was served and writes it back: "
                          f"{', '.join('--' + k.replace('_', '-') for k in given)} not read with it")
