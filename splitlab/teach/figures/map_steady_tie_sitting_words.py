@@ -60,8 +60,12 @@ def narrow(sitting: dict) -> bool:
     """Whether the sitting's verdict (:func:`~.map_steady_tie_sitting_read.sitting_outcome`) is kept by fewer than
     :data:`~.map_steady_tie_read.CONFIDENCE` + :data:`NARROW` of its resamples (False where it is undecided).
     ValueError: those of :func:`~.map_steady_tie_sitting_read.support`."""
-    said = sitting_outcome(sitting)
-    return said != "undecided" and support(sitting)[said] < CONFIDENCE + NARROW
+    return _narrow(sitting_outcome(sitting), support(sitting))
+
+
+def _narrow(said: str, backed: dict) -> bool:
+    """:func:`narrow` on a verdict ``said`` and its resamples' readings ``backed`` computed already."""
+    return said != "undecided" and backed[said] < CONFIDENCE + NARROW
 
 
 def sitting_label(c) -> str:
@@ -115,7 +119,7 @@ def sitting_words(c) -> str:
              f"{_pct(backed['does not match'])} no tie"
              + (f" ({_pct(backed['undecided'])} leave it open)" if backed["undecided"] else "") + ", so ")
     near = (f", narrowly: {_pct(backed[said])} of the resamples against the {CONFIDENCE:.0%} it asks"
-            if narrow(sitting) else "")
+            if _narrow(said, backed) else "")
     return text + {"matches: a tie": f"by the rule fixed before it was served the sitting shows the tie the map "
                                      f"draws{near}.{_nominal(backed[said], n)}",
                    "does not match": f"by the rule fixed before it was served the sitting parts the two where the "
