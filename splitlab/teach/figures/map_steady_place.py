@@ -52,15 +52,22 @@ def _check_configs(configs) -> None:
         raise ValueError(f"configs must be a non-empty dict {{layout name: ServingConfig}}, got {configs!r:.80}")
 
 
+def search_defaults() -> dict:
+    """:func:`~splitlab.planning.split_map.split_map`'s search settings by default ({setting: value} of
+    :data:`SETTINGS`): what a map that records none, and a cell placed with them, were searched with."""
+    from ...planning.split_map import split_map
+    defaults = inspect.signature(split_map).parameters
+    return {k: defaults[k].default for k in SETTINGS}
+
+
 def settings_of(m) -> dict:
     """The map's search settings (``max_requests``, ``min_requests``, ``tolerance``, ``extend``): its own record,
     else :func:`~splitlab.planning.split_map.split_map`'s defaults (a map built by hand records none). TypeError:
     ``m`` not a split map, its ``search`` not a dict (an AttributeError was all it said)."""
-    from ...planning.split_map import split_map
     if not all(hasattr(m, a) for a in ("cells", "workers", "search")):
         check_map(m)  # a dict of maps, say: its TypeError names what was given
         raise TypeError(f"m must be a split map with its search settings, got {type(m).__name__} without 'search'")
-    defaults = {k: p.default for k, p in inspect.signature(split_map).parameters.items()}
+    defaults = search_defaults()
     search = m.search or {}
     if not isinstance(search, dict):
         raise TypeError(f"m.search must be a dict of the map's search settings, got {type(search).__name__}")

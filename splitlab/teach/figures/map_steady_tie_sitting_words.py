@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from .map_steady_place import search_defaults
 from .map_steady_tie_read import CONFIDENCE, RESAMPLES, TOLERANCE, brackets, cell_ladder, seed_sets
 from .map_steady_tie_sitting_read import (cell_sitting, complete, crossing, goodputs, interval, ratio, ratio_range,
                                           rung_bounds, sitting_outcome, support)
@@ -249,9 +250,7 @@ def sitting_goodput_words(c) -> str:
     live = (f"{bound} (a goodput off the grid is only a bound)" if math.isnan(r) else
             f"{r:.1%} (95% bootstrap interval {i['lo']:.1%} to {i['hi']:.1%}{off})")
     simulated = c.goodput_now[c.rival] / c.goodput_now[c.winner]
-    from ...planning.split_map import split_map
-    import inspect
-    search = inspect.signature(split_map).parameters["tolerance"].default  # each simulated goodput's search
+    search = search_defaults()["tolerance"]  # each simulated goodput's search (map_live's map: the defaults)
     sets = seed_sets(c) if cell_ladder(c) is not None else {}
     mids = [sum(sum(b) / 2 for b in brackets(sub).values()) / 2 for sub in sets.values()]
     apart = (f" (one of the ladder's sittings found them {1 - min(mids) / max(mids):.0%} lower than the other)"
