@@ -25,7 +25,7 @@ from .phone import figure, legend_below, styled
 from .style import LAYOUT_COLORS, fmt3, gb_per_s, pct2
 
 __all__ = ["map_heatmap", "map_words", "rule_table", "cell_color", "cell_text", "KIND_COLORS", "FULL_MARGIN",
-           "TIE_COLOR", "NONE_COLOR", "full_runs_cell", "wins_words", "short_run", "SHORT_LABEL"]
+           "TIE_COLOR", "NONE_COLOR", "full_runs_cell", "wins_words", "short_run", "marked_text", "SHORT_LABEL"]
 
 #: a map's kinds in the book's layout colours (:data:`.style.LAYOUT_COLORS`)
 KIND_COLORS = {"split": LAYOUT_COLORS["split"], "prefill-first": LAYOUT_COLORS["prefill-first"],
@@ -61,6 +61,12 @@ def cell_text(cell, multiline: str = "\n") -> str:
     return f"{name}{multiline}{lead_text(cell.margin)}"
 
 
+def marked_text(m, cell, multiline: str = "\n") -> str:
+    """:func:`cell_text` of a cell of the map ``m``, with a "*" where its goodput runs were short (:func:`short_run`):
+    what both the static heatmap and the kernel-free explorer write in it."""
+    return cell_text(cell, multiline) + ("*" if short_run(m, cell) else "")
+
+
 def _dark(rgb) -> bool:
     r, g, b = rgb
     return 0.299 * r + 0.587 * g + 0.114 * b < 0.5
@@ -90,8 +96,8 @@ def map_heatmap(m, ax=None, title: str | None = None):
     size = 11.5 if cols <= 6 else 9.5
     for c, color in zip(m.cells, rgb.reshape(-1, 3)):
         i, j = m.tpot_steps.index(c.tpot_steps), m.prompt_tokens.index(c.prompt_tokens)
-        ax.text(j, i, cell_text(c) + ("*" if short_run(m, c) else ""), ha="center", va="center", fontsize=size,
-                linespacing=1.0, color="white" if _dark(color) else "black")
+        ax.text(j, i, marked_text(m, c), ha="center", va="center", fontsize=size, linespacing=1.0,
+                color="white" if _dark(color) else "black")
         if c.winner == "none":
             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", lw=0, color="0.75"))
     ax.set_xticks(range(cols), axis_ticks(m), fontsize=11.5)

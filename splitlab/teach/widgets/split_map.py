@@ -8,7 +8,7 @@ bandwidth as the control, and the cluster's size as a second one.
   a menu of the cluster sizes) that redraws a live copy when a kernel runs (:func:`.base.explorer`).
 - :func:`split_map_figure`: the same maps as a plotly heatmap with a slider over the links (and a dropdown over
   the cluster sizes), interactive in the rendered book without a kernel (:mod:`splitlab.teach.interactive`);
-  colours and words per cell are :func:`splitlab.teach.figures.split_map.cell_color` and ``cell_text``, so both
+  colours and words per cell are :func:`splitlab.teach.figures.split_map.cell_color` and ``marked_text``, so both
   explorers show the same map.
 """
 from __future__ import annotations
@@ -189,7 +189,7 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
 
     from ...planning.map_result import lead_text
     from ..figures.split_map import (FULL_MARGIN, KIND_COLORS, NONE_COLOR, SHORT_LABEL, TIE_COLOR, axis_ticks,
-                                     cell_text, predicted, run_lifetimes, short_run)
+                                     marked_text, predicted, run_lifetimes, short_run)
     from ..figures.style import pct2
     from ..interactive import MODEBAR_REMOVED
 
@@ -209,7 +209,7 @@ def split_map_figure(maps: dict, default: float | None = None, height: int = 600
     def grid(m):
         rows = [m.cells[i * cols:(i + 1) * cols] for i in range(len(y))]
         return ([[_z(c) for c in r] for r in rows],
-                [[cell_text(c, "<br>") + ("*" if short_run(m, c) else "") for c in r] for r in rows],
+                [[marked_text(m, c, "<br>") for c in r] for r in rows],
                 [[_hover(c) + (f"<br>runs spanned {run_lifetimes(m, c):.2g} request lifetimes (< 20)"
                                if short_run(m, c) else "") for c in r] for r in rows])
     fig = go.Figure()
