@@ -7,6 +7,7 @@ import statistics
 
 import pandas as pd
 
+from ...planning.map_result import lead_text
 from .map_steady import MIN_MARGIN, NO_TEST, SteadyCell
 from .map_steady_place import PILOT_LIFETIMES, _positive
 from .map_steady_checks import check_cells, run_lines  # noqa: F401 (chapter 7 reads run_lines here)
@@ -170,7 +171,8 @@ def steady_words(cells: dict) -> str:
                 f"{_short(c.rival)} {mean[c.rival]:.0f}%")
         out.append(
             f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts, {c.prefill_steps:.3g} decode "
-            f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {_margin(c)}): at "
+            f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {_margin(c)}, the runner-up's "
+            f"shortfall, which the map labels as the winner's lead, {lead_text(c.margin)}): at "
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
             f"at the {_placer(c)}'s speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request "
             f"lifetimes of arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from "
@@ -230,14 +232,14 @@ def today_words(cells: dict, maps: dict) -> str:
 
 
 #: each verdict as the summary says it, in the order it lists them
-SAID = {"matches": "showed the map's goodput order", "matches: a tie": "tied as the map says",
-        "leads": "led as in the map, at or past a goodput", "undecided": "undecided",
+SAID = {"matches": "showed their map's goodput order", "matches: a tie": "tied as their map says",
+        "leads": "led as in their map, at or past a goodput", "undecided": "undecided",
         "does not match": "did not match", "no test": "no test (both far past their goodputs)"}
 
 
 def record_summary(cells: dict) -> str:
     """The records' verdicts in a clause: "of the 5 cells served live, colocated prefill-first and colocated chunked
-    showed the map's goodput order; the split led as in the map, at or past a goodput; a tie did not match; pf-first
+    showed their map's goodput order; the split led as in their map, at or past a goodput; a tie did not match; pf-first
     (8) no test (both far past their goodputs)". ValueError: no cell; TypeError: not a dict of cells."""
     check_cells(cells, "record_summary")
     if not cells:
