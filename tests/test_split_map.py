@@ -307,6 +307,9 @@ def test_the_maps_mark_cells_read_off_runs_too_short_for_a_backlog():
     plain = _hand_map([["chunked", "tie", "split"], ["prefill-first", "chunked", "split"]])  # uncapped
     assert not any(t.get_text().endswith("*") for t in map_heatmap(plain).texts)
     assert SHORT_LABEL not in [d.name for d in split_map_figure({None: plain}).data]
+    from splitlab.teach.figures.split_map import map_words  # the counts say it too, not the figure alone
+    assert map_words(m).endswith("; 6 of the 6 were read off goodput runs under 20 request lifetimes (marked *).")
+    assert "marked *" not in map_words(plain)
 
 
 def test_the_explorers_draw_the_same_maps():

@@ -124,8 +124,8 @@ def map_heatmap(m, ax=None, title: str | None = None):
 
 def map_words(m) -> str:
     """A sentence on the :class:`~splitlab.planning.split_map.SplitMap` ``m``: how many of its cells each layout
-    wins (by more than the tie tolerance), how many are ties (and how a tie's cell names its kinds) and how many no
-    layout serves."""
+    wins (by more than the tie tolerance), how many are ties (and how a tie's cell names its kinds), how many no
+    layout serves, and how many were read off runs too short for a decode backlog (:func:`short_run`: the "*")."""
     n = m.counts()
     parts = [f"{n[k]} to {label}" for k, label in (("split", "the split"), ("prefill-first", "colocated prefill-first"),
                                                     ("chunked", "colocated chunked")) if n.get(k)]
@@ -136,6 +136,11 @@ def map_words(m) -> str:
                  "tie's cell names the tied kinds by letter: S the split, P prefill-first, C chunked)")
     if n.get("none"):
         text += f"; in {n['none']} no layout meets the SLOs"
+    short = sum(short_run(m, c) for c in m.cells)
+    if short:  # the counts' weakest part: runs too short for a decode backlog (the figure's "*")
+        from ...serving.goodput_runs import LIFETIMES
+        text += (f"; {short} of the {len(m.cells)} {'was' if short == 1 else 'were'} read off goodput runs under "
+                 f"{LIFETIMES} request lifetimes (marked *)")
     return text + "."
 
 
