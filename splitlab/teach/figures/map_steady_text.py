@@ -166,13 +166,14 @@ def steady_words(cells: dict) -> str:
         gw, gr = c.goodput_now[c.winner], c.goodput_now[c.rival]
         link = ("" if c.link_gbps is None else f" on a {c.link_gbps:g} GB/s KV link") + (
             "" if c.workers == first.workers else f", {c.workers} workers")
-        verdict = c.outcome()
+        verdict, served = c.outcome(), "" if c.prompt_tokens == c.map_prompt_tokens else f" on the map, " \
+                                                                                        f"{c.prompt_tokens} served"
         held = (f"{_short(c.winner)} kept {mean[c.winner]:.0f}% of its requests within the SLOs and "
                 f"{_short(c.rival)} {mean[c.rival]:.0f}%")
         out.append(
-            f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts, {c.prefill_steps:.3g} decode "
-            f"steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {_margin(c)}, the runner-up's "
-            f"shortfall, which the map labels as the winner's lead, {lead_text(c.margin)}): at "
+            f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts{served}, {c.prefill_steps:.3g} "
+            f"decode steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {_margin(c)}, the "
+            f"runner-up's shortfall, which the map labels as the winner's lead, {lead_text(c.margin)}): at "
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
             f"at the {_placer(c)}'s speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request "
             f"lifetimes of arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from "
@@ -182,11 +183,9 @@ def steady_words(cells: dict) -> str:
 
 def _tail(c: SteadyCell, g: dict, verdict: str, mean) -> list:
     """The rest of a region's sentences: the verdict, the bar and the models; a tie served in a sitting: the one
-    rate's bar, models and SLO caveat, then in a paragraph of its own the sitting
-    (:func:`~.map_steady_tie_sitting_words.sitting_words`, ``reading_words``), then in another what its ladder taught
-    (:func:`~.map_steady_tie_sitting_words.pilot_words`); a tie served on a ladder of
-    rates alone: the one rate's bar, then the ladder (:func:`~.map_steady_tie_words.ladder_words`), then the
-    models."""
+    rate's bar, models and SLO caveat, then a paragraph of the sitting (``sitting_words``, ``reading_words``), then
+    one of what its ladder taught (``pilot_words``: :mod:`.map_steady_tie_sitting_words`); a tie served on a ladder
+    of rates alone: the one rate's bar, the ladder (:func:`~.map_steady_tie_words.ladder_words`), the models."""
     bar, caveat = _bar(c, mean) if verdict != "no test" else "", mean_tpot_words(c)
     if cell_sitting(c) is not None:
         pilot = pilot_words(c)  # three paragraphs: the one rate, the sitting, the ladder before it
