@@ -327,7 +327,8 @@ def test_words_say_an_idle_tie_a_winner_at_its_knee_and_a_margin_below_the_check
     assert "The winner fell below 90% on 1 of the 3 seeds, though" in map_steady_text.steady_words({"split": knee})
     assert "The winner fell below" not in map_steady_text.steady_words({"split": _steady()})
     narrow = dataclasses.replace(_steady(), margin=0.197)
-    assert "the map's margin 19.7%, below the 20% the check asks for" in map_steady_text.steady_words({"split": narrow})
+    assert "the map's margin 19.7% (the runner-up's shortfall; the map labels the winner's lead, +25%), below the " \
+        "20% the check asks for" in map_steady_text.steady_words({"split": narrow})
     # the prompts the cell was served with beside the map's (placed on this machine's speed: chapter 6 quotes them)
     same = dataclasses.replace(narrow, prompt_tokens=narrow.map_prompt_tokens)
     assert f"({same.map_prompt_tokens}-token prompts, " in map_steady_text.steady_words({"split": same})
@@ -335,8 +336,8 @@ def test_words_say_an_idle_tie_a_winner_at_its_knee_and_a_margin_below_the_check
     assert f"({moved.map_prompt_tokens}-token prompts on the map, {moved.prompt_tokens} served, " in \
         map_steady_text.steady_words({"split": moved})
     # the margin (the runner-up's shortfall) beside the map's label (the winner's lead): two scales of one gap
-    assert "the runner-up's shortfall, which the map labels as the winner's lead, +25%)" in \
-        map_steady_text.steady_words({"split": narrow})
+    assert "the map's margin 27% (the runner-up's shortfall; the map labels the winner's lead, +37%))" in \
+        map_steady_text.steady_words({"split": dataclasses.replace(narrow, margin=0.27)})
 
 
 def test_moved_words_size_a_slow_links_transfer_against_the_prefill():

@@ -146,9 +146,10 @@ def _models(c: SteadyCell) -> str:
 def _margin(c: SteadyCell) -> str:
     """The map's margin of the cell, with a word where it is below the check's :data:`~.map_steady.MIN_MARGIN` (a
     region with no wider cell: :func:`~.map_steady.pick_cells` took its widest)."""
+    lead = f" (the runner-up's shortfall; the map labels the winner's lead, {lead_text(c.margin)})"
     if c.region == "tie" or c.margin >= MIN_MARGIN:
-        return f"{c.margin:.0%}"
-    return f"{c.margin:.1%}, below the {MIN_MARGIN:.0%} the check asks for: the region's widest"
+        return f"{c.margin:.0%}{lead}"
+    return f"{c.margin:.1%}{lead}, below the {MIN_MARGIN:.0%} the check asks for: the region's widest"
 
 
 def _placer(c: SteadyCell) -> str:
@@ -172,8 +173,7 @@ def steady_words(cells: dict) -> str:
                 f"{_short(c.rival)} {mean[c.rival]:.0f}%")
         out.append(
             f"**{TITLES.get(region, region)}** ({c.map_prompt_tokens}-token prompts{served}, {c.prefill_steps:.3g} "
-            f"decode steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {_margin(c)}, the "
-            f"runner-up's shortfall, which the map labels as the winner's lead, {lead_text(c.margin)}): at "
+            f"decode steps of prefill, TPOT {c.tpot_steps:g} steps{link}; the map's margin {_margin(c)}): at "
             f"{c.rate_per_worker:.3g} requests/s per worker, {_against(c, gw, gr)} searched again "
             f"at the {_placer(c)}'s speed, runs of {_count(c.requests)} requests ({c.lifetimes:.0f} request "
             f"lifetimes of arrivals) over {len(c.seeds)} seeds: {held}. The gap's 95% interval runs from "
