@@ -270,7 +270,8 @@ def _regions(text: str) -> list:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # no abbreviations: "--sitting a --sitt b" slipped past the check of a flag given twice, dropping a in silence
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--out", default=None, help="write the record here (JSON), after each cell; default: print only")
     ap.add_argument("--seeds", type=_type(_seeds), default="0,1,2",
                     help="seeds of the runs, comma-separated, at least 2 distinct (default 0,1,2)")
